@@ -1,0 +1,95 @@
+"""What a document row should say, derived from what its system of record declares.
+
+One pure rule used by the reference ingestion when it registers a document, and by the family
+check when it decides whether a row has drifted; so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from reconciler.model import OPEN_END, Document, SourceDocument, VersionState, utc
+
+
+def declared_state(source_doc: SourceDocument, *, as_of: datetime) -> VersionState:
+    """The state a source document declares at ``as_of``.
+
+    An explicit ``status`` wins, except that an approved (``current``) version whose
+    ``effective_from`` is still ahead is ``pending``. With no status, a version that names a
+    successor is ``superseded``; anything else is ``unknown`` — the honest state of an
+    undeclared document.
+    """
+    state = source_doc.state
+    if state is None:
+        state = VersionState.SUPERSEDED if source_doc.superseded_by else VersionState.UNKNOWN
+    if (
+        state in (VersionState.CURRENT, VersionState.PENDING)
+        and source_doc.effective_from is not None
+    ):
+        started = utc(source_doc.effective_from) <= utc(as_of)
+        state = VersionState.CURRENT if started else VersionState.PENDING
+    return state
+
+
+def expected_document(
+    source_doc: SourceDocument,
+    *,
+    family: str,
+    as_of: datetime,
+    successor: SourceDocument | None = None,
+    version: int | None = None,
+) -> Document:
+    """The document row that ``source_doc`` implies (ingest bookkeeping fields left empty).
+
+    ``effective_to`` is the declared one, else the successor's ``effective_from`` for a
+    superseded version, else the open-end sentinel (never null). ``version`` is the ordinal to
+    use when the source declares none (the caller orders the family).
+    """
+    state = declared_state(source_doc, as_of=as_of)
+    effective_to = source_doc.effective_to
+    if effective_to is None and state is VersionState.SUPERSEDED and successor is not None:
+        effective_to = successor.effective_from
+    return Document(
+        doc_id=source_doc.doc_id,
+        source=source_doc.source,
+        source_key=source_doc.source_key,
+        doc_family_id=family,
+        doc_version=source_doc.version if source_doc.version is not None else (version or 1),
+        version_state=state,
+        superseded_by=source_doc.superseded_by if state is VersionState.SUPERSEDED else None,
+        effective_from=utc(source_doc.effective_from) if source_doc.effective_from else None,
+        effective_to=utc(effective_to) if effective_to else OPEN_END,
+        doc_class=source_doc.doc_class,
+        title=source_doc.title,
+        source_hash=source_doc.content_hash,
+    )
+
+
+def version_ordinals(documents: list[SourceDocument]) -> dict[str, int]:
+    """Ordinals for one family's documents that declare no ``version``.
+
+    Declared versions are kept; undeclared ones follow the supersession chain (a version comes
+    after the one it supersedes), then ``effective_from``, then id.
+    """
+    predecessor_of = {d.superseded_by: d.doc_id for d in documents if d.superseded_by}
+    depth: dict[str, int] = {}
+    for doc in documents:
+        # Number of predecessors along superseded_by links (cycles were dropped by the source).
+        count, seen, current = 0, {doc.doc_id}, doc.doc_id
+        while current in predecessor_of and predecessor_of[current] not in seen:
+            current = predecessor_of[current]
+            seen.add(current)
+            count += 1
+        depth[doc.doc_id] = count
+    order = sorted(
+        documents,
+        key=lambda d: (
+            depth[d.doc_id],
+            utc(d.effective_from).isoformat() if d.effective_from else "",
+            d.doc_id,
+        ),
+    )
+    ordinals: dict[str, int] = {}
+    for position, doc in enumerate(order, start=1):
+        ordinals[doc.doc_id] = doc.version if doc.version is not None else position
+    return ordinals

@@ -1,0 +1,57 @@
+"""The program's own failures, grouped by what the caller does (drift is a Finding, not this)::
+
+    ReconcilerError                 base
+    ├── ConfigError                 fatal: the configuration is wrong; lists every problem
+    ├── SchemaError                 fatal: the document table is at a revision this build
+    │                               does not know (run a newer build, or restore)
+    ├── StoreUnavailable            retry later: a store could not be reached
+    │   ├── TableUnavailable
+    │   └── IndexUnavailable
+    └── IndexWriteError             stop the run: a payload batch failed; ``points_written``
+                                    says exactly how far it got (every write is idempotent,
+                                    so the next run converges)
+
+Connector errors live in ``connectors.base``.
+"""
+
+from __future__ import annotations
+
+
+class ReconcilerError(Exception):
+    """Base of the reconciler's own errors."""
+
+
+class ConfigError(ReconcilerError):
+    """The configuration is invalid; ``problems`` lists every (key path, message)."""
+
+    def __init__(self, problems: list[tuple[str, str]], *, origin: str | None = None) -> None:
+        self.problems = problems
+        self.origin = origin
+        where = f" in {origin}" if origin else ""
+        lines = [f"{len(problems)} problem(s){where}:"]
+        lines += [f"  {path}: {message}" for path, message in problems]
+        super().__init__("\n".join(lines))
+
+
+class SchemaError(ReconcilerError):
+    """The document table's schema revision is unknown to this build."""
+
+
+class StoreUnavailable(ReconcilerError):
+    """A store could not be reached; retry later."""
+
+
+class TableUnavailable(StoreUnavailable):
+    """The document table could not be reached."""
+
+
+class IndexUnavailable(StoreUnavailable):
+    """The chunk index could not be reached."""
+
+
+class IndexWriteError(ReconcilerError):
+    """A payload write batch failed part-way through a run."""
+
+    def __init__(self, message: str, *, points_written: int) -> None:
+        self.points_written = points_written
+        super().__init__(f"{message} (after {points_written} point(s) written)")

@@ -1,0 +1,234 @@
+"""The reference ingestion: the only code in this project that embeds or creates points.
+
+It exists for the embedded default, the demo and the tests; production teams keep their own
+pipeline and call ``payload_for`` from it. It registers **new** documents (and those the
+re-ingest outbox asks for); it never changes the state of a document already registered — that
+is the reconciler's job, and doing it here would hide the drift the reconciler must find.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from connectors.base import ConnectorError, DocumentUnreadable, SourceUnavailable, SystemOfRecord
+from reconciler.chunking import chunk_markdown
+from reconciler.deriving import expected_document, version_ordinals
+from reconciler.embedding import Embedder
+from reconciler.families import resolve_families
+from reconciler.model import ChunkRecord, Document, SourceDocument, SourceProblem
+from reconciler.payload import chunk_payload
+from reconciler.ports import ChunkIndex
+from reconciler.stores.sql import SqlDocumentTable
+
+log = logging.getLogger(__name__)
+
+#: Namespace of point ids: uuid5(namespace, chunk_id), so re-ingesting is idempotent.
+POINT_NAMESPACE = uuid.UUID("6f1d3c2a-8f4e-4b8e-9a51-2c7d0e5b9f10")
+
+
+def point_id_for(chunk_id: str) -> str:
+    """The stable Qdrant point id of a chunk."""
+    return str(uuid.uuid5(POINT_NAMESPACE, chunk_id))
+
+
+@dataclass
+class SourceIngest:
+    """What one source's ingestion did."""
+
+    source: str
+    status: str = "ok"
+    documents_seen: int = 0
+    ingested: int = 0
+    reingested: int = 0
+    already_registered: int = 0
+    chunks_written: int = 0
+    problems: list[SourceProblem] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class IngestReport:
+    """What an ingestion run did, per source."""
+
+    run_id: str
+    sources: list[SourceIngest] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every source was read."""
+        return all(s.status == "ok" for s in self.sources)
+
+    def totals(self) -> dict[str, int]:
+        """Counts summed over sources."""
+        keys = ("documents_seen", "ingested", "reingested", "already_registered", "chunks_written")
+        totals = {key: sum(getattr(s, key) for s in self.sources) for key in keys}
+        totals["problems"] = sum(len(s.problems) for s in self.sources)
+        totals["failed"] = sum(len(s.failed) for s in self.sources)
+        return totals
+
+
+class Ingestor:
+    """Chunks, embeds and registers documents from the configured sources."""
+
+    def __init__(
+        self,
+        *,
+        table: SqlDocumentTable,
+        index: ChunkIndex,
+        embedder: Embedder,
+        max_chunk_chars: int = 1200,
+    ) -> None:
+        self.table = table
+        self.index = index
+        self.embedder = embedder
+        self.max_chunk_chars = max_chunk_chars
+
+    def run(
+        self,
+        sources: Sequence[SystemOfRecord],
+        *,
+        now: datetime | None = None,
+        outbox_only: bool = False,
+    ) -> IngestReport:
+        """Ingest new documents and pending re-ingest requests of every source."""
+        now = now or datetime.now(UTC)
+        run_id = self.table.start_run(mode="ingest", actor="cli")
+        report = IngestReport(run_id=run_id)
+        self.index.ensure_collection(dim=self.embedder.dim)
+        try:
+            for source in sources:
+                report.sources.append(self._ingest_source(source, now=now, outbox_only=outbox_only))
+        except Exception as exc:
+            self.table.finish_run(run_id, status="failed", counts=report.totals(), error=str(exc))
+            raise
+        self.table.finish_run(
+            run_id, status="succeeded" if report.ok else "failed", counts=report.totals()
+        )
+        return report
+
+    def _ingest_source(
+        self, source: SystemOfRecord, *, now: datetime, outbox_only: bool
+    ) -> SourceIngest:
+        result = SourceIngest(source=source.name)
+        try:
+            snapshot = source.scan()
+        except SourceUnavailable as exc:
+            # An unreadable source is never an empty one: nothing registered changes.
+            log.warning("source %s unavailable: %s", source.name, exc)
+            self.table.record_source_attempt(source.name, ok=False, at=now, error=str(exc))
+            result.status, result.error = "unavailable", str(exc)
+            return result
+        result.documents_seen = len(snapshot.documents)
+        result.problems = list(snapshot.problems)
+        for problem in snapshot.problems:
+            log.warning(
+                "source %s: %s %s: %s",
+                source.name,
+                problem.kind,
+                problem.path or problem.doc_id,
+                problem.message,
+            )
+        by_id = {d.doc_id: d for d in snapshot.documents}
+        known_by_key, known_by_hash = self.table.identities(source.name)
+        assignment = resolve_families(
+            snapshot.documents, known_by_key=known_by_key, known_by_hash=known_by_hash
+        )
+        families: dict[str, list[SourceDocument]] = defaultdict(list)
+        for doc in snapshot.documents:
+            families[assignment.family_of[doc.doc_id]].append(doc)
+        ordinals: dict[str, int] = {}
+        for members in families.values():
+            ordinals.update(version_ordinals(members))
+
+        registered = self.table.get_documents(by_id)
+        requests = {r.doc_id: r for r in self.table.pending_reingest() if r.source == source.name}
+        chunk_counts: dict[str, int] = {}
+        rows: list[Document] = []
+        for doc in snapshot.documents:
+            existing = registered.get(doc.doc_id)
+            request = requests.pop(doc.doc_id, None)
+            if existing is not None and request is None:
+                result.already_registered += 1
+                continue
+            if existing is None and outbox_only:
+                continue
+            if existing is not None:
+                row = dataclasses.replace(existing, source_hash=doc.content_hash, ingested_at=now)
+            else:
+                successor = by_id.get(doc.superseded_by) if doc.superseded_by else None
+                row = dataclasses.replace(
+                    expected_document(
+                        doc,
+                        family=assignment.family_of[doc.doc_id],
+                        as_of=now,
+                        successor=successor,
+                        version=ordinals.get(doc.doc_id),
+                    ),
+                    ingested_at=now,
+                    updated_at=now,
+                )
+            try:
+                body = source.read_body(doc.source_key)
+            except DocumentUnreadable as exc:
+                result.failed.append((doc.doc_id, str(exc)))
+                if request is not None:
+                    self.table.finish_reingest(request.id, ok=False, error=str(exc))
+                continue
+            self.table.upsert_documents([row])
+            if existing is not None:
+                self.index.delete_document_chunks(doc.doc_id)
+            written = self._write_chunks(row, body)
+            chunk_counts[doc.doc_id] = written
+            rows.append(row)
+            result.chunks_written += written
+            if request is not None:
+                self.table.finish_reingest(request.id, ok=True)
+                result.reingested += 1
+            else:
+                result.ingested += 1
+            log.debug("ingested %s: %d chunk(s)", doc.doc_id, written)
+        for request in requests.values():
+            message = "document no longer in the source"
+            self.table.finish_reingest(request.id, ok=False, error=message)
+            result.failed.append((request.doc_id, message))
+        self.table.upsert_documents(rows, chunk_counts=chunk_counts)
+        self.table.record_identities(
+            source.name,
+            [
+                (d.source_key, assignment.family_of[d.doc_id], d.content_hash)
+                for d in snapshot.documents
+            ],
+        )
+        self.table.record_source_attempt(
+            source.name, ok=True, at=now, documents_seen=len(snapshot.documents)
+        )
+        return result
+
+    def _write_chunks(self, document: Document, body: str) -> int:
+        texts = chunk_markdown(body, max_chars=self.max_chunk_chars)
+        if not texts:
+            return 0
+        vectors = self.embedder.embed(texts)
+        records = []
+        for n, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+            chunk_id = f"{document.doc_id}#{n}"
+            records.append(
+                ChunkRecord(
+                    point_id=point_id_for(chunk_id),
+                    chunk_id=chunk_id,
+                    text=text,
+                    vector=vector,
+                    payload=chunk_payload(document, chunk_id=chunk_id),
+                )
+            )
+        return self.index.upsert_chunks(records)
+
+
+__all__ = ["ConnectorError", "IngestReport", "Ingestor", "SourceIngest", "point_id_for"]

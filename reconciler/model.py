@@ -1,0 +1,193 @@
+"""Plain values shared by every layer: version states, documents, source snapshots, chunks.
+
+Nothing here imports a driver. Stores and connectors produce these values; checks and the
+planner consume them; so the logic is tested with plain data.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+#: ``effective_to`` of an open-ended version. Always written, never null or absent: absent keys
+#: do not match range filters in most stores.
+OPEN_END = datetime(9999, 12, 31, tzinfo=UTC)
+#: ``effective_from`` written for a version whose start is not known (most of an inherited
+#: corpus): the range filter needs the key present to match.
+OPEN_START = datetime(1, 1, 1, tzinfo=UTC)
+
+
+class VersionState(enum.StrEnum):
+    """Where a document version stands; see DESIGN.md §3."""
+
+    CURRENT = "current"
+    SUPERSEDED = "superseded"
+    PENDING = "pending"
+    DRAFT = "draft"
+    RETIRED = "retired"
+    UNKNOWN = "unknown"
+
+
+#: States a default (non-historical) retrieval may return, subject to the effective window.
+#: ``pending`` is here because the window decides: a pending version is returned once
+#: ``effective_from <= as_of``, before the dates job has flipped it to ``current``.
+SERVABLE_STATES: tuple[VersionState, ...] = (
+    VersionState.CURRENT,
+    VersionState.UNKNOWN,
+    VersionState.PENDING,
+)
+#: States the opt-in historical route adds.
+HISTORICAL_STATES: tuple[VersionState, ...] = (VersionState.SUPERSEDED, VersionState.RETIRED)
+
+#: Payload keys the reconciler owns and writes (DESIGN.md §4), in a fixed order.
+MANAGED_KEYS: tuple[str, ...] = (
+    "doc_family_id",
+    "doc_version",
+    "version_state",
+    "superseded_by",
+    "effective_from",
+    "effective_to",
+    "doc_class",
+    "quarantined",
+    "quarantine_reason",
+)
+#: Identity keys the reconciler reads but never writes.
+IDENTITY_KEYS: tuple[str, ...] = ("doc_id", "chunk_id", "content_hash")
+ALL_KEYS: tuple[str, ...] = IDENTITY_KEYS + MANAGED_KEYS
+
+
+def utc(value: datetime) -> datetime:
+    """Return ``value`` as an aware UTC datetime; naive values are taken to be UTC."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def rfc3339(value: datetime) -> str:
+    """Format an instant as the RFC 3339 UTC string written to payloads (``...Z``)."""
+    value = utc(value)
+    # strftime's %Y does not zero-pad years before 1000 on glibc ("1-01-01"), so spell it out.
+    text = f"{value.year:04d}-{value.strftime('%m-%dT%H:%M:%S')}"
+    if value.microsecond:
+        text += f".{value.microsecond:06d}"
+    return f"{text}Z"
+
+
+def parse_instant(text: str) -> datetime:
+    """Parse an RFC 3339 / ISO 8601 instant (``Z`` allowed; naive means UTC)."""
+    return utc(datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00")))
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One document version: a row of the document table."""
+
+    doc_id: str
+    source: str
+    source_key: str
+    doc_family_id: str
+    doc_version: int
+    version_state: VersionState
+    effective_to: datetime = OPEN_END
+    effective_from: datetime | None = None
+    superseded_by: str | None = None
+    doc_class: str | None = None
+    title: str | None = None
+    source_hash: str | None = None
+    quarantined: bool = False
+    quarantine_reason: str | None = None
+    ingested_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDocument:
+    """One document version as the system of record declares it (metadata only, no body)."""
+
+    source: str
+    source_key: str
+    doc_id: str
+    content_hash: str
+    path: str | None = None
+    family: str | None = None
+    version: int | None = None
+    state: VersionState | None = None
+    effective_from: datetime | None = None
+    effective_to: datetime | None = None
+    superseded_by: str | None = None
+    title: str | None = None
+    doc_class: str | None = None
+
+
+class ProblemKind(enum.StrEnum):
+    """Why a source document could not be taken as it is; each becomes a finding later."""
+
+    UNREADABLE = "unreadable"
+    UNDECODABLE = "undecodable"
+    INVALID_FRONTMATTER = "invalid_frontmatter"
+    FRONTMATTER_NOT_MAPPING = "frontmatter_not_mapping"
+    INVALID_FIELD = "invalid_field"
+    DUPLICATE_ID = "duplicate_id"
+    DANGLING_SUPERSEDED_BY = "dangling_superseded_by"
+    SELF_SUPERSESSION = "self_supersession"
+    SUPERSESSION_CYCLE = "supersession_cycle"
+    LINK_OUTSIDE_ROOT = "link_outside_root"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceProblem:
+    """A per-document problem found while scanning a source; never a crash of the scan."""
+
+    source: str
+    kind: ProblemKind
+    message: str
+    path: str | None = None
+    doc_id: str | None = None
+    #: The source-native key when known (a refused note's default id), to match a table row.
+    source_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSnapshot:
+    """Everything one scan of one system of record saw."""
+
+    source: str
+    documents: tuple[SourceDocument, ...]
+    problems: tuple[SourceProblem, ...] = ()
+    scanned_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkState:
+    """The identity and managed payload of one chunk, as scanned (never vector, never text).
+
+    ``payload`` holds logical key names; keys absent from the point are absent here.
+    """
+
+    point_id: str | int
+    doc_id: str | None
+    chunk_id: str | None
+    payload: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadWrite:
+    """Set managed ``payload`` (logical keys) on ``point_ids``; one per document in practice."""
+
+    point_ids: tuple[str | int, ...]
+    payload: Mapping[str, Any]
+    doc_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """A chunk to ingest: only the reference ingestion creates points."""
+
+    point_id: str
+    chunk_id: str
+    text: str
+    vector: tuple[float, ...]
+    payload: Mapping[str, Any]

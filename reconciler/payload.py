@@ -1,0 +1,109 @@
+"""The one derivation of chunk payloads from document rows, and the payload key layout.
+
+``payload_for`` is the rule that makes repair possible: a chunk's managed payload is a pure
+function of its document row. Ingestion and the reconciler both call it, so they can never
+disagree about what a chunk should say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model import (
+    ALL_KEYS,
+    MANAGED_KEYS,
+    OPEN_END,
+    OPEN_START,
+    Document,
+    rfc3339,
+)
+
+
+def payload_for(document: Document) -> dict[str, Any]:
+    """Return the managed payload (logical key names) every chunk of ``document`` must carry."""
+    return {
+        "doc_family_id": document.doc_family_id,
+        "doc_version": int(document.doc_version),
+        "version_state": str(document.version_state),
+        "superseded_by": document.superseded_by,
+        "effective_from": rfc3339(document.effective_from or OPEN_START),
+        "effective_to": rfc3339(document.effective_to or OPEN_END),
+        "doc_class": document.doc_class,
+        "quarantined": bool(document.quarantined),
+        "quarantine_reason": document.quarantine_reason,
+    }
+
+
+def chunk_payload(document: Document, *, chunk_id: str) -> dict[str, Any]:
+    """Return the full logical payload of a new chunk: identity keys plus ``payload_for``."""
+    return {
+        "doc_id": document.doc_id,
+        "chunk_id": chunk_id,
+        "content_hash": document.source_hash,
+        **payload_for(document),
+    }
+
+
+@dataclass(frozen=True)
+class KeyMap:
+    """Where each logical payload key lives in a collection: renames and a nested prefix.
+
+    ``prefix`` is ``""`` for top-level keys or a dotted path ending in ``.`` (``"metadata."``
+    for collections built by LangChain's Qdrant store).
+    """
+
+    prefix: str = ""
+    renames: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.renames) - set(ALL_KEYS))
+        if unknown:
+            raise ValueError(f"unknown payload key(s) to rename: {', '.join(unknown)}")
+        if self.prefix and not self.prefix.endswith("."):
+            object.__setattr__(self, "prefix", self.prefix + ".")
+
+    def name(self, key: str) -> str:
+        """The stored (renamed) leaf name of a logical key."""
+        return self.renames.get(key, key)
+
+    def path(self, key: str) -> str:
+        """The dotted path of a logical key, as filters and payload selectors spell it."""
+        return f"{self.prefix}{self.name(key)}"
+
+    @property
+    def nest_key(self) -> str | None:
+        """The object the keys live in (``set_payload(key=...)``), or None at top level."""
+        return self.prefix[:-1] if self.prefix else None
+
+    def to_stored(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Rename logical keys to stored leaf names (the caller nests under ``nest_key``)."""
+        return {self.name(key): value for key, value in payload.items()}
+
+    def to_point(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Build a whole point payload from logical keys, nested under the prefix."""
+        stored: dict[str, Any] = self.to_stored(payload)
+        if self.prefix:
+            for part in reversed(self.prefix[:-1].split(".")):
+                stored = {part: stored}
+        return stored
+
+    def from_point(self, point_payload: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Read the logical keys present in a point payload; absent keys stay absent."""
+        node: Any = point_payload or {}
+        if self.prefix:
+            for part in self.prefix[:-1].split("."):
+                node = node.get(part) if isinstance(node, Mapping) else None
+        if not isinstance(node, Mapping):
+            return {}
+        return {key: node[self.name(key)] for key in ALL_KEYS if self.name(key) in node}
+
+    def managed_paths(self) -> list[str]:
+        """Dotted paths of every key a scan reads (identity plus managed)."""
+        return [self.path(key) for key in ALL_KEYS]
+
+
+DEFAULT_KEYS = KeyMap()
+
+__all__ = ["DEFAULT_KEYS", "MANAGED_KEYS", "KeyMap", "chunk_payload", "payload_for"]

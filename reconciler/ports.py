@@ -1,0 +1,77 @@
+"""The plug points of the engine: the document table, the chunk index, the systems of record.
+
+Adapters live in ``reconciler.stores`` and ``connectors``; the logic sees only these Protocols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from connectors.base import SystemOfRecord
+from reconciler.model import ChunkRecord, ChunkState, PayloadWrite
+from reconciler.payload import KeyMap
+
+__all__ = ["ChunkIndex", "SystemOfRecord"]
+
+
+class ChunkIndex(Protocol):
+    """A vector collection seen only through chunk identity and managed payload keys."""
+
+    keys: KeyMap
+
+    def exists(self) -> bool:
+        """Whether the collection exists."""
+        ...
+
+    def scroll(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[ChunkState]:
+        """Stream every chunk's id and identity/managed payload keys (never vectors or text)."""
+        ...
+
+    def set_payloads(self, writes: Sequence[PayloadWrite], *, batch_size: int = 256) -> int:
+        """Apply payload-only writes by point id in batches; return the points written.
+
+        A ``None`` value removes the key (Qdrant's set_payload semantics, local and server), so
+        readers treat an absent nullable key as ``None``.
+        """
+        ...
+
+    @property
+    def supports_payload_indexes(self) -> bool:
+        """Whether payload indexes exist in this engine (not in qdrant-client local mode)."""
+        ...
+
+    def create_payload_index(self, *, key: str, schema: str) -> None:
+        """Create a payload index on a logical key (no vector touched)."""
+        ...
+
+    def payload_indexes(self) -> Mapping[str, str]:
+        """Existing payload indexes: logical key -> schema type."""
+        ...
+
+    def count(self, *, query_filter: Any | None = None) -> int:
+        """Exact number of points, optionally under a filter."""
+        ...
+
+    def facet(self, *, key: str, limit: int = 100) -> dict[Any, int]:
+        """Counts of the values of a logical key."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection (local mode holds a file lock until closed)."""
+        ...
+
+    # The reference ingestion only; the reconciler never calls these.
+    def ensure_collection(self, *, dim: int) -> None:
+        """Create the collection if it does not exist."""
+        ...
+
+    def upsert_chunks(self, records: Iterable[ChunkRecord]) -> int:
+        """Write new points (vector, text, full payload); ingestion only."""
+        ...
+
+    def delete_document_chunks(self, doc_id: str) -> int:
+        """Delete a document's points before re-ingesting it; ingestion only."""
+        ...

@@ -1,0 +1,423 @@
+"""Configuration: one TOML file, overridden by ``RECONCILER_...`` environment variables.
+
+A bad configuration is refused before anything runs, with one ``ConfigError`` that lists every
+problem by key path. Relative paths resolve against the config file's folder. Secrets are read
+only from environment variables or files named in the config, and are never logged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from sqlalchemy.engine import make_url
+
+from reconciler.errors import ConfigError
+from reconciler.model import ALL_KEYS
+from reconciler.payload import KeyMap
+
+ENV_PREFIX = "RECONCILER_"
+#: Environment variables that are not config keys.
+ENV_RESERVED = {"RECONCILER_CONFIG", "RECONCILER_TEST_PG"}
+DEFAULT_CONFIG_NAME = "reconciler.toml"
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(value: Any) -> timedelta:
+    """Parse ``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``, ``"2w"`` (or seconds as a number)."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match:
+            return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    raise ValueError("expected a duration such as 90s, 15m, 24h, 7d or 2w")
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TableSettings(_Section):
+    """The document table (SQLAlchemy URL)."""
+
+    url: str = "sqlite:///reconciler.db"
+    #: Name of an environment variable holding the URL (use when it carries a password).
+    url_env: str | None = None
+    batch_size: int = Field(default=1000, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str) -> str:
+        try:
+            url = make_url(value)
+        except Exception as exc:  # sqlalchemy raises ArgumentError with a clear text
+            raise ValueError(f"not a SQLAlchemy database URL ({exc})") from None
+        if url.get_backend_name() not in {"sqlite", "postgresql"}:
+            raise ValueError("supported databases are sqlite:/// and postgresql+psycopg://")
+        return value
+
+    def resolved_url(self) -> str:
+        """The URL to connect with (from ``url_env`` when set)."""
+        if self.url_env:
+            value = os.environ.get(self.url_env)
+            if not value:
+                raise ConfigError(
+                    [("table.url_env", f"environment variable {self.url_env} is not set")]
+                )
+            return value
+        return self.url
+
+    def display_url(self) -> str:
+        """The URL with any password masked, for logs and status."""
+        return make_url(self.resolved_url()).render_as_string(hide_password=True)
+
+
+class IndexSettings(_Section):
+    """The chunk index (Qdrant): embedded local mode (``path``) or a server (``url``)."""
+
+    path: str | None = None
+    url: str | None = None
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    collection: str = "corpus"
+    payload_prefix: str = ""
+    #: Where chunk text lives (``page_content`` in LangChain-built collections).
+    text_key: str = "text"
+    keys: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=30.0, gt=0)
+    scroll_batch: int = Field(default=1000, gt=0)
+    write_batch: int = Field(default=256, gt=0)
+
+    @field_validator("keys")
+    @classmethod
+    def _known_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(ALL_KEYS))
+        if unknown:
+            raise ValueError(
+                f"unknown payload key(s) {', '.join(unknown)}; renamable keys are "
+                + ", ".join(ALL_KEYS)
+            )
+        for stored in value.values():
+            if not stored or "." in stored:
+                raise ValueError("renamed key names must be non-empty and contain no '.'")
+        return value
+
+    @field_validator("payload_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if value and (value.startswith(".") or ".." in value):
+            raise ValueError('a dotted path such as "metadata." or ""')
+        return value if not value or value.endswith(".") else value + "."
+
+    @model_validator(mode="after")
+    def _one_location(self) -> IndexSettings:
+        if bool(self.path) == bool(self.url):
+            raise ValueError("set exactly one of index.path (embedded) or index.url (server)")
+        if self.api_key_env and self.api_key_file:
+            raise ValueError("set at most one of index.api_key_env or index.api_key_file")
+        return self
+
+    @property
+    def key_map(self) -> KeyMap:
+        """The payload key layout this collection uses."""
+        return KeyMap(prefix=self.payload_prefix, renames=self.keys)
+
+    def api_key(self) -> str | None:
+        """The Qdrant API key, from the environment or a file; never logged."""
+        if self.api_key_env:
+            value = os.environ.get(self.api_key_env)
+            if not value:
+                raise ConfigError(
+                    [("index.api_key_env", f"environment variable {self.api_key_env} is not set")]
+                )
+            return value
+        if self.api_key_file:
+            try:
+                return Path(self.api_key_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(
+                    [("index.api_key_file", f"cannot read {self.api_key_file}: {exc.strerror}")]
+                ) from None
+        return None
+
+
+SourceType = Literal["vault", "git", "confluence", "http", "sql"]
+
+
+class SourceSettings(_Section):
+    """One system of record."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    type: SourceType
+    path: str | None = None
+    trigger: Literal["polling", "webhook", "cdc"] = "polling"
+    ttl: Duration | None = None
+
+    @model_validator(mode="after")
+    def _needs(self) -> SourceSettings:
+        if self.type == "vault" and not self.path:
+            raise ValueError("a vault source needs path")
+        if self.ttl is not None and self.trigger != "polling":
+            raise ValueError("ttl applies to polling sources only")
+        return self
+
+    @property
+    def effective_ttl(self) -> timedelta | None:
+        """The TTL in force: configured, else 24h for polling sources, else none."""
+        if self.trigger != "polling":
+            return None
+        return self.ttl if self.ttl is not None else timedelta(hours=24)
+
+
+class GuardSettings(_Section):
+    """The blast-radius guard."""
+
+    max_changed_fraction: float = Field(default=0.2, gt=0, le=1)
+
+
+class PolicySettings(_Section):
+    """Repair policies."""
+
+    successor_not_ingested: Literal["supersede", "keep"] = "supersede"
+    missing_in_source_grace: Duration = timedelta(days=7)
+
+
+_CRON_FIELD = r"[\w*/,\-?]+"
+
+
+def _cron(value: str) -> str:
+    if not re.fullmatch(rf"\s*{_CRON_FIELD}(\s+{_CRON_FIELD}){{4}}\s*", value):
+        raise ValueError("a 5-field cron expression such as '0 2 * * *'")
+    return value
+
+
+Cron = Annotated[str, BeforeValidator(_cron)]
+
+
+class ScheduleSettings(_Section):
+    """Cron expressions (UTC) of the scheduled jobs."""
+
+    full: Cron = "0 2 * * *"
+    ttl: Cron = "*/15 * * * *"
+    dates: Cron = "*/5 * * * *"
+
+
+class MetricsSettings(_Section):
+    """Where metrics go."""
+
+    listen: str = Field(default="127.0.0.1:9464", pattern=r"^[^:\s]*:\d{1,5}$")
+    textfile: str = ""
+    pushgateway: str = ""
+
+
+class IngestSettings(_Section):
+    """The reference ingestion (the reconciler itself never embeds)."""
+
+    embedder: Literal["hashing", "sentence-transformers"] = "hashing"
+    dim: int = Field(default=384, gt=0, le=65536)
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    max_chunk_chars: int = Field(default=1200, ge=200)
+
+
+class Settings(_Section):
+    """The whole configuration."""
+
+    table: TableSettings = TableSettings()
+    index: IndexSettings = IndexSettings(path="qdrant")
+    sources: tuple[SourceSettings, ...] = ()
+    guard: GuardSettings = GuardSettings()
+    policy: PolicySettings = PolicySettings()
+    schedule: ScheduleSettings = ScheduleSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    ingest: IngestSettings = IngestSettings()
+    #: Where the settings came from (a file path, or "defaults"); not a config key.
+    origin: str = Field(default="defaults", exclude=True)
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, value: tuple[SourceSettings, ...]) -> tuple[SourceSettings, ...]:
+        names = [s.name for s in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
+        return value
+
+    def source(self, name: str) -> SourceSettings:
+        """The source of that name."""
+        for source in self.sources:
+            if source.name == name:
+                return source
+        raise KeyError(name)
+
+
+def _env_overrides(environ: Mapping[str, str]) -> list[tuple[list[str], str, str]]:
+    """``RECONCILER_TABLE__URL=...`` -> (["table", "url"], value, variable name)."""
+    found = []
+    for name, value in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX) or name in ENV_RESERVED:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        found.append((path, value, name))
+    return found
+
+
+def _set_path(data: dict[str, Any], path: list[str], value: str) -> None:
+    node: Any = data
+    for i, part in enumerate(path[:-1]):
+        nxt = path[i + 1]
+        if isinstance(node, list):
+            index = int(part)
+            while len(node) <= index:
+                node.append({})
+            node = node[index]
+            continue
+        if part not in node or not isinstance(node[part], dict | list):
+            node[part] = [] if nxt.isdigit() else {}
+        node = node[part]
+    last = path[-1]
+    if isinstance(node, list):
+        index = int(last)
+        while len(node) <= index:
+            node.append({})
+        node[index] = value
+    else:
+        node[last] = value
+
+
+def _resolve_paths(data: dict[str, Any], base: Path) -> None:
+    """Make relative paths absolute against ``base`` (the config file's folder)."""
+
+    def rel(value: Any) -> Any:
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            return str((base / value).resolve())
+        return value
+
+    table = data.get("table")
+    if isinstance(table, dict) and isinstance(table.get("url"), str):
+        url = table["url"]
+        if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+            rest = url[len("sqlite:///") :]
+            db, sep, query = rest.partition("?")
+            if db and db != ":memory:":
+                table["url"] = f"sqlite:///{rel(db)}{sep}{query}"
+    index = data.get("index")
+    if isinstance(index, dict):
+        for key in ("path", "api_key_file"):
+            index[key] = rel(index.get(key)) if index.get(key) else index.get(key)
+    metrics = data.get("metrics")
+    if isinstance(metrics, dict) and metrics.get("textfile"):
+        metrics["textfile"] = rel(metrics["textfile"])
+    for source in data.get("sources") or []:
+        if isinstance(source, dict) and source.get("path"):
+            source["path"] = rel(source["path"])
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif str(item).startswith("function-") or str(item) in {"literal_error"}:
+            continue
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts) or "(top level)"
+
+
+def load_settings(
+    path: str | Path | None = None, *, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Load, override and validate the configuration; raise ConfigError listing every problem.
+
+    ``path`` None means ``$RECONCILER_CONFIG``, else ``./reconciler.toml`` when it exists, else
+    built-in defaults (relative paths then resolve against the working directory).
+    """
+    environ = os.environ if environ is None else environ
+    if path is None:
+        path = environ.get("RECONCILER_CONFIG") or None
+    if path is None and Path(DEFAULT_CONFIG_NAME).is_file():
+        path = DEFAULT_CONFIG_NAME
+    data: dict[str, Any] = {}
+    origin = "defaults"
+    base = Path.cwd()
+    if path is not None:
+        file = Path(path).expanduser()
+        origin = str(file)
+        try:
+            with file.open("rb") as handle:
+                data = tomllib.load(handle)
+        except FileNotFoundError:
+            raise ConfigError(
+                [
+                    (
+                        "(file)",
+                        f"{file} does not exist; create one from config/reconciler.example.toml",
+                    )
+                ],
+                origin=origin,
+            ) from None
+        except OSError as exc:
+            raise ConfigError(
+                [("(file)", f"cannot read {file}: {exc.strerror}")], origin=origin
+            ) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError([("(file)", f"not valid TOML: {exc}")], origin=origin) from None
+        base = file.resolve().parent
+    env_names: dict[str, str] = {}
+    problems: list[tuple[str, str]] = []
+    for key_path, value, name in _env_overrides(environ):
+        try:
+            _set_path(data, key_path, value)
+            for depth in range(1, len(key_path) + 1):
+                env_names.setdefault(".".join(key_path[:depth]), name)
+        except (ValueError, TypeError, AttributeError):
+            problems.append((name, "does not name a configuration key"))
+    index = data.setdefault("index", {})
+    if isinstance(index, dict) and not index.get("path") and not index.get("url"):
+        index["path"] = "qdrant"  # the embedded default
+    table = data.setdefault("table", {})
+    if isinstance(table, dict):
+        table.setdefault("url", TableSettings.model_fields["url"].default)
+    _resolve_paths(data, base)
+    try:
+        settings = Settings.model_validate({**data, "origin": origin})
+    except ValidationError as exc:
+        for error in exc.errors():
+            loc = _format_loc(error["loc"])
+            message = error["msg"]
+            if error["type"] == "extra_forbidden":
+                message = "unknown key"
+                if loc.rsplit(".", 1)[-1] in {"api_key", "password", "token", "secret"}:
+                    message = (
+                        "secrets are never read from the config file; name an environment "
+                        "variable (..._env) or a file (..._file) instead"
+                    )
+            if message.startswith("Value error, "):
+                message = message[len("Value error, ") :]
+            env = env_names.get(loc.replace("[", ".").replace("]", ""))
+            problems.append((loc, message + (f" (from {env})" if env else "")))
+    if problems:
+        raise ConfigError(problems, origin=origin)
+    return settings

@@ -1,0 +1,1 @@
+"""Adapters of the engine's ports: the document table and the chunk index."""

@@ -1,0 +1,483 @@
+"""The chunk index over qdrant-client: local mode (``path=``) or a Qdrant server (``url=``).
+
+Only this module imports ``qdrant_client`` for reading and writing points (the canonical
+filter in ``reconciler.filters`` builds Qdrant models but never calls the client). The
+reconciler reads identity and managed keys and writes managed keys with ``set_payload``,
+selecting points by id; vectors and text are never read or written here except by the
+ingestion-only methods. Client and transport errors are mapped once, at this edge, to
+``IndexUnavailable`` (reads: retry later) and ``IndexWriteError`` (writes: stop the run).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import warnings
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import grpc  # type: ignore[import-untyped]
+from qdrant_client import QdrantClient, models
+from qdrant_client.common.client_exceptions import QdrantException, ResourceExhaustedResponse
+from qdrant_client.http.exceptions import (
+    ApiException,
+    ResponseHandlingException,
+    UnexpectedResponse,
+)
+
+from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
+from reconciler.model import ALL_KEYS, ChunkRecord, ChunkState, PayloadWrite
+from reconciler.payload import DEFAULT_KEYS, KeyMap
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PAYLOAD_SCHEMAS", "QdrantChunkIndex", "connect"]
+
+#: Payload index types ``create_payload_index`` accepts.
+PAYLOAD_SCHEMAS: tuple[str, ...] = ("keyword", "integer", "datetime", "bool", "float")
+#: Points per ``upsert`` call of the reference ingestion.
+UPSERT_BATCH = 256
+
+_OK_STATUSES = frozenset({models.UpdateStatus.COMPLETED, models.UpdateStatus.ACKNOWLEDGED})
+_LOCAL_INDEX_WARNING = "Payload indexes have no effect in the local Qdrant"
+_REMOTE_ERRORS: tuple[type[BaseException], ...] = (
+    ApiException,
+    QdrantException,
+    ConnectionError,
+    TimeoutError,
+    grpc.RpcError,
+)
+
+
+def connect(
+    *,
+    path: str | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 30.0,
+) -> QdrantClient:
+    """Open a client: local mode on ``path``, or a Qdrant server at ``url`` (exactly one)."""
+    if (path is None) == (url is None):
+        raise ValueError("connect() takes exactly one of path= (local mode) or url= (a server)")
+    if path is not None:
+        if api_key:
+            log.debug("api key ignored: local mode at %s needs none", path)
+        try:
+            return QdrantClient(path=path)
+        except RuntimeError as exc:
+            if "already accessed" not in str(exc):
+                raise
+            _close_half_open(exc)
+            raise IndexUnavailable(
+                f"the local Qdrant storage at {path} is open in another process (another "
+                "reconciler or ingestion run?); local mode allows one client at a time: stop "
+                "the other process and retry, or use a Qdrant server (index.url)"
+            ) from exc
+        except OSError as exc:
+            raise IndexUnavailable(
+                f"cannot open the local Qdrant storage at {path}: {exc.strerror or exc}; "
+                "check index.path and its permissions"
+            ) from exc
+    assert url is not None
+    # The compatibility check runs in a background thread and only warns; the first call
+    # reports an unreachable server through IndexUnavailable instead.
+    return QdrantClient(
+        url=url,
+        api_key=api_key,
+        timeout=max(1, math.ceil(timeout)),
+        check_compatibility=False,
+    )
+
+
+class QdrantChunkIndex:
+    """The ``ChunkIndex`` port over one Qdrant collection."""
+
+    def __init__(
+        self,
+        client: QdrantClient,
+        *,
+        collection: str,
+        keys: KeyMap = DEFAULT_KEYS,
+        text_key: str = "text",
+    ) -> None:
+        self.client = client
+        self.collection = collection
+        self.keys = keys
+        self.text_key = text_key
+        options = client.init_options
+        self._local = options.get("path") is not None or options.get("location") == ":memory:"
+        self._where = "local mode" if self._local else _redacted_url(options)
+        self._logical_by_path = {keys.path(key): key for key in ALL_KEYS}
+
+    def __repr__(self) -> str:
+        return f"QdrantChunkIndex(collection={self.collection!r}, at={self._where!r})"
+
+    @property
+    def supports_payload_indexes(self) -> bool:
+        """Whether payload indexes exist here (local mode keeps no payload schema)."""
+        return not self._local
+
+    def close(self) -> None:
+        """Close the client (local mode releases its folder lock)."""
+        self.client.close()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        """Whether the collection exists."""
+        with self._reading("checking the collection"):
+            return bool(self.client.collection_exists(self.collection))
+
+    def scroll(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[ChunkState]:
+        """Stream every chunk's id and identity/managed payload keys (never vectors or text)."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        scroll_filter: models.Filter | None = None
+        if doc_ids is not None:
+            wanted = sorted(set(doc_ids))
+            if not wanted:
+                return
+            scroll_filter = models.Filter(
+                must=[
+                    models.FieldCondition(
+                        key=self.keys.path("doc_id"), match=models.MatchAny(any=wanted)
+                    )
+                ]
+            )
+        selector = models.PayloadSelectorInclude(include=self.keys.managed_paths())
+        offset: models.ExtendedPointId | None = None
+        page = 0
+        while True:
+            with self._reading("scrolling"):
+                points, offset = self.client.scroll(
+                    self.collection,
+                    scroll_filter=scroll_filter,
+                    limit=batch_size,
+                    offset=offset,
+                    with_payload=selector,
+                    with_vectors=False,
+                )
+            page += 1
+            log.debug("scroll %s page %d: %d point(s)", self.collection, page, len(points))
+            for point in points:
+                payload = self.keys.from_point(point.payload)
+                yield ChunkState(
+                    point_id=point.id if isinstance(point.id, int | str) else str(point.id),
+                    doc_id=payload.get("doc_id"),
+                    chunk_id=payload.get("chunk_id"),
+                    payload=payload,
+                )
+            if offset is None:
+                return
+
+    def count(self, *, query_filter: Any | None = None) -> int:
+        """Exact number of points, optionally under a ``models.Filter``."""
+        with self._reading("counting points"):
+            result = self.client.count(self.collection, count_filter=query_filter, exact=True)
+        return int(result.count)
+
+    def facet(self, *, key: str, limit: int = 100) -> dict[Any, int]:
+        """Counts of the values of a logical key (a server needs a payload index on it)."""
+        with self._reading(f"faceting {key!r}"):
+            response = self.client.facet(
+                self.collection, key=self.keys.path(key), limit=limit, exact=True
+            )
+        return {hit.value: int(hit.count) for hit in response.hits}
+
+    def payload_indexes(self) -> Mapping[str, str]:
+        """Existing payload indexes on reconciler keys: logical key -> schema type."""
+        with self._reading("reading the collection info"):
+            info = self.client.get_collection(self.collection)
+        indexes: dict[str, str] = {}
+        for path, index in (info.payload_schema or {}).items():
+            logical = self._logical_by_path.get(path)
+            if logical is not None:
+                indexes[logical] = _schema_name(index.data_type)
+        return indexes
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def set_payloads(self, writes: Sequence[PayloadWrite], *, batch_size: int = 256) -> int:
+        """Apply payload-only writes by point id, ~``batch_size`` points a call; return points.
+
+        A ``None`` value removes the key (Qdrant's ``set_payload`` merge), which readers must
+        treat like a stored null.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        written = 0
+        for number, (operations, points) in enumerate(
+            _payload_batches(writes, batch_size, self.keys), start=1
+        ):
+            self._update(operations, points=points, number=number, written=written)
+            written += points
+        return written
+
+    def _update(
+        self,
+        operations: list[models.UpdateOperation],
+        *,
+        points: int,
+        number: int,
+        written: int,
+    ) -> None:
+        what = f"payload batch {number} ({points} point(s)) on collection {self.collection!r}"
+        with self._writing(what, written=written):
+            results = self.client.batch_update_points(
+                self.collection, update_operations=operations, wait=True
+            )
+        bad = sorted({str(r.status) for r in results if r.status not in _OK_STATUSES})
+        if bad or len(results) != len(operations):
+            raise IndexWriteError(
+                f"{what} was not applied: status {', '.join(bad) or 'missing'} "
+                f"({len(results)} result(s) for {len(operations)} operation(s)); "
+                "check the server's health and retry",
+                points_written=written,
+            )
+        log.debug(
+            "set_payload batch %d on %s: %d operation(s), %d point(s)",
+            number,
+            self.collection,
+            len(operations),
+            points,
+        )
+
+    def create_payload_index(self, *, key: str, schema: str) -> None:
+        """Create a payload index on a logical key (no vector touched)."""
+        if key not in ALL_KEYS:
+            raise ValueError(f"unknown payload key {key!r}; one of {', '.join(ALL_KEYS)}")
+        if schema not in PAYLOAD_SCHEMAS:
+            raise ValueError(f"unknown payload schema {schema!r}; one of {PAYLOAD_SCHEMAS}")
+        path = self.keys.path(key)
+        with self._reading(f"creating a {schema} index on {path!r}"), warnings.catch_warnings():
+            # Local mode warns that indexes do nothing there; supports_payload_indexes says so.
+            warnings.filterwarnings("ignore", message=_LOCAL_INDEX_WARNING, category=UserWarning)
+            self.client.create_payload_index(
+                self.collection,
+                field_name=path,
+                field_schema=models.PayloadSchemaType(schema),
+                wait=True,
+            )
+        log.debug("payload index %s (%s) on %s", path, schema, self.collection)
+
+    # -- the reference ingestion only --------------------------------------------------------
+
+    def ensure_collection(self, *, dim: int) -> None:
+        """Create the collection (cosine, ``dim``) if it does not exist."""
+        if self.exists():
+            self._check_dim(dim)
+            return
+        with self._reading("creating the collection"):
+            self.client.create_collection(
+                self.collection,
+                vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+            )
+        log.info("created collection %s (dim %d, cosine)", self.collection, dim)
+
+    def _check_dim(self, dim: int) -> None:
+        with self._reading("reading the collection info"):
+            vectors = self.client.get_collection(self.collection).config.params.vectors
+        if isinstance(vectors, models.VectorParams) and vectors.size != dim:
+            raise ConfigError(
+                [
+                    (
+                        "ingest.dim",
+                        f"{dim} differs from the vector size {vectors.size} of collection "
+                        f"{self.collection!r}",
+                    )
+                ]
+            )
+
+    def upsert_chunks(self, records: Iterable[ChunkRecord]) -> int:
+        """Write new points (vector, text, full payload) in batches; ingestion only."""
+        written = 0
+        iterator = iter(records)
+        number = 0
+        while batch := list(itertools.islice(iterator, UPSERT_BATCH)):
+            number += 1
+            points = [self._point(record) for record in batch]
+            what = f"upsert batch {number} ({len(points)} point(s)) on {self.collection!r}"
+            with self._writing(what, written=written):
+                result = self.client.upsert(self.collection, points=points, wait=True)
+            if result.status not in _OK_STATUSES:
+                raise IndexWriteError(
+                    f"{what} was not applied: status {result.status}", points_written=written
+                )
+            written += len(points)
+            log.debug("upsert batch %d on %s: %d point(s)", number, self.collection, len(points))
+        return written
+
+    def _point(self, record: ChunkRecord) -> models.PointStruct:
+        logical = dict(record.payload)
+        logical.setdefault("chunk_id", record.chunk_id)
+        payload = self.keys.to_point(logical)
+        payload[self.text_key] = record.text
+        return models.PointStruct(id=record.point_id, vector=list(record.vector), payload=payload)
+
+    def delete_document_chunks(self, doc_id: str) -> int:
+        """Delete a document's points before re-ingesting it; return how many; ingestion only."""
+        doc_filter = models.Filter(
+            must=[
+                models.FieldCondition(
+                    key=self.keys.path("doc_id"), match=models.MatchValue(value=doc_id)
+                )
+            ]
+        )
+        found = self.count(query_filter=doc_filter)
+        if not found:
+            return 0
+        what = f"deleting the chunks of {doc_id!r} from {self.collection!r}"
+        with self._writing(what, written=0):
+            self.client.delete(
+                self.collection,
+                points_selector=models.FilterSelector(filter=doc_filter),
+                wait=True,
+            )
+        log.debug("deleted %d chunk(s) of %s from %s", found, doc_id, self.collection)
+        return found
+
+    # -- error mapping ----------------------------------------------------------------------
+
+    @contextmanager
+    def _reading(self, action: str) -> Iterator[None]:
+        """Map a client failure to ``IndexUnavailable`` (retry later); bugs pass through."""
+        try:
+            yield
+        except Exception as exc:
+            if not _is_store_failure(exc, writing=False):
+                raise
+            raise IndexUnavailable(
+                f"{action} on Qdrant collection {self.collection!r} ({self._where}) failed: "
+                f"{self._describe(exc)}"
+            ) from exc
+
+    @contextmanager
+    def _writing(self, what: str, *, written: int) -> Iterator[None]:
+        """Map a client failure to ``IndexWriteError`` saying how far the writes got."""
+        try:
+            yield
+        except Exception as exc:
+            if not _is_store_failure(exc, writing=True):
+                raise
+            raise IndexWriteError(
+                f"{what} ({self._where}) failed: {self._describe(exc)}", points_written=written
+            ) from exc
+
+    def _describe(self, exc: BaseException) -> str:
+        """Say what went wrong and what to do, never echoing credentials."""
+        if isinstance(exc, UnexpectedResponse):
+            status = exc.status_code
+            detail = _server_error(exc)
+            if status in (401, 403):
+                return (
+                    f"HTTP {status}, the server refused the credentials: check the API key "
+                    "(the environment variable index.api_key_env names)"
+                )
+            if status == 404:
+                return (
+                    f"HTTP 404 ({detail}): check index.collection, or run ingestion first; "
+                    "a missing point was deleted after the scan (the next run skips it)"
+                )
+            return f"HTTP {status} ({detail}); retry later, or check the server's log"
+        if isinstance(exc, ResourceExhaustedResponse):
+            return f"the server is rate limiting (retry after {exc.retry_after_s}s)"
+        if isinstance(exc, ResponseHandlingException):
+            source = exc.source
+            return (
+                f"could not talk to Qdrant ({type(source).__name__}: {source}); check "
+                "index.url and that the server is up, then retry"
+            )
+        if isinstance(exc, grpc.RpcError):
+            code = exc.code() if hasattr(exc, "code") else "?"
+            return f"gRPC error {code}; check index.url and that the server is up, then retry"
+        if isinstance(exc, KeyError):
+            return (
+                f"point {exc.args[0] if exc.args else '?'!s} does not exist (deleted after the "
+                "scan?); the next run skips it"
+            )
+        if isinstance(exc, ValueError):
+            return f"{exc}: check index.collection, or run ingestion first"
+        if isinstance(exc, RuntimeError):
+            return f"{exc}: open a new client with connect()"
+        return f"{type(exc).__name__}: {exc}; retry later"
+
+
+def _payload_batches(
+    writes: Iterable[PayloadWrite], batch_size: int, keys: KeyMap
+) -> Iterator[tuple[list[models.UpdateOperation], int]]:
+    """Group writes into calls of ~``batch_size`` points; a larger write is split by ids."""
+    operations: list[models.UpdateOperation] = []
+    size = 0
+    for write in writes:
+        ids: list[models.ExtendedPointId] = list(write.point_ids)
+        if not ids or not write.payload:
+            continue
+        stored = keys.to_stored(write.payload)
+        start = 0
+        while start < len(ids):
+            part = ids[start : start + batch_size - size]
+            start += len(part)
+            operations.append(
+                models.SetPayloadOperation(
+                    set_payload=models.SetPayload(payload=stored, points=part, key=keys.nest_key)
+                )
+            )
+            size += len(part)
+            if size >= batch_size:
+                yield operations, size
+                operations, size = [], 0
+    if operations:
+        yield operations, size
+
+
+def _is_store_failure(exc: BaseException, *, writing: bool) -> bool:
+    """Whether ``exc`` is the store failing (mapped) rather than a bug here (re-raised)."""
+    if isinstance(exc, _REMOTE_ERRORS):
+        return True
+    text = str(exc)
+    # Local mode raises plain built-ins: a missing collection, a closed client, and (on a
+    # write) the first missing point id after applying the rest of the call, as the server does.
+    if isinstance(exc, ValueError):
+        return "not found" in text
+    if isinstance(exc, RuntimeError):
+        return "closed" in text or "already accessed" in text
+    return writing and isinstance(exc, KeyError)
+
+
+def _close_half_open(exc: BaseException) -> None:
+    """Close the lock file a refused local client leaves open (it would leak to the GC)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        candidate = tb.tb_frame.f_locals.get("self")
+        lock_file = getattr(candidate, "_flock_file", None)
+        if lock_file is not None and not lock_file.closed:
+            lock_file.close()
+        tb = tb.tb_next
+
+
+def _server_error(exc: UnexpectedResponse) -> str:
+    try:
+        message = exc.structured()["status"]["error"]
+    except Exception:
+        message = exc.reason_phrase
+    return str(message)[:200]
+
+
+def _schema_name(data_type: models.PayloadSchemaType | str) -> str:
+    return data_type.value if isinstance(data_type, models.PayloadSchemaType) else str(data_type)
+
+
+def _redacted_url(options: Mapping[str, Any]) -> str:
+    """The server address for messages, without any user info it may carry."""
+    url = options.get("url") or options.get("location") or options.get("host") or "?"
+    parts = urlsplit(str(url))
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts)

@@ -1,0 +1,201 @@
+"""SQLAlchemy models of the document table and its companions (one Alembic-managed schema).
+
+Portable across SQLite (embedded default) and PostgreSQL: datetimes are stored as UTC and come
+back timezone-aware on both; JSON is JSONB on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from reconciler.model import OPEN_END
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every dialect (SQLite stores them naive, in UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+#: Autoincrementing 64-bit key (SQLite only autoincrements INTEGER PRIMARY KEY).
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the reconciler's tables."""
+
+
+class DocumentRow(Base):
+    """One row per document version; the registry chunk payloads are derived from."""
+
+    __tablename__ = "documents"
+    __table_args__ = (
+        UniqueConstraint("source", "source_key", name="uq_documents_source_key"),
+        Index("ix_documents_family_version", "doc_family_id", "doc_version"),
+    )
+
+    doc_id: Mapped[str] = mapped_column(String(512), primary_key=True)
+    source: Mapped[str] = mapped_column(String(128), index=True)
+    source_key: Mapped[str] = mapped_column(String(512))
+    doc_family_id: Mapped[str] = mapped_column(String(512))
+    doc_version: Mapped[int] = mapped_column(Integer)
+    version_state: Mapped[str] = mapped_column(String(16), index=True)
+    superseded_by: Mapped[str | None] = mapped_column(String(512))
+    effective_from: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    effective_to: Mapped[datetime] = mapped_column(UTCDateTime(), default=OPEN_END)
+    doc_class: Mapped[str | None] = mapped_column(String(128))
+    title: Mapped[str | None] = mapped_column(Text)
+    source_hash: Mapped[str | None] = mapped_column(String(80))
+    quarantined: Mapped[bool] = mapped_column(Boolean, default=False)
+    quarantine_reason: Mapped[str | None] = mapped_column(String(64))
+    chunk_count: Mapped[int] = mapped_column(Integer, default=0)
+    ingested_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class IdentityRow(Base):
+    """Source-native key -> stable family id; survives moves, renames and new versions."""
+
+    __tablename__ = "identity_map"
+
+    source: Mapped[str] = mapped_column(String(128), primary_key=True)
+    source_key: Mapped[str] = mapped_column(String(512), primary_key=True)
+    doc_family_id: Mapped[str] = mapped_column(String(512), index=True)
+    content_hash: Mapped[str | None] = mapped_column(String(80))
+    first_seen: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_seen: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class SourceStatusRow(Base):
+    """Per-source reconciliation status (the TTL clock of polling sources)."""
+
+    __tablename__ = "source_status"
+
+    source: Mapped[str] = mapped_column(String(128), primary_key=True)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_success_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_error: Mapped[str | None] = mapped_column(Text)
+    documents_seen: Mapped[int | None] = mapped_column(Integer)
+
+
+class FamilyStatusRow(Base):
+    """Per-family reconciliation status."""
+
+    __tablename__ = "family_status"
+
+    doc_family_id: Mapped[str] = mapped_column(String(512), primary_key=True)
+    source: Mapped[str] = mapped_column(String(128), index=True)
+    last_reconciled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    ttl_quarantined: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class RunRow(Base):
+    """One reconciliation (or ingestion) run."""
+
+    __tablename__ = "runs"
+
+    run_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    forced: Mapped[bool] = mapped_column(Boolean, default=False)
+    shard: Mapped[str | None] = mapped_column(String(32))
+    counts: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class FindingRow(Base):
+    """A finding recorded by a run."""
+
+    __tablename__ = "findings"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"), index=True)
+    check: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(64))
+    severity: Mapped[str] = mapped_column(String(16))
+    family: Mapped[str | None] = mapped_column(String(512))
+    doc_id: Mapped[str | None] = mapped_column(String(512), index=True)
+    expected: Mapped[Any] = mapped_column(JSONType)
+    actual: Mapped[Any] = mapped_column(JSONType)
+    action: Mapped[str | None] = mapped_column(Text)
+
+
+class AuditRow(Base):
+    """Append-only, hash-chained audit log of every write (table and payload)."""
+
+    __tablename__ = "audit_log"
+
+    seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(36), index=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    actor: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    target_type: Mapped[str] = mapped_column(String(16))
+    target: Mapped[str] = mapped_column(String(512), index=True)
+    before: Mapped[Any] = mapped_column(JSONType)
+    after: Mapped[Any] = mapped_column(JSONType)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    entry_hash: Mapped[str] = mapped_column(String(64), unique=True)
+
+
+class OutboxRow(Base):
+    """Re-ingest requests the ingestion pipeline reads (the reconciler never embeds)."""
+
+    __tablename__ = "reingest_outbox"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    doc_id: Mapped[str] = mapped_column(String(512), index=True)
+    source: Mapped[str] = mapped_column(String(128))
+    source_key: Mapped[str] = mapped_column(String(512))
+    reason: Mapped[str] = mapped_column(String(64))
+    run_id: Mapped[str | None] = mapped_column(String(36))
+    requested_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    consumed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class LeaseRow(Base):
+    """A single-runner lease per shard (SQLite; PostgreSQL uses advisory locks)."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(128))
+    acquired_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -1,0 +1,489 @@
+"""The document table over SQLAlchemy: SQLite (embedded default) and PostgreSQL.
+
+Owns the engine, the schema revision check (Alembic), streaming reads and dialect-aware bulk
+upserts. Driver errors are mapped once, here, to ``TableUnavailable`` / ``SchemaError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, func, inspect, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from reconciler.errors import SchemaError, TableUnavailable
+from reconciler.model import OPEN_END, Document, VersionState
+from reconciler.stores.schema import (
+    Base,
+    DocumentRow,
+    IdentityRow,
+    OutboxRow,
+    RunRow,
+    SourceStatusRow,
+)
+
+log = logging.getLogger(__name__)
+
+_DOC_FIELDS = (
+    "doc_id",
+    "source",
+    "source_key",
+    "doc_family_id",
+    "doc_version",
+    "version_state",
+    "superseded_by",
+    "effective_from",
+    "effective_to",
+    "doc_class",
+    "title",
+    "source_hash",
+    "quarantined",
+    "quarantine_reason",
+    "ingested_at",
+    "updated_at",
+)
+
+
+def now() -> datetime:
+    """The current instant, UTC."""
+    return datetime.now(UTC)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine; on SQLite turn on WAL, a busy timeout and foreign keys."""
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    engine = create_engine(url, pool_pre_ping=True, future=True)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    location = resources.files("reconciler.stores") / "migrations"
+    config.set_main_option("script_location", str(location))
+    return config
+
+
+def document_from_row(row: Any) -> Document:
+    """Convert a table row (ORM object or Core row) to a ``Document`` value."""
+    try:
+        state = VersionState(row.version_state)
+    except ValueError:
+        state = VersionState.UNKNOWN
+    return Document(
+        doc_id=row.doc_id,
+        source=row.source,
+        source_key=row.source_key,
+        doc_family_id=row.doc_family_id,
+        doc_version=row.doc_version,
+        version_state=state,
+        superseded_by=row.superseded_by,
+        effective_from=row.effective_from,
+        effective_to=row.effective_to or OPEN_END,
+        doc_class=row.doc_class,
+        title=row.title,
+        source_hash=row.source_hash,
+        quarantined=row.quarantined,
+        quarantine_reason=row.quarantine_reason,
+        ingested_at=row.ingested_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _document_values(doc: Document, at: datetime) -> dict[str, Any]:
+    values = {name: getattr(doc, name) for name in _DOC_FIELDS}
+    values["version_state"] = str(doc.version_state)
+    values["effective_to"] = doc.effective_to or OPEN_END
+    values["updated_at"] = doc.updated_at or at
+    return values
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    """Where the database stands against this build's migrations."""
+
+    current: str | None
+    head: str
+    known: bool
+
+    @property
+    def up_to_date(self) -> bool:
+        """Whether the database is at this build's head revision."""
+        return self.current == self.head
+
+
+class SqlDocumentTable:
+    """The document table, identity map, run log and re-ingest outbox in one SQL database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def from_url(cls, url: str) -> SqlDocumentTable:
+        """Open the database at ``url`` (no schema check; call ``ensure_schema``)."""
+        return cls(make_engine(url))
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        """Dispose of the connection pool."""
+        self.engine.dispose()
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def schema_status(self) -> SchemaStatus:
+        """Compare the database's Alembic revision with this build's head."""
+        script = ScriptDirectory.from_config(_alembic_config())
+        head = script.get_current_head()
+        assert head is not None
+        try:
+            with self.engine.connect() as conn:
+                current = MigrationContext.configure(conn).get_current_revision()
+        except OperationalError as exc:
+            raise TableUnavailable(f"cannot reach the document table: {exc.orig}") from None
+        try:
+            known = current is None or script.get_revision(current) is not None
+        except Exception:  # alembic raises ResolutionError/CommandError for unknown ids
+            known = False
+        return SchemaStatus(current=current, head=head, known=known)
+
+    def ensure_schema(self, *, create: bool = False) -> SchemaStatus:
+        """Check the schema on start: upgrade an older revision, refuse an unknown one.
+
+        A database with no reconciler schema is created only when ``create`` (``reconciler
+        init``); otherwise the caller is told to run ``init``.
+        """
+        database = self.engine.url.database
+        if (
+            not create
+            and self.dialect == "sqlite"
+            and database not in (None, "", ":memory:")
+            and not Path(database).exists()
+        ):
+            raise SchemaError(
+                f"no document table at {database}; run `reconciler init` first "
+                "(the table is not initialised)"
+            )
+        status = self.schema_status()
+        if not status.known:
+            raise SchemaError(
+                f"the document table is at schema revision {status.current!r}, which this build "
+                f"of corpus-reconciler does not know (head {status.head!r}); it was migrated by a "
+                "newer build: run that build, or restore a backup"
+            )
+        if status.current is None:
+            existing = set(inspect(self.engine).get_table_names())
+            ours = set(Base.metadata.tables)
+            if existing & ours:
+                raise SchemaError(
+                    "the database holds reconciler tables but no Alembic revision; refusing to "
+                    "guess its schema (was it created by hand?)"
+                )
+            if not create:
+                raise SchemaError(
+                    "the document table is not initialised; run `reconciler init` first"
+                )
+        if status.up_to_date:
+            return status
+        log.info("upgrading document table schema %s -> %s", status.current, status.head)
+        config = _alembic_config()
+        with self.engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+        return self.schema_status()
+
+    # -- documents --------------------------------------------------------------------------
+
+    def iter_documents(
+        self,
+        *,
+        batch_size: int = 1000,
+        source: str | None = None,
+        families: Sequence[str] | None = None,
+        doc_ids: Sequence[str] | None = None,
+    ) -> Iterator[Document]:
+        """Stream documents ordered by family and version (``yield_per``; never all at once)."""
+        columns = DocumentRow.__table__.c
+        stmt = select(DocumentRow.__table__).order_by(columns.doc_family_id, columns.doc_version)
+        if source is not None:
+            stmt = stmt.where(columns.source == source)
+        if families is not None:
+            stmt = stmt.where(columns.doc_family_id.in_(list(families)))
+        if doc_ids is not None:
+            stmt = stmt.where(columns.doc_id.in_(list(doc_ids)))
+        # Core rows, server-side cursor where the driver has one: no ORM identity map grows.
+        with self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=batch_size).execute(stmt)
+            for row in result:
+                yield document_from_row(row)
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """Documents by id (missing ids are absent)."""
+        ids = list(dict.fromkeys(doc_ids))
+        found: dict[str, Document] = {}
+        with Session(self.engine) as session:
+            for start in range(0, len(ids), 500):
+                rows = session.scalars(
+                    select(DocumentRow).where(DocumentRow.doc_id.in_(ids[start : start + 500]))
+                )
+                found.update({row.doc_id: document_from_row(row) for row in rows})
+        return found
+
+    def _upsert(
+        self, session: Session, table: Any, rows: list[dict[str, Any]], keys: list[str]
+    ) -> None:
+        if not rows:
+            return
+        insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        for start in range(0, len(rows), 500):
+            chunk = rows[start : start + 500]
+            stmt = insert(table).values(chunk)
+            updates = {c: getattr(stmt.excluded, c) for c in chunk[0] if c not in keys}
+            session.execute(stmt.on_conflict_do_update(index_elements=keys, set_=updates))
+
+    def upsert_documents(
+        self, documents: Iterable[Document], *, chunk_counts: Mapping[str, int] | None = None
+    ) -> int:
+        """Insert or update document rows in bulk (both dialects); return the number written."""
+        at = now()
+        rows = []
+        for doc in documents:
+            values = _document_values(doc, at)
+            if chunk_counts is not None and doc.doc_id in chunk_counts:
+                values["chunk_count"] = chunk_counts[doc.doc_id]
+            rows.append(values)
+        # Rows in one statement must share their columns.
+        with_counts = [r for r in rows if "chunk_count" in r]
+        without = [r for r in rows if "chunk_count" not in r]
+        try:
+            with self._sessions.begin() as session:
+                self._upsert(session, DocumentRow.__table__, with_counts, ["doc_id"])
+                self._upsert(session, DocumentRow.__table__, without, ["doc_id"])
+        except OperationalError as exc:
+            raise TableUnavailable(f"document table write failed: {exc.orig}") from None
+        return len(rows)
+
+    # -- identity map -----------------------------------------------------------------------
+
+    def identities(self, source: str) -> tuple[dict[str, str], dict[str, str]]:
+        """The identity map of one source: (source_key -> family, content_hash -> family)."""
+        by_key: dict[str, str] = {}
+        by_hash: dict[str, str] = {}
+        stmt = select(IdentityRow.source_key, IdentityRow.doc_family_id, IdentityRow.content_hash)
+        with Session(self.engine) as session:
+            rows = session.execute(
+                stmt.where(IdentityRow.source == source).execution_options(yield_per=5000)
+            )
+            for key, family, content_hash in rows:
+                by_key[key] = family
+                if content_hash:
+                    by_hash.setdefault(content_hash, family)
+        return by_key, by_hash
+
+    def record_identities(self, source: str, entries: Iterable[tuple[str, str, str | None]]) -> int:
+        """Record (source_key, family, content_hash) seen now; first_seen is kept."""
+        at = now()
+        rows = [
+            {
+                "source": source,
+                "source_key": key,
+                "doc_family_id": family,
+                "content_hash": content_hash,
+                "first_seen": at,
+                "last_seen": at,
+            }
+            for key, family, content_hash in entries
+        ]
+        insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        with self._sessions.begin() as session:
+            for start in range(0, len(rows), 500):
+                stmt = insert(IdentityRow).values(rows[start : start + 500])
+                session.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=["source", "source_key"],
+                        set_={
+                            "doc_family_id": stmt.excluded.doc_family_id,
+                            "content_hash": stmt.excluded.content_hash,
+                            "last_seen": stmt.excluded.last_seen,
+                        },
+                    )
+                )
+        return len(rows)
+
+    # -- source status ----------------------------------------------------------------------
+
+    def record_source_attempt(
+        self,
+        source: str,
+        *,
+        ok: bool,
+        at: datetime | None = None,
+        error: str | None = None,
+        documents_seen: int | None = None,
+    ) -> None:
+        """Record a scan of a source; success moves its TTL clock, failure keeps it."""
+        at = at or now()
+        values: dict[str, Any] = {"source": source, "last_attempt_at": at, "last_error": error}
+        if ok:
+            values["last_success_at"] = at
+            values["documents_seen"] = documents_seen
+        with self._sessions.begin() as session:
+            self._upsert(session, SourceStatusRow.__table__, [values], ["source"])
+
+    def source_status(self) -> dict[str, SourceStatusRow]:
+        """Every source's status row."""
+        with Session(self.engine) as session:
+            return {row.source: row for row in session.scalars(select(SourceStatusRow))}
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def start_run(
+        self, *, mode: str, actor: str, forced: bool = False, shard: str | None = None
+    ) -> str:
+        """Record a run as started; return its id."""
+        run_id = str(uuid.uuid4())
+        with self._sessions.begin() as session:
+            session.add(
+                RunRow(
+                    run_id=run_id,
+                    mode=mode,
+                    actor=actor,
+                    status="running",
+                    started_at=now(),
+                    forced=forced,
+                    shard=shard,
+                )
+            )
+        return run_id
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        counts: Mapping[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Record a run's end."""
+        with self._sessions.begin() as session:
+            session.execute(
+                update(RunRow)
+                .where(RunRow.run_id == run_id)
+                .values(status=status, finished_at=now(), counts=dict(counts or {}), error=error)
+            )
+
+    def last_runs(self, limit: int = 5) -> list[RunRow]:
+        """The most recent runs, newest first."""
+        with Session(self.engine) as session:
+            return list(
+                session.scalars(select(RunRow).order_by(RunRow.started_at.desc()).limit(limit))
+            )
+
+    # -- re-ingest outbox -------------------------------------------------------------------
+
+    def request_reingest(
+        self, *, doc_id: str, source: str, source_key: str, reason: str, run_id: str | None = None
+    ) -> None:
+        """Queue a re-ingest request (idempotent while one is pending for the document)."""
+        with self._sessions.begin() as session:
+            pending = session.scalar(
+                select(OutboxRow.id).where(
+                    OutboxRow.doc_id == doc_id, OutboxRow.status == "pending"
+                )
+            )
+            if pending is None:
+                session.add(
+                    OutboxRow(
+                        doc_id=doc_id,
+                        source=source,
+                        source_key=source_key,
+                        reason=reason,
+                        run_id=run_id,
+                        requested_at=now(),
+                        status="pending",
+                        attempts=0,
+                    )
+                )
+
+    def pending_reingest(self, limit: int = 1000) -> list[OutboxRow]:
+        """Pending re-ingest requests, oldest first."""
+        with Session(self.engine) as session:
+            stmt = (
+                select(OutboxRow)
+                .where(OutboxRow.status == "pending")
+                .order_by(OutboxRow.id)
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def finish_reingest(self, request_id: int, *, ok: bool, error: str | None = None) -> None:
+        """Mark a request done, or count a failed attempt (it stays pending)."""
+        with self._sessions.begin() as session:
+            row = session.get(OutboxRow, request_id)
+            if row is None:
+                return
+            row.attempts += 1
+            if ok:
+                row.status, row.consumed_at, row.last_error = "done", now(), None
+            else:
+                row.last_error = error
+
+    # -- status -----------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for ``reconciler status``: documents by state, families, chunks, quarantine."""
+        try:
+            with Session(self.engine) as session:
+                by_state = dict(
+                    session.execute(
+                        select(DocumentRow.version_state, func.count()).group_by(
+                            DocumentRow.version_state
+                        )
+                    ).all()
+                )
+                families = session.scalar(
+                    select(func.count(func.distinct(DocumentRow.doc_family_id)))
+                )
+                chunks = session.scalar(select(func.coalesce(func.sum(DocumentRow.chunk_count), 0)))
+                quarantined = session.scalar(
+                    select(func.count()).where(DocumentRow.quarantined.is_(True))
+                )
+                pending = session.scalar(select(func.count()).where(OutboxRow.status == "pending"))
+        except SQLAlchemyError as exc:
+            raise TableUnavailable(f"cannot read the document table: {exc}") from None
+        return {
+            "documents": sum(by_state.values()),
+            "by_state": {str(k): int(v) for k, v in sorted(by_state.items())},
+            "families": int(families or 0),
+            "chunks_registered": int(chunks or 0),
+            "quarantined_documents": int(quarantined or 0),
+            "reingest_pending": int(pending or 0),
+        }

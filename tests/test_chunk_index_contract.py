@@ -1,0 +1,417 @@
+"""One contract suite for every ChunkIndex adapter, over every payload key layout.
+
+The same assertions run against the dict-backed fake and real qdrant-client local mode, with
+top-level keys, LangChain's ``metadata.`` prefix, renames, and a two-level prefix with renames.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from qdrant_client import QdrantClient, models
+
+from reconciler.errors import IndexUnavailable, IndexWriteError
+from reconciler.model import (
+    ALL_KEYS,
+    MANAGED_KEYS,
+    ChunkRecord,
+    Document,
+    PayloadWrite,
+    VersionState,
+)
+from reconciler.payload import KeyMap, chunk_payload
+from reconciler.stores.memory import InMemoryChunkIndex
+from reconciler.stores.qdrant import QdrantChunkIndex
+
+DIM = 4
+DOCS = 3
+CHUNKS = 4
+
+
+@dataclass(frozen=True)
+class Layout:
+    keys: KeyMap
+    text_key: str
+
+
+LAYOUTS = {
+    "default": Layout(KeyMap(), "text"),
+    "langchain": Layout(KeyMap(prefix="metadata."), "page_content"),
+    "renamed": Layout(KeyMap(renames={"version_state": "status", "doc_id": "document"}), "text"),
+    "two-level": Layout(
+        KeyMap(prefix="a.b.", renames={"version_state": "status", "quarantined": "hidden"}),
+        "body",
+    ),
+}
+
+
+class CountingClient:
+    """Forwards to a real QdrantClient and counts the calls the contract cares about."""
+
+    def __init__(self, client: QdrantClient) -> None:
+        self._client = client
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return attribute(*args, **kwargs)
+
+        return counted
+
+
+@dataclass
+class Harness:
+    """An adapter plus the raw access a contract test needs to check what it left alone."""
+
+    index: Any
+    layout: Layout
+    raw: Callable[[str], tuple[list[float], dict[str, Any]]]
+    put: Callable[[str, list[float], dict[str, Any]], None]
+    update_calls: Callable[[], int]
+
+
+def _memory(layout: Layout, tmp_path: Path) -> Iterator[Harness]:
+    index = InMemoryChunkIndex(keys=layout.keys, text_key=layout.text_key)
+
+    def raw(point_id: str) -> tuple[list[float], dict[str, Any]]:
+        vector, payload = index.point(point_id)
+        return list(vector), payload
+
+    def put(point_id: str, vector: list[float], payload: dict[str, Any]) -> None:
+        index.put_point(point_id, vector=vector, payload=payload)
+
+    yield Harness(index, layout, raw, put, lambda: index.update_calls)
+
+
+def _qdrant(layout: Layout, tmp_path: Path) -> Iterator[Harness]:
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    counting = CountingClient(client)
+    index = QdrantChunkIndex(
+        counting,  # type: ignore[arg-type]
+        collection="chunks",
+        keys=layout.keys,
+        text_key=layout.text_key,
+    )
+
+    def raw(point_id: str) -> tuple[list[float], dict[str, Any]]:
+        (record,) = client.retrieve("chunks", [point_id], with_payload=True, with_vectors=True)
+        vector = record.vector
+        assert isinstance(vector, list)
+        return [float(v) for v in vector if isinstance(v, float | int)], dict(record.payload or {})
+
+    def put(point_id: str, vector: list[float], payload: dict[str, Any]) -> None:
+        client.upsert(
+            "chunks", points=[models.PointStruct(id=point_id, vector=vector, payload=payload)]
+        )
+
+    try:
+        yield Harness(index, layout, raw, put, lambda: counting.calls["batch_update_points"])
+    finally:
+        client.close()
+
+
+ADAPTERS = {"memory": _memory, "qdrant-local": _qdrant}
+
+
+@pytest.fixture(params=list(LAYOUTS), ids=list(LAYOUTS))
+def layout(request: pytest.FixtureRequest) -> Layout:
+    return LAYOUTS[request.param]
+
+
+@pytest.fixture(params=list(ADAPTERS), ids=list(ADAPTERS))
+def harness(request: pytest.FixtureRequest, layout: Layout, tmp_path: Path) -> Iterator[Harness]:
+    yield from ADAPTERS[request.param](layout, tmp_path)
+
+
+def document(number: int) -> Document:
+    return Document(
+        doc_id=f"handbook:doc-{number}",
+        source="handbook",
+        source_key=f"doc-{number}.md",
+        doc_family_id=f"family-{number}",
+        doc_version=1,
+        version_state=VersionState.CURRENT,
+        effective_from=datetime(2024, 1, number + 1, tzinfo=UTC),
+        doc_class="policy",
+        source_hash=f"sha256:{number:064x}",
+    )
+
+
+def point_id(doc_id: str, chunk: int) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{doc_id}#{chunk}"))
+
+
+@dataclass
+class Seeded:
+    """What was seeded: logical payload per point id, and point ids per doc id."""
+
+    logical: dict[str, dict[str, Any]]
+    by_doc: dict[str, list[str]]
+
+
+def physical_payload(layout: Layout, logical: dict[str, Any], n: int) -> dict[str, Any]:
+    """A whole point payload as another tool built it: foreign keys in and beside the prefix."""
+    payload = layout.keys.to_point({**logical, "page": n, "source": f"doc-{n}.md"})
+    payload["source_url"] = f"https://example.test/{logical['chunk_id']}"
+    payload[layout.text_key] = f"chunk text {logical['chunk_id']} " * 3
+    return payload
+
+
+@pytest.fixture
+def seeded(harness: Harness) -> Seeded:
+    harness.index.ensure_collection(dim=DIM)
+    logical: dict[str, dict[str, Any]] = {}
+    by_doc: dict[str, list[str]] = {}
+    for number in range(DOCS):
+        doc = document(number)
+        for chunk in range(CHUNKS):
+            pid = point_id(doc.doc_id, chunk)
+            payload = chunk_payload(doc, chunk_id=f"{doc.doc_id}#{chunk}")
+            vector = [float(number + 1), float(chunk + 1), 0.5, 0.25]
+            harness.put(pid, vector, physical_payload(harness.layout, payload, chunk))
+            logical[pid] = payload
+            by_doc.setdefault(doc.doc_id, []).append(pid)
+    return Seeded(logical, by_doc)
+
+
+def snapshot(harness: Harness, ids: list[str]) -> dict[str, tuple[list[float], dict[str, Any]]]:
+    return {pid: harness.raw(pid) for pid in ids}
+
+
+class TestChunkIndexContract:
+    def test_exists_only_after_ensure_collection(self, harness: Harness) -> None:
+        assert harness.index.exists() is False
+        with pytest.raises(IndexUnavailable):
+            list(harness.index.scroll())
+        harness.index.ensure_collection(dim=DIM)
+        harness.index.ensure_collection(dim=DIM)
+        assert harness.index.exists() is True
+        assert harness.index.count() == 0
+
+    def test_scroll_returns_every_point_once_with_logical_keys_only(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        states = list(harness.index.scroll(batch_size=5))
+
+        assert sorted(str(s.point_id) for s in states) == sorted(seeded.logical)
+        for state in states:
+            expected = seeded.logical[str(state.point_id)]
+            assert dict(state.payload) == expected
+            assert set(state.payload) <= set(ALL_KEYS)
+            assert state.doc_id == expected["doc_id"]
+            assert state.chunk_id == expected["chunk_id"]
+            assert not {"source_url", "page", "source", harness.layout.text_key} & set(
+                state.payload
+            )
+
+    def test_scroll_by_doc_ids(self, harness: Harness, seeded: Seeded) -> None:
+        wanted = ["handbook:doc-0", "handbook:doc-2"]
+
+        states = list(harness.index.scroll(batch_size=3, doc_ids=wanted))
+
+        assert sorted(str(s.point_id) for s in states) == sorted(
+            seeded.by_doc[wanted[0]] + seeded.by_doc[wanted[1]]
+        )
+        assert {s.doc_id for s in states} == set(wanted)
+        assert list(harness.index.scroll(doc_ids=[])) == []
+        assert list(harness.index.scroll(doc_ids=["handbook:nope"])) == []
+
+    def test_set_payloads_changes_only_managed_keys_on_the_given_ids(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        target = seeded.by_doc["handbook:doc-1"]
+        others = [pid for pid in seeded.logical if pid not in target]
+        before = snapshot(harness, list(seeded.logical))
+        change = {
+            "version_state": "superseded",
+            "superseded_by": "handbook:doc-9",
+            "effective_to": "2025-03-01T00:00:00Z",
+            "quarantined": True,
+            "quarantine_reason": "in_place_edit",
+        }
+
+        written = harness.index.set_payloads(
+            [PayloadWrite(point_ids=tuple(target), payload=change, doc_id="handbook:doc-1")]
+        )
+
+        assert written == len(target)
+        after = snapshot(harness, list(seeded.logical))
+        for pid in others:
+            assert after[pid] == before[pid]
+        keys = harness.layout.keys
+        for pid in target:
+            vector, payload = after[pid]
+            old_vector, old_payload = before[pid]
+            assert vector == old_vector
+            assert keys.from_point(payload) == {**seeded.logical[pid], **change}
+            # everything that is not a managed key stays exactly as it was
+            assert _strip_managed(payload, keys) == _strip_managed(old_payload, keys)
+        scanned = {str(s.point_id): dict(s.payload) for s in harness.index.scroll()}
+        assert scanned[target[0]]["version_state"] == "superseded"
+        assert scanned[others[0]] == seeded.logical[others[0]]
+
+    def test_set_payloads_null_removes_the_key(self, harness: Harness, seeded: Seeded) -> None:
+        target = seeded.by_doc["handbook:doc-0"]
+        harness.index.set_payloads(
+            [PayloadWrite(point_ids=tuple(target), payload={"superseded_by": "handbook:doc-1"})]
+        )
+        harness.index.set_payloads(
+            [PayloadWrite(point_ids=tuple(target), payload={"superseded_by": None})]
+        )
+
+        scanned = {str(s.point_id): dict(s.payload) for s in harness.index.scroll()}
+        assert "superseded_by" not in scanned[target[0]]
+        assert scanned[target[0]]["version_state"] == "current"
+
+    def test_set_payloads_batches_across_calls(self, harness: Harness, seeded: Seeded) -> None:
+        writes = [
+            PayloadWrite(point_ids=tuple(ids), payload={"doc_version": 2}, doc_id=doc_id)
+            for doc_id, ids in seeded.by_doc.items()
+        ]
+        before = harness.update_calls()
+
+        written = harness.index.set_payloads(writes, batch_size=5)
+
+        assert written == DOCS * CHUNKS
+        assert harness.update_calls() - before == 3  # 5 + 5 + 2 points
+        assert all(s.payload["doc_version"] == 2 for s in harness.index.scroll())
+
+    def test_a_write_larger_than_the_batch_is_split_by_ids(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        before = harness.update_calls()
+
+        written = harness.index.set_payloads(
+            [PayloadWrite(point_ids=tuple(seeded.logical), payload={"doc_class": "manual"})],
+            batch_size=4,
+        )
+
+        assert written == DOCS * CHUNKS
+        assert harness.update_calls() - before == 3
+        assert harness.index.facet(key="doc_class") == {"manual": DOCS * CHUNKS}
+
+    def test_empty_writes_make_no_call(self, harness: Harness, seeded: Seeded) -> None:
+        before = harness.update_calls()
+
+        written = harness.index.set_payloads(
+            [PayloadWrite(point_ids=(), payload={"doc_version": 3})]
+        )
+
+        assert written == 0
+        assert harness.update_calls() == before
+
+    def test_missing_point_fails_with_points_written(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        ids = seeded.by_doc["handbook:doc-0"]
+        missing = str(uuid.uuid5(uuid.NAMESPACE_URL, "never-ingested"))
+        writes = [
+            PayloadWrite(point_ids=tuple(ids[:2]), payload={"quarantined": True}),
+            PayloadWrite(point_ids=(ids[2], missing), payload={"quarantined": True}),
+        ]
+
+        with pytest.raises(IndexWriteError) as caught:
+            harness.index.set_payloads(writes, batch_size=2)
+
+        assert caught.value.points_written == 2
+        assert missing in str(caught.value)
+
+    def test_count_and_facet(self, harness: Harness, seeded: Seeded) -> None:
+        harness.index.set_payloads(
+            [
+                PayloadWrite(
+                    point_ids=tuple(seeded.by_doc["handbook:doc-2"]),
+                    payload={"version_state": "retired", "quarantined": True},
+                )
+            ]
+        )
+
+        assert harness.index.count() == DOCS * CHUNKS
+        assert harness.index.facet(key="version_state") == {
+            "current": (DOCS - 1) * CHUNKS,
+            "retired": CHUNKS,
+        }
+        assert harness.index.facet(key="quarantined") == {
+            False: (DOCS - 1) * CHUNKS,
+            True: CHUNKS,
+        }
+        assert harness.index.facet(key="doc_version") == {1: DOCS * CHUNKS}
+        assert len(harness.index.facet(key="doc_family_id", limit=2)) == 2
+
+    def test_payload_index_creation(self, harness: Harness, seeded: Seeded) -> None:
+        harness.index.create_payload_index(key="version_state", schema="keyword")
+        harness.index.create_payload_index(key="effective_from", schema="datetime")
+
+        expected = {"version_state": "keyword", "effective_from": "datetime"}
+        if harness.index.supports_payload_indexes:
+            assert dict(harness.index.payload_indexes()) == expected
+        else:
+            assert isinstance(harness.index, QdrantChunkIndex)
+            assert dict(harness.index.payload_indexes()) == {}
+        with pytest.raises(ValueError, match="schema"):
+            harness.index.create_payload_index(key="version_state", schema="geo")
+        with pytest.raises(ValueError, match="key"):
+            harness.index.create_payload_index(key="colour", schema="keyword")
+
+    def test_delete_document_chunks(self, harness: Harness, seeded: Seeded) -> None:
+        deleted = harness.index.delete_document_chunks("handbook:doc-1")
+
+        assert deleted == CHUNKS
+        assert harness.index.count() == (DOCS - 1) * CHUNKS
+        assert "handbook:doc-1" not in {s.doc_id for s in harness.index.scroll()}
+        assert harness.index.delete_document_chunks("handbook:doc-1") == 0
+
+    def test_upsert_chunks_writes_the_layout(self, harness: Harness) -> None:
+        harness.index.ensure_collection(dim=DIM)
+        doc = document(7)
+        records = [
+            ChunkRecord(
+                point_id=point_id(doc.doc_id, n),
+                chunk_id=f"{doc.doc_id}#{n}",
+                text=f"text {n}",
+                vector=(1.0, float(n), 0.0, 0.5),
+                payload=chunk_payload(doc, chunk_id=f"{doc.doc_id}#{n}"),
+            )
+            for n in range(300)
+        ]
+
+        assert harness.index.upsert_chunks(iter(records)) == 300
+
+        assert harness.index.count() == 300
+        _, payload = harness.raw(records[5].point_id)
+        keys = harness.layout.keys
+        assert payload[harness.layout.text_key] == "text 5"
+        assert payload == {
+            **keys.to_point(records[5].payload),
+            harness.layout.text_key: "text 5",
+        }
+        assert keys.from_point(payload) == dict(records[5].payload)
+        assert {s.chunk_id for s in harness.index.scroll(doc_ids=[doc.doc_id])} == {
+            r.chunk_id for r in records
+        }
+
+
+def _strip_managed(payload: dict[str, Any], keys: KeyMap) -> dict[str, Any]:
+    """The payload with every managed key removed from the object the keys live in."""
+    copied: dict[str, Any] = {k: v for k, v in payload.items()}
+    node = copied
+    if keys.nest_key:
+        parts = keys.nest_key.split(".")
+        for part in parts:
+            node[part] = dict(node[part])
+            node = node[part]
+    for key in MANAGED_KEYS:
+        node.pop(keys.name(key), None)
+    return copied

@@ -1,0 +1,184 @@
+"""The document table on SQLite and PostgreSQL: schema, upserts, streaming, bookkeeping."""
+
+from __future__ import annotations
+
+import inspect as pyinspect
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from alembic import command
+from sqlalchemy import create_engine, inspect, text
+
+from reconciler.errors import SchemaError
+from reconciler.model import OPEN_END, Document, VersionState
+from reconciler.stores.sql import SqlDocumentTable, _alembic_config
+
+
+def doc(n: int, **changes: object) -> Document:
+    values: dict[str, object] = {
+        "doc_id": f"h:doc-{n:04d}",
+        "source": "h",
+        "source_key": f"doc-{n:04d}",
+        "doc_family_id": f"h:fam-{n // 3:04d}",
+        "doc_version": n % 3 + 1,
+        "version_state": VersionState.CURRENT,
+        "effective_from": datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=n),
+        "title": f"Doc {n}",
+        "source_hash": f"sha256:{n:064x}",
+    }
+    values.update(changes)
+    return Document(**values)  # type: ignore[arg-type]
+
+
+def test_fresh_database_needs_init_then_reaches_head(table_url: str) -> None:
+    store = SqlDocumentTable.from_url(table_url)
+    try:
+        with pytest.raises(SchemaError, match="reconciler init"):
+            store.ensure_schema()
+        status = store.ensure_schema(create=True)
+        assert status.up_to_date
+        assert status.current == status.head == "0002"
+        names = set(inspect(store.engine).get_table_names())
+        assert {
+            "documents",
+            "identity_map",
+            "source_status",
+            "family_status",
+            "runs",
+            "findings",
+            "audit_log",
+            "reingest_outbox",
+            "leases",
+        } <= names
+        # Running init again changes nothing.
+        assert store.ensure_schema(create=True).current == "0002"
+    finally:
+        store.close()
+
+
+def test_missing_sqlite_file_is_not_created_by_a_check(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "absent.db"
+    store = SqlDocumentTable.from_url(f"sqlite:///{path}")
+    with pytest.raises(SchemaError, match="not initialised"):
+        store.ensure_schema()
+    store.close()
+    assert not path.exists()
+
+
+def test_older_revision_is_upgraded_on_start(table_url: str) -> None:
+    engine = create_engine(table_url)
+    config = _alembic_config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0001")
+    engine.dispose()
+    store = SqlDocumentTable.from_url(table_url)
+    try:
+        assert store.schema_status().current == "0001"
+        status = store.ensure_schema()  # not create: an existing older schema is upgraded
+        assert status.current == "0002"
+        assert "leases" in inspect(store.engine).get_table_names()
+    finally:
+        store.close()
+
+
+def test_unknown_revision_is_refused(table: SqlDocumentTable) -> None:
+    with table.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'f00dfeed'"))
+    with pytest.raises(SchemaError, match=r"'f00dfeed'.*newer build"):
+        table.ensure_schema()
+    with pytest.raises(SchemaError):
+        table.ensure_schema(create=True)
+
+
+def test_tables_without_revision_are_refused(table: SqlDocumentTable) -> None:
+    with table.engine.begin() as conn:
+        conn.execute(text("DROP TABLE alembic_version"))
+    with pytest.raises(SchemaError, match="no Alembic revision"):
+        table.ensure_schema(create=True)
+
+
+def test_upsert_inserts_then_updates_and_keeps_utc(table: SqlDocumentTable) -> None:
+    original = doc(
+        1, effective_from=datetime(2025, 3, 1, 9, 30, tzinfo=timezone(timedelta(hours=2)))
+    )
+    assert table.upsert_documents([original], chunk_counts={original.doc_id: 4}) == 1
+    stored = table.get_documents([original.doc_id])[original.doc_id]
+    assert stored.effective_from == datetime(2025, 3, 1, 7, 30, tzinfo=UTC)
+    assert stored.effective_from is not None
+    assert stored.effective_from.tzinfo is not None
+    assert stored.effective_to == OPEN_END
+    assert stored.version_state is VersionState.CURRENT
+    superseded = Document(
+        **{
+            **{f: getattr(stored, f) for f in Document.__dataclass_fields__},
+            "version_state": VersionState.SUPERSEDED,
+            "superseded_by": "h:doc-0002",
+            "effective_to": datetime(2026, 1, 1, tzinfo=UTC),
+        }
+    )
+    table.upsert_documents([superseded])
+    again = table.get_documents([original.doc_id])[original.doc_id]
+    assert again.version_state is VersionState.SUPERSEDED
+    assert again.superseded_by == "h:doc-0002"
+    assert again.effective_to == datetime(2026, 1, 1, tzinfo=UTC)
+    assert table.stats()["chunks_registered"] == 4  # an update without counts keeps them
+
+
+def test_bulk_upsert_and_streaming_reads(table: SqlDocumentTable) -> None:
+    docs = [doc(n) for n in range(1234)]
+    assert table.upsert_documents(docs) == 1234
+    table.upsert_documents(
+        [doc(n, version_state=VersionState.SUPERSEDED) for n in range(0, 1234, 2)]
+    )
+    stream = table.iter_documents(batch_size=100)
+    assert pyinspect.isgenerator(stream)
+    seen = list(stream)
+    assert len(seen) == 1234
+    keys = [(d.doc_family_id, d.doc_version) for d in seen]
+    assert keys == sorted(keys)
+    assert sum(d.version_state is VersionState.SUPERSEDED for d in seen) == 617
+    only = list(table.iter_documents(families=["h:fam-0000", "h:fam-0001"]))
+    assert {d.doc_id for d in only} == {f"h:doc-{n:04d}" for n in range(6)}
+    stats = table.stats()
+    assert stats["documents"] == 1234
+    assert stats["families"] == 412
+    assert stats["by_state"] == {"current": 617, "superseded": 617}
+
+
+def test_identity_map_keeps_first_seen_and_indexes_hashes(table: SqlDocumentTable) -> None:
+    table.record_identities("h", [("a", "h:fam", "sha256:aa"), ("b", "h:fam", None)])
+    table.record_identities("h", [("a", "h:fam2", "sha256:ab")])
+    by_key, by_hash = table.identities("h")
+    assert by_key == {"a": "h:fam2", "b": "h:fam"}
+    assert by_hash == {"sha256:ab": "h:fam2"}
+    assert table.identities("other") == ({}, {})
+
+
+def test_outbox_is_idempotent_while_pending(table: SqlDocumentTable) -> None:
+    for _ in range(3):
+        table.request_reingest(doc_id="h:a", source="h", source_key="a", reason="in_place_edit")
+    pending = table.pending_reingest()
+    assert [(r.doc_id, r.reason, r.status) for r in pending] == [
+        ("h:a", "in_place_edit", "pending")
+    ]
+    table.finish_reingest(pending[0].id, ok=False, error="boom")
+    assert table.pending_reingest()[0].attempts == 1
+    table.finish_reingest(pending[0].id, ok=True)
+    assert table.pending_reingest() == []
+    table.request_reingest(doc_id="h:a", source="h", source_key="a", reason="in_place_edit")
+    assert len(table.pending_reingest()) == 1
+
+
+def test_runs_and_source_status(table: SqlDocumentTable) -> None:
+    run = table.start_run(mode="ingest", actor="cli")
+    table.finish_run(run, status="succeeded", counts={"ingested": 3})
+    [last] = table.last_runs()
+    assert (last.run_id, last.status, last.counts) == (run, "succeeded", {"ingested": 3})
+    ok_at = datetime(2026, 1, 1, tzinfo=UTC)
+    table.record_source_attempt("h", ok=True, at=ok_at, documents_seen=5)
+    table.record_source_attempt("h", ok=False, at=ok_at + timedelta(hours=1), error="gone")
+    status = table.source_status()["h"]
+    assert status.last_success_at == ok_at  # a failure never moves the TTL clock
+    assert status.last_attempt_at == ok_at + timedelta(hours=1)
+    assert (status.last_error, status.documents_seen) == ("gone", 5)
