@@ -191,3 +191,75 @@ class ChunkRecord:
     text: str
     vector: tuple[float, ...]
     payload: Mapping[str, Any]
+
+
+class Severity(enum.StrEnum):
+    """How urgently a finding needs attention."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+
+#: Quarantine reasons the reconciler sets and lifts by itself; others (e.g. "manual") are left.
+MANAGED_QUARANTINE_REASONS: tuple[str, ...] = ("in_place_edit", "ttl_expired", "orphan_chunks")
+
+
+@dataclass(frozen=True, slots=True)
+class ReingestRequest:
+    """Ask the ingestion pipeline to (re-)ingest one document."""
+
+    doc_id: str
+    source: str
+    source_key: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One piece of drift, explained: what was expected, what was found, what will be done.
+
+    ``changes`` are document-row fields the repair sets on ``doc_id``; ``quarantine`` is
+    ``(reason, active)``; ``payload_only`` sets keys on a document's chunks when there is no row
+    to derive them from (orphans); ``reingest`` queues a request; ``index`` creates a payload
+    index ``(logical key, schema)``. A finding with none of them is reported, not repaired.
+    """
+
+    check: str
+    kind: str
+    severity: Severity
+    family: str | None
+    doc_id: str | None
+    expected: Any
+    actual: Any
+    action: str
+    changes: Mapping[str, Any] = field(default_factory=dict)
+    quarantine: tuple[str, bool] | None = None
+    payload_only: Mapping[str, Any] | None = None
+    reingest: ReingestRequest | None = None
+    index: tuple[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as DESIGN.md §7 spells it."""
+        return {
+            "check": self.check,
+            "kind": self.kind,
+            "severity": str(self.severity),
+            "family": self.family,
+            "doc_id": self.doc_id,
+            "expected": _jsonable(self.expected),
+            "actual": _jsonable(self.actual),
+            "action": self.action,
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return rfc3339(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    return value

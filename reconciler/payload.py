@@ -37,13 +37,18 @@ def payload_for(document: Document) -> dict[str, Any]:
 
 
 def chunk_payload(document: Document, *, chunk_id: str) -> dict[str, Any]:
-    """Return the full logical payload of a new chunk: identity keys plus ``payload_for``."""
-    return {
+    """Return the full logical payload of a new chunk: identity keys plus ``payload_for``.
+
+    Null values are left out: Qdrant's ``set_payload`` removes a key written as null, so an
+    absent key is how a null reads everywhere, and a rollback can restore it exactly.
+    """
+    payload = {
         "doc_id": document.doc_id,
         "chunk_id": chunk_id,
         "content_hash": document.source_hash,
         **payload_for(document),
     }
+    return {key: value for key, value in payload.items() if value is not None}
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,10 @@ class ChunkIndex(Protocol):
         """Stream every chunk's id and identity/managed payload keys (never vectors or text)."""
         ...
 
+    def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
+        """Identity and managed payload of the given points (missing ids are absent)."""
+        ...
+
     def set_payloads(self, writes: Sequence[PayloadWrite], *, batch_size: int = 256) -> int:
         """Apply payload-only writes by point id in batches; return the points written.
 

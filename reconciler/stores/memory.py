@@ -106,6 +106,25 @@ class InMemoryChunkIndex:
                 payload=payload,
             )
 
+    def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
+        """The identity and managed payload of the given points (missing ids are absent)."""
+        points = self._store()
+        found = []
+        for point_id in point_ids:
+            stored = points.get(point_id)
+            if stored is None:
+                continue
+            payload = copy.deepcopy(self.keys.from_point(stored.payload))
+            found.append(
+                ChunkState(
+                    point_id=point_id,
+                    doc_id=payload.get("doc_id"),
+                    chunk_id=payload.get("chunk_id"),
+                    payload=payload,
+                )
+            )
+        return found
+
     def count(self, *, query_filter: Any | None = None) -> int:
         """Number of points; this fake evaluates no filters."""
         if query_filter is not None:

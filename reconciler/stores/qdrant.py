@@ -165,15 +165,31 @@ class QdrantChunkIndex:
             page += 1
             log.debug("scroll %s page %d: %d point(s)", self.collection, page, len(points))
             for point in points:
-                payload = self.keys.from_point(point.payload)
-                yield ChunkState(
-                    point_id=point.id if isinstance(point.id, int | str) else str(point.id),
-                    doc_id=payload.get("doc_id"),
-                    chunk_id=payload.get("chunk_id"),
-                    payload=payload,
-                )
+                yield self._state(point)
             if offset is None:
                 return
+
+    def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
+        """The identity and managed payload of the given points (missing ids are absent)."""
+        if not point_ids:
+            return []
+        with self._reading("retrieving points"):
+            points = self.client.retrieve(
+                self.collection,
+                ids=list(point_ids),
+                with_payload=models.PayloadSelectorInclude(include=self.keys.managed_paths()),
+                with_vectors=False,
+            )
+        return [self._state(point) for point in points]
+
+    def _state(self, point: models.Record) -> ChunkState:
+        payload = self.keys.from_point(point.payload)
+        return ChunkState(
+            point_id=point.id if isinstance(point.id, int | str) else str(point.id),
+            doc_id=payload.get("doc_id"),
+            chunk_id=payload.get("chunk_id"),
+            payload=payload,
+        )
 
     def count(self, *, query_filter: Any | None = None) -> int:
         """Exact number of points, optionally under a ``models.Filter``."""

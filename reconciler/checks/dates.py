@@ -1,0 +1,89 @@
+"""``dates``: document table and payloads <-> the clock — state transitions at the boundaries."""
+
+from __future__ import annotations
+
+from reconciler.checks.common import STATE_FIELDS, diff
+from reconciler.checks.settling import settle
+from reconciler.model import Finding, Severity, VersionState
+from reconciler.snapshot import Context, FamilyView
+
+CHECK = "dates"
+
+
+def check_dates(view: FamilyView, ctx: Context) -> list[Finding]:
+    """Find versions whose state is out of step with their effective window at ``ctx.now``."""
+    findings: list[Finding] = []
+    timed = settle(view.rows, ctx.now)
+    became_current = {
+        row.doc_id
+        for row in view.rows
+        if row.version_state is VersionState.PENDING
+        and timed[row.doc_id].version_state is VersionState.CURRENT
+    }
+    for row in view.rows:
+        after = timed[row.doc_id]
+        changes = diff(row, after, STATE_FIELDS)
+        if row.effective_from is not None and row.effective_from >= row.effective_to:
+            findings.append(
+                Finding(
+                    check=CHECK,
+                    kind="effective_window_invalid",
+                    severity=Severity.CRITICAL,
+                    family=view.family,
+                    doc_id=row.doc_id,
+                    expected="effective_from < effective_to",
+                    actual={"effective_from": row.effective_from, "effective_to": row.effective_to},
+                    action="none: fix the dates in the source (no retrieval can return it)",
+                )
+            )
+        if not changes:
+            continue
+        if row.doc_id in became_current:
+            kind, action = "pending_now_effective", "set state current"
+        elif after.version_state is VersionState.PENDING:
+            kind, action = "not_yet_effective", "set state pending until its effective_from"
+        elif row.effective_to <= ctx.now:
+            kind = "effective_to_passed"
+            action = f"set state {after.version_state}" + (
+                f" (by {after.superseded_by})" if after.superseded_by else ""
+            )
+        elif after.superseded_by in became_current:
+            kind = "pending_now_effective"
+            action = f"superseded by {after.superseded_by}, now in force"
+        else:
+            continue  # two versions live at once: the siblings and family checks own that
+        findings.append(
+            Finding(
+                check=CHECK,
+                kind=kind,
+                severity=Severity.WARNING,
+                family=view.family,
+                doc_id=row.doc_id,
+                expected=dict(changes),
+                actual={f: getattr(row, f) for f in changes},
+                action=action + " (table + payloads)",
+                changes=changes,
+            )
+        )
+    for row in view.rows:
+        aggregate = view.chunks.get(row.doc_id)
+        if aggregate is None:
+            continue
+        missing = sum(
+            n for variant, n in aggregate.variants.items() if dict(variant).get("effective_to") is None
+        )
+        if missing:
+            findings.append(
+                Finding(
+                    check=CHECK,
+                    kind="effective_to_missing",
+                    severity=Severity.WARNING,
+                    family=view.family,
+                    doc_id=row.doc_id,
+                    expected={"effective_to": row.effective_to},
+                    actual={"effective_to": None, "chunks": missing},
+                    action="write effective_to (the open-end sentinel when open-ended)",
+                )
+            )
+    return findings
+

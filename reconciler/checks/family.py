@@ -1,0 +1,255 @@
+"""``family``: system of record <-> document table — which version of each family is in force."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
+from reconciler.checks.settling import in_force_winner, settle
+from reconciler.deriving import declared_state, expected_document
+from reconciler.model import (
+    SERVABLE_STATES,
+    Document,
+    Finding,
+    ProblemKind,
+    ReingestRequest,
+    Severity,
+    SourceProblem,
+    VersionState,
+)
+from reconciler.snapshot import Context, FamilyView
+
+CHECK = "family"
+_SUPERSESSION_PROBLEMS = {
+    ProblemKind.DANGLING_SUPERSEDED_BY,
+    ProblemKind.SELF_SUPERSESSION,
+    ProblemKind.SUPERSESSION_CYCLE,
+}
+#: Problems the hash check reports as ``source_unreadable``.
+UNREADABLE_PROBLEMS = {ProblemKind.UNREADABLE, ProblemKind.UNDECODABLE}
+
+
+def problem_findings(problems: Iterable[SourceProblem], family: str | None) -> list[Finding]:
+    """Broken source documents, as findings naming the document and the problem.
+
+    The document keeps its state: a broken note is neither missing nor changed.
+    """
+    findings = []
+    for problem in problems:
+        if problem.kind in UNREADABLE_PROBLEMS:
+            continue
+        kind = (
+            "invalid_supersession"
+            if problem.kind in _SUPERSESSION_PROBLEMS
+            else "invalid_source_document"
+        )
+        doc_id = problem.doc_id or (
+            f"{problem.source}:{problem.source_key}" if problem.source_key else None
+        )
+        findings.append(
+            Finding(
+                check=CHECK,
+                kind=kind,
+                severity=Severity.WARNING,
+                family=family,
+                doc_id=doc_id,
+                expected="a well-formed source document",
+                actual={"problem": str(problem.kind), "path": problem.path, "message": problem.message},
+                action="none: fix the document in the source; its registered state is kept",
+            )
+        )
+    return findings
+
+
+def _servable(doc: Document) -> bool:
+    return doc.version_state in SERVABLE_STATES and not doc.quarantined
+
+
+def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
+    """Compare what the source declares with the document rows of one family."""
+    findings: list[Finding] = []
+    for problems in view.problems.values():
+        findings += problem_findings(problems, view.family)
+    declared: list[Document] = []
+    judged: set[str] = set()
+    not_ingested_successor: dict[str, str] = {}
+    for row in view.rows:
+        src = view.sources.get(row.doc_id)
+        if src is None or not ctx.source_readable(row.source):
+            declared.append(row)
+            continue
+        judged.add(row.doc_id)
+        successor = view.successors.get(src.superseded_by) if src.superseded_by else None
+        expected = expected_document(
+            src, family=row.doc_family_id, as_of=ctx.now, successor=successor,
+            version=row.doc_version,
+        )
+        expected = dataclasses.replace(
+            expected,
+            source_hash=row.source_hash,
+            quarantined=row.quarantined,
+            quarantine_reason=row.quarantine_reason,
+            ingested_at=row.ingested_at,
+            updated_at=row.updated_at,
+        )
+        if expected.superseded_by and not ctx.in_table(expected.superseded_by):
+            not_ingested_successor[row.doc_id] = expected.superseded_by
+            if ctx.successor_policy == "keep":
+                expected = dataclasses.replace(
+                    expected, **{f: getattr(row, f) for f in STATE_FIELDS}
+                )
+        declared.append(expected)
+
+    in_force = [
+        d for d in declared
+        if d.doc_id in judged
+        and declared_state(view.sources[d.doc_id], as_of=ctx.now) is VersionState.CURRENT
+        and d.effective_to > ctx.now
+    ]
+    if len(in_force) > 1:
+        winner = in_force_winner(in_force, ctx.now)
+        findings.append(
+            Finding(
+                check=CHECK,
+                kind="invalid_supersession",
+                severity=Severity.WARNING,
+                family=view.family,
+                doc_id=winner.doc_id if winner else None,
+                expected="at most one version in force",
+                actual={"in_force": sorted(d.doc_id for d in in_force)},
+                action=f"the latest started ({winner.doc_id if winner else '-'}) stays current; "
+                "the others are superseded by it",
+            )
+        )
+
+    settled = settle(declared, ctx.now)
+    timed = settle(view.rows, ctx.now)  # what the dates check alone would do
+    for row in view.rows:
+        if row.doc_id not in judged:
+            continue
+        expected = settled[row.doc_id]
+        changes = diff(row, expected, STATE_FIELDS + META_FIELDS)
+        successor_id = not_ingested_successor.get(row.doc_id)
+        if successor_id is not None:
+            successor = view.successors.get(successor_id)
+            findings.append(
+                Finding(
+                    check=CHECK,
+                    kind="successor_not_ingested",
+                    severity=Severity.CRITICAL,
+                    family=view.family,
+                    doc_id=row.doc_id,
+                    expected={"superseded_by": successor_id, "successor_registered": True},
+                    actual={"successor_registered": False, **values(row, ("version_state",))},
+                    action=(
+                        f"re-ingest request for {successor_id}"
+                        + ("; mark this version superseded now" if changes else "")
+                    ),
+                    changes=changes,
+                    reingest=ReingestRequest(
+                        doc_id=successor_id,
+                        source=successor.source if successor else row.source,
+                        source_key=successor.source_key if successor else successor_id,
+                        reason="successor_not_ingested",
+                    ),
+                )
+            )
+            continue
+        if not changes or expected == timed[row.doc_id]:
+            continue  # in line with the source, or only time moved on: the dates check's job
+        findings.append(_classify(row, expected, changes, view.family))
+
+    findings += _missing(view, ctx, judged)
+    findings += _new_documents(view, not_ingested_successor.values())
+    return findings
+
+
+def _classify(row: Document, expected: Document, changes: dict[str, object], family: str) -> Finding:
+    state_changed = "version_state" in changes
+    if state_changed and expected.version_state is VersionState.SUPERSEDED:
+        kind, severity = "successor_not_marked", Severity.CRITICAL
+        action = f"mark superseded by {expected.superseded_by}"
+    elif state_changed and expected.version_state is VersionState.RETIRED:
+        kind, severity = "retired_in_source", Severity.CRITICAL
+        action = "mark retired"
+    elif state_changed:
+        kind = "state_mismatch"
+        severity = Severity.CRITICAL if _servable(row) != _servable(expected) else Severity.WARNING
+        action = f"set state {expected.version_state}"
+    else:
+        kind, severity = "metadata_mismatch", Severity.WARNING
+        action = "update " + ", ".join(sorted(changes))
+    return Finding(
+        check=CHECK,
+        kind=kind,
+        severity=severity,
+        family=family,
+        doc_id=row.doc_id,
+        expected=dict(changes),
+        actual={f: getattr(row, f) for f in changes},
+        action=action + " (table + payloads)",
+        changes=changes,
+    )
+
+
+def _missing(view: FamilyView, ctx: Context, judged: set[str]) -> list[Finding]:
+    findings = []
+    for row in view.rows:
+        if (
+            row.doc_id in judged
+            or row.doc_id in view.problems
+            or not ctx.source_readable(row.source)
+            or row.version_state is VersionState.RETIRED
+        ):
+            continue
+        last = view.last_seen.get(row.doc_id) or row.ingested_at or row.updated_at or ctx.now
+        deadline = last + ctx.missing_grace
+        retire = ctx.now >= deadline
+        findings.append(
+            Finding(
+                check=CHECK,
+                kind="missing_in_source",
+                severity=Severity.CRITICAL if retire else Severity.WARNING,
+                family=view.family,
+                doc_id=row.doc_id,
+                expected="present in the source",
+                actual={"last_seen": last},
+                action=(
+                    "mark retired (table + payloads)"
+                    if retire
+                    else f"none yet: retired at {deadline.isoformat()} unless it reappears"
+                ),
+                changes=(
+                    {"version_state": VersionState.RETIRED, "superseded_by": None} if retire else {}
+                ),
+            )
+        )
+    return findings
+
+
+def _new_documents(view: FamilyView, successors: Iterable[str]) -> list[Finding]:
+    covered = set(successors)
+    findings = []
+    for doc in view.new_documents():
+        if doc.doc_id in covered:
+            continue
+        findings.append(
+            Finding(
+                check=CHECK,
+                kind="not_ingested",
+                severity=Severity.INFO,
+                family=view.family,
+                doc_id=doc.doc_id,
+                expected="registered in the document table",
+                actual="only in the source",
+                action="re-ingest request",
+                reingest=ReingestRequest(
+                    doc_id=doc.doc_id,
+                    source=doc.source,
+                    source_key=doc.source_key,
+                    reason="not_ingested",
+                ),
+            )
+        )
+    return findings

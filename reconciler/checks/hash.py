@@ -1,0 +1,99 @@
+"""``hash``: system-of-record content <-> the table's ``source_hash`` — edits made in place.
+
+Changed content can only be fixed by re-embedding, which the reconciler never does: it
+quarantines the document's chunks and asks the ingestion pipeline to re-ingest it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from reconciler.checks.family import UNREADABLE_PROBLEMS
+from reconciler.model import Finding, ReingestRequest, Severity, SourceProblem
+from reconciler.snapshot import Context, FamilyView, SourceState
+
+CHECK = "hash"
+REASON = "in_place_edit"
+
+
+def check_hash(view: FamilyView, ctx: Context) -> list[Finding]:
+    """Find documents whose source content changed without a new version."""
+    findings: list[Finding] = []
+    for problems in view.problems.values():
+        findings += unreadable_findings(problems, view.family)
+    for row in view.rows:
+        src = view.sources.get(row.doc_id)
+        if src is None or row.source_hash is None or not ctx.source_readable(row.source):
+            continue
+        if src.content_hash != row.source_hash:
+            findings.append(
+                Finding(
+                    check=CHECK,
+                    kind="in_place_edit",
+                    severity=Severity.CRITICAL,
+                    family=view.family,
+                    doc_id=row.doc_id,
+                    expected={"source_hash": row.source_hash},
+                    actual={"source_hash": src.content_hash},
+                    action="quarantine the document's chunks; re-ingest request",
+                    quarantine=(REASON, True),
+                    reingest=ReingestRequest(
+                        doc_id=row.doc_id,
+                        source=row.source,
+                        source_key=row.source_key,
+                        reason=REASON,
+                    ),
+                )
+            )
+        elif row.quarantined and row.quarantine_reason == REASON:
+            findings.append(
+                Finding(
+                    check=CHECK,
+                    kind="quarantine_lifted",
+                    severity=Severity.INFO,
+                    family=view.family,
+                    doc_id=row.doc_id,
+                    expected={"quarantined": False},
+                    actual={"quarantined": True, "quarantine_reason": REASON},
+                    action="lift the quarantine: the re-ingested content matches the source",
+                    quarantine=(REASON, False),
+                )
+            )
+    return findings
+
+
+def unreadable_findings(problems: Iterable[SourceProblem], family: str | None) -> list[Finding]:
+    """Documents the connector could not read: reported, their state kept."""
+    return [
+        Finding(
+            check=CHECK,
+            kind="source_unreadable",
+            severity=Severity.WARNING,
+            family=family,
+            doc_id=problem.doc_id
+            or (f"{problem.source}:{problem.source_key}" if problem.source_key else None),
+            expected="a readable source document",
+            actual={"problem": str(problem.kind), "path": problem.path, "message": problem.message},
+            action="none: the document keeps its registered state",
+        )
+        for problem in problems
+        if problem.kind in UNREADABLE_PROBLEMS
+    ]
+
+
+def check_source(state: SourceState) -> list[Finding]:
+    """A whole source that could not be read: never an empty corpus."""
+    if not state.scanned or state.readable:
+        return []
+    return [
+        Finding(
+            check=CHECK,
+            kind="source_unreadable",
+            severity=Severity.CRITICAL,
+            family=None,
+            doc_id=None,
+            expected={"source": state.name, "readable": True},
+            actual={"source": state.name, "error": state.error},
+            action="none: its documents keep their state (an unreadable source is not an empty one)",
+        )
+    ]

@@ -1,0 +1,222 @@
+"""Findings -> a deterministic plan: row updates, payload writes, re-ingest requests, indexes.
+
+Pure. Findings explain; the plan is derived from the *desired row* of each touched document:
+row changes from every finding are merged (family last, so the source wins), quarantines are
+merged by reason, and each payload write is ``payload_for(desired row)``. So the payload can
+never disagree with the table, and a second plan over the repaired stores is empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model import (
+    MANAGED_QUARANTINE_REASONS,
+    Document,
+    Finding,
+    ReingestRequest,
+)
+from reconciler.payload import payload_for
+from reconciler.snapshot import ChunkAggregate, FamilyView, expected_variant, normalize
+
+#: Order in which row changes are merged; later wins (the source has the last word).
+MERGE_ORDER = {"siblings": 0, "dates": 1, "family": 2}
+#: Finding kinds whose repair is a payload write even when the row does not change.
+PAYLOAD_KINDS = frozenset({"payload_drift", "effective_to_missing", "live_siblings"})
+#: Row fields the reconciler manages (and audits).
+ROW_FIELDS = (
+    "doc_family_id",
+    "doc_version",
+    "version_state",
+    "superseded_by",
+    "effective_from",
+    "effective_to",
+    "doc_class",
+    "title",
+    "quarantined",
+    "quarantine_reason",
+)
+
+
+@dataclass(frozen=True)
+class RowUpdate:
+    """One document row changing, and why."""
+
+    doc_id: str
+    family: str
+    before: Document
+    after: Document
+    reasons: tuple[str, ...]
+
+    def fields(self) -> dict[str, tuple[Any, Any]]:
+        """Changed fields: name -> (before, after)."""
+        return {
+            f: (getattr(self.before, f), getattr(self.after, f))
+            for f in ROW_FIELDS
+            if getattr(self.before, f) != getattr(self.after, f)
+        }
+
+
+@dataclass(frozen=True)
+class PayloadTarget:
+    """Set ``payload`` (logical keys) on every chunk of ``doc_id`` that does not carry it.
+
+    ``points`` is the number the scan saw needing it; the applier re-reads each point and
+    writes only those that differ, selecting them by id.
+    """
+
+    doc_id: str | None
+    family: str | None
+    payload: Mapping[str, Any]
+    points: int
+    reasons: tuple[str, ...]
+    #: True for a partial write (orphans: only the quarantine keys).
+    partial: bool = False
+
+
+@dataclass
+class Plan:
+    """Everything a run would write."""
+
+    row_updates: list[RowUpdate] = field(default_factory=list)
+    payload_targets: list[PayloadTarget] = field(default_factory=list)
+    reingests: list[ReingestRequest] = field(default_factory=list)
+    indexes: list[tuple[str, str]] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """Writes by kind, as DESIGN.md §7's ``writes`` object."""
+        return {
+            "payload": len(self.payload_targets),
+            "table": len(self.row_updates),
+            "reingest": len(self.reingests),
+            "points": sum(t.points for t in self.payload_targets),
+            "index": len(self.indexes),
+        }
+
+    def changed_families(self) -> set[str]:
+        """Families any write touches."""
+        return {u.family for u in self.row_updates} | {
+            t.family or f"(orphan){t.doc_id}" for t in self.payload_targets
+        }
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing would be written."""
+        return not (self.row_updates or self.payload_targets or self.reingests or self.indexes)
+
+    def extend(self, other: Plan) -> None:
+        """Append another plan's writes (plans are built family by family)."""
+        self.row_updates += other.row_updates
+        self.payload_targets += other.payload_targets
+        self.reingests += other.reingests
+        self.indexes += other.indexes
+
+
+def _merge_quarantine(row: Document, decisions: Mapping[str, bool]) -> tuple[bool, str | None]:
+    active = [reason for reason in MANAGED_QUARANTINE_REASONS if decisions.get(reason) is True]
+    if active:
+        return True, active[0]
+    reason = row.quarantine_reason
+    if row.quarantined and reason in MANAGED_QUARANTINE_REASONS and decisions.get(reason) is False:
+        return False, None
+    return row.quarantined, row.quarantine_reason
+
+
+def desired_row(row: Document, findings: Iterable[Finding]) -> tuple[Document, tuple[str, ...]]:
+    """The row after every finding's repair, and the finding kinds that changed it."""
+    ordered = sorted(findings, key=lambda f: MERGE_ORDER.get(f.check, -1))
+    changes: dict[str, Any] = {}
+    decisions: dict[str, bool] = {}
+    reasons: list[str] = []
+    for finding in ordered:
+        if finding.changes:
+            changes.update(finding.changes)
+            reasons.append(f"{finding.check}/{finding.kind}")
+        if finding.quarantine is not None:
+            reason, active = finding.quarantine
+            decisions[reason] = active
+            reasons.append(f"{finding.check}/{finding.kind}")
+    after = dataclasses.replace(row, **changes) if changes else row
+    quarantined, reason = _merge_quarantine(row, decisions)
+    if (quarantined, reason) != (row.quarantined, row.quarantine_reason):
+        after = dataclasses.replace(after, quarantined=quarantined, quarantine_reason=reason)
+    return after, tuple(dict.fromkeys(reasons))
+
+
+def _points_to_write(after: Document, aggregate: ChunkAggregate | None, before: Document) -> int:
+    if aggregate is None:
+        return 0
+    target = expected_variant(after)
+    if target == expected_variant(before):
+        return aggregate.drifted
+    # Every chunk that matched the old row now differs, plus drifted ones that differ too.
+    return aggregate.matching + sum(n for v, n in aggregate.variants.items() if v != target)
+
+
+def plan_family(view: FamilyView, findings: Iterable[Finding]) -> Plan:
+    """The writes that repair one family's findings."""
+    plan = Plan()
+    by_doc: dict[str, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        if finding.reingest is not None and finding.reingest not in plan.reingests:
+            plan.reingests.append(finding.reingest)
+        if finding.doc_id is not None:
+            by_doc[finding.doc_id].append(finding)
+    for row in view.rows:
+        doc_findings = by_doc.get(row.doc_id, [])
+        if not doc_findings:
+            continue
+        after, reasons = desired_row(row, doc_findings)
+        update = RowUpdate(row.doc_id, row.doc_family_id, row, after, reasons)
+        if update.fields():
+            plan.row_updates.append(update)
+        payload_reasons = tuple(
+            f"{f.check}/{f.kind}" for f in doc_findings if f.kind in PAYLOAD_KINDS
+        )
+        if update.fields() or payload_reasons:
+            points = _points_to_write(after, view.chunks.get(row.doc_id), row)
+            if points:
+                plan.payload_targets.append(
+                    PayloadTarget(
+                        doc_id=row.doc_id,
+                        family=after.doc_family_id,
+                        payload=payload_for(after),
+                        points=points,
+                        reasons=tuple(dict.fromkeys(reasons + payload_reasons)),
+                    )
+                )
+    return plan
+
+
+def plan_orphan(finding: Finding, aggregate: ChunkAggregate) -> Plan:
+    """Quarantine the chunks of a document that has no row (payload keys only)."""
+    assert finding.payload_only is not None
+    target = dict(finding.payload_only)
+    points = sum(
+        n
+        for variant, n in aggregate.variants.items()
+        if any(dict(variant).get(k) != v for k, v in target.items())
+    )
+    return Plan(
+        payload_targets=[
+            PayloadTarget(
+                doc_id=finding.doc_id,
+                family=finding.family,
+                payload=target,
+                points=points,
+                reasons=(f"{finding.check}/{finding.kind}",),
+                partial=True,
+            )
+        ]
+    )
+
+
+def needs_write(current: Mapping[str, Any], target: PayloadTarget) -> bool:
+    """Whether a point's logical payload differs from what the target sets."""
+    if target.partial:
+        return any(current.get(k) != v for k, v in target.payload.items())
+    return normalize(current) != normalize(target.payload)

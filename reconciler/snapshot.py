@@ -1,0 +1,177 @@
+"""What the checks look at: per-family views of the three stores, built by streaming.
+
+Memory is bounded by the batch size plus small per-document aggregates: the chunk scan keeps,
+per document, a count of chunks whose managed payload already equals ``payload_for(row)`` and
+the few payload variants that do not; the table is streamed family by family; sources hand
+over metadata only (never bodies).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from reconciler.model import (
+    MANAGED_KEYS,
+    Document,
+    SourceDocument,
+    SourceProblem,
+    parse_instant,
+    rfc3339,
+)
+from reconciler.payload import payload_for
+
+#: A managed payload in canonical, hashable form: ((key, value), ...) over MANAGED_KEYS,
+#: an absent key read as None (Qdrant removes a key written as null).
+Variant = tuple[tuple[str, Any], ...]
+
+_DATE_KEYS = ("effective_from", "effective_to")
+
+
+def normalize(payload: Mapping[str, Any]) -> Variant:
+    """Canonical form of a managed payload, so equal meanings compare equal."""
+    items: list[tuple[str, Any]] = []
+    for key in MANAGED_KEYS:
+        value = payload.get(key)
+        if key in _DATE_KEYS and isinstance(value, str):
+            try:
+                value = rfc3339(parse_instant(value))
+            except ValueError:
+                pass  # an unparseable date stays as found: it differs, so it is drift
+        elif key == "doc_version" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        items.append((key, value))
+    return tuple(items)
+
+
+def digest(variant: Variant) -> bytes:
+    """A 16-byte fingerprint of a canonical payload."""
+    return hashlib.blake2b(repr(variant).encode("utf-8"), digest_size=16).digest()
+
+
+def expected_variant(document: Document) -> Variant:
+    """The canonical payload every chunk of ``document`` must carry."""
+    return normalize(payload_for(document))
+
+
+@dataclass(slots=True)
+class ChunkAggregate:
+    """One document's chunks: how many, how many already right, and the other variants."""
+
+    count: int = 0
+    matching: int = 0
+    variants: dict[Variant, int] = field(default_factory=dict)
+
+    @property
+    def drifted(self) -> int:
+        """Chunks whose managed payload differs from the row's."""
+        return self.count - self.matching
+
+
+def stable_shard(family: str, shards: int) -> int:
+    """The partition of a family: a stable hash of its id modulo ``shards``."""
+    value = int.from_bytes(hashlib.sha256(family.encode("utf-8")).digest()[:8], "big")
+    return value % shards
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """Partition ``index`` of ``count`` (``--shard i/N``); the default covers everything."""
+
+    index: int = 0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"shard {self.index}/{self.count}: need 0 <= i < N")
+
+    def owns(self, family: str | None) -> bool:
+        """Whether this shard reconciles ``family``."""
+        return self.count == 1 or stable_shard(family or "", self.count) == self.index
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """Parse ``"i/N"``."""
+        index, sep, count = text.partition("/")
+        if not sep or not index.isdigit() or not count.isdigit() or int(count) == 0:
+            raise ValueError(f"--shard takes i/N with 0 <= i < N, got {text!r}")
+        return cls(int(index), int(count))
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """One configured source as this run saw it."""
+
+    name: str
+    readable: bool
+    scanned: bool
+    documents: int = 0
+    error: str | None = None
+    ttl: timedelta | None = None
+    last_success_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Context:
+    """Run-wide facts every check may read."""
+
+    now: datetime
+    sources: Mapping[str, SourceState]
+    successor_policy: str = "supersede"
+    missing_grace: timedelta = timedelta(days=7)
+    in_table: Callable[[str], bool] = lambda _doc_id: False
+
+    def source_readable(self, name: str) -> bool:
+        """Whether the source was read completely in this run."""
+        state = self.sources.get(name)
+        return state is not None and state.scanned and state.readable
+
+    def ttl_expired(self, name: str) -> bool:
+        """Whether a polling source has gone unread for longer than its TTL."""
+        state = self.sources.get(name)
+        if state is None or state.ttl is None:
+            return False
+        if state.scanned and state.readable:
+            return False
+        if state.last_success_at is None:
+            return True
+        return self.now - state.last_success_at > state.ttl
+
+
+@dataclass(frozen=True)
+class FamilyView:
+    """Everything known about one family: rows, source documents, chunk aggregates."""
+
+    family: str
+    rows: tuple[Document, ...] = ()
+    #: Source documents by doc_id: those of the rows, and new ones resolved to this family.
+    sources: Mapping[str, SourceDocument] = field(default_factory=dict)
+    #: Source documents named by ``superseded_by`` of this family's documents (any family).
+    successors: Mapping[str, SourceDocument] = field(default_factory=dict)
+    #: Per-document problems the connector reported (doc_id -> problems).
+    problems: Mapping[str, tuple[SourceProblem, ...]] = field(default_factory=dict)
+    #: When each document was last seen in its source (doc_id -> instant).
+    last_seen: Mapping[str, datetime] = field(default_factory=dict)
+    chunks: Mapping[str, ChunkAggregate] = field(default_factory=dict)
+
+    def row(self, doc_id: str) -> Document | None:
+        """The row of ``doc_id`` in this family, if any."""
+        for row in self.rows:
+            if row.doc_id == doc_id:
+                return row
+        return None
+
+    def new_documents(self) -> Iterator[SourceDocument]:
+        """Source documents of this family that have no row yet."""
+        ids = {row.doc_id for row in self.rows}
+        for doc_id, doc in sorted(self.sources.items()):
+            if doc_id not in ids:
+                yield doc
