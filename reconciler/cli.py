@@ -9,12 +9,15 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NoReturn
 
 import click
 
 from connectors.base import ConnectorError
 from reconciler import __version__
+from reconciler.checks import CHECKS
+from reconciler.engine import Report
 from reconciler.errors import (
     ConfigError,
     IndexWriteError,
@@ -23,9 +26,27 @@ from reconciler.errors import (
     StoreUnavailable,
 )
 from reconciler.logs import configure
-from reconciler.operations import gather_status, ingest_sources, initialise
-from reconciler.rendering import render_ingest, render_status
+from reconciler.model import parse_instant
+from reconciler.operations import (
+    audit_entries,
+    audit_verify,
+    engine_options,
+    gather_status,
+    ingest_sources,
+    initialise,
+    reconcile,
+    report_data,
+    rollback_run,
+)
+from reconciler.rendering import (
+    render_audit,
+    render_ingest,
+    render_report,
+    render_rollback,
+    render_status,
+)
 from reconciler.settings import Settings, load_settings
+from reconciler.snapshot import Shard
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +187,226 @@ def status(obj: Context) -> None:
     with errors_mapped():
         data = gather_status(obj.settings)
     obj.emit(data, render_status)
+
+
+# -- reconciliation -----------------------------------------------------------------------
+
+
+def _instant(_ctx: click.Context, _param: click.Parameter, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_instant(value)
+    except ValueError:
+        raise click.BadParameter(f"not an ISO-8601 instant: {value!r}") from None
+
+
+def _shard(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Shard | None:
+    if value is None:
+        return None
+    try:
+        return Shard.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by the reconciliation commands."""
+    func = click.option(
+        "--shard",
+        callback=_shard,
+        metavar="i/N",
+        help="Reconcile only partition i of N (families by a stable hash).",
+    )(func)
+    func = click.option(
+        "--now",
+        callback=_instant,
+        metavar="ISO-8601",
+        help="Evaluate as of another instant (default: now).",
+    )(func)
+    func = click.option(
+        "--check",
+        "checks",
+        multiple=True,
+        type=click.Choice(CHECKS),
+        help="Run only this check (repeatable; default: all).",
+    )(func)
+    return func
+
+
+class _Progress:
+    """A one-line progress counter on a terminal; silent otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.shown = False
+
+    def __call__(self, what: str, count: int) -> None:
+        if self.enabled:
+            click.echo(f"\r{what} {count:,} chunks", nl=False, err=True)
+            self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            click.echo("\r" + " " * 40 + "\r", nl=False, err=True)
+
+
+def _reconcile(obj: Context, mode: str, **kwargs: Any) -> Report:
+    progress = _Progress(obj.fmt == "table" and sys.stderr.isatty())
+    with errors_mapped():
+        options = engine_options(obj.settings, mode=mode, **kwargs)
+        try:
+            report = reconcile(obj.settings, options, progress=progress)
+        finally:
+            progress.close()
+    obj.emit(report_data(report), render_report)
+    return report
+
+
+def _exit(report: Report, *, writing: bool) -> NoReturn:
+    if report.refused:
+        sys.exit(EXIT_REFUSED)
+    if not writing and report.drift:
+        sys.exit(EXIT_DRIFT)
+    sys.exit(EXIT_OK)
+
+
+@cli.command()
+@run_options
+@click.pass_obj
+def check(obj: Context, checks: tuple[str, ...], now: datetime | None, shard: Shard | None) -> None:
+    """Run the checks and print the findings. Writes nothing.
+
+    Exit 0 when nothing was found, 2 when drift was found.
+    """
+    _exit(_reconcile(obj, "check", checks=checks, now=now, shard=shard), writing=False)
+
+
+@cli.command()
+@run_options
+@click.pass_obj
+def plan(obj: Context, checks: tuple[str, ...], now: datetime | None, shard: Shard | None) -> None:
+    """Print the findings and the exact writes that would follow. Writes nothing.
+
+    Reads like a reviewed diff: each finding, then every row, payload, re-ingest request and
+    index the repair would write, with counts. Exit 0 when there is nothing to do, 2 otherwise.
+    """
+    _exit(_reconcile(obj, "plan", checks=checks, now=now, shard=shard), writing=False)
+
+
+@cli.command()
+@run_options
+@click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
+@click.pass_obj
+def apply(
+    obj: Context, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
+) -> None:
+    """Repair drift: row updates, payload-only writes, re-ingest requests, indexes.
+
+    Never embeds, never touches vectors or chunk text, never deletes a point. Refused (exit 3,
+    nothing written) when the run would change more than guard.max_changed_fraction of the
+    families or chunks, or a source that had documents returned none; --force overrides.
+    """
+    report = _reconcile(obj, "apply", checks=checks, now=now, shard=shard, force=force)
+    _exit(report, writing=True)
+
+
+@cli.command()
+@run_options
+@click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
+@click.pass_obj
+def run(
+    obj: Context, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
+) -> None:
+    """One reconciliation cycle for cron: check, then apply under the guard.
+
+    Exit 0 on success, 3 when the guard refused, 1 on error.
+    """
+    report = _reconcile(
+        obj, "run", checks=checks, now=now, shard=shard, force=force, actor="schedule"
+    )
+    _exit(report, writing=True)
+
+
+@cli.command()
+@click.option("--family", "family", help="Repair this family (doc_family_id).")
+@click.option("--doc", "doc_id", help="Repair this document (doc_id).")
+@click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
+@click.option("--now", callback=_instant, metavar="ISO-8601", help="Evaluate as of this instant.")
+@click.option("--force", is_flag=True, help="Go past the empty-source guard (audited).")
+@click.pass_obj
+def repair(
+    obj: Context,
+    family: str | None,
+    doc_id: str | None,
+    dry_run: bool,
+    now: datetime | None,
+    force: bool,
+) -> None:
+    """On-demand repair of one family or one document (all checks, scoped).
+
+    The blast-radius fraction does not apply to a scoped repair; the empty-source rule does.
+    """
+    if bool(family) == bool(doc_id):
+        raise click.UsageError("give exactly one of --family or --doc")
+    report = _reconcile(
+        obj,
+        "plan" if dry_run else "repair",
+        now=now,
+        force=force,
+        actor="repair",
+        families=[family] if family else None,
+        doc_id=doc_id,
+    )
+    _exit(report, writing=not dry_run)
+
+
+@cli.command("rollback")
+@click.argument("run_id")
+@click.pass_obj
+def rollback_command(obj: Context, run_id: str) -> None:
+    """Restore every row and payload a run wrote to its before-values, as a new audited run.
+
+    A pointer flip: no re-index. Re-ingest requests and payload indexes are not undone.
+    """
+    with errors_mapped():
+        data = rollback_run(obj.settings, run_id)
+    obj.emit(data, render_rollback)
+
+
+@cli.group()
+def audit() -> None:
+    """The append-only, hash-chained audit log of every write."""
+
+
+@audit.command("show")
+@click.option("--run", "run_id", help="Only this run's entries.")
+@click.option("--doc", "doc_id", help="Only entries about this document.")
+@click.option("--limit", default=1000, show_default=True, help="At most this many entries.")
+@click.pass_obj
+def audit_show(obj: Context, run_id: str | None, doc_id: str | None, limit: int) -> None:
+    """Show audit entries, oldest first."""
+    with errors_mapped():
+        entries = audit_entries(obj.settings, run_id=run_id, doc_id=doc_id, limit=limit)
+    obj.emit({"entries": entries}, render_audit)
+
+
+@audit.command("verify")
+@click.pass_obj
+def audit_verify_command(obj: Context) -> None:
+    """Recompute the hash chain; exit 1 when any entry was altered or removed."""
+    with errors_mapped():
+        data = audit_verify(obj.settings)
+    obj.emit(
+        data,
+        lambda d: (
+            f"audit log intact: {d['entries']} entries"
+            if d["ok"]
+            else "audit log BROKEN:\n" + "\n".join(f"  {p}" for p in d["problems"])
+        ),
+    )
+    if not data["ok"]:
+        sys.exit(EXIT_ERROR)
 
 
 def main() -> None:

@@ -157,7 +157,7 @@ class Ingestor:
             if existing is not None and request is None:
                 result.already_registered += 1
                 continue
-            if existing is None and outbox_only:
+            if existing is None and outbox_only and request is None:
                 continue
             if existing is not None:
                 row = dataclasses.replace(existing, source_hash=doc.content_hash, ingested_at=now)

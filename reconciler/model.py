@@ -247,19 +247,20 @@ class Finding:
             "severity": str(self.severity),
             "family": self.family,
             "doc_id": self.doc_id,
-            "expected": _jsonable(self.expected),
-            "actual": _jsonable(self.actual),
+            "expected": jsonable(self.expected),
+            "actual": jsonable(self.actual),
             "action": self.action,
         }
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """Plain JSON-ready values: datetimes as RFC 3339, enums as their value."""
     if isinstance(value, datetime):
         return rfc3339(value)
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return value

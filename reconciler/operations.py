@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.checks import CHECKS
 from reconciler.embedding import make_embedder
-from reconciler.errors import ConfigError
+from reconciler.engine import Engine, Guard, Options, Report
+from reconciler.errors import ConfigError, IndexUnavailable
 from reconciler.ingesting import Ingestor
+from reconciler.model import jsonable
+from reconciler.rollback import rollback
 from reconciler.settings import Settings
+from reconciler.snapshot import Shard
+from reconciler.stores import audit
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.wiring import build_sources, open_index, open_table, stores
 
@@ -151,3 +158,131 @@ def gather_status(settings: Settings) -> dict[str, Any]:
             for r in runs
         ],
     }
+
+
+# -- reconciliation ------------------------------------------------------------------------
+
+
+def engine_options(
+    settings: Settings,
+    *,
+    mode: str,
+    checks: Iterable[str] | None = None,
+    now: datetime | None = None,
+    force: bool = False,
+    actor: str = "cli",
+    families: Iterable[str] | None = None,
+    doc_id: str | None = None,
+    shard: Shard | None = None,
+) -> Options:
+    """Engine options from settings and command-line choices."""
+    chosen = frozenset(checks) if checks else frozenset(CHECKS)
+    unknown = sorted(chosen - set(CHECKS))
+    if unknown:
+        raise ConfigError(
+            [("--check", f"unknown check {name!r}; one of {', '.join(CHECKS)}") for name in unknown]
+        )
+    return Options(
+        mode=mode,
+        checks=chosen,
+        now=now,
+        force=force,
+        actor=actor,
+        shard=shard or Shard(),
+        families=frozenset(families) if families else None,
+        doc_id=doc_id,
+        successor_policy=settings.policy.successor_not_ingested,
+        missing_grace=settings.policy.missing_in_source_grace,
+        guard=Guard(
+            max_changed_fraction=settings.guard.max_changed_fraction,
+            floor=settings.guard.floor,
+        ),
+        ttls={s.name: s.effective_ttl for s in settings.sources},
+        table_batch=settings.table.batch_size,
+        scroll_batch=settings.index.scroll_batch,
+        write_batch=settings.index.write_batch,
+    )
+
+
+def reconcile(
+    settings: Settings,
+    options: Options,
+    *,
+    progress: Callable[[str, int], None] | None = None,
+) -> Report:
+    """Run one reconciliation (check, plan, apply, run or repair)."""
+    sources = build_sources(settings)
+    with stores(settings) as opened:
+        if not opened.index.exists():
+            raise IndexUnavailable(
+                f"collection {settings.index.collection!r} does not exist at "
+                f"{_index_location(settings)}; run `reconciler ingest` (or point index.collection "
+                "at an existing collection)"
+            )
+        engine = Engine(table=opened.table, index=opened.index, sources=sources, progress=progress)
+        return engine.run(options)
+
+
+def report_data(report: Report) -> dict[str, Any]:
+    """The JSON object of a run, with the plan's exact writes."""
+    data = report.to_json()
+    plan = report.plan
+    data["plan"] = {
+        "rows": [
+            {
+                "doc_id": u.doc_id,
+                "family": u.family,
+                "fields": {k: [jsonable(b), jsonable(a)] for k, (b, a) in u.fields().items()},
+                "reasons": list(u.reasons),
+            }
+            for u in plan.row_updates
+        ],
+        "payloads": [
+            {
+                "doc_id": t.doc_id,
+                "family": t.family,
+                "points": t.points,
+                "payload": jsonable(dict(t.payload)),
+                "reasons": list(t.reasons),
+            }
+            for t in plan.payload_targets
+        ],
+        "reingest": [
+            {"doc_id": r.doc_id, "source": r.source, "reason": r.reason} for r in plan.reingests
+        ],
+        "indexes": [{"key": k, "schema": s} for k, s in plan.indexes],
+    }
+    return data
+
+
+def rollback_run(settings: Settings, run_id: str) -> dict[str, Any]:
+    """Restore what one run wrote."""
+    with stores(settings) as opened:
+        result = rollback(
+            table=opened.table,
+            index=opened.index,
+            run_id=run_id,
+            batch_points=settings.index.write_batch,
+        )
+    return result.to_json()
+
+
+def audit_entries(
+    settings: Settings, *, run_id: str | None = None, doc_id: str | None = None, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """Audit entries for display."""
+    table = open_table(settings)
+    try:
+        return list(audit.show(table.engine, run_id=run_id, target=doc_id, limit=limit))
+    finally:
+        table.close()
+
+
+def audit_verify(settings: Settings) -> dict[str, Any]:
+    """Walk the audit chain."""
+    table = open_table(settings)
+    try:
+        result = audit.verify(table.engine)
+    finally:
+        table.close()
+    return {"ok": result.ok, "entries": result.entries, "problems": result.problems}

@@ -141,9 +141,9 @@ def desired_row(row: Document, findings: Iterable[Finding]) -> tuple[Document, t
             decisions[reason] = active
             reasons.append(f"{finding.check}/{finding.kind}")
     after = dataclasses.replace(row, **changes) if changes else row
-    quarantined, reason = _merge_quarantine(row, decisions)
-    if (quarantined, reason) != (row.quarantined, row.quarantine_reason):
-        after = dataclasses.replace(after, quarantined=quarantined, quarantine_reason=reason)
+    quarantined, why = _merge_quarantine(row, decisions)
+    if (quarantined, why) != (row.quarantined, row.quarantine_reason):
+        after = dataclasses.replace(after, quarantined=quarantined, quarantine_reason=why)
     return after, tuple(dict.fromkeys(reasons))
 
 

@@ -140,3 +140,109 @@ def render_status(data: dict[str, Any]) -> str:
             ),
         ]
     return "\n".join(out)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_short(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    return "null" if value is None else str(value)
+
+
+def render_report(data: dict[str, Any]) -> str:
+    """check / plan / apply / run output: findings, then the exact writes, then counts."""
+    mode = data["mode"]
+    out = [f"{mode} run {data['run_id']}  ({data['started_at']})"]
+    findings = data["findings"]
+    if findings:
+        out.append(f"\nfindings ({len(findings)}):")
+        for f in findings:
+            where = f["doc_id"] or f["family"] or "-"
+            out.append(f"  {f['severity'].upper():8} {f['check']}/{f['kind']}  {where}")
+            out.append(f"           expected: {_short(f['expected'])}")
+            out.append(f"           found:    {_short(f['actual'])}")
+            out.append(f"           action:   {f['action']}")
+    else:
+        out.append("\nno findings: the three stores agree")
+    plan = data.get("plan", {})
+    lines = []
+    for row in plan.get("rows", []):
+        changes = "; ".join(
+            f"{k}: {_short(b)} -> {_short(a)}" for k, (b, a) in row["fields"].items()
+        )
+        lines.append(f"  table    {row['doc_id']}  {changes}")
+    for target in plan.get("payloads", []):
+        lines.append(
+            f"  payload  {target['doc_id']}  {target['points']} chunk(s) <- "
+            + _short(target["payload"])
+        )
+    for request in plan.get("reingest", []):
+        lines.append(f"  reingest {request['doc_id']}  ({request['reason']})")
+    for index in plan.get("indexes", []):
+        lines.append(f"  index    {index['key']} ({index['schema']})")
+    if lines:
+        verb = "writes that follow" if mode in ("check", "plan") else "writes"
+        out.append(f"\n{verb}:")
+        out += lines
+    out.append("")
+    out.append(
+        table(
+            ["check", "checked", "findings"],
+            [[name, s["checked"], s["findings"]] for name, s in data["summary"].items()],
+        )
+    )
+    writes = data["writes"]
+    done = "planned" if mode in ("check", "plan") else "written"
+    out.append(
+        f"\n{done}: {writes['table']} row(s), {writes['payload']} payload write(s) on "
+        f"{writes['points']} chunk(s), {writes['reingest']} re-ingest request(s), "
+        f"{writes.get('index', 0)} index(es)"
+    )
+    if data.get("refused"):
+        guard = data["guard"]
+        out.append(
+            f"\nREFUSED by the blast-radius guard ({', '.join(guard.get('tripped', []))}): "
+            f"{guard.get('changed_families')} of {guard.get('families_total')} families, "
+            f"{guard.get('changed_chunks')} of {guard.get('chunks_total')} chunks would change. "
+            "Nothing was written. Review the plan, then rerun with --force if it is right."
+        )
+    elif data.get("forced"):
+        out.append("\nguard overridden with --force (audited)")
+    if data.get("error"):
+        out.append(f"\nERROR: {data['error']}")
+    return "\n".join(out)
+
+
+def render_rollback(data: dict[str, Any]) -> str:
+    """rollback output."""
+    out = [
+        f"rolled back run {data['rolled_back']} as run {data['run_id']}: "
+        f"{data['rows']} row(s), {data['payload_writes']} payload write(s) on "
+        f"{data['points']} chunk(s) restored"
+    ]
+    for item in data["not_undone"]:
+        out.append(f"  not undone: {item['target_type']} {item['target']}")
+    return "\n".join(out)
+
+
+def render_audit(data: dict[str, Any]) -> str:
+    """audit show output."""
+    entries = data["entries"]
+    if not entries:
+        return "no audit entries"
+    return table(
+        ["seq", "at", "run", "actor", "type", "target", "reason"],
+        [
+            [
+                e["seq"],
+                e["at"],
+                e["run_id"][:8],
+                e["actor"],
+                e["target_type"],
+                e["target"],
+                e["reason"],
+            ]
+            for e in entries
+        ],
+    )

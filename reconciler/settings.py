@@ -195,6 +195,9 @@ class GuardSettings(_Section):
     """The blast-radius guard."""
 
     max_changed_fraction: float = Field(default=0.2, gt=0, le=1)
+    #: Runs changing at most this many families or chunks never trip the fraction rule (a
+    #: five-note vault must be repairable). The empty-source rule has no floor.
+    floor: int = Field(default=10, ge=0)
 
 
 class PolicySettings(_Section):

@@ -8,6 +8,7 @@ over metadata only (never bodies).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,10 +38,9 @@ def normalize(payload: Mapping[str, Any]) -> Variant:
     for key in MANAGED_KEYS:
         value = payload.get(key)
         if key in _DATE_KEYS and isinstance(value, str):
-            try:
+            # An unparseable date stays as found: it differs, so it is drift.
+            with contextlib.suppress(ValueError):
                 value = rfc3339(parse_instant(value))
-            except ValueError:
-                pass  # an unparseable date stays as found: it differs, so it is drift
         elif key == "doc_version" and isinstance(value, float) and value.is_integer():
             value = int(value)
         elif isinstance(value, list):

@@ -70,7 +70,9 @@ def check_dates(view: FamilyView, ctx: Context) -> list[Finding]:
         if aggregate is None:
             continue
         missing = sum(
-            n for variant, n in aggregate.variants.items() if dict(variant).get("effective_to") is None
+            n
+            for variant, n in aggregate.variants.items()
+            if dict(variant).get("effective_to") is None
         )
         if missing:
             findings.append(
@@ -86,4 +88,3 @@ def check_dates(view: FamilyView, ctx: Context) -> list[Finding]:
                 )
             )
     return findings
-

@@ -55,7 +55,11 @@ def problem_findings(problems: Iterable[SourceProblem], family: str | None) -> l
                 family=family,
                 doc_id=doc_id,
                 expected="a well-formed source document",
-                actual={"problem": str(problem.kind), "path": problem.path, "message": problem.message},
+                actual={
+                    "problem": str(problem.kind),
+                    "path": problem.path,
+                    "message": problem.message,
+                },
                 action="none: fix the document in the source; its registered state is kept",
             )
         )
@@ -82,7 +86,10 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
         judged.add(row.doc_id)
         successor = view.successors.get(src.superseded_by) if src.superseded_by else None
         expected = expected_document(
-            src, family=row.doc_family_id, as_of=ctx.now, successor=successor,
+            src,
+            family=row.doc_family_id,
+            as_of=ctx.now,
+            successor=successor,
             version=row.doc_version,
         )
         expected = dataclasses.replace(
@@ -102,7 +109,8 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
         declared.append(expected)
 
     in_force = [
-        d for d in declared
+        d
+        for d in declared
         if d.doc_id in judged
         and declared_state(view.sources[d.doc_id], as_of=ctx.now) is VersionState.CURRENT
         and d.effective_to > ctx.now
@@ -156,7 +164,7 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
                 )
             )
             continue
-        if not changes or expected == timed[row.doc_id]:
+        if not changes or _time_only(row, expected, timed[row.doc_id], ctx):
             continue  # in line with the source, or only time moved on: the dates check's job
         findings.append(_classify(row, expected, changes, view.family))
 
@@ -165,7 +173,21 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
     return findings
 
 
-def _classify(row: Document, expected: Document, changes: dict[str, object], family: str) -> Finding:
+def _time_only(row: Document, expected: Document, timed: Document, ctx: Context) -> bool:
+    """Whether the only difference is a boundary the dates check reports and repairs."""
+    if expected != timed:
+        return False
+    started = (row.effective_from or ctx.now) <= ctx.now
+    if row.version_state is VersionState.PENDING:
+        return started and expected.version_state is VersionState.CURRENT
+    if row.version_state is VersionState.CURRENT:
+        return not started or row.effective_to <= ctx.now
+    return False
+
+
+def _classify(
+    row: Document, expected: Document, changes: dict[str, object], family: str
+) -> Finding:
     state_changed = "version_state" in changes
     if state_changed and expected.version_state is VersionState.SUPERSEDED:
         kind, severity = "successor_not_marked", Severity.CRITICAL

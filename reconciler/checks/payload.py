@@ -50,7 +50,11 @@ def _drift(row: Document, aggregate: ChunkAggregate, family: str) -> Finding:
         family=family,
         doc_id=row.doc_id,
         expected={k: expected[k] for k in shown},
-        actual={**{k: worst.get(k) for k in shown}, "chunks": aggregate.drifted, "of": aggregate.count},
+        actual={
+            **{k: worst.get(k) for k in shown},
+            "chunks": aggregate.drifted,
+            "of": aggregate.count,
+        },
         action=f"set_payload on {aggregate.drifted} chunk(s) from the document row",
     )
 

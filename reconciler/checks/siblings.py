@@ -31,9 +31,7 @@ def check_siblings(view: FamilyView, ctx: Context) -> list[Finding]:
             continue
         seen: list[tuple[str, datetime, bool]] = []
         if aggregate.matching:
-            seen.append(
-                (str(row.version_state), row.effective_from or OPEN_START, row.quarantined)
-            )
+            seen.append((str(row.version_state), row.effective_from or OPEN_START, row.quarantined))
         for variant in aggregate.variants:
             values = dict(variant)
             seen.append(
@@ -46,7 +44,9 @@ def check_siblings(view: FamilyView, ctx: Context) -> list[Finding]:
         claims[doc_id] = seen
     findings = []
     for doc_id, seen in sorted(claims.items()):
-        live = [start for state, start, quarantined in seen if state == "current" and not quarantined]
+        live = [
+            start for state, start, quarantined in seen if state == "current" and not quarantined
+        ]
         if not live:
             continue
         start = min(live)
@@ -76,8 +76,11 @@ def check_siblings(view: FamilyView, ctx: Context) -> list[Finding]:
                 family=view.family,
                 doc_id=doc_id,
                 expected={"version_state": "superseded", "superseded_by": successor},
-                actual={"live_chunks_from": start, "sibling": successor,
-                        "sibling_from": successor_start},
+                actual={
+                    "live_chunks_from": start,
+                    "sibling": successor,
+                    "sibling_from": successor_start,
+                },
                 action=f"supersede by {successor} (table + payloads)",
                 changes=changes,
             )

@@ -25,10 +25,12 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.errors import SchemaError, TableUnavailable
-from reconciler.model import OPEN_END, Document, VersionState
+from reconciler.model import OPEN_END, Document, ReingestRequest, VersionState, parse_instant
+from reconciler.stores import audit
 from reconciler.stores.schema import (
     Base,
     DocumentRow,
+    FindingRow,
     IdentityRow,
     OutboxRow,
     RunRow,
@@ -120,6 +122,30 @@ def _document_values(doc: Document, at: datetime) -> dict[str, Any]:
     values["effective_to"] = doc.effective_to or OPEN_END
     values["updated_at"] = doc.updated_at or at
     return values
+
+
+_DATETIME_FIELDS = {"effective_from", "effective_to", "ingested_at", "updated_at"}
+
+
+def fields_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn audited JSON field values back into row values (datetimes parsed)."""
+    restored: dict[str, Any] = {}
+    for name, value in values.items():
+        if name in _DATETIME_FIELDS and isinstance(value, str):
+            restored[name] = parse_instant(value)
+        else:
+            restored[name] = value
+    return restored
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """Set ``after`` fields on one document row (``before`` is what the scan saw)."""
+
+    doc_id: str
+    reason: str
+    before: Mapping[str, Any]
+    after: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -366,17 +392,24 @@ class SqlDocumentTable:
     # -- runs -------------------------------------------------------------------------------
 
     def start_run(
-        self, *, mode: str, actor: str, forced: bool = False, shard: str | None = None
+        self,
+        *,
+        mode: str,
+        actor: str,
+        forced: bool = False,
+        shard: str | None = None,
+        status: str = "running",
+        run_id: str | None = None,
     ) -> str:
-        """Record a run as started; return its id."""
-        run_id = str(uuid.uuid4())
+        """Record a run as started (or refused); return its id."""
+        run_id = run_id or str(uuid.uuid4())
         with self._sessions.begin() as session:
             session.add(
                 RunRow(
                     run_id=run_id,
                     mode=mode,
                     actor=actor,
-                    status="running",
+                    status=status,
                     started_at=now(),
                     forced=forced,
                     shard=shard,
@@ -455,6 +488,133 @@ class SqlDocumentTable:
                 row.status, row.consumed_at, row.last_error = "done", now(), None
             else:
                 row.last_error = error
+
+    # -- writes of a reconciliation run (the applier is the only caller) --------------------
+
+    def write_rows_and_outbox(
+        self,
+        *,
+        run_id: str,
+        actor: str,
+        changes: Sequence[RowChange],
+        reingests: Sequence[tuple[ReingestRequest, str]],
+        at: datetime,
+    ) -> tuple[str, int]:
+        """Row updates, re-ingest requests and their audit entries in ONE transaction.
+
+        Returns the new audit head hash ("" when nothing was written) and the number of
+        re-ingest requests queued (one already pending for a document is not repeated).
+        """
+        entries: list[audit.AuditEntry] = []
+        with self._sessions.begin() as session:
+            for change in changes:
+                values = {
+                    k: (str(v) if k == "version_state" and v is not None else v)
+                    for k, v in change.after.items()
+                }
+                session.execute(
+                    update(DocumentRow)
+                    .where(DocumentRow.doc_id == change.doc_id)
+                    .values(**values, updated_at=at)
+                )
+                entries.append(
+                    audit.AuditEntry(
+                        run_id=run_id,
+                        at=at,
+                        actor=actor,
+                        reason=change.reason,
+                        target_type="row",
+                        target=change.doc_id,
+                        before=dict(change.before),
+                        after=dict(change.after),
+                    )
+                )
+            for request, reason in reingests:
+                pending = session.scalar(
+                    select(OutboxRow.id).where(
+                        OutboxRow.doc_id == request.doc_id, OutboxRow.status == "pending"
+                    )
+                )
+                if pending is not None:
+                    continue
+                session.add(
+                    OutboxRow(
+                        doc_id=request.doc_id,
+                        source=request.source,
+                        source_key=request.source_key,
+                        reason=request.reason,
+                        run_id=run_id,
+                        requested_at=at,
+                        status="pending",
+                        attempts=0,
+                    )
+                )
+                entries.append(
+                    audit.AuditEntry(
+                        run_id=run_id,
+                        at=at,
+                        actor=actor,
+                        reason=reason,
+                        target_type="reingest",
+                        target=request.doc_id,
+                        before=None,
+                        after={
+                            "source": request.source,
+                            "source_key": request.source_key,
+                            "reason": request.reason,
+                        },
+                    )
+                )
+            queued = sum(1 for e in entries if e.target_type == "reingest")
+            return (audit.append(session, entries) if entries else ""), queued
+
+    def append_audit(self, entries: Sequence[audit.AuditEntry]) -> str:
+        """Append audit entries in their own transaction; return the new head hash."""
+        if not entries:
+            return ""
+        with self._sessions.begin() as session:
+            return audit.append(session, entries)
+
+    def record_findings(self, run_id: str, findings: Sequence[Any]) -> None:
+        """Store a run's findings (``Finding`` values)."""
+        rows = [
+            FindingRow(run_id=run_id, **{k: v for k, v in f.to_json().items()}) for f in findings
+        ]
+        with self._sessions.begin() as session:
+            session.add_all(rows)
+
+    def findings_of(self, run_id: str) -> list[dict[str, Any]]:
+        """The findings a run recorded."""
+        with Session(self.engine) as session:
+            rows = session.scalars(
+                select(FindingRow).where(FindingRow.run_id == run_id).order_by(FindingRow.id)
+            )
+            return [
+                {
+                    "check": r.check,
+                    "kind": r.kind,
+                    "severity": r.severity,
+                    "family": r.family,
+                    "doc_id": r.doc_id,
+                    "expected": r.expected,
+                    "actual": r.actual,
+                    "action": r.action,
+                }
+                for r in rows
+            ]
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        """One run's record."""
+        with Session(self.engine) as session:
+            return session.get(RunRow, run_id)
+
+    def identity_last_seen(self, source: str) -> dict[str, datetime]:
+        """When each source key of a source was last seen (source_key -> instant)."""
+        stmt = select(IdentityRow.source_key, IdentityRow.last_seen).where(
+            IdentityRow.source == source
+        )
+        with Session(self.engine) as session:
+            return dict(session.execute(stmt.execution_options(yield_per=5000)).tuples().all())
 
     # -- status -----------------------------------------------------------------------------
 

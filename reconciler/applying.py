@@ -1,0 +1,233 @@
+"""The only module that writes: row updates, payload writes, indexes — each audited.
+
+Order: table changes (rows, re-ingest requests, their audit entries) in one transaction; then
+payloads in batches of point ids through ``batch_update_points``, each batch's result checked
+and audited; then payload indexes. A failed batch stops the run and records exactly which
+points were written (re-read by id); every write is idempotent, so the next run converges.
+Never deletes a point, never writes a vector or chunk text, never ``overwrite_payload``/upsert.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reconciler.errors import IndexWriteError
+from reconciler.model import MANAGED_KEYS, PayloadWrite, jsonable
+from reconciler.planning import PayloadTarget, Plan, needs_write
+from reconciler.ports import ChunkIndex
+from reconciler.snapshot import normalize
+from reconciler.stores.audit import AuditEntry
+from reconciler.stores.sql import RowChange, SqlDocumentTable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ApplyResult:
+    """What was actually written."""
+
+    rows: int = 0
+    reingests: int = 0
+    payload_writes: int = 0
+    points: int = 0
+    indexes: int = 0
+    audit_head: str = ""
+    error: str | None = None
+
+    def counts(self) -> dict[str, Any]:
+        """For the run record."""
+        return {
+            "table": self.rows,
+            "reingest": self.reingests,
+            "payload": self.payload_writes,
+            "points": self.points,
+            "index": self.indexes,
+            "audit_head": self.audit_head,
+        }
+
+
+def managed(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The managed keys present in a logical payload (absent keys stay absent)."""
+    return {key: payload[key] for key in MANAGED_KEYS if key in payload}
+
+
+def restore_payload(before: Mapping[str, Any]) -> dict[str, Any]:
+    """The write that puts a payload back exactly: absent keys are written as null (removed)."""
+    return {key: before.get(key) for key in MANAGED_KEYS}
+
+
+@dataclass
+class _Group:
+    target: PayloadTarget
+    before: dict[str, Any]
+    point_ids: list[str | int] = field(default_factory=list)
+
+
+class Applier:
+    """Executes a plan against the document table and the chunk index."""
+
+    def __init__(
+        self,
+        *,
+        table: SqlDocumentTable,
+        index: ChunkIndex,
+        run_id: str,
+        actor: str,
+        batch_points: int = 256,
+        scroll_batch: int = 1000,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.table = table
+        self.index = index
+        self.run_id = run_id
+        self.actor = actor
+        self.batch_points = batch_points
+        self.scroll_batch = scroll_batch
+        self.progress = progress
+        self.result = ApplyResult()
+
+    def apply(self, plan: Plan, *, now: datetime) -> ApplyResult:
+        """Execute ``plan``; raise IndexWriteError (after recording) if a batch fails."""
+        changes = [
+            RowChange(
+                doc_id=u.doc_id,
+                reason=", ".join(u.reasons),
+                before={k: b for k, (b, _a) in u.fields().items()},
+                after={k: a for k, (_b, a) in u.fields().items()},
+            )
+            for u in plan.row_updates
+        ]
+        reingests = [(r, r.reason) for r in plan.reingests]
+        head, queued = self.table.write_rows_and_outbox(
+            run_id=self.run_id, actor=self.actor, changes=changes, reingests=reingests, at=now
+        )
+        self.result.rows, self.result.reingests = len(changes), queued
+        self.result.audit_head = head or self.result.audit_head
+        if plan.payload_targets:
+            self._payloads(plan.payload_targets, now=now)
+        for key, schema in plan.indexes:
+            self.index.create_payload_index(key=key, schema=schema)
+            self._audit(
+                [
+                    AuditEntry(
+                        self.run_id,
+                        now,
+                        self.actor,
+                        "index/payload_index_missing",
+                        "index",
+                        key,
+                        None,
+                        {"schema": schema},
+                    )
+                ]
+            )
+            self.result.indexes += 1
+        log.debug("applied run %s: %s", self.run_id, self.result.counts())
+        return self.result
+
+    def write_groups(
+        self,
+        groups: Iterable[tuple[str | None, list[str | int], dict[str, Any], dict[str, Any], str]],
+        *,
+        now: datetime,
+    ) -> None:
+        """Write explicit (doc_id, point ids, before, payload, reason) groups (rollback)."""
+        batch: list[_Group] = []
+        size = 0
+        for doc_id, ids, before, payload, reason in groups:
+            target = PayloadTarget(doc_id, None, payload, len(ids), (reason,), partial=True)
+            batch.append(_Group(target=target, before=before, point_ids=list(ids)))
+            size += len(ids)
+            if size >= self.batch_points:
+                self._flush(batch, now=now)
+                batch, size = [], 0
+        if batch:
+            self._flush(batch, now=now)
+
+    # -- payloads --------------------------------------------------------------------------
+
+    def _payloads(self, targets: list[PayloadTarget], *, now: datetime) -> None:
+        by_doc = {t.doc_id: t for t in targets}
+        pending: dict[tuple[str | None, Any], _Group] = {}
+        size = 0
+        scanned = 0
+        for chunk in self.index.scroll(batch_size=self.scroll_batch):
+            scanned += 1
+            if self.progress is not None and scanned % self.scroll_batch == 0:
+                self.progress(scanned)
+            target = by_doc.get(chunk.doc_id)
+            if target is None or not needs_write(chunk.payload, target):
+                continue
+            before = managed(chunk.payload)
+            key = (chunk.doc_id, normalize(before))
+            group = pending.get(key)
+            if group is None:
+                group = pending[key] = _Group(target=target, before=before)
+            group.point_ids.append(chunk.point_id)
+            size += 1
+            if size >= self.batch_points:
+                self._flush(list(pending.values()), now=now)
+                pending, size = {}, 0
+        if pending:
+            self._flush(list(pending.values()), now=now)
+
+    def _flush(self, groups: list[_Group], *, now: datetime) -> None:
+        writes = [
+            PayloadWrite(
+                point_ids=tuple(g.point_ids), payload=dict(g.target.payload), doc_id=g.target.doc_id
+            )
+            for g in groups
+        ]
+        try:
+            self.index.set_payloads(writes, batch_size=max(self.batch_points, 1))
+        except IndexWriteError as exc:
+            done = self._confirm(groups)
+            self._audit(self._entries(done, now))
+            self.result.payload_writes += len(done)
+            self.result.points += sum(len(g.point_ids) for g in done)
+            self.result.error = str(exc)
+            raise IndexWriteError(
+                f"payload write failed in run {self.run_id}: {exc}",
+                points_written=self.result.points,
+            ) from exc
+        self._audit(self._entries(groups, now))
+        self.result.payload_writes += len(groups)
+        self.result.points += sum(len(g.point_ids) for g in groups)
+
+    def _confirm(self, groups: list[_Group]) -> list[_Group]:
+        """After a failed batch: which points now carry the target payload (re-read by id)."""
+        confirmed = []
+        for group in groups:
+            states = {s.point_id: s for s in self.index.retrieve(group.point_ids)}
+            written = [
+                pid
+                for pid in group.point_ids
+                if pid in states and not needs_write(states[pid].payload, group.target)
+            ]
+            if written:
+                confirmed.append(_Group(group.target, group.before, written))
+        return confirmed
+
+    def _entries(self, groups: list[_Group], now: datetime) -> list[AuditEntry]:
+        return [
+            AuditEntry(
+                run_id=self.run_id,
+                at=now,
+                actor=self.actor,
+                reason=", ".join(g.target.reasons),
+                target_type="payload",
+                target=g.target.doc_id or "(no doc_id)",
+                before={"points": [jsonable(p) for p in g.point_ids], "payload": g.before},
+                after={"payload": dict(g.target.payload)},
+            )
+            for g in groups
+        ]
+
+    def _audit(self, entries: list[AuditEntry]) -> None:
+        head = self.table.append_audit(entries)
+        if head:
+            self.result.audit_head = head

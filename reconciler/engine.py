@@ -1,0 +1,525 @@
+"""One reconciliation run: read the three stores, run the checks, plan, guard, apply, record.
+
+Streaming throughout: the table is read twice (expected payload fingerprints, then family by
+family), the collection once to check (and once more to apply, selecting points by id), and
+the sources once, as metadata. Memory holds per-document aggregates, never a whole table or
+collection.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from itertools import groupby
+from typing import Any
+
+from connectors.base import ConnectorError, SystemOfRecord
+from reconciler.applying import Applier, ApplyResult
+from reconciler.checks import CHECKS, FAMILY_CHECKS, SOURCE_CHECKS
+from reconciler.checks.family import problem_findings
+from reconciler.checks.hash import check_source, unreadable_findings
+from reconciler.checks.index import check_index
+from reconciler.checks.payload import check_orphans
+from reconciler.errors import IndexWriteError
+from reconciler.families import resolve_families
+from reconciler.model import Document, Finding, Severity, SourceDocument, SourceProblem
+from reconciler.planning import Plan, plan_family, plan_orphan
+from reconciler.ports import ChunkIndex
+from reconciler.snapshot import (
+    ChunkAggregate,
+    Context,
+    FamilyView,
+    Shard,
+    SourceState,
+    digest,
+    expected_variant,
+    normalize,
+)
+from reconciler.stores.audit import AuditEntry
+from reconciler.stores.sql import SqlDocumentTable
+
+log = logging.getLogger(__name__)
+
+WRITING_MODES = frozenset({"apply", "run", "repair"})
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The blast-radius guard's limits."""
+
+    max_changed_fraction: float = 0.2
+    #: Changes at or below this many families / chunks never trip the fraction rule.
+    floor: int = 10
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a run does and to what."""
+
+    mode: str = "check"
+    checks: frozenset[str] = frozenset(CHECKS)
+    now: datetime | None = None
+    force: bool = False
+    actor: str = "cli"
+    shard: Shard = field(default_factory=Shard)
+    families: frozenset[str] | None = None
+    doc_id: str | None = None
+    successor_policy: str = "supersede"
+    missing_grace: timedelta = timedelta(days=7)
+    guard: Guard = Guard()
+    ttls: Mapping[str, timedelta | None] = field(default_factory=dict)
+    table_batch: int = 1000
+    scroll_batch: int = 1000
+    write_batch: int = 256
+
+
+@dataclass
+class Report:
+    """Everything a run found, planned and did."""
+
+    run_id: str
+    mode: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    findings: list[Finding] = field(default_factory=list)
+    plan: Plan = field(default_factory=Plan)
+    summary: dict[str, dict[str, int]] = field(default_factory=dict)
+    refused: bool = False
+    forced: bool = False
+    guard: dict[str, Any] = field(default_factory=dict)
+    applied: ApplyResult | None = None
+    sources: dict[str, SourceState] = field(default_factory=dict)
+    chunks_scanned: int = 0
+    error: str | None = None
+
+    @property
+    def drift(self) -> bool:
+        """Whether anything was found."""
+        return bool(self.findings)
+
+    def writes(self) -> dict[str, int]:
+        """Writes done (apply) or planned (check/plan)."""
+        if self.applied is not None:
+            done = self.applied.counts()
+            return {k: int(done[k]) for k in ("payload", "table", "reingest", "points", "index")}
+        return self.plan.counts()
+
+    def to_json(self) -> dict[str, Any]:
+        """DESIGN.md §7's JSON object (plus ``refused``, ``guard`` and ``error``)."""
+        return {
+            "run_id": self.run_id,
+            "mode": self.mode,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": (self.finished_at or self.started_at).isoformat(),
+            "findings": [f.to_json() for f in self.findings],
+            "writes": self.writes(),
+            "summary": self.summary,
+            "refused": self.refused,
+            "forced": self.forced,
+            "guard": self.guard,
+            "error": self.error,
+        }
+
+
+@dataclass
+class _Sources:
+    states: dict[str, SourceState] = field(default_factory=dict)
+    by_id: dict[str, SourceDocument] = field(default_factory=dict)
+    family_of: dict[str, str] = field(default_factory=dict)
+    problems: dict[str, list[SourceProblem]] = field(default_factory=lambda: defaultdict(list))
+    loose_problems: list[SourceProblem] = field(default_factory=list)
+    last_seen: dict[str, datetime] = field(default_factory=dict)
+    identities: dict[str, list[tuple[str, str, str | None]]] = field(default_factory=dict)
+
+
+class Engine:
+    """Runs reconciliation over one deployment's stores and sources."""
+
+    def __init__(
+        self,
+        *,
+        table: SqlDocumentTable,
+        index: ChunkIndex,
+        sources: Sequence[SystemOfRecord],
+        progress: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.table = table
+        self.index = index
+        self.sources = list(sources)
+        self.progress = progress
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self, options: Options) -> Report:
+        """Check, plan and (in writing modes) apply under the guard."""
+        now = options.now or datetime.now(UTC)
+        unknown = options.checks - set(CHECKS)
+        if unknown:
+            raise ValueError(f"unknown check(s): {', '.join(sorted(unknown))}")
+        report = Report(run_id=str(uuid.uuid4()), mode=options.mode, started_at=datetime.now(UTC))
+        report.summary = {c: {"checked": 0, "findings": 0} for c in CHECKS if c in options.checks}
+        sources = self._read_sources(options, now)
+        report.sources = sources.states
+        self._reconcile(options, now, sources, report)
+        for finding in report.findings:
+            if finding.check in report.summary:
+                report.summary[finding.check]["findings"] += 1
+        self._guard(options, report, sources)
+        if options.mode in WRITING_MODES:
+            self._record(options, now, sources, report)
+        report.finished_at = datetime.now(UTC)
+        log.info(
+            "%s run %s: %d finding(s), writes %s%s",
+            options.mode,
+            report.run_id,
+            len(report.findings),
+            report.writes(),
+            " REFUSED by the guard" if report.refused else "",
+        )
+        return report
+
+    def _read_sources(self, options: Options, now: datetime) -> _Sources:
+        read = bool(options.checks & SOURCE_CHECKS)
+        status = self.table.source_status()
+        result = _Sources()
+        for source in self.sources:
+            row = status.get(source.name)
+            last_success = row.last_success_at if row else None
+            ttl = options.ttls.get(source.name)
+            if not read:
+                result.states[source.name] = SourceState(
+                    source.name,
+                    readable=False,
+                    scanned=False,
+                    ttl=ttl,
+                    last_success_at=last_success,
+                )
+                continue
+            try:
+                snapshot = source.scan()
+            except ConnectorError as exc:
+                log.warning("source %s unreadable: %s", source.name, exc)
+                result.states[source.name] = SourceState(
+                    source.name,
+                    readable=False,
+                    scanned=True,
+                    error=str(exc),
+                    ttl=ttl,
+                    last_success_at=last_success,
+                )
+                continue
+            result.states[source.name] = SourceState(
+                source.name,
+                readable=True,
+                scanned=True,
+                documents=len(snapshot.documents),
+                ttl=ttl,
+                last_success_at=now,
+            )
+            by_key, by_hash = self.table.identities(source.name)
+            assignment = resolve_families(
+                snapshot.documents, known_by_key=by_key, known_by_hash=by_hash
+            )
+            seen = self.table.identity_last_seen(source.name)
+            result.identities[source.name] = []
+            for doc in snapshot.documents:
+                result.by_id[doc.doc_id] = doc
+                result.family_of[doc.doc_id] = assignment.family_of[doc.doc_id]
+                result.identities[source.name].append(
+                    (doc.source_key, assignment.family_of[doc.doc_id], doc.content_hash)
+                )
+            for key, instant in seen.items():
+                result.last_seen[f"{source.name}:{key}"] = instant
+            for problem in snapshot.problems:
+                doc_id = problem.doc_id or (
+                    f"{problem.source}:{problem.source_key}" if problem.source_key else None
+                )
+                if doc_id is None:
+                    result.loose_problems.append(problem)
+                else:
+                    result.problems[doc_id].append(problem)
+        return result
+
+    def _rows(self, options: Options, families: Iterable[str] | None = None) -> Iterator[Document]:
+        for row in self.table.iter_documents(
+            batch_size=options.table_batch,
+            families=list(families) if families is not None else None,
+        ):
+            if options.shard.owns(row.doc_family_id):
+                yield row
+
+    def _reconcile(
+        self, options: Options, now: datetime, sources: _Sources, report: Report
+    ) -> None:
+        checks = options.checks
+        scope = options.families
+        if options.doc_id is not None:
+            found = self.table.get_documents([options.doc_id]).get(options.doc_id)
+            family = found.doc_family_id if found else sources.family_of.get(options.doc_id)
+            scope = frozenset({family}) if family else frozenset()
+        # Pass 1: the fingerprint of every row's expected payload, and totals for the guard.
+        expected: dict[str, tuple[bytes, str]] = {}
+        families_total = 0
+        per_source_rows: dict[str, int] = defaultdict(int)
+        last_family = None
+        for row in self._rows(options, scope):
+            expected[row.doc_id] = (digest(expected_variant(row)), row.doc_family_id)
+            per_source_rows[row.source] += 1
+            if row.doc_family_id != last_family:
+                families_total += 1
+                last_family = row.doc_family_id
+        report.guard.update(families_total=families_total, rows_by_source=dict(per_source_rows))
+
+        # Pass 2: chunk aggregates per document.
+        aggregates: dict[str | None, ChunkAggregate] = {}
+        scanned = 0
+        doc_filter = list(expected) if scope is not None else None
+        if scope is None or doc_filter:
+            for chunk in self.index.scroll(batch_size=options.scroll_batch, doc_ids=doc_filter):
+                scanned += 1
+                if self.progress is not None and scanned % options.scroll_batch == 0:
+                    self.progress("scanned", scanned)
+                entry = expected.get(chunk.doc_id) if chunk.doc_id is not None else None
+                variant = normalize(chunk.payload)
+                if entry is None:
+                    family = chunk.payload.get("doc_family_id")
+                    if not options.shard.owns(family if isinstance(family, str) else None):
+                        continue
+                aggregate = aggregates.get(chunk.doc_id)
+                if aggregate is None:
+                    aggregate = aggregates[chunk.doc_id] = ChunkAggregate()
+                aggregate.count += 1
+                if entry is not None and digest(variant) == entry[0]:
+                    aggregate.matching += 1
+                else:
+                    aggregate.variants[variant] = aggregate.variants.get(variant, 0) + 1
+        report.chunks_scanned = scanned
+        report.guard["chunks_total"] = scanned
+
+        ctx = Context(
+            now=now,
+            sources=sources.states,
+            successor_policy=options.successor_policy,
+            missing_grace=options.missing_grace,
+            in_table=lambda doc_id: doc_id in expected or self._registered(doc_id),
+        )
+        # Source documents without a row, by family (their families may have no rows at all).
+        new_by_family: dict[str, list[SourceDocument]] = defaultdict(list)
+        for doc_id, doc in sources.by_id.items():
+            if doc_id not in expected and not self._registered(doc_id):
+                family = sources.family_of[doc_id]
+                if options.shard.owns(family) and (scope is None or family in scope):
+                    new_by_family[family].append(doc)
+
+        # Pass 3: family by family.
+        family_checks = [c for c in CHECKS if c in checks and c in FAMILY_CHECKS]
+        for family, group in groupby(self._rows(options, scope), key=lambda r: r.doc_family_id):
+            view = self._view(
+                family, tuple(group), sources, aggregates, new_by_family.pop(family, [])
+            )
+            self._check_family(view, ctx, family_checks, options, report)
+        for family, docs in sorted(new_by_family.items()):
+            view = self._view(family, (), sources, aggregates, docs)
+            self._check_family(view, ctx, family_checks, options, report)
+
+        if "payload" in checks:
+            report.summary["payload"]["checked"] = scanned
+            for orphan_id, aggregate in sorted(aggregates.items(), key=lambda kv: str(kv[0])):
+                if orphan_id is not None and orphan_id in expected:
+                    continue
+                finding = check_orphans(orphan_id, aggregate)
+                if finding is not None and self._in_doc_scope(options, finding):
+                    report.findings.append(finding)
+                    report.plan.extend(plan_orphan(finding, aggregate))
+        if scope is None:
+            if "family" in checks:
+                report.findings += problem_findings(sources.loose_problems, None)
+            if "hash" in checks:
+                report.findings += unreadable_findings(sources.loose_problems, None)
+                for state in sources.states.values():
+                    report.findings += check_source(state)
+        if "index" in checks:
+            supported = bool(getattr(self.index, "supports_payload_indexes", False))
+            index_findings = check_index(
+                self.index.payload_indexes() if supported else {}, supported=supported
+            )
+            report.summary["index"]["checked"] = 6 if supported else 0
+            report.findings += index_findings
+            report.plan.indexes += [f.index for f in index_findings if f.index is not None]
+
+    def _registered(self, doc_id: str) -> bool:
+        """Whether a document outside this shard/scope has a row (rare lookups only)."""
+        return bool(self.table.get_documents([doc_id]))
+
+    def _view(
+        self,
+        family: str,
+        rows: tuple[Document, ...],
+        sources: _Sources,
+        aggregates: dict[str | None, ChunkAggregate],
+        new_docs: list[SourceDocument],
+    ) -> FamilyView:
+        members = {r.doc_id for r in rows} | {d.doc_id for d in new_docs}
+        by_id = {d: sources.by_id[d] for d in members if d in sources.by_id}
+        successors = {
+            doc.superseded_by: sources.by_id[doc.superseded_by]
+            for doc in by_id.values()
+            if doc.superseded_by and doc.superseded_by in sources.by_id
+        }
+        return FamilyView(
+            family=family,
+            rows=rows,
+            sources=by_id,
+            successors=successors,
+            problems={d: tuple(sources.problems[d]) for d in members if d in sources.problems},
+            last_seen={d: sources.last_seen[d] for d in members if d in sources.last_seen},
+            chunks={r.doc_id: aggregates.pop(r.doc_id) for r in rows if r.doc_id in aggregates},
+        )
+
+    def _in_doc_scope(self, options: Options, finding: Finding) -> bool:
+        return options.doc_id is None or finding.doc_id == options.doc_id
+
+    def _check_family(
+        self, view: FamilyView, ctx: Context, checks: list[str], options: Options, report: Report
+    ) -> None:
+        findings: list[Finding] = []
+        for name in checks:
+            findings += FAMILY_CHECKS[name](view, ctx)
+            report.summary[name]["checked"] += 1
+        findings = [f for f in findings if self._in_doc_scope(options, f)]
+        report.findings += findings
+        report.plan.extend(plan_family(view, findings))
+
+    # -- guard and recording ---------------------------------------------------------------
+
+    def _guard(self, options: Options, report: Report, sources: _Sources) -> None:
+        plan = report.plan
+        rows_by_source: dict[str, int] = report.guard.get("rows_by_source", {})
+        changed_families = len(plan.changed_families())
+        changed_chunks = plan.counts()["points"]
+        families_total = max(int(report.guard.get("families_total", 0)), 1)
+        chunks_total = max(int(report.guard.get("chunks_total", 0)), 1)
+        report.guard.update(
+            changed_families=changed_families,
+            changed_chunks=changed_chunks,
+            max_changed_fraction=options.guard.max_changed_fraction,
+        )
+        reasons: list[Finding] = []
+        for name, state in sources.states.items():
+            if (
+                state.scanned
+                and state.readable
+                and state.documents == 0
+                and rows_by_source.get(name)
+            ):
+                reasons.append(
+                    Finding(
+                        check="guard",
+                        kind="source_empty",
+                        severity=Severity.CRITICAL,
+                        family=None,
+                        doc_id=None,
+                        expected={
+                            "source": name,
+                            "documents": f"> 0 ({rows_by_source[name]} registered)",
+                        },
+                        actual={"source": name, "documents": 0},
+                        action="refuse the run: a source that had documents returned none",
+                    )
+                )
+        limit = options.guard.max_changed_fraction
+        scoped = options.families is not None or options.doc_id is not None
+        for what, changed, total in (
+            ("families", changed_families, families_total),
+            ("chunks", changed_chunks, chunks_total),
+        ):
+            if not scoped and changed > options.guard.floor and changed / total > limit:
+                reasons.append(
+                    Finding(
+                        check="guard",
+                        kind="blast_radius",
+                        severity=Severity.CRITICAL,
+                        family=None,
+                        doc_id=None,
+                        expected={what: f"<= {limit:.0%} of {total}"},
+                        actual={what: changed, "fraction": round(changed / total, 4)},
+                        action="refuse the run (rerun with --force after review)",
+                    )
+                )
+        if not reasons or plan.empty:
+            return
+        report.findings += reasons
+        report.guard["tripped"] = [r.kind for r in reasons]
+        if options.mode in WRITING_MODES:
+            if options.force:
+                report.forced = True
+            else:
+                report.refused = True
+
+    def _record(self, options: Options, now: datetime, sources: _Sources, report: Report) -> None:
+        table = self.table
+        status = "refused" if report.refused else "running"
+        table.start_run(
+            mode=options.mode,
+            actor=options.actor,
+            forced=report.forced,
+            shard=str(options.shard),
+            status=status,
+            run_id=report.run_id,
+        )
+        if report.refused:
+            table.record_findings(report.run_id, report.findings)
+            table.finish_run(report.run_id, status="refused", counts=report.plan.counts())
+            return
+        progress = self.progress
+        applier = Applier(
+            table=table,
+            index=self.index,
+            run_id=report.run_id,
+            actor=options.actor,
+            batch_points=options.write_batch,
+            scroll_batch=options.scroll_batch,
+            progress=(lambda n: progress("applied", n)) if progress is not None else None,
+        )
+        if report.forced:
+            applier.result.audit_head = table.append_audit([_forced_entry(report, options, now)])
+        try:
+            report.applied = applier.apply(report.plan, now=now)
+        except IndexWriteError as exc:
+            report.applied = applier.result
+            report.error = str(exc)
+            table.record_findings(report.run_id, report.findings)
+            table.finish_run(
+                report.run_id, status="failed", counts=applier.result.counts(), error=str(exc)
+            )
+            raise
+        table.record_findings(report.run_id, report.findings)
+        for name, state in sources.states.items():
+            if state.scanned:
+                table.record_source_attempt(
+                    name,
+                    ok=state.readable,
+                    at=now,
+                    error=state.error,
+                    documents_seen=state.documents if state.readable else None,
+                )
+        for name, entries in sources.identities.items():
+            table.record_identities(name, entries)
+        table.finish_run(report.run_id, status="succeeded", counts=report.applied.counts())
+
+
+def _forced_entry(report: Report, options: Options, now: datetime) -> AuditEntry:
+    return AuditEntry(
+        run_id=report.run_id,
+        at=now,
+        actor=options.actor,
+        reason="--force past the blast-radius guard",
+        target_type="run",
+        target=report.run_id,
+        before={"guard": report.guard.get("tripped", [])},
+        after={"forced": True},
+    )
