@@ -1,0 +1,210 @@
+"""One runner at a time per shard: a lease in the document database.
+
+PostgreSQL: ``pg_try_advisory_lock`` on a dedicated connection outside the pool (the lock lives
+as long as that session; if the process dies the server releases it). SQLite: a row in
+``leases`` with an expiry, taken with one atomic upsert and renewed by the holder; a holder
+that dies stops renewing and the lease expires.
+
+The loser of a race skips its run and says so; it never waits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from sqlalchemy import Engine, delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from reconciler.stores.schema import LeaseRow
+
+log = logging.getLogger(__name__)
+
+
+def holder_id() -> str:
+    """Who holds a lease: host, pid and a random suffix (two runners in one pid differ)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def advisory_key(name: str) -> int:
+    """A stable signed 64-bit key for ``pg_try_advisory_lock``."""
+    return int.from_bytes(hashlib.sha256(f"reconciler:{name}".encode()).digest()[:8], "big", signed=True)
+
+
+class Lease(Protocol):
+    """A single-runner lease."""
+
+    name: str
+
+    def acquire(self) -> bool:
+        """Take the lease if free; True when this process holds it."""
+        ...
+
+    def renew(self) -> bool:
+        """Extend a held lease; False when it was lost."""
+        ...
+
+    def release(self) -> None:
+        """Give the lease up (idempotent)."""
+        ...
+
+
+class RowLease:
+    """A lease row with an expiry (SQLite, or any dialect with ON CONFLICT)."""
+
+    def __init__(self, engine: Engine, name: str, *, ttl: timedelta = timedelta(minutes=2),
+                 holder: str | None = None) -> None:
+        self.engine = engine
+        self.name = name
+        self.ttl = ttl
+        self.holder = holder or holder_id()
+
+    def acquire(self) -> bool:
+        """Insert the lease, or take it over when expired (one atomic statement)."""
+        now = datetime.now(UTC)
+        insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        stmt = insert(LeaseRow).values(
+            name=self.name, holder=self.holder, acquired_at=now, expires_at=now + self.ttl
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["name"],
+            set_={"holder": stmt.excluded.holder, "acquired_at": stmt.excluded.acquired_at,
+                  "expires_at": stmt.excluded.expires_at},
+            where=(LeaseRow.expires_at < now) | (LeaseRow.holder == self.holder),
+        )
+        with Session(self.engine) as session, session.begin():
+            session.execute(stmt)
+            holder = session.scalar(select(LeaseRow.holder).where(LeaseRow.name == self.name))
+        held = holder == self.holder
+        log.debug("lease %s %s (holder %s)", self.name, "taken" if held else "busy", holder)
+        return held
+
+    def renew(self) -> bool:
+        """Push the expiry forward while we still hold it."""
+        now = datetime.now(UTC)
+        with Session(self.engine) as session, session.begin():
+            result = session.execute(
+                update(LeaseRow)
+                .where(LeaseRow.name == self.name, LeaseRow.holder == self.holder)
+                .values(expires_at=now + self.ttl)
+            )
+            return bool(getattr(result, "rowcount", 0))
+
+    def release(self) -> None:
+        """Delete our lease row."""
+        with Session(self.engine) as session, session.begin():
+            session.execute(
+                delete(LeaseRow).where(LeaseRow.name == self.name, LeaseRow.holder == self.holder)
+            )
+
+
+class AdvisoryLease:
+    """``pg_try_advisory_lock`` on a dedicated connection outside the pool."""
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        self.engine = engine
+        self.name = name
+        self.key = advisory_key(name)
+        self._conn: Any = None
+
+    def acquire(self) -> bool:
+        """Open a dedicated session and try the lock once."""
+        if self._conn is not None:
+            return True
+        import psycopg  # noqa: PLC0415 (the postgres extra; only needed on PostgreSQL)
+
+        # Its own session, outside the pool: the lock lives exactly as long as it does.
+        url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        conn = psycopg.connect(url, autocommit=True)
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))
+            row = cursor.fetchone()
+        if row and row[0]:
+            self._conn = conn
+            return True
+        conn.close()
+        return False
+
+    def renew(self) -> bool:
+        """The lock lives as long as the session: check the session is alive."""
+        if self._conn is None:
+            return False
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            return True
+        except Exception:  # the connection died: so did the lock
+            log.warning("lease %s: its database session was lost", self.name)
+            self._conn = None
+            return False
+
+    def release(self) -> None:
+        """Unlock and close the dedicated session."""
+        if self._conn is None:
+            return
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+        finally:
+            self._conn.close()
+            self._conn = None
+
+
+def make_lease(engine: Engine, name: str, *, ttl: timedelta = timedelta(minutes=2)) -> Lease:
+    """The right lease for the database: advisory lock on PostgreSQL, lease row elsewhere."""
+    if engine.dialect.name == "postgresql":
+        return AdvisoryLease(engine, name)
+    return RowLease(engine, name, ttl=ttl)
+
+
+class HeldLease:
+    """Hold a lease for the duration of a ``with`` block, renewing it in the background.
+
+    ``acquired`` tells whether the block may run; ``lost`` turns True when a renewal fails.
+    """
+
+    def __init__(self, lease: Lease, *, renew_every: float = 30.0) -> None:
+        self.lease = lease
+        self.renew_every = renew_every
+        self.acquired = False
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> HeldLease:
+        self.acquired = self.lease.acquire()
+        if self.acquired:
+            self._thread = threading.Thread(
+                target=self._renew, name=f"lease-{self.lease.name}", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.renew_every):
+            if not self.lease.renew():
+                self.lost = True
+                log.error("lease %s could not be renewed", self.lease.name)
+                return
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.acquired:
+            self.lease.release()
+
+
+def lease_name(shard: str) -> str:
+    """The lease of one shard."""
+    return f"reconcile:{shard}"
+
+
+__all__ = ["AdvisoryLease", "HeldLease", "Lease", "RowLease", "lease_name", "make_lease"]
