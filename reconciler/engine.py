@@ -26,7 +26,14 @@ from reconciler.checks.index import check_index
 from reconciler.checks.payload import check_orphans
 from reconciler.errors import IndexWriteError
 from reconciler.families import resolve_families
-from reconciler.model import Document, Finding, Severity, SourceDocument, SourceProblem
+from reconciler.model import (
+    Document,
+    Finding,
+    Severity,
+    SourceDocument,
+    SourceProblem,
+    VersionState,
+)
 from reconciler.planning import Plan, plan_family, plan_orphan
 from reconciler.ports import ChunkIndex
 from reconciler.snapshot import (
@@ -102,7 +109,9 @@ class Report:
         return bool(self.findings)
 
     def writes(self) -> dict[str, int]:
-        """Writes done (apply) or planned (check/plan)."""
+        """Writes done (apply) or planned (check/plan); a refused run wrote nothing."""
+        if self.refused:
+            return dict.fromkeys(("payload", "table", "reingest", "points", "index"), 0)
         if self.applied is not None:
             done = self.applied.counts()
             return {k: int(done[k]) for k in ("payload", "table", "reingest", "points", "index")}
@@ -165,6 +174,7 @@ class Engine:
         sources = self._read_sources(options, now)
         report.sources = sources.states
         self._reconcile(options, now, sources, report)
+        self._drop_queued_reingests(report)
         for finding in report.findings:
             if finding.check in report.summary:
                 report.summary[finding.check]["findings"] += 1
@@ -268,7 +278,8 @@ class Engine:
         last_family = None
         for row in self._rows(options, scope):
             expected[row.doc_id] = (digest(expected_variant(row)), row.doc_family_id)
-            per_source_rows[row.source] += 1
+            if row.version_state is not VersionState.RETIRED:  # what the source should still hold
+                per_source_rows[row.source] += 1
             if row.doc_family_id != last_family:
                 families_total += 1
                 last_family = row.doc_family_id
@@ -351,6 +362,12 @@ class Engine:
             report.findings += index_findings
             report.plan.indexes += [f.index for f in index_findings if f.index is not None]
 
+    def _drop_queued_reingests(self, report: Report) -> None:
+        """A request still pending in the outbox is not written again: the plan says so."""
+        if report.plan.reingests:
+            queued = self.table.pending_reingest_for(r.doc_id for r in report.plan.reingests)
+            report.plan.reingests = [r for r in report.plan.reingests if r.doc_id not in queued]
+
     def _registered(self, doc_id: str) -> bool:
         """Whether a document outside this shard/scope has a row (rare lookups only)."""
         return bool(self.table.get_documents([doc_id]))
@@ -425,7 +442,7 @@ class Engine:
                         doc_id=None,
                         expected={
                             "source": name,
-                            "documents": f"> 0 ({rows_by_source[name]} registered)",
+                            "documents": f"> 0 ({rows_by_source[name]} registered, not retired)",
                         },
                         actual={"source": name, "documents": 0},
                         action="refuse the run: a source that had documents returned none",
@@ -450,7 +467,7 @@ class Engine:
                         action="refuse the run (rerun with --force after review)",
                     )
                 )
-        if not reasons or plan.empty:
+        if not reasons:
             return
         report.findings += reasons
         report.guard["tripped"] = [r.kind for r in reasons]

@@ -93,7 +93,7 @@ def run_json(config: Path, *args: str) -> tuple[int, Any]:
 def test_init_ingest_status(deployment: Path) -> None:
     result = run(deployment, "init")
     assert result.exit_code == 0, result.output
-    assert "schema 0002 (created)" in result.output
+    assert "schema 0003 (created)" in result.output
     assert "absent" in result.output
 
     code, data = run_json(deployment, "ingest")

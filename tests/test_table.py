@@ -37,7 +37,7 @@ def test_fresh_database_needs_init_then_reaches_head(table_url: str) -> None:
             store.ensure_schema()
         status = store.ensure_schema(create=True)
         assert status.up_to_date
-        assert status.current == status.head == "0002"
+        assert status.current == status.head == "0003"
         names = set(inspect(store.engine).get_table_names())
         assert {
             "documents",
@@ -51,7 +51,7 @@ def test_fresh_database_needs_init_then_reaches_head(table_url: str) -> None:
             "leases",
         } <= names
         # Running init again changes nothing.
-        assert store.ensure_schema(create=True).current == "0002"
+        assert store.ensure_schema(create=True).current == "0003"
     finally:
         store.close()
 
@@ -76,7 +76,7 @@ def test_older_revision_is_upgraded_on_start(table_url: str) -> None:
     try:
         assert store.schema_status().current == "0001"
         status = store.ensure_schema()  # not create: an existing older schema is upgraded
-        assert status.current == "0002"
+        assert status.current == "0003"
         assert "leases" in inspect(store.engine).get_table_names()
     finally:
         store.close()

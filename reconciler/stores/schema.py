@@ -15,6 +15,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -107,6 +108,8 @@ class SourceStatusRow(Base):
     last_success_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     last_error: Mapped[str | None] = mapped_column(Text)
     documents_seen: Mapped[int | None] = mapped_column(Integer)
+    #: Failed reads, ever (the source_errors counter).
+    failures: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class FamilyStatusRow(Base):
@@ -133,6 +136,16 @@ class RunRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     forced: Mapped[bool] = mapped_column(Boolean, default=False)
     shard: Mapped[str | None] = mapped_column(String(32))
+    #: The scheduled job (full, ttl, dates) or the command (check, apply, repair, ...).
+    job: Mapped[str | None] = mapped_column(String(32), index=True)
+    #: Checks the run evaluated, comma-separated (metrics take each check's latest run).
+    checks: Mapped[str | None] = mapped_column(String(128))
+    duration_seconds: Mapped[float | None] = mapped_column(Float)
+    chunks_scanned: Mapped[int] = mapped_column(Integer, default=0)
+    rows_written: Mapped[int] = mapped_column(Integer, default=0)
+    payload_writes: Mapped[int] = mapped_column(Integer, default=0)
+    points_written: Mapped[int] = mapped_column(Integer, default=0)
+    reingest_requests: Mapped[int] = mapped_column(Integer, default=0)
     counts: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     error: Mapped[str | None] = mapped_column(Text)
 
@@ -152,6 +165,8 @@ class FindingRow(Base):
     expected: Mapped[Any] = mapped_column(JSONType)
     actual: Mapped[Any] = mapped_column(JSONType)
     action: Mapped[str | None] = mapped_column(Text)
+    #: Still true after the run (not repaired, or a condition a write cannot clear).
+    outstanding: Mapped[bool] = mapped_column(Boolean, default=True)
 
 
 class AuditRow(Base):

@@ -477,6 +477,19 @@ class SqlDocumentTable:
             )
             return list(session.scalars(stmt))
 
+    def pending_reingest_for(self, doc_ids: Iterable[str], *, chunk: int = 500) -> set[str]:
+        """Those of ``doc_ids`` that already have a pending re-ingest request."""
+        wanted = sorted(set(doc_ids))
+        found: set[str] = set()
+        with Session(self.engine) as session:
+            for start in range(0, len(wanted), chunk):
+                stmt = select(OutboxRow.doc_id).where(
+                    OutboxRow.status == "pending",
+                    OutboxRow.doc_id.in_(wanted[start : start + chunk]),
+                )
+                found.update(session.scalars(stmt))
+        return found
+
     def finish_reingest(self, request_id: int, *, ok: bool, error: str | None = None) -> None:
         """Mark a request done, or count a failed attempt (it stays pending)."""
         with self._sessions.begin() as session:
@@ -614,7 +627,8 @@ class SqlDocumentTable:
             IdentityRow.source == source
         )
         with Session(self.engine) as session:
-            return dict(session.execute(stmt.execution_options(yield_per=5000)).tuples().all())
+            rows = session.execute(stmt.execution_options(yield_per=5000))
+            return {key: seen for key, seen in rows}
 
     # -- status -----------------------------------------------------------------------------
 

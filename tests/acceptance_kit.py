@@ -1,0 +1,273 @@
+"""Shared plumbing of the acceptance tests: a deployment in a temp folder (config, vault,
+SQLite or PostgreSQL table, Qdrant local mode), driven through the CLI, and exact snapshots of
+every store to compare before and after a run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner, Result
+from sqlalchemy import create_engine, select, text
+from sqlalchemy.orm import Session
+
+from reconciler import default_filter
+from reconciler.cli import cli
+from reconciler.model import MANAGED_KEYS
+from reconciler.settings import Settings, load_settings
+from reconciler.stores.schema import Base, DocumentRow
+from reconciler.wiring import Stores, stores
+
+TODAY: date = datetime.now(UTC).date()
+#: DESIGN.md §7: the keys of a run's JSON object, and those of a finding and of ``writes``.
+REPORT_KEYS = {"run_id", "mode", "started_at", "finished_at", "findings", "writes", "summary"}
+#: Documented extras beside §7's keys.
+REPORT_EXTRAS = {"plan", "refused", "forced", "guard", "error"}
+FINDING_KEYS = {"check", "kind", "severity", "family", "doc_id", "expected", "actual", "action"}
+WRITE_KEYS = {"payload", "table", "reingest", "points"}
+
+
+def day(offset: int) -> str:
+    """An ISO date ``offset`` days from today."""
+    return str(TODAY + timedelta(days=offset))
+
+
+def instant(offset_days: float) -> str:
+    """An ISO-8601 instant ``offset_days`` from now (for ``--now``)."""
+    return (datetime.now(UTC) + timedelta(days=offset_days)).isoformat()
+
+
+def body(title: str, *sections: str) -> str:
+    """A markdown body: one chunk per section."""
+    return "\n\n".join([f"# {title}", *(f"## Part {i}\n\n{s}" for i, s in enumerate(sections))])
+
+
+@dataclass
+class Points:
+    """Every point of the collection, physically: id -> (vector, whole payload)."""
+
+    vectors: dict[str, tuple[float, ...]]
+    payloads: dict[str, dict[str, Any]]
+
+    def unmanaged(self) -> dict[str, dict[str, Any]]:
+        """Payloads without the keys the reconciler manages (text, identity, ingest keys)."""
+        return {
+            pid: {k: v for k, v in payload.items() if k not in MANAGED_KEYS}
+            for pid, payload in self.payloads.items()
+        }
+
+    def of(self, doc_id: str) -> dict[str, dict[str, Any]]:
+        """Payloads of one document's chunks."""
+        return {pid: p for pid, p in self.payloads.items() if p.get("doc_id") == doc_id}
+
+
+class Deployment:
+    """A config file, a vault and the two stores, all under one temp folder."""
+
+    def __init__(self, root: Path, table_url: str = "sqlite:///reconciler.db") -> None:
+        self.root = root
+        self.vault = root / "vault"
+        self.vault.mkdir(parents=True, exist_ok=True)
+        self.config = root / "reconciler.toml"
+        self.table_url = table_url
+        self.configure()
+
+    # -- the source ----------------------------------------------------------------------------
+
+    def configure(
+        self,
+        *,
+        fraction: float = 1.0,
+        policy: Mapping[str, str] | None = None,
+        source_extra: str = "",
+    ) -> None:
+        """(Re)write the config; the guard's fraction is 1.0 unless a test says otherwise."""
+        lines = [
+            "[table]",
+            f'url = "{self.table_url}"',
+            "[index]",
+            'path = "qdrant"',
+            'collection = "corpus"',
+            "[[sources]]",
+            'name = "hb"',
+            'type = "vault"',
+            'path = "vault"',
+            source_extra,
+            "[guard]",
+            f"max_changed_fraction = {fraction}",
+        ]
+        if policy:
+            lines.append("[policy]")
+            lines += [f'{k} = "{v}"' for k, v in policy.items()]
+        self.config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def note(self, name: str, text: str = "", **front: str | None) -> Path:
+        """Write ``vault/<name>.md`` with frontmatter (a None value leaves the key out)."""
+        path = self.vault / f"{name}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fields = [f"{k}: {v}" for k, v in front.items() if v is not None]
+        head = "---\n" + "\n".join(fields) + "\n---\n" if fields else ""
+        path.write_text(head + (text or body(name, f"About {name}.")) + "\n", encoding="utf-8")
+        return path
+
+    def edit_front(self, name: str, **front: str | None) -> None:
+        """Change frontmatter keys of a note, keeping its body (so its content hash)."""
+        path = self.vault / f"{name}.md"
+        raw = path.read_text(encoding="utf-8")
+        _, head, rest = raw.split("---\n", 2)
+        fields = dict(line.split(": ", 1) for line in head.strip().splitlines())
+        for key, value in front.items():
+            if value is None:
+                fields.pop(key, None)
+            else:
+                fields[key] = value
+        path.write_text(
+            "---\n" + "\n".join(f"{k}: {v}" for k, v in fields.items()) + "\n---\n" + rest,
+            encoding="utf-8",
+        )
+
+    def family(self, name: str, versions: int = 2, *, sections: int = 2) -> list[str]:
+        """A family ``name`` of ``versions`` correctly marked notes; returns their doc ids."""
+        ids = []
+        for v in range(1, versions + 1):
+            last = v == versions
+            self.note(
+                f"{name}-v{v}",
+                body(
+                    f"{name} v{v}", *(f"{name} rule {s} of version {v}." for s in range(sections))
+                ),
+                id=f"{name}-v{v}",
+                family=name,
+                version=str(v),
+                status="current" if last else "superseded",
+                superseded_by=None if last else f"{name}-v{v + 1}",
+                effective_from=day(-400 + 100 * v),
+            )
+            ids.append(f"hb:{name}-v{v}")
+        return ids
+
+    # -- the CLI -------------------------------------------------------------------------------
+
+    def cli(self, *args: str) -> Result:
+        """Run ``reconciler --config <config> ARGS``."""
+        return CliRunner().invoke(cli, ["--config", str(self.config), *args])
+
+    def json(self, *args: str) -> tuple[int, Any]:
+        """Run a command with ``--format json``; return (exit code, parsed output)."""
+        result = self.cli("--format", "json", *args)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        try:
+            data = json.loads(result.stdout)
+        except json.JSONDecodeError as exc:
+            raise AssertionError(f"not JSON (exit {result.exit_code}): {result.output!r}") from exc
+        return result.exit_code, data
+
+    def init_ingest(self) -> dict[str, Any]:
+        """``init`` then ``ingest``; return the ingest report."""
+        result = self.cli("init")
+        assert result.exit_code == 0, result.output
+        code, data = self.json("ingest")
+        assert code == 0, data
+        return data
+
+    # -- the stores ----------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return load_settings(self.config)
+
+    @contextmanager
+    def stores(self) -> Iterator[Stores]:
+        """Both stores, opened and closed again (local mode locks its folder)."""
+        with stores(self.settings) as opened:
+            yield opened
+
+    def rows(self) -> dict[str, dict[str, Any]]:
+        """Every document row, every column."""
+        return self.dump()["documents"]  # type: ignore[no-any-return]
+
+    def dump(self) -> dict[str, Any]:
+        """Every table of the schema, every row and column, keyed by primary key."""
+        engine = create_engine(self.settings.table.resolved_url())
+        out: dict[str, Any] = {}
+        try:
+            with Session(engine) as session:
+                for table in Base.metadata.sorted_tables:
+                    pk = [c.name for c in table.primary_key.columns]
+                    found = {}
+                    for row in session.execute(select(table)).mappings():
+                        key = row[pk[0]] if len(pk) == 1 else tuple(row[c] for c in pk)
+                        found[key] = dict(row)
+                    out[table.name] = found
+        finally:
+            engine.dispose()
+        return out
+
+    def sql(self, statement: str, **params: Any) -> None:
+        """Execute one SQL statement on the document table's database."""
+        engine = create_engine(self.settings.table.resolved_url())
+        try:
+            with engine.begin() as conn:
+                conn.execute(text(statement), params)
+        finally:
+            engine.dispose()
+
+    def points(self, scroll_filter: Any | None = None) -> Points:
+        """Every point (or those under a filter): vectors and whole payloads."""
+        with self.stores() as opened:
+            client, name = opened.index.client, opened.index.collection
+            found, _ = client.scroll(
+                name,
+                scroll_filter=scroll_filter,
+                limit=100_000,
+                with_payload=True,
+                with_vectors=True,
+            )
+        vectors: dict[str, tuple[float, ...]] = {}
+        payloads: dict[str, dict[str, Any]] = {}
+        for point in found:
+            assert isinstance(point.vector, list)
+            vectors[str(point.id)] = tuple(float(x) for x in point.vector)
+            payloads[str(point.id)] = dict(point.payload or {})
+        return Points(vectors, payloads)
+
+    def served(self, as_of: datetime | None = None) -> set[str]:
+        """doc ids of the chunks ``default_filter()`` returns."""
+        found = self.points(default_filter(as_of))
+        return {p["doc_id"] for p in found.payloads.values()}
+
+    def set_payload(self, point_ids: list[str], payload: Mapping[str, Any]) -> None:
+        """Write payload keys directly with the Qdrant client (drift made by another tool)."""
+        with self.stores() as opened:
+            opened.index.client.set_payload(
+                opened.index.collection, payload=dict(payload), points=list(point_ids), wait=True
+            )
+
+    def set_row(self, doc_id: str, **values: Any) -> None:
+        """Update a document row directly (drift made by another tool)."""
+        engine = create_engine(self.settings.table.resolved_url())
+        try:
+            with engine.begin() as conn:
+                conn.execute(
+                    DocumentRow.__table__.update()
+                    .where(DocumentRow.__table__.c.doc_id == doc_id)
+                    .values(**values)
+                )
+        finally:
+            engine.dispose()
+
+
+def kinds(data: Mapping[str, Any]) -> set[tuple[str, str, str | None]]:
+    """(check, kind, doc_id) of every finding of a run's JSON."""
+    return {(f["check"], f["kind"], f["doc_id"]) for f in data["findings"]}
+
+
+def writes_zero(data: Mapping[str, Any]) -> bool:
+    """Whether a run's JSON reports no write at all."""
+    return all(v == 0 for v in data["writes"].values())
