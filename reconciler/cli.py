@@ -17,15 +17,19 @@ import click
 from connectors.base import ConnectorError
 from reconciler import __version__
 from reconciler.checks import CHECKS
+from reconciler.daemon import export_run_metrics
+from reconciler.daemon import serve as run_daemon
 from reconciler.engine import Report
 from reconciler.errors import (
     ConfigError,
     IndexWriteError,
+    LeaseBusy,
     ReconcilerError,
     SchemaError,
     StoreUnavailable,
 )
 from reconciler.logs import configure
+from reconciler.metrics import LiveMetrics
 from reconciler.model import parse_instant
 from reconciler.operations import (
     audit_entries,
@@ -257,10 +261,37 @@ def _reconcile(obj: Context, mode: str, **kwargs: Any) -> Report:
         options = engine_options(obj.settings, mode=mode, **kwargs)
         try:
             report = reconcile(obj.settings, options, progress=progress)
+        except LeaseBusy as exc:
+            if mode == "run":  # a cron run that loses the race skips quietly
+                click.echo(f"skipped: {exc}", err=True)
+                _export(obj, None)
+                sys.exit(EXIT_OK)
+            raise
+        except ReconcilerError:
+            if mode == "run":
+                _export(obj, None)
+            raise
         finally:
             progress.close()
     obj.emit(report_data(report), render_report)
+    if mode == "run":
+        _export(obj, report)
     return report
+
+
+def _export(obj: Context, report: Report | None) -> None:
+    """A cron run leaves its metrics for node_exporter or a Pushgateway (if configured)."""
+
+    def observe(live: LiveMetrics) -> None:
+        if report is not None and report.finished_at is not None:
+            total = (report.finished_at - report.started_at).total_seconds()
+            live.observe(timings=report.timings, total=total)
+
+    try:
+        for target in export_run_metrics(obj.settings, observe):
+            log.info("metrics written to %s", target)
+    except Exception as exc:  # metrics must not turn a good run into a failed one
+        click.echo(f"warning: could not export metrics: {exc}", err=True)
 
 
 def _exit(report: Report, *, writing: bool) -> NoReturn:
@@ -407,6 +438,20 @@ def audit_verify_command(obj: Context) -> None:
     )
     if not data["ok"]:
         sys.exit(EXIT_ERROR)
+
+
+@cli.command()
+@click.option("--shard", callback=_shard, metavar="i/N", help="Reconcile only partition i of N.")
+@click.pass_obj
+def serve(obj: Context, shard: Shard | None) -> None:
+    """Run the scheduler daemon: full, ttl and dates jobs on their cron schedules (UTC).
+
+    Serves /metrics and /healthz on metrics.listen (127.0.0.1:9464 by default). One runner at
+    a time per shard: a job that finds the lease held by another process skips. SIGTERM or
+    SIGINT stop it after the running job has finished and been recorded.
+    """
+    with errors_mapped():
+        run_daemon(obj.settings, shard=shard)
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ collection.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -34,7 +35,7 @@ from reconciler.model import (
     SourceProblem,
     VersionState,
 )
-from reconciler.planning import Plan, plan_family, plan_orphan
+from reconciler.planning import Plan, outstanding, plan_family, plan_orphan
 from reconciler.ports import ChunkIndex
 from reconciler.snapshot import (
     ChunkAggregate,
@@ -82,6 +83,8 @@ class Options:
     table_batch: int = 1000
     scroll_batch: int = 1000
     write_batch: int = 256
+    #: The scheduled job (full, ttl, dates) or command this run belongs to (metrics label).
+    job: str | None = None
 
 
 @dataclass
@@ -102,6 +105,8 @@ class Report:
     sources: dict[str, SourceState] = field(default_factory=dict)
     chunks_scanned: int = 0
     error: str | None = None
+    #: Seconds spent in each check (summed over families).
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def drift(self) -> bool:
@@ -354,6 +359,7 @@ class Engine:
                 for state in sources.states.values():
                     report.findings += check_source(state)
         if "index" in checks:
+            started = time.perf_counter()
             supported = bool(getattr(self.index, "supports_payload_indexes", False))
             index_findings = check_index(
                 self.index.payload_indexes() if supported else {}, supported=supported
@@ -361,6 +367,7 @@ class Engine:
             report.summary["index"]["checked"] = 6 if supported else 0
             report.findings += index_findings
             report.plan.indexes += [f.index for f in index_findings if f.index is not None]
+            report.timings["index"] = time.perf_counter() - started
 
     def _drop_queued_reingests(self, report: Report) -> None:
         """A request still pending in the outbox is not written again: the plan says so."""
@@ -405,7 +412,9 @@ class Engine:
     ) -> None:
         findings: list[Finding] = []
         for name in checks:
+            started = time.perf_counter()
             findings += FAMILY_CHECKS[name](view, ctx)
+            report.timings[name] = report.timings.get(name, 0.0) + time.perf_counter() - started
             report.summary[name]["checked"] += 1
         findings = [f for f in findings if self._in_doc_scope(options, f)]
         report.findings += findings
@@ -487,10 +496,11 @@ class Engine:
             shard=str(options.shard),
             status=status,
             run_id=report.run_id,
+            job=options.job or options.mode,
+            checks=",".join(c for c in CHECKS if c in options.checks),
         )
         if report.refused:
-            table.record_findings(report.run_id, report.findings)
-            table.finish_run(report.run_id, status="refused", counts=report.plan.counts())
+            self._finish(report, "refused", report.plan.counts())
             return
         progress = self.progress
         applier = Applier(
@@ -509,12 +519,8 @@ class Engine:
         except IndexWriteError as exc:
             report.applied = applier.result
             report.error = str(exc)
-            table.record_findings(report.run_id, report.findings)
-            table.finish_run(
-                report.run_id, status="failed", counts=applier.result.counts(), error=str(exc)
-            )
+            self._finish(report, "failed", applier.result.counts(), error=str(exc))
             raise
-        table.record_findings(report.run_id, report.findings)
         for name, state in sources.states.items():
             if state.scanned:
                 table.record_source_attempt(
@@ -526,7 +532,31 @@ class Engine:
                 )
         for name, entries in sources.identities.items():
             table.record_identities(name, entries)
-        table.finish_run(report.run_id, status="succeeded", counts=report.applied.counts())
+        self._finish(report, "succeeded", report.applied.counts())
+
+    def _finish(
+        self, report: Report, status: str, counts: Mapping[str, Any], error: str | None = None
+    ) -> None:
+        """Record the run's findings (with what is still outstanding) and its end."""
+        applied = status == "succeeded"
+        self.table.record_findings(
+            report.run_id,
+            report.findings,
+            outstanding=[outstanding(f, applied=applied) for f in report.findings],
+        )
+        done = report.applied.counts() if report.applied is not None else {}
+        self.table.finish_run(
+            report.run_id,
+            status=status,
+            counts={**counts, "check_seconds": report.timings},
+            error=error,
+            duration_seconds=(datetime.now(UTC) - report.started_at).total_seconds(),
+            chunks_scanned=report.chunks_scanned,
+            rows_written=int(done.get("table", 0)),
+            payload_writes=int(done.get("payload", 0)),
+            points_written=int(done.get("points", 0)),
+            reingest_requests=int(done.get("reingest", 0)),
+        )
 
 
 def _forced_entry(report: Report, options: Options, now: datetime) -> AuditEntry:

@@ -7,9 +7,10 @@
     ├── StoreUnavailable            retry later: a store could not be reached
     │   ├── TableUnavailable
     │   └── IndexUnavailable
-    └── IndexWriteError             stop the run: a payload batch failed; ``points_written``
-                                    says exactly how far it got (every write is idempotent,
-                                    so the next run converges)
+    ├── IndexWriteError             stop the run: a payload batch failed; ``points_written``
+    │                               says exactly how far it got (every write is idempotent,
+    │                               so the next run converges)
+    └── LeaseBusy                   skip this run: another runner holds the shard's lease
 
 Connector errors live in ``connectors.base``.
 """
@@ -55,3 +56,7 @@ class IndexWriteError(ReconcilerError):
     def __init__(self, message: str, *, points_written: int) -> None:
         self.points_written = points_written
         super().__init__(f"{message} (after {points_written} point(s) written)")
+
+
+class LeaseBusy(ReconcilerError):
+    """Another runner holds this shard's single-runner lease: the run was skipped."""

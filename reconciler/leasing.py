@@ -35,7 +35,9 @@ def holder_id() -> str:
 
 def advisory_key(name: str) -> int:
     """A stable signed 64-bit key for ``pg_try_advisory_lock``."""
-    return int.from_bytes(hashlib.sha256(f"reconciler:{name}".encode()).digest()[:8], "big", signed=True)
+    return int.from_bytes(
+        hashlib.sha256(f"reconciler:{name}".encode()).digest()[:8], "big", signed=True
+    )
 
 
 class Lease(Protocol):
@@ -59,8 +61,14 @@ class Lease(Protocol):
 class RowLease:
     """A lease row with an expiry (SQLite, or any dialect with ON CONFLICT)."""
 
-    def __init__(self, engine: Engine, name: str, *, ttl: timedelta = timedelta(minutes=2),
-                 holder: str | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        name: str,
+        *,
+        ttl: timedelta = timedelta(minutes=2),
+        holder: str | None = None,
+    ) -> None:
         self.engine = engine
         self.name = name
         self.ttl = ttl
@@ -75,8 +83,11 @@ class RowLease:
         )
         stmt = stmt.on_conflict_do_update(
             index_elements=["name"],
-            set_={"holder": stmt.excluded.holder, "acquired_at": stmt.excluded.acquired_at,
-                  "expires_at": stmt.excluded.expires_at},
+            set_={
+                "holder": stmt.excluded.holder,
+                "acquired_at": stmt.excluded.acquired_at,
+                "expires_at": stmt.excluded.expires_at,
+            },
             where=(LeaseRow.expires_at < now) | (LeaseRow.holder == self.holder),
         )
         with Session(self.engine) as session, session.begin():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -9,9 +10,10 @@ from typing import Any
 
 from reconciler.checks import CHECKS
 from reconciler.embedding import make_embedder
-from reconciler.engine import Engine, Guard, Options, Report
-from reconciler.errors import ConfigError, IndexUnavailable
+from reconciler.engine import WRITING_MODES, Engine, Guard, Options, Report
+from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError, LeaseBusy
 from reconciler.ingesting import Ingestor
+from reconciler.leasing import HeldLease, lease_name, make_lease
 from reconciler.model import jsonable
 from reconciler.rollback import rollback
 from reconciler.settings import Settings
@@ -19,6 +21,8 @@ from reconciler.snapshot import Shard
 from reconciler.stores import audit
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.wiring import build_sources, open_index, open_table, stores
+
+log = logging.getLogger(__name__)
 
 
 def _index_location(settings: Settings) -> str:
@@ -174,6 +178,7 @@ def engine_options(
     families: Iterable[str] | None = None,
     doc_id: str | None = None,
     shard: Shard | None = None,
+    job: str | None = None,
 ) -> Options:
     """Engine options from settings and command-line choices."""
     chosen = frozenset(checks) if checks else frozenset(CHECKS)
@@ -201,6 +206,7 @@ def engine_options(
         table_batch=settings.table.batch_size,
         scroll_batch=settings.index.scroll_batch,
         write_batch=settings.index.write_batch,
+        job=job,
     )
 
 
@@ -209,18 +215,78 @@ def reconcile(
     options: Options,
     *,
     progress: Callable[[str, int], None] | None = None,
+    lease_renew_every: float = 30.0,
+    on_lease: Callable[[bool], None] | None = None,
 ) -> Report:
-    """Run one reconciliation (check, plan, apply, run or repair)."""
+    """Run one reconciliation (check, plan, apply, run or repair).
+
+    Writing modes hold the shard's single-runner lease for the whole run (taken before the
+    chunk index is opened) and raise ``LeaseBusy`` when another runner holds it. A writing run
+    that fails before it could record itself is recorded as failed, so metrics count it.
+    """
     sources = build_sources(settings)
-    with stores(settings) as opened:
-        if not opened.index.exists():
+    table = open_table(settings)
+    try:
+        if options.mode not in WRITING_MODES:
+            return _run_engine(settings, table, sources, options, progress)
+        lease = make_lease(table.engine, lease_name(str(options.shard)))
+        with HeldLease(lease, renew_every=lease_renew_every) as held:
+            if not held.acquired:
+                raise LeaseBusy(
+                    f"another runner holds the lease of shard {options.shard}; "
+                    "this run was skipped (nothing was read or written)"
+                )
+            if on_lease is not None:
+                on_lease(True)
+            try:
+                return _run_engine(settings, table, sources, options, progress)
+            except IndexWriteError:
+                raise  # the engine recorded it, with exactly what was written
+            except Exception as exc:
+                _record_failed(table, options, exc)
+                raise
+            finally:
+                if on_lease is not None:
+                    on_lease(False)
+                if held.lost:
+                    log.error("the lease of shard %s was lost during the run", options.shard)
+    finally:
+        table.close()
+
+
+def _run_engine(
+    settings: Settings,
+    table: SqlDocumentTable,
+    sources: list[Any],
+    options: Options,
+    progress: Callable[[str, int], None] | None,
+) -> Report:
+    index = open_index(settings)
+    try:
+        if not index.exists():
             raise IndexUnavailable(
                 f"collection {settings.index.collection!r} does not exist at "
                 f"{_index_location(settings)}; run `reconciler ingest` (or point index.collection "
                 "at an existing collection)"
             )
-        engine = Engine(table=opened.table, index=opened.index, sources=sources, progress=progress)
+        engine = Engine(table=table, index=index, sources=sources, progress=progress)
         return engine.run(options)
+    finally:
+        index.close()
+
+
+def _record_failed(table: SqlDocumentTable, options: Options, exc: Exception) -> None:
+    try:
+        run_id = table.start_run(
+            mode=options.mode,
+            actor=options.actor,
+            shard=str(options.shard),
+            job=options.job or options.mode,
+            checks=",".join(c for c in CHECKS if c in options.checks),
+        )
+        table.finish_run(run_id, status="failed", error=f"{type(exc).__name__}: {exc}")
+    except Exception as again:  # the table itself may be what failed
+        log.error("could not record the failed run: %s", again)
 
 
 def report_data(report: Report) -> dict[str, Any]:

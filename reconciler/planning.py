@@ -215,6 +215,41 @@ def plan_orphan(finding: Finding, aggregate: ChunkAggregate) -> Plan:
     )
 
 
+#: Conditions a write cannot clear: they stay outstanding after a successful apply (the chunks
+#: may be quarantined, but the source is still down, the edit still not re-ingested...).
+PERSISTENT_KINDS = frozenset(
+    {
+        "in_place_edit",
+        "ttl_expired",
+        "successor_not_ingested",
+        "not_ingested",
+        "source_unreadable",
+        "missing_in_source",
+        "invalid_supersession",
+        "invalid_source_document",
+        "effective_window_invalid",
+        "source_empty",
+        "blast_radius",
+    }
+)
+
+
+def repairs(finding: Finding) -> bool:
+    """Whether the finding carries any write."""
+    return bool(
+        finding.changes
+        or finding.quarantine is not None
+        or finding.payload_only
+        or finding.reingest is not None
+        or finding.index is not None
+    )
+
+
+def outstanding(finding: Finding, *, applied: bool) -> bool:
+    """Whether a finding still holds after the run (metrics and alerts read this)."""
+    return not applied or finding.kind in PERSISTENT_KINDS or not repairs(finding)
+
+
 def needs_write(current: Mapping[str, Any], target: PayloadTarget) -> bool:
     """Whether a point's logical payload differs from what the target sets."""
     if target.partial:

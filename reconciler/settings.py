@@ -207,12 +207,13 @@ class PolicySettings(_Section):
     missing_in_source_grace: Duration = timedelta(days=7)
 
 
-_CRON_FIELD = r"[\w*/,\-?]+"
-
-
 def _cron(value: str) -> str:
-    if not re.fullmatch(rf"\s*{_CRON_FIELD}(\s+{_CRON_FIELD}){{4}}\s*", value):
-        raise ValueError("a 5-field cron expression such as '0 2 * * *'")
+    from reconciler.scheduling import cron_trigger  # noqa: PLC0415 (settings load first)
+
+    try:
+        cron_trigger(value)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"a 5-field cron expression such as '0 2 * * *' ({exc})") from None
     return value
 
 

@@ -383,6 +383,12 @@ class SqlDocumentTable:
             values["documents_seen"] = documents_seen
         with self._sessions.begin() as session:
             self._upsert(session, SourceStatusRow.__table__, [values], ["source"])
+            if not ok:
+                session.execute(
+                    update(SourceStatusRow)
+                    .where(SourceStatusRow.source == source)
+                    .values(failures=SourceStatusRow.failures + 1)
+                )
 
     def source_status(self) -> dict[str, SourceStatusRow]:
         """Every source's status row."""
@@ -400,6 +406,8 @@ class SqlDocumentTable:
         shard: str | None = None,
         status: str = "running",
         run_id: str | None = None,
+        job: str | None = None,
+        checks: str | None = None,
     ) -> str:
         """Record a run as started (or refused); return its id."""
         run_id = run_id or str(uuid.uuid4())
@@ -413,9 +421,22 @@ class SqlDocumentTable:
                     started_at=now(),
                     forced=forced,
                     shard=shard,
+                    job=job or mode,
+                    checks=checks,
                 )
             )
         return run_id
+
+    _RUN_STATS = frozenset(
+        {
+            "duration_seconds",
+            "chunks_scanned",
+            "rows_written",
+            "payload_writes",
+            "points_written",
+            "reingest_requests",
+        }
+    )
 
     def finish_run(
         self,
@@ -424,13 +445,23 @@ class SqlDocumentTable:
         status: str,
         counts: Mapping[str, Any] | None = None,
         error: str | None = None,
+        **stats: float,
     ) -> None:
-        """Record a run's end."""
+        """Record a run's end; ``stats`` fill the metric columns (``chunks_scanned``...)."""
+        unknown = set(stats) - self._RUN_STATS
+        if unknown:
+            raise TypeError(f"unknown run statistics: {', '.join(sorted(unknown))}")
         with self._sessions.begin() as session:
             session.execute(
                 update(RunRow)
                 .where(RunRow.run_id == run_id)
-                .values(status=status, finished_at=now(), counts=dict(counts or {}), error=error)
+                .values(
+                    status=status,
+                    finished_at=now(),
+                    counts=dict(counts or {}),
+                    error=error,
+                    **stats,
+                )
             )
 
     def last_runs(self, limit: int = 5) -> list[RunRow]:
@@ -588,10 +619,14 @@ class SqlDocumentTable:
         with self._sessions.begin() as session:
             return audit.append(session, entries)
 
-    def record_findings(self, run_id: str, findings: Sequence[Any]) -> None:
-        """Store a run's findings (``Finding`` values)."""
+    def record_findings(
+        self, run_id: str, findings: Sequence[Any], *, outstanding: Sequence[bool] | None = None
+    ) -> None:
+        """Store a run's findings (``Finding`` values) and whether each still holds."""
+        flags = list(outstanding) if outstanding is not None else [True] * len(findings)
         rows = [
-            FindingRow(run_id=run_id, **{k: v for k, v in f.to_json().items()}) for f in findings
+            FindingRow(run_id=run_id, outstanding=flag, **f.to_json())
+            for f, flag in zip(findings, flags, strict=True)
         ]
         with self._sessions.begin() as session:
             session.add_all(rows)
@@ -629,6 +664,133 @@ class SqlDocumentTable:
         with Session(self.engine) as session:
             rows = session.execute(stmt.execution_options(yield_per=5000))
             return {key: seen for key, seen in rows}
+
+    # -- metrics ----------------------------------------------------------------------------
+
+    def metrics_snapshot(self, *, recent_runs: int = 500) -> dict[str, Any]:
+        """Everything the Prometheus collector exposes that lives in the database.
+
+        Timestamps and totals per job come from the run log (so a failed run never moves the
+        last success, and counters survive restarts); findings come from each check's latest
+        recorded run, outstanding ones only.
+        """
+        with Session(self.engine) as session:
+            jobs: dict[str, dict[str, Any]] = {}
+            stmt = select(
+                RunRow.job,
+                RunRow.status,
+                func.max(RunRow.started_at),
+                func.max(RunRow.finished_at),
+                func.count(),
+            ).group_by(RunRow.job, RunRow.status)
+            for job, status, started, finished, count in session.execute(stmt):
+                if job is None or job == "ingest":
+                    continue
+                entry = jobs.setdefault(
+                    job, {"last_run": None, "last_success": None, "failures": 0, "last_ok": None}
+                )
+                if status != "running" and (
+                    entry["last_run"] is None or started > entry["last_run"]
+                ):
+                    entry["last_run"] = started
+                    entry["last_ok"] = status == "succeeded"
+                if status == "succeeded" and finished is not None:
+                    entry["last_success"] = finished
+                if status == "failed":
+                    entry["failures"] = int(count)
+            totals = session.execute(
+                select(
+                    func.coalesce(func.sum(RunRow.rows_written), 0),
+                    func.coalesce(func.sum(RunRow.payload_writes), 0),
+                    func.coalesce(func.sum(RunRow.points_written), 0),
+                    func.coalesce(func.sum(RunRow.reingest_requests), 0),
+                    func.coalesce(func.sum(RunRow.chunks_scanned), 0),
+                ).where(RunRow.job != "ingest")
+            ).one()
+            refusals = session.scalar(select(func.count()).where(RunRow.status == "refused"))
+            repairs = session.execute(
+                select(FindingRow.check, FindingRow.kind, func.count())
+                .join(RunRow, RunRow.run_id == FindingRow.run_id)
+                .where(FindingRow.outstanding.is_(False), RunRow.status == "succeeded")
+                .group_by(FindingRow.check, FindingRow.kind)
+            ).all()
+            latest: dict[str, str] = {}
+            recent = session.execute(
+                select(RunRow.run_id, RunRow.checks)
+                .where(RunRow.status.in_(["succeeded", "failed", "refused"]))
+                .where(RunRow.checks.is_not(None))
+                .order_by(RunRow.started_at.desc())
+                .limit(recent_runs)
+            )
+            for run_id, checks in recent:
+                for check in (checks or "").split(","):
+                    latest.setdefault(check, run_id)
+            findings: list[tuple[str, str, str, str | None, str | None]] = []
+            for check, run_id in latest.items():
+                rows = session.execute(
+                    select(
+                        FindingRow.check,
+                        FindingRow.kind,
+                        FindingRow.severity,
+                        FindingRow.family,
+                        FindingRow.doc_id,
+                    ).where(
+                        FindingRow.run_id == run_id,
+                        FindingRow.check == check,
+                        FindingRow.outstanding.is_(True),
+                    )
+                )
+                findings += [tuple(r) for r in rows]  # type: ignore[misc]
+            # Guard findings belong to no check: take them from the latest run of all.
+            if latest:
+                newest = session.scalar(
+                    select(RunRow.run_id)
+                    .where(RunRow.status.in_(["succeeded", "failed", "refused"]))
+                    .where(RunRow.checks.is_not(None))
+                    .order_by(RunRow.started_at.desc())
+                    .limit(1)
+                )
+                rows = session.execute(
+                    select(
+                        FindingRow.check,
+                        FindingRow.kind,
+                        FindingRow.severity,
+                        FindingRow.family,
+                        FindingRow.doc_id,
+                    ).where(FindingRow.run_id == newest, FindingRow.check == "guard")
+                )
+                findings += [tuple(r) for r in rows]  # type: ignore[misc]
+            quarantined = session.execute(
+                select(
+                    DocumentRow.quarantine_reason,
+                    func.count(func.distinct(DocumentRow.doc_family_id)),
+                )
+                .where(DocumentRow.quarantined.is_(True))
+                .group_by(DocumentRow.quarantine_reason)
+            ).all()
+            sources = {
+                row.source: {
+                    "up": row.last_success_at is not None
+                    and (row.last_attempt_at is None or row.last_success_at >= row.last_attempt_at),
+                    "failures": int(row.failures or 0),
+                }
+                for row in session.scalars(select(SourceStatusRow))
+            }
+        return {
+            "jobs": jobs,
+            "totals": {
+                "table_writes": int(totals[0]),
+                "payload_writes": int(totals[1]),
+                "points_written": int(totals[2]),
+                "reingest_requests": int(totals[3]),
+                "points_scanned": int(totals[4]),
+            },
+            "guard_refusals": int(refusals or 0),
+            "repairs": [(c, k, int(n)) for c, k, n in repairs],
+            "findings": findings,
+            "quarantined_families": {str(r or "none"): int(n) for r, n in quarantined},
+            "sources": sources,
+        }
 
     # -- status -----------------------------------------------------------------------------
 

@@ -17,7 +17,13 @@ down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_RUN_COUNTS = ("chunks_scanned", "rows_written", "payload_writes", "points_written", "reingest_requests")
+_RUN_COUNTS = (
+    "chunks_scanned",
+    "rows_written",
+    "payload_writes",
+    "points_written",
+    "reingest_requests",
+)
 
 
 def upgrade() -> None:

@@ -1,0 +1,238 @@
+"""Prometheus metrics, built from the run log in the document database and from live runs.
+
+``RunLogCollector`` reads the database on each collection, so ``serve`` (scraped) and a cron
+``run`` (a fresh registry written to a node_exporter textfile or pushed to a Pushgateway) expose
+the same numbers, counters survive restarts, and a failed run can never move the last success
+timestamp. ``LiveMetrics`` holds what only a running process knows: run durations by check, the
+lease, and health.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import push_to_gateway, write_to_textfile
+from prometheus_client.registry import Collector
+
+from reconciler import __version__
+
+log = logging.getLogger(__name__)
+
+PREFIX = "reconciler_"
+JOB_LABEL = "reconciler_job"  # not "job": that label belongs to the scrape config
+
+
+def _ts(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+class RunLogCollector(Collector):
+    """Metrics from the database: timestamps, totals, outstanding findings, quarantines."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        """One consistent snapshot per scrape."""
+        try:
+            data = self._snapshot()
+        except Exception as exc:  # a scrape must not crash the daemon; `up` stays 1, info says
+            log.warning("metrics: cannot read the run log: %s", exc)
+            data = None
+        info = GaugeMetricFamily(f"{PREFIX}build_info", "Build information.", labels=["version"])
+        info.add_metric([__version__], 1.0)
+        yield info
+        readable = GaugeMetricFamily(
+            f"{PREFIX}run_log_readable", "1 when the run log (document database) could be read."
+        )
+        readable.add_metric([], 0.0 if data is None else 1.0)
+        yield readable
+        if data is None:
+            return
+        yield from self._jobs(data["jobs"])
+        yield from self._totals(data)
+        yield from self._findings(data["findings"])
+        quarantined = GaugeMetricFamily(
+            f"{PREFIX}quarantined_families",
+            "Families with quarantined documents, by quarantine reason.",
+            labels=["reason"],
+        )
+        for reason, count in sorted(data["quarantined_families"].items()):
+            quarantined.add_metric([reason], float(count))
+        yield quarantined
+        up = GaugeMetricFamily(
+            f"{PREFIX}source_up", "1 when the source's last read succeeded.", labels=["source"]
+        )
+        errors = CounterMetricFamily(
+            f"{PREFIX}source_errors", "Failed reads of a source.", labels=["source"]
+        )
+        for name, state in sorted(data["sources"].items()):
+            up.add_metric([name], 1.0 if state["up"] else 0.0)
+            errors.add_metric([name], float(state["failures"]))
+        yield up
+        yield errors
+
+    def _jobs(self, jobs: dict[str, dict[str, Any]]) -> Iterator[Metric]:
+        last_run = GaugeMetricFamily(
+            f"{PREFIX}last_run_timestamp_seconds",
+            "Start of the last finished run.",
+            labels=[JOB_LABEL],
+        )
+        last_success = GaugeMetricFamily(
+            f"{PREFIX}last_success_timestamp_seconds",
+            "End of the last successful run.",
+            labels=[JOB_LABEL],
+        )
+        last_ok = GaugeMetricFamily(
+            f"{PREFIX}last_run_success",
+            "1 when the last finished run succeeded.",
+            labels=[JOB_LABEL],
+        )
+        failures = CounterMetricFamily(
+            f"{PREFIX}run_failures", "Runs that failed.", labels=[JOB_LABEL]
+        )
+        for job, entry in sorted(jobs.items()):
+            if (value := _ts(entry["last_run"])) is not None:
+                last_run.add_metric([job], value)
+                last_ok.add_metric([job], 1.0 if entry["last_ok"] else 0.0)
+            if (value := _ts(entry["last_success"])) is not None:
+                last_success.add_metric([job], value)
+            failures.add_metric([job], float(entry["failures"]))
+        yield from (last_run, last_success, last_ok, failures)
+
+    def _totals(self, data: dict[str, Any]) -> Iterator[Metric]:
+        totals = data["totals"]
+        for name, help_text in (
+            ("table_writes", "Document rows updated by repairs."),
+            ("payload_writes", "Payload write groups (one per document and prior payload)."),
+            ("points_written", "Chunk points whose payload a repair set."),
+            ("reingest_requests", "Re-ingest requests queued in the outbox."),
+            ("points_scanned", "Chunk points scanned by reconciliation runs."),
+        ):
+            counter = CounterMetricFamily(f"{PREFIX}{name}", help_text)
+            counter.add_metric([], float(totals[name]))
+            yield counter
+        refusals = CounterMetricFamily(
+            f"{PREFIX}guard_refusals", "Runs refused by the blast-radius guard."
+        )
+        refusals.add_metric([], float(data["guard_refusals"]))
+        yield refusals
+        repairs = CounterMetricFamily(
+            f"{PREFIX}repairs", "Findings repaired, by check and kind.", labels=["check", "kind"]
+        )
+        for check, kind, count in sorted(data["repairs"]):
+            repairs.add_metric([check, kind], float(count))
+        yield repairs
+
+    def _findings(
+        self, findings: list[tuple[str, str, str, str | None, str | None]]
+    ) -> Iterator[Metric]:
+        counts: dict[tuple[str, str, str], int] = defaultdict(int)
+        live_siblings: set[str | None] = set()
+        ttl_families: set[str | None] = set()
+        for check, kind, severity, family, doc_id in findings:
+            counts[(check, kind, severity)] += 1
+            if kind == "live_siblings":
+                live_siblings.add(doc_id)
+            if kind == "ttl_expired":
+                ttl_families.add(family)
+        gauge = GaugeMetricFamily(
+            f"{PREFIX}findings",
+            "Outstanding findings of each check's latest run.",
+            labels=["check", "kind", "severity"],
+        )
+        for (check, kind, severity), count in sorted(counts.items()):
+            gauge.add_metric([check, kind, severity], float(count))
+        yield gauge
+        siblings = GaugeMetricFamily(
+            f"{PREFIX}live_siblings",
+            "Documents live beside a started later sibling, after the latest run.",
+        )
+        siblings.add_metric([], float(len(live_siblings)))
+        yield siblings
+        ttl = GaugeMetricFamily(
+            f"{PREFIX}ttl_expired_families", "Families whose polling source is past its TTL."
+        )
+        ttl.add_metric([], float(len(ttl_families)))
+        yield ttl
+
+
+@dataclass
+class LiveMetrics:
+    """What only a running process knows: durations, the lease, health."""
+
+    registry: CollectorRegistry
+    healthy: bool = True
+    problem: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.duration = Histogram(
+            f"{PREFIX}run_duration_seconds",
+            "Time spent in each check per run (and 'total' for the whole run).",
+            labelnames=["check"],
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600),
+            registry=self.registry,
+        )
+        self.lease_held = Gauge(
+            f"{PREFIX}lease_held",
+            "1 while this process holds the single-runner lease of a shard.",
+            labelnames=["shard"],
+            registry=self.registry,
+        )
+        self.lease_skips = Counter(
+            f"{PREFIX}lease_skips",
+            "Runs skipped because another runner held the lease.",
+            labelnames=["shard"],
+            registry=self.registry,
+        )
+
+    def observe(self, *, timings: dict[str, float], total: float) -> None:
+        """Record one run's durations."""
+        for check, seconds in timings.items():
+            self.duration.labels(check=check).observe(seconds)
+        self.duration.labels(check="total").observe(total)
+
+    def set_health(self, healthy: bool, problem: str | None = None) -> None:
+        """Set what /healthz answers."""
+        with self._lock:
+            self.healthy, self.problem = healthy, problem
+
+
+def build_registry(snapshot: Callable[[], dict[str, Any]]) -> tuple[CollectorRegistry, LiveMetrics]:
+    """A fresh registry with the run-log collector and live metrics."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(RunLogCollector(snapshot))
+    return registry, LiveMetrics(registry)
+
+
+def export(
+    registry: CollectorRegistry,
+    *,
+    textfile: str = "",
+    pushgateway: str = "",
+    grouping: dict[str, str] | None = None,
+) -> list[str]:
+    """Write the registry to a node_exporter textfile (atomically) and/or push it."""
+    done = []
+    if textfile:
+        write_to_textfile(textfile, registry)  # writes a temp file, then renames it
+        done.append(f"textfile {textfile}")
+    if pushgateway:
+        push_to_gateway(
+            pushgateway,
+            job="reconciler",
+            registry=registry,
+            grouping_key=grouping or {},
+            timeout=10,
+        )
+        done.append(f"pushgateway {pushgateway}")
+    return done
