@@ -442,8 +442,9 @@ def audit_verify_command(obj: Context) -> None:
 
 @cli.command()
 @click.option("--shard", callback=_shard, metavar="i/N", help="Reconcile only partition i of N.")
+@click.option("--run-now", is_flag=True, help="Also run the full job once at start.")
 @click.pass_obj
-def serve(obj: Context, shard: Shard | None) -> None:
+def serve(obj: Context, shard: Shard | None, run_now: bool) -> None:
     """Run the scheduler daemon: full, ttl and dates jobs on their cron schedules (UTC).
 
     Serves /metrics and /healthz on metrics.listen (127.0.0.1:9464 by default). One runner at
@@ -451,7 +452,7 @@ def serve(obj: Context, shard: Shard | None) -> None:
     SIGINT stop it after the running job has finished and been recorded.
     """
     with errors_mapped():
-        run_daemon(obj.settings, shard=shard)
+        run_daemon(obj.settings, shard=shard, run_now=run_now)
 
 
 def main() -> None:

@@ -138,14 +138,26 @@ def start_http(listen: str, app: Callable[..., Iterable[bytes]]) -> WSGIServer:
     return server
 
 
-def serve(settings: Settings, *, shard: Shard | None = None) -> None:
-    """Run the scheduler until SIGTERM/SIGINT; the running job finishes first."""
+def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = False) -> None:
+    """Run the scheduler until SIGTERM/SIGINT; the running job finishes first.
+
+    ``run_now`` also runs the full job once at start (metrics are then current at once).
+    """
     table: SqlDocumentTable = open_table(settings)
     registry, live = build_registry(table.metrics_snapshot)
     runner = Runner(settings, live=live, shard=shard)
     server = start_http(settings.metrics.listen, http_app(registry, live))
     scheduler = blocking_scheduler()
     add_jobs(scheduler, job_specs(settings), runner)
+    if run_now:
+        scheduler.add_job(
+            runner,
+            args=[job_specs(settings)[0]],
+            id="full-at-start",
+            name="reconcile:full (at start)",
+            max_instances=1,
+            misfire_grace_time=None,
+        )
     GracefulStop(scheduler).install()
     for job in scheduler.get_jobs():
         log.info("job %s: %s", job.id, job.trigger)
@@ -153,6 +165,7 @@ def serve(settings: Settings, *, shard: Shard | None = None) -> None:
         scheduler.start()  # blocks until shutdown
     finally:
         server.shutdown()
+        server.server_close()
         table.close()
         log.info("stopped")
 

@@ -82,14 +82,19 @@ def connect(
                 "check index.path and its permissions"
             ) from exc
     assert url is not None
+    if api_key and url.startswith("http://"):
+        # qdrant-client warns through `warnings`; say it once, in our log, without the key.
+        log.warning("index.url %s is plain http: the API key travels unencrypted", url)
     # The compatibility check runs in a background thread and only warns; the first call
     # reports an unreachable server through IndexUnavailable instead.
-    return QdrantClient(
-        url=url,
-        api_key=api_key,
-        timeout=max(1, math.ceil(timeout)),
-        check_compatibility=False,
-    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Api key is used with an insecure connection")
+        return QdrantClient(
+            url=url,
+            api_key=api_key,
+            timeout=max(1, math.ceil(timeout)),
+            check_compatibility=False,
+        )
 
 
 class QdrantChunkIndex:

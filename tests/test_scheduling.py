@@ -1,0 +1,162 @@
+"""Scheduler wiring on a virtual clock: cron as cron users read it, coalesced misfires,
+no overlapping runs; and the job runner's lease, failure and metrics behaviour."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
+from apscheduler.executors import base as executor_base
+from apscheduler.executors.debug import DebugExecutor
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers import base as scheduler_base
+from apscheduler.schedulers.base import BaseScheduler
+
+from reconciler.scheduling import JobSpec, add_jobs, cron_day_of_week, next_fire_times
+
+
+class VirtualClock:
+    """Replaces ``datetime.now`` inside APScheduler with an instant the test sets."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+        clock = self
+
+        class _Datetime(datetime):
+            @classmethod
+            def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+                return clock.now.astimezone(tz) if tz else clock.now
+
+        self.datetime = _Datetime
+
+
+class ManualScheduler(BaseScheduler):
+    """A scheduler with no thread: the test calls ``_process_jobs`` when the clock moves."""
+
+    def wakeup(self) -> None:
+        pass
+
+    def shutdown(self, wait: bool = True) -> None:
+        super().shutdown(wait)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
+    virtual = VirtualClock(datetime(2026, 11, 28, 23, 0, tzinfo=UTC))  # a Saturday
+    monkeypatch.setattr(scheduler_base, "datetime", virtual.datetime)
+    monkeypatch.setattr(executor_base, "datetime", virtual.datetime)
+    return virtual
+
+
+SPECS = [
+    JobSpec("full", "0 2 * * *", None),
+    JobSpec("ttl", "*/15 * * * *", frozenset({"ttl"})),
+    JobSpec("weekly", "30 3 * * 0", frozenset({"dates"})),  # Sunday in cron
+]
+
+
+def start(executor: Any, run: Any) -> tuple[ManualScheduler, list[JobEvent]]:
+    scheduler = ManualScheduler(timezone=UTC, executors={"default": executor})
+    add_jobs(scheduler, SPECS, run)
+    events: list[JobEvent] = []
+    scheduler.add_listener(events.append, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
+    scheduler.start()
+    return scheduler, events
+
+
+@pytest.mark.parametrize(
+    ("field", "names"),
+    [
+        ("0", "sun"),
+        ("7", "sun"),
+        ("1-5", "mon,tue,wed,thu,fri"),
+        ("*/2", "sun,tue,thu,sat"),
+        ("5-7", "sun,fri,sat"),
+        ("mon-fri", "mon,tue,wed,thu,fri"),
+        ("0,3", "sun,wed"),
+        ("*", "*"),
+    ],
+)
+def test_cron_day_of_week_reads_as_cron(field: str, names: str) -> None:
+    assert cron_day_of_week(field) == names
+
+
+@pytest.mark.parametrize("bad", ["8", "fri-mon", "funday", "*/0"])
+def test_bad_day_of_week_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match=r"day|step"):
+        cron_day_of_week(bad)
+
+
+def test_zero_is_sunday_not_monday() -> None:
+    fires = next_fire_times("0 2 * * 0", datetime(2026, 11, 24, tzinfo=UTC), 3)
+    assert [f.strftime("%a %H:%M") for f in fires] == ["Sun 02:00"] * 3
+    assert fires[0] == datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+
+
+def test_jobs_fire_when_the_cron_says(clock: VirtualClock) -> None:
+    runs: list[tuple[str, datetime]] = []
+    scheduler, _events = start(DebugExecutor(), lambda spec: runs.append((spec.job_id, clock.now)))
+    try:
+        jobs = {job.id: job for job in scheduler.get_jobs()}
+        assert set(jobs) == {"full", "ttl", "weekly"}
+        assert all(job.coalesce and job.max_instances == 1 for job in jobs.values())
+        clock.now = datetime(2026, 11, 29, 1, 59, 59, tzinfo=UTC)
+        scheduler._process_jobs()
+        assert [r for r in runs if r[0] == "full"] == []
+        clock.now = datetime(2026, 11, 29, 2, 0, 0, tzinfo=UTC)
+        scheduler._process_jobs()
+        assert ("full", clock.now) in runs
+        clock.now = datetime(2026, 11, 29, 3, 30, tzinfo=UTC)  # Sunday 03:30
+        scheduler._process_jobs()
+        assert ("weekly", clock.now) in runs
+        assert sum(1 for job_id, _ in runs if job_id == "full") == 1
+    finally:
+        scheduler.shutdown()
+
+
+def test_missed_runs_coalesce_into_one(clock: VirtualClock) -> None:
+    runs: list[tuple[str, datetime]] = []
+    scheduler, events = start(DebugExecutor(), lambda spec: runs.append((spec.job_id, clock.now)))
+    try:
+        clock.now = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+        scheduler._process_jobs()
+        # The machine sleeps three days; it wakes 3 minutes after the fourth 02:00.
+        clock.now = datetime(2026, 12, 2, 2, 3, tzinfo=UTC)
+        scheduler._process_jobs()
+        full = [at for job_id, at in runs if job_id == "full"]
+        assert full == [datetime(2026, 11, 29, 2, 0, tzinfo=UTC), clock.now]  # once, not three
+        # Woken 10 minutes late: past the misfire grace, the run is missed, not run late.
+        clock.now = datetime(2026, 12, 3, 2, 10, tzinfo=UTC)
+        scheduler._process_jobs()
+        assert len([1 for job_id, _ in runs if job_id == "full"]) == 2
+        assert any(e.code == EVENT_JOB_MISSED and e.job_id == "full" for e in events)
+    finally:
+        scheduler.shutdown()
+
+
+def test_overlapping_runs_are_refused(clock: VirtualClock) -> None:
+    release = threading.Event()
+    started = threading.Event()
+    runs: list[str] = []
+
+    def slow(spec: JobSpec) -> None:
+        runs.append(spec.job_id)
+        if spec.job_id == "ttl":
+            started.set()
+            release.wait(10)
+
+    scheduler, events = start(ThreadPoolExecutor(4), slow)
+    try:
+        clock.now = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
+        scheduler._process_jobs()
+        assert started.wait(5)
+        clock.now += timedelta(minutes=15)  # the next ttl run comes while the first still runs
+        scheduler._process_jobs()
+        assert runs.count("ttl") == 1
+        assert any(e.code == EVENT_JOB_MAX_INSTANCES and e.job_id == "ttl" for e in events)
+    finally:
+        release.set()
+        scheduler.shutdown()
