@@ -1,6 +1,7 @@
 # corpus-reconciler image: multi-stage, runs as a non-root user.
 #   docker build -t corpus-reconciler .
-#   docker run --rm -v $PWD/config:/etc/reconciler:ro corpus-reconciler status
+#   docker run --rm -v $PWD/config:/etc/reconciler:ro corpus-reconciler          # serve (default)
+#   docker run --rm -v $PWD/config:/etc/reconciler:ro corpus-reconciler run      # one cron cycle
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -20,4 +21,5 @@ WORKDIR /var/lib/reconciler
 ENV RECONCILER_CONFIG=/etc/reconciler/reconciler.toml \
     PYTHONUNBUFFERED=1
 ENTRYPOINT ["reconciler"]
-CMD ["status"]
+EXPOSE 9464
+CMD ["--log-format", "json", "--log-level", "info", "serve"]

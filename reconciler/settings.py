@@ -59,12 +59,24 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _secret_variable(value: str | None) -> str | None:
+    if value is not None and value.upper().startswith(ENV_PREFIX):
+        raise ValueError(
+            f"{value}: variables starting with {ENV_PREFIX} are read as config overrides; "
+            "name the secret's variable otherwise (e.g. DATABASE_URL, QDRANT_API_KEY)"
+        )
+    return value
+
+
+SecretVariable = Annotated[str | None, BeforeValidator(_secret_variable)]
+
+
 class TableSettings(_Section):
     """The document table (SQLAlchemy URL)."""
 
     url: str = "sqlite:///reconciler.db"
     #: Name of an environment variable holding the URL (use when it carries a password).
-    url_env: str | None = None
+    url_env: SecretVariable = None
     batch_size: int = Field(default=1000, gt=0)
 
     @field_validator("url")
@@ -99,7 +111,7 @@ class IndexSettings(_Section):
 
     path: str | None = None
     url: str | None = None
-    api_key_env: str | None = None
+    api_key_env: SecretVariable = None
     api_key_file: str | None = None
     collection: str = "corpus"
     payload_prefix: str = ""

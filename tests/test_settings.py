@@ -191,3 +191,9 @@ def test_durations(text: object, expected: timedelta) -> None:
 def test_bad_durations(bad: object) -> None:
     with pytest.raises(ValueError, match="duration"):
         parse_duration(bad)
+
+
+def test_secret_variables_must_not_look_like_overrides(tmp_path: Path) -> None:
+    path = write(tmp_path, '[table]\nurl_env = "RECONCILER_DB_URL"\n')
+    with pytest.raises(ConfigError, match="read as config overrides"):
+        load_settings(path, environ={})
