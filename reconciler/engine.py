@@ -188,12 +188,22 @@ class Engine:
             self._record(options, now, sources, report)
         report.finished_at = datetime.now(UTC)
         log.info(
-            "%s run %s: %d finding(s), writes %s%s",
+            "%s run %s: %.2fs, %d chunk(s) scanned, %d finding(s), writes %s%s",
             options.mode,
             report.run_id,
+            (report.finished_at - report.started_at).total_seconds(),
+            report.chunks_scanned,
             len(report.findings),
             report.writes(),
             " REFUSED by the guard" if report.refused else "",
+            extra={
+                "run_id": report.run_id,
+                "mode": options.mode,
+                "job": options.job or options.mode,
+                "findings": len(report.findings),
+                "writes": report.writes(),
+                "refused": report.refused,
+            },
         )
         return report
 

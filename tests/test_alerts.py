@@ -21,7 +21,10 @@ def promtool() -> str:
 def test_rules_are_valid() -> None:
     result = subprocess.run(
         [promtool(), "check", "rules", str(ALERTS / "reconciler.rules.yml")],
-        capture_output=True, text=True, check=False, timeout=60,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 9 rules found" in result.stdout
@@ -30,7 +33,11 @@ def test_rules_are_valid() -> None:
 def test_rules_pass_their_unit_tests() -> None:
     result = subprocess.run(
         [promtool(), "test", "rules", "reconciler.rules.test.yml"],
-        cwd=ALERTS, capture_output=True, text=True, check=False, timeout=120,
+        cwd=ALERTS,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
