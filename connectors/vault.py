@@ -38,7 +38,7 @@ from frontmatter.default_handlers import YAMLHandler
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node
 
-from connectors.base import DocumentUnreadable, SourceUnavailable
+from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
 from reconciler.model import (
     ProblemKind,
     SourceDocument,
@@ -144,6 +144,28 @@ class VaultSource:
 
     def __repr__(self) -> str:
         return f"VaultSource(name={self.name!r}, path={str(self.path)!r})"
+
+    @classmethod
+    def config_problems(cls, settings: Any) -> list[tuple[str, str]]:
+        """What is wrong with a vault source's settings (checked when the config loads)."""
+        problems = []
+        if not settings.path:
+            problems.append(("path", "a vault source needs path (the vault folder)"))
+        if settings.url:
+            problems.append(("url", "a vault source reads a folder: set path, not url"))
+        for key in sorted(settings.options):
+            problems.append((f"options.{key}", "unknown option for a vault source"))
+        return problems
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> VaultSource:
+        """Build from a ``[[sources]]`` entry (type "vault")."""
+        problems = cls.config_problems(settings)
+        if problems:
+            raise ConnectorConfigError(
+                f"source {settings.name!r}: " + "; ".join(f"{k}: {m}" for k, m in problems)
+            )
+        return cls(settings.name, settings.path)
 
     # -- the SystemOfRecord contract -------------------------------------------------------
 

@@ -48,9 +48,11 @@ from reconciler.rendering import (
     render_report,
     render_rollback,
     render_status,
+    table,
 )
 from reconciler.settings import Settings, load_settings
 from reconciler.snapshot import Shard
+from reconciler.sources import describe as describe_connectors
 
 log = logging.getLogger(__name__)
 
@@ -438,6 +440,20 @@ def audit_verify_command(obj: Context) -> None:
     )
     if not data["ok"]:
         sys.exit(EXIT_ERROR)
+
+
+@cli.command("connectors")
+@click.pass_obj
+def connectors_command(obj: Context) -> None:
+    """List the installed system-of-record connectors (entry points reconciler.connectors)."""
+    rows = describe_connectors()
+    obj.emit(
+        {"connectors": rows},
+        lambda d: table(
+            ["type", "status", "provided by", "summary"],
+            [[r["type"], r["status"], r["target"], r["summary"]] for r in d["connectors"]],
+        ),
+    )
 
 
 @cli.command()

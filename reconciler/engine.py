@@ -237,6 +237,18 @@ class Engine:
                     last_success_at=last_success,
                 )
                 continue
+            if not snapshot.complete and not snapshot.documents:
+                # A partial scan that read nothing is an outage, not an empty source.
+                result.states[source.name] = SourceState(
+                    source.name,
+                    readable=False,
+                    scanned=True,
+                    ttl=ttl,
+                    error="the scan failed before any document was read",
+                    last_success_at=last_success,
+                    complete=False,
+                )
+                continue
             result.states[source.name] = SourceState(
                 source.name,
                 readable=True,
@@ -244,6 +256,7 @@ class Engine:
                 documents=len(snapshot.documents),
                 ttl=ttl,
                 last_success_at=now,
+                complete=snapshot.complete,
             )
             by_key, by_hash = self.table.identities(source.name)
             assignment = resolve_families(

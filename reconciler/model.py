@@ -158,6 +158,9 @@ class SourceSnapshot:
     documents: tuple[SourceDocument, ...]
     problems: tuple[SourceProblem, ...] = ()
     scanned_at: datetime | None = None
+    #: False when part of the source could not be read (a page of results failed): the
+    #: documents it lacks may still exist, so none of them is taken as deleted.
+    complete: bool = True
 
 
 @dataclass(frozen=True, slots=True)

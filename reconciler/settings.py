@@ -175,22 +175,20 @@ class IndexSettings(_Section):
         return None
 
 
-SourceType = Literal["vault", "git", "confluence", "http", "sql"]
-
-
 class SourceSettings(_Section):
-    """One system of record."""
+    """One system of record. ``type`` names an installed connector (``reconciler connectors``);
+    connector-specific settings go in ``[sources.options]`` and are checked by the connector."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    type: SourceType
+    type: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
     path: str | None = None
+    url: str | None = None
     trigger: Literal["polling", "webhook", "cdc"] = "polling"
     ttl: Duration | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _needs(self) -> SourceSettings:
-        if self.type == "vault" and not self.path:
-            raise ValueError("a vault source needs path")
         if self.ttl is not None and self.trigger != "polling":
             raise ValueError("ttl applies to polling sources only")
         return self
@@ -348,6 +346,11 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> None:
     for source in data.get("sources") or []:
         if isinstance(source, dict) and source.get("path"):
             source["path"] = rel(source["path"])
+        options = source.get("options") if isinstance(source, dict) else None
+        if isinstance(options, dict):  # connector options named *_path, *_dir, *_file
+            for key, value in options.items():
+                if key.endswith(("_path", "_dir", "_file")):
+                    options[key] = rel(value)
 
 
 def _format_loc(loc: tuple[Any, ...]) -> str:
@@ -417,6 +420,7 @@ def load_settings(
     if isinstance(table, dict):
         table.setdefault("url", TableSettings.model_fields["url"].default)
     _resolve_paths(data, base)
+    settings: Settings | None = None
     try:
         settings = Settings.model_validate({**data, "origin": origin})
     except ValidationError as exc:
@@ -434,6 +438,38 @@ def load_settings(
                 message = message[len("Value error, ") :]
             env = env_names.get(loc.replace("[", ".").replace("]", ""))
             problems.append((loc, message + (f" (from {env})" if env else "")))
-    if problems:
+    problems += _connector_problems(data.get("sources"))
+    if problems or settings is None:
         raise ConfigError(problems, origin=origin)
     return settings
+
+
+def _connector_problems(sources: Any) -> list[tuple[str, str]]:
+    """Each source's connector must be installed and accept its settings.
+
+    Sources that already failed validation are skipped (their problems are listed already).
+    """
+    from reconciler.sources import connector_class, installed  # noqa: PLC0415 (cycle)
+
+    problems: list[tuple[str, str]] = []
+    for n, raw in enumerate(sources if isinstance(sources, list) else []):
+        try:
+            source = SourceSettings.model_validate(raw)
+        except ValidationError:
+            continue
+        where = f"sources[{n}]"
+        try:
+            factory = connector_class(source.type)
+        except LookupError:
+            problems.append(
+                (
+                    f"{where}.type",
+                    f"no connector {source.type!r} is installed; installed: "
+                    + ", ".join(sorted(installed())),
+                )
+            )
+            continue
+        check = getattr(factory, "config_problems", None)
+        if check is not None:
+            problems += [(f"{where}.{key}", message) for key, message in check(source)]
+    return problems

@@ -117,6 +117,8 @@ class SourceState:
     error: str | None = None
     ttl: timedelta | None = None
     last_success_at: datetime | None = None
+    #: False when the scan was partial: absent documents are not taken as deleted.
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,11 @@ class Context:
         """Whether the source was read completely in this run."""
         state = self.sources.get(name)
         return state is not None and state.scanned and state.readable
+
+    def source_complete(self, name: str) -> bool:
+        """Whether the source was read completely (absence then means deletion)."""
+        state = self.sources.get(name)
+        return self.source_readable(name) and state is not None and state.complete
 
     def ttl_expired(self, name: str) -> bool:
         """Whether a polling source has gone unread for longer than its TTL."""

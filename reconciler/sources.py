@@ -1,5 +1,10 @@
 """Builds system-of-record connectors from settings, through the ``reconciler.connectors``
-entry points (so third parties can add their own)."""
+entry points (so third parties can add their own).
+
+A connector class offers ``from_settings(settings) -> SystemOfRecord`` and, optionally,
+``config_problems(settings) -> list[(key, message)]`` so a bad source is refused at load time
+together with every other configuration problem.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ ENTRY_POINT_GROUP = "reconciler.connectors"
 BUILTIN = {"vault": "connectors.vault:VaultSource"}
 
 
-def available_connectors() -> dict[str, str]:
+def installed() -> dict[str, str]:
     """Connector type -> ``module:attr`` of every installed connector."""
     found = dict(BUILTIN)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
@@ -24,22 +29,40 @@ def available_connectors() -> dict[str, str]:
     return found
 
 
-def _load(target: str) -> Any:
+def connector_class(kind: str) -> Any:
+    """The connector class registered as ``kind``; LookupError when none is."""
+    target = installed().get(kind)
+    if target is None:
+        raise LookupError(kind)
     module, _, attr = target.partition(":")
     return getattr(import_module(module), attr)
 
 
 def build_source(settings: SourceSettings) -> SystemOfRecord:
     """Instantiate the connector a source's settings name."""
-    target = available_connectors().get(settings.type)
-    if target is None:
+    try:
+        factory = connector_class(settings.type)
+    except LookupError:
         raise ConnectorConfigError(
             f"source {settings.name!r}: no connector of type {settings.type!r} is installed "
-            f"(installed: {', '.join(sorted(available_connectors()))})"
-        )
-    factory = _load(target)
+            f"(installed: {', '.join(sorted(installed()))})"
+        ) from None
     if hasattr(factory, "from_settings"):
         source: SystemOfRecord = factory.from_settings(settings)
     else:
         source = factory(name=settings.name, path=settings.path)
     return source
+
+
+def describe() -> list[dict[str, str]]:
+    """What ``reconciler connectors`` lists."""
+    rows = []
+    for kind, target in sorted(installed().items()):
+        try:
+            factory = connector_class(kind)
+            doc = (factory.__doc__ or "").strip().splitlines()[0] if factory.__doc__ else ""
+            status = "ok"
+        except Exception as exc:  # a broken third-party plug-in must not hide the others
+            doc, status = "", f"cannot load: {exc}"
+        rows.append({"type": kind, "target": target, "status": status, "summary": doc})
+    return rows

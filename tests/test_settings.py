@@ -49,6 +49,7 @@ path = "vault"
         load_settings(path, environ={})
     problems = dict(caught.value.problems)
     assert set(problems) == {"index.colection", "guard.max_changed_fraction", "sources[0].type"}
+    assert problems["sources[0].type"].startswith("no connector 'wiki' is installed")
     assert problems["index.colection"] == "unknown key"
     message = str(caught.value)
     assert "3 problem(s)" in message

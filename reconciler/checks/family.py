@@ -221,7 +221,7 @@ def _missing(view: FamilyView, ctx: Context, judged: set[str]) -> list[Finding]:
         if (
             row.doc_id in judged
             or row.doc_id in view.problems
-            or not ctx.source_readable(row.source)
+            or not ctx.source_complete(row.source)  # a partial scan proves no deletion
             or row.version_state is VersionState.RETIRED
         ):
             continue

@@ -83,6 +83,19 @@ def unreadable_findings(problems: Iterable[SourceProblem], family: str | None) -
 
 def check_source(state: SourceState) -> list[Finding]:
     """A whole source that could not be read: never an empty corpus."""
+    if state.scanned and state.readable and not state.complete:
+        return [
+            Finding(
+                check=CHECK,
+                kind="source_unreadable",
+                severity=Severity.WARNING,
+                family=None,
+                doc_id=None,
+                expected={"source": state.name, "complete": True},
+                actual={"source": state.name, "complete": False, "documents": state.documents},
+                action="none: the scan was partial, so no absent document is taken as deleted",
+            )
+        ]
     if not state.scanned or state.readable:
         return []
     return [
