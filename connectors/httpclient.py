@@ -1,0 +1,128 @@
+"""HTTP hygiene shared by the HTTP connectors: one ``requests.Session`` per connector with
+connect/read timeouts and urllib3 ``Retry`` (429 and 5xx, ``Retry-After`` honoured,
+exponential backoff with jitter, GET only), and every failure mapped once, here, to the
+connector contract's errors: ``SourceUnavailable`` (stop this source, retry later),
+``DocumentUnreadable`` (skip this document), ``ConnectorConfigError`` (fix the config)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class HttpPolicy:
+    """Timeouts and retries of one connector's session."""
+
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    retries: int = 5
+    backoff_factor: float = 0.5
+    backoff_max: float = 30.0
+    backoff_jitter: float = 0.25
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> HttpPolicy:
+        """Read ``connect_timeout``, ``read_timeout``, ``retries``, ``backoff_factor``."""
+        fields = {"connect_timeout", "read_timeout", "retries", "backoff_factor", "backoff_max"}
+        return cls(**{k: options[k] for k in fields if k in options})
+
+
+def make_session(policy: HttpPolicy, *, user_agent: str = "corpus-reconciler") -> requests.Session:
+    """A session that retries idempotent reads and nothing else."""
+    retry = Retry(
+        total=policy.retries,
+        connect=policy.retries,
+        read=policy.retries,
+        status=policy.retries,
+        status_forcelist=sorted(RETRY_STATUSES),
+        allowed_methods=frozenset({"GET", "HEAD"}),
+        backoff_factor=policy.backoff_factor,
+        backoff_max=policy.backoff_max,
+        backoff_jitter=policy.backoff_jitter,
+        respect_retry_after_header=True,
+        raise_on_status=False,  # the last response is returned and mapped below
+    )
+    adapter = HTTPAdapter(max_retries=retry)
+    session = requests.Session()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    session.headers["User-Agent"] = user_agent
+    session.headers["Accept"] = "application/json"
+    return session
+
+
+def redact(url: str) -> str:
+    """A URL safe to log: no user info, no query string (tokens hide there)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def get_json(
+    session: requests.Session,
+    url: str,
+    *,
+    policy: HttpPolicy,
+    params: Mapping[str, Any] | None = None,
+    source: str,
+    document: str | None = None,
+) -> tuple[Any, requests.Response]:
+    """GET a JSON document; map every failure to the contract's error types.
+
+    ``document`` names the one document the request is about: then a 404 or 410 is that
+    document's problem (``DocumentUnreadable``), not the source's.
+    """
+    where = redact(url)
+    try:
+        response = session.get(
+            url, params=params, timeout=(policy.connect_timeout, policy.read_timeout)
+        )
+    except requests.exceptions.RetryError as exc:
+        raise SourceUnavailable(f"{source}: {where} kept failing after retries ({exc})") from None
+    except requests.exceptions.Timeout:
+        raise SourceUnavailable(
+            f"{source}: {where} timed out (connect {policy.connect_timeout}s, read "
+            f"{policy.read_timeout}s); retry later or raise the timeouts"
+        ) from None
+    except requests.exceptions.ConnectionError as exc:
+        raise SourceUnavailable(
+            f"{source}: cannot connect to {where}: {type(exc).__name__}"
+        ) from None
+    except requests.exceptions.RequestException as exc:
+        raise SourceUnavailable(
+            f"{source}: request to {where} failed: {type(exc).__name__}"
+        ) from None
+    status = response.status_code
+    if status in (401, 403):
+        raise ConnectorConfigError(
+            f"{source}: {where} answered {status} ({'unauthorised' if status == 401 else 'forbidden'}): "
+            "check the credentials' environment variable and their permissions"
+        )
+    if status in (404, 410) and document is not None:
+        raise DocumentUnreadable(f"{source}: {document} is gone ({status} at {where})")
+    if status == 404:
+        raise SourceUnavailable(f"{source}: {where} not found (404): check the source's url")
+    if status >= 400:
+        raise SourceUnavailable(f"{source}: {where} answered {status} after retries; retry later")
+    try:
+        return response.json(), response
+    except ValueError:
+        if document is not None:
+            raise DocumentUnreadable(f"{source}: {document}: malformed JSON from {where}") from None
+        raise SourceUnavailable(f"{source}: malformed JSON from {where}") from None
