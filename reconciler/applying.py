@@ -80,8 +80,10 @@ class Applier:
         batch_points: int = 256,
         scroll_batch: int = 1000,
         progress: Callable[[int], None] | None = None,
+        max_pending: int = 100_000,
     ) -> None:
         self.table = table
+        self.max_pending = max_pending
         self.index = index
         self.run_id = run_id
         self.actor = actor
@@ -151,9 +153,18 @@ class Applier:
     # -- payloads --------------------------------------------------------------------------
 
     def _payloads(self, targets: list[PayloadTarget], *, now: datetime) -> None:
+        """Scroll once more, write each document's differing points, grouped per document.
+
+        Points come in id order, not document order, so groups are held until a document's
+        expected count is reached (then they are *ready*); ready groups go out in batches of
+        ``batch_points``. Held points are capped at ``max_pending`` to bound memory.
+        """
         by_doc = {t.doc_id: t for t in targets}
-        pending: dict[tuple[str | None, Any], _Group] = {}
-        size = 0
+        remaining = {t.doc_id: t.points for t in targets}
+        held: dict[str | None, dict[Any, _Group]] = {}
+        held_size = 0
+        ready: list[_Group] = []
+        ready_size = 0
         scanned = 0
         for chunk in self.index.scroll(batch_size=self.scroll_batch):
             scanned += 1
@@ -163,17 +174,29 @@ class Applier:
             if target is None or not needs_write(chunk.payload, target):
                 continue
             before = managed(chunk.payload)
-            key = (chunk.doc_id, normalize(before))
-            group = pending.get(key)
+            groups = held.setdefault(chunk.doc_id, {})
+            key = normalize(before)
+            group = groups.get(key)
             if group is None:
-                group = pending[key] = _Group(target=target, before=before)
+                group = groups[key] = _Group(target=target, before=before)
             group.point_ids.append(chunk.point_id)
-            size += 1
-            if size >= self.batch_points:
-                self._flush(list(pending.values()), now=now)
-                pending, size = {}, 0
-        if pending:
-            self._flush(list(pending.values()), now=now)
+            held_size += 1
+            remaining[chunk.doc_id] -= 1
+            if remaining[chunk.doc_id] <= 0:  # all of this document's points are here
+                done = list(held.pop(chunk.doc_id).values())
+                size = sum(len(g.point_ids) for g in done)
+                held_size -= size
+                ready += done
+                ready_size += size
+            if ready_size >= self.batch_points:
+                self._flush(ready, now=now)
+                ready, ready_size = [], 0
+            if held_size >= self.max_pending:
+                self._flush([g for groups in held.values() for g in groups.values()], now=now)
+                held, held_size = {}, 0
+        rest = ready + [g for groups in held.values() for g in groups.values()]
+        for start in range(0, len(rest), max(self.batch_points, 1)):
+            self._flush(rest[start : start + self.batch_points], now=now)
 
     def _flush(self, groups: list[_Group], *, now: datetime) -> None:
         writes = [

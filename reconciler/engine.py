@@ -28,6 +28,7 @@ from reconciler.checks.payload import check_orphans
 from reconciler.errors import IndexWriteError
 from reconciler.families import resolve_families
 from reconciler.model import (
+    MANAGED_KEYS,
     Document,
     Finding,
     Severity,
@@ -43,6 +44,7 @@ from reconciler.snapshot import (
     FamilyView,
     Shard,
     SourceState,
+    Variant,
     digest,
     expected_variant,
     normalize,
@@ -323,16 +325,23 @@ class Engine:
                 if self.progress is not None and scanned % options.scroll_batch == 0:
                     self.progress("scanned", scanned)
                 entry = expected.get(chunk.doc_id) if chunk.doc_id is not None else None
-                variant = normalize(chunk.payload)
+                payload = chunk.payload
                 if entry is None:
-                    family = chunk.payload.get("doc_family_id")
+                    family = payload.get("doc_family_id")
                     if not options.shard.owns(family if isinstance(family, str) else None):
                         continue
+                # Fast path: a chunk written from payload_for is already canonical, so the
+                # raw values match; only a mismatch pays for normalising (dates parsed).
+                variant: Variant = tuple((key, payload.get(key)) for key in MANAGED_KEYS)
+                matched = entry is not None and digest(variant) == entry[0]
+                if not matched:
+                    variant = normalize(payload)
+                    matched = entry is not None and digest(variant) == entry[0]
                 aggregate = aggregates.get(chunk.doc_id)
                 if aggregate is None:
                     aggregate = aggregates[chunk.doc_id] = ChunkAggregate()
                 aggregate.count += 1
-                if entry is not None and digest(variant) == entry[0]:
+                if matched:
                     aggregate.matching += 1
                 else:
                     aggregate.variants[variant] = aggregate.variants.get(variant, 0) + 1

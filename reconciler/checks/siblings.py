@@ -62,7 +62,9 @@ def check_siblings(view: FamilyView, ctx: Context) -> list[Finding]:
         successor_start, _version, successor = max(later)
         row = rows[doc_id]
         changes: dict[str, object] = {}
-        if row.version_state is not VersionState.SUPERSEDED or row.superseded_by != successor:
+        # A row already superseded keeps its chain (its successor may be an earlier sibling):
+        # only its chunks lag behind, and the planner rewrites them from the row.
+        if row.version_state is not VersionState.SUPERSEDED:
             changes = {
                 "version_state": VersionState.SUPERSEDED,
                 "superseded_by": successor,
@@ -75,13 +77,20 @@ def check_siblings(view: FamilyView, ctx: Context) -> list[Finding]:
                 severity=Severity.CRITICAL,
                 family=view.family,
                 doc_id=doc_id,
-                expected={"version_state": "superseded", "superseded_by": successor},
+                expected={
+                    "version_state": "superseded",
+                    "superseded_by": row.superseded_by if not changes else successor,
+                },
                 actual={
                     "live_chunks_from": start,
                     "sibling": successor,
                     "sibling_from": successor_start,
                 },
-                action=f"supersede by {successor} (table + payloads)",
+                action=(
+                    f"supersede by {successor} (table + payloads)"
+                    if changes
+                    else "rewrite its chunks from the row (already superseded)"
+                ),
                 changes=changes,
             )
         )

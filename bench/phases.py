@@ -1,0 +1,287 @@
+"""One benchmark phase in a fresh process: ``python -m bench.phases PHASE ROOT N [options]``.
+
+Prints one JSON object on its last stdout line: the phase's measurements plus its memory —
+RSS after imports (the baseline), RSS after opening the stores (qdrant-client local mode
+loads the whole collection here), the process peak, and the peak of the phase proper (the
+high-water mark reset after opening, where the kernel allows it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import random
+import sys
+import time
+import tracemalloc
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from qdrant_client import models
+
+from bench import memory
+from bench.corpus import COLLECTION, VERSIONS, Layout, chunk_ids, chunks, documents, drift_targets
+from reconciler.engine import Engine, Guard, Options, Report
+from reconciler.ingesting import point_id_for
+from reconciler.stores.qdrant import QdrantChunkIndex, connect
+from reconciler.stores.sql import SqlDocumentTable
+
+#: The checks that need no system of record (family and hash read the sources).
+CHECKS = frozenset({"payload", "siblings", "dates", "ttl", "index"})
+#: Every run evaluates as of this instant: after every version's effective_from.
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+#: Same page size as the engine's default scroll_batch.
+SCROLL_BATCH = 1000
+#: Families written per build batch (rows + points), so the build streams too.
+BUILD_FAMILIES = 100
+
+PHASES = ("build", "drift", "scroll", "check", "apply", "verify")
+
+warnings.filterwarnings("ignore", message=".*[Ll]ocal mode is not recommended.*")
+
+
+class Stores:
+    """The table and the index of one corpus, opened (and closed) together."""
+
+    def __init__(self, layout: Layout, *, create: bool = False) -> None:
+        self.table = SqlDocumentTable.from_url(layout.table_url)
+        self.table.ensure_schema(create=create)
+        self.index = QdrantChunkIndex(connect(path=layout.qdrant_path), collection=COLLECTION)
+
+    def engine(self) -> Engine:
+        """An engine with no system of record configured."""
+        return Engine(table=self.table, index=self.index, sources=[])
+
+    def close(self) -> None:
+        """Release the local-mode lock and the connection pool."""
+        self.index.close()
+        self.table.close()
+
+
+class Clock:
+    """Best wall-clock and process-CPU seconds over the runs it timed.
+
+    CPU time is what the ratios use: other processes on the same cores stretch wall time
+    but not this process's CPU time.
+    """
+
+    def __init__(self) -> None:
+        self.wall = float("inf")
+        self.cpu = float("inf")
+        self.runs = 0
+
+    def time(self, action: Callable[[], Any]) -> Any:
+        """Run ``action`` once, keep the best times, return its result."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = action()
+        self.wall = min(self.wall, time.perf_counter() - wall)
+        self.cpu = min(self.cpu, time.process_time() - cpu)
+        self.runs += 1
+        return result
+
+    def as_dict(self, prefix: str = "") -> dict[str, Any]:
+        """``{seconds, cpu_seconds, runs}``, keys optionally prefixed."""
+        return {
+            f"{prefix}seconds": self.wall,
+            f"{prefix}cpu_seconds": self.cpu,
+            f"{prefix}runs": self.runs,
+        }
+
+
+def _profile(action: Callable[[], Any], top: int = 25) -> str:
+    profiler = cProfile.Profile()
+    profiler.runcall(action)
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    return out.getvalue()
+
+
+def _heap_peak(action: Callable[[], Any]) -> float:
+    """Peak MiB of Python objects allocated by one more (untimed) run and live at once."""
+    tracemalloc.start()
+    try:
+        action()
+        return tracemalloc.get_traced_memory()[1] / (1024.0 * 1024.0)
+    finally:
+        tracemalloc.stop()
+
+
+def _bare_scroll(index: QdrantChunkIndex) -> int:
+    """Payload-only scroll of the whole collection, as the engine's scan asks for it."""
+    client = index.client
+    selector = models.PayloadSelectorInclude(include=index.keys.managed_paths())
+    offset: models.ExtendedPointId | None = None
+    seen = 0
+    while True:
+        points, offset = client.scroll(
+            COLLECTION,
+            limit=SCROLL_BATCH,
+            offset=offset,
+            with_payload=selector,
+            with_vectors=False,
+        )
+        seen += len(points)
+        if offset is None:
+            return seen
+
+
+def _run(stores: Stores, mode: str, guard: Guard | None = None) -> Report:
+    options = Options(mode=mode, checks=CHECKS, now=NOW, actor="cli", guard=guard or Guard())
+    return stores.engine().run(options)
+
+
+def _kinds(report: Report) -> dict[str, int]:
+    return dict(Counter(f"{f.check}/{f.kind}" for f in report.findings))
+
+
+def build(layout: Layout) -> dict[str, Any]:
+    """Write the rows and points; return counts."""
+    layout.root.mkdir(parents=True, exist_ok=True)
+    stores = Stores(layout, create=True)
+    try:
+        stores.index.ensure_collection(dim=layout.dim)
+        rng = random.Random(layout.seed)
+        rows_iter = documents(layout)
+        clock = Clock()
+
+        def write() -> tuple[int, int]:
+            rows_written = points = 0
+            while batch := list(islice(rows_iter, BUILD_FAMILIES * VERSIONS)):
+                counts = {row.doc_id: len(chunk_ids(row.doc_id)) for row in batch}
+                rows_written += stores.table.upsert_documents(batch, chunk_counts=counts)
+                points += stores.index.upsert_chunks(chunks(layout, batch, rng))
+            return rows_written, points
+
+        rows_written, points = clock.time(write)
+        return {"rows": rows_written, "points": points, **clock.as_dict()}
+    finally:
+        stores.close()
+
+
+def drift(layout: Layout, docs: int) -> dict[str, Any]:
+    """Reset ``version_state`` to current on every chunk of ``docs`` superseded documents."""
+    targets = drift_targets(layout, docs)
+    ids: list[models.ExtendedPointId] = [
+        point_id_for(chunk) for target in targets for chunk in chunk_ids(target)
+    ]
+    stores = Stores(layout)
+    try:
+        client = stores.index.client
+        clock = Clock()
+
+        def reset() -> None:
+            for start in range(0, len(ids), 1000):
+                client.set_payload(
+                    COLLECTION,
+                    payload={"version_state": "current"},
+                    points=ids[start : start + 1000],
+                    wait=True,
+                )
+
+        clock.time(reset)
+        return {"docs": len(targets), "points": len(ids), **clock.as_dict()}
+    finally:
+        stores.close()
+
+
+def measure(phase: str, layout: Layout, *, repeat: int, profile: bool) -> dict[str, Any]:
+    """Open the stores, reset the peak, run one measured phase."""
+    stores = Stores(layout)
+    result: dict[str, Any] = {}
+    try:
+        result["rss_opened"] = memory.rss()
+        result["peak_open"] = memory.peak()
+        result["peak_reset"] = memory.reset_peak()
+        action: Callable[[], Any]
+        clock = Clock()
+        if phase == "scroll":
+            action = lambda: _bare_scroll(stores.index)  # noqa: E731
+            for _ in range(max(repeat, 1)):
+                seen = clock.time(action)
+            result.update(chunks=seen, **clock.as_dict())
+        elif phase in ("check", "verify"):
+            # Interleaved with a bare scroll in the same process, so that load from other
+            # processes hits both sides of the ratio alike.
+            action = lambda: _run(stores, "check")  # noqa: E731
+            scroll = Clock()
+            report: Report | None = None
+            for _ in range(max(repeat, 1)):
+                scroll.time(lambda: _bare_scroll(stores.index))
+                report = clock.time(action)
+            assert report is not None
+            result.update(
+                chunks=report.chunks_scanned,
+                findings=len(report.findings),
+                kinds=_kinds(report),
+                planned=report.plan.counts(),
+                check_seconds=dict(getattr(report, "timings", {})),
+                **clock.as_dict(),
+                **scroll.as_dict("scroll_"),
+            )
+        elif phase == "apply":
+            action = lambda: _run(stores, "apply", Guard(max_changed_fraction=1.0))  # noqa: E731
+            report = clock.time(action)
+            applied = report.applied.counts() if report.applied else {}
+            result.update(
+                chunks=report.chunks_scanned,
+                findings=len(report.findings),
+                kinds=_kinds(report),
+                refused=report.refused,
+                repaired_docs=len({t.doc_id for t in report.plan.payload_targets}),
+                points_written=int(applied.get("points", 0)),
+                rows_written=int(applied.get("table", 0)),
+                payload_operations=int(applied.get("payload", 0)),
+                **clock.as_dict(),
+            )
+        else:
+            raise ValueError(f"unknown phase {phase!r}")
+        result["peak_phase"] = memory.peak()
+        result["peak"] = max(result["peak_open"], result["peak_phase"])
+        if phase != "apply":
+            result["heap_peak"] = _heap_peak(action)
+        if profile and phase in ("scroll", "check"):
+            result["profile"] = _profile(action)
+        return result
+    finally:
+        stores.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one phase and print its JSON result."""
+    parser = argparse.ArgumentParser(prog="python -m bench.phases")
+    parser.add_argument("phase", choices=PHASES)
+    parser.add_argument("root", type=Path)
+    parser.add_argument("size", type=int)
+    parser.add_argument("--dim", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--repair-docs", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    layout = Layout(root=args.root, requested=args.size, dim=args.dim, seed=args.seed)
+    baseline = memory.rss()
+    started = time.perf_counter()
+    if args.phase == "build":
+        result = build(layout)
+    elif args.phase == "drift":
+        result = drift(layout, args.repair_docs)
+    else:
+        result = measure(args.phase, layout, repeat=args.repeat, profile=args.profile)
+    result.setdefault("peak", memory.peak())
+    result.update(phase=args.phase, wall=time.perf_counter() - started, rss_imports=baseline)
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
