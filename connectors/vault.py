@@ -23,108 +23,32 @@ target is scanned under its own path (following it would count the same note twi
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import re
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-from frontmatter.default_handlers import YAMLHandler
-from yaml.constructor import ConstructorError
-from yaml.nodes import MappingNode, Node
-
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
+from connectors.frontmatter import (
+    SUFFIX,
+    Note,
+    NoteRefused,
+    content_hash,
+    parse_note,
+    resolve_links,
+)
 from reconciler.model import (
     ProblemKind,
     SourceDocument,
     SourceProblem,
     SourceSnapshot,
-    VersionState,
-    parse_instant,
 )
 
 __all__ = ["VaultSource"]
 
 log = logging.getLogger(__name__)
-
-_SUFFIX = ".md"
-_HANDLER = YAMLHandler()
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_DIGITS = re.compile(r"[0-9]+")
-_WIKILINK = re.compile(r"\[\[([^\[\]]*)\]\]")
-_LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\n)+")
-
-
-class _StringLoader(yaml.BaseLoader):
-    """``yaml.BaseLoader`` (every scalar stays a string) that knows null and refuses duplicates.
-
-    Only a *plain* ``~``, ``null`` or empty value is null (a quoted ``"null"`` stays a string);
-    nothing else is resolved, so ``0123``, ``no`` and ``2024-01-01`` all arrive as strings.
-    """
-
-    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        seen: set[str] = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node.value, str):
-                if key_node.value in seen:
-                    raise ConstructorError(
-                        "while constructing a mapping",
-                        node.start_mark,
-                        f"found duplicate key {key_node.value!r}",
-                        key_node.start_mark,
-                    )
-                seen.add(key_node.value)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _construct_null(loader: yaml.BaseLoader, node: Node) -> None:
-    return None
-
-
-_StringLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
-)
-_StringLoader.add_constructor("tag:yaml.org,2002:null", _construct_null)
-
-
-class _NoteRefused(Exception):
-    """A note whose identity cannot be known: it becomes a problem, never a document."""
-
-    def __init__(self, kind: ProblemKind, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class _Link:
-    """A raw ``superseded_by`` value: a plain id/path or the target of an Obsidian wikilink."""
-
-    target: str
-    wikilink: bool
-
-
-@dataclass(slots=True)
-class _Note:
-    """One parsed note, before supersession links are resolved across the vault."""
-
-    path: str
-    key: str
-    body: str
-    family: str | None = None
-    version: int | None = None
-    state: VersionState | None = None
-    effective_from: datetime | None = None
-    effective_to: datetime | None = None
-    link: _Link | None = None
-    title: str | None = None
-    doc_class: str | None = None
-    invalid: list[str] = field(default_factory=list)
 
 
 class VaultSource:
@@ -174,19 +98,19 @@ class VaultSource:
         scanned_at = self._clock()
         root = self._root()
         problems: list[SourceProblem] = []
-        notes: list[_Note] = []
+        notes: list[Note] = []
         refused: set[str] = set()
-        kept: dict[str, _Note] = {}
+        kept: dict[str, Note] = {}
         for rel in self._walk(root, problems):
             try:
-                note = _parse_note(rel, _read_bytes(root / rel))
+                note = parse_note(rel, _read_bytes(root / rel))
             except OSError as exc:
                 refused.add(rel)
                 problems.append(
                     self._problem(ProblemKind.UNREADABLE, f"cannot read note: {_reason(exc)}", rel)
                 )
                 continue
-            except _NoteRefused as exc:
+            except NoteRefused as exc:
                 refused.add(rel)
                 problems.append(self._problem(exc.kind, exc.message, rel))
                 continue
@@ -210,13 +134,16 @@ class VaultSource:
             kept[note.key] = note
             notes.append(note)
 
-        successors = self._resolve_links(notes, refused, problems)
+        successors, link_problems = resolve_links(
+            notes, refused, name=self.name, problem=self._problem, place="the vault"
+        )
+        problems.extend(link_problems)
         documents = tuple(
             SourceDocument(
                 source=self.name,
                 source_key=note.key,
                 doc_id=self._doc_id(note.key),
-                content_hash=_content_hash(note.body),
+                content_hash=content_hash(note.body),
                 path=note.path,
                 family=note.family,
                 version=note.version,
@@ -300,7 +227,7 @@ class VaultSource:
                         self._check_link(root, Path(entry.path), rel, problems)
                     elif entry.is_dir(follow_symlinks=False):
                         pending.append((Path(entry.path), rel + "/"))
-                    elif entry.name.endswith(_SUFFIX) and entry.is_file(follow_symlinks=False):
+                    elif entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False):
                         found.append(rel)
                 except OSError as exc:
                     problems.append(
@@ -329,7 +256,7 @@ class VaultSource:
                 "vault %s: skipping symlink %s (its target is scanned itself)", self.name, rel
             )
             return
-        if rel.endswith(_SUFFIX) or target.is_dir():
+        if rel.endswith(SUFFIX) or target.is_dir():
             problems.append(
                 self._problem(
                     ProblemKind.LINK_OUTSIDE_ROOT,
@@ -338,82 +265,6 @@ class VaultSource:
                 )
             )
 
-    # -- supersession ----------------------------------------------------------------------
-
-    def _resolve_links(
-        self, notes: list[_Note], refused: set[str], problems: list[SourceProblem]
-    ) -> dict[str, str]:
-        """Map each note's key to its successor's key; dangling, self and cyclic links dropped."""
-        by_id = {note.key: note.key for note in notes}
-        by_path: dict[str, str] = {}
-        for note in notes:
-            by_path[note.path] = note.key
-            by_path.setdefault(note.path[: -len(_SUFFIX)], note.key)
-        successors: dict[str, str] = {}
-        for note in notes:
-            if note.link is None:
-                continue
-            doc_id = self._doc_id(note.key)
-            key, why = self._resolve(note.link, by_id, by_path, refused)
-            if key is None:
-                problems.append(
-                    self._problem(ProblemKind.DANGLING_SUPERSEDED_BY, why, note.path, doc_id)
-                )
-            elif key == note.key:
-                problems.append(
-                    self._problem(
-                        ProblemKind.SELF_SUPERSESSION,
-                        "superseded_by names the note itself; ignored",
-                        note.path,
-                        doc_id,
-                    )
-                )
-            else:
-                successors[note.key] = key
-        paths = {note.key: note.path for note in notes}
-        for cycle in _cycles(successors):
-            chain = " -> ".join([*cycle, cycle[0]])
-            for key in cycle:
-                del successors[key]
-                problems.append(
-                    self._problem(
-                        ProblemKind.SUPERSESSION_CYCLE,
-                        f"superseded_by forms a cycle ({chain}); ignored",
-                        paths[key],
-                        self._doc_id(key),
-                    )
-                )
-        return successors
-
-    def _resolve(
-        self, link: _Link, by_id: Mapping[str, str], by_path: Mapping[str, str], refused: set[str]
-    ) -> tuple[str | None, str]:
-        """Return (successor key, "") or (None, why it names nothing)."""
-        target = link.target.removeprefix("./")
-        stem = target.removesuffix(_SUFFIX)
-        unqualified = target.removeprefix(f"{self.name}:")  # a full doc_id is accepted too
-        if link.wikilink:  # Obsidian resolves links by path first
-            candidates = [by_path.get(target), by_path.get(stem), by_id.get(target)]
-        else:  # the design says "the successor's path or id": ids first
-            candidates = [by_id.get(target), by_id.get(unqualified)]
-            candidates += [by_path.get(target), by_path.get(stem)]
-        for key in candidates:
-            if key is not None:
-                return key, ""
-        shown = f"[[{link.target}]]" if link.wikilink else repr(link.target)
-        if link.wikilink:
-            # Obsidian resolves [[Name]] and [[folder/Name]] by the end of the path, if unique.
-            matches = sorted(
-                {key for path, key in by_path.items() if path.endswith(f"/{stem}{_SUFFIX}")}
-            )
-            if len(matches) == 1:
-                return matches[0], ""
-            if len(matches) > 1:
-                return None, f"superseded_by {shown} is ambiguous: {', '.join(matches)}; ignored"
-        if f"{stem}{_SUFFIX}" in refused or target in refused:
-            return None, f"superseded_by {shown} names a note that was not taken; ignored"
-        return None, f"superseded_by {shown} names no note in the vault; ignored"
-
     # -- helpers ---------------------------------------------------------------------------
 
     def _read_known(self, source_key: str) -> str | None:
@@ -421,8 +272,8 @@ class VaultSource:
         if rel is None:
             return None
         try:
-            note = _parse_note(rel, _read_bytes(self.path / rel))
-        except (OSError, _NoteRefused):
+            note = parse_note(rel, _read_bytes(self.path / rel))
+        except (OSError, NoteRefused):
             return None
         return note.body if note.key == source_key else None
 
@@ -436,7 +287,7 @@ class VaultSource:
         if doc_id is not None:
             key: str | None = doc_id[len(self.name) + 1 :]
         else:  # a refused note: its default id, which matches its row unless it declared one
-            key = path[: -len(_SUFFIX)] if path and path.endswith(_SUFFIX) else None
+            key = path[: -len(SUFFIX)] if path and path.endswith(SUFFIX) else None
         return SourceProblem(
             source=self.name, kind=kind, message=message, path=path, doc_id=doc_id, source_key=key
         )
@@ -452,162 +303,7 @@ def _read_bytes(path: Path) -> bytes:
         return handle.read()
 
 
-def _parse_note(rel: str, data: bytes) -> _Note:
-    """Parse one note; raise _NoteRefused when its identity cannot be known."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _NoteRefused(
-            ProblemKind.UNDECODABLE, f"not UTF-8 (byte {exc.start}: {exc.reason})"
-        ) from exc
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    meta, body = _split(text)
-    default_key = rel.removesuffix(_SUFFIX)
-    raw_id = meta.get("id")
-    if raw_id is not None and not isinstance(raw_id, str):
-        raise _NoteRefused(
-            ProblemKind.INVALID_FIELD, f"id must be a string, got {_shown(raw_id)}; note ignored"
-        )
-    key = raw_id.strip() if raw_id is not None and raw_id.strip() else default_key
-    note = _Note(path=rel, key=key, body=body)
-    note.family = _text(meta, "family", note.invalid)
-    note.title = _text(meta, "title", note.invalid)
-    note.doc_class = _text(meta, "doc_class", note.invalid)
-    note.version = _version(meta, note.invalid)
-    note.state = _state(meta, note.invalid)
-    note.effective_from = _instant(meta, "effective_from", note.invalid)
-    note.effective_to = _instant(meta, "effective_to", note.invalid)
-    note.link = _link(meta, note.invalid)
-    return note
-
-
-def _split(text: str) -> tuple[dict[str, Any], str]:
-    """Return (frontmatter mapping, normalised body); a note without frontmatter has ``{}``."""
-    if not _HANDLER.detect(text):
-        return {}, _normalise_body(text)
-    try:
-        raw, content = _HANDLER.split(text)
-    except ValueError as exc:
-        raise _NoteRefused(
-            ProblemKind.INVALID_FRONTMATTER, "frontmatter opened with '---' is never closed"
-        ) from exc
-    try:
-        loaded = yaml.load(raw, Loader=_StringLoader)  # strings and None only: safe
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise _NoteRefused(
-            ProblemKind.INVALID_FRONTMATTER, f"frontmatter is not valid YAML: {_one_line(exc)}"
-        ) from exc
-    if loaded is None:
-        loaded = {}
-    if not isinstance(loaded, dict):
-        raise _NoteRefused(
-            ProblemKind.FRONTMATTER_NOT_MAPPING,
-            f"frontmatter must be a mapping of keys to values, got a {_kind(loaded)}",
-        )
-    return loaded, _normalise_body(content)
-
-
-def _normalise_body(text: str) -> str:
-    """Drop leading blank lines and trailing whitespace: neither is an edit of the content."""
-    return _LEADING_BLANK_LINES.sub("", text).rstrip()
-
-
-def _content_hash(body: str) -> str:
-    return "sha256:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
-
-
-def _text(meta: Mapping[str, Any], key: str, invalid: list[str]) -> str | None:
-    value = meta.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        invalid.append(f"{key} must be a single value, got {_shown(value)}; taken as absent")
-        return None
-    return value.strip() or None
-
-
-def _version(meta: Mapping[str, Any], invalid: list[str]) -> int | None:
-    value = _text(meta, "version", invalid)
-    if value is None:
-        return None
-    if not _DIGITS.fullmatch(value):
-        invalid.append(f"version must be a non-negative integer, got {value!r}; taken as absent")
-        return None
-    return int(value)
-
-
-def _state(meta: Mapping[str, Any], invalid: list[str]) -> VersionState | None:
-    value = _text(meta, "status", invalid)
-    if value is None:
-        return None
-    try:
-        return VersionState(value.lower())
-    except ValueError:
-        allowed = "|".join(state.value for state in VersionState)
-        invalid.append(f"status must be one of {allowed}, got {value!r}; taken as absent")
-        return None
-
-
-def _instant(meta: Mapping[str, Any], key: str, invalid: list[str]) -> datetime | None:
-    value = _text(meta, key, invalid)
-    if value is None:
-        return None
-    try:
-        if _DATE.fullmatch(value):
-            return datetime.fromisoformat(value).replace(tzinfo=UTC)
-        return parse_instant(value)
-    except (ValueError, OverflowError):
-        invalid.append(
-            f"{key} must be a date or an ISO 8601 date-time, got {value!r}; taken as absent"
-        )
-        return None
-
-
-def _link(meta: Mapping[str, Any], invalid: list[str]) -> _Link | None:
-    value = meta.get("superseded_by")
-    # Obsidian list properties and unquoted wikilinks (YAML reads [[Name]] as a nested list).
-    while isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if value is None or value == []:
-        return None
-    if not isinstance(value, str):
-        invalid.append(
-            f"superseded_by must name one note, got {_shown(meta['superseded_by'])}; "
-            "taken as absent"
-        )
-        return None
-    text = value.strip()
-    if not text:
-        return None
-    nested = isinstance(meta["superseded_by"], list) and isinstance(meta["superseded_by"][0], list)
-    match = _WIKILINK.fullmatch(text)
-    if match is None and not nested:
-        return _Link(text, wikilink=False)
-    inner = match.group(1) if match is not None else text
-    target = re.split(r"[|#^]", inner, maxsplit=1)[0].strip()
-    if not target:
-        invalid.append(f"superseded_by {text!r} is an empty wikilink; taken as absent")
-        return None
-    return _Link(target, wikilink=True)
-
-
 # -- small helpers -------------------------------------------------------------------------
-
-
-def _cycles(successors: Mapping[str, str]) -> Iterator[list[str]]:
-    """Yield every cycle of a graph where each node has at most one successor, in key order."""
-    done: set[str] = set()
-    for start in sorted(successors):
-        trail: list[str] = []
-        on_trail: set[str] = set()
-        node: str | None = start
-        while node is not None and node not in done and node not in on_trail:
-            trail.append(node)
-            on_trail.add(node)
-            node = successors.get(node)
-        if node is not None and node in on_trail:
-            yield trail[trail.index(node) :]
-        done.update(trail)
 
 
 def _reason(exc: OSError) -> str:
@@ -616,17 +312,3 @@ def _reason(exc: OSError) -> str:
 
 def _printable(rel: str) -> str:
     return rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def _one_line(exc: Exception) -> str:
-    text = " ".join(str(exc).split()) or exc.__class__.__name__
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _kind(value: object) -> str:
-    return "list" if isinstance(value, list) else "mapping" if isinstance(value, dict) else "scalar"
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,1060 @@
+"""The system of record for Confluence: Cloud (REST v2) and Data Center / Server (REST v1).
+
+One page is one document. The page id is its identity (doc id ``<source>:<page id>``): it
+survives moves and renames. What each page declares:
+
+- ``version``: the Confluence version number; ``effective_from``: the ``effective_from`` content
+  property when present, else the date of the page's current version; ``effective_to`` and
+  ``doc_class`` from content properties of those names when present;
+- state from the page status: ``current`` -> current, ``archived`` -> retired, ``trashed`` ->
+  retired (listed on purpose, so a page moved to the trash is retired at once rather than after
+  the missing-in-source grace), ``draft`` -> draft;
+- supersession: the supersession label (default ``superseded``) *and* the successor content
+  property (default ``superseded_by``) naming the successor page id. The label is the
+  declaration, the property its pointer: a label without a usable pointer, a pointer to a page
+  not in scope, to the page itself or round a cycle is a ``SourceProblem`` and the page keeps the
+  state its status gives; a property without the label is ignored (removing the label undoes a
+  supersession);
+- ``content_hash``: sha256 of the storage-format body, exactly as Confluence returns it.
+
+Failures are never read as deletions (connectors/base.py): a listing request that fails once
+nothing is read raises ``SourceUnavailable``; one that fails later ends the scan with the pages
+read so far, ``complete=False`` and an ``UNREADABLE`` problem naming what failed; a page whose
+own request (properties, labels) answers 404 is that page's ``UNREADABLE`` problem and the scan
+goes on. 401/403 raise ``ConnectorConfigError`` naming the token's environment variable, never
+its value. Requests go through one session per connector (connectors/httpclient.py): timeouts,
+retries of 429/5xx honouring ``Retry-After``, GET only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urljoin, urlsplit
+
+import requests
+from requests.auth import AuthBase, HTTPBasicAuth
+
+from connectors.base import (
+    ConnectorConfigError,
+    ConnectorError,
+    DocumentUnreadable,
+    SourceUnavailable,
+)
+from connectors.httpclient import HttpPolicy, get_json, make_session, redact
+from reconciler.model import (
+    ProblemKind,
+    SourceDocument,
+    SourceProblem,
+    SourceSnapshot,
+    VersionState,
+    parse_instant,
+)
+
+__all__ = ["ConfluenceSource"]
+
+log = logging.getLogger(__name__)
+
+FLAVORS = ("cloud", "datacenter")
+#: Page status -> declared state. Anything else is an ``INVALID_FIELD`` problem (state unknown).
+STATUS_STATES: Mapping[str, VersionState] = {
+    "current": VersionState.CURRENT,
+    "archived": VersionState.RETIRED,
+    "trashed": VersionState.RETIRED,
+    "deleted": VersionState.RETIRED,
+    "draft": VersionState.DRAFT,
+}
+#: Statuses listed by default. Data Center lists ``archived`` only when asked (older servers
+#: reject the status); an unlisted archived page is retired after the missing-in-source grace.
+DEFAULT_STATUSES: Mapping[str, tuple[str, ...]] = {
+    "cloud": ("current", "archived", "trashed"),
+    "datacenter": ("current", "trashed"),
+}
+_LISTABLE = frozenset(STATUS_STATES)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_PREFIX = "RECONCILER_"
+_PAGE_ID = re.compile(r"[0-9]+")
+_PAGE_URL = re.compile(r"/pages/([0-9]+)(?:[/?#]|$)")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DC_EXPAND = "version,history,ancestors,metadata.labels,body.storage,space"
+_POLICY_OPTIONS = (
+    "connect_timeout",
+    "read_timeout",
+    "retries",
+    "backoff_factor",
+    "backoff_max",
+    "backoff_jitter",
+)
+_OPTIONS = frozenset(
+    {
+        "flavor",
+        "spaces",
+        "cql",
+        "username_env",
+        "token_env",
+        "supersession_label",
+        "successor_property",
+        "effective_from_property",
+        "statuses",
+        "page_size",
+        *_POLICY_OPTIONS,
+    }
+)
+
+
+class _Bearer(AuthBase):
+    """``Authorization: Bearer`` with a Data Center personal access token."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = f"Bearer {self._token}"
+        return request
+
+    def __repr__(self) -> str:
+        return "_Bearer(<redacted>)"
+
+
+@dataclass(slots=True)
+class _Page:
+    """One listed page, before its properties are read."""
+
+    id: str
+    status: str
+    title: str | None
+    path: str
+    body: str | None
+    version: int | None
+    version_at: datetime | None
+    labels: frozenset[str] | None  # None: not in the listing (Cloud), read per page
+    invalid: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Draft:
+    """One page's declaration, before successors are resolved across the scan."""
+
+    page: _Page
+    state: VersionState | None
+    effective_from: datetime | None
+    effective_to: datetime | None
+    doc_class: str | None
+    labelled: bool
+    successor: str | None  # the successor's page id, as the property names it
+
+
+class _Partial(Exception):
+    """The scan stops here: what was read so far is returned, marked incomplete."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfluenceSource:
+    """Confluence pages (Cloud REST v2 or Data Center REST v1), one document per page."""
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        *,
+        flavor: str,
+        token_env: str,
+        username_env: str | None = None,
+        spaces: Sequence[str] = (),
+        cql: str | None = None,
+        supersession_label: str = "superseded",
+        successor_property: str = "superseded_by",
+        effective_from_property: str = "effective_from",
+        statuses: Sequence[str] | None = None,
+        page_size: int = 50,
+        policy: HttpPolicy | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if flavor not in FLAVORS:
+            raise ConnectorConfigError(f"confluence {name!r}: flavor must be cloud or datacenter")
+        self.name = name
+        self.flavor = flavor
+        self.token_env = token_env
+        self.username_env = username_env
+        self.spaces = tuple(spaces)
+        self.cql = cql
+        self.supersession_label = supersession_label.strip().lower()
+        self.successor_property = successor_property
+        self.effective_from_property = effective_from_property
+        self.statuses = tuple(statuses) if statuses else DEFAULT_STATUSES[flavor]
+        self.page_size = page_size
+        self.policy = policy or HttpPolicy()
+        self._clock = clock or (lambda: datetime.now(UTC))
+        base = url.rstrip("/")
+        if flavor == "cloud":
+            self._site = base.removesuffix("/wiki")
+            self._api = f"{self._site}/wiki/api/v2"
+        else:
+            self._site = base
+            self._api = f"{base}/rest/api"
+        parts = urlsplit(base)
+        self._origin = f"{parts.scheme}://{parts.netloc}".lower()
+        self._session = make_session(self.policy)
+        self._statuses_seen: dict[str, str] = {}  # page id -> status, from the last scan
+
+    def __repr__(self) -> str:
+        return (
+            f"ConfluenceSource(name={self.name!r}, flavor={self.flavor!r}, "
+            f"url={redact(self._site)!r}, token_env={self.token_env!r})"
+        )
+
+    def close(self) -> None:
+        """Release the HTTP session's connections."""
+        self._session.close()
+
+    # -- configuration ---------------------------------------------------------------------
+
+    @classmethod
+    def config_problems(cls, settings: Any) -> list[tuple[str, str]]:
+        """What is wrong with a confluence source's settings (checked when the config loads)."""
+        problems: list[tuple[str, str]] = []
+        if settings.path:
+            problems.append(("path", "a confluence source is reached by url, not path"))
+        url = settings.url
+        if not url:
+            problems.append(("url", "a confluence source needs url (the site's base URL)"))
+        else:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                problems.append(("url", "an http(s):// URL such as https://example.atlassian.net"))
+            if parts.username or parts.password:
+                problems.append(
+                    ("url", "credentials never go in the URL; name variables in options")
+                )
+            if parts.query or parts.fragment:
+                problems.append(("url", "the base URL takes no query string or fragment"))
+        options: Mapping[str, Any] = settings.options
+        flavor = options.get("flavor")
+        if flavor not in FLAVORS:
+            problems.append(("options.flavor", "cloud or datacenter (Data Center and Server)"))
+        for key in sorted(options):
+            if key not in _OPTIONS:
+                hint = (
+                    "secrets are never read from the config file; name an environment variable "
+                    "in options.token_env"
+                    if key in ("token", "password", "api_token", "secret")
+                    else "unknown option for a confluence source"
+                )
+                problems.append((f"options.{key}", hint))
+        spaces = options.get("spaces")
+        if spaces is not None and (
+            not isinstance(spaces, list)
+            or not spaces
+            or not all(isinstance(s, str) and s.strip() for s in spaces)
+        ):
+            problems.append(("options.spaces", "a non-empty list of space keys"))
+        cql = options.get("cql")
+        if cql is not None and (not isinstance(cql, str) or not cql.strip()):
+            problems.append(("options.cql", "a CQL query string"))
+        if flavor == "cloud" and cql is not None:
+            problems.append(
+                ("options.cql", "CQL scope is for datacenter; on cloud list options.spaces")
+            )
+        if spaces is None and (cql is None or flavor == "cloud"):
+            problems.append(
+                (
+                    "options.spaces",
+                    "name the scope: options.spaces (space keys)"
+                    + (" and/or options.cql" if flavor == "datacenter" else ""),
+                )
+            )
+        problems += _variable_problems(options.get("token_env"), "options.token_env")
+        if flavor == "cloud":
+            problems += _variable_problems(options.get("username_env"), "options.username_env")
+        elif flavor == "datacenter" and "username_env" in options:
+            problems.append(
+                (
+                    "options.username_env",
+                    "datacenter authenticates with a personal access token (bearer); "
+                    "only options.token_env is used",
+                )
+            )
+        for key in ("supersession_label", "successor_property", "effective_from_property"):
+            value = options.get(key)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                problems.append((f"options.{key}", "a non-empty string"))
+        statuses = options.get("statuses")
+        if statuses is not None and (
+            not isinstance(statuses, list)
+            or "current" not in statuses
+            or not all(s in _LISTABLE for s in statuses)
+        ):
+            problems.append(
+                (
+                    "options.statuses",
+                    "a list of page statuses including current, from "
+                    + ", ".join(sorted(_LISTABLE)),
+                )
+            )
+        page_size = options.get("page_size")
+        if page_size is not None and not (
+            _number(page_size, integer=True) and 1 <= page_size <= 250
+        ):
+            problems.append(("options.page_size", "an integer from 1 to 250"))
+        for key in _POLICY_OPTIONS:
+            value = options.get(key)
+            if value is None:
+                continue
+            if key == "retries":
+                if not (_number(value, integer=True) and value >= 0):
+                    problems.append((f"options.{key}", "a non-negative integer"))
+            elif key.endswith("_timeout"):
+                if not (_number(value) and value > 0):
+                    problems.append((f"options.{key}", "a positive number of seconds"))
+            elif not (_number(value) and value >= 0):
+                problems.append((f"options.{key}", "a non-negative number"))
+        return problems
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ConfluenceSource:
+        """Build from a ``[[sources]]`` entry (type "confluence")."""
+        problems = cls.config_problems(settings)
+        if problems:
+            raise ConnectorConfigError(
+                f"source {settings.name!r}: " + "; ".join(f"{k}: {m}" for k, m in problems)
+            )
+        options: Mapping[str, Any] = settings.options
+        policy = HttpPolicy.from_options(options)
+        if "backoff_jitter" in options:
+            policy = dataclasses.replace(policy, backoff_jitter=options["backoff_jitter"])
+        return cls(
+            settings.name,
+            settings.url,
+            flavor=options["flavor"],
+            token_env=options["token_env"],
+            username_env=options.get("username_env"),
+            spaces=[s.strip() for s in options.get("spaces") or ()],
+            cql=options.get("cql"),
+            supersession_label=options.get("supersession_label", "superseded"),
+            successor_property=options.get("successor_property", "superseded_by"),
+            effective_from_property=options.get("effective_from_property", "effective_from"),
+            statuses=options.get("statuses"),
+            page_size=options.get("page_size", 50),
+            policy=policy,
+        )
+
+    # -- the SystemOfRecord contract -------------------------------------------------------
+
+    def scan(self) -> SourceSnapshot:
+        """List every page in scope with its properties; partial scans say so."""
+        scanned_at = self._clock()
+        self._authenticate()
+        problems: list[SourceProblem] = []
+        pages: list[_Page] = []
+        failure: str | None = None
+        complete = True
+        try:
+            seen: set[str] = set()
+            for page in self._list_pages(problems):
+                if page is None:  # an entry without an id: it could be any page
+                    complete = False
+                elif page.id not in seen:  # offset paging may repeat an entry; keep the first
+                    seen.add(page.id)
+                    pages.append(page)
+        except _Partial as exc:
+            failure = exc.message
+
+        drafts: list[_Draft] = []
+        unreadable: set[str] = set()
+        for page in pages:
+            try:
+                draft = self._declare(page, problems)
+            except DocumentUnreadable as exc:
+                unreadable.add(page.id)
+                problems.append(self._problem(ProblemKind.UNREADABLE, str(exc), page))
+                continue
+            except SourceUnavailable as exc:
+                failure = f"reading page {page.id} failed: {exc}"
+                break
+            drafts.append(draft)
+
+        if failure is not None:
+            complete = False
+            if not drafts:
+                raise SourceUnavailable(failure)
+            log.warning(
+                "confluence %s: partial scan (%d page(s) read): %s",
+                self.name,
+                len(drafts),
+                failure,
+            )
+            problems.append(
+                SourceProblem(
+                    source=self.name,
+                    kind=ProblemKind.UNREADABLE,
+                    message=f"partial scan, absent pages are not taken as deleted: {failure}",
+                    path=redact(self._api),
+                )
+            )
+        documents = self._resolve(drafts, problems, complete=complete, unreadable=unreadable)
+        self._statuses_seen = {d.page.id: d.page.status for d in drafts}
+        log.debug(
+            "confluence %s: %d document(s), %d problem(s), complete=%s",
+            self.name,
+            len(documents),
+            len(problems),
+            complete,
+        )
+        return SourceSnapshot(
+            source=self.name,
+            documents=tuple(documents),
+            problems=tuple(problems),
+            scanned_at=scanned_at,
+            complete=complete,
+        )
+
+    def read_body(self, source_key: str) -> str:
+        """The page's storage-format body (XHTML), as hashed by the scan."""
+        if not _PAGE_ID.fullmatch(source_key):
+            raise DocumentUnreadable(
+                f"confluence {self.name!r}: {source_key!r} is not a Confluence page id"
+            )
+        self._authenticate()
+        if self.flavor == "cloud":
+            url = f"{self._api}/pages/{source_key}"
+            params: dict[str, Any] = {"body-format": "storage"}
+        else:
+            url = f"{self._api}/content/{source_key}"
+            params = {
+                "expand": "body.storage",
+                "status": self._statuses_seen.get(source_key, "current"),
+            }
+        try:
+            data = self._get(url, params, document=f"page {source_key}")
+        except SourceUnavailable as exc:
+            raise DocumentUnreadable(str(exc)) from None
+        body = _storage_body(data)
+        if body is None:
+            raise DocumentUnreadable(
+                f"confluence {self.name!r}: page {source_key} has no storage-format body"
+            )
+        return body
+
+    # -- listing ---------------------------------------------------------------------------
+
+    def _list_pages(self, problems: list[SourceProblem]) -> Iterator[_Page | None]:
+        """Every page in scope (None for an entry without an id); _Partial when a page fails.
+
+        Resolving the scope (space keys) is not wrapped: failing there, nothing was read, and
+        ``SourceUnavailable`` / ``ConnectorConfigError`` reach the caller as they are.
+        """
+        if self.flavor == "cloud":
+            spaces = self._cloud_spaces()
+            for key, space_id in spaces.items():
+                for status in self.statuses:
+                    params = {
+                        "space-id": space_id,
+                        "status": status,
+                        "body-format": "storage",
+                        "limit": self.page_size,
+                    }
+                    what = f"pages of space {key} (status {status})"
+                    for raw in self._listing(
+                        self._cursor_pages, f"{self._api}/pages", params, what
+                    ):
+                        yield self._cloud_page(raw, key, problems)
+            return
+        scopes: list[tuple[str, str, dict[str, Any]]] = []
+        if self.cql is not None:
+            cql = f"type = page AND ({self.cql})"
+            if self.spaces:
+                keys = ", ".join(f'"{key}"' for key in self.spaces)
+                cql = f"space IN ({keys}) AND {cql}"
+            scopes.append(
+                (f"CQL {cql!r}", f"{self._api}/content/search", {"cql": cql, "expand": _DC_EXPAND})
+            )
+        else:
+            for key in self.spaces:
+                self._dc_space(key)
+                for status in self.statuses:
+                    params = {
+                        "type": "page",
+                        "spaceKey": key,
+                        "status": status,
+                        "expand": _DC_EXPAND,
+                    }
+                    scopes.append(
+                        (f"pages of space {key} (status {status})", f"{self._api}/content", params)
+                    )
+        for what, url, params in scopes:
+            for raw in self._listing(self._offset_pages, url, params, what):
+                yield self._dc_page(raw, problems)
+
+    def _listing(
+        self,
+        pager: Callable[[str, dict[str, Any]], Iterator[list[Any]]],
+        url: str,
+        params: dict[str, Any],
+        what: str,
+    ) -> Iterator[Any]:
+        """Entries of one paged listing; a failing page of it raises _Partial."""
+        read = 0
+        try:
+            for entries in pager(url, params):
+                read += 1
+                yield from entries
+        except SourceUnavailable as exc:
+            raise _Partial(
+                f"listing {what} failed after {read} page(s) of results: {exc}"
+            ) from None
+
+    def _cloud_spaces(self) -> dict[str, str]:
+        """Space key -> space id; a key that does not resolve is a configuration error."""
+        found: dict[str, str] = {}
+        params = {"keys": ",".join(self.spaces), "limit": 250}
+        for entries in self._cursor_pages(f"{self._api}/spaces", params):
+            for entry in entries:
+                if isinstance(entry, dict) and entry.get("key") in self.spaces:
+                    space_id = _identifier(entry.get("id"))
+                    if space_id is not None:
+                        found[entry["key"]] = space_id
+        missing = [key for key in self.spaces if key not in found]
+        if missing:
+            raise ConnectorConfigError(
+                f"confluence {self.name!r}: space(s) {', '.join(missing)} not found or not "
+                f"visible with the token in {self.token_env}: fix options.spaces or the "
+                "token's permissions"
+            )
+        return {key: found[key] for key in self.spaces}
+
+    def _dc_space(self, key: str) -> None:
+        """Refuse a space that does not exist: its pages would look deleted."""
+        try:
+            self._get(f"{self._api}/space/{quote(key, safe='')}", {}, document=f"space {key}")
+        except DocumentUnreadable:
+            raise ConnectorConfigError(
+                f"confluence {self.name!r}: space {key} not found or not visible with the "
+                f"token in {self.token_env}: fix options.spaces or the token's permissions"
+            ) from None
+
+    def _cursor_pages(
+        self, url: str, params: dict[str, Any], document: str | None = None
+    ) -> Iterator[list[Any]]:
+        """Cloud v2 cursor paging: the ``Link: <...>; rel="next"`` header, else ``_links.next``."""
+        seen: set[str] = set()
+        next_url: str | None = url
+        next_params: dict[str, Any] | None = params
+        while next_url is not None:
+            data, response = self._get_with_response(next_url, next_params, document=document)
+            yield _results(data, redact(next_url), document)
+            link = response.links.get("next", {}).get("url") or _next_link(data)
+            if not link:
+                return
+            next_url, next_params = self._follow(link), None
+            if next_url in seen:
+                raise _error(document)(
+                    f"confluence {self.name!r}: the next-page link repeats ({redact(next_url)})"
+                )
+            seen.add(next_url)
+
+    def _offset_pages(
+        self, url: str, params: dict[str, Any], document: str | None = None
+    ) -> Iterator[list[Any]]:
+        """Data Center start/limit paging: go on while ``_links.next`` is present."""
+        start = 0
+        while True:
+            data = self._get(url, {**params, "start": start, "limit": self.page_size}, document)
+            entries = _results(data, redact(url), document)
+            yield entries
+            if not entries or not _next_link(data):
+                return
+            size = data.get("size")
+            start += size if _number(size, integer=True) and size > 0 else len(entries)
+
+    def _follow(self, link: str) -> str:
+        """Resolve a next-page link; never send the credentials to another site."""
+        target = urljoin(self._origin + "/", link)
+        parts = urlsplit(target)
+        if f"{parts.scheme}://{parts.netloc}".lower() != self._origin:
+            raise SourceUnavailable(
+                f"confluence {self.name!r}: a next-page link points off the site "
+                f"({redact(target)}); not followed"
+            )
+        return target
+
+    # -- one page --------------------------------------------------------------------------
+
+    def _cloud_page(self, raw: Any, space: str, problems: list[SourceProblem]) -> _Page | None:
+        page_id = _identifier(raw.get("id")) if isinstance(raw, dict) else None
+        if page_id is None:
+            problems.append(self._loose("a listed page has no usable id; scan marked partial"))
+            return None
+        version = raw.get("version") if isinstance(raw.get("version"), dict) else {}
+        title = raw.get("title") if isinstance(raw.get("title"), str) else None
+        return self._page(
+            page_id,
+            raw.get("status"),
+            title,
+            f"{space}/{title or page_id}",
+            _storage_body(raw),
+            version.get("number"),
+            version.get("createdAt"),
+            None,
+        )
+
+    def _dc_page(self, raw: Any, problems: list[SourceProblem]) -> _Page | None:
+        page_id = _identifier(raw.get("id")) if isinstance(raw, dict) else None
+        if page_id is None:
+            problems.append(self._loose("a listed page has no usable id; scan marked partial"))
+            return None
+        version = raw.get("version") if isinstance(raw.get("version"), dict) else {}
+        title = raw.get("title") if isinstance(raw.get("title"), str) else None
+        space = _dig(raw, "space", "key")
+        ancestors = raw.get("ancestors") if isinstance(raw.get("ancestors"), list) else []
+        trail = [
+            a["title"] for a in ancestors if isinstance(a, dict) and isinstance(a.get("title"), str)
+        ]
+        path = "/".join([space if isinstance(space, str) else "?", *trail, title or page_id])
+        labels = _dig(raw, "metadata", "labels", "results")
+        return self._page(
+            page_id,
+            raw.get("status"),
+            title,
+            path,
+            _storage_body(raw),
+            version.get("number"),
+            version.get("when"),
+            _label_names(labels) if isinstance(labels, list) else frozenset(),
+        )
+
+    def _page(
+        self,
+        page_id: str,
+        status: Any,
+        title: str | None,
+        path: str,
+        body: str | None,
+        number: Any,
+        when: Any,
+        labels: frozenset[str] | None,
+    ) -> _Page:
+        page = _Page(
+            id=page_id,
+            status=status if isinstance(status, str) else "",
+            title=title,
+            path=path,
+            body=body,
+            version=None,
+            version_at=None,
+            labels=labels,
+        )
+        if _number(number, integer=True) and number >= 0:
+            page.version = number
+        else:
+            page.invalid.append(
+                f"version number missing or invalid ({_shown(number)}); taken as absent"
+            )
+        if isinstance(when, str):
+            try:
+                page.version_at = parse_instant(when)
+            except ValueError:
+                page.invalid.append(f"version date {when!r} is not ISO 8601; taken as absent")
+        return page
+
+    def _declare(self, page: _Page, problems: list[SourceProblem]) -> _Draft:
+        """Read a page's labels and properties; DocumentUnreadable when its requests 404."""
+        if page.body is None:
+            raise DocumentUnreadable(
+                f"confluence {self.name!r}: page {page.id} came without a storage-format body"
+            )
+        doc_id = self._doc_id(page.id)
+        for message in page.invalid:
+            problems.append(self._problem(ProblemKind.INVALID_FIELD, message, page, doc_id))
+        state = STATUS_STATES.get(page.status)
+        if state is None:
+            problems.append(
+                self._problem(
+                    ProblemKind.INVALID_FIELD,
+                    f"page status {page.status!r} is not one of {', '.join(STATUS_STATES)}; "
+                    "state taken as unknown",
+                    page,
+                    doc_id,
+                )
+            )
+        draft = _Draft(
+            page=page,
+            state=state,
+            effective_from=page.version_at,
+            effective_to=None,
+            doc_class=None,
+            labelled=False,
+            successor=None,
+        )
+        if page.status == "trashed":
+            return draft  # retired whatever it declares; its properties may not be readable
+        labels = page.labels if page.labels is not None else self._cloud_labels(page.id)
+        properties = self._properties(page.id)
+        invalid: list[str] = []
+        declared_from = _instant(properties, self.effective_from_property, invalid)
+        if declared_from is not None:
+            draft.effective_from = declared_from
+        draft.effective_to = _instant(properties, "effective_to", invalid)
+        draft.doc_class = _property_text(properties, "doc_class", invalid)
+        draft.labelled = self.supersession_label in labels
+        if draft.labelled:
+            if self.successor_property not in properties:
+                invalid.append(
+                    f"labelled {self.supersession_label!r} but has no "
+                    f"{self.successor_property!r} property naming its successor; "
+                    "supersession ignored"
+                )
+            else:
+                draft.successor = self._successor(properties[self.successor_property], invalid)
+        problems.extend(
+            self._problem(ProblemKind.INVALID_FIELD, message, page, doc_id) for message in invalid
+        )
+        return draft
+
+    def _cloud_labels(self, page_id: str) -> frozenset[str]:
+        names: set[str] = set()
+        for entries in self._cursor_pages(
+            f"{self._api}/pages/{page_id}/labels", {"limit": 250}, f"page {page_id}"
+        ):
+            names |= _label_names(entries)
+        return frozenset(names)
+
+    def _properties(self, page_id: str) -> dict[str, Any]:
+        """Content property key -> value (JSON) of one page."""
+        document = f"page {page_id}"
+        if self.flavor == "cloud":
+            pages = self._cursor_pages(
+                f"{self._api}/pages/{page_id}/properties", {"limit": 250}, document
+            )
+        else:
+            pages = self._offset_pages(f"{self._api}/content/{page_id}/property", {}, document)
+        found: dict[str, Any] = {}
+        for entries in pages:
+            for entry in entries:
+                if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+                    found.setdefault(entry["key"], entry.get("value"))
+        return found
+
+    def _successor(self, value: Any, invalid: list[str]) -> str | None:
+        """The page id a successor property names: an id, ``<source>:<id>``, a page URL."""
+        raw = value
+        if isinstance(value, dict):
+            value = value.get("id", value.get("value"))
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return str(value)
+        if isinstance(value, str):
+            text = value.strip().removeprefix(f"{self.name}:")
+            if _PAGE_ID.fullmatch(text):
+                return text
+            match = _PAGE_URL.search(text)
+            if match is not None:
+                return match.group(1)
+        invalid.append(
+            f"{self.successor_property} must name the successor's page id, got {_shown(raw)}; "
+            "supersession ignored"
+        )
+        return None
+
+    # -- supersession across the scan ------------------------------------------------------
+
+    def _resolve(
+        self,
+        drafts: list[_Draft],
+        problems: list[SourceProblem],
+        *,
+        complete: bool,
+        unreadable: set[str],
+    ) -> list[SourceDocument]:
+        """Documents with successors resolved; pages whose successor was not read held back.
+
+        A page is held back (not yielded, its state kept, an ``UNREADABLE`` problem naming
+        why) when its successor is a page this scan could not read, or may sit in the part of a
+        partial scan that was not read, or is itself held back: dropping the pointer instead
+        would read the page as current again.
+        """
+        by_id = {d.page.id: d for d in drafts}
+        successors: dict[str, str] = {}
+        waiting: dict[str, str] = {}  # page id -> successor not read this scan
+        for draft in drafts:
+            target, page = draft.successor, draft.page
+            if target is None:
+                continue
+            doc_id = self._doc_id(page.id)
+            if target == page.id:
+                problems.append(
+                    self._problem(
+                        ProblemKind.SELF_SUPERSESSION,
+                        f"{self.successor_property} names the page itself; ignored",
+                        page,
+                        doc_id,
+                    )
+                )
+            elif target in by_id:
+                successors[page.id] = target
+            elif target in unreadable or not complete:
+                waiting[page.id] = target
+            else:
+                problems.append(
+                    self._problem(
+                        ProblemKind.DANGLING_SUPERSEDED_BY,
+                        f"{self.successor_property} names page {target}, which is not in this "
+                        "source's scope; ignored",
+                        page,
+                        doc_id,
+                    )
+                )
+        for cycle in _cycles(successors):
+            chain = " -> ".join([*cycle, cycle[0]])
+            for page_id in cycle:
+                del successors[page_id]
+                problems.append(
+                    self._problem(
+                        ProblemKind.SUPERSESSION_CYCLE,
+                        f"{self.successor_property} forms a cycle ({chain}); ignored",
+                        by_id[page_id].page,
+                        self._doc_id(page_id),
+                    )
+                )
+        grew = True
+        while grew:  # a page superseded by a held-back page is held back too
+            grew = False
+            for page_id, target in successors.items():
+                if target in waiting and page_id not in waiting:
+                    waiting[page_id] = target
+                    grew = True
+        for page_id, target in sorted(waiting.items()):
+            problems.append(
+                self._problem(
+                    ProblemKind.UNREADABLE,
+                    f"its successor, page {target}, was not read this scan; "
+                    "the page keeps its registered state",
+                    by_id[page_id].page,
+                )
+            )
+        held = set(waiting)
+        documents = []
+        for draft in sorted(drafts, key=lambda d: (len(d.page.id), d.page.id)):
+            page = draft.page
+            if page.id in held or page.body is None:
+                continue
+            successor = successors.get(page.id)
+            state = draft.state
+            if successor is not None and page.status != "trashed":
+                state = VersionState.SUPERSEDED
+            documents.append(
+                SourceDocument(
+                    source=self.name,
+                    source_key=page.id,
+                    doc_id=self._doc_id(page.id),
+                    content_hash="sha256:" + hashlib.sha256(page.body.encode("utf-8")).hexdigest(),
+                    path=page.path,
+                    version=page.version,
+                    state=state,
+                    effective_from=draft.effective_from,
+                    effective_to=draft.effective_to,
+                    superseded_by=self._doc_id(successor)
+                    if successor is not None and state is VersionState.SUPERSEDED
+                    else None,
+                    title=page.title,
+                    doc_class=draft.doc_class,
+                )
+            )
+        return documents
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _authenticate(self) -> None:
+        """Read the credentials from the environment (each scan: rotated tokens are picked up)."""
+        token = os.environ.get(self.token_env, "")
+        if not token:
+            raise ConnectorConfigError(
+                f"confluence {self.name!r}: environment variable {self.token_env} is not set "
+                "(it holds the "
+                + ("API token)" if self.flavor == "cloud" else "personal access token)")
+            )
+        if self.flavor == "datacenter":
+            self._session.auth = _Bearer(token)
+            return
+        user = os.environ.get(self.username_env or "", "")
+        if not user:
+            raise ConnectorConfigError(
+                f"confluence {self.name!r}: environment variable {self.username_env} is not set "
+                "(it holds the Atlassian account e-mail)"
+            )
+        self._session.auth = HTTPBasicAuth(user, token)
+
+    def _get(self, url: str, params: Mapping[str, Any] | None, document: str | None = None) -> Any:
+        return self._get_with_response(url, params, document=document)[0]
+
+    def _get_with_response(
+        self, url: str, params: Mapping[str, Any] | None, *, document: str | None = None
+    ) -> tuple[Any, requests.Response]:
+        log.debug("confluence %s: GET %s", self.name, redact(url))
+        try:
+            return get_json(
+                self._session,
+                url,
+                policy=self.policy,
+                params=params,
+                source=f"confluence {self.name!r}",
+                document=document,
+            )
+        except ConnectorConfigError as exc:
+            variables = f"token in {self.token_env}"
+            if self.flavor == "cloud":
+                variables = f"user in {self.username_env}, API {variables}"
+            raise ConnectorConfigError(f"{exc} ({variables})") from None
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _doc_id(self, page_id: str) -> str:
+        return f"{self.name}:{page_id}"
+
+    def _problem(
+        self, kind: ProblemKind, message: str, page: _Page, doc_id: str | None = None
+    ) -> SourceProblem:
+        log.debug("confluence %s: %s page %s: %s", self.name, kind.value, page.id, message)
+        return SourceProblem(
+            source=self.name,
+            kind=kind,
+            message=message,
+            path=page.path,
+            doc_id=doc_id or self._doc_id(page.id),
+            source_key=page.id,
+        )
+
+    def _loose(self, message: str) -> SourceProblem:
+        return SourceProblem(source=self.name, kind=ProblemKind.UNREADABLE, message=message)
+
+
+# -- response shapes -----------------------------------------------------------------------
+
+
+def _error(document: str | None) -> type[ConnectorError]:
+    return DocumentUnreadable if document is not None else SourceUnavailable
+
+
+def _results(data: Any, where: str, document: str | None) -> list[Any]:
+    results = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(results, list):
+        raise _error(document)(f"{where}: the response has no results list")
+    return results
+
+
+def _next_link(data: Any) -> str | None:
+    link = _dig(data, "_links", "next")
+    return link if isinstance(link, str) and link else None
+
+
+def _dig(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _storage_body(data: Any) -> str | None:
+    body = _dig(data, "body", "storage", "value")
+    return body if isinstance(body, str) else None
+
+
+def _identifier(value: Any) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    return value if isinstance(value, str) and _PAGE_ID.fullmatch(value) else None
+
+
+def _label_names(entries: list[Any]) -> frozenset[str]:
+    return frozenset(
+        e["name"].strip().lower()
+        for e in entries
+        if isinstance(e, dict) and isinstance(e.get("name"), str)
+    )
+
+
+def _property_text(properties: Mapping[str, Any], key: str, invalid: list[str]) -> str | None:
+    value = properties.get(key)
+    if isinstance(value, dict) and len(value) == 1 and ("value" in value or "date" in value):
+        value = next(iter(value.values()))  # {"value": ...}, the shape some macros write
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        invalid.append(f"property {key} must be a string, got {_shown(value)}; taken as absent")
+        return None
+    return value.strip() or None
+
+
+def _instant(properties: Mapping[str, Any], key: str, invalid: list[str]) -> datetime | None:
+    value = _property_text(properties, key, invalid)
+    if value is None:
+        return None
+    try:
+        if _DATE.fullmatch(value):
+            return datetime.fromisoformat(value).replace(tzinfo=UTC)
+        return parse_instant(value)
+    except (ValueError, OverflowError):
+        invalid.append(
+            f"property {key} must be a date or an ISO 8601 date-time, got {value!r}; "
+            "taken as absent"
+        )
+        return None
+
+
+def _variable_problems(value: Any, key: str) -> list[tuple[str, str]]:
+    """An option naming an environment variable: never the secret itself (never echoed)."""
+    if value is None:
+        return [(key, "the name of the environment variable holding the credential")]
+    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
+        return [
+            (
+                key,
+                "must name an environment variable (letters, digits, underscore); the value "
+                "is not shown in case it is the secret itself",
+            )
+        ]
+    if value.upper().startswith(_ENV_PREFIX):
+        return [
+            (
+                key,
+                f"{value}: variables starting with {_ENV_PREFIX} are read as config overrides; "
+                "name the secret's variable otherwise",
+            )
+        ]
+    return []
+
+
+def _number(value: Any, *, integer: bool = False) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) if integer else isinstance(value, int | float)
+
+
+def _cycles(successors: Mapping[str, str]) -> Iterator[list[str]]:
+    """Every cycle of a graph where each node has at most one successor, in key order."""
+    done: set[str] = set()
+    for start in sorted(successors):
+        trail: list[str] = []
+        on_trail: set[str] = set()
+        node: str | None = start
+        while node is not None and node not in done and node not in on_trail:
+            trail.append(node)
+            on_trail.add(node)
+            node = successors.get(node)
+        if node is not None and node in on_trail:
+            yield trail[trail.index(node) :]
+        done.update(trail)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
