@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.exceptions import ReadTimeoutError
 from urllib3.util.retry import Retry
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
@@ -126,3 +127,62 @@ def get_json(
         if document is not None:
             raise DocumentUnreadable(f"{source}: {document}: malformed JSON from {where}") from None
         raise SourceUnavailable(f"{source}: malformed JSON from {where}") from None
+
+
+def get_response(
+    session: requests.Session,
+    url: str,
+    *,
+    policy: HttpPolicy,
+    params: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    source: str,
+    document: str | None = None,
+) -> requests.Response:
+    """GET anything (a body, a text file); the same error mapping as ``get_json``.
+
+    The caller decodes the response. A read timeout that outlived every retry is reported as
+    a timeout, not as a connection failure.
+    """
+    where = redact(url)
+    try:
+        response = session.get(
+            url,
+            params=params,
+            headers=dict(headers or {}),
+            timeout=(policy.connect_timeout, policy.read_timeout),
+        )
+    except requests.exceptions.RetryError as exc:
+        raise SourceUnavailable(f"{source}: {where} kept failing after retries ({exc})") from None
+    except requests.exceptions.Timeout:
+        raise SourceUnavailable(
+            f"{source}: {where} timed out (connect {policy.connect_timeout}s, read "
+            f"{policy.read_timeout}s); retry later or raise the timeouts"
+        ) from None
+    except requests.exceptions.ConnectionError as exc:
+        reason = getattr(exc.args[0], "reason", None) if exc.args else None
+        if isinstance(reason, ReadTimeoutError):
+            raise SourceUnavailable(
+                f"{source}: {where} timed out (read {policy.read_timeout}s, "
+                f"{policy.retries} retries); retry later or raise read_timeout"
+            ) from None
+        raise SourceUnavailable(
+            f"{source}: cannot connect to {where}: {type(exc).__name__}"
+        ) from None
+    except requests.exceptions.RequestException as exc:
+        raise SourceUnavailable(
+            f"{source}: request to {where} failed: {type(exc).__name__}"
+        ) from None
+    status = response.status_code
+    if status in (401, 403):
+        raise ConnectorConfigError(
+            f"{source}: {where} answered {status} ({'unauthorised' if status == 401 else 'forbidden'}): "
+            "check the credentials' environment variable and their permissions"
+        )
+    if status in (404, 410) and document is not None:
+        raise DocumentUnreadable(f"{source}: {document} is gone ({status} at {where})")
+    if status == 404:
+        raise SourceUnavailable(f"{source}: {where} not found (404): check the source's url")
+    if status >= 400:
+        raise SourceUnavailable(f"{source}: {where} answered {status} after retries; retry later")
+    return response

@@ -117,6 +117,9 @@ class Plan:
 
 
 def _merge_quarantine(row: Document, decisions: Mapping[str, bool]) -> tuple[bool, str | None]:
+    if row.quarantined and row.quarantine_reason not in MANAGED_QUARANTINE_REASONS:
+        # Someone quarantined it by hand ("manual", ...): only a person lifts or replaces that.
+        return row.quarantined, row.quarantine_reason
     active = [reason for reason in MANAGED_QUARANTINE_REASONS if decisions.get(reason) is True]
     if active:
         return True, active[0]

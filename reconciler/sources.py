@@ -18,7 +18,13 @@ from reconciler.settings import SourceSettings
 ENTRY_POINT_GROUP = "reconciler.connectors"
 #: Built-in connectors, used when the distribution's entry points are not installed
 #: (running from a source checkout).
-BUILTIN = {"vault": "connectors.vault:VaultSource"}
+BUILTIN = {
+    "vault": "connectors.vault:VaultSource",
+    "git": "connectors.git:GitSource",
+    "confluence": "connectors.confluence:ConfluenceSource",
+    "http": "connectors.http:HttpRegistrySource",
+    "sql": "connectors.sql:SqlTableSource",
+}
 
 
 def installed() -> dict[str, str]:

@@ -1,0 +1,501 @@
+"""The system of record for a document-control table in any SQLAlchemy database.
+
+Many teams already keep "which version is in force" in a table of their DMS or an ERP. This
+connector reads that table, mapped column by column in the config (``docs/connectors/sql.md``),
+and never writes to it. Rows carry the same logical fields as the HTTP registry's records and
+are read with the same rules (``connectors.http.record_from``/``assemble``): an invalid field
+is taken as absent with a problem; a row whose body cannot be read is that row's problem.
+
+Rows are streamed (``yield_per``: a server-side cursor on PostgreSQL), so memory is bounded by
+the batch size. The filter is a mapping of column -> value(s), compiled to bound parameters:
+no SQL text from the config ever reaches the database (use a view for anything richer).
+
+Failures: the database cannot be reached -> ``SourceUnavailable``; the table, a column or the
+permission to read is missing -> ``ConnectorConfigError``; the connection drops part-way -> the
+rows read so far, ``complete=False`` and an ``UNREADABLE`` problem (nothing read ->
+``SourceUnavailable``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Column, MetaData, Table, create_engine, select
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    NoSuchModuleError,
+    NoSuchTableError,
+    ProgrammingError,
+    SQLAlchemyError,
+)
+from sqlalchemy.pool import NullPool
+from sqlalchemy.sql.elements import ColumnElement
+
+from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
+from connectors.http import (
+    FIELDS,
+    Record,
+    RecordRefused,
+    assemble,
+    parse_status_map,
+    problem,
+    record_from,
+    secret_variable_problems,
+    sha256_of,
+    status_map_problems,
+)
+from reconciler.model import ProblemKind, SourceProblem, SourceSnapshot
+
+__all__ = ["SqlTableSource"]
+
+log = logging.getLogger(__name__)
+
+#: Logical fields a column can be mapped to: the registry record's, plus the body.
+LOGICAL_FIELDS: tuple[str, ...] = (*FIELDS, "body")
+_OPTIONS = {"url_env", "table", "columns", "filter", "status_map", "batch_size"}
+_SCALARS = (str, int, float, bool)
+
+
+@dataclass(frozen=True)
+class _Mapped:
+    """The reflected table and the column of each logical field it has."""
+
+    table: Table
+    columns: Mapping[str, Column[Any]]
+    where: tuple[ColumnElement[bool], ...]
+
+    def key_value(self, key: str) -> Any:
+        """``source_key`` as a value of the id column's type (ids may be integers)."""
+        try:
+            python_type = self.columns["id"].type.python_type
+        except NotImplementedError:
+            return key
+        if python_type is int:
+            return int(key)  # ValueError: no row can have this id
+        return key
+
+
+class SqlTableSource:
+    """A document-control table in any SQLAlchemy database, mapped column by column."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        table: str,
+        url: str | None = None,
+        url_env: str | None = None,
+        columns: Mapping[str, str] | None = None,
+        filters: Mapping[str, Any] | None = None,
+        status_map: Mapping[str, str] | None = None,
+        batch_size: int = 500,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if (url is None) == (url_env is None):
+            raise ValueError("give exactly one of url or url_env")
+        self.name = name
+        self.table_name = table
+        self.url = url
+        self.url_env = url_env
+        self.column_names = dict(columns or {})
+        self.filters = dict(filters or {})
+        self.status_map = parse_status_map(status_map)
+        self.batch_size = batch_size
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._engine: Engine | None = None
+        self._mapped: _Mapped | None = None
+
+    def __repr__(self) -> str:
+        where = f"url_env={self.url_env!r}" if self.url_env else f"url={self._display_url()!r}"
+        return f"SqlTableSource(name={self.name!r}, {where}, table={self.table_name!r})"
+
+    @classmethod
+    def config_problems(cls, settings: Any) -> list[tuple[str, str]]:
+        """What is wrong with a sql source's settings (checked when the config loads)."""
+        problems: list[tuple[str, str]] = []
+        options = settings.options
+        if settings.path:
+            problems.append(("path", "a sql source reads a database: set url or options.url_env"))
+        if bool(settings.url) == bool(options.get("url_env")):
+            problems.append(
+                (
+                    "url",
+                    "set exactly one of url (a SQLAlchemy URL without a password) or "
+                    "options.url_env (a variable holding the URL)",
+                )
+            )
+        if settings.url:
+            try:
+                parsed = make_url(settings.url)
+            except ArgumentError:
+                problems.append(("url", "not a SQLAlchemy database URL"))
+            else:
+                if parsed.password:
+                    problems.append(
+                        (
+                            "url",
+                            "a URL with a password never goes in the config file; put it in an "
+                            "environment variable named by options.url_env",
+                        )
+                    )
+        if not options.get("table") or not isinstance(options.get("table"), str):
+            problems.append(("options.table", "a sql source needs the table's name"))
+        for key in sorted(options):
+            value = options[key]
+            where = f"options.{key}"
+            if key not in _OPTIONS:
+                problems.append((where, "unknown option for a sql source"))
+            elif key == "url_env":
+                problems += secret_variable_problems(value, where)
+            elif key == "status_map":
+                problems += status_map_problems(value)
+            elif key == "columns":
+                problems += _columns_problems(value)
+            elif key == "filter":
+                problems += _filter_problems(value)
+            elif key == "batch_size" and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                problems.append((where, "a positive integer"))
+        return problems
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> SqlTableSource:
+        """Build from a ``[[sources]]`` entry (type "sql")."""
+        problems = cls.config_problems(settings)
+        if problems:
+            raise ConnectorConfigError(
+                f"source {settings.name!r}: " + "; ".join(f"{k}: {m}" for k, m in problems)
+            )
+        options = settings.options
+        return cls(
+            settings.name,
+            table=options["table"],
+            url=settings.url or None,
+            url_env=options.get("url_env"),
+            columns=options.get("columns"),
+            filters=options.get("filter"),
+            status_map=options.get("status_map"),
+            batch_size=options.get("batch_size", 500),
+        )
+
+    # -- the SystemOfRecord contract -------------------------------------------------------
+
+    def scan(self) -> SourceSnapshot:
+        """Stream every row of the table (under the filter); hash bodies without a hash column."""
+        scanned_at = self._clock()
+        problems: list[SourceProblem] = []
+        records: dict[str, Record] = {}
+        hashes: dict[str, str] = {}
+        complete = True
+        failure: str | None = None
+        rows = 0
+        try:
+            with self._connect() as conn:
+                mapped = self._map(conn)
+                wanted = ["id", *(f for f in mapped.columns if f != "id")]
+                if "content_hash" in mapped.columns:
+                    wanted.remove("body")  # the body is read only when ingesting
+                statement = (
+                    select(*(mapped.columns[f].label(f) for f in wanted))
+                    .where(*mapped.where)
+                    .order_by(mapped.columns["id"])
+                )
+                result = conn.execution_options(yield_per=self.batch_size).execute(statement)
+                for row in result.mappings():
+                    rows += 1
+                    if not self._take(dict(row), rows, records, hashes, problems):
+                        complete = False
+                # Rows whose hash column is empty or invalid: hash their body after the stream.
+                if "body" not in wanted:
+                    for key in sorted(set(records) - set(hashes)):
+                        found = self._bodies(conn, mapped, key)
+                        value = found[0] if len(found) == 1 else None
+                        self._hash_body(key, value, hashes, problems)
+        except ProgrammingError as exc:
+            self._mapped = None
+            raise ConnectorConfigError(
+                f"{self.name}: cannot read table {self.table_name!r}: {_reason(exc)} (check the "
+                "table, the column mapping and the permissions)"
+            ) from None
+        except SQLAlchemyError as exc:
+            self._mapped = None  # the table may have changed under us: reflect it again
+            if rows == 0:
+                raise SourceUnavailable(
+                    f"{self.name}: cannot read {self._display_url()}: {_reason(exc)}"
+                ) from None
+            failure = f"the connection failed after {rows} row(s): {_reason(exc)}"
+        if failure is not None:
+            complete = False
+            problems.append(
+                problem(
+                    self.name,
+                    ProblemKind.UNREADABLE,
+                    f"the scan stopped part-way ({failure}); no absent document is taken as "
+                    "deleted this run",
+                    path=self.table_name,
+                )
+            )
+        documents = assemble(self.name, list(records.values()), hashes, problems, complete=complete)
+        if failure is not None and not documents:
+            raise SourceUnavailable(f"{self.name}: {failure}")
+        log.info(
+            "sql %s: %d row(s), %d document(s), %d problem(s)%s",
+            self.name,
+            rows,
+            len(documents),
+            len(problems),
+            "" if complete else " (partial scan)",
+        )
+        return SourceSnapshot(
+            source=self.name,
+            documents=documents,
+            problems=tuple(problems),
+            scanned_at=scanned_at,
+            complete=complete,
+        )
+
+    def read_body(self, source_key: str) -> str:
+        """Return the body column of the row with id ``source_key``; raise DocumentUnreadable."""
+        try:
+            with self._connect() as conn:
+                found = self._bodies(conn, self._map(conn), source_key)
+        except ProgrammingError as exc:
+            self._mapped = None
+            raise ConnectorConfigError(
+                f"{self.name}: cannot read table {self.table_name!r}: {_reason(exc)}"
+            ) from None
+        except SQLAlchemyError as exc:
+            self._mapped = None
+            raise SourceUnavailable(
+                f"{self.name}: cannot read {self._display_url()}: {_reason(exc)}"
+            ) from None
+        if not found:
+            raise DocumentUnreadable(f"{self.name}: no row with id {source_key!r}")
+        if len(found) > 1:
+            raise DocumentUnreadable(f"{self.name}: id {source_key!r} names several rows")
+        try:
+            return _body(found[0])
+        except _BadBody as exc:
+            raise DocumentUnreadable(f"{self.name}: {source_key}: {exc}") from None
+
+    def close(self) -> None:
+        """Release the engine (NullPool: no connection outlives a scan anyway)."""
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+        self._mapped = None
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _display_url(self) -> str:
+        if self.url is None:
+            return f"${self.url_env}"
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except ArgumentError:
+            return "(invalid url)"
+
+    def _connect(self) -> Connection:
+        if self._engine is None:
+            url = self.url
+            if url is None:
+                url = os.environ.get(self.url_env or "", "").strip()
+                if not url:
+                    raise ConnectorConfigError(
+                        f"{self.name}: environment variable {self.url_env} (options.url_env) "
+                        "is not set"
+                    )
+            try:
+                # NullPool: a periodic scan holds no idle connection between runs.
+                self._engine = create_engine(url, poolclass=NullPool)
+            except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+                raise ConnectorConfigError(
+                    f"{self.name}: cannot use the database URL"
+                    f"{' in ' + self.url_env if self.url_env else ''}: {type(exc).__name__}"
+                ) from None
+        try:
+            return self._engine.connect()
+        except DBAPIError as exc:
+            raise SourceUnavailable(
+                f"{self.name}: cannot connect to {self._display_url()}: {_reason(exc)}"
+            ) from None
+
+    def _map(self, conn: Connection) -> _Mapped:
+        """Reflect the table once; check the mapping and the filter against its columns."""
+        if self._mapped is not None:
+            return self._mapped
+        schema, _, name = self.table_name.rpartition(".")
+        try:
+            table = Table(name, MetaData(), schema=schema or None, autoload_with=conn)
+        except NoSuchTableError:
+            raise ConnectorConfigError(
+                f"{self.name}: table {self.table_name!r} does not exist (options.table)"
+            ) from None
+        available = {column.name: column for column in table.columns}
+        columns: dict[str, Column[Any]] = {}
+        missing: list[str] = []
+        for logical in LOGICAL_FIELDS:
+            column_name = self.column_names.get(logical)
+            if column_name is None:
+                if logical in available:  # unmapped fields default to a same-named column
+                    columns[logical] = available[logical]
+                continue
+            if column_name not in available:
+                missing.append(f"{logical} -> {column_name!r}")
+            else:
+                columns[logical] = available[column_name]
+        for logical in ("id", "body"):
+            if logical not in columns and logical not in self.column_names:
+                missing.append(f"{logical} (no column {logical!r}; map it in options.columns)")
+        where: list[ColumnElement[bool]] = []
+        for column_name, value in sorted(self.filters.items()):
+            column = available.get(column_name)
+            if column is None:
+                missing.append(f"filter column {column_name!r}")
+            elif isinstance(value, list):
+                where.append(column.in_(value))
+            else:
+                where.append(column == value)
+        if missing:
+            raise ConnectorConfigError(
+                f"{self.name}: table {self.table_name!r} lacks "
+                + ", ".join(missing)
+                + f"; its columns are {', '.join(sorted(available))}"
+            )
+        self._mapped = _Mapped(table=table, columns=columns, where=tuple(where))
+        return self._mapped
+
+    def _take(
+        self,
+        row: Mapping[str, Any],
+        number: int,
+        records: dict[str, Record],
+        hashes: dict[str, str],
+        problems: list[SourceProblem],
+    ) -> bool:
+        """Add one row; False when its identity cannot be known."""
+        where = f"{self.table_name} row {number}"
+        try:
+            record = record_from(row, status_map=self.status_map)
+        except RecordRefused as exc:
+            problems.append(
+                problem(
+                    self.name,
+                    ProblemKind.INVALID_FIELD,
+                    f"{exc}; ignored, and no absent document is taken as deleted this run",
+                    path=where,
+                )
+            )
+            return False
+        if record.key in records:
+            problems.append(
+                problem(
+                    self.name,
+                    ProblemKind.DUPLICATE_ID,
+                    f"id {record.key!r} is on several rows; the first is kept",
+                    key=record.key,
+                    path=where,
+                )
+            )
+            return True
+        problems.extend(
+            problem(self.name, ProblemKind.INVALID_FIELD, message, key=record.key)
+            for message in record.invalid
+        )
+        records[record.key] = record
+        if record.content_hash is not None:
+            hashes[record.key] = record.content_hash
+        elif "body" in row:
+            self._hash_body(record.key, row["body"], hashes, problems)
+        return True
+
+    def _hash_body(
+        self, key: str, value: Any, hashes: dict[str, str], problems: list[SourceProblem]
+    ) -> None:
+        try:
+            hashes[key] = sha256_of(_body(value))
+        except _BadBody as exc:
+            problems.append(problem(self.name, exc.kind, str(exc), key=key))
+
+    def _bodies(self, conn: Connection, mapped: _Mapped, source_key: str) -> list[Any]:
+        """The body column of the rows with this id (under the filter): zero, one or more."""
+        try:
+            key = mapped.key_value(source_key)
+        except ValueError:
+            return []
+        statement = (
+            select(mapped.columns["body"])
+            .where(mapped.columns["id"] == key, *mapped.where)
+            .limit(2)
+        )
+        return [row[0] for row in conn.execute(statement)]
+
+
+class _BadBody(Exception):
+    """A body column value that is not text."""
+
+    def __init__(self, kind: ProblemKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _body(value: Any) -> str:
+    """The body text of a body column value; raise _BadBody when it has none."""
+    if value is None:
+        raise _BadBody(ProblemKind.UNREADABLE, "the body column is NULL")
+    if isinstance(value, memoryview):
+        value = value.tobytes()
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _BadBody(
+                ProblemKind.UNDECODABLE, f"the body is not UTF-8 (byte {exc.start})"
+            ) from None
+    if isinstance(value, str):
+        return value
+    raise _BadBody(
+        ProblemKind.UNREADABLE, f"the body column holds a {type(value).__name__}, not text"
+    )
+
+
+def _columns_problems(value: Any) -> list[tuple[str, str]]:
+    if not isinstance(value, Mapping):
+        return [("options.columns", "a table mapping logical fields to column names")]
+    problems = []
+    for logical, column in value.items():
+        where = f"options.columns.{logical}"
+        if logical not in LOGICAL_FIELDS:
+            problems.append((where, f"unknown field; fields are {', '.join(LOGICAL_FIELDS)}"))
+        elif not isinstance(column, str) or not column:
+            problems.append((where, "a column name"))
+    return problems
+
+
+def _filter_problems(value: Any) -> list[tuple[str, str]]:
+    if not isinstance(value, Mapping):
+        return [("options.filter", "a table mapping column names to a value or a list of values")]
+    problems = []
+    for column, wanted in value.items():
+        values = wanted if isinstance(wanted, list) else [wanted]
+        if not values or not all(isinstance(v, _SCALARS) for v in values):
+            problems.append(
+                (f"options.filter.{column}", "a string, number or boolean, or a list of them")
+            )
+    return problems
+
+
+def _reason(exc: SQLAlchemyError) -> str:
+    """The driver's message, first line only (never the statement's parameters)."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig) if orig is not None else type(exc).__name__
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first if len(first) <= 200 else first[:197] + "..."

@@ -1,0 +1,487 @@
+"""The sql document-control connector on real SQLite and PostgreSQL databases: the contract,
+the column mapping, the status map, the filter, streaming, and every way a table breaks."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import (
+    Column,
+    Date,
+    DateTime,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    text,
+)
+from sqlalchemy.engine import Engine
+
+from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
+from connectors.sql import SqlTableSource
+from connectors.testing import SystemOfRecordContract
+from reconciler.errors import ConfigError
+from reconciler.model import ProblemKind, SourceSnapshot, VersionState
+from reconciler.settings import load_settings
+
+#: The DMS's own column names, mapped to the logical fields.
+COLUMNS = {
+    "id": "doc_no",
+    "family": "series",
+    "version": "rev",
+    "status": "state_code",
+    "effective_from": "valid_from",
+    "effective_to": "valid_until",
+    "superseded_by": "replaced_by",
+    "title": "heading",
+    "body": "text_body",
+}
+STATUS_MAP = {"A": "current", "S": "superseded", "W": "retired", "D": "draft"}
+
+
+def sha(body: str) -> str:
+    return "sha256:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def dms_table(metadata: MetaData, *, with_hash: bool = False, name: str = "dms_docs") -> Table:
+    columns: list[Column[Any]] = [
+        Column("doc_no", Integer, primary_key=True, autoincrement=False),
+        Column("series", String(50)),
+        Column("rev", Integer),
+        Column("state_code", String(20)),
+        Column("valid_from", Date),
+        Column("valid_until", DateTime(timezone=True)),
+        Column("replaced_by", Integer),
+        Column("heading", String(200)),
+        Column("doc_class", String(50)),  # mapped by its logical name, no entry needed
+        Column("library", String(20)),
+        Column("text_body", Text),
+    ]
+    if with_hash:
+        columns.append(Column("checksum", String(80)))
+    return Table(name, metadata, *columns)
+
+
+ROWS: list[dict[str, Any]] = [
+    {
+        "doc_no": 101,
+        "series": "leave",
+        "rev": 1,
+        "state_code": "S",
+        "valid_from": date(2023, 1, 1),
+        "replaced_by": 102,
+        "heading": "Leave 2023",
+        "library": "hr",
+        "text_body": "# Leave\n\n25 days.",
+    },
+    {
+        "doc_no": 102,
+        "series": "leave",
+        "rev": 2,
+        "state_code": "A",
+        "valid_from": date(2024, 1, 1),
+        "heading": "Leave 2024",
+        "doc_class": "policy",
+        "library": "hr",
+        "text_body": "# Leave\n\n27 days.",
+    },
+    {
+        "doc_no": 201,
+        "series": "security",
+        "rev": 1,
+        "state_code": "W",
+        "valid_until": datetime(2024, 6, 30, 12, 0, tzinfo=UTC),
+        "library": "it",
+        "text_body": "# Security\n\nRotate keys. Ünïcödé.",
+    },
+    {
+        "doc_no": 301,
+        "state_code": "D",
+        "library": "drafts",
+        "text_body": "# Draft\n\nNot yet.",
+    },
+]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Both dialects: every test of this module runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'dms.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+class Dms:
+    """The document-control database a test works on."""
+
+    def __init__(self, url: str, *, with_hash: bool = False) -> None:
+        self.url = url
+        self.engine = create_engine(url)
+        self.metadata = MetaData()
+        self.table = dms_table(self.metadata, with_hash=with_hash)
+        self.metadata.create_all(self.engine)
+
+    def insert(self, *rows: dict[str, Any]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                self.table.insert(), [{**dict.fromkeys(self.table.c.keys()), **r} for r in rows]
+            )
+
+    def update(self, doc_no: int, **values: Any) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(self.table.update().where(self.table.c.doc_no == doc_no).values(**values))
+
+    def source(self, **kwargs: Any) -> SqlTableSource:
+        kwargs.setdefault("columns", COLUMNS)
+        kwargs.setdefault("status_map", STATUS_MAP)
+        return SqlTableSource("dms", url=self.url, table="dms_docs", **kwargs)
+
+
+@pytest.fixture
+def dms(db_url: str) -> Iterator[Dms]:
+    db = Dms(db_url)
+    db.insert(*ROWS)
+    yield db
+    db.engine.dispose()
+
+
+def docs(snapshot: SourceSnapshot) -> dict[str, Any]:
+    return {d.source_key: d for d in snapshot.documents}
+
+
+def problems_of(snapshot: SourceSnapshot) -> list[tuple[ProblemKind, str | None]]:
+    return [(p.kind, p.doc_id) for p in snapshot.problems]
+
+
+# -- the contract, on both dialects ------------------------------------------------------------
+
+
+class TestSqlContract(SystemOfRecordContract):
+    @pytest.fixture
+    def source(self, dms: Dms) -> SqlTableSource:
+        return dms.source()
+
+    @pytest.fixture
+    def unavailable_source(self, db_url: str, tmp_path: Path) -> SqlTableSource:
+        if db_url.startswith("sqlite"):
+            url = f"sqlite:///{tmp_path / 'no-such-folder' / 'dms.db'}"
+        else:
+            url = "postgresql+psycopg://postgres@127.0.0.1:1/nothing?connect_timeout=2"
+        return SqlTableSource("dms", url=url, table="dms_docs", columns=COLUMNS)
+
+
+class TestSqlContractWithHashColumn(SystemOfRecordContract):
+    @pytest.fixture
+    def source(self, db_url: str) -> Iterator[SqlTableSource]:
+        db = Dms(db_url, with_hash=True)
+        db.insert(*({**r, "checksum": sha(r["text_body"])} for r in ROWS))
+        yield db.source(columns={**COLUMNS, "content_hash": "checksum"})
+        db.engine.dispose()
+
+    @pytest.fixture
+    def unavailable_source(self, tmp_path: Path) -> SqlTableSource:
+        return SqlTableSource(
+            "dms", url=f"sqlite:///{tmp_path / 'nope' / 'x.db'}", table="dms_docs"
+        )
+
+
+# -- mapping -----------------------------------------------------------------------------------
+
+
+def test_columns_are_mapped_to_logical_fields(dms: Dms) -> None:
+    snapshot = dms.source().scan()
+    assert snapshot.complete
+    assert snapshot.problems == ()
+    found = docs(snapshot)
+    assert sorted(found) == ["101", "102", "201", "301"]  # integer ids become keys
+    old, new = found["101"], found["102"]
+    assert (old.doc_id, old.family, old.version, old.state) == (
+        "dms:101",
+        "leave",
+        1,
+        VersionState.SUPERSEDED,
+    )
+    assert old.superseded_by == "dms:102"
+    assert old.effective_from == datetime(2023, 1, 1, tzinfo=UTC)  # a DATE is midnight UTC
+    assert old.title == "Leave 2023"
+    assert new.doc_class == "policy"  # the unmapped logical field found its same-named column
+    assert found["201"].state is VersionState.RETIRED
+    assert found["201"].effective_to == datetime(2024, 6, 30, 12, 0, tzinfo=UTC)
+    assert found["301"].state is VersionState.DRAFT
+    assert found["102"].content_hash == sha("# Leave\n\n27 days.")
+
+
+def test_status_map_and_unknown_status(dms: Dms) -> None:
+    dms.update(201, state_code="X")
+    dms.update(301, state_code="current")  # a state's own name needs no mapping
+    snapshot = dms.source().scan()
+    found = docs(snapshot)
+    assert found["201"].state is None
+    assert found["301"].state is VersionState.CURRENT
+    [problem] = snapshot.problems
+    assert (problem.kind, problem.doc_id) == (ProblemKind.INVALID_FIELD, "dms:201")
+    assert "'X'" in problem.message
+
+
+def test_filter_is_a_mapping_of_bound_values(dms: Dms) -> None:
+    only_hr = dms.source(filters={"library": "hr"}).scan()
+    assert sorted(docs(only_hr)) == ["101", "102"]
+    some = dms.source(filters={"library": ["it", "drafts"]}).scan()
+    assert sorted(docs(some)) == ["201", "301"]
+    # A value is a value, never SQL.
+    hostile = dms.source(filters={"library": "hr' OR '1'='1"})
+    assert hostile.scan().documents == ()
+    with pytest.raises(DocumentUnreadable):
+        dms.source(filters={"library": "hr"}).read_body("201")  # outside the filter
+
+
+def test_a_hash_column_is_trusted_and_bodies_are_not_streamed(db_url: str) -> None:
+    db = Dms(db_url, with_hash=True)
+    db.insert(*({**r, "checksum": sha(r["text_body"])} for r in ROWS))
+    db.update(102, checksum="SHA256:" + "AB" * 32)  # case and prefix are normalised
+    db.update(201, checksum="md5:abc")  # invalid: its body is hashed instead
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        snapshot = db.source(columns={**COLUMNS, "content_hash": "checksum"}).scan()
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+        db.engine.dispose()
+    found = docs(snapshot)
+    assert found["102"].content_hash == "sha256:" + "ab" * 32
+    assert found["201"].content_hash == sha(ROWS[2]["text_body"])
+    assert problems_of(snapshot) == [(ProblemKind.INVALID_FIELD, "dms:201")]
+    [streamed] = [s for s in statements if "ORDER BY dms_docs.doc_no" in s]
+    assert "text_body" not in streamed
+
+
+def test_unusable_rows_are_problems(dms: Dms) -> None:
+    dms.update(301, text_body=None)
+    dms.update(201, rev=-3, valid_from=None, replaced_by=201)
+    dms.update(102, replaced_by=999)
+    snapshot = dms.source().scan()
+    assert snapshot.complete
+    assert sorted(problems_of(snapshot)) == sorted(
+        [
+            (ProblemKind.UNREADABLE, "dms:301"),  # NULL body: no hash, not yielded
+            (ProblemKind.INVALID_FIELD, "dms:201"),  # negative version
+            (ProblemKind.SELF_SUPERSESSION, "dms:201"),
+            (ProblemKind.DANGLING_SUPERSEDED_BY, "dms:102"),
+        ]
+    )
+    assert sorted(docs(snapshot)) == ["101", "102", "201"]
+    assert docs(snapshot)["201"].version is None
+    with pytest.raises(DocumentUnreadable, match="NULL"):
+        dms.source().read_body("301")
+
+
+def test_text_ids_and_duplicate_ids(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'dms.db'}"
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE docs (id TEXT, status TEXT, body BLOB)"))
+        conn.execute(
+            text("INSERT INTO docs VALUES (:i, :s, :b)"),
+            [
+                {"i": "HR-1", "s": "current", "b": b"Leave."},
+                {"i": "HR-1", "s": "draft", "b": b"Again."},
+                {"i": "HR-2", "s": "current", "b": b"caf\xe9"},
+                {"i": None, "s": "current", "b": b"who?"},
+            ],
+        )
+    engine.dispose()
+    src = SqlTableSource("kb", url=url, table="docs")  # every field by its logical name
+    snapshot = src.scan()
+    assert [d.source_key for d in snapshot.documents] == ["HR-1"]
+    assert snapshot.documents[0].content_hash == sha("Leave.")
+    assert sorted(problems_of(snapshot), key=str) == sorted(
+        [
+            (ProblemKind.INVALID_FIELD, None),  # no id: the scan is not complete
+            (ProblemKind.DUPLICATE_ID, "kb:HR-1"),
+            (ProblemKind.UNDECODABLE, "kb:HR-2"),
+        ],
+        key=str,
+    )
+    assert not snapshot.complete
+    with pytest.raises(DocumentUnreadable, match="several rows"):
+        src.read_body("HR-1")
+
+
+def test_streams_rows_in_batches(db_url: str) -> None:
+    db = Dms(db_url)
+    db.insert(
+        *(
+            {"doc_no": n, "series": f"f{n}", "rev": 1, "state_code": "A", "text_body": f"B{n}"}
+            for n in range(1, 1201)
+        )
+    )
+    executions: list[tuple[Any, Any]] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: Any) -> None:
+        if "ORDER BY dms_docs.doc_no" in statement:
+            executions.append((context.execution_options.get("yield_per"), cursor))
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        snapshot = db.source(batch_size=100).scan()
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+        db.engine.dispose()
+    assert len(snapshot.documents) == 1200
+    [(yield_per, cursor)] = executions
+    assert yield_per == 100
+    if db_url.startswith("postgresql"):
+        assert type(cursor).__name__ == "ServerCursor"  # rows stay on the server
+
+
+# -- failures ----------------------------------------------------------------------------------
+
+
+def test_a_connection_lost_mid_stream_gives_a_partial_snapshot(tmp_path: Path) -> None:
+    """SQLite only: a view calls a function that fails on the 150th row, as a dropped link would."""
+    url = f"sqlite:///{tmp_path / 'dms.db'}"
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT, status TEXT)"))
+        conn.execute(
+            text("INSERT INTO t VALUES (:i, :b, 'current')"),
+            [{"i": n, "b": f"B{n}"} for n in range(1, 301)],
+        )
+        conn.execute(text("CREATE VIEW v AS SELECT id, boom(id) AS body, status FROM t"))
+    engine.dispose()
+
+    def boom(n: int) -> str:
+        if n >= 150:
+            raise ValueError("link down")
+        return f"B{n}"
+
+    def register(dbapi_conn: sqlite3.Connection, record: Any) -> None:
+        dbapi_conn.create_function("boom", 1, boom)
+
+    event.listen(Engine, "connect", register)
+    try:
+        snapshot = SqlTableSource("kb", url=url, table="v", batch_size=20).scan()
+        boom_first = SqlTableSource("kb", url=url, table="v", filters={"id": [150, 151]})
+        with pytest.raises(SourceUnavailable, match="user-defined function"):
+            boom_first.scan()
+    finally:
+        event.remove(Engine, "connect", register)
+    assert not snapshot.complete
+    assert 0 < len(snapshot.documents) < 150
+    [problem] = snapshot.problems
+    assert problem.kind is ProblemKind.UNREADABLE
+    assert "stopped part-way" in problem.message
+
+
+def test_unreachable_database_is_unavailable_and_bad_mappings_are_config_errors(
+    dms: Dms, tmp_path: Path
+) -> None:
+    with pytest.raises(ConnectorConfigError, match=r"lacks .*title -> 'caption'.*columns are"):
+        dms.source(columns={**COLUMNS, "title": "caption"}).scan()
+    with pytest.raises(ConnectorConfigError, match="filter column 'shelf'"):
+        dms.source(filters={"shelf": "a"}).scan()
+    with pytest.raises(ConnectorConfigError, match="does not exist"):
+        SqlTableSource("dms", url=dms.url, table="nope", columns=COLUMNS).scan()
+    with pytest.raises(ConnectorConfigError, match="no column 'id'"):
+        SqlTableSource("dms", url=dms.url, table="dms_docs").scan()
+
+
+def test_url_from_the_environment(dms: Dms, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = SqlTableSource("dms", url_env="DMS_DATABASE_URL", table="dms_docs", columns=COLUMNS)
+    with pytest.raises(ConnectorConfigError, match="DMS_DATABASE_URL"):
+        src.scan()
+    monkeypatch.setenv("DMS_DATABASE_URL", dms.url)
+    assert len(src.scan().documents) == 4
+    assert "DMS_DATABASE_URL" in repr(src)
+
+
+def test_config_problems_are_listed_at_load_time(tmp_path: Path) -> None:
+    config = tmp_path / "reconciler.toml"
+    config.write_text(
+        "[[sources]]\n"
+        'name = "dms"\n'
+        'type = "sql"\n'
+        'url = "postgresql+psycopg://app:hunter2@db/dms"\n'
+        "[sources.options]\n"
+        'url_env = "RECONCILER_DMS"\n'
+        'columns = { id = "doc_no", colour = "c" }\n'
+        "filter = { library = { nested = 1 } }\n"
+        'status_map = { A = "valid" }\n'
+        'where = "1=1"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config)
+    message = str(raised.value)
+    for expected in (
+        "sources[0].url: set exactly one of url",
+        "sources[0].url: a URL with a password never goes in the config file",
+        "sources[0].options.table: a sql source needs the table's name",
+        "sources[0].options.url_env: RECONCILER_DMS",
+        "sources[0].options.columns.colour: unknown field",
+        "sources[0].options.filter.library: a string, number or boolean",
+        "sources[0].options.status_map.A: must be one of",
+        "sources[0].options.where: unknown option",
+    ):
+        assert expected in message, expected
+    assert "hunter2" not in message
+
+
+def test_from_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "reconciler.toml"
+    config.write_text(
+        "[[sources]]\n"
+        'name = "dms"\n'
+        'type = "sql"\n'
+        "[sources.options]\n"
+        'url_env = "DMS_URL"\n'
+        'table = "docs.controlled"\n'
+        "batch_size = 50\n"
+        'filter = { library = ["hr", "it"] }\n'
+        "[sources.options.columns]\n"
+        'id = "doc_no"\n',
+        encoding="utf-8",
+    )
+    src = SqlTableSource.from_settings(load_settings(config).sources[0])
+    assert (src.url_env, src.table_name, src.batch_size) == ("DMS_URL", "docs.controlled", 50)
+    assert src.filters == {"library": ["hr", "it"]}
+    assert src.column_names == {"id": "doc_no"}
+
+
+def test_binary_bodies_and_schema_qualified_tables(pg_url: str) -> None:
+    """PostgreSQL: a table in another schema, bodies in a bytea column."""
+    db_url = pg_url
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE SCHEMA dms"))
+    metadata = MetaData(schema="dms")
+    table = Table(
+        "controlled",
+        metadata,
+        Column("id", String(20), primary_key=True),
+        Column("status", String(20)),
+        Column("body", LargeBinary),
+    )
+    metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(table.insert(), [{"id": "A", "status": "current", "body": "Ä".encode()}])
+    engine.dispose()
+    src = SqlTableSource("dms", url=db_url, table="dms.controlled")
+    [doc] = src.scan().documents
+    assert src.read_body("A") == "Ä"
+    assert doc.content_hash == sha("Ä")
