@@ -36,7 +36,7 @@ def expected_document(
     *,
     family: str,
     as_of: datetime,
-    successor: SourceDocument | None = None,
+    successor: SourceDocument | Document | None = None,
     version: int | None = None,
 ) -> Document:
     """The document row that ``source_doc`` implies (ingest bookkeeping fields left empty).

@@ -8,6 +8,7 @@ collection.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -21,7 +22,7 @@ from typing import Any
 from connectors.base import ConnectorError, SystemOfRecord
 from reconciler.applying import Applier, ApplyResult
 from reconciler.checks import CHECKS, FAMILY_CHECKS, SOURCE_CHECKS
-from reconciler.checks.family import problem_findings
+from reconciler.checks.family import declared_family, problem_findings
 from reconciler.checks.hash import check_source, unreadable_findings
 from reconciler.checks.index import check_index
 from reconciler.checks.payload import check_orphans
@@ -448,9 +449,29 @@ class Engine:
             findings += FAMILY_CHECKS[name](view, ctx)
             report.timings[name] = report.timings.get(name, 0.0) + time.perf_counter() - started
             report.summary[name]["checked"] += 1
+        truth = declared_family(view, ctx).rows if "family" in checks else None
+        plan = plan_family(view, findings, truth)
+        # Repairs have consequences: a version set back to current by the source can leave an
+        # older one live beside it. Check the family as the plan leaves it, and fold what the
+        # time rule still finds into the same plan, so one apply converges.
+        consequence_checks = [c for c in ("dates", "siblings") if c in checks]
+        for _round in range(3):
+            after = _as_planned(view, plan)
+            extra = [
+                f
+                for name in consequence_checks
+                for f in FAMILY_CHECKS[name](after, ctx)
+                if f.changes and f.doc_id is not None
+            ]
+            if not extra:
+                break
+            findings += extra
+            plan = plan_family(view, findings, truth)
         findings = [f for f in findings if self._in_doc_scope(options, f)]
         report.findings += findings
-        report.plan.extend(plan_family(view, findings))
+        if options.doc_id is not None:
+            plan = plan_family(view, findings, truth)
+        report.plan.extend(plan)
 
     # -- guard and recording ---------------------------------------------------------------
 
@@ -589,6 +610,22 @@ class Engine:
             points_written=int(done.get("points", 0)),
             reingest_requests=int(done.get("reingest", 0)),
         )
+
+
+def _as_planned(view: FamilyView, plan: Plan) -> FamilyView:
+    """The family as it will be once ``plan`` is applied (rows updated, chunks rewritten)."""
+    updates = {u.doc_id: u.after for u in plan.row_updates}
+    rewritten = {t.doc_id for t in plan.payload_targets if not t.partial}
+    rows = tuple(updates.get(row.doc_id, row) for row in view.rows)
+    chunks = {
+        doc_id: (
+            ChunkAggregate(count=aggregate.count, matching=aggregate.count)
+            if doc_id in rewritten or doc_id in updates
+            else aggregate
+        )
+        for doc_id, aggregate in view.chunks.items()
+    }
+    return dataclasses.replace(view, rows=rows, chunks=chunks)
 
 
 def _forced_entry(report: Report, options: Options, now: datetime) -> AuditEntry:

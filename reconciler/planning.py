@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.checks.common import STATE_FIELDS
 from reconciler.model import (
     MANAGED_QUARANTINE_REASONS,
     Document,
@@ -129,8 +130,14 @@ def _merge_quarantine(row: Document, decisions: Mapping[str, bool]) -> tuple[boo
     return row.quarantined, row.quarantine_reason
 
 
-def desired_row(row: Document, findings: Iterable[Finding]) -> tuple[Document, tuple[str, ...]]:
-    """The row after every finding's repair, and the finding kinds that changed it."""
+def desired_row(
+    row: Document, findings: Iterable[Finding], truth: Document | None = None
+) -> tuple[Document, tuple[str, ...]]:
+    """The row after every finding's repair, and the finding kinds that changed it.
+
+    ``truth`` is what the source declares for this row (when it was read): its state fields
+    win over anything the dates and siblings checks would set.
+    """
     ordered = sorted(findings, key=lambda f: MERGE_ORDER.get(f.check, -1))
     changes: dict[str, Any] = {}
     decisions: dict[str, bool] = {}
@@ -143,6 +150,8 @@ def desired_row(row: Document, findings: Iterable[Finding]) -> tuple[Document, t
             reason, active = finding.quarantine
             decisions[reason] = active
             reasons.append(f"{finding.check}/{finding.kind}")
+    if truth is not None:
+        changes.update({f: getattr(truth, f) for f in STATE_FIELDS})
     after = dataclasses.replace(row, **changes) if changes else row
     quarantined, why = _merge_quarantine(row, decisions)
     if (quarantined, why) != (row.quarantined, row.quarantine_reason):
@@ -160,8 +169,10 @@ def _points_to_write(after: Document, aggregate: ChunkAggregate | None, before: 
     return aggregate.matching + sum(n for v, n in aggregate.variants.items() if v != target)
 
 
-def plan_family(view: FamilyView, findings: Iterable[Finding]) -> Plan:
-    """The writes that repair one family's findings."""
+def plan_family(
+    view: FamilyView, findings: Iterable[Finding], truth: Mapping[str, Document] | None = None
+) -> Plan:
+    """The writes that repair one family's findings (``truth``: the source's declared rows)."""
     plan = Plan()
     by_doc: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
@@ -173,7 +184,7 @@ def plan_family(view: FamilyView, findings: Iterable[Finding]) -> Plan:
         doc_findings = by_doc.get(row.doc_id, [])
         if not doc_findings:
             continue
-        after, reasons = desired_row(row, doc_findings)
+        after, reasons = desired_row(row, doc_findings, (truth or {}).get(row.doc_id))
         update = RowUpdate(row.doc_id, row.doc_family_id, row, after, reasons)
         if update.fields():
             plan.row_updates.append(update)

@@ -18,7 +18,7 @@ def check_dates(view: FamilyView, ctx: Context) -> list[Finding]:
         row.doc_id
         for row in view.rows
         if row.version_state is VersionState.PENDING
-        and timed[row.doc_id].version_state is VersionState.CURRENT
+        and (row.effective_from is None or row.effective_from <= ctx.now)
     }
     for row in view.rows:
         after = timed[row.doc_id]
@@ -39,7 +39,12 @@ def check_dates(view: FamilyView, ctx: Context) -> list[Finding]:
         if not changes:
             continue
         if row.doc_id in became_current:
-            kind, action = "pending_now_effective", "set state current"
+            kind = "pending_now_effective"
+            action = f"set state {after.version_state}" + (
+                f" (a later version, {after.superseded_by}, is already in force)"
+                if after.superseded_by
+                else ""
+            )
         elif after.version_state is VersionState.PENDING:
             kind, action = "not_yet_effective", "set state pending until its effective_from"
         elif row.effective_to <= ctx.now:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 
 from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
 from reconciler.checks.settling import in_force_winner, settle
@@ -15,6 +17,7 @@ from reconciler.model import (
     ProblemKind,
     ReingestRequest,
     Severity,
+    SourceDocument,
     SourceProblem,
     VersionState,
 )
@@ -70,21 +73,43 @@ def _servable(doc: Document) -> bool:
     return doc.version_state in SERVABLE_STATES and not doc.quarantined
 
 
-def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
-    """Compare what the source declares with the document rows of one family."""
-    findings: list[Finding] = []
-    for problems in view.problems.values():
-        findings += problem_findings(problems, view.family)
+@dataclass(frozen=True)
+class Declared:
+    """What the source says a family's rows should be, after time is applied."""
+
+    #: doc_id -> expected row, for the rows whose source was read and holds them.
+    rows: dict[str, Document]
+    #: Every row's input to ``settle`` (expected where judged, else the row as it is).
+    inputs: list[Document]
+    #: doc_id -> successor doc_id that has no row yet.
+    successors_not_ingested: dict[str, str]
+
+
+def declared_family(view: FamilyView, ctx: Context) -> Declared:
+    """The source's truth for one family: the one derivation the family check reports from
+    and the planner applies (so the dates and siblings checks never outvote the source)."""
     declared: list[Document] = []
     judged: set[str] = set()
     not_ingested_successor: dict[str, str] = {}
     for row in view.rows:
         src = view.sources.get(row.doc_id)
+        if src is None and _retire_as_missing(view, ctx, row):
+            # Gone from a completely read source past the grace period: retired, in this
+            # same run, so nothing else in the family is settled against it.
+            judged.add(row.doc_id)
+            declared.append(
+                dataclasses.replace(row, version_state=VersionState.RETIRED, superseded_by=None)
+            )
+            continue
         if src is None or not ctx.source_readable(row.source):
             declared.append(row)
             continue
         judged.add(row.doc_id)
-        successor = view.successors.get(src.superseded_by) if src.superseded_by else None
+        # The successor as the source declares it, else its row (a partial scan may not have
+        # reached it): either way its start closes this version's window.
+        successor: SourceDocument | Document | None = None
+        if src.superseded_by:
+            successor = view.successors.get(src.superseded_by) or view.row(src.superseded_by)
         expected = expected_document(
             src,
             family=row.doc_family_id,
@@ -107,11 +132,43 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
                     expected, **{f: getattr(row, f) for f in STATE_FIELDS}
                 )
         declared.append(expected)
+    settled = settle(declared, ctx.now)
+    return Declared(
+        rows={doc_id: settled[doc_id] for doc_id in judged},
+        inputs=declared,
+        successors_not_ingested=not_ingested_successor,
+    )
 
+
+def _missing_since(view: FamilyView, ctx: Context, row: Document) -> datetime:
+    return view.last_seen.get(row.doc_id) or row.ingested_at or row.updated_at or ctx.now
+
+
+def _retire_as_missing(view: FamilyView, ctx: Context, row: Document) -> bool:
+    """Whether a row absent from its (completely read) source is past the grace period."""
+    return (
+        row.doc_id not in view.sources
+        and row.doc_id not in view.problems
+        and ctx.source_complete(row.source)
+        and row.version_state is not VersionState.RETIRED
+        and ctx.now >= _missing_since(view, ctx, row) + ctx.missing_grace
+    )
+
+
+def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
+    """Compare what the source declares with the document rows of one family."""
+    findings: list[Finding] = []
+    for problems in view.problems.values():
+        findings += problem_findings(problems, view.family)
+    truth = declared_family(view, ctx)
+    declared = truth.inputs
+    judged = set(truth.rows)
+    not_ingested_successor = truth.successors_not_ingested
     in_force = [
         d
         for d in declared
-        if d.doc_id in judged
+        if d.doc_id in view.sources
+        and d.doc_id in judged
         and declared_state(view.sources[d.doc_id], as_of=ctx.now) is VersionState.CURRENT
         and d.effective_to > ctx.now
     ]
@@ -131,10 +188,10 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
             )
         )
 
-    settled = settle(declared, ctx.now)
+    settled = truth.rows
     timed = settle(view.rows, ctx.now)  # what the dates check alone would do
     for row in view.rows:
-        if row.doc_id not in judged:
+        if row.doc_id not in judged or row.doc_id not in view.sources:
             continue
         expected = settled[row.doc_id]
         changes = diff(row, expected, STATE_FIELDS + META_FIELDS)
@@ -154,7 +211,7 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
                         f"re-ingest request for {successor_id}"
                         + ("; mark this version superseded now" if changes else "")
                     ),
-                    changes=changes,
+                    changes={**values(expected, STATE_FIELDS), **changes} if changes else {},
                     reingest=ReingestRequest(
                         doc_id=successor_id,
                         source=successor.source if successor else row.source,
@@ -211,7 +268,9 @@ def _classify(
         expected=dict(changes),
         actual={f: getattr(row, f) for f in changes},
         action=action + " (table + payloads)",
-        changes=changes,
+        # The whole declared state, not only what differs: the source has the last word over
+        # what the dates and siblings checks would set on the same row.
+        changes={**values(expected, STATE_FIELDS), **changes},
     )
 
 
@@ -219,15 +278,15 @@ def _missing(view: FamilyView, ctx: Context, judged: set[str]) -> list[Finding]:
     findings = []
     for row in view.rows:
         if (
-            row.doc_id in judged
+            row.doc_id in view.sources
             or row.doc_id in view.problems
             or not ctx.source_complete(row.source)  # a partial scan proves no deletion
             or row.version_state is VersionState.RETIRED
         ):
             continue
-        last = view.last_seen.get(row.doc_id) or row.ingested_at or row.updated_at or ctx.now
+        last = _missing_since(view, ctx, row)
         deadline = last + ctx.missing_grace
-        retire = ctx.now >= deadline
+        retire = _retire_as_missing(view, ctx, row)
         findings.append(
             Finding(
                 check=CHECK,

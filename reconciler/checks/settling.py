@@ -50,17 +50,21 @@ def settle(docs: Iterable[Document], now: datetime) -> dict[str, Document]:
             doc = dataclasses.replace(doc, version_state=VersionState.PENDING)
         started.append(doc)
     winner = in_force_winner(started, now)
+    by_id = {doc.doc_id: doc for doc in started}
     settled: dict[str, Document] = {}
     for doc in started:
         if doc.version_state is VersionState.CURRENT and doc is not winner:
             if winner is not None:
+                # A version that already names its successor keeps it (the chain v1 -> v2 ->
+                # v3 stays a chain); otherwise it is superseded by the version in force.
+                successor = by_id.get(doc.superseded_by or "", winner)
                 end = doc.effective_to
-                if winner.effective_from is not None and winner.effective_from < end:
-                    end = winner.effective_from
+                if successor.effective_from is not None and successor.effective_from < end:
+                    end = successor.effective_from
                 doc = dataclasses.replace(
                     doc,
                     version_state=VersionState.SUPERSEDED,
-                    superseded_by=winner.doc_id,
+                    superseded_by=successor.doc_id,
                     effective_to=end,
                 )
             else:  # not the winner and no winner: it has ended

@@ -26,13 +26,13 @@ def check_siblings(view: FamilyView, ctx: Context) -> list[Finding]:
     claims: dict[str, list[tuple[str, datetime, bool]]] = {}
     rows = {row.doc_id: row for row in view.rows}
     for doc_id, row in rows.items():
+        # The row's own claim counts too: a row set back to current beside a started later
+        # sibling is caught here, before the payload check would copy it onto the chunks.
+        seen: list[tuple[str, datetime, bool]] = [
+            (str(row.version_state), row.effective_from or OPEN_START, row.quarantined)
+        ]
         aggregate = view.chunks.get(doc_id)
-        if aggregate is None:
-            continue
-        seen: list[tuple[str, datetime, bool]] = []
-        if aggregate.matching:
-            seen.append((str(row.version_state), row.effective_from or OPEN_START, row.quarantined))
-        for variant in aggregate.variants:
+        for variant in aggregate.variants if aggregate is not None else ():
             values = dict(variant)
             seen.append(
                 (
@@ -50,12 +50,17 @@ def check_siblings(view: FamilyView, ctx: Context) -> list[Finding]:
         if not live:
             continue
         start = min(live)
+        # The ordering of the time rule (settling.in_force_winner): a later start wins, and on
+        # the same start (undated versions) the higher version, then the id.
+        mine = (start, rows[doc_id].doc_version, doc_id)
         later = [
             (other_start, rows[other].doc_version, other)
             for other, other_seen in claims.items()
             if other != doc_id
             for state, other_start, _q in other_seen
-            if state in _LIVE and start < other_start <= ctx.now
+            if state in _LIVE
+            and other_start <= ctx.now
+            and (other_start, rows[other].doc_version, other) > mine
         ]
         if not later:
             continue
