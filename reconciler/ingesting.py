@@ -181,6 +181,14 @@ class Ingestor:
                 if request is not None:
                     self.table.finish_reingest(request.id, ok=False, error=str(exc))
                 continue
+            except ConnectorError as exc:
+                # The source went away mid-run: stop this source (what was ingested stays, the
+                # remaining requests stay pending), carry on with the others.
+                log.warning("source %s failed during ingestion: %s", source.name, exc)
+                if request is not None:
+                    self.table.finish_reingest(request.id, ok=False, error=str(exc))
+                result.status, result.error = "unavailable", str(exc)
+                break
             self.table.upsert_documents([row])
             if existing is not None:
                 self.index.delete_document_chunks(doc.doc_id)
@@ -194,6 +202,10 @@ class Ingestor:
             else:
                 result.ingested += 1
             log.debug("ingested %s: %d chunk(s)", doc.doc_id, written)
+        if result.status == "unavailable":
+            self.table.upsert_documents(rows, chunk_counts=chunk_counts)
+            self.table.record_source_attempt(source.name, ok=False, at=now, error=result.error)
+            return result
         for request in requests.values():
             message = "document no longer in the source"
             self.table.finish_reingest(request.id, ok=False, error=message)

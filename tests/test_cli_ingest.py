@@ -239,3 +239,31 @@ def test_quickstart_example_runs(tmp_path: Path) -> None:
     result = run(config, "status")
     assert result.exit_code == 0
     assert "superseded" in result.output
+
+
+def test_a_source_failing_mid_ingest_stops_only_that_source(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from connectors.base import SourceUnavailable  # noqa: PLC0415
+    from connectors.vault import VaultSource  # noqa: PLC0415
+
+    assert run(deployment, "init").exit_code == 0
+    calls = {"n": 0}
+    real = VaultSource.read_body
+
+    def flaky(self: VaultSource, source_key: str) -> str:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise SourceUnavailable("vault went away")
+        return real(self, source_key)
+
+    monkeypatch.setattr(VaultSource, "read_body", flaky)
+    code, data = run_json(deployment, "ingest")
+    assert code == 1
+    [source] = data["sources"]
+    assert source["status"] == "unavailable"
+    assert source["ingested"] == 2  # what was read before the failure is kept
+    monkeypatch.setattr(VaultSource, "read_body", real)
+    code, again = run_json(deployment, "ingest")  # the next run picks up the rest
+    assert code == 0
+    assert again["totals"]["ingested"] == 3
