@@ -67,9 +67,10 @@ def check_siblings(view: FamilyView, ctx: Context) -> list[Finding]:
         successor_start, _version, successor = max(later)
         row = rows[doc_id]
         changes: dict[str, object] = {}
-        # A row already superseded keeps its chain (its successor may be an earlier sibling):
-        # only its chunks lag behind, and the planner rewrites them from the row.
-        if row.version_state is not VersionState.SUPERSEDED:
+        # Only a row that itself claims to be in force changes. A row already superseded keeps
+        # its chain (its successor may be an earlier sibling), a retired or draft row keeps its
+        # state: only its chunks lag behind, and the planner rewrites them from the row.
+        if row.version_state in (VersionState.CURRENT, VersionState.PENDING):
             changes = {
                 "version_state": VersionState.SUPERSEDED,
                 "superseded_by": successor,
