@@ -17,6 +17,8 @@ import click
 
 from connectors.base import ConnectorError
 from reconciler import __version__
+from reconciler.bootstrap import bootstrap as adopt_collection
+from reconciler.bootstrap import render_bootstrap
 from reconciler.checks import CHECKS
 from reconciler.daemon import export_run_metrics
 from reconciler.daemon import serve as run_daemon
@@ -29,6 +31,7 @@ from reconciler.errors import (
     SchemaError,
     StoreUnavailable,
 )
+from reconciler.evaluating import evaluate, render_eval, write_baseline
 from reconciler.logs import configure
 from reconciler.metrics import LiveMetrics
 from reconciler.model import parse_instant
@@ -194,6 +197,23 @@ def status(obj: Context) -> None:
     with errors_mapped():
         data = gather_status(obj.settings)
     obj.emit(data, render_status)
+
+
+@cli.command("bootstrap")
+@click.option("--dry-run", is_flag=True, help="Show the rows that would be created; write nothing.")
+@click.pass_obj
+def bootstrap_command(obj: Context, dry_run: bool) -> None:
+    """Adopt an existing collection: register a document row for every document id it holds.
+
+    Reads payloads only (never vectors or text) and writes no payload: state, version, dates,
+    class and family come from the payloads where valid, else the document is `unknown` in a
+    family of its own; what could not be mapped is listed. The next `apply` writes the managed
+    payload keys. [bootstrap] preset = langchain | llamaindex | native sets the payload layout.
+    Running it again creates nothing.
+    """
+    with errors_mapped():
+        data = adopt_collection(obj.settings, dry_run=dry_run)
+    obj.emit(data, render_bootstrap)
 
 
 # -- reconciliation -----------------------------------------------------------------------
@@ -472,6 +492,46 @@ def demo(obj: Context, directory: Path) -> None:
             fail(str(exc))
     if obj.fmt == "json":
         click.echo(json.dumps(data, indent=2, default=str))
+
+
+@cli.command("eval")
+@click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--k",
+    "k",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Score the top k documents (best chunk per document).",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Committed per-slice Latest@k; any drop below it is a regression.",
+)
+@click.option(
+    "--write-baseline",
+    "write_to",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write this run's per-slice Latest@k to FILE (to commit as the baseline).",
+)
+@click.pass_obj
+def eval_command(
+    obj: Context, golden: Path, k: int, baseline: Path | None, write_to: Path | None
+) -> None:
+    """Score retrieval on a golden-query file, per slice, through default_filter().
+
+    Per slice: cases, pass, fail, Latest@k and stale-cited (a hard zero); a slice with no
+    cases is "uncovered". Exit 0 when all is well, 2 when a slice cites a document it must not
+    or regresses against --baseline (for CI), 1 on error (e.g. a malformed golden file).
+    """
+    with errors_mapped():
+        data = evaluate(obj.settings, golden, k=k, baseline=baseline)
+        if write_to is not None:
+            write_baseline(write_to, data)
+    obj.emit(data, render_eval)
+    if not data["ok"]:
+        sys.exit(EXIT_DRIFT)
 
 
 @cli.command("connectors")

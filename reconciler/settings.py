@@ -255,6 +255,61 @@ class IngestSettings(_Section):
     max_chunk_chars: int = Field(default=1200, ge=200)
 
 
+#: Payload layouts ``[bootstrap] preset`` names: defaults for index.payload_prefix,
+#: index.text_key and the stored name of the document id (``index.keys.doc_id``).
+BOOTSTRAP_PRESETS: dict[str, dict[str, str]] = {
+    "native": {},
+    # LangChain's QdrantVectorStore: {"page_content": ..., "metadata": {...}}.
+    "langchain": {"payload_prefix": "metadata.", "text_key": "page_content", "doc_id": "source"},
+    # LlamaIndex's QdrantVectorStore: flattened metadata, the node (with its text) serialised
+    # under "_node_content", the source document's id under doc_id, ref_doc_id and document_id.
+    "llamaindex": {"payload_prefix": "", "text_key": "_node_content", "doc_id": "doc_id"},
+}
+
+
+class BootstrapSettings(_Section):
+    """Adopting an existing collection (``reconciler bootstrap``)."""
+
+    #: The collection's payload layout; sets defaults for the index keys (explicit ones win).
+    preset: Literal["native", "langchain", "llamaindex"] = "native"
+    #: The stored name (under index.payload_prefix) of the document id; default per preset.
+    doc_id_key: str | None = Field(default=None, pattern=r"^[^.\s][^.]*$")
+    #: A dotted payload path (from the payload's root) holding the family id; else the
+    #: payload's doc_family_id; else one family per document.
+    family_key: str | None = Field(default=None, pattern=r"^[^.\s]+(\.[^.\s]+)*$")
+    #: The source name adopted rows are registered under (their source_key is the doc id).
+    source: str = Field(default="adopted", pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+def _preset_defaults(data: Any) -> Any:
+    """Fill index defaults from ``[bootstrap]``: the preset's layout, then ``doc_id_key``."""
+    if not isinstance(data, Mapping):
+        return data
+    raw = data.get("bootstrap")
+    if isinstance(raw, BootstrapSettings):
+        raw = raw.model_dump()
+    if not isinstance(raw, Mapping):
+        return data
+    preset = BOOTSTRAP_PRESETS.get(str(raw.get("preset") or "native"))
+    if preset is None:
+        return data  # the field validator reports the unknown preset
+    index = data.get("index")
+    if isinstance(index, IndexSettings):
+        return data  # an already-built section is taken as it is
+    index = dict(index) if isinstance(index, Mapping) else {}
+    keys = index.get("keys")
+    keys = dict(keys) if isinstance(keys, Mapping) else {}
+    for name in ("payload_prefix", "text_key"):
+        if name in preset:
+            index.setdefault(name, preset[name])
+    doc_id = raw.get("doc_id_key") or preset.get("doc_id")
+    if doc_id and doc_id != "doc_id":
+        keys.setdefault("doc_id", doc_id)
+    if keys:
+        index["keys"] = keys
+    return {**data, "index": index}
+
+
 class Settings(_Section):
     """The whole configuration."""
 
@@ -266,8 +321,25 @@ class Settings(_Section):
     schedule: ScheduleSettings = ScheduleSettings()
     metrics: MetricsSettings = MetricsSettings()
     ingest: IngestSettings = IngestSettings()
+    bootstrap: BootstrapSettings = BootstrapSettings()
     #: Where the settings came from (a file path, or "defaults"); not a config key.
     origin: str = Field(default="defaults", exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _presets(cls, data: Any) -> Any:
+        return _preset_defaults(data)
+
+    @model_validator(mode="after")
+    def _doc_id_key_agrees(self) -> Settings:
+        wanted = self.bootstrap.doc_id_key
+        stored = self.index.keys.get("doc_id", "doc_id")
+        if wanted and wanted != stored:
+            raise ValueError(
+                f"bootstrap.doc_id_key {wanted!r} differs from index.keys.doc_id {stored!r}; "
+                "set one of them"
+            )
+        return self
 
     @field_validator("sources")
     @classmethod
