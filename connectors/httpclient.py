@@ -89,41 +89,13 @@ def get_json(
     ``document`` names the one document the request is about: then a 404 or 410 is that
     document's problem (``DocumentUnreadable``), not the source's.
     """
-    where = redact(url)
-    try:
-        response = session.get(
-            url, params=params, timeout=(policy.connect_timeout, policy.read_timeout)
-        )
-    except requests.exceptions.RetryError as exc:
-        raise SourceUnavailable(f"{source}: {where} kept failing after retries ({exc})") from None
-    except requests.exceptions.Timeout:
-        raise SourceUnavailable(
-            f"{source}: {where} timed out (connect {policy.connect_timeout}s, read "
-            f"{policy.read_timeout}s); retry later or raise the timeouts"
-        ) from None
-    except requests.exceptions.ConnectionError as exc:
-        raise SourceUnavailable(
-            f"{source}: cannot connect to {where}: {type(exc).__name__}"
-        ) from None
-    except requests.exceptions.RequestException as exc:
-        raise SourceUnavailable(
-            f"{source}: request to {where} failed: {type(exc).__name__}"
-        ) from None
-    status = response.status_code
-    if status in (401, 403):
-        raise ConnectorConfigError(
-            f"{source}: {where} answered {status} ({'unauthorised' if status == 401 else 'forbidden'}): "
-            "check the credentials' environment variable and their permissions"
-        )
-    if status in (404, 410) and document is not None:
-        raise DocumentUnreadable(f"{source}: {document} is gone ({status} at {where})")
-    if status == 404:
-        raise SourceUnavailable(f"{source}: {where} not found (404): check the source's url")
-    if status >= 400:
-        raise SourceUnavailable(f"{source}: {where} answered {status} after retries; retry later")
+    response = get_response(
+        session, url, policy=policy, params=params, source=source, document=document
+    )
     try:
         return response.json(), response
     except ValueError:
+        where = redact(url)
         if document is not None:
             raise DocumentUnreadable(f"{source}: {document}: malformed JSON from {where}") from None
         raise SourceUnavailable(f"{source}: malformed JSON from {where}") from None

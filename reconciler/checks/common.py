@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from reconciler.model import Document
+from reconciler.model import Document, Finding, Severity
 
 #: Document fields that describe a version's state and window.
 STATE_FIELDS: tuple[str, ...] = ("version_state", "superseded_by", "effective_from", "effective_to")
@@ -21,3 +21,18 @@ def diff(before: Document, after: Document, fields: Iterable[str]) -> dict[str, 
 def values(doc: Document, fields: Iterable[str]) -> dict[str, Any]:
     """Selected fields of a document, for a finding's expected/actual."""
     return {f: getattr(doc, f) for f in fields}
+
+
+def quarantine_lifted(check: str, reason: str, doc: Document, family: str, why: str) -> Finding:
+    """The quarantine ``reason`` that ``check`` set no longer holds: lift it."""
+    return Finding(
+        check=check,
+        kind="quarantine_lifted",
+        severity=Severity.INFO,
+        family=family,
+        doc_id=doc.doc_id,
+        expected={"quarantined": False},
+        actual={"quarantined": True, "quarantine_reason": reason},
+        action=f"lift the quarantine: {why}",
+        quarantine=(reason, False),
+    )

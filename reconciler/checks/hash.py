@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from reconciler.checks.common import quarantine_lifted
 from reconciler.checks.family import UNREADABLE_PROBLEMS
 from reconciler.model import Finding, ReingestRequest, Severity, SourceProblem
 from reconciler.snapshot import Context, FamilyView, SourceState
@@ -47,16 +48,8 @@ def check_hash(view: FamilyView, ctx: Context) -> list[Finding]:
             )
         elif row.quarantined and row.quarantine_reason == REASON:
             findings.append(
-                Finding(
-                    check=CHECK,
-                    kind="quarantine_lifted",
-                    severity=Severity.INFO,
-                    family=view.family,
-                    doc_id=row.doc_id,
-                    expected={"quarantined": False},
-                    actual={"quarantined": True, "quarantine_reason": REASON},
-                    action="lift the quarantine: the re-ingested content matches the source",
-                    quarantine=(REASON, False),
+                quarantine_lifted(
+                    CHECK, REASON, row, view.family, "the re-ingested content matches the source"
                 )
             )
     return findings

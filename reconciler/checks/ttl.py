@@ -6,6 +6,7 @@ families leave the default retrieval path until it is read again.
 
 from __future__ import annotations
 
+from reconciler.checks.common import quarantine_lifted
 from reconciler.model import Finding, Severity
 from reconciler.snapshot import Context, FamilyView
 
@@ -42,16 +43,6 @@ def check_ttl(view: FamilyView, ctx: Context) -> list[Finding]:
             )
         elif held:
             findings.append(
-                Finding(
-                    check=CHECK,
-                    kind="quarantine_lifted",
-                    severity=Severity.INFO,
-                    family=view.family,
-                    doc_id=row.doc_id,
-                    expected={"quarantined": False},
-                    actual={"quarantined": True, "quarantine_reason": REASON},
-                    action="lift the quarantine: the source was read again",
-                    quarantine=(REASON, False),
-                )
+                quarantine_lifted(CHECK, REASON, row, view.family, "the source was read again")
             )
     return findings
