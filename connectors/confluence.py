@@ -48,7 +48,8 @@ from connectors.base import (
     DocumentUnreadable,
     SourceUnavailable,
 )
-from connectors.httpclient import HttpPolicy, get_json, make_session, redact
+from connectors.frontmatter import cycles
+from connectors.httpclient import HttpPolicy, base_url_problems, get_json, make_session, redact
 from reconciler.model import (
     ProblemKind,
     SourceDocument,
@@ -229,15 +230,11 @@ class ConfluenceSource:
         if not url:
             problems.append(("url", "a confluence source needs url (the site's base URL)"))
         else:
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                problems.append(("url", "an http(s):// URL such as https://example.atlassian.net"))
-            if parts.username or parts.password:
-                problems.append(
-                    ("url", "credentials never go in the URL; name variables in options")
-                )
-            if parts.query or parts.fragment:
-                problems.append(("url", "the base URL takes no query string or fragment"))
+            problems += base_url_problems(
+                url,
+                example="https://example.atlassian.net",
+                credentials="name variables in options",
+            )
         options: Mapping[str, Any] = settings.options
         flavor = options.get("flavor")
         if flavor not in FLAVORS:
@@ -812,7 +809,7 @@ class ConfluenceSource:
                         doc_id,
                     )
                 )
-        for cycle in _cycles(successors):
+        for cycle in cycles(successors):
             chain = " -> ".join([*cycle, cycle[0]])
             for page_id in cycle:
                 del successors[page_id]
@@ -1037,22 +1034,6 @@ def _number(value: Any, *, integer: bool = False) -> bool:
     if isinstance(value, bool):
         return False
     return isinstance(value, int) if integer else isinstance(value, int | float)
-
-
-def _cycles(successors: Mapping[str, str]) -> Iterator[list[str]]:
-    """Every cycle of a graph where each node has at most one successor, in key order."""
-    done: set[str] = set()
-    for start in sorted(successors):
-        trail: list[str] = []
-        on_trail: set[str] = set()
-        node: str | None = start
-        while node is not None and node not in done and node not in on_trail:
-            trail.append(node)
-            on_trail.add(node)
-            node = successors.get(node)
-        if node is not None and node in on_trail:
-            yield trail[trail.index(node) :]
-        done.update(trail)
 
 
 def _shown(value: object) -> str:

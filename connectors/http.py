@@ -27,7 +27,7 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -37,7 +37,14 @@ from urllib.parse import quote, urljoin, urlsplit
 import requests
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
-from connectors.httpclient import HttpPolicy, get_response, make_session, redact
+from connectors.frontmatter import cycles
+from connectors.httpclient import (
+    HttpPolicy,
+    base_url_problems,
+    get_response,
+    make_session,
+    redact,
+)
 from reconciler.model import (
     ProblemKind,
     SourceDocument,
@@ -195,7 +202,7 @@ def assemble(
                 )
             )
             log.debug("%s: %s dangles", source, doc_id)
-    for cycle in _cycles(successors):
+    for cycle in cycles(successors):
         chain = " -> ".join([*cycle, cycle[0]])
         for key in cycle:
             del successors[key]
@@ -345,22 +352,6 @@ def _hash(value: Any, invalid: list[str]) -> str | None:
     return "sha256:" + match.group(1).lower()
 
 
-def _cycles(successors: Mapping[str, str]) -> Iterator[list[str]]:
-    """Yield every cycle of a graph where each node has at most one successor, in key order."""
-    done: set[str] = set()
-    for start in sorted(successors):
-        trail: list[str] = []
-        on_trail: set[str] = set()
-        node: str | None = start
-        while node is not None and node not in done and node not in on_trail:
-            trail.append(node)
-            on_trail.add(node)
-            node = successors.get(node)
-        if node is not None and node in on_trail:
-            yield trail[trail.index(node) :]
-        done.update(trail)
-
-
 def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -431,15 +422,11 @@ class HttpRegistrySource:
         if not url:
             problems.append(("url", "an http source needs url (the registry's base URL)"))
         else:
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                problems.append(("url", "an http(s):// URL such as https://dms.example/api"))
-            if parts.username or parts.password:
-                problems.append(
-                    ("url", "credentials never go in the URL; name a variable in options.token_env")
-                )
-            if parts.query or parts.fragment:
-                problems.append(("url", "the base URL takes no query string or fragment"))
+            problems += base_url_problems(
+                url,
+                example="https://dms.example/api",
+                credentials="name a variable in options.token_env",
+            )
         options = settings.options
         for key in sorted(options):
             value = options[key]

@@ -158,3 +158,16 @@ def get_response(
     if status >= 400:
         raise SourceUnavailable(f"{source}: {where} answered {status} after retries; retry later")
     return response
+
+
+def base_url_problems(url: str, *, example: str, credentials: str) -> list[tuple[str, str]]:
+    """What is wrong with a source's base URL (scheme, host, no credentials, no query)."""
+    problems: list[tuple[str, str]] = []
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        problems.append(("url", f"an http(s):// URL such as {example}"))
+    if parts.username or parts.password:
+        problems.append(("url", f"credentials never go in the URL; {credentials}"))
+    if parts.query or parts.fragment:
+        problems.append(("url", "the base URL takes no query string or fragment"))
+    return problems
