@@ -267,6 +267,36 @@ def _link(meta: Mapping[str, Any], invalid: list[str]) -> Link | None:
 # -- supersession across a source ----------------------------------------------------------
 
 
+def admit_note(
+    note: Note,
+    rel: str,
+    *,
+    doc_id: str,
+    kept: dict[str, Note],
+    refused: set[str],
+    problems: list[SourceProblem],
+    problem: Callable[..., SourceProblem],
+) -> bool:
+    """Record a parsed note's field problems; keep it unless its id is already taken."""
+    problems.extend(
+        problem(ProblemKind.INVALID_FIELD, message, rel, doc_id) for message in note.invalid
+    )
+    first = kept.get(note.key)
+    if first is not None:
+        problems.append(
+            problem(
+                ProblemKind.DUPLICATE_ID,
+                f"id {note.key!r} is already used by {first.path}; this note is ignored",
+                rel,
+                doc_id,
+            )
+        )
+        refused.add(rel)
+        return False
+    kept[note.key] = note
+    return True
+
+
 def resolve_links(
     notes: list[Note],
     refused: set[str],

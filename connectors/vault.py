@@ -35,6 +35,7 @@ from connectors.frontmatter import (
     SUFFIX,
     Note,
     NoteRefused,
+    admit_note,
     content_hash,
     parse_note,
     resolve_links,
@@ -114,24 +115,16 @@ class VaultSource:
                 refused.add(rel)
                 problems.append(self._problem(exc.kind, exc.message, rel))
                 continue
-            doc_id = self._doc_id(note.key)
-            problems.extend(
-                self._problem(ProblemKind.INVALID_FIELD, message, rel, doc_id)
-                for message in note.invalid
-            )
-            first = kept.get(note.key)
-            if first is not None:
-                problems.append(
-                    self._problem(
-                        ProblemKind.DUPLICATE_ID,
-                        f"id {note.key!r} is already used by {first.path}; this note is ignored",
-                        rel,
-                        doc_id,
-                    )
-                )
-                refused.add(rel)
+            if not admit_note(
+                note,
+                rel,
+                doc_id=self._doc_id(note.key),
+                kept=kept,
+                refused=refused,
+                problems=problems,
+                problem=self._problem,
+            ):
                 continue
-            kept[note.key] = note
             notes.append(note)
 
         successors, link_problems = resolve_links(
