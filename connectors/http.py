@@ -256,6 +256,59 @@ def problem(
     )
 
 
+def intake(
+    source: str,
+    raw: Mapping[str, Any],
+    *,
+    status_map: Mapping[str, VersionState],
+    records: Mapping[str, Record],
+    problems: list[SourceProblem],
+    where: str,
+    duplicate: str,
+) -> tuple[bool, Record | None]:
+    """Parse one listed document: (identity known?, the new record or None).
+
+    A record whose identity cannot be read makes the scan partial (False); a repeated id is a
+    problem and the first one is kept (True, None). The caller adds the new record's
+    ``invalid`` messages with ``keep``.
+    """
+    try:
+        record = record_from(raw, status_map=status_map)
+    except RecordRefused as exc:
+        problems.append(
+            problem(
+                source,
+                ProblemKind.INVALID_FIELD,
+                f"{exc}; ignored, and no absent document is taken as deleted this run",
+                path=where,
+            )
+        )
+        return False, None
+    if record.key in records:
+        problems.append(
+            problem(
+                source,
+                ProblemKind.DUPLICATE_ID,
+                f"id {record.key!r} {duplicate}; the first is kept",
+                key=record.key,
+                path=where,
+            )
+        )
+        return True, None
+    return True, record
+
+
+def keep(
+    source: str, record: Record, records: dict[str, Record], problems: list[SourceProblem]
+) -> None:
+    """Register a new record and report its invalid fields."""
+    problems.extend(
+        problem(source, ProblemKind.INVALID_FIELD, message, key=record.key)
+        for message in record.invalid
+    )
+    records[record.key] = record
+
+
 def _identity(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise RecordRefused(f"id must be a string or an integer, got {_shown(value)}")
@@ -629,29 +682,17 @@ class HttpRegistrySource:
                 )
             )
             return False
-        try:
-            record = record_from(entry, status_map=self.status_map)
-        except RecordRefused as exc:
-            problems.append(
-                problem(
-                    self.name,
-                    ProblemKind.INVALID_FIELD,
-                    f"{exc}; ignored, and no absent document is taken as deleted this run",
-                    path=where,
-                )
-            )
-            return False
-        if record.key in records:
-            problems.append(
-                problem(
-                    self.name,
-                    ProblemKind.DUPLICATE_ID,
-                    f"id {record.key!r} is listed twice ({where}); the first is kept",
-                    key=record.key,
-                    path=where,
-                )
-            )
-            return True
+        known, record = intake(
+            self.name,
+            entry,
+            status_map=self.status_map,
+            records=records,
+            problems=problems,
+            where=where,
+            duplicate=f"is listed twice ({where})",
+        )
+        if record is None:
+            return known
         body_url = entry.get("body_url")
         if body_url is not None:
             resolved = self._resolve_body_url(body_url)
@@ -664,11 +705,7 @@ class HttpRegistrySource:
                 self._body_urls[record.key] = resolved
         else:
             self._body_urls.pop(record.key, None)
-        problems.extend(
-            problem(self.name, ProblemKind.INVALID_FIELD, message, key=record.key)
-            for message in record.invalid
-        )
-        records[record.key] = record
+        keep(self.name, record, records, problems)
         return True
 
     def _resolve_body_url(self, value: Any) -> str | None:

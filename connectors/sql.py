@@ -42,11 +42,11 @@ from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnav
 from connectors.http import (
     FIELDS,
     Record,
-    RecordRefused,
     assemble,
+    intake,
+    keep,
     parse_status_map,
     problem,
-    record_from,
     secret_variable_problems,
     sha256_of,
     status_map_problems,
@@ -383,34 +383,18 @@ class SqlTableSource:
     ) -> bool:
         """Add one row; False when its identity cannot be known."""
         where = f"{self.table_name} row {number}"
-        try:
-            record = record_from(row, status_map=self.status_map)
-        except RecordRefused as exc:
-            problems.append(
-                problem(
-                    self.name,
-                    ProblemKind.INVALID_FIELD,
-                    f"{exc}; ignored, and no absent document is taken as deleted this run",
-                    path=where,
-                )
-            )
-            return False
-        if record.key in records:
-            problems.append(
-                problem(
-                    self.name,
-                    ProblemKind.DUPLICATE_ID,
-                    f"id {record.key!r} is on several rows; the first is kept",
-                    key=record.key,
-                    path=where,
-                )
-            )
-            return True
-        problems.extend(
-            problem(self.name, ProblemKind.INVALID_FIELD, message, key=record.key)
-            for message in record.invalid
+        known, record = intake(
+            self.name,
+            row,
+            status_map=self.status_map,
+            records=records,
+            problems=problems,
+            where=where,
+            duplicate="is on several rows",
         )
-        records[record.key] = record
+        if record is None:
+            return known
+        keep(self.name, record, records, problems)
         if record.content_hash is not None:
             hashes[record.key] = record.content_hash
         elif "body" in row:
