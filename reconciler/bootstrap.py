@@ -347,7 +347,7 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
                 table.upsert_documents(rows, chunk_counts=adoption.chunk_counts)
                 table.record_identities(
                     settings.bootstrap.source,
-                    [(d.source_key, d.doc_family_id, d.source_hash) for d in rows],
+                    [(d.source_key, d.doc_family_id, d.source_hash, None) for d in rows],
                 )
             except Exception as exc:
                 table.finish_run(run_id, status="failed", error=f"{type(exc).__name__}: {exc}")

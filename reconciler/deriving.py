@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reconciler.model import OPEN_END, Document, SourceDocument, VersionState, utc
+from reconciler.model import (
+    OPEN_END,
+    OPEN_START,
+    SERVABLE_STATES,
+    Document,
+    SourceDocument,
+    VersionState,
+    utc,
+)
+from reconciler.settling import settle
 
 
 def declared_state(source_doc: SourceDocument, *, as_of: datetime) -> VersionState:
@@ -31,6 +40,55 @@ def declared_state(source_doc: SourceDocument, *, as_of: datetime) -> VersionSta
     return state
 
 
+def declared_document(
+    source_doc: SourceDocument,
+    *,
+    family: str,
+    as_of: datetime,
+    successor: SourceDocument | Document | None = None,
+    version: int | None = None,
+) -> Document:
+    """The document row ``source_doc`` declares, before the time rule places it in its family.
+
+    A version that names a successor whose start is known (``successor``) is a servable one
+    until then: ``current`` when the source declares states, ``unknown`` when it declares
+    none. It keeps ``superseded_by`` (the time rule reads it) and its ``effective_to`` is
+    closed at the successor's start. Without a known successor, a declared supersession
+    takes effect at once. ``effective_to`` is otherwise the declared one, else the open-end
+    sentinel (never null). ``version`` is the ordinal to use when the source declares none.
+    """
+    state = declared_state(source_doc, as_of=as_of)
+    link = source_doc.superseded_by
+    start = utc(source_doc.effective_from) if source_doc.effective_from else None
+    effective_to = utc(source_doc.effective_to) if source_doc.effective_to else OPEN_END
+    if link is not None and successor is not None:
+        if state is VersionState.SUPERSEDED:
+            state = VersionState.CURRENT if source_doc.state is not None else VersionState.UNKNOWN
+            if state is VersionState.CURRENT and start is not None and start > utc(as_of):
+                state = VersionState.PENDING
+        if successor.effective_from is not None:
+            # Closed at the successor's start, never before its own.
+            closing = max(utc(successor.effective_from), start or OPEN_START)
+            effective_to = min(effective_to, closing)
+        else:
+            effective_to = min(effective_to, start or OPEN_START)
+    keeps_link = state is VersionState.SUPERSEDED or state in SERVABLE_STATES
+    return Document(
+        doc_id=source_doc.doc_id,
+        source=source_doc.source,
+        source_key=source_doc.source_key,
+        doc_family_id=family,
+        doc_version=source_doc.version if source_doc.version is not None else (version or 1),
+        version_state=state,
+        superseded_by=link if keeps_link else None,
+        effective_from=start,
+        effective_to=effective_to,
+        doc_class=source_doc.doc_class,
+        title=source_doc.title,
+        source_hash=source_doc.content_hash,
+    )
+
+
 def expected_document(
     source_doc: SourceDocument,
     *,
@@ -39,30 +97,14 @@ def expected_document(
     successor: SourceDocument | Document | None = None,
     version: int | None = None,
 ) -> Document:
-    """The document row that ``source_doc`` implies (ingest bookkeeping fields left empty).
-
-    ``effective_to`` is the declared one, else the successor's ``effective_from`` for a
-    superseded version, else the open-end sentinel (never null). ``version`` is the ordinal to
-    use when the source declares none (the caller orders the family).
+    """The document row that ``source_doc`` implies at ``as_of`` on its own (ingest
+    bookkeeping fields left empty): ``declared_document`` with the time rule applied to it
+    alone. The family check applies the rule to the whole family instead.
     """
-    state = declared_state(source_doc, as_of=as_of)
-    effective_to = source_doc.effective_to
-    if effective_to is None and state is VersionState.SUPERSEDED and successor is not None:
-        effective_to = successor.effective_from
-    return Document(
-        doc_id=source_doc.doc_id,
-        source=source_doc.source,
-        source_key=source_doc.source_key,
-        doc_family_id=family,
-        doc_version=source_doc.version if source_doc.version is not None else (version or 1),
-        version_state=state,
-        superseded_by=source_doc.superseded_by if state is VersionState.SUPERSEDED else None,
-        effective_from=utc(source_doc.effective_from) if source_doc.effective_from else None,
-        effective_to=utc(effective_to) if effective_to else OPEN_END,
-        doc_class=source_doc.doc_class,
-        title=source_doc.title,
-        source_hash=source_doc.content_hash,
+    declared = declared_document(
+        source_doc, family=family, as_of=as_of, successor=successor, version=version
     )
+    return settle([declared], as_of)[declared.doc_id]
 
 
 def version_ordinals(documents: list[SourceDocument]) -> dict[str, int]:

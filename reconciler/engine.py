@@ -22,7 +22,7 @@ from typing import Any
 from connectors.base import ConnectorError, SystemOfRecord
 from reconciler.applying import Applier, ApplyResult
 from reconciler.checks import CHECKS, FAMILY_CHECKS, SOURCE_CHECKS
-from reconciler.checks.family import declared_family, problem_findings
+from reconciler.checks.family import UNREADABLE_PROBLEMS, declared_family, unregistered_findings
 from reconciler.checks.hash import check_source, unreadable_findings
 from reconciler.checks.index import check_index
 from reconciler.checks.payload import check_orphans
@@ -35,6 +35,7 @@ from reconciler.model import (
     Severity,
     SourceDocument,
     SourceProblem,
+    SourceSnapshot,
     VersionState,
 )
 from reconciler.planning import Plan, outstanding, plan_family, plan_orphan
@@ -80,6 +81,7 @@ class Options:
     families: frozenset[str] | None = None
     doc_id: str | None = None
     successor_policy: str = "supersede"
+    unknown_siblings: str = "supersede"
     missing_grace: timedelta = timedelta(days=7)
     guard: Guard = Guard()
     ttls: Mapping[str, timedelta | None] = field(default_factory=dict)
@@ -150,7 +152,12 @@ class _Sources:
     problems: dict[str, list[SourceProblem]] = field(default_factory=lambda: defaultdict(list))
     loose_problems: list[SourceProblem] = field(default_factory=list)
     last_seen: dict[str, datetime] = field(default_factory=dict)
-    identities: dict[str, list[tuple[str, str, str | None]]] = field(default_factory=dict)
+    identities: dict[str, list[tuple[str, str, str | None, str | None]]] = field(
+        default_factory=dict
+    )
+    #: Source keys present in the source but not parsed this run (their identity is kept
+    #: as seen, so the grace period of ``missing_in_source`` never starts).
+    present: dict[str, set[str]] = field(default_factory=dict)
 
 
 class Engine:
@@ -271,19 +278,46 @@ class Engine:
                 result.by_id[doc.doc_id] = doc
                 result.family_of[doc.doc_id] = assignment.family_of[doc.doc_id]
                 result.identities[source.name].append(
-                    (doc.source_key, assignment.family_of[doc.doc_id], doc.content_hash)
+                    (doc.source_key, assignment.family_of[doc.doc_id], doc.content_hash, doc.path)
                 )
             for key, instant in seen.items():
                 result.last_seen[f"{source.name}:{key}"] = instant
-            for problem in snapshot.problems:
-                doc_id = problem.doc_id or (
-                    f"{problem.source}:{problem.source_key}" if problem.source_key else None
-                )
-                if doc_id is None:
+            present = result.present[source.name] = set()
+            for problem in self._identify(source.name, snapshot):
+                if problem.doc_id is None:
                     result.loose_problems.append(problem)
-                else:
-                    result.problems[doc_id].append(problem)
+                    continue
+                result.problems[problem.doc_id].append(problem)
+                if problem.doc_id not in result.by_id and problem.source_key is not None:
+                    present.add(problem.source_key)
         return result
+
+    def _identify(self, source: str, snapshot: SourceSnapshot) -> list[SourceProblem]:
+        """Each problem with the identity of the document it is about, where one is known.
+
+        A file that cannot be parsed has no id of its own: it is the document last seen at
+        its path (the identity map), else the connector's default for that path. So a note
+        whose identity is its frontmatter ``id`` keeps it when its frontmatter breaks.
+        """
+        unnamed = [p for p in snapshot.problems if p.doc_id is None and p.path is not None]
+        known = (
+            self.table.identities_at(source, {p.path for p in unnamed if p.path}) if unnamed else {}
+        )
+        problems = []
+        for problem in snapshot.problems:
+            key = problem.source_key
+            if problem.doc_id is None and problem.path in known:
+                key = known[problem.path]
+            elif problem.doc_id is not None:
+                key = problem.doc_id.removeprefix(f"{source}:")
+            problems.append(
+                dataclasses.replace(
+                    problem,
+                    source_key=key,
+                    doc_id=problem.doc_id or (f"{source}:{key}" if key is not None else None),
+                )
+            )
+        return problems
 
     def _rows(self, options: Options, families: Iterable[str] | None = None) -> Iterator[Document]:
         for row in self.table.iter_documents(
@@ -353,6 +387,7 @@ class Engine:
             now=now,
             sources=sources.states,
             successor_policy=options.successor_policy,
+            unknown_siblings=options.unknown_siblings,
             missing_grace=options.missing_grace,
             in_table=lambda doc_id: doc_id in expected or self._registered(doc_id),
         )
@@ -365,15 +400,21 @@ class Engine:
                     new_by_family[family].append(doc)
 
         # Pass 3: family by family.
+        unclaimed = set(sources.problems)
         family_checks = [c for c in CHECKS if c in checks and c in FAMILY_CHECKS]
         for family, group in groupby(self._rows(options, scope), key=lambda r: r.doc_family_id):
             view = self._view(
                 family, tuple(group), sources, aggregates, new_by_family.pop(family, [])
             )
+            unclaimed -= set(view.problems)
             self._check_family(view, ctx, family_checks, options, report)
         for family, docs in sorted(new_by_family.items()):
             view = self._view(family, (), sources, aggregates, docs)
+            unclaimed -= set(view.problems)
             self._check_family(view, ctx, family_checks, options, report)
+        # A problem of a document outside this shard (or not in the source at all, yet
+        # registered) is not "unregistered".
+        unclaimed = {d for d in unclaimed if d not in sources.by_id and not self._registered(d)}
 
         if "payload" in checks:
             report.summary["payload"]["checked"] = scanned
@@ -385,8 +426,14 @@ class Engine:
                     report.findings.append(finding)
                     report.plan.extend(plan_orphan(finding, aggregate))
         if scope is None:
+            # Problems no registered document matches (a note that never parsed, an entry
+            # without an id): the family check's. Unreadable parts of a source without a
+            # document to name are the hash check's, with the source's own state.
             if "family" in checks:
-                report.findings += problem_findings(sources.loose_problems, None)
+                report.findings += unregistered_findings(
+                    [p for p in sources.loose_problems if p.kind not in UNREADABLE_PROBLEMS]
+                    + [p for doc_id in sorted(unclaimed) for p in sources.problems[doc_id]]
+                )
             if "hash" in checks:
                 report.findings += unreadable_findings(sources.loose_problems, None)
                 for state in sources.states.values():
@@ -585,6 +632,8 @@ class Engine:
                 )
         for name, entries in sources.identities.items():
             table.record_identities(name, entries)
+        for name, keys in sources.present.items():
+            table.touch_identities(name, keys)
         self._finish(report, "succeeded", report.applied.counts())
 
     def _finish(

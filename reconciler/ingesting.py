@@ -214,7 +214,7 @@ class Ingestor:
         self.table.record_identities(
             source.name,
             [
-                (d.source_key, assignment.family_of[d.doc_id], d.content_hash)
+                (d.source_key, assignment.family_of[d.doc_id], d.content_hash, d.path)
                 for d in snapshot.documents
             ],
         )

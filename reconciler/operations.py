@@ -197,6 +197,7 @@ def engine_options(
         families=frozenset(families) if families else None,
         doc_id=doc_id,
         successor_policy=settings.policy.successor_not_ingested,
+        unknown_siblings=settings.policy.unknown_siblings,
         missing_grace=settings.policy.missing_in_source_grace,
         guard=Guard(
             max_changed_fraction=settings.guard.max_changed_fraction,

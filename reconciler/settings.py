@@ -214,6 +214,9 @@ class PolicySettings(_Section):
     """Repair policies."""
 
     successor_not_ingested: Literal["supersede", "keep"] = "supersede"
+    #: An ``unknown`` version beside a later started ``unknown`` sibling: superseded by it
+    #: (the time rule), or only reported, for teams that move such versions out by hand.
+    unknown_siblings: Literal["supersede", "report"] = "supersede"
     missing_in_source_grace: Duration = timedelta(days=7)
 
 

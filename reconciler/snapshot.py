@@ -128,6 +128,8 @@ class Context:
     now: datetime
     sources: Mapping[str, SourceState]
     successor_policy: str = "supersede"
+    #: ``[policy] unknown_siblings``: "supersede" or "report" (see ``settling``).
+    unknown_siblings: str = "supersede"
     missing_grace: timedelta = timedelta(days=7)
     in_table: Callable[[str], bool] = lambda _doc_id: False
 

@@ -24,6 +24,7 @@ from acceptance_kit import (
 
 from reconciler import default_filter
 from reconciler.checks import CHECKS
+from reconciler.model import OPEN_END, rfc3339
 from reconciler.stores import audit
 
 
@@ -71,11 +72,13 @@ def drifted_corpus(deploy: Deployment) -> None:
     # payload_drift: re-chunking reset half of a superseded document to current.
     old = sorted(deploy.points().of("hb:handbook-v1"))
     deploy.set_payload(old[:2], {"version_state": "current", "superseded_by": None})
-    # Two versions current in rows and payloads.
-    deploy.set_row("hb:expenses-v1", version_state="current", superseded_by=None)
+    # Two versions current and open-ended in rows and payloads: both served.
+    deploy.set_row(
+        "hb:expenses-v1", version_state="current", superseded_by=None, effective_to=OPEN_END
+    )
     deploy.set_payload(
         sorted(deploy.points().of("hb:expenses-v1")),
-        {"version_state": "current", "superseded_by": None},
+        {"version_state": "current", "superseded_by": None, "effective_to": rfc3339(OPEN_END)},
     )
 
 

@@ -19,7 +19,6 @@ from reconciler.checks.family import check_family
 from reconciler.checks.hash import check_hash, check_source
 from reconciler.checks.index import REQUIRED_INDEXES, check_index
 from reconciler.checks.payload import check_orphans, check_payload
-from reconciler.checks.settling import in_force_winner, settle
 from reconciler.checks.siblings import check_siblings
 from reconciler.checks.ttl import check_ttl
 from reconciler.model import (
@@ -32,9 +31,11 @@ from reconciler.model import (
     SourceDocument,
     SourceProblem,
     VersionState,
+    rfc3339,
 )
 from reconciler.payload import chunk_payload, payload_for
 from reconciler.planning import desired_row, needs_write, plan_family, plan_orphan
+from reconciler.settling import in_force_winner, settle
 from reconciler.snapshot import (
     ChunkAggregate,
     Context,
@@ -542,10 +543,14 @@ def _superseded_pair(v2_state: VersionState = CURRENT, v2_start: datetime = NOW 
     return v1, v2
 
 
+#: What a re-chunking run writes on an old version's new chunks: the ingestion defaults.
+RECHUNKED = {"version_state": "current", "superseded_by": None, "effective_to": rfc3339(OPEN_END)}
+
+
 def test_siblings_live_from_chunk_variants() -> None:
     v1, v2 = _superseded_pair()
     chunks = {
-        v1.doc_id: aggregate(v1, 3, ({"version_state": "current"}, 2)),
+        v1.doc_id: aggregate(v1, 3, (RECHUNKED, 2)),
         v2.doc_id: aggregate(v2, 4),
     }
     findings = check_siblings(view([v1, v2], chunks=chunks), ctx())
@@ -553,7 +558,20 @@ def test_siblings_live_from_chunk_variants() -> None:
     assert f.severity is Severity.CRITICAL
     assert f.expected == {"version_state": "superseded", "superseded_by": v2.doc_id}
     assert effect(v1, f) == {}  # the row is right already: only its payloads need the repair
+    assert f.actual["version_state"] == "current"
+    assert (f.actual["sibling"], f.actual["sibling_state"]) == (v2.doc_id, "current")
     assert len(findings) == 1
+
+
+def test_siblings_a_stale_claim_whose_window_has_closed_is_not_served() -> None:
+    """A chunk saying current with its window already closed is not returned by the filter:
+    payload drift, not two versions served."""
+    v1, v2 = _superseded_pair()
+    chunks = {
+        v1.doc_id: aggregate(v1, 3, ({"version_state": "current"}, 2)),
+        v2.doc_id: aggregate(v2, 4),
+    }
+    assert check_siblings(view([v1, v2], chunks=chunks), ctx()) == []
 
 
 def test_siblings_live_supersedes_a_row_still_current() -> None:
@@ -591,16 +609,21 @@ def test_siblings_quarantined_live_chunks_are_not_live() -> None:
     assert check_siblings(view([v1, v2], chunks=chunks), ctx()) == []
 
 
-def test_siblings_a_live_chunk_of_a_later_sibling_counts_even_if_its_row_says_otherwise() -> None:
+def test_siblings_a_live_chunk_of_a_draft_sibling_is_the_one_reported() -> None:
+    """A draft's chunk served beside the version in force: the draft's chunks are rewritten
+    from its row; the version in force is left alone (a draft never supersedes anything)."""
     v1 = row("v1", version=1, start=NOW - 100 * DAY)
     v2 = row("v2", version=2, state=DRAFT, start=NOW - 10 * DAY)
     chunks = {
         v1.doc_id: aggregate(v1, 2),
         v2.doc_id: aggregate(v2, 1, ({"version_state": "current"}, 1)),
     }
-    assert kinds(check_siblings(view([v1, v2], chunks=chunks), ctx())) == [
-        ("live_siblings", v1.doc_id)
-    ]
+    findings = check_siblings(view([v1, v2], chunks=chunks), ctx())
+    f = only(findings, "live_siblings", v2.doc_id)
+    assert effect(v2, f) == {}
+    assert f.expected == {"version_state": "draft", "superseded_by": None}
+    assert f.actual["sibling"] == v1.doc_id
+    assert len(findings) == 1
 
 
 def test_siblings_successor_is_the_rows_own_when_already_superseded() -> None:
@@ -628,7 +651,7 @@ def test_siblings_successor_is_the_rows_own_when_already_superseded() -> None:
     )
     v3 = row("v3", version=3, start=NOW - 10 * DAY)
     chunks = {
-        v1.doc_id: aggregate(v1, 1, ({"version_state": "current"}, 1)),
+        v1.doc_id: aggregate(v1, 1, (RECHUNKED, 1)),
         v2.doc_id: aggregate(v2, 1),
         v3.doc_id: aggregate(v3, 1),
     }
@@ -871,9 +894,20 @@ def test_dates_quiet_on_a_settled_family() -> None:
         end=NOW - 10 * DAY,
         superseded_by="v2",
     )
-    v2 = row("v2", version=2, start=NOW - 10 * DAY)
+    v2 = row("v2", version=2, start=NOW - 10 * DAY, end=NOW + 10 * DAY)
     v3 = row("v3", version=3, state=PENDING, start=NOW + 10 * DAY)
     assert check_dates(view([v1, v2, v3]), ctx()) == []
+
+
+def test_dates_successor_scheduled_closes_the_window_early_and_keeps_the_state() -> None:
+    """No gap, no overlap: the version in force stays served until its successor's start,
+    and its window is closed there now, so no run is needed at that instant."""
+    v2 = row("v2", version=2, state=UNKNOWN, start=NOW - 10 * DAY)
+    v3 = row("v3", version=3, state=UNKNOWN, start=NOW + 10 * DAY)
+    findings = check_dates(view([v2, v3]), ctx())
+    f = only(findings, "successor_scheduled", v2.doc_id)
+    assert effect(v2, f) == {"effective_to": NOW + 10 * DAY}
+    assert len(findings) == 1
 
 
 # -- index ----------------------------------------------------------------------------------

@@ -7,11 +7,15 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from alembic import command
+from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 
 from reconciler.errors import SchemaError
 from reconciler.model import OPEN_END, Document, VersionState
 from reconciler.stores.sql import SqlDocumentTable, _alembic_config
+
+#: The schema revision this build creates.
+HEAD = ScriptDirectory.from_config(_alembic_config()).get_current_head()
 
 
 def doc(n: int, **changes: object) -> Document:
@@ -37,7 +41,7 @@ def test_fresh_database_needs_init_then_reaches_head(table_url: str) -> None:
             store.ensure_schema()
         status = store.ensure_schema(create=True)
         assert status.up_to_date
-        assert status.current == status.head == "0003"
+        assert status.current == status.head == HEAD
         names = set(inspect(store.engine).get_table_names())
         assert {
             "documents",
@@ -51,7 +55,7 @@ def test_fresh_database_needs_init_then_reaches_head(table_url: str) -> None:
             "leases",
         } <= names
         # Running init again changes nothing.
-        assert store.ensure_schema(create=True).current == "0003"
+        assert store.ensure_schema(create=True).current == HEAD
     finally:
         store.close()
 
@@ -76,7 +80,7 @@ def test_older_revision_is_upgraded_on_start(table_url: str) -> None:
     try:
         assert store.schema_status().current == "0001"
         status = store.ensure_schema()  # not create: an existing older schema is upgraded
-        assert status.current == "0003"
+        assert status.current == HEAD
         assert "leases" in inspect(store.engine).get_table_names()
     finally:
         store.close()
@@ -147,12 +151,41 @@ def test_bulk_upsert_and_streaming_reads(table: SqlDocumentTable) -> None:
 
 
 def test_identity_map_keeps_first_seen_and_indexes_hashes(table: SqlDocumentTable) -> None:
-    table.record_identities("h", [("a", "h:fam", "sha256:aa"), ("b", "h:fam", None)])
-    table.record_identities("h", [("a", "h:fam2", "sha256:ab")])
+    table.record_identities("h", [("a", "h:fam", "sha256:aa", "a.md"), ("b", "h:fam", None, None)])
+    table.record_identities("h", [("a", "h:fam2", "sha256:ab", "a.md")])
     by_key, by_hash = table.identities("h")
     assert by_key == {"a": "h:fam2", "b": "h:fam"}
     assert by_hash == {"sha256:ab": "h:fam2"}
     assert table.identities("other") == ({}, {})
+
+
+def _age_identities(table: SqlDocumentTable) -> None:
+    """Move every identity's last sighting a day back (instead of waiting)."""
+    with table.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE identity_map SET last_seen = :at"),
+            {"at": datetime.now(UTC) - timedelta(days=1)},
+        )
+
+
+def test_identity_map_knows_the_identity_last_seen_at_a_path(table: SqlDocumentTable) -> None:
+    """A file that no longer parses is matched back to the identity last seen at its path."""
+    table.record_identities("h", [("vpn-policy", "h:vpn", None, "net/vpn.md")])
+    assert table.identities_at("h", ["net/vpn.md", "gone.md"]) == {"net/vpn.md": "vpn-policy"}
+    assert table.identities_at("other", ["net/vpn.md"]) == {}
+    # The path later holds another identity: the latest one wins.
+    _age_identities(table)
+    table.record_identities("h", [("vpn-2027", "h:vpn", None, "net/vpn.md")])
+    assert table.identities_at("h", ["net/vpn.md"]) == {"net/vpn.md": "vpn-2027"}
+
+
+def test_identity_map_touch_keeps_a_present_document_seen(table: SqlDocumentTable) -> None:
+    table.record_identities("h", [("a", "h:fam", "sha256:aa", "a.md")])
+    _age_identities(table)
+    before = table.identity_last_seen("h")["a"]
+    table.touch_identities("h", ["a", "unknown"])
+    assert table.identity_last_seen("h")["a"] > before
+    assert table.identities("h")[0] == {"a": "h:fam"}
 
 
 def test_outbox_is_idempotent_while_pending(table: SqlDocumentTable) -> None:

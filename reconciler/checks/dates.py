@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from reconciler.checks.common import STATE_FIELDS, diff
-from reconciler.checks.settling import settle
-from reconciler.model import Finding, Severity, VersionState
+from reconciler.model import Finding, Severity, VersionState, rfc3339
+from reconciler.settling import row_served, settle
 from reconciler.snapshot import Context, FamilyView
 
 CHECK = "dates"
 
 
 def check_dates(view: FamilyView, ctx: Context) -> list[Finding]:
-    """Find versions whose state is out of step with their effective window at ``ctx.now``."""
+    """Find versions whose state or window is out of step with the time rule at ``ctx.now``."""
     findings: list[Finding] = []
-    timed = settle(view.rows, ctx.now)
+    timed = settle(view.rows, ctx.now, unknown_siblings=ctx.unknown_siblings)
     became_current = {
         row.doc_id
         for row in view.rows
@@ -23,7 +23,9 @@ def check_dates(view: FamilyView, ctx: Context) -> list[Finding]:
     for row in view.rows:
         after = timed[row.doc_id]
         changes = diff(row, after, STATE_FIELDS)
-        if row.effective_from is not None and row.effective_from >= row.effective_to:
+        # The time rule never closes a window before it opens (it closes it empty, at its
+        # start); an end before the start comes from the source's own dates.
+        if row.effective_from is not None and row.effective_from > row.effective_to:
             findings.append(
                 Finding(
                     check=CHECK,
@@ -47,16 +49,22 @@ def check_dates(view: FamilyView, ctx: Context) -> list[Finding]:
             )
         elif after.version_state is VersionState.PENDING:
             kind, action = "not_yet_effective", "set state pending until its effective_from"
-        elif row.effective_to <= ctx.now:
+        elif after.superseded_by in became_current:
+            kind = "pending_now_effective"
+            action = f"superseded by {after.superseded_by}, now in force"
+        elif row_served(row, ctx.now) and after.version_state is VersionState.SUPERSEDED:
+            continue  # two versions served at once: the siblings check reports it
+        elif after.version_state is row.version_state:
+            kind = "successor_scheduled"
+            action = (
+                f"close its window at {rfc3339(after.effective_to)}, when its successor comes "
+                "into force (it is served until then)"
+            )
+        else:
             kind = "effective_to_passed"
             action = f"set state {after.version_state}" + (
                 f" (by {after.superseded_by})" if after.superseded_by else ""
             )
-        elif after.superseded_by in became_current:
-            kind = "pending_now_effective"
-            action = f"superseded by {after.superseded_by}, now in force"
-        else:
-            continue  # two versions live at once: the siblings and family checks own that
         findings.append(
             Finding(
                 check=CHECK,

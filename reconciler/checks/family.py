@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
-from reconciler.checks.settling import in_force_winner, settle
-from reconciler.deriving import declared_state, expected_document
+from reconciler.deriving import declared_document, declared_state
 from reconciler.model import (
     SERVABLE_STATES,
     Document,
@@ -21,6 +20,7 @@ from reconciler.model import (
     SourceProblem,
     VersionState,
 )
+from reconciler.settling import in_force_winner, settle
 from reconciler.snapshot import Context, FamilyView
 
 CHECK = "family"
@@ -69,6 +69,33 @@ def problem_findings(problems: Iterable[SourceProblem], family: str | None) -> l
     return findings
 
 
+def unregistered_findings(problems: Iterable[SourceProblem]) -> list[Finding]:
+    """Broken source documents that no registered document matches: ``source_problem``.
+
+    They have no row to keep or change, and no family; they are reported so that operators
+    see them in ``check``, ``plan`` and ``run`` output (and the metrics), not only in the
+    ingestion log.
+    """
+    return [
+        Finding(
+            check=CHECK,
+            kind="source_problem",
+            severity=Severity.WARNING,
+            family=None,
+            doc_id=problem.doc_id,
+            expected="a well-formed source document",
+            actual={
+                "source": problem.source,
+                "problem": str(problem.kind),
+                "path": problem.path,
+                "message": problem.message,
+            },
+            action="none: fix the document in the source; it is registered once it parses",
+        )
+        for problem in problems
+    ]
+
+
 def _servable(doc: Document) -> bool:
     return doc.version_state in SERVABLE_STATES and not doc.quarantined
 
@@ -79,7 +106,7 @@ class Declared:
 
     #: doc_id -> expected row, for the rows whose source was read and holds them.
     rows: dict[str, Document]
-    #: Every row's input to ``settle`` (expected where judged, else the row as it is).
+    #: Every row's input to ``settle`` (declared where judged, else the row as it is).
     inputs: list[Document]
     #: doc_id -> successor doc_id that has no row yet.
     successors_not_ingested: dict[str, str]
@@ -110,7 +137,7 @@ def declared_family(view: FamilyView, ctx: Context) -> Declared:
         successor: SourceDocument | Document | None = None
         if src.superseded_by:
             successor = view.successors.get(src.superseded_by) or view.row(src.superseded_by)
-        expected = expected_document(
+        expected = declared_document(
             src,
             family=row.doc_family_id,
             as_of=ctx.now,
@@ -132,7 +159,7 @@ def declared_family(view: FamilyView, ctx: Context) -> Declared:
                     expected, **{f: getattr(row, f) for f in STATE_FIELDS}
                 )
         declared.append(expected)
-    settled = settle(declared, ctx.now)
+    settled = settle(declared, ctx.now, unknown_siblings=ctx.unknown_siblings)
     return Declared(
         rows={doc_id: settled[doc_id] for doc_id in judged},
         inputs=declared,
@@ -189,7 +216,8 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
         )
 
     settled = truth.rows
-    timed = settle(view.rows, ctx.now)  # what the dates check alone would do
+    # What the dates and siblings checks alone would do.
+    timed = settle(view.rows, ctx.now, unknown_siblings=ctx.unknown_siblings)
     for row in view.rows:
         if row.doc_id not in judged or row.doc_id not in view.sources:
             continue
@@ -209,7 +237,14 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
                     actual={"successor_registered": False, **values(row, ("version_state",))},
                     action=(
                         f"re-ingest request for {successor_id}"
-                        + ("; mark this version superseded now" if changes else "")
+                        + (
+                            "; mark this version superseded now"
+                            if expected.version_state is VersionState.SUPERSEDED
+                            and "version_state" in changes
+                            else f"; close its window at its successor's start ({expected.effective_to.isoformat()})"
+                            if changes
+                            else ""
+                        )
                     ),
                     changes={**values(expected, STATE_FIELDS), **changes} if changes else {},
                     reingest=ReingestRequest(
@@ -234,6 +269,10 @@ def _time_only(row: Document, expected: Document, timed: Document, ctx: Context)
     """Whether the only difference is a boundary the dates check reports and repairs."""
     if expected != timed:
         return False
+    if expected.version_state is row.version_state and set(
+        diff(row, expected, STATE_FIELDS + META_FIELDS)
+    ) == {"effective_to"}:
+        return True  # a successor is scheduled: the window closes early (successor_scheduled)
     started = (row.effective_from or ctx.now) <= ctx.now
     if row.version_state is VersionState.PENDING:
         return started and expected.version_state is VersionState.CURRENT

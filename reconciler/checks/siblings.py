@@ -1,103 +1,135 @@
-"""``siblings``: chunk payloads within a family — a superseded version still live beside its
-successor (the resurrection a re-chunking run causes)."""
+"""``siblings``: rows and chunk payloads within a family — two versions served at once.
+
+A re-chunking run writes an old version's chunks back as current; a row is set back to
+current beside a started later version; two undeclared (``unknown``) versions sit side by
+side. Each leaves retrieval serving two versions of one document. The check reads what
+``default_filter()`` serves now — every row and every chunk payload variant — and compares it
+with the one version the time rule (``reconciler.settling``) keeps in force.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from reconciler.model import OPEN_START, Finding, Severity, VersionState, parse_instant
+from reconciler.checks.common import STATE_FIELDS, diff
+from reconciler.model import OPEN_START, Document, Finding, Severity
+from reconciler.settling import (
+    order_key,
+    payload_instant,
+    payload_served,
+    row_served,
+    settle,
+    start_of,
+)
 from reconciler.snapshot import Context, FamilyView
 
 CHECK = "siblings"
-_LIVE = {str(VersionState.CURRENT), str(VersionState.PENDING)}
-
-
-def _instant(value: object) -> datetime:
-    if isinstance(value, str):
-        try:
-            return parse_instant(value)
-        except ValueError:
-            return OPEN_START
-    return OPEN_START
 
 
 def check_siblings(view: FamilyView, ctx: Context) -> list[Finding]:
-    """Find chunks marked in force while a sibling version with a later start has started."""
-    claims: dict[str, list[tuple[str, datetime, bool]]] = {}
+    """Find versions served now beside the one the time rule keeps in force."""
+    now = ctx.now
     rows = {row.doc_id: row for row in view.rows}
+    settled = settle(view.rows, now, unknown_siblings=ctx.unknown_siblings)
+    # What retrieval serves now, per document: (state, start) of each served row or variant.
+    live: dict[str, list[tuple[str, datetime]]] = {}
     for doc_id, row in rows.items():
-        # The row's own claim counts too: a row set back to current beside a started later
-        # sibling is caught here, before the payload check would copy it onto the chunks.
-        seen: list[tuple[str, datetime, bool]] = [
-            (str(row.version_state), row.effective_from or OPEN_START, row.quarantined)
-        ]
+        # The row's own claim counts: a row set back to current beside a started later sibling
+        # is caught here, before the payload check would copy it onto the chunks.
+        claims = [(str(row.version_state), start_of(row))] if row_served(row, now) else []
         aggregate = view.chunks.get(doc_id)
         for variant in aggregate.variants if aggregate is not None else ():
             values = dict(variant)
-            seen.append(
-                (
-                    str(values.get("version_state")),
-                    _instant(values.get("effective_from")),
-                    values.get("quarantined") is True,
+            if payload_served(values, now):
+                claims.append(
+                    (
+                        str(values.get("version_state")),
+                        payload_instant(values.get("effective_from"), OPEN_START),
+                    )
                 )
-            )
-        claims[doc_id] = seen
+        if claims:
+            live[doc_id] = claims
+    in_force = sorted(
+        (doc_id for doc_id, doc in settled.items() if row_served(doc, now)),
+        key=lambda doc_id: order_key(settled[doc_id]),
+    )
     findings = []
-    for doc_id, seen in sorted(claims.items()):
-        live = [
-            start for state, start, quarantined in seen if state == "current" and not quarantined
-        ]
-        if not live:
-            continue
-        start = min(live)
-        # The ordering of the time rule (settling.in_force_winner): a later start wins, and on
-        # the same start (undated versions) the higher version, then the id.
-        mine = (start, rows[doc_id].doc_version, doc_id)
-        later = [
-            (other_start, rows[other].doc_version, other)
-            for other, other_seen in claims.items()
-            if other != doc_id
-            for state, other_start, _q in other_seen
-            if state in _LIVE
-            and other_start <= ctx.now
-            and (other_start, rows[other].doc_version, other) > mine
-        ]
-        if not later:
-            continue
-        successor_start, _version, successor = max(later)
-        row = rows[doc_id]
-        changes: dict[str, object] = {}
-        # Only a row that itself claims to be in force changes. A row already superseded keeps
-        # its chain (its successor may be an earlier sibling), a retired or draft row keeps its
-        # state: only its chunks lag behind, and the planner rewrites them from the row.
-        if row.version_state in (VersionState.CURRENT, VersionState.PENDING):
-            changes = {
-                "version_state": VersionState.SUPERSEDED,
-                "superseded_by": successor,
-                "effective_to": min(row.effective_to, successor_start),
-            }
+    for doc_id, claims in sorted(live.items()):
+        others = (set(live) | set(in_force)) - {doc_id}
+        if doc_id in in_force or not others:
+            continue  # the version in force, or a lone stale one (the payload check's)
+        sibling = (
+            settled[in_force[-1]] if in_force else max((settled[d] for d in others), key=order_key)
+        )
+        row, after = rows[doc_id], settled[doc_id]
+        # Only a row that itself is served changes (it is superseded by the rule); a row
+        # already superseded, retired or draft keeps its state and its chunks are rewritten.
+        changes = diff(row, after, STATE_FIELDS) if row_served(row, now) else {}
         findings.append(
-            Finding(
-                check=CHECK,
-                kind="live_siblings",
-                severity=Severity.CRITICAL,
-                family=view.family,
-                doc_id=doc_id,
-                expected={
-                    "version_state": "superseded",
-                    "superseded_by": row.superseded_by if not changes else successor,
-                },
-                actual={
-                    "live_chunks_from": start,
-                    "sibling": successor,
-                    "sibling_from": successor_start,
-                },
-                action=(
-                    f"supersede by {successor} (table + payloads)"
-                    if changes
-                    else "rewrite its chunks from the row (already superseded)"
-                ),
+            _finding(
+                view,
+                row,
+                after,
+                claims,
+                sibling,
                 changes=changes,
+                severity=Severity.CRITICAL,
+                action=(
+                    f"supersede by {after.superseded_by} (table + payloads)"
+                    if changes
+                    else f"rewrite its chunks from the row ({after.version_state})"
+                ),
+            )
+        )
+    # Two versions the rule leaves in force together: only the ``report`` policy does that.
+    newest = settled[in_force[-1]] if in_force else None
+    for doc_id in in_force[:-1]:
+        assert newest is not None
+        findings.append(
+            _finding(
+                view,
+                rows[doc_id],
+                settled[doc_id],
+                live.get(doc_id) or [(str(rows[doc_id].version_state), start_of(rows[doc_id]))],
+                newest,
+                changes={},
+                severity=Severity.WARNING,
+                action="none: [policy] unknown_siblings = report; retire or supersede one "
+                "of them in the source",
             )
         )
     return findings
+
+
+def _finding(
+    view: FamilyView,
+    row: Document,
+    after: Document,
+    claims: list[tuple[str, datetime]],
+    sibling: Document,
+    *,
+    changes: dict[str, object],
+    severity: Severity,
+    action: str,
+) -> Finding:
+    states = sorted({state for state, _start in claims})
+    return Finding(
+        check=CHECK,
+        kind="live_siblings",
+        severity=severity,
+        family=view.family,
+        doc_id=row.doc_id,
+        expected={
+            "version_state": str(after.version_state),
+            "superseded_by": after.superseded_by,
+        },
+        actual={
+            "version_state": states[0] if len(states) == 1 else states,
+            "live_from": min(start for _state, start in claims),
+            "sibling": sibling.doc_id,
+            "sibling_state": str(sibling.version_state),
+            "sibling_from": start_of(sibling),
+        },
+        action=action,
+        changes=changes,
+    )

@@ -94,8 +94,13 @@ class IdentityRow(Base):
     source_key: Mapped[str] = mapped_column(String(512), primary_key=True)
     doc_family_id: Mapped[str] = mapped_column(String(512), index=True)
     content_hash: Mapped[str | None] = mapped_column(String(80))
+    #: Where the connector found it (a note's path); a file that no longer parses is matched
+    #: back to its identity through this.
+    path: Mapped[str | None] = mapped_column(String(1024))
     first_seen: Mapped[datetime] = mapped_column(UTCDateTime())
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_identity_map_source_path", "source", "path"),)
 
 
 class SourceStatusRow(Base):

@@ -334,8 +334,10 @@ class SqlDocumentTable:
                     by_hash.setdefault(content_hash, family)
         return by_key, by_hash
 
-    def record_identities(self, source: str, entries: Iterable[tuple[str, str, str | None]]) -> int:
-        """Record (source_key, family, content_hash) seen now; first_seen is kept."""
+    def record_identities(
+        self, source: str, entries: Iterable[tuple[str, str, str | None, str | None]]
+    ) -> int:
+        """Record (source_key, family, content_hash, path) seen now; first_seen is kept."""
         at = now()
         rows = [
             {
@@ -343,10 +345,11 @@ class SqlDocumentTable:
                 "source_key": key,
                 "doc_family_id": family,
                 "content_hash": content_hash,
+                "path": path,
                 "first_seen": at,
                 "last_seen": at,
             }
-            for key, family, content_hash in entries
+            for key, family, content_hash, path in entries
         ]
         insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         with self._sessions.begin() as session:
@@ -358,11 +361,44 @@ class SqlDocumentTable:
                         set_={
                             "doc_family_id": stmt.excluded.doc_family_id,
                             "content_hash": stmt.excluded.content_hash,
+                            "path": stmt.excluded.path,
                             "last_seen": stmt.excluded.last_seen,
                         },
                     )
                 )
         return len(rows)
+
+    def identities_at(self, source: str, paths: Iterable[str]) -> dict[str, str]:
+        """The identity last seen at each of ``paths`` (path -> source_key), where known."""
+        wanted = sorted(set(paths))
+        found: dict[str, tuple[datetime, str]] = {}
+        stmt = select(IdentityRow.path, IdentityRow.source_key, IdentityRow.last_seen)
+        with Session(self.engine) as session:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                rows = session.execute(
+                    stmt.where(IdentityRow.source == source, IdentityRow.path.in_(chunk))
+                )
+                for path, key, seen in rows:
+                    if path is not None and (path not in found or (seen, key) > found[path]):
+                        found[path] = (seen, key)
+        return {path: key for path, (_seen, key) in found.items()}
+
+    def touch_identities(self, source: str, keys: Iterable[str]) -> None:
+        """Mark identities as seen now without changing them (a document that is present but
+        cannot be parsed: the grace period of ``missing_in_source`` does not start)."""
+        chosen = sorted(set(keys))
+        at = now()
+        with self._sessions.begin() as session:
+            for start in range(0, len(chosen), 500):
+                session.execute(
+                    update(IdentityRow)
+                    .where(
+                        IdentityRow.source == source,
+                        IdentityRow.source_key.in_(chosen[start : start + 500]),
+                    )
+                    .values(last_seen=at)
+                )
 
     # -- source status ----------------------------------------------------------------------
 

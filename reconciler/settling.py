@@ -1,0 +1,209 @@
+"""Time applied to a family's versions: the one rule the family, dates and siblings checks share.
+
+Keeping it in one place is what makes repairs converge: every check that changes a version's
+state asks this module what the family should look like, so no two checks pull one document
+in different directions.
+
+The rule (docs/engine.md, "The time rule"):
+
+- ``current``, ``pending`` and ``unknown`` versions are *servable* and take part alike;
+- versions are ordered by ``(effective_from, version, doc_id)``, a missing start first;
+- a servable version's window closes at the earliest of its own ``effective_to``, the start of
+  the successor it declares (``superseded_by``), and the start of its *immediate* successor in
+  that order; it keeps its state until then: only ``effective_to`` is written early, so the
+  payloads stay right at every instant until the source changes, with no run in between;
+- once its window has closed it is ``superseded`` by the successor it declares, else by its
+  immediate successor, or ``retired`` when it has neither;
+- ``pending`` becomes ``current`` at its start, and a ``current`` version not yet started is
+  ``pending``.
+
+Superseded versions that name their successor stay on the timeline as boundaries (an earlier
+version ends where they began); drafts and retired versions never do.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from reconciler.model import (
+    OPEN_END,
+    OPEN_START,
+    SERVABLE_STATES,
+    Document,
+    VersionState,
+    parse_instant,
+)
+
+#: ``[policy] unknown_siblings``: supersede an ``unknown`` version by a later ``unknown``
+#: sibling (the default), or only report the two (a team that moves them out by hand).
+UNKNOWN_SIBLINGS_POLICIES: tuple[str, ...] = ("supersede", "report")
+
+_SERVABLE = frozenset(SERVABLE_STATES)
+_SERVABLE_NAMES = frozenset(str(state) for state in SERVABLE_STATES)
+
+
+def start_of(doc: Document) -> datetime:
+    """When a version comes into force; a missing start is the beginning of time."""
+    return doc.effective_from or OPEN_START
+
+
+def order_key(doc: Document) -> tuple[datetime, int, str]:
+    """The time rule's order: a later start wins, then the higher version, then the id."""
+    return (start_of(doc), doc.doc_version, doc.doc_id)
+
+
+def served_at(
+    state: object, start: datetime, end: datetime, quarantined: bool, instant: datetime
+) -> bool:
+    """Whether ``default_filter(as_of=instant)`` admits a chunk carrying these values."""
+    return str(state) in _SERVABLE_NAMES and not quarantined and start <= instant < end
+
+
+def row_served(doc: Document, instant: datetime) -> bool:
+    """Whether the chunks derived from ``doc`` are served at ``instant``."""
+    return served_at(doc.version_state, start_of(doc), doc.effective_to, doc.quarantined, instant)
+
+
+def payload_served(values: Mapping[str, Any], instant: datetime) -> bool:
+    """Whether a chunk with this (logical, managed) payload is served at ``instant``."""
+    return served_at(
+        values.get("version_state"),
+        # An absent or unreadable date matches no range condition: never served.
+        payload_instant(values.get("effective_from"), OPEN_END),
+        payload_instant(values.get("effective_to"), OPEN_START),
+        values.get("quarantined") is True,
+        instant,
+    )
+
+
+def payload_instant(value: object, default: datetime) -> datetime:
+    """A payload date as an instant; ``default`` when absent or unreadable."""
+    if isinstance(value, str):
+        try:
+            return parse_instant(value)
+        except ValueError:
+            return default
+    return default
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A version's place on its family's timeline."""
+
+    #: Who supersedes it when its window closes (declared first, else the next in order).
+    successor: str | None
+    #: Its ``effective_to`` under the rule.
+    end: datetime
+    #: A later ``unknown`` sibling the ``report`` policy leaves live beside it.
+    reported: str | None = None
+
+
+def _on_timeline(doc: Document) -> bool:
+    return doc.version_state in _SERVABLE or (
+        doc.version_state is VersionState.SUPERSEDED and doc.superseded_by is not None
+    )
+
+
+def _link(doc: Document) -> str | None:
+    return doc.superseded_by if doc.superseded_by not in (None, doc.doc_id) else None
+
+
+def _close(doc: Document, end: datetime, at: datetime) -> datetime:
+    """``end`` closed at ``at`` when that is earlier, never before the version's own start."""
+    return min(end, max(at, start_of(doc)))
+
+
+def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -> dict[str, Slot]:
+    """Every timeline member's successor and window end (doc_id -> slot); pure."""
+    by_id = {doc.doc_id: doc for doc in docs}
+    members = [doc for doc in docs if _on_timeline(doc)]
+    declared_end: dict[str, datetime] = {}
+    for doc in members:
+        end = doc.effective_to
+        target = by_id.get(_link(doc) or "")
+        if target is not None:
+            end = _close(doc, end, start_of(target))
+        declared_end[doc.doc_id] = end
+    # Versions whose own declaration leaves them an empty window end no one else's.
+    ordered = sorted(
+        (doc for doc in members if declared_end[doc.doc_id] > start_of(doc)), key=order_key
+    )
+    keys = [order_key(doc) for doc in ordered]
+    slots: dict[str, Slot] = {}
+    for doc in members:
+        link = _link(doc)
+        end = declared_end[doc.doc_id]
+        position = bisect.bisect_right(keys, order_key(doc))
+        after = ordered[position] if position < len(ordered) else None
+        reported = None
+        if after is not None:
+            if (
+                unknown_siblings == "report"
+                and link is None
+                and doc.version_state is VersionState.UNKNOWN
+                and after.version_state is VersionState.UNKNOWN
+            ):
+                reported, after = after.doc_id, None
+            else:
+                end = _close(doc, end, start_of(after))
+        successor = link or (after.doc_id if after is not None else None)
+        slots[doc.doc_id] = Slot(successor=successor, end=end, reported=reported)
+    return slots
+
+
+def in_force_winner(docs: Iterable[Document], now: datetime) -> Document | None:
+    """The current version in force at ``now``: the latest started one (then version, id)."""
+    live = [
+        d
+        for d in docs
+        if d.version_state is VersionState.CURRENT and start_of(d) <= now < d.effective_to
+    ]
+    if not live:
+        return None
+    return max(live, key=order_key)
+
+
+def settle(
+    docs: Iterable[Document], now: datetime, *, unknown_siblings: str = "supersede"
+) -> dict[str, Document]:
+    """Return every version as it should stand at ``now`` (doc_id -> document).
+
+    Servable versions get their window end from ``timeline`` and keep their state while it
+    is open (with ``superseded_by`` empty: only ``effective_to`` is written early); once it
+    has closed they are superseded by their successor, or retired without one. Superseded,
+    retired and draft versions are kept as they are.
+
+    Idempotent: ``settle(settle(x).values()) == settle(x)``.
+    """
+    started = []
+    for doc in docs:
+        if doc.version_state is VersionState.PENDING and start_of(doc) <= now:
+            doc = dataclasses.replace(doc, version_state=VersionState.CURRENT)
+        elif doc.version_state is VersionState.CURRENT and start_of(doc) > now:
+            doc = dataclasses.replace(doc, version_state=VersionState.PENDING)
+        started.append(doc)
+    slots = timeline(started, unknown_siblings=unknown_siblings)
+    settled: dict[str, Document] = {}
+    for doc in started:
+        slot = slots.get(doc.doc_id)
+        if slot is not None and doc.version_state in _SERVABLE:
+            if slot.end > now:
+                doc = dataclasses.replace(doc, effective_to=slot.end, superseded_by=None)
+            elif slot.successor is not None:
+                doc = dataclasses.replace(
+                    doc,
+                    version_state=VersionState.SUPERSEDED,
+                    superseded_by=slot.successor,
+                    effective_to=slot.end,
+                )
+            else:
+                doc = dataclasses.replace(
+                    doc, version_state=VersionState.RETIRED, superseded_by=None
+                )
+        settled[doc.doc_id] = doc
+    return settled
