@@ -26,7 +26,7 @@ from reconciler.checks.family import UNREADABLE_PROBLEMS, declared_family, unreg
 from reconciler.checks.hash import check_source, unreadable_findings
 from reconciler.checks.index import check_index
 from reconciler.checks.payload import check_orphans
-from reconciler.errors import IndexWriteError
+from reconciler.errors import IndexWriteError, NotFound
 from reconciler.families import resolve_families
 from reconciler.model import (
     MANAGED_KEYS,
@@ -335,7 +335,24 @@ class Engine:
         if options.doc_id is not None:
             found = self.table.get_documents([options.doc_id]).get(options.doc_id)
             family = found.doc_family_id if found else sources.family_of.get(options.doc_id)
-            scope = frozenset({family}) if family else frozenset()
+            if family is None:
+                raise NotFound(
+                    f"no such document: {options.doc_id!r} is neither in the document table "
+                    "nor in a source that could be read (doc ids are '<source>:<id>'; "
+                    "see `reconciler status`)"
+                )
+            scope = frozenset({family})
+        elif scope is not None:
+            in_sources = set(sources.family_of.values())
+            unknown = sorted(
+                f for f in scope if f not in in_sources and not self.table.has_family(f)
+            )
+            if unknown:
+                raise NotFound(
+                    f"no such family: {', '.join(map(repr, unknown))} is neither in the "
+                    "document table nor in a source that could be read (family ids are "
+                    "'<source>:<family>')"
+                )
         # Pass 1: the fingerprint of every row's expected payload, and totals for the guard.
         expected: dict[str, tuple[bytes, str]] = {}
         families_total = 0

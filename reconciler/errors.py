@@ -10,7 +10,9 @@
     ├── IndexWriteError             stop the run: a payload batch failed; ``points_written``
     │                               says exactly how far it got (every write is idempotent,
     │                               so the next run converges)
-    └── LeaseBusy                   skip this run: another runner holds the shard's lease
+    ├── LeaseBusy                   skip this run: another runner holds the shard's lease
+    └── NotFound                    fix the command: a scoped repair names no document or
+                                    family that the table or a source knows
 
 Connector errors live in ``connectors.base``.
 """
@@ -60,3 +62,7 @@ class IndexWriteError(ReconcilerError):
 
 class LeaseBusy(ReconcilerError):
     """Another runner holds this shard's single-runner lease: the run was skipped."""
+
+
+class NotFound(ReconcilerError):
+    """A scoped run names a document or family that neither the table nor a source knows."""

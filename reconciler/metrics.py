@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 PREFIX = "reconciler_"
 JOB_LABEL = "reconciler_job"  # not "job": that label belongs to the scrape config
+#: Finding kinds that name a source document the connector could not parse.
+BROKEN_KINDS = frozenset({"invalid_source_document", "source_problem"})
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -138,12 +140,15 @@ class RunLogCollector(Collector):
         counts: dict[tuple[str, str, str], int] = defaultdict(int)
         live_siblings: set[str | None] = set()
         ttl_families: set[str | None] = set()
+        broken = 0
         for check, kind, severity, family, doc_id in findings:
             counts[(check, kind, severity)] += 1
             if kind == "live_siblings":
                 live_siblings.add(doc_id)
             if kind == "ttl_expired":
                 ttl_families.add(family)
+            if kind in BROKEN_KINDS:
+                broken += 1
         gauge = GaugeMetricFamily(
             f"{PREFIX}findings",
             "Outstanding findings of each check's latest run.",
@@ -163,6 +168,12 @@ class RunLogCollector(Collector):
         )
         ttl.add_metric([], float(len(ttl_families)))
         yield ttl
+        documents = GaugeMetricFamily(
+            f"{PREFIX}broken_documents",
+            "Source documents that could not be parsed (registered or not), after the latest run.",
+        )
+        documents.add_metric([], float(broken))
+        yield documents
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any
 from reconciler.checks import CHECKS
 from reconciler.embedding import make_embedder
 from reconciler.engine import WRITING_MODES, Engine, Guard, Options, Report
-from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError, LeaseBusy
+from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError, LeaseBusy, NotFound
 from reconciler.ingesting import Ingestor
 from reconciler.leasing import HeldLease, lease_name, make_lease
 from reconciler.model import jsonable
@@ -243,6 +243,8 @@ def reconcile(
                 return _run_engine(settings, table, sources, options, progress)
             except IndexWriteError:
                 raise  # the engine recorded it, with exactly what was written
+            except NotFound:
+                raise  # a mistyped scope: nothing was read from the index or written
             except Exception as exc:
                 _record_failed(table, options, exc)
                 raise

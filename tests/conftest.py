@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from acceptance_kit import Deployment
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -66,6 +67,16 @@ def table_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'reconciler.db'}"
     url: str = request.getfixturevalue("pg_url")
     return url
+
+
+@pytest.fixture
+def deploy(request: pytest.FixtureRequest, tmp_path: Path) -> Deployment:
+    """An acceptance deployment (``acceptance_kit``) on SQLite, or on PostgreSQL when a test
+    is parametrized with ``indirect=True`` and ``"postgresql"``."""
+    url = "sqlite:///reconciler.db"
+    if getattr(request, "param", "sqlite") == "postgresql":
+        url = request.getfixturevalue("pg_url")
+    return Deployment(tmp_path, url)
 
 
 @pytest.fixture

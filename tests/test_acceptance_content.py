@@ -18,15 +18,6 @@ from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 
 
-@pytest.fixture
-def deploy(request: pytest.FixtureRequest, tmp_path: Path) -> Deployment:
-    """A deployment on SQLite, or on PostgreSQL when parametrized so."""
-    url = "sqlite:///reconciler.db"
-    if getattr(request, "param", "sqlite") == "postgresql":
-        url = request.getfixturevalue("pg_url")
-    return Deployment(tmp_path, url)
-
-
 def quarantine(deploy: Deployment, doc_id: str) -> set[tuple[bool, str | None]]:
     return {
         (p["quarantined"], p.get("quarantine_reason")) for p in deploy.points().of(doc_id).values()

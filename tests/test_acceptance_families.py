@@ -3,21 +3,10 @@ chunk payloads, made the way it happens in life, found and repaired through the 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from acceptance_kit import Deployment, day, instant, kinds, writes_zero
 
 from reconciler.model import OPEN_END
-
-
-@pytest.fixture
-def deploy(request: pytest.FixtureRequest, tmp_path: Path) -> Deployment:
-    """A deployment on SQLite, or on PostgreSQL when parametrized so."""
-    url = "sqlite:///reconciler.db"
-    if getattr(request, "param", "sqlite") == "postgresql":
-        url = request.getfixturevalue("pg_url")
-    return Deployment(tmp_path, url)
 
 
 def states(deploy: Deployment) -> dict[str, tuple[str, str | None]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,15 +25,6 @@ from reconciler import default_filter
 from reconciler.checks import CHECKS
 from reconciler.model import OPEN_END, rfc3339
 from reconciler.stores import audit
-
-
-@pytest.fixture
-def deploy(request: pytest.FixtureRequest, tmp_path: Path) -> Deployment:
-    """A deployment on SQLite, or on PostgreSQL when parametrized so."""
-    url = "sqlite:///reconciler.db"
-    if getattr(request, "param", "sqlite") == "postgresql":
-        url = request.getfixturevalue("pg_url")
-    return Deployment(tmp_path, url)
 
 
 def drifted_corpus(deploy: Deployment) -> None:

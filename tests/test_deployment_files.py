@@ -34,6 +34,7 @@ EXPORTED = {
     "reconciler_findings",
     "reconciler_live_siblings",
     "reconciler_ttl_expired_families",
+    "reconciler_broken_documents",
     "reconciler_quarantined_families",
     "reconciler_source_up",
     "reconciler_source_errors_total",

@@ -680,6 +680,20 @@ def policy(version: int, body: str, **front: str) -> str:
     )
 
 
+def configured(tmp_path: Path, extra: str) -> Path:
+    """A deployment config reading the repository ``handbook`` (``init`` done)."""
+    config = tmp_path / "reconciler.toml"
+    config.write_text(
+        '[table]\nurl = "sqlite:///reconciler.db"\n[index]\npath = "qdrant"\n'
+        'collection = "handbook"\n'
+        '[[sources]]\nname = "hb"\ntype = "git"\npath = "handbook"\n' + extra,
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(cli, ["--config", str(config), "init"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return config
+
+
 def test_end_to_end_supersession_and_in_place_edit_through_the_cli(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "handbook")
     repo.write(
@@ -687,17 +701,9 @@ def test_end_to_end_supersession_and_in_place_edit_through_the_cli(tmp_path: Pat
     )
     repo.write("runbook.md", note("# Runbook\n\nAnnounce the deploy.", status="current"))
     repo.commit("first")
-    config = tmp_path / "reconciler.toml"
-    config.write_text(
-        '[table]\nurl = "sqlite:///reconciler.db"\n[index]\npath = "qdrant"\n'
-        'collection = "handbook"\n'
-        '[[sources]]\nname = "hb"\ntype = "git"\npath = "handbook"\n'
-        '[sources.options]\nbranch = "main"\n'
-        "[guard]\nmax_changed_fraction = 1.0\n",
-        encoding="utf-8",
+    config = configured(
+        tmp_path, '[sources.options]\nbranch = "main"\n[guard]\nmax_changed_fraction = 1.0\n'
     )
-    result = CliRunner().invoke(cli, ["--config", str(config), "init"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
     code, ingest = run(config, "ingest")
     assert (code, ingest["totals"]["ingested"]) == (0, 2)
     assert run(config, "check")[0] == 0
@@ -749,3 +755,27 @@ def test_end_to_end_supersession_and_in_place_edit_through_the_cli(tmp_path: Pat
     assert findings(data) == {("hash", "quarantine_lifted", "hb:policy-v2")}
     code, data = run(config, "check")
     assert (code, data["findings"]) == (0, [])
+
+
+def test_a_frontmatter_typo_keeps_the_identity_and_state_of_a_committed_note(
+    tmp_path: Path,
+) -> None:
+    """The identity rule is the engine's, the same for every connector: a file that no
+    longer parses is the document last seen at its path, never a missing one."""
+    repo = Repo(tmp_path / "handbook")
+    repo.write("net/vpn.md", note("# VPN\n\nUse the client.", id="vpn-policy", status="current"))
+    repo.write("runbook.md", note("# Runbook\n\nAnnounce the deploy.", status="current"))
+    repo.commit("first")
+    config = configured(tmp_path, '[policy]\nmissing_in_source_grace = "1d"\n')
+    assert run(config, "ingest")[0] == 0
+    assert run(config, "apply")[0] == 0
+
+    repo.write("net/vpn.md", note("# VPN\n\nUse the client.", id="vpn-policy", status="[current"))
+    repo.commit("typo")
+    month = (datetime.now(UTC) + timedelta(days=30)).isoformat()
+    code, data = run(config, "apply", "--now", month)
+    assert code == 0
+    assert findings(data) == {("family", "invalid_source_document", "hb:vpn-policy")}
+    assert data["writes"]["table"] == data["writes"]["points"] == 0
+    code, status = run(config, "status")
+    assert status["by_state"] == {"current": 2}

@@ -271,6 +271,13 @@ class SqlDocumentTable:
             for row in result:
                 yield document_from_row(row)
 
+    def has_family(self, family: str) -> bool:
+        """Whether any document row belongs to ``family``."""
+        columns = DocumentRow.__table__.c
+        stmt = select(columns.doc_id).where(columns.doc_family_id == family).limit(1)
+        with self.engine.connect() as conn:
+            return conn.execute(stmt).first() is not None
+
     def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
         """Documents by id (missing ids are absent)."""
         ids = list(dict.fromkeys(doc_ids))
