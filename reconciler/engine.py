@@ -297,17 +297,21 @@ class Engine:
 
         A file that cannot be parsed has no id of its own: it is the document last seen at
         its path (the identity map), else the connector's default for that path. So a note
-        whose identity is its frontmatter ``id`` keeps it when its frontmatter breaks.
+        whose identity is its frontmatter ``id`` keeps it when its frontmatter breaks. An
+        identity that a parsed document holds in this scan (the note moved, and a new broken
+        file took its old path) is not taken.
         """
         unnamed = [p for p in snapshot.problems if p.doc_id is None and p.path is not None]
         known = (
             self.table.identities_at(source, {p.path for p in unnamed if p.path}) if unnamed else {}
         )
+        parsed = {doc.source_key for doc in snapshot.documents}
         problems = []
         for problem in snapshot.problems:
             key = problem.source_key
             if problem.doc_id is None and problem.path in known:
-                key = known[problem.path]
+                if known[problem.path] not in parsed:
+                    key = known[problem.path]
             elif problem.doc_id is not None:
                 key = problem.doc_id.removeprefix(f"{source}:")
             problems.append(

@@ -203,6 +203,20 @@ def test_a_frontmatter_typo_keeps_identity_and_state(deploy: Deployment, with_id
     assert (code, data["findings"]) == (0, [])
 
 
+def test_a_broken_file_where_a_moved_note_was_is_not_that_note(deploy: Deployment) -> None:
+    """The identity last seen at a path is taken only if no parsed note holds it now."""
+    deploy.note("vpn", id="vpn-policy", family="vpn", status="current")
+    deploy.init_ingest()
+    assert deploy.json("apply")[0] == 0
+    (deploy.vault / "vpn.md").rename(deploy.vault / "network-vpn.md")
+    (deploy.vault / "vpn.md").write_text("---\nstatus: [current\n---\nA new page.\n")
+    code, data = deploy.json("check")
+    assert code == 2
+    assert kinds(data) == {("family", "source_problem", "hb:vpn")}
+    assert deploy.json("apply")[0] == 0
+    assert deploy.served() == {"hb:vpn-policy"}
+
+
 @DIALECTS
 def test_a_broken_note_never_registered_is_reported_where_operators_look(
     deploy: Deployment,

@@ -19,6 +19,7 @@ from reconciler.model import (
     SourceDocument,
     SourceProblem,
     VersionState,
+    rfc3339,
 )
 from reconciler.settling import in_force_winner, settle
 from reconciler.snapshot import Context, FamilyView
@@ -235,17 +236,7 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
                     doc_id=row.doc_id,
                     expected={"superseded_by": successor_id, "successor_registered": True},
                     actual={"successor_registered": False, **values(row, ("version_state",))},
-                    action=(
-                        f"re-ingest request for {successor_id}"
-                        + (
-                            "; mark this version superseded now"
-                            if expected.version_state is VersionState.SUPERSEDED
-                            and "version_state" in changes
-                            else f"; close its window at its successor's start ({expected.effective_to.isoformat()})"
-                            if changes
-                            else ""
-                        )
-                    ),
+                    action=f"re-ingest request for {successor_id}{_meanwhile(expected, changes)}",
                     changes={**values(expected, STATE_FIELDS), **changes} if changes else {},
                     reingest=ReingestRequest(
                         doc_id=successor_id,
@@ -263,6 +254,15 @@ def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
     findings += _missing(view, ctx, judged)
     findings += _new_documents(view, not_ingested_successor.values())
     return findings
+
+
+def _meanwhile(expected: Document, changes: dict[str, object]) -> str:
+    """What happens to a version whose successor waits for ingestion, for its finding."""
+    if not changes:
+        return ""
+    if "version_state" in changes and expected.version_state is VersionState.SUPERSEDED:
+        return "; mark this version superseded now"
+    return f"; close its window at its successor's start ({rfc3339(expected.effective_to)})"
 
 
 def _time_only(row: Document, expected: Document, timed: Document, ctx: Context) -> bool:
