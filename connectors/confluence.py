@@ -136,7 +136,8 @@ class _Page:
     version: int | None
     version_at: datetime | None
     labels: frozenset[str] | None  # None: not in the listing (Cloud), read per page
-    invalid: list[str] = field(default_factory=list)
+    #: (``SourceDocument`` field, message) of each field taken as absent.
+    invalid: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -654,13 +655,18 @@ class ConfluenceSource:
             page.version = number
         else:
             page.invalid.append(
-                f"version number missing or invalid ({_shown(number)}); taken as absent"
+                (
+                    "version",
+                    f"version number missing or invalid ({_shown(number)}); taken as absent",
+                )
             )
         if isinstance(when, str):
             try:
                 page.version_at = parse_instant(when)
             except ValueError:
-                page.invalid.append(f"version date {when!r} is not ISO 8601; taken as absent")
+                page.invalid.append(
+                    ("effective_from", f"version date {when!r} is not ISO 8601; taken as absent")
+                )
         return page
 
     def _declare(self, page: _Page, problems: list[SourceProblem]) -> _Draft:
@@ -670,8 +676,10 @@ class ConfluenceSource:
                 f"confluence {self.name!r}: page {page.id} came without a storage-format body"
             )
         doc_id = self._doc_id(page.id)
-        for message in page.invalid:
-            problems.append(self._problem(ProblemKind.INVALID_FIELD, message, page, doc_id))
+        for name, message in page.invalid:
+            problems.append(
+                self._problem(ProblemKind.INVALID_FIELD, message, page, doc_id, field=name)
+            )
         state = STATUS_STATES.get(page.status)
         if state is None:
             problems.append(
@@ -681,6 +689,7 @@ class ConfluenceSource:
                     "state taken as unknown",
                     page,
                     doc_id,
+                    field="state",
                 )
             )
         draft = _Draft(
@@ -696,8 +705,10 @@ class ConfluenceSource:
             return draft  # retired whatever it declares; its properties may not be readable
         labels = page.labels if page.labels is not None else self._cloud_labels(page.id)
         properties = self._properties(page.id)
-        invalid: list[str] = []
-        declared_from = _instant(properties, self.effective_from_property, invalid)
+        invalid: list[tuple[str, str]] = []
+        declared_from = _instant(
+            properties, self.effective_from_property, invalid, field="effective_from"
+        )
         if declared_from is not None:
             draft.effective_from = declared_from
         draft.effective_to = _instant(properties, "effective_to", invalid)
@@ -706,14 +717,18 @@ class ConfluenceSource:
         if draft.labelled:
             if self.successor_property not in properties:
                 invalid.append(
-                    f"labelled {self.supersession_label!r} but has no "
-                    f"{self.successor_property!r} property naming its successor; "
-                    "supersession ignored"
+                    (
+                        "superseded_by",
+                        f"labelled {self.supersession_label!r} but has no "
+                        f"{self.successor_property!r} property naming its successor; "
+                        "supersession ignored",
+                    )
                 )
             else:
                 draft.successor = self._successor(properties[self.successor_property], invalid)
         problems.extend(
-            self._problem(ProblemKind.INVALID_FIELD, message, page, doc_id) for message in invalid
+            self._problem(ProblemKind.INVALID_FIELD, message, page, doc_id, field=name)
+            for name, message in invalid
         )
         return draft
 
@@ -741,7 +756,7 @@ class ConfluenceSource:
                     found.setdefault(entry["key"], entry.get("value"))
         return found
 
-    def _successor(self, value: Any, invalid: list[str]) -> str | None:
+    def _successor(self, value: Any, invalid: list[tuple[str, str]]) -> str | None:
         """The page id a successor property names: an id, ``<source>:<id>``, a page URL."""
         raw = value
         if isinstance(value, dict):
@@ -756,8 +771,11 @@ class ConfluenceSource:
             if match is not None:
                 return match.group(1)
         invalid.append(
-            f"{self.successor_property} must name the successor's page id, got {_shown(raw)}; "
-            "supersession ignored"
+            (
+                "superseded_by",
+                f"{self.successor_property} must name the successor's page id, got "
+                f"{_shown(raw)}; supersession ignored",
+            )
         )
         return None
 
@@ -917,7 +935,13 @@ class ConfluenceSource:
         return f"{self.name}:{page_id}"
 
     def _problem(
-        self, kind: ProblemKind, message: str, page: _Page, doc_id: str | None = None
+        self,
+        kind: ProblemKind,
+        message: str,
+        page: _Page,
+        doc_id: str | None = None,
+        *,
+        field: str | None = None,
     ) -> SourceProblem:
         log.debug("confluence %s: %s page %s: %s", self.name, kind.value, page.id, message)
         return SourceProblem(
@@ -927,6 +951,7 @@ class ConfluenceSource:
             path=page.path,
             doc_id=doc_id or self._doc_id(page.id),
             source_key=page.id,
+            field=field,
         )
 
     def _loose(self, message: str) -> SourceProblem:
@@ -979,20 +1004,32 @@ def _label_names(entries: list[Any]) -> frozenset[str]:
     )
 
 
-def _property_text(properties: Mapping[str, Any], key: str, invalid: list[str]) -> str | None:
+def _property_text(
+    properties: Mapping[str, Any],
+    key: str,
+    invalid: list[tuple[str, str]],
+    field: str | None = None,
+) -> str | None:
     value = properties.get(key)
     if isinstance(value, dict) and len(value) == 1 and ("value" in value or "date" in value):
         value = next(iter(value.values()))  # {"value": ...}, the shape some macros write
     if value is None:
         return None
     if not isinstance(value, str):
-        invalid.append(f"property {key} must be a string, got {_shown(value)}; taken as absent")
+        invalid.append(
+            (field or key, f"property {key} must be a string, got {_shown(value)}; taken as absent")
+        )
         return None
     return value.strip() or None
 
 
-def _instant(properties: Mapping[str, Any], key: str, invalid: list[str]) -> datetime | None:
-    value = _property_text(properties, key, invalid)
+def _instant(
+    properties: Mapping[str, Any],
+    key: str,
+    invalid: list[tuple[str, str]],
+    field: str | None = None,
+) -> datetime | None:
+    value = _property_text(properties, key, invalid, field)
     if value is None:
         return None
     try:
@@ -1001,8 +1038,11 @@ def _instant(properties: Mapping[str, Any], key: str, invalid: list[str]) -> dat
         return parse_instant(value)
     except (ValueError, OverflowError):
         invalid.append(
-            f"property {key} must be a date or an ISO 8601 date-time, got {value!r}; "
-            "taken as absent"
+            (
+                field or key,
+                f"property {key} must be a date or an ISO 8601 date-time, got {value!r}; "
+                "taken as absent",
+            )
         )
         return None
 

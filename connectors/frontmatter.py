@@ -4,7 +4,8 @@ are such notes (the vault folder, the git repository).
 Pure: bytes in, parsed notes and supersession links out; no file system, no subprocess. Every
 scalar is loaded as a string and converted on purpose (no YAML 1.1 surprises such as ``0123``
 becoming 83 or ``no`` becoming False). A note whose identity cannot be known raises
-``NoteRefused``; a single invalid field is recorded in ``Note.invalid`` and taken as absent.
+``NoteRefused``; a single invalid field is recorded in ``Note.invalid`` (with the
+``SourceDocument`` field it would have filled) and taken as absent.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ class Note:
     link: Link | None = None
     title: str | None = None
     doc_class: str | None = None
-    invalid: list[str] = field(default_factory=list)
+    #: (``SourceDocument`` field, message) of each field taken as absent.
+    invalid: list[tuple[str, str]] = field(default_factory=list)
 
 
 # -- one note ------------------------------------------------------------------------------
@@ -190,39 +192,47 @@ def content_hash(body: str) -> str:
     return "sha256:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def _text(meta: Mapping[str, Any], key: str, invalid: list[str]) -> str | None:
+def _text(
+    meta: Mapping[str, Any], key: str, invalid: list[tuple[str, str]], field: str | None = None
+) -> str | None:
     value = meta.get(key)
     if value is None:
         return None
     if not isinstance(value, str):
-        invalid.append(f"{key} must be a single value, got {shown(value)}; taken as absent")
+        invalid.append(
+            (field or key, f"{key} must be a single value, got {shown(value)}; taken as absent")
+        )
         return None
     return value.strip() or None
 
 
-def _version(meta: Mapping[str, Any], invalid: list[str]) -> int | None:
+def _version(meta: Mapping[str, Any], invalid: list[tuple[str, str]]) -> int | None:
     value = _text(meta, "version", invalid)
     if value is None:
         return None
     if not _DIGITS.fullmatch(value):
-        invalid.append(f"version must be a non-negative integer, got {value!r}; taken as absent")
+        invalid.append(
+            ("version", f"version must be a non-negative integer, got {value!r}; taken as absent")
+        )
         return None
     return int(value)
 
 
-def _state(meta: Mapping[str, Any], invalid: list[str]) -> VersionState | None:
-    value = _text(meta, "status", invalid)
+def _state(meta: Mapping[str, Any], invalid: list[tuple[str, str]]) -> VersionState | None:
+    value = _text(meta, "status", invalid, "state")
     if value is None:
         return None
     try:
         return VersionState(value.lower())
     except ValueError:
         allowed = "|".join(state.value for state in VersionState)
-        invalid.append(f"status must be one of {allowed}, got {value!r}; taken as absent")
+        invalid.append(
+            ("state", f"status must be one of {allowed}, got {value!r}; taken as absent")
+        )
         return None
 
 
-def _instant(meta: Mapping[str, Any], key: str, invalid: list[str]) -> datetime | None:
+def _instant(meta: Mapping[str, Any], key: str, invalid: list[tuple[str, str]]) -> datetime | None:
     value = _text(meta, key, invalid)
     if value is None:
         return None
@@ -232,12 +242,12 @@ def _instant(meta: Mapping[str, Any], key: str, invalid: list[str]) -> datetime 
         return parse_instant(value)
     except (ValueError, OverflowError):
         invalid.append(
-            f"{key} must be a date or an ISO 8601 date-time, got {value!r}; taken as absent"
+            (key, f"{key} must be a date or an ISO 8601 date-time, got {value!r}; taken as absent")
         )
         return None
 
 
-def _link(meta: Mapping[str, Any], invalid: list[str]) -> Link | None:
+def _link(meta: Mapping[str, Any], invalid: list[tuple[str, str]]) -> Link | None:
     value = meta.get("superseded_by")
     # Obsidian list properties and unquoted wikilinks (YAML reads [[Name]] as a nested list).
     while isinstance(value, list) and len(value) == 1:
@@ -246,7 +256,11 @@ def _link(meta: Mapping[str, Any], invalid: list[str]) -> Link | None:
         return None
     if not isinstance(value, str):
         invalid.append(
-            f"superseded_by must name one note, got {shown(meta['superseded_by'])}; taken as absent"
+            (
+                "superseded_by",
+                f"superseded_by must name one note, got {shown(meta['superseded_by'])}; "
+                "taken as absent",
+            )
         )
         return None
     text = value.strip()
@@ -259,7 +273,9 @@ def _link(meta: Mapping[str, Any], invalid: list[str]) -> Link | None:
     inner = match.group(1) if match is not None else text
     target = re.split(r"[|#^]", inner, maxsplit=1)[0].strip()
     if not target:
-        invalid.append(f"superseded_by {text!r} is an empty wikilink; taken as absent")
+        invalid.append(
+            ("superseded_by", f"superseded_by {text!r} is an empty wikilink; taken as absent")
+        )
         return None
     return Link(target, wikilink=True)
 
@@ -279,7 +295,8 @@ def admit_note(
 ) -> bool:
     """Record a parsed note's field problems; keep it unless its id is already taken."""
     problems.extend(
-        problem(ProblemKind.INVALID_FIELD, message, rel, doc_id) for message in note.invalid
+        problem(ProblemKind.INVALID_FIELD, message, rel, doc_id, field=name)
+        for name, message in note.invalid
     )
     first = kept.get(note.key)
     if first is not None:

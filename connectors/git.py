@@ -775,12 +775,19 @@ class GitSource:
         doc_id: str | None = None,
         *,
         key: str | None = None,
+        field: str | None = None,
     ) -> SourceProblem:
         log.debug("git %s: %s %s: %s", self.name, kind.value, path, message)
         if doc_id is not None:
             key = doc_id[len(self.name) + 1 :]
         return SourceProblem(
-            source=self.name, kind=kind, message=message, path=path, doc_id=doc_id, source_key=key
+            source=self.name,
+            kind=kind,
+            message=message,
+            path=path,
+            doc_id=doc_id,
+            source_key=key,
+            field=field,
         )
 
 

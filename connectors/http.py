@@ -112,7 +112,8 @@ class Record:
     title: str | None = None
     doc_class: str | None = None
     content_hash: str | None = None
-    invalid: list[str] = field(default_factory=list)
+    #: (``SourceDocument`` field, message) of each field taken as absent.
+    invalid: list[tuple[str, str]] = field(default_factory=list)
 
 
 def sha256_of(body: str) -> str:
@@ -154,7 +155,11 @@ def record_from(raw: Mapping[str, Any], *, status_map: Mapping[str, VersionState
             record.successor = _identity(successor)
         except RecordRefused:
             record.invalid.append(
-                f"superseded_by must name one document id, got {_shown(successor)}; taken as absent"
+                (
+                    "superseded_by",
+                    f"superseded_by must name one document id, got {_shown(successor)}; "
+                    "taken as absent",
+                )
             )
     record.content_hash = _hash(raw.get("content_hash"), record.invalid)
     return record
@@ -243,6 +248,7 @@ def problem(
     *,
     key: str | None = None,
     path: str | None = None,
+    field: str | None = None,
 ) -> SourceProblem:
     """A problem about one document (``key``) or about the scan (no key)."""
     log.debug("%s: %s %s: %s", source, kind.value, key or path, message)
@@ -253,6 +259,7 @@ def problem(
         path=path,
         doc_id=f"{source}:{key}" if key is not None else None,
         source_key=key,
+        field=field,
     )
 
 
@@ -303,8 +310,8 @@ def keep(
 ) -> None:
     """Register a new record and report its invalid fields."""
     problems.extend(
-        problem(source, ProblemKind.INVALID_FIELD, message, key=record.key)
-        for message in record.invalid
+        problem(source, ProblemKind.INVALID_FIELD, message, key=record.key, field=name)
+        for name, message in record.invalid
     )
     records[record.key] = record
 
@@ -318,17 +325,17 @@ def _identity(value: Any) -> str:
     return text
 
 
-def _text(raw: Mapping[str, Any], key: str, invalid: list[str]) -> str | None:
+def _text(raw: Mapping[str, Any], key: str, invalid: list[tuple[str, str]]) -> str | None:
     value = raw.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, str | int):
-        invalid.append(f"{key} must be a string, got {_shown(value)}; taken as absent")
+        invalid.append((key, f"{key} must be a string, got {_shown(value)}; taken as absent"))
         return None
     return str(value).strip() or None
 
 
-def _version(value: Any, invalid: list[str]) -> int | None:
+def _version(value: Any, invalid: list[tuple[str, str]]) -> int | None:
     if value is None:
         return None
     number: int | None = None
@@ -340,19 +347,22 @@ def _version(value: Any, invalid: list[str]) -> int | None:
         number = int(value.strip())
     if number is None or number < 0:
         invalid.append(
-            f"version must be a non-negative integer, got {_shown(value)}; taken as absent"
+            (
+                "version",
+                f"version must be a non-negative integer, got {_shown(value)}; taken as absent",
+            )
         )
         return None
     return number
 
 
 def _status(
-    value: Any, status_map: Mapping[str, VersionState], invalid: list[str]
+    value: Any, status_map: Mapping[str, VersionState], invalid: list[tuple[str, str]]
 ) -> VersionState | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, str | int):
-        invalid.append(f"status must be a string, got {_shown(value)}; taken as absent")
+        invalid.append(("state", f"status must be a string, got {_shown(value)}; taken as absent"))
         return None
     text = str(value).strip()
     if not text:
@@ -366,11 +376,11 @@ def _status(
         return VersionState(text.lower())
     except ValueError:
         allowed = "|".join([*(s.value for s in VersionState), *status_map])
-        invalid.append(f"status must be one of {allowed}, got {text!r}; taken as absent")
+        invalid.append(("state", f"status must be one of {allowed}, got {text!r}; taken as absent"))
         return None
 
 
-def _instant(raw: Mapping[str, Any], key: str, invalid: list[str]) -> datetime | None:
+def _instant(raw: Mapping[str, Any], key: str, invalid: list[tuple[str, str]]) -> datetime | None:
     value = raw.get(key)
     if value is None:
         return None
@@ -387,19 +397,25 @@ def _instant(raw: Mapping[str, Any], key: str, invalid: list[str]) -> datetime |
         except (ValueError, OverflowError):
             pass
     invalid.append(
-        f"{key} must be a date or an ISO 8601 date-time, got {_shown(value)}; taken as absent"
+        (
+            key,
+            f"{key} must be a date or an ISO 8601 date-time, got {_shown(value)}; taken as absent",
+        )
     )
     return None
 
 
-def _hash(value: Any, invalid: list[str]) -> str | None:
+def _hash(value: Any, invalid: list[tuple[str, str]]) -> str | None:
     if value is None or value == "":
         return None
     match = _HASH.fullmatch(value.strip()) if isinstance(value, str) else None
     if match is None:
         invalid.append(
-            f"content_hash must be 'sha256:' and 64 hex digits, got {_shown(value)}; "
-            "the body is hashed instead"
+            (
+                "content_hash",
+                f"content_hash must be 'sha256:' and 64 hex digits, got {_shown(value)}; "
+                "the body is hashed instead",
+            )
         )
         return None
     return "sha256:" + match.group(1).lower()
@@ -698,8 +714,11 @@ class HttpRegistrySource:
             resolved = self._resolve_body_url(body_url)
             if resolved is None:
                 record.invalid.append(
-                    f"body_url must be a URL on the registry's own host, got {_shown(body_url)}; "
-                    "the default body path is used"
+                    (
+                        "body_url",
+                        f"body_url must be a URL on the registry's own host, "
+                        f"got {_shown(body_url)}; the default body path is used",
+                    )
                 )
             else:
                 self._body_urls[record.key] = resolved

@@ -11,7 +11,8 @@ What a bad note costs, deliberately:
   that is not a mapping, an ``id`` that is not a string, a symlink out of the vault): the note
   is *not* yielded, only its problem (with its path);
 - one field is invalid (``status: yes``, ``version: 1.5``, an unparsable date): the note *is*
-  yielded with that field taken as absent (``None``), and the problem names the field;
+  yielded with that field taken as absent (``None``), and the problem names the field
+  (``SourceProblem.field``; the engine keeps a registered note's value for it);
 - ``superseded_by`` dangles, names the note itself, or is part of a cycle: the note is yielded
   without ``superseded_by``;
 - two notes share an id: the first by path order is yielded, the other only as a problem.
@@ -274,7 +275,13 @@ class VaultSource:
         return f"{self.name}:{key}"
 
     def _problem(
-        self, kind: ProblemKind, message: str, path: str | None, doc_id: str | None = None
+        self,
+        kind: ProblemKind,
+        message: str,
+        path: str | None,
+        doc_id: str | None = None,
+        *,
+        field: str | None = None,
     ) -> SourceProblem:
         log.debug("vault %s: %s %s: %s", self.name, kind.value, path, message)
         if doc_id is not None:
@@ -282,7 +289,13 @@ class VaultSource:
         else:  # a refused note: its default id, which matches its row unless it declared one
             key = path[: -len(SUFFIX)] if path and path.endswith(SUFFIX) else None
         return SourceProblem(
-            source=self.name, kind=kind, message=message, path=path, doc_id=doc_id, source_key=key
+            source=self.name,
+            kind=kind,
+            message=message,
+            path=path,
+            doc_id=doc_id,
+            source_key=key,
+            field=field,
         )
 
 

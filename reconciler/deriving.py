@@ -6,6 +6,8 @@ check when it decides whether a row has drifted; so the two never disagree.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from reconciler.model import (
@@ -105,6 +107,29 @@ def expected_document(
         source_doc, family=family, as_of=as_of, successor=successor, version=version
     )
     return settle([declared], as_of)[declared.doc_id]
+
+
+#: ``SourceDocument`` fields a registered row can stand in for, when the connector could not
+#: read them (a typo is taken as absent; absent would change what the row says). Not
+#: ``superseded_by``: a row's successor may be one the time rule inferred, not one the source
+#: declared, and a link that names nothing leaves the order of the family to decide.
+_REGISTERED: dict[str, Callable[[Document], object]] = {
+    "state": lambda row: row.version_state,
+    "version": lambda row: row.doc_version,
+    "effective_from": lambda row: row.effective_from,
+    "effective_to": lambda row: None if row.effective_to == OPEN_END else row.effective_to,
+    "title": lambda row: row.title,
+    "doc_class": lambda row: row.doc_class,
+}
+
+
+def with_registered(
+    source_doc: SourceDocument, row: Document, fields: Iterable[str]
+) -> SourceDocument:
+    """``source_doc`` with each of ``fields`` (those the connector could not read) taken from
+    the document's registered row, so a typo never changes what the row says."""
+    values = {name: _REGISTERED[name](row) for name in fields if name in _REGISTERED}
+    return dataclasses.replace(source_doc, **values) if values else source_doc  # type: ignore[arg-type]
 
 
 def version_ordinals(documents: list[SourceDocument]) -> dict[str, int]:

@@ -148,6 +148,9 @@ class SourceProblem:
     doc_id: str | None = None
     #: The source-native key when known (a refused note's default id), to match a table row.
     source_key: str | None = None
+    #: For ``INVALID_FIELD``: the ``SourceDocument`` field taken as absent (``state``,
+    #: ``effective_from``...). A registered document keeps its registered value for it.
+    field: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -203,6 +203,34 @@ def test_a_frontmatter_typo_keeps_identity_and_state(deploy: Deployment, with_id
     assert (code, data["findings"]) == (0, [])
 
 
+@DIALECTS
+def test_a_typo_in_one_field_keeps_its_registered_value(deploy: Deployment) -> None:
+    """A field the vault cannot read is taken as absent by the connector; for a registered
+    note the reconciler keeps the registered value instead: a mistyped date does not bring
+    the old version back, a mistyped status does not serve a retired note again."""
+    deploy.note("vpn-v1", family="vpn", version="1", effective_from=day(-400))
+    deploy.note("vpn-v2", family="vpn", version="2", effective_from=day(-30))
+    deploy.note("old-faq", family="faq", status="retired")
+    deploy.init_ingest()
+    assert deploy.json("apply")[0] == 0
+    assert deploy.served() == {"hb:vpn-v2"}
+    rows = deploy.rows()
+
+    deploy.edit_front("vpn-v2", effective_from="2026-13-01")
+    deploy.edit_front("old-faq", status="retierd")
+    code, data = deploy.json("apply", "--now", instant(30))
+    assert code == 0
+    assert kinds(data) == {
+        ("family", "invalid_source_document", "hb:vpn-v2"),
+        ("family", "invalid_source_document", "hb:old-faq"),
+    }
+    fields = {f["doc_id"]: f["actual"]["field"] for f in data["findings"]}
+    assert fields == {"hb:vpn-v2": "effective_from", "hb:old-faq": "state"}
+    assert writes_zero(data)
+    assert deploy.rows() == rows
+    assert deploy.served(at(30)) == {"hb:vpn-v2"}
+
+
 def test_a_broken_file_where_a_moved_note_was_is_not_that_note(deploy: Deployment) -> None:
     """The identity last seen at a path is taken only if no parsed note holds it now."""
     deploy.note("vpn", id="vpn-policy", family="vpn", status="current")

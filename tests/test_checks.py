@@ -432,6 +432,49 @@ def test_family_problems_become_findings() -> None:
     assert all(not f.changes and f.reingest is None for f in findings)
 
 
+def test_family_fields_the_connector_could_not_read_keep_their_registered_values() -> None:
+    """Taken as absent, v2's mistyped start would sort it first and hand the family back to v1.
+    (v1's link naming nothing is taken as absent: the family's order names its successor.)"""
+    rows = [
+        row(
+            "v1",
+            version=1,
+            state=SUPERSEDED,
+            start=NOW - 100 * DAY,
+            end=NOW - 10 * DAY,
+            superseded_by="v2",
+        ),
+        row("v2", version=2, state=UNKNOWN, start=NOW - 10 * DAY),
+    ]
+    sources = [
+        src("v1", version=1, state=None, start=NOW - 100 * DAY),
+        src("v2", version=2, state=None, start=None),
+    ]
+    problems = {
+        did("v1"): (
+            SourceProblem(
+                SRC, ProblemKind.DANGLING_SUPERSEDED_BY, "v9 is no note", doc_id=did("v1")
+            ),
+        ),
+        did("v2"): (
+            SourceProblem(
+                SRC,
+                ProblemKind.INVALID_FIELD,
+                "effective_from must be a date",
+                doc_id=did("v2"),
+                field="effective_from",
+            ),
+        ),
+    }
+    findings = check_family(view(rows, sources, problems=problems), family_ctx(rows))
+    assert kinds(findings) == [
+        ("invalid_source_document", did("v2")),
+        ("invalid_supersession", did("v1")),
+    ]
+    assert all(not f.changes for f in findings)
+    assert only(findings, "invalid_source_document").actual["field"] == "effective_from"
+
+
 def test_family_problem_without_doc_id_names_the_source_key() -> None:
     problem = SourceProblem(SRC, ProblemKind.DUPLICATE_ID, "twice", source_key="x.md")
     findings = check_family(view([], [], problems={"kb:x.md": (problem,)}), ctx())

@@ -71,6 +71,7 @@ STEADY_KINDS = frozenset(
         "missing_in_source",
         "invalid_supersession",
         "invalid_source_document",
+        "source_problem",
         "source_unreadable",
         "effective_window_invalid",
         "in_place_edit",

@@ -304,7 +304,15 @@ SKIPPING_LINK = [
     Note("fam0", "fam0/v2.md", "c", None, "pending", _D0 + 30 * DAY, None, None),
 ]
 
+#: Found by the property: a self-naming link fed back from the row as if declared changed which
+#: sibling an earlier version's successor was (undated versions close at their own start).
+UNDATED_WITH_SELF_LINK = [
+    Note("fam0", f"fam0/v{i}.md", None, None, None, None, None, "fam0/v3.md" if i == 3 else None)
+    for i in range(5)
+]
 
+
+@example(UNDATED_WITH_SELF_LINK, [0.0])
 @example(UNKNOWN_PAIR, [0.0])
 @example(SUCCESSOR_AHEAD, [0.0])
 @example(SKIPPING_LINK, [-250.0, -100.0])

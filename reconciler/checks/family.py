@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
-from reconciler.deriving import declared_document, declared_state
+from reconciler.deriving import declared_document, declared_state, with_registered
 from reconciler.model import (
     SERVABLE_STATES,
     Document,
@@ -63,8 +63,16 @@ def problem_findings(problems: Iterable[SourceProblem], family: str | None) -> l
                     "problem": str(problem.kind),
                     "path": problem.path,
                     "message": problem.message,
+                    **({"field": problem.field} if problem.field else {}),
                 },
-                action="none: fix the document in the source; its registered state is kept",
+                action=(
+                    "none: fix the document in the source; "
+                    + (
+                        f"its registered {problem.field} is kept"
+                        if problem.field
+                        else "its registered state is kept"
+                    )
+                ),
             )
         )
     return findings
@@ -133,6 +141,7 @@ def declared_family(view: FamilyView, ctx: Context) -> Declared:
             declared.append(row)
             continue
         judged.add(row.doc_id)
+        src = with_registered(src, row, _unread(view.problems.get(row.doc_id, ())))
         # The successor as the source declares it, else its row (a partial scan may not have
         # reached it): either way its start closes this version's window.
         successor: SourceDocument | Document | None = None
@@ -166,6 +175,11 @@ def declared_family(view: FamilyView, ctx: Context) -> Declared:
         inputs=declared,
         successors_not_ingested=not_ingested_successor,
     )
+
+
+def _unread(problems: Iterable[SourceProblem]) -> set[str]:
+    """Fields of a document the connector took as absent (a typo)."""
+    return {p.field for p in problems if p.kind is ProblemKind.INVALID_FIELD and p.field}
 
 
 def _missing_since(view: FamilyView, ctx: Context, row: Document) -> datetime:
