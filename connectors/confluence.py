@@ -686,7 +686,7 @@ class ConfluenceSource:
                 self._problem(
                     ProblemKind.INVALID_FIELD,
                     f"page status {page.status!r} is not one of {', '.join(STATUS_STATES)}; "
-                    "state taken as unknown",
+                    "a registered page keeps its state, a new one is taken as unknown",
                     page,
                     doc_id,
                     field="state",

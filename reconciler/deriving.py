@@ -19,7 +19,7 @@ from reconciler.model import (
     VersionState,
     utc,
 )
-from reconciler.settling import settle
+from reconciler.settling import NEVER_IN_FORCE, settle
 
 
 def declared_state(source_doc: SourceDocument, *, as_of: datetime) -> VersionState:
@@ -55,9 +55,11 @@ def declared_document(
     A version that names a successor whose start is known (``successor``) is a servable one
     until then: ``current`` when the source declares states, ``unknown`` when it declares
     none. It keeps ``superseded_by`` (the time rule reads it) and its ``effective_to`` is
-    closed at the successor's start. Without a known successor, a declared supersession
-    takes effect at once. ``effective_to`` is otherwise the declared one, else the open-end
-    sentinel (never null). ``version`` is the ordinal to use when the source declares none.
+    closed at the successor's start. A successor that is a draft or retired never comes into
+    force: it closes nothing, and the link is dropped (the family's order decides). Without a
+    known successor, a declared supersession takes effect at once. ``effective_to`` is
+    otherwise the declared one, else the open-end sentinel (never null). ``version`` is the
+    ordinal to use when the source declares none.
     """
     state = declared_state(source_doc, as_of=as_of)
     link = source_doc.superseded_by
@@ -68,7 +70,9 @@ def declared_document(
             state = VersionState.CURRENT if source_doc.state is not None else VersionState.UNKNOWN
             if state is VersionState.CURRENT and start is not None and start > utc(as_of):
                 state = VersionState.PENDING
-        if successor.effective_from is not None:
+        if _never_in_force(successor):
+            link = None
+        elif successor.effective_from is not None:
             # Closed at the successor's start, never before its own.
             closing = max(utc(successor.effective_from), start or OPEN_START)
             effective_to = min(effective_to, closing)
@@ -89,6 +93,12 @@ def declared_document(
         title=source_doc.title,
         source_hash=source_doc.content_hash,
     )
+
+
+def _never_in_force(doc: SourceDocument | Document) -> bool:
+    """Whether the source declares ``doc`` a draft or retired (a row's state is the rule's
+    answer, not a declaration: a successor known only by its row still closes the window)."""
+    return isinstance(doc, SourceDocument) and doc.state in NEVER_IN_FORCE
 
 
 def expected_document(
@@ -112,9 +122,10 @@ def expected_document(
 #: ``SourceDocument`` fields a registered row can stand in for, when the connector could not
 #: read them (a typo is taken as absent; absent would change what the row says). Not
 #: ``superseded_by``: a row's successor may be one the time rule inferred, not one the source
-#: declared, and a link that names nothing leaves the order of the family to decide.
+#: declared, and a link that names nothing leaves the order of the family to decide. Not
+#: ``state`` either: the row's state is the rule's answer, not a declaration; the family check
+#: keeps all of the row's state fields instead.
 _REGISTERED: dict[str, Callable[[Document], object]] = {
-    "state": lambda row: row.version_state,
     "version": lambda row: row.doc_version,
     "effective_from": lambda row: row.effective_from,
     "effective_to": lambda row: None if row.effective_to == OPEN_END else row.effective_to,

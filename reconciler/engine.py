@@ -297,20 +297,29 @@ class Engine:
 
         A file that cannot be parsed has no id of its own: it is the document last seen at
         its path (the identity map), else the connector's default for that path. So a note
-        whose identity is its frontmatter ``id`` keeps it when its frontmatter breaks. An
-        identity that a parsed document holds in this scan (the note moved, and a new broken
-        file took its old path) is not taken.
+        whose identity is its frontmatter ``id`` keeps it when its frontmatter breaks. Not
+        taken: an identity a parsed document holds in this scan (the note moved, and a new
+        broken file took its old path), or one whose document is retired or has no row (a note
+        deleted long ago does not come back through a broken file at its old path).
         """
         unnamed = [p for p in snapshot.problems if p.doc_id is None and p.path is not None]
         known = (
             self.table.identities_at(source, {p.path for p in unnamed if p.path}) if unnamed else {}
         )
         parsed = {doc.source_key for doc in snapshot.documents}
+        rows = self.table.get_documents(f"{source}:{key}" for key in known.values())
+        live = {
+            key
+            for key in known.values()
+            if key not in parsed
+            and (row := rows.get(f"{source}:{key}")) is not None
+            and row.version_state is not VersionState.RETIRED
+        }
         problems = []
         for problem in snapshot.problems:
             key = problem.source_key
             if problem.doc_id is None and problem.path in known:
-                if known[problem.path] not in parsed:
+                if known[problem.path] in live:
                     key = known[problem.path]
             elif problem.doc_id is not None:
                 key = problem.doc_id.removeprefix(f"{source}:")

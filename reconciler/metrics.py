@@ -140,7 +140,8 @@ class RunLogCollector(Collector):
         counts: dict[tuple[str, str, str], int] = defaultdict(int)
         live_siblings: set[str | None] = set()
         ttl_families: set[str | None] = set()
-        broken = 0
+        broken: set[str] = set()
+        unnamed = 0  # problems no document id names (counted one each)
         for check, kind, severity, family, doc_id in findings:
             counts[(check, kind, severity)] += 1
             if kind == "live_siblings":
@@ -148,7 +149,10 @@ class RunLogCollector(Collector):
             if kind == "ttl_expired":
                 ttl_families.add(family)
             if kind in BROKEN_KINDS:
-                broken += 1
+                if doc_id is None:
+                    unnamed += 1
+                else:
+                    broken.add(doc_id)
         gauge = GaugeMetricFamily(
             f"{PREFIX}findings",
             "Outstanding findings of each check's latest run.",
@@ -170,9 +174,10 @@ class RunLogCollector(Collector):
         yield ttl
         documents = GaugeMetricFamily(
             f"{PREFIX}broken_documents",
-            "Source documents that could not be parsed (registered or not), after the latest run.",
+            "Source documents the connector could not fully read (a whole file or one field; "
+            "registered or not), after the latest run.",
         )
-        documents.add_metric([], float(broken))
+        documents.add_metric([], float(len(broken) + unnamed))
         yield documents
 
 

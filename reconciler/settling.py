@@ -99,8 +99,6 @@ class Slot:
     successor: str | None
     #: Its ``effective_to`` under the rule.
     end: datetime
-    #: A later ``unknown`` sibling the ``report`` policy leaves live beside it.
-    reported: str | None = None
 
 
 def _on_timeline(doc: Document) -> bool:
@@ -109,8 +107,18 @@ def _on_timeline(doc: Document) -> bool:
     )
 
 
-def _link(doc: Document) -> str | None:
-    return doc.superseded_by if doc.superseded_by not in (None, doc.doc_id) else None
+#: A declared successor in one of these states never comes into force: it closes nothing.
+NEVER_IN_FORCE = frozenset({VersionState.DRAFT, VersionState.RETIRED})
+
+
+def _link(doc: Document, by_id: Mapping[str, Document]) -> str | None:
+    """The successor ``doc`` declares, unless it names itself or one never in force."""
+    if doc.superseded_by in (None, doc.doc_id):
+        return None
+    target = by_id.get(doc.superseded_by or "")
+    if target is not None and target.version_state in NEVER_IN_FORCE:
+        return None
+    return doc.superseded_by
 
 
 def _close(doc: Document, end: datetime, at: datetime) -> datetime:
@@ -122,10 +130,11 @@ def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -
     """Every timeline member's successor and window end (doc_id -> slot); pure."""
     by_id = {doc.doc_id: doc for doc in docs}
     members = [doc for doc in docs if _on_timeline(doc)]
+    links = {doc.doc_id: _link(doc, by_id) for doc in members}
     declared_end: dict[str, datetime] = {}
     for doc in members:
         end = doc.effective_to
-        target = by_id.get(_link(doc) or "")
+        target = by_id.get(links[doc.doc_id] or "")
         if target is not None:
             end = _close(doc, end, start_of(target))
         declared_end[doc.doc_id] = end
@@ -136,23 +145,27 @@ def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -
     keys = [order_key(doc) for doc in ordered]
     slots: dict[str, Slot] = {}
     for doc in members:
-        link = _link(doc)
+        link = links[doc.doc_id]
         end = declared_end[doc.doc_id]
         position = bisect.bisect_right(keys, order_key(doc))
         after = ordered[position] if position < len(ordered) else None
-        reported = None
+        if (
+            after is not None
+            and unknown_siblings == "report"
+            and link is None
+            and doc.version_state is VersionState.UNKNOWN
+            and after.version_state is VersionState.UNKNOWN
+        ):
+            # Left live beside the later unknown versions; closed by the first later version
+            # that is not one of them.
+            after = next(
+                (d for d in ordered[position:] if d.version_state is not VersionState.UNKNOWN),
+                None,
+            )
         if after is not None:
-            if (
-                unknown_siblings == "report"
-                and link is None
-                and doc.version_state is VersionState.UNKNOWN
-                and after.version_state is VersionState.UNKNOWN
-            ):
-                reported, after = after.doc_id, None
-            else:
-                end = _close(doc, end, start_of(after))
+            end = _close(doc, end, start_of(after))
         successor = link or (after.doc_id if after is not None else None)
-        slots[doc.doc_id] = Slot(successor=successor, end=end, reported=reported)
+        slots[doc.doc_id] = Slot(successor=successor, end=end)
     return slots
 
 

@@ -245,6 +245,24 @@ def test_a_broken_file_where_a_moved_note_was_is_not_that_note(deploy: Deploymen
     assert deploy.served() == {"hb:vpn-policy"}
 
 
+def test_a_broken_file_at_the_path_of_a_retired_note_does_not_bring_it_back(
+    deploy: Deployment,
+) -> None:
+    deploy.configure(policy={"missing_in_source_grace": "1d"})
+    deploy.note("vpn", id="vpn-policy", family="vpn", status="current")
+    deploy.note("other", family="other", status="current")
+    deploy.init_ingest()
+    assert deploy.json("apply")[0] == 0
+    (deploy.vault / "vpn.md").unlink()
+    assert deploy.json("apply", "--now", instant(2))[0] == 0
+    assert deploy.rows()["hb:vpn-policy"]["version_state"] == "retired"
+    (deploy.vault / "vpn.md").write_text("---\nstatus: [current\n---\nSomething new.\n")
+    code, data = deploy.json("check", "--now", instant(3))
+    assert code == 2
+    assert kinds(data) == {("family", "source_problem", "hb:vpn")}
+    assert deploy.rows()["hb:vpn-policy"]["version_state"] == "retired"
+
+
 @DIALECTS
 def test_a_broken_note_never_registered_is_reported_where_operators_look(
     deploy: Deployment,

@@ -314,6 +314,20 @@ def test_family_successor_not_ingested_keep_policy_keeps_the_state() -> None:
     assert len(findings) == 1
 
 
+def test_family_a_successor_that_never_comes_into_force_closes_nothing() -> None:
+    """v1 names a draft successor dated ahead: after that date v1 is still the one in force."""
+    rows = [
+        row("v1", version=1, start=NOW - 100 * DAY),
+        row("v2", version=2, state=DRAFT, start=NOW - DAY),
+    ]
+    sources = [
+        src("v1", version=1, state=SUPERSEDED, start=NOW - 100 * DAY, superseded_by="v2"),
+        src("v2", version=2, state=DRAFT, start=NOW - DAY),
+    ]
+    findings = check_family(view(rows, sources), family_ctx(rows))
+    assert kinds(findings) == []
+
+
 def test_family_retired_in_source() -> None:
     rows = [row("a")]
     findings = check_family(view(rows, [src("a", state=RETIRED)]), family_ctx(rows))
@@ -914,6 +928,16 @@ def test_dates_effective_window_invalid() -> None:
     assert len(findings) == 1
 
 
+def test_dates_an_empty_window_is_invalid_unless_a_successor_starting_there_closed_it() -> None:
+    declared = row("a", state=UNKNOWN, start=NOW - DAY, end=NOW - DAY)
+    f = only(check_dates(view([declared]), ctx()), "effective_window_invalid", declared.doc_id)
+    assert f.severity is Severity.CRITICAL
+    # The time rule closes a version empty when the next one starts at the same instant.
+    closed = row("v1", version=1, state=UNKNOWN, start=NOW + DAY, end=NOW + DAY)
+    successor = row("v2", version=2, state=UNKNOWN, start=NOW + DAY)
+    assert check_dates(view([closed, successor]), ctx()) == []
+
+
 def test_dates_effective_to_missing() -> None:
     a = row("a")
     chunks = {a.doc_id: aggregate(a, 2, ({"effective_to": None}, 3))}
@@ -1002,10 +1026,31 @@ def families(draw: st.DrawFn) -> list[Document]:
     return docs
 
 
-@given(families())
-def test_settle_is_idempotent(docs: list[Document]) -> None:
-    once = settle(docs, NOW)
-    assert settle(once.values(), NOW) == once
+@given(families(), st.sampled_from(["supersede", "report"]))
+def test_settle_is_idempotent(docs: list[Document], policy: str) -> None:
+    once = settle(docs, NOW, unknown_siblings=policy)
+    assert settle(once.values(), NOW, unknown_siblings=policy) == once
+
+
+def test_settle_report_policy_keeps_unknowns_side_by_side_until_a_declared_version() -> None:
+    """Two unknown versions stay served together; a later current one ends both at its start
+    (and a second pass changes nothing)."""
+    v1 = row("v1", version=1, state=UNKNOWN, start=NOW - 300 * DAY)
+    v2 = row("v2", version=2, state=UNKNOWN, start=NOW - 200 * DAY)
+    v3 = row("v3", version=3, state=CURRENT, start=NOW + 10 * DAY)
+    once = settle([v1, v2, v3], NOW, unknown_siblings="report")
+    assert [(d.version_state, d.effective_to) for d in once.values()] == [
+        (UNKNOWN, NOW + 10 * DAY),
+        (UNKNOWN, NOW + 10 * DAY),
+        (PENDING, OPEN_END),
+    ]
+    later = settle(once.values(), NOW + 20 * DAY, unknown_siblings="report")
+    assert [(d.version_state, d.superseded_by) for d in later.values()] == [
+        (SUPERSEDED, v3.doc_id),
+        (SUPERSEDED, v3.doc_id),
+        (CURRENT, None),
+    ]
+    assert settle(later.values(), NOW + 20 * DAY, unknown_siblings="report") == later
 
 
 @given(families())

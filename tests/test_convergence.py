@@ -940,6 +940,44 @@ def test_regression_a_version_retired_as_missing_supersedes_nothing() -> None:
         assert rows["kb:v2"].version_state is VersionState.CURRENT
 
 
+def test_regression_a_superseded_version_whose_successor_left_the_source() -> None:
+    """kb:v1 says ``superseded`` by kb:v2; v2 (undated) left the source past the grace. The
+    family check retires v2 in the run; v1 must come out the same on the next run (it once
+    flipped between ``retired`` and ``current``, because whether v2 closes v1's window was
+    read from v2's row, which that very run retires). Found by the property."""
+    v1 = SourceDocument(
+        source="kb",
+        source_key="v1",
+        doc_id="kb:v1",
+        content_hash="sha256:v1",
+        family="f",
+        version=1,
+        state=VersionState.SUPERSEDED,
+        superseded_by="kb:v2",
+    )
+    v2 = dataclasses.replace(
+        v1,
+        source_key="v2",
+        doc_id="kb:v2",
+        content_hash="sha256:v2",
+        version=2,
+        state=VersionState.CURRENT,
+        superseded_by=None,
+    )
+    corpus = Corpus(sources={"kb": [v1]}, problems={"kb": []})
+    for doc, successor in ((v1, v2), (v2, None)):
+        row = _register(corpus, doc, successor)
+        corpus.rows[row.doc_id] = row
+        corpus.add_chunks(row, 1)
+    corpus.rows["kb:v2"] = dataclasses.replace(corpus.rows["kb:v2"], ingested_at=NOW - 30 * DAY)
+    corpus.drift.append("drop_from_source kb:v2 (past grace)")
+    with loaded(corpus) as world:
+        assert_converged(world, corpus)
+        rows = world.table.get_documents(["kb:v1", "kb:v2"])
+        assert rows["kb:v2"].version_state is VersionState.RETIRED
+        assert rows["kb:v1"].version_state is VersionState.RETIRED
+
+
 def test_regression_source_reinstates_an_earlier_version() -> None:
     """Undated family: kb:v2 superseded by kb:v3 (current) in table and chunks. The source then
     drops v3 (``missing_in_source``, inside its grace) and reinstates v2: ``current`` from now.

@@ -223,3 +223,22 @@ def test_a_broken_run_log_does_not_break_the_scrape() -> None:
     registry, _ = build_registry(broken)  # type: ignore[arg-type]
     assert registry.get_sample_value("reconciler_run_log_readable") == 0.0
     assert registry.get_sample_value("reconciler_build_info", {"version": "0.1.0"}) == 1.0
+
+
+def test_broken_documents_counts_documents_not_findings(table: SqlDocumentTable) -> None:
+    registry, _live = build_registry(table.metrics_snapshot)
+    assert registry.get_sample_value("reconciler_broken_documents") == 0.0
+    bad_field = finding("family", "invalid_source_document", doc_id="h:a")
+    record(
+        table,
+        job="full",
+        status="succeeded",
+        findings=[
+            (bad_field, True),  # two bad fields of one note
+            (finding("family", "invalid_source_document", doc_id="h:a"), True),
+            (finding("family", "source_problem", doc_id="h:new"), True),
+            (finding("family", "source_problem", family=None, doc_id=None), True),
+            (finding("family", "missing_in_source", doc_id="h:b"), True),
+        ],
+    )
+    assert registry.get_sample_value("reconciler_broken_documents") == 3.0

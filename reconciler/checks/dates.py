@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from reconciler.checks.common import STATE_FIELDS, diff
 from reconciler.model import Finding, Severity, VersionState, rfc3339
-from reconciler.settling import row_served, settle
+from reconciler.settling import row_served, settle, start_of
 from reconciler.snapshot import Context, FamilyView
 
 CHECK = "dates"
@@ -20,12 +22,19 @@ def check_dates(view: FamilyView, ctx: Context) -> list[Finding]:
         if row.version_state is VersionState.PENDING
         and (row.effective_from is None or row.effective_from <= ctx.now)
     }
+    starts = Counter(start_of(row) for row in view.rows)
     for row in view.rows:
         after = timed[row.doc_id]
         changes = diff(row, after, STATE_FIELDS)
-        # The time rule never closes a window before it opens (it closes it empty, at its
-        # start); an end before the start comes from the source's own dates.
-        if row.effective_from is not None and row.effective_from > row.effective_to:
+        # The time rule never closes a window before it opens; it closes one empty (at its
+        # start) only for a successor starting at that same instant. Any other empty or
+        # reversed window comes from the source's own dates.
+        empty = row.effective_from == row.effective_to
+        # (an empty window's own start is counted in ``starts``: another one makes two)
+        closed_by_sibling = row.superseded_by is not None or starts[row.effective_to] > 1
+        if row.effective_from is not None and (
+            row.effective_from > row.effective_to or (empty and not closed_by_sibling)
+        ):
             findings.append(
                 Finding(
                     check=CHECK,
@@ -52,8 +61,12 @@ def check_dates(view: FamilyView, ctx: Context) -> list[Finding]:
         elif after.superseded_by in became_current:
             kind = "pending_now_effective"
             action = f"superseded by {after.superseded_by}, now in force"
-        elif row_served(row, ctx.now) and after.version_state is VersionState.SUPERSEDED:
-            continue  # two versions served at once: the siblings check reports it
+        elif (
+            row_served(row, ctx.now)
+            and after.version_state is VersionState.SUPERSEDED
+            and any(row_served(doc, ctx.now) for doc in timed.values())
+        ):
+            continue  # served beside the version in force: the siblings check reports it
         elif after.version_state is row.version_state:
             kind = "successor_scheduled"
             action = (

@@ -141,7 +141,8 @@ def declared_family(view: FamilyView, ctx: Context) -> Declared:
             declared.append(row)
             continue
         judged.add(row.doc_id)
-        src = with_registered(src, row, _unread(view.problems.get(row.doc_id, ())))
+        unread = _unread(view.problems.get(row.doc_id, ()))
+        src = with_registered(src, row, unread)
         # The successor as the source declares it, else its row (a partial scan may not have
         # reached it): either way its start closes this version's window.
         successor: SourceDocument | Document | None = None
@@ -168,6 +169,10 @@ def declared_family(view: FamilyView, ctx: Context) -> Declared:
                 expected = dataclasses.replace(
                     expected, **{f: getattr(row, f) for f in STATE_FIELDS}
                 )
+        if "state" in unread:
+            # A status that cannot be read: the row's state stands as it is (not re-derived
+            # from the other fields, which would move its window and successor).
+            expected = dataclasses.replace(expected, **{f: getattr(row, f) for f in STATE_FIELDS})
         declared.append(expected)
     settled = settle(declared, ctx.now, unknown_siblings=ctx.unknown_siblings)
     return Declared(
