@@ -4,7 +4,7 @@ Keeping it in one place is what makes repairs converge: every check that changes
 state asks this module what the family should look like, so no two checks pull one document
 in different directions.
 
-The rule (docs/engine.md, "The time rule"):
+The rule (docs/engine.md, "The one time rule"):
 
 - ``current``, ``pending`` and ``unknown`` versions are *servable* and take part alike;
 - versions are ordered by ``(effective_from, version, doc_id)``, a missing start first;
@@ -18,7 +18,9 @@ The rule (docs/engine.md, "The time rule"):
   ``pending``.
 
 Superseded versions that name their successor stay on the timeline as boundaries (an earlier
-version ends where they began); drafts and retired versions never do.
+version ends where they began); drafts and retired versions never do, and a declared
+successor that is one of them closes nothing. ``[policy] unknown_siblings = "report"`` leaves
+an ``unknown`` version open beside later ``unknown`` ones (the siblings check reports them).
 """
 
 from __future__ import annotations
