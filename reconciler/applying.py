@@ -1,9 +1,15 @@
 """The only module that writes: row updates, payload writes, indexes — each audited.
 
 Order: table changes (rows, re-ingest requests, their audit entries) in one transaction; then
-payloads in batches of point ids through ``batch_update_points``, each batch's result checked
-and audited; then payload indexes. A failed batch stops the run and records exactly which
-points were written (re-read by id); every write is idempotent, so the next run converges.
+payloads in batches of point ids through ``batch_update_points``; then payload indexes.
+
+Audit before write: each payload batch's entries (point ids, exact before, after) are
+committed as *intents* before the batch is sent, and *confirmed* by an entry committed with
+the next batch's intents (or at the end). So a process killed anywhere leaves every changed
+value covered by an entry; the next run that takes the lease resolves the unconfirmed intents
+by re-reading those points (``recovery``). A failed batch stops the run and records exactly
+which points were written (re-read by id); every write is idempotent, so the next run
+converges. Before each batch the lease is checked: a runner that lost it stops writing.
 Never deletes a point, never writes a vector or chunk text, never ``overwrite_payload``/upsert.
 """
 
@@ -24,6 +30,10 @@ from reconciler.stores.audit import AuditEntry
 from reconciler.stores.sql import RowChange, SqlDocumentTable
 
 log = logging.getLogger(__name__)
+
+#: Audit entry types of payload writes: the intent (before the write) and its confirmation.
+INTENT = "payload"
+CONFIRM = "confirm"
 
 
 @dataclass
@@ -81,8 +91,14 @@ class Applier:
         scroll_batch: int = 1000,
         progress: Callable[[int], None] | None = None,
         max_pending: int = 100_000,
+        keep_writing: Callable[[], None] | None = None,
     ) -> None:
         self.table = table
+        #: Raises (``LeaseLost``) when this runner may no longer write; called before a batch.
+        self.keep_writing = keep_writing
+        #: The hash of the last intent not yet confirmed.
+        self._unconfirmed: str | None = None
+        self._unconfirmed_points = 0
         self.max_pending = max_pending
         self.index = index
         self.run_id = run_id
@@ -111,6 +127,7 @@ class Applier:
         self.result.audit_head = head or self.result.audit_head
         if plan.payload_targets:
             self._payloads(plan.payload_targets, now=now)
+            self.confirm(now=now)
         for key, schema in plan.indexes:
             self.index.create_payload_index(key=key, schema=schema)
             self._audit(
@@ -149,6 +166,24 @@ class Applier:
                 batch, size = [], 0
         if batch:
             self._flush(batch, now=now)
+        self.confirm(now=now)
+
+    def confirm(self, *, now: datetime) -> None:
+        """Commit the confirmation of the last batch sent (the others are confirmed by the
+        entries committed with the batch after them)."""
+        if self._unconfirmed is not None:
+            self._audit([self._confirmation(now)])
+
+    def _confirmation(self, now: datetime, written: list[str | int] | None = None) -> AuditEntry:
+        """ "Every intent of this run up to ``through`` was written" (or only ``written``)."""
+        through, points = self._unconfirmed, self._unconfirmed_points
+        self._unconfirmed, self._unconfirmed_points = None, 0
+        after: dict[str, Any] = {"through": through, "points": points}
+        if written is not None:
+            after = {"through": through, "points": len(written), "written": written}
+        return AuditEntry(
+            self.run_id, now, self.actor, "confirm", CONFIRM, self.run_id, None, after
+        )
 
     # -- payloads --------------------------------------------------------------------------
 
@@ -199,29 +234,39 @@ class Applier:
             self._flush(rest[start : start + self.batch_points], now=now)
 
     def _flush(self, groups: list[_Group], *, now: datetime) -> None:
+        if not groups:
+            return
+        if self.keep_writing is not None:
+            self.keep_writing()
         writes = [
             PayloadWrite(
                 point_ids=tuple(g.point_ids), payload=dict(g.target.payload), doc_id=g.target.doc_id
             )
             for g in groups
         ]
+        # The intents (and the confirmation of the batch before) go first, in one commit.
+        intents = self._entries(groups, now)
+        previous = [self._confirmation(now)] if self._unconfirmed is not None else []
+        self._audit(previous + intents)
+        self._unconfirmed = self.result.audit_head
+        self._unconfirmed_points = sum(len(g.point_ids) for g in groups)
         try:
             self.index.set_payloads(writes, batch_size=max(self.batch_points, 1))
         except IndexWriteError as exc:
-            done = self._confirm(groups)
-            self._audit(self._entries(done, now))
+            done = self._written(groups)
+            written = [pid for g in done for pid in g.point_ids]
+            self._audit([self._confirmation(now, [jsonable(p) for p in written])])
             self.result.payload_writes += len(done)
-            self.result.points += sum(len(g.point_ids) for g in done)
+            self.result.points += len(written)
             self.result.error = str(exc)
             raise IndexWriteError(
                 f"payload write failed in run {self.run_id}: {exc}",
                 points_written=self.result.points,
             ) from exc
-        self._audit(self._entries(groups, now))
         self.result.payload_writes += len(groups)
         self.result.points += sum(len(g.point_ids) for g in groups)
 
-    def _confirm(self, groups: list[_Group]) -> list[_Group]:
+    def _written(self, groups: list[_Group]) -> list[_Group]:
         """After a failed batch: which points now carry the target payload (re-read by id)."""
         confirmed = []
         for group in groups:
@@ -242,7 +287,7 @@ class Applier:
                 at=now,
                 actor=self.actor,
                 reason=", ".join(g.target.reasons),
-                target_type="payload",
+                target_type=INTENT,
                 target=g.target.doc_id or "(no doc_id)",
                 before={"points": [jsonable(p) for p in g.point_ids], "payload": g.before},
                 after={"payload": dict(g.target.payload)},

@@ -26,7 +26,7 @@ from reconciler.checks.family import UNREADABLE_PROBLEMS, declared_family, unreg
 from reconciler.checks.hash import check_source, unreadable_findings
 from reconciler.checks.index import check_index
 from reconciler.checks.payload import check_orphans
-from reconciler.errors import IndexWriteError, NotFound
+from reconciler.errors import NotFound
 from reconciler.families import resolve_families
 from reconciler.model import (
     MANAGED_KEYS,
@@ -90,6 +90,8 @@ class Options:
     write_batch: int = 256
     #: The scheduled job (full, ttl, dates) or command this run belongs to (metrics label).
     job: str | None = None
+    #: The run's id (chosen by the caller so it can record a failure the engine did not).
+    run_id: str | None = None
 
 
 @dataclass
@@ -170,11 +172,15 @@ class Engine:
         index: ChunkIndex,
         sources: Sequence[SystemOfRecord],
         progress: Callable[[str, int], None] | None = None,
+        keep_writing: Callable[[], None] | None = None,
     ) -> None:
         self.table = table
         self.index = index
         self.sources = list(sources)
         self.progress = progress
+        #: Raises when this runner may no longer write (the lease was lost); checked before
+        #: each payload batch.
+        self.keep_writing = keep_writing
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -184,7 +190,11 @@ class Engine:
         unknown = options.checks - set(CHECKS)
         if unknown:
             raise ValueError(f"unknown check(s): {', '.join(sorted(unknown))}")
-        report = Report(run_id=str(uuid.uuid4()), mode=options.mode, started_at=datetime.now(UTC))
+        report = Report(
+            run_id=options.run_id or str(uuid.uuid4()),
+            mode=options.mode,
+            started_at=datetime.now(UTC),
+        )
         report.summary = {c: {"checked": 0, "findings": 0} for c in CHECKS if c in options.checks}
         sources = self._read_sources(options, now)
         report.sources = sources.states
@@ -641,15 +651,22 @@ class Engine:
             batch_points=options.write_batch,
             scroll_batch=options.scroll_batch,
             progress=(lambda n: progress("applied", n)) if progress is not None else None,
+            keep_writing=self.keep_writing,
         )
-        if report.forced:
-            applier.result.audit_head = table.append_audit([_forced_entry(report, options, now)])
         try:
+            if report.forced:
+                forced = [_forced_entry(report, options, now)]
+                applier.result.audit_head = table.append_audit(forced)
             report.applied = applier.apply(report.plan, now=now)
-        except IndexWriteError as exc:
+        except Exception as exc:
+            # Recorded with exactly what was written (the audit has it entry by entry); the
+            # next run converges. If the table itself is what failed, the caller records it.
             report.applied = applier.result
-            report.error = str(exc)
-            self._finish(report, "failed", applier.result.counts(), error=str(exc))
+            report.error = f"{type(exc).__name__}: {exc}"
+            try:
+                self._finish(report, "failed", applier.result.counts(), error=report.error)
+            except Exception as again:  # never let the record hide what went wrong
+                log.error("could not record the failure of run %s: %s", report.run_id, again)
             raise
         for name, state in sources.states.items():
             if state.scanned:

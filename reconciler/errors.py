@@ -11,6 +11,8 @@
     │                               says exactly how far it got (every write is idempotent,
     │                               so the next run converges)
     ├── LeaseBusy                   skip this run: another runner holds the shard's lease
+    ├── LeaseLost                   stop writing: the lease was lost during the run (the run
+    │                               is failed; what it wrote is audited)
     └── NotFound                    fix the command: a scoped repair names no document or
                                     family that the table or a source knows
 
@@ -62,6 +64,10 @@ class IndexWriteError(ReconcilerError):
 
 class LeaseBusy(ReconcilerError):
     """Another runner holds this shard's single-runner lease: the run was skipped."""
+
+
+class LeaseLost(ReconcilerError):
+    """The single-runner lease was lost during the run: writing stopped before the next batch."""
 
 
 class NotFound(ReconcilerError):

@@ -3,7 +3,8 @@
 PostgreSQL: ``pg_try_advisory_lock`` on a dedicated connection outside the pool (the lock lives
 as long as that session; if the process dies the server releases it). SQLite: a row in
 ``leases`` with an expiry, taken with one atomic upsert and renewed by the holder; a holder
-that dies stops renewing and the lease expires.
+that dies stops renewing and the lease expires, and a holder on this machine whose process is
+provably gone (its pid no longer exists) is taken over at once.
 
 The loser of a race skips its run and says so; it never waits.
 """
@@ -31,6 +32,28 @@ log = logging.getLogger(__name__)
 def holder_id() -> str:
     """Who holds a lease: host, pid and a random suffix (two runners in one pid differ)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def holder_is_gone(holder: str) -> bool:
+    """Whether a holder is provably dead: it ran on this machine and its pid no longer exists.
+
+    Anything else (another host, a pid that exists, even if reused) is presumed alive: the
+    lease then expires on its own.
+    """
+    host, _, rest = holder.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, not ours to signal
+        return False
+    return False
 
 
 def advisory_key(name: str) -> int:
@@ -93,6 +116,14 @@ class RowLease:
         with Session(self.engine) as session, session.begin():
             session.execute(stmt)
             holder = session.scalar(select(LeaseRow.holder).where(LeaseRow.name == self.name))
+            if holder is not None and holder != self.holder and holder_is_gone(holder):
+                log.warning("lease %s: its holder %s is gone; taking it over", self.name, holder)
+                session.execute(
+                    update(LeaseRow)
+                    .where(LeaseRow.name == self.name, LeaseRow.holder == holder)
+                    .values(holder=self.holder, acquired_at=now, expires_at=now + self.ttl)
+                )
+                holder = session.scalar(select(LeaseRow.holder).where(LeaseRow.name == self.name))
         held = holder == self.holder
         log.debug("lease %s %s (holder %s)", self.name, "taken" if held else "busy", holder)
         return held
@@ -210,7 +241,14 @@ class HeldLease:
         if self._thread is not None:
             self._thread.join()
         if self.acquired:
-            self.lease.release()
+            try:
+                self.lease.release()
+            except Exception as error:  # never hide why the run ended; the lease expires
+                log.error(
+                    "lease %s could not be released (it expires by itself): %s",
+                    self.lease.name,
+                    error,
+                )
 
 
 def lease_name(shard: str) -> str:

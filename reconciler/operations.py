@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -11,10 +13,11 @@ from typing import Any
 from reconciler.checks import CHECKS
 from reconciler.embedding import make_embedder
 from reconciler.engine import WRITING_MODES, Engine, Guard, Options, Report
-from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError, LeaseBusy, NotFound
+from reconciler.errors import ConfigError, IndexUnavailable, LeaseBusy, LeaseLost, NotFound
 from reconciler.ingesting import Ingestor
 from reconciler.leasing import HeldLease, lease_name, make_lease
 from reconciler.model import jsonable
+from reconciler.recovery import resolve_interrupted
 from reconciler.rollback import rollback
 from reconciler.settings import Settings
 from reconciler.snapshot import Shard
@@ -222,8 +225,11 @@ def reconcile(
     """Run one reconciliation (check, plan, apply, run or repair).
 
     Writing modes hold the shard's single-runner lease for the whole run (taken before the
-    chunk index is opened) and raise ``LeaseBusy`` when another runner holds it. A writing run
-    that fails before it could record itself is recorded as failed, so metrics count it.
+    chunk index is opened) and raise ``LeaseBusy`` when another runner holds it. Holding it,
+    they first resolve runs of the shard whose process died (``recovery``), and check it
+    before every payload batch (``LeaseLost`` stops the writing). A writing run that fails is
+    recorded as failed (by the engine, or here when it failed before recording itself), so
+    metrics count it.
     """
     sources = build_sources(settings)
     table = open_table(settings)
@@ -231,6 +237,7 @@ def reconcile(
         if options.mode not in WRITING_MODES:
             return _run_engine(settings, table, sources, options, progress)
         lease = make_lease(table.engine, lease_name(str(options.shard)))
+        options = dataclasses.replace(options, run_id=options.run_id or str(uuid.uuid4()))
         with HeldLease(lease, renew_every=lease_renew_every) as held:
             if not held.acquired:
                 raise LeaseBusy(
@@ -240,9 +247,7 @@ def reconcile(
             if on_lease is not None:
                 on_lease(True)
             try:
-                return _run_engine(settings, table, sources, options, progress)
-            except IndexWriteError:
-                raise  # the engine recorded it, with exactly what was written
+                return _run_engine(settings, table, sources, options, progress, held=held)
             except NotFound:
                 raise  # a mistyped scope: nothing was read from the index or written
             except Exception as exc:
@@ -257,12 +262,29 @@ def reconcile(
         table.close()
 
 
+def _keep_writing(held: HeldLease, shard: Shard) -> Callable[[], None]:
+    """Before each payload batch: renew the lease, and stop if it was lost."""
+
+    def check() -> None:
+        if held.lost or not held.lease.renew():
+            held.lost = True
+            raise LeaseLost(
+                f"the lease of shard {shard} was lost during the run (another runner may have "
+                "taken it over); writing stopped before the next batch, and what was written "
+                "is in the audit log"
+            )
+
+    return check
+
+
 def _run_engine(
     settings: Settings,
     table: SqlDocumentTable,
     sources: list[Any],
     options: Options,
     progress: Callable[[str, int], None] | None,
+    *,
+    held: HeldLease | None = None,
 ) -> Report:
     index = open_index(settings)
     try:
@@ -272,22 +294,37 @@ def _run_engine(
                 f"{_index_location(settings)}; run `reconciler ingest` (or point index.collection "
                 "at an existing collection)"
             )
-        engine = Engine(table=table, index=index, sources=sources, progress=progress)
+        if held is not None:
+            resolve_interrupted(table=table, index=index, shard=str(options.shard))
+        engine = Engine(
+            table=table,
+            index=index,
+            sources=sources,
+            progress=progress,
+            keep_writing=_keep_writing(held, options.shard) if held is not None else None,
+        )
         return engine.run(options)
     finally:
         index.close()
 
 
 def _record_failed(table: SqlDocumentTable, options: Options, exc: Exception) -> None:
+    """Record the run as failed, unless the engine already did (it knows what was written)."""
     try:
-        run_id = table.start_run(
-            mode=options.mode,
-            actor=options.actor,
-            shard=str(options.shard),
-            job=options.job or options.mode,
-            checks=",".join(c for c in CHECKS if c in options.checks),
-        )
-        table.finish_run(run_id, status="failed", error=f"{type(exc).__name__}: {exc}")
+        existing = table.get_run(options.run_id) if options.run_id else None
+        if existing is not None and existing.status != "running":
+            return
+        if existing is None:
+            table.start_run(
+                mode=options.mode,
+                actor=options.actor,
+                shard=str(options.shard),
+                run_id=options.run_id,
+                job=options.job or options.mode,
+                checks=",".join(c for c in CHECKS if c in options.checks),
+            )
+        assert options.run_id is not None
+        table.finish_run(options.run_id, status="failed", error=f"{type(exc).__name__}: {exc}")
     except Exception as again:  # the table itself may be what failed
         log.error("could not record the failed run: %s", again)
 

@@ -104,7 +104,9 @@ def test_rechunking_resets_half_of_a_superseded_documents_chunks(deploy: Deploym
         entries = list(audit.show(opened.table.engine, run_id=data["run_id"]))
     written = [p for e in entries if e["target_type"] == "payload" for p in e["before"]["points"]]
     assert sorted(written) == half
-    assert all(e["target_type"] == "payload" for e in entries)
+    # Payload intents (committed before the write), then their confirmation.
+    assert [e["target_type"] for e in entries][-1] == "confirm"
+    assert {e["target_type"] for e in entries} == {"payload", "confirm"}
     # Exactly those points changed, and back to what ingestion wrote, key for key.
     assert deploy.points().payloads == clean.payloads
     assert "hb:expenses-v1" not in deploy.served()

@@ -11,14 +11,14 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, Text, select, type_coerce, update
 from sqlalchemy.orm import Session
 
 from reconciler.model import jsonable, rfc3339
-from reconciler.stores.schema import AuditRow, RunRow
+from reconciler.stores.schema import AuditHeadRow, AuditRow, RunRow
 
 GENESIS = "0" * 64
 
@@ -42,7 +42,7 @@ def canonical(value: Any) -> str:
     return json.dumps(jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def entry_hash(prev_hash: str, entry: AuditEntry) -> str:
+def entry_hash_of(prev_hash: str, entry: AuditEntry) -> str:
     """sha256 over the previous hash and the entry's content."""
     body = canonical(
         {
@@ -59,17 +59,33 @@ def entry_hash(prev_hash: str, entry: AuditEntry) -> str:
     return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
 
 
-def last_hash(session: Session) -> str:
-    """The hash at the head of the chain (``GENESIS`` when empty)."""
-    head = session.scalar(select(AuditRow.entry_hash).order_by(AuditRow.seq.desc()).limit(1))
-    return head or GENESIS
+def _lock_head(session: Session) -> AuditHeadRow:
+    """Take the chain's head for this transaction: one appender at a time, on every dialect.
+
+    The first statement is a write to the head row: PostgreSQL holds that row's lock until the
+    transaction ends, SQLite takes its single write lock (waiting out its busy timeout), so a
+    second appender reads the head only after the first one has committed.
+    """
+    at = datetime.now(UTC)
+    moved = session.execute(update(AuditHeadRow).where(AuditHeadRow.id == 1).values(updated_at=at))
+    if not getattr(moved, "rowcount", 0):
+        session.add(AuditHeadRow(id=1, entry_hash=GENESIS, entries=0, updated_at=at))
+        session.flush()
+    head = session.get(AuditHeadRow, 1, populate_existing=True)
+    assert head is not None
+    return head
 
 
 def append(session: Session, entries: Sequence[AuditEntry]) -> str:
-    """Append entries inside the caller's transaction; return the new head hash."""
-    prev = last_hash(session)
+    """Append entries inside the caller's transaction; return the new head hash.
+
+    Appends are serialised through the head row (``_lock_head``), and ``prev_hash`` is unique:
+    parallel runners (shards) extend one chain and never fork it.
+    """
+    head = _lock_head(session)
+    prev = head.entry_hash
     for entry in entries:
-        digest = entry_hash(prev, entry)
+        digest = entry_hash_of(prev, entry)
         session.add(
             AuditRow(
                 run_id=entry.run_id,
@@ -85,6 +101,9 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
             )
         )
         prev = digest
+    session.flush()
+    head.entry_hash = prev
+    head.entries += len(entries)
     session.flush()
     return prev
 
@@ -116,37 +135,103 @@ class Verification:
 
 
 def verify(engine: Engine, *, batch_size: int = 1000) -> Verification:
-    """Recompute every hash in order; report each break and each run whose head is gone."""
+    """Recompute every hash in order; report each break, each run whose head is gone, an end
+    cut off the chain, and every entry that cannot be read (by its ``seq``, never a crash)."""
     result = Verification()
     prev = GENESIS
     seen_heads: set[str] = set()
+    position: dict[str, int] = {}
+    raw = [type_coerce(column, Text()) if column.key in _PARSED else column for column in _COLUMNS]
     with Session(engine) as session:
+        head = session.get(AuditHeadRow, 1)  # read first: appends during the walk come after it
         rows = session.execute(
-            select(AuditRow).order_by(AuditRow.seq).execution_options(yield_per=batch_size)
-        ).scalars()
-        for row in rows:
+            select(*raw).order_by(AuditRow.seq).execution_options(yield_per=batch_size)
+        )
+        for values in rows:
+            row = dict(zip((c.key for c in _COLUMNS), values, strict=True))
             result.entries += 1
-            if row.prev_hash != prev:
+            seq, entry_hash = row["seq"], row["entry_hash"]
+            if row["prev_hash"] != prev:
                 result.problems.append(
-                    f"entry {row.seq}: links to {row.prev_hash[:12]}, but the entry before it "
-                    f"hashes to {prev[:12]} (an entry was removed or reordered)"
+                    f"entry {seq}: links to {str(row['prev_hash'])[:12]}, but the entry before "
+                    f"it hashes to {prev[:12]} (an entry was removed or reordered)"
                 )
-            digest = entry_hash(row.prev_hash, _entry(row))
-            if digest != row.entry_hash:
-                result.problems.append(
-                    f"entry {row.seq} (run {row.run_id}, {row.target_type} {row.target}): "
-                    "content does not match its hash (altered)"
-                )
-            prev = row.entry_hash
-            seen_heads.add(row.entry_hash)
-            session.expunge(row)
+            try:
+                entry = _parse(row)
+            except (ValueError, TypeError) as exc:
+                result.problems.append(f"entry {seq}: cannot be read ({exc}); altered")
+            else:
+                if entry_hash_of(row["prev_hash"], entry) != entry_hash:
+                    result.problems.append(
+                        f"entry {seq} (run {entry.run_id}, {entry.target_type} {entry.target}): "
+                        "content does not match its hash (altered)"
+                    )
+            prev = entry_hash
+            seen_heads.add(entry_hash)
+            position[entry_hash] = result.entries
         for run_id, counts in session.execute(select(RunRow.run_id, RunRow.counts)):
-            head = (counts or {}).get("audit_head")
-            if head and head not in seen_heads:
+            run_head = (counts or {}).get("audit_head") if isinstance(counts, dict) else None
+            if run_head and run_head not in seen_heads:
                 result.problems.append(
-                    f"run {run_id}: its last audit entry {head[:12]} is missing (entries removed)"
+                    f"run {run_id}: its last audit entry {run_head[:12]} is missing "
+                    "(entries removed)"
                 )
+        if head is None:
+            result.problems.append("the chain's head record is missing (table audit_head)")
+        elif head.entries and position.get(head.entry_hash) != head.entries:
+            result.problems.append(
+                f"the chain's head is entry {head.entry_hash[:12]}, number {head.entries}, but "
+                + (
+                    f"that entry is number {position[head.entry_hash]}"
+                    if head.entry_hash in position
+                    else "the log no longer holds it"
+                )
+                + " (entries were removed from the end, with or without their runs)"
+            )
     return result
+
+
+#: The columns verify reads, in order; those in ``_PARSED`` are read raw and parsed here, so
+#: one unreadable entry is named instead of failing the walk.
+_COLUMNS = (
+    AuditRow.seq,
+    AuditRow.run_id,
+    AuditRow.at,
+    AuditRow.actor,
+    AuditRow.reason,
+    AuditRow.target_type,
+    AuditRow.target,
+    AuditRow.before,
+    AuditRow.after,
+    AuditRow.prev_hash,
+    AuditRow.entry_hash,
+)
+_PARSED = frozenset({"at", "before", "after"})
+
+
+def _parse(row: dict[str, Any]) -> AuditEntry:
+    at = row["at"]
+    if not isinstance(at, datetime):
+        at = datetime.fromisoformat(str(at))
+    return AuditEntry(
+        run_id=row["run_id"],
+        at=at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC),
+        actor=row["actor"],
+        reason=row["reason"],
+        target_type=row["target_type"],
+        target=row["target"],
+        before=_json(row["before"], "before"),
+        after=_json(row["after"], "after"),
+    )
+
+
+def _json(value: Any, name: str) -> Any:
+    if not isinstance(value, str):
+        return value  # PostgreSQL's driver hands JSONB over parsed
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name} is not JSON: {exc}") from None
 
 
 def show(
@@ -172,6 +257,17 @@ def show(
                 "after": row.after,
                 "entry_hash": row.entry_hash,
             }
+
+
+def run_entries_with_hashes(engine: Engine, run_id: str) -> tuple[list[AuditEntry], list[str]]:
+    """Every entry of one run, in order, with each entry's own hash."""
+    with Session(engine) as session:
+        rows = list(
+            session.scalars(
+                select(AuditRow).where(AuditRow.run_id == run_id).order_by(AuditRow.seq)
+            )
+        )
+        return [_entry(row) for row in rows], [row.entry_hash for row in rows]
 
 
 def run_entries(engine: Engine, run_id: str) -> list[AuditEntry]:

@@ -188,8 +188,21 @@ class AuditRow(Base):
     target: Mapped[str] = mapped_column(String(512), index=True)
     before: Mapped[Any] = mapped_column(JSONType)
     after: Mapped[Any] = mapped_column(JSONType)
-    prev_hash: Mapped[str] = mapped_column(String(64))
+    #: Unique: two appenders that read the same head cannot both extend it (no fork).
+    prev_hash: Mapped[str] = mapped_column(String(64), unique=True)
     entry_hash: Mapped[str] = mapped_column(String(64), unique=True)
+
+
+class AuditHeadRow(Base):
+    """The audit chain's head, one row: appends lock it (serialised across processes and
+    shards) and move it; ``audit verify`` checks the log still ends there (nothing cut off)."""
+
+    __tablename__ = "audit_head"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    entry_hash: Mapped[str] = mapped_column(String(64))
+    entries: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class OutboxRow(Base):

@@ -507,6 +507,17 @@ class SqlDocumentTable:
                 )
             )
 
+    def runs_in_progress(self, *, shard: str) -> list[str]:
+        """Runs of ``shard`` recorded as running (oldest first)."""
+        with Session(self.engine) as session:
+            return list(
+                session.scalars(
+                    select(RunRow.run_id)
+                    .where(RunRow.status == "running", RunRow.shard == shard)
+                    .order_by(RunRow.started_at)
+                )
+            )
+
     def last_runs(self, limit: int = 5) -> list[RunRow]:
         """The most recent runs, newest first."""
         with Session(self.engine) as session:
@@ -739,8 +750,8 @@ class SqlDocumentTable:
                     entry["last_ok"] = status == "succeeded"
                 if status == "succeeded" and finished is not None:
                     entry["last_success"] = finished
-                if status == "failed":
-                    entry["failures"] = int(count)
+                if status in ("failed", "interrupted"):
+                    entry["failures"] += int(count)
             totals = session.execute(
                 select(
                     func.coalesce(func.sum(RunRow.rows_written), 0),

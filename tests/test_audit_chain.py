@@ -1,0 +1,119 @@
+"""The audit chain: one chain however many processes append, and ``verify`` that names what is
+wrong (an entry altered or unreadable, an end cut off with or without its runs) instead of
+raising. Real SQLite files and the real PostgreSQL, real processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from reconciler.stores import audit
+from reconciler.stores.schema import AuditRow
+from reconciler.stores.sql import SqlDocumentTable
+
+AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
+
+
+def entries(run: str, n: int) -> list[audit.AuditEntry]:
+    return [
+        audit.AuditEntry(
+            run_id=run,
+            at=AT,
+            actor="cli",
+            reason="test",
+            target_type="row",
+            target=f"h:doc-{i}",
+            before={"version_state": "current"},
+            after={"version_state": "superseded"},
+        )
+        for i in range(n)
+    ]
+
+
+def _appender(url: str, name: str, batches: int) -> None:
+    table = SqlDocumentTable.from_url(url)
+    try:
+        for b in range(batches):
+            table.append_audit(entries(f"{name}-{b}", 3))
+    finally:
+        table.close()
+
+
+def test_parallel_appenders_extend_one_chain(table: SqlDocumentTable, table_url: str) -> None:
+    """Four processes append 25 batches each at once: one unbroken chain of 300 entries."""
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=_appender, args=(table_url, f"w{i}", 25)) for i in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+        assert worker.exitcode == 0
+    result = audit.verify(table.engine)
+    assert result.problems == []
+    assert result.entries == 300
+
+
+def test_two_entries_can_never_follow_one_predecessor(table: SqlDocumentTable) -> None:
+    table.append_audit(entries("r1", 1))
+    with Session(table.engine) as session:
+        first = session.scalars(select(AuditRow).order_by(AuditRow.seq).limit(1)).one()
+        session.add(
+            AuditRow(
+                run_id="forged",
+                at=AT,
+                actor="cli",
+                reason=None,
+                target_type="row",
+                target="h:x",
+                before=None,
+                after=None,
+                prev_hash=first.prev_hash,
+                entry_hash="f" * 64,
+            )
+        )
+        with pytest.raises(IntegrityError):
+            session.commit()
+
+
+def test_verify_catches_a_removed_trailing_run(table: SqlDocumentTable) -> None:
+    """The last run's entries and its run record removed together: the chain alone still
+    links, but its head record no longer matches."""
+    for run in ("r1", "r2"):
+        run_id = table.start_run(mode="apply", actor="cli", run_id=run)
+        head = table.append_audit(entries(run_id, 2))
+        table.finish_run(run_id, status="succeeded", counts={"audit_head": head})
+    assert audit.verify(table.engine).ok
+    with table.engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_log WHERE run_id = 'r2'"))
+        conn.execute(text("DELETE FROM runs WHERE run_id = 'r2'"))
+    result = audit.verify(table.engine)
+    assert not result.ok
+    assert any("removed from the end" in p for p in result.problems), result.problems
+    # An append after the cut does not hide it either.
+    table.append_audit(entries("r3", 1))
+    assert any("removed from the end" in p for p in audit.verify(table.engine).problems)
+
+
+def test_verify_names_an_unreadable_entry(sqlite_url: str) -> None:
+    """JSON that does not parse, a time that does not parse: named by seq, the walk goes on."""
+    table = SqlDocumentTable.from_url(sqlite_url)
+    table.ensure_schema(create=True)
+    try:
+        table.append_audit(entries("r1", 4))
+        with table.engine.begin() as conn:
+            conn.execute(text("UPDATE audit_log SET after = '{not json' WHERE seq = 2"))
+            conn.execute(text("UPDATE audit_log SET at = 'yesterday' WHERE seq = 3"))
+        result = audit.verify(table.engine)
+        assert result.entries == 4
+        assert [p.split(":")[0] for p in result.problems] == ["entry 2", "entry 3"]
+        assert "not JSON" in result.problems[0]
+        assert all("cannot be read" in p for p in result.problems)
+    finally:
+        table.close()
