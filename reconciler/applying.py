@@ -65,11 +65,6 @@ def managed(payload: Mapping[str, Any]) -> dict[str, Any]:
     return {key: payload[key] for key in MANAGED_KEYS if key in payload}
 
 
-def restore_payload(before: Mapping[str, Any]) -> dict[str, Any]:
-    """The write that puts a payload back exactly: absent keys are written as null (removed)."""
-    return {key: before.get(key) for key in MANAGED_KEYS}
-
-
 @dataclass
 class _Group:
     target: PayloadTarget
@@ -150,20 +145,31 @@ class Applier:
 
     def write_groups(
         self,
-        groups: Iterable[tuple[str | None, list[str | int], dict[str, Any], dict[str, Any], str]],
+        groups: Iterable[tuple[str | None, list[str | int], Mapping[str, Any], str]],
         *,
         now: datetime,
     ) -> None:
-        """Write explicit (doc_id, point ids, before, payload, reason) groups (rollback)."""
+        """Set ``payload`` on the given points of each (doc_id, point ids, payload, reason)
+        group (rollback): each point is re-read by id, written only if it differs, and audited
+        with its exact value before."""
         batch: list[_Group] = []
         size = 0
-        for doc_id, ids, before, payload, reason in groups:
-            target = PayloadTarget(doc_id, None, payload, len(ids), (reason,), partial=True)
-            batch.append(_Group(target=target, before=before, point_ids=list(ids)))
-            size += len(ids)
-            if size >= self.batch_points:
-                self._flush(batch, now=now)
-                batch, size = [], 0
+        for doc_id, ids, payload, reason in groups:
+            partial = set(payload) != set(MANAGED_KEYS)
+            target = PayloadTarget(doc_id, None, payload, len(ids), (reason,), partial=partial)
+            for start in range(0, len(ids), max(self.batch_points, 1)):
+                variants: dict[Any, _Group] = {}
+                for state in self.index.retrieve(ids[start : start + self.batch_points]):
+                    if not needs_write(state.payload, target):
+                        continue
+                    before = managed(state.payload)
+                    group = variants.setdefault(normalize(before), _Group(target, before))
+                    group.point_ids.append(state.point_id)
+                    size += 1
+                batch += variants.values()
+                if size >= self.batch_points:
+                    self._flush(batch, now=now)
+                    batch, size = [], 0
         if batch:
             self._flush(batch, now=now)
         self.confirm(now=now)

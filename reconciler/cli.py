@@ -54,6 +54,7 @@ from reconciler.rendering import (
     render_status,
     table,
 )
+from reconciler.rollback import RollbackRefused
 from reconciler.settings import Settings, load_settings
 from reconciler.snapshot import Shard
 from reconciler.sources import describe as describe_connectors
@@ -417,14 +418,26 @@ def repair(
 
 @cli.command("rollback")
 @click.argument("run_id")
+@click.option(
+    "--cascade",
+    is_flag=True,
+    help="First roll back, newest first, the later runs that changed the same documents.",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be restored; write nothing.")
 @click.pass_obj
-def rollback_command(obj: Context, run_id: str) -> None:
-    """Restore every row and payload a run wrote to its before-values, as a new audited run.
+def rollback_command(obj: Context, run_id: str, cascade: bool, dry_run: bool) -> None:
+    """Restore the fields a run changed on each row, and the chunks from the restored rows.
 
-    A pointer flip: no re-index. Re-ingest requests and payload indexes are not undone.
+    A pointer flip, as a new audited run under the run's shard lease: no re-index. A run whose
+    process died (interrupted) is rolled back from its audited intents. Refused (exit 3) when a
+    later run changed the same documents, unless --cascade. Re-ingest requests and payload
+    indexes are not undone.
     """
     with errors_mapped():
-        data = rollback_run(obj.settings, run_id)
+        try:
+            data = rollback_run(obj.settings, run_id, cascade=cascade, dry_run=dry_run)
+        except RollbackRefused as exc:
+            fail(str(exc), EXIT_REFUSED)
     obj.emit(data, render_rollback)
 
 

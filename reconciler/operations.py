@@ -13,7 +13,14 @@ from typing import Any
 from reconciler.checks import CHECKS
 from reconciler.embedding import make_embedder
 from reconciler.engine import WRITING_MODES, Engine, Guard, Options, Report
-from reconciler.errors import ConfigError, IndexUnavailable, LeaseBusy, LeaseLost, NotFound
+from reconciler.errors import (
+    ConfigError,
+    IndexUnavailable,
+    LeaseBusy,
+    LeaseLost,
+    NotFound,
+    ReconcilerError,
+)
 from reconciler.ingesting import Ingestor
 from reconciler.leasing import HeldLease, lease_name, make_lease
 from reconciler.model import jsonable
@@ -361,15 +368,38 @@ def report_data(report: Report) -> dict[str, Any]:
     return data
 
 
-def rollback_run(settings: Settings, run_id: str) -> dict[str, Any]:
-    """Restore what one run wrote."""
+def rollback_run(
+    settings: Settings,
+    run_id: str,
+    *,
+    cascade: bool = False,
+    dry_run: bool = False,
+    lease_renew_every: float = 30.0,
+) -> dict[str, Any]:
+    """Restore what one run wrote, under the lease of that run's shard (runs of the shard
+    whose process died are resolved first, so an interrupted run can be rolled back)."""
     with stores(settings) as opened:
-        result = rollback(
-            table=opened.table,
-            index=opened.index,
-            run_id=run_id,
-            batch_points=settings.index.write_batch,
-        )
+        run = opened.table.get_run(run_id)
+        if run is None:
+            raise ReconcilerError(f"no run {run_id!r} (see `reconciler status` for recent runs)")
+        shard = Shard.parse(run.shard) if run.shard else Shard()
+        lease = make_lease(opened.table.engine, lease_name(str(shard)))
+        with HeldLease(lease, renew_every=lease_renew_every) as held:
+            if not held.acquired:
+                raise LeaseBusy(
+                    f"another runner holds the lease of shard {shard}; the rollback was not "
+                    "started (nothing was written): retry when that run has ended"
+                )
+            resolve_interrupted(table=opened.table, index=opened.index, shard=str(shard))
+            result = rollback(
+                table=opened.table,
+                index=opened.index,
+                run_id=run_id,
+                batch_points=settings.index.write_batch,
+                cascade=cascade,
+                dry_run=dry_run,
+                keep_writing=_keep_writing(held, shard),
+            )
     return result.to_json()
 
 

@@ -215,12 +215,20 @@ def render_report(data: dict[str, Any]) -> str:
 
 
 def render_rollback(data: dict[str, Any]) -> str:
-    """rollback output."""
-    out = [
-        f"rolled back run {data['rolled_back']} as run {data['run_id']}: "
-        f"{data['rows']} row(s), {data['payload_writes']} payload write(s) on "
-        f"{data['points']} chunk(s) restored"
-    ]
+    """rollback output (cascaded rollbacks first, as they ran)."""
+    out = [render_rollback(item) for item in data.get("cascaded", [])]
+    if data.get("dry_run"):
+        out.append(
+            f"would roll back run {data['rolled_back']}: {data['rows']} row(s) restored, "
+            f"chunks of {data['payload_writes']} document(s) ({data['points']} chunk(s)) "
+            "rewritten from them (dry run: nothing written)"
+        )
+    else:
+        out.append(
+            f"rolled back run {data['rolled_back']} as run {data['run_id']}: "
+            f"{data['rows']} row(s), {data['payload_writes']} payload write(s) on "
+            f"{data['points']} chunk(s) restored"
+        )
     for item in data["not_undone"]:
         out.append(f"  not undone: {item['target_type']} {item['target']}")
     return "\n".join(out)

@@ -1,32 +1,66 @@
 """Roll a run back from its audit entries: a pointer flip, no re-index.
 
-Restores the before-values of every row and payload the run wrote, exactly (a key that was
-absent is removed again), as a new audited run by actor ``rollback``. Re-ingest requests and
-payload indexes are not undone (neither changes what retrieval returns); they are listed.
+- **By key**: each row gets back the before-values of the fields the run changed, and only
+  those; a field another run changed since is not touched by this rollback.
+- **Derived**: chunk payloads are then written from the restored row with ``payload_for``,
+  so rows and chunks agree (chunks of a document without a row get back the keys the run
+  changed on them).
+- **Guarded**: a later run that changed the same documents (and was not rolled back itself)
+  makes the rollback refuse (``RollbackRefused``, exit 3), naming it; ``cascade`` rolls those
+  back first, newest first.
+- An **interrupted** run (its process died) is rolled back from its intents: every point it
+  may have written is set from the restored rows.
+
+It runs as a new audited run by actor ``rollback``, under the lease of the rolled-back run's
+shard (the caller takes it), and ``dry_run`` says what it would do without writing. Re-ingest
+requests and payload indexes are not undone (neither changes what retrieval returns); they
+are listed.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.applying import Applier, restore_payload
+from reconciler.applying import INTENT, Applier
 from reconciler.errors import ReconcilerError
+from reconciler.model import MANAGED_KEYS
+from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex
 from reconciler.stores import audit
 from reconciler.stores.sql import RowChange, SqlDocumentTable, fields_from_json
 
+ROW = "row"
+ROLLBACK = "rollback"
+
+
+class RollbackRefused(ReconcilerError):
+    """Later runs changed the same documents; roll them back first (``--cascade``)."""
+
+    def __init__(self, run_id: str, later: list[str]) -> None:
+        self.run_id = run_id
+        self.later = later
+        super().__init__(
+            f"run {run_id} cannot be rolled back on its own: later run(s) "
+            f"{', '.join(later)} changed the same documents (newest first). Roll them back "
+            "first, or use --cascade to roll them all back, newest first (--dry-run shows it)"
+        )
+
 
 @dataclass
 class RollbackResult:
-    """What a rollback restored."""
+    """What a rollback restored (or, dry, would restore)."""
 
-    run_id: str
+    run_id: str | None
     rolled_back: str
     rows: int = 0
     payload_groups: int = 0
     points: int = 0
+    dry_run: bool = False
+    cascaded: list[dict[str, Any]] = field(default_factory=list)
     not_undone: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -34,69 +68,110 @@ class RollbackResult:
         return {
             "run_id": self.run_id,
             "rolled_back": self.rolled_back,
+            "dry_run": self.dry_run,
             "rows": self.rows,
             "payload_writes": self.payload_groups,
             "points": self.points,
+            "cascaded": self.cascaded,
             "not_undone": self.not_undone,
         }
 
 
 def rollback(
-    *, table: SqlDocumentTable, index: ChunkIndex, run_id: str, batch_points: int = 256
+    *,
+    table: SqlDocumentTable,
+    index: ChunkIndex,
+    run_id: str,
+    batch_points: int = 256,
+    cascade: bool = False,
+    dry_run: bool = False,
+    keep_writing: Callable[[], None] | None = None,
 ) -> RollbackResult:
-    """Restore what run ``run_id`` changed; raise ReconcilerError if it wrote nothing."""
-    entries = audit.run_entries(table.engine, run_id)
-    if table.get_run(run_id) is None:
+    """Restore what run ``run_id`` changed (see the module docstring)."""
+    run = table.get_run(run_id)
+    if run is None:
         raise ReconcilerError(f"no run {run_id!r} (see `reconciler status` for recent runs)")
-    writes = [e for e in entries if e.target_type in ("row", "payload")]
+    if run.status == "running":
+        raise ReconcilerError(
+            f"run {run_id} is still running (or died without its lease being taken since): "
+            "wait for it to end, or run `reconciler rollback` again once its lease is free"
+        )
+    entries, hashes = audit.run_entries_with_hashes(table.engine, run_id)
+    writes = [e for e in entries if e.target_type in (ROW, INTENT)]
     if not writes:
         raise ReconcilerError(f"run {run_id} wrote no rows or payloads: nothing to roll back")
-    now = datetime.now(UTC)
-    new_run = table.start_run(mode="rollback", actor="rollback")
-    result = RollbackResult(run_id=new_run, rolled_back=run_id)
-    reason = f"rollback of run {run_id}"
-    try:
-        changes = [
-            RowChange(
-                doc_id=e.target,
-                reason=reason,
-                before=fields_from_json(e.after),
-                after=fields_from_json(e.before),
-            )
-            for e in reversed(entries)
-            if e.target_type == "row"
-        ]
-        head, _queued = table.write_rows_and_outbox(
-            run_id=new_run, actor="rollback", changes=changes, reingests=[], at=now
+    later = later_runs(table, run_id, first_hash=hashes[0], targets={e.target for e in writes})
+    if later and not cascade:
+        raise RollbackRefused(run_id, later)
+    cascaded = [
+        rollback(
+            table=table,
+            index=index,
+            run_id=other,
+            batch_points=batch_points,
+            cascade=True,
+            dry_run=dry_run,
+            keep_writing=keep_writing,
+        ).to_json()
+        for other in later
+    ]
+    changes = [
+        RowChange(
+            doc_id=e.target,
+            reason=f"rollback of run {run_id}",
+            before=fields_from_json(e.after),
+            after=fields_from_json(e.before),
         )
+        for e in reversed(entries)
+        if e.target_type == ROW
+    ]
+    points = _points_by_doc(e for e in entries if e.target_type == INTENT)
+    result = RollbackResult(run_id=None, rolled_back=run_id, dry_run=dry_run, cascaded=cascaded)
+    result.not_undone = [
+        {"target_type": e.target_type, "target": e.target, "after": e.after}
+        for e in entries
+        if e.target_type in ("reingest", "index")
+    ]
+    if dry_run:
         result.rows = len(changes)
-        applier = Applier(
-            table=table, index=index, run_id=new_run, actor="rollback", batch_points=batch_points
+        result.payload_groups = len(points)
+        result.points = sum(len(ids) for ids, _changed in points.values())
+        return result
+
+    now = datetime.now(UTC)
+    new_run = table.start_run(mode=ROLLBACK, actor=ROLLBACK, shard=run.shard)
+    result.run_id = new_run
+    applier = Applier(
+        table=table,
+        index=index,
+        run_id=new_run,
+        actor=ROLLBACK,
+        batch_points=batch_points,
+        keep_writing=keep_writing,
+    )
+    try:
+        head, _queued = table.write_rows_and_outbox(
+            run_id=new_run, actor=ROLLBACK, changes=changes, reingests=[], at=now
         )
         applier.result.audit_head = head
+        result.rows = len(changes)
+        rows = table.get_documents(points)
         applier.write_groups(
             (
                 (
-                    e.target,
-                    list(e.before["points"]),
-                    dict(e.after["payload"]),
-                    restore_payload(e.before["payload"]),
-                    reason,
+                    doc_id,
+                    ids,
+                    payload_for(rows[doc_id]) if doc_id in rows else restored,
+                    f"rollback of run {run_id}",
                 )
-                for e in reversed(entries)
-                if e.target_type == "payload"
+                for doc_id, (ids, restored) in points.items()
             ),
             now=now,
         )
         result.payload_groups = applier.result.payload_writes
         result.points = applier.result.points
-        result.not_undone = [
-            {"target_type": e.target_type, "target": e.target, "after": e.after}
-            for e in entries
-            if e.target_type not in ("row", "payload", "run")
-        ]
     except Exception as exc:
-        table.finish_run(new_run, status="failed", error=str(exc))
+        table.finish_run(new_run, status="failed", error=f"{type(exc).__name__}: {exc}")
         raise
     counts = {
         "table": result.rows,
@@ -105,5 +180,43 @@ def rollback(
         "audit_head": applier.result.audit_head,
         "rolled_back": run_id,
     }
-    table.finish_run(new_run, status="succeeded", counts=counts)
+    table.finish_run(
+        new_run,
+        status="succeeded",
+        counts=counts,
+        rows_written=result.rows,
+        payload_writes=result.payload_groups,
+        points_written=result.points,
+    )
     return result
+
+
+def _points_by_doc(
+    intents: Iterable[audit.AuditEntry],
+) -> dict[str, tuple[list[Any], dict[str, Any]]]:
+    """doc id -> (every point the run wrote or meant to write, the keys it changed on them
+    with their before-values: what a document without a row gets back)."""
+    found: dict[str, tuple[list[Any], dict[str, Any]]] = defaultdict(lambda: ([], {}))
+    for intent in intents:
+        ids, restored = found[intent.target]
+        ids.extend(intent.before["points"])
+        before, after = intent.before["payload"], intent.after["payload"]
+        for key in MANAGED_KEYS:
+            if key in after and before.get(key) != after.get(key):
+                restored[key] = before.get(key)
+    return dict(found)
+
+
+def later_runs(
+    table: SqlDocumentTable, run_id: str, *, first_hash: str, targets: set[str]
+) -> list[str]:
+    """Runs after ``run_id`` that changed any of ``targets`` and still stand (newest first).
+
+    A run that was rolled back does not stand, nor does the rollback that undid it.
+    """
+    touched = audit.runs_touching_after(table.engine, first_hash, targets, exclude=run_id)
+    rollbacks = table.rollbacks()  # rollback run -> the run it rolled back
+    undone = set(rollbacks.values())
+    return [
+        other for other in touched if other not in undone and rollbacks.get(other) not in touched
+    ]

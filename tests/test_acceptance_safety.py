@@ -186,14 +186,28 @@ def test_rollback_restores_exactly_and_the_audit_chain_is_tamper_evident(
     assert verified["ok"] is True
     assert verified["entries"] > 0
 
+    code, dry = deploy.json("rollback", run_id, "--dry-run")
+    assert (code, dry["dry_run"], dry["run_id"]) == (0, True, None)
+    assert deploy.rows() != rows_before  # nothing written
     code, rolled = deploy.json("rollback", run_id)
     assert code == 0
     assert rolled["rolled_back"] == run_id
-    assert rolled["rows"] == data["writes"]["table"]
-    assert rolled["points"] == data["writes"]["points"]
-    # Every payload, physically and whole, and every row as it was before the apply.
-    assert deploy.points().payloads == points_before.payloads
+    assert rolled["rows"] == dry["rows"] == data["writes"]["table"]
+    # Every row as it was before the apply; every chunk derived from its restored row: exactly
+    # as before, except the two chunks whose drift the apply repaired without touching their
+    # row (a rollback never writes drift back: rows and chunks agree).
     assert _without_updated_at(deploy.rows()) == _without_updated_at(rows_before)
+    repaired = set(sorted(points_before.of("hb:handbook-v1"))[:2])
+    after = deploy.points()
+    assert rolled["points"] == data["writes"]["points"] - len(repaired)
+    assert {k: v for k, v in after.payloads.items() if k not in repaired} == {
+        k: v for k, v in points_before.payloads.items() if k not in repaired
+    }
+    rows = deploy.rows()
+    for pid in repaired:
+        doc = rows[after.payloads[pid]["doc_id"]]
+        assert after.payloads[pid]["version_state"] == doc["version_state"] == "superseded"
+    assert after.vectors == points_before.vectors
     code, entries = deploy.json("audit", "show", "--run", rolled["run_id"])
     assert code == 0
     assert entries["entries"]

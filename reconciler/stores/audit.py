@@ -259,6 +259,31 @@ def show(
             }
 
 
+def runs_touching_after(
+    engine: Engine, entry_hash: str, targets: set[str], *, exclude: str
+) -> list[str]:
+    """Runs other than ``exclude`` with a row or payload entry about one of ``targets``
+    after the entry ``entry_hash``, newest first."""
+    latest: dict[str, int] = {}
+    wanted = sorted(targets)
+    with Session(engine) as session:
+        start = session.scalar(select(AuditRow.seq).where(AuditRow.entry_hash == entry_hash))
+        if start is None:
+            return []
+        for first in range(0, len(wanted), 500):
+            rows = session.execute(
+                select(AuditRow.run_id, AuditRow.seq).where(
+                    AuditRow.seq > start,
+                    AuditRow.run_id != exclude,
+                    AuditRow.target_type.in_(("row", "payload")),
+                    AuditRow.target.in_(wanted[first : first + 500]),
+                )
+            )
+            for run_id, seq in rows:
+                latest[run_id] = max(seq, latest.get(run_id, seq))
+    return sorted(latest, key=lambda run_id: latest[run_id], reverse=True)
+
+
 def run_entries_with_hashes(engine: Engine, run_id: str) -> tuple[list[AuditEntry], list[str]]:
     """Every entry of one run, in order, with each entry's own hash."""
     with Session(engine) as session:

@@ -507,6 +507,20 @@ class SqlDocumentTable:
                 )
             )
 
+    def rollbacks(self) -> dict[str, str]:
+        """Succeeded rollback runs and the run each rolled back."""
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(RunRow.run_id, RunRow.counts).where(
+                    RunRow.mode == "rollback", RunRow.status == "succeeded"
+                )
+            )
+            return {
+                run_id: counts["rolled_back"]
+                for run_id, counts in rows
+                if isinstance(counts, dict) and counts.get("rolled_back")
+            }
+
     def runs_in_progress(self, *, shard: str) -> list[str]:
         """Runs of ``shard`` recorded as running (oldest first)."""
         with Session(self.engine) as session:
