@@ -1,0 +1,60 @@
+"""N shard processes applying at once against one document table (PostgreSQL, SQLite): each
+holds its own shard's lease, all append to one audit chain, and ``audit verify`` passes.
+
+Each process has its own copy of the Qdrant local-mode folder (local mode admits one process);
+the table, its leases and its audit chain are shared, which is what this test is about.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from acceptance_kit import Deployment
+
+SHARDS = 3
+
+
+@pytest.mark.parametrize("deploy", ["sqlite", "postgresql"], indirect=True)
+def test_parallel_shards_extend_one_audit_chain(deploy: Deployment) -> None:
+    if deploy.table_url.startswith("sqlite"):  # one file for every process, wherever it runs
+        deploy.table_url = f"sqlite:///{deploy.root / 'reconciler.db'}"
+        deploy.configure()
+    for n in range(24):
+        deploy.family(f"f{n:02d}", 2, sections=3)
+    deploy.init_ingest()
+    assert deploy.json("apply")[0] == 0
+    for n in range(24):
+        deploy.edit_front(f"f{n:02d}-v2", status="retired")
+        deploy.edit_front(f"f{n:02d}-v1", doc_class="archive")
+
+    configs = []
+    for i in range(SHARDS):
+        shutil.copytree(deploy.root / "qdrant", deploy.root / f"qdrant-{i}")
+        config = deploy.root / f"shard-{i}.toml"
+        config.write_text(
+            deploy.config.read_text().replace('path = "qdrant"', f'path = "qdrant-{i}"')
+        )
+        configs.append(config)
+    code = "from reconciler.cli import main; main()"
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, "--config", str(config), "apply", "--shard", f"{i}/3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "RECONCILER_CONFIG": ""},
+        )
+        for i, config in enumerate(configs)
+    ]
+    outputs = [p.communicate(timeout=300)[0].decode() for p in processes]
+    assert [p.returncode for p in processes] == [0] * SHARDS, outputs
+
+    runs = [r for r in deploy.dump()["runs"].values() if r["mode"] == "apply"]
+    sharded = [r for r in runs if r["shard"] != "0/1"]
+    assert sorted(r["shard"] for r in sharded) == [f"{i}/3" for i in range(SHARDS)]
+    assert all(r["status"] == "succeeded" and r["rows_written"] > 0 for r in sharded)
+    code, verified = deploy.json("audit", "verify")
+    assert (code, verified["problems"]) == (0, [])
