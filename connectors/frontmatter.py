@@ -19,7 +19,9 @@ from typing import Any
 
 import yaml
 from frontmatter.default_handlers import YAMLHandler
+from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
+from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node
 
 from reconciler.model import ProblemKind, SourceProblem, VersionState, parse_instant
@@ -53,11 +55,25 @@ ProblemFactory = Callable[[ProblemKind, str, str | None, str | None], SourceProb
 
 
 class _StringLoader(yaml.BaseLoader):
-    """``yaml.BaseLoader`` (every scalar stays a string) that knows null and refuses duplicates.
+    """``yaml.BaseLoader`` (every scalar stays a string) that knows null and refuses duplicates
+    and aliases.
 
     Only a *plain* ``~``, ``null`` or empty value is null (a quoted ``"null"`` stays a string);
-    nothing else is resolved, so ``0123``, ``no`` and ``2024-01-01`` all arrive as strings.
+    nothing else is resolved, so ``0123``, ``no`` and ``2024-01-01`` all arrive as strings. An
+    alias (``*name``) is refused before anything is expanded: frontmatter never needs one, and
+    a few nested aliases ("billion laughs") would expand a kilobyte into gigabytes.
     """
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        if self.check_event(AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise ComposerError(
+                None,
+                None,
+                f"found the alias *{event.anchor}: aliases are not allowed in frontmatter",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         seen: set[str] = set()
@@ -292,26 +308,47 @@ def admit_note(
     refused: set[str],
     problems: list[SourceProblem],
     problem: Callable[..., SourceProblem],
+    duplicates: dict[str, list[str]],
 ) -> bool:
-    """Record a parsed note's field problems; keep it unless its id is already taken."""
+    """Record a parsed note's field problems; keep it unless its id is already taken (then
+    ``duplicates`` records both paths, for ``refuse_duplicates``)."""
     problems.extend(
         problem(ProblemKind.INVALID_FIELD, message, rel, doc_id, field=name)
         for name, message in note.invalid
     )
     first = kept.get(note.key)
     if first is not None:
-        problems.append(
-            problem(
-                ProblemKind.DUPLICATE_ID,
-                f"id {note.key!r} is already used by {first.path}; this note is ignored",
-                rel,
-                doc_id,
-            )
-        )
+        duplicates.setdefault(note.key, [first.path]).append(rel)
         refused.add(rel)
         return False
     kept[note.key] = note
     return True
+
+
+def refuse_duplicates(
+    notes: list[Note],
+    duplicates: Mapping[str, list[str]],
+    *,
+    refused: set[str],
+    problems: list[SourceProblem],
+    problem: Callable[..., SourceProblem],
+    doc_id: Callable[[str], str],
+) -> list[Note]:
+    """Refuse every note of an id that several notes declare, naming all of them: none of
+    them displaces the document registered under that id (which keeps its state)."""
+    for key, paths in duplicates.items():
+        for rel in paths:
+            problems.append(
+                problem(
+                    ProblemKind.DUPLICATE_ID,
+                    f"id {key!r} is declared by {len(paths)} notes ({', '.join(paths)}); none "
+                    "of them is taken until only one declares it",
+                    rel,
+                    doc_id(key),
+                )
+            )
+            refused.add(rel)
+    return [note for note in notes if note.key not in duplicates]
 
 
 def resolve_links(

@@ -55,6 +55,7 @@ from connectors.frontmatter import (
     admit_note,
     content_hash,
     parse_note,
+    refuse_duplicates,
     resolve_links,
 )
 from reconciler.model import ProblemKind, SourceDocument, SourceProblem, SourceSnapshot
@@ -244,6 +245,7 @@ class GitSource:
         notes: list[Note] = []
         refused: set[str] = set()
         kept: dict[str, Note] = {}
+        duplicates: dict[str, list[str]] = {}
         repo_path: dict[str, str] = {}  # relative path -> path in the repository
         for path in sorted(selected):
             rel = self._rel(path)
@@ -273,11 +275,20 @@ class GitSource:
                 refused=refused,
                 problems=problems,
                 problem=self._problem,
+                duplicates=duplicates,
             ):
                 continue
             notes.append(note)
             repo_path[rel] = path
 
+        notes = refuse_duplicates(
+            notes,
+            duplicates,
+            refused=refused,
+            problems=problems,
+            problem=self._problem,
+            doc_id=self._doc_id,
+        )
         successors, link_problems = resolve_links(
             notes, refused, name=self.name, problem=self._problem, place="the repository"
         )

@@ -39,6 +39,7 @@ from connectors.frontmatter import (
     admit_note,
     content_hash,
     parse_note,
+    refuse_duplicates,
     resolve_links,
 )
 from reconciler.model import (
@@ -103,6 +104,7 @@ class VaultSource:
         notes: list[Note] = []
         refused: set[str] = set()
         kept: dict[str, Note] = {}
+        duplicates: dict[str, list[str]] = {}
         for rel in self._walk(root, problems):
             try:
                 note = parse_note(rel, _read_bytes(root / rel))
@@ -124,10 +126,19 @@ class VaultSource:
                 refused=refused,
                 problems=problems,
                 problem=self._problem,
+                duplicates=duplicates,
             ):
                 continue
             notes.append(note)
 
+        notes = refuse_duplicates(
+            notes,
+            duplicates,
+            refused=refused,
+            problems=problems,
+            problem=self._problem,
+            doc_id=self._doc_id,
+        )
         successors, link_problems = resolve_links(
             notes, refused, name=self.name, problem=self._problem, place="the vault"
         )

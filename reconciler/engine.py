@@ -40,6 +40,7 @@ from reconciler.model import (
 )
 from reconciler.planning import Plan, outstanding, plan_family, plan_orphan
 from reconciler.ports import ChunkIndex
+from reconciler.screening import screen
 from reconciler.snapshot import (
     ChunkAggregate,
     Context,
@@ -245,7 +246,7 @@ class Engine:
                 )
                 continue
             try:
-                snapshot = source.scan()
+                snapshot = screen(source.scan())
             except ConnectorError as exc:
                 log.warning("source %s unreadable: %s", source.name, exc)
                 result.states[source.name] = SourceState(

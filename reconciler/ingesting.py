@@ -24,6 +24,7 @@ from reconciler.families import resolve_families
 from reconciler.model import ChunkRecord, Document, SourceDocument, SourceProblem
 from reconciler.payload import chunk_payload
 from reconciler.ports import ChunkIndex
+from reconciler.screening import screen
 from reconciler.stores.sql import SqlDocumentTable
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ class Ingestor:
     ) -> SourceIngest:
         result = SourceIngest(source=source.name)
         try:
-            snapshot = source.scan()
+            snapshot = screen(source.scan())
         except SourceUnavailable as exc:
             # An unreadable source is never an empty one: nothing registered changes.
             log.warning("source %s unavailable: %s", source.name, exc)

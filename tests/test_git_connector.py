@@ -405,11 +405,12 @@ def test_a_broken_note_is_a_problem_not_a_crash(repo: Repo) -> None:
     repo.write("dangling.md", note("Points nowhere.", superseded_by="nothing-here"))
     repo.commit()
     snapshot = GitSource("kb", repo.root).scan()
-    assert keys(snapshot) == {"good", "dangling"}
+    assert keys(snapshot) == {"dangling"}  # "good" is claimed twice: neither is taken
     found = {(p.kind, p.path, p.source_key) for p in snapshot.problems}
     assert found == {
         (ProblemKind.INVALID_FRONTMATTER, "broken.md", "broken"),
         (ProblemKind.UNDECODABLE, "latin1.md", "latin1"),
+        (ProblemKind.DUPLICATE_ID, "good.md", "good"),
         (ProblemKind.DUPLICATE_ID, "zz-dup.md", "good"),
         (ProblemKind.DANGLING_SUPERSEDED_BY, "dangling.md", "dangling"),
     }

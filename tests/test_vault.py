@@ -387,16 +387,19 @@ def test_id_that_is_not_a_string_refuses_the_note(vault: Path) -> None:
     assert kinds(snapshot) == [ProblemKind.INVALID_FIELD]
 
 
-def test_duplicate_ids_keep_the_first_by_path(vault: Path) -> None:
+def test_duplicate_ids_refuse_every_claimant_naming_all_of_them(vault: Path) -> None:
+    """No file displaces another: a copy sorting first must not take over the registered
+    document (which keeps its state while the problem stands)."""
     write(vault, "b.md", note("second", id="same"))
     write(vault, "a.md", note("first", id="same"))
     write(vault, "same.md", "third, by its default id")
+    write(vault, "other.md", note("unrelated", id="other"))
     snapshot = scan(vault)
-    assert [d.path for d in snapshot.documents] == ["a.md"]
-    assert doc(snapshot, "same").content_hash == sha("first")
-    assert kinds(snapshot) == [ProblemKind.DUPLICATE_ID] * 2
-    assert {p.path for p in snapshot.problems} == {"b.md", "same.md"}
+    assert [d.path for d in snapshot.documents] == ["other.md"]
+    assert kinds(snapshot) == [ProblemKind.DUPLICATE_ID] * 3
+    assert {p.path for p in snapshot.problems} == {"a.md", "b.md", "same.md"}
     assert {p.doc_id for p in snapshot.problems} == {"kb:same"}
+    assert all("a.md, b.md, same.md" in p.message for p in snapshot.problems)
 
 
 # -- superseded_by -------------------------------------------------------------------------

@@ -127,6 +127,17 @@ def _document_values(doc: Document, at: datetime) -> dict[str, Any]:
 _DATETIME_FIELDS = {"effective_from", "effective_to", "ingested_at", "updated_at"}
 
 
+def _without_nul(value: Any) -> Any:
+    """NUL characters spelled out (PostgreSQL's text and JSONB refuse them), recursively."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\\0")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
 def fields_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
     """Turn audited JSON field values back into row values (datetimes parsed)."""
     restored: dict[str, Any] = {}
@@ -693,7 +704,7 @@ class SqlDocumentTable:
         """Store a run's findings (``Finding`` values) and whether each still holds."""
         flags = list(outstanding) if outstanding is not None else [True] * len(findings)
         rows = [
-            FindingRow(run_id=run_id, outstanding=flag, **f.to_json())
+            FindingRow(run_id=run_id, outstanding=flag, **_without_nul(f.to_json()))
             for f, flag in zip(findings, flags, strict=True)
         ]
         with self._sessions.begin() as session:
