@@ -5,10 +5,12 @@ every store to compare before and after a run."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from reconciler.cli import cli
 from reconciler.model import MANAGED_KEYS
 from reconciler.settings import Settings, load_settings
 from reconciler.stores.schema import Base, DocumentRow
+from reconciler.stores.sql import SqlDocumentTable
 from reconciler.wiring import Stores, stores
 
 TODAY: date = datetime.now(UTC).date()
@@ -261,6 +264,17 @@ class Deployment:
                 )
         finally:
             engine.dispose()
+
+
+@cache
+def migrated_sqlite() -> Path:
+    """A migrated, empty SQLite document table (migrations run once per test session); copy
+    it for each hypothesis example instead of migrating again."""
+    folder = Path(tempfile.mkdtemp(prefix="reconciler-template-"))
+    table = SqlDocumentTable.from_url(f"sqlite:///{folder / 'table.db'}")
+    table.ensure_schema(create=True)
+    table.close()
+    return folder / "table.db"
 
 
 def kinds(data: Mapping[str, Any]) -> set[tuple[str, str, str | None]]:

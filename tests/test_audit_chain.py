@@ -47,9 +47,7 @@ def _appender(url: str, name: str, batches: int) -> None:
 def test_parallel_appenders_extend_one_chain(table: SqlDocumentTable, table_url: str) -> None:
     """Four processes append 25 batches each at once: one unbroken chain of 300 entries."""
     context = multiprocessing.get_context("spawn")
-    workers = [
-        context.Process(target=_appender, args=(table_url, f"w{i}", 25)) for i in range(4)
-    ]
+    workers = [context.Process(target=_appender, args=(table_url, f"w{i}", 25)) for i in range(4)]
     for worker in workers:
         worker.start()
     for worker in workers:

@@ -14,10 +14,10 @@ import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import cache
 from pathlib import Path
 
 import pytest
+from acceptance_kit import migrated_sqlite
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from qdrant_client import QdrantClient
@@ -89,19 +89,10 @@ hostile = st.lists(
 )
 
 
-@cache
-def _sqlite_template() -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="reconciler-hostile-"))
-    table = SqlDocumentTable.from_url(f"sqlite:///{folder / 'table.db'}")
-    table.ensure_schema(create=True)
-    table.close()
-    return folder / "table.db"
-
-
 @contextmanager
 def fresh_table(dialect: str, folder: Path, pg_url: str | None) -> Iterator[SqlDocumentTable]:
     if dialect == "sqlite":
-        shutil.copy(_sqlite_template(), folder / "table.db")
+        shutil.copy(migrated_sqlite(), folder / "table.db")
         table = SqlDocumentTable.from_url(f"sqlite:///{folder / 'table.db'}")
     else:
         assert pg_url is not None

@@ -32,9 +32,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import cache
 from pathlib import Path
 
+from acceptance_kit import migrated_sqlite
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from qdrant_client import QdrantClient
@@ -217,16 +217,6 @@ def expected(family: list[Candidate], t: datetime) -> set[str]:
 # -- the product --------------------------------------------------------------------------
 
 
-@cache
-def _template() -> Path:
-    """A migrated, empty SQLite document table, copied for each example (migrations once)."""
-    folder = Path(tempfile.mkdtemp(prefix="reconciler-template-"))
-    table = SqlDocumentTable.from_url(f"sqlite:///{folder / 'table.db'}")
-    table.ensure_schema(create=True)
-    table.close()
-    return folder / "table.db"
-
-
 @contextmanager
 def deployed(notes: list[Note]) -> Iterator[tuple[SqlDocumentTable, QdrantChunkIndex, VaultSource]]:
     folder = Path(tempfile.mkdtemp(prefix="reconciler-in-force-"))
@@ -235,7 +225,7 @@ def deployed(notes: list[Note]) -> Iterator[tuple[SqlDocumentTable, QdrantChunkI
             path = folder / "vault" / note.path
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(note.text(), encoding="utf-8")
-        shutil.copy(_template(), folder / "table.db")
+        shutil.copy(migrated_sqlite(), folder / "table.db")
         table = SqlDocumentTable.from_url(f"sqlite:///{folder / 'table.db'}")
         index = QdrantChunkIndex(QdrantClient(location=":memory:"), collection="corpus")
         try:
