@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from reconciler.checks import CHECKS
 from reconciler.engine import Report
-from reconciler.errors import LeaseBusy
+from reconciler.errors import LeaseBusy, StoreFault
 from reconciler.metrics import LiveMetrics, build_registry, export
 from reconciler.operations import engine_options, reconcile
 from reconciler.scheduling import GracefulStop, JobSpec, add_jobs, blocking_scheduler
@@ -86,7 +86,10 @@ class Runner:
                 "job %s failed: %s", spec.job_id, exc, exc_info=log.isEnabledFor(logging.DEBUG)
             )
             self.live.set_health(False, f"job {spec.job_id} failed: {exc}")
+            if isinstance(exc, StoreFault):
+                self.live.store_fault = str(exc)
             return None
+        self.live.store_fault = None
         self.live.observe(timings=report.timings, total=time.monotonic() - started)
         self.live.set_health(report.error is None, report.error)
         log.info(

@@ -7,6 +7,8 @@
     ├── StoreUnavailable            retry later: a store could not be reached
     │   ├── TableUnavailable
     │   └── IndexUnavailable
+    ├── StoreFault                  fix the machine: the store's disk is full, failing or its
+    │                               file is corrupt (the transaction was rolled back)
     ├── IndexWriteError             stop the run: a payload batch failed; ``points_written``
     │                               says exactly how far it got (every write is idempotent,
     │                               so the next run converges)
@@ -52,6 +54,11 @@ class TableUnavailable(StoreUnavailable):
 
 class IndexUnavailable(StoreUnavailable):
     """The chunk index could not be reached."""
+
+
+class StoreFault(ReconcilerError):
+    """The document table's disk is full or failing, or its file is corrupt: not a network
+    problem, and retrying will not help until it is fixed."""
 
 
 class IndexWriteError(ReconcilerError):

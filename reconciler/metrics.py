@@ -39,8 +39,14 @@ def _ts(value: datetime | None) -> float | None:
 class RunLogCollector(Collector):
     """Metrics from the database: timestamps, totals, outstanding findings, quarantines."""
 
-    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], dict[str, Any]],
+        fault: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self._snapshot = snapshot
+        #: The storage fault the last job met (disk full, corruption), if it still stands.
+        self._fault = fault
 
     def collect(self) -> Iterator[Metric]:
         """One consistent snapshot per scrape."""
@@ -53,9 +59,11 @@ class RunLogCollector(Collector):
         info.add_metric([__version__], 1.0)
         yield info
         readable = GaugeMetricFamily(
-            f"{PREFIX}run_log_readable", "1 when the run log (document database) could be read."
+            f"{PREFIX}run_log_readable",
+            "1 when the run log (document database) could be read, and the last job met no "
+            "storage fault (disk full, I/O error, corruption).",
         )
-        readable.add_metric([], 0.0 if data is None else 1.0)
+        readable.add_metric([], 0.0 if data is None or self._fault() else 1.0)
         yield readable
         if data is None:
             return
@@ -188,6 +196,9 @@ class LiveMetrics:
     registry: CollectorRegistry
     healthy: bool = True
     problem: str | None = None
+    #: A storage fault (disk full, I/O error, corruption) met by the last job, until a job
+    #: succeeds again.
+    store_fault: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -226,8 +237,9 @@ class LiveMetrics:
 def build_registry(snapshot: Callable[[], dict[str, Any]]) -> tuple[CollectorRegistry, LiveMetrics]:
     """A fresh registry with the run-log collector and live metrics."""
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(RunLogCollector(snapshot))
-    return registry, LiveMetrics(registry)
+    live = LiveMetrics(registry)
+    registry.register(RunLogCollector(snapshot, fault=lambda: live.store_fault))
+    return registry, live
 
 
 def export(

@@ -122,6 +122,12 @@ class IndexSettings(_Section):
     scroll_batch: int = Field(default=1000, gt=0)
     write_batch: int = Field(default=256, gt=0)
 
+    @field_validator("path", "url", "api_key_file", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """An empty value (``RECONCILER_INDEX__PATH=""`` to switch to a server) is unset."""
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("keys")
     @classmethod
     def _known_keys(cls, value: dict[str, str]) -> dict[str, str]:
@@ -399,7 +405,7 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> None:
     """Make relative paths absolute against ``base`` (the config file's folder)."""
 
     def rel(value: Any) -> Any:
-        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+        if isinstance(value, str) and value.strip() and not Path(value).expanduser().is_absolute():
             return str((base / value).resolve())
         return value
 

@@ -17,6 +17,7 @@ from acceptance_kit import Deployment
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.daemon import Runner, http_app, job_specs, start_http
+from reconciler.errors import StoreFault
 from reconciler.leasing import lease_name, make_lease
 from reconciler.metrics import build_registry
 from reconciler.stores.sql import SqlDocumentTable
@@ -231,3 +232,29 @@ def test_api_key_never_appears_in_logs_output_or_metrics(
     for text in (*outputs, caplog.text, exposition, (tmp_path / "m.prom").read_text()):
         assert secret not in text
     assert os.environ["QDRANT_TEST_KEY"] == secret
+
+
+def test_a_storage_fault_shows_in_healthz_and_run_log_readable(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job that meets a full disk: /healthz says why, and the run log is reported
+    unreadable until a job succeeds again (even if its reads still work)."""
+    settings = deployment.settings
+    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    registry, live = build_registry(table.metrics_snapshot)
+    runner = Runner(settings, live=live)
+    assert registry.get_sample_value("reconciler_run_log_readable") == 1.0
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise StoreFault("document table at x.db: disk full (database or disk is full)")
+
+    monkeypatch.setattr("reconciler.daemon.reconcile", full)
+    assert runner(job_specs(settings)[0]) is None
+    assert not live.healthy
+    assert "disk full" in (live.problem or "")
+    assert registry.get_sample_value("reconciler_run_log_readable") == 0.0
+    monkeypatch.undo()
+    assert runner(job_specs(settings)[0]) is not None
+    assert live.healthy
+    assert registry.get_sample_value("reconciler_run_log_readable") == 1.0
+    table.close()

@@ -143,6 +143,15 @@ def test_cross_field_rules(tmp_path: Path) -> None:
     both = write(tmp_path, '[index]\npath = "q"\nurl = "http://q:6333"\n')
     with pytest.raises(ConfigError, match=r"exactly one of index\.path"):
         load_settings(both, environ={})
+    # An empty override unsets the embedded path: the server is used (a config error, not a
+    # traceback, when neither is left).
+    local = write(tmp_path, '[index]\npath = "q"\n')
+    server = load_settings(
+        local, environ={"RECONCILER_INDEX__PATH": "", "RECONCILER_INDEX__URL": "http://q:6333"}
+    )
+    assert (server.index.path, server.index.url) == (None, "http://q:6333")
+    with pytest.raises(ConfigError, match=r"exactly one of index\.path"):
+        load_settings(local, environ={"RECONCILER_INDEX__PATH": " "})
     dupes = write(
         tmp_path,
         '[[sources]]\nname = "a"\ntype = "vault"\npath = "v"\n'

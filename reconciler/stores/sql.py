@@ -7,6 +7,7 @@ upserts. Driver errors are mapped once, here, to ``TableUnavailable`` / ``Schema
 from __future__ import annotations
 
 import logging
+import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.errors import SchemaError, TableUnavailable
+from reconciler.errors import SchemaError, StoreFault, TableUnavailable
 from reconciler.model import OPEN_END, Document, ReingestRequest, VersionState, parse_instant
 from reconciler.stores import audit
 from reconciler.stores.schema import (
@@ -80,7 +81,55 @@ def make_engine(url: str) -> Engine:
     engine = create_engine(url, pool_pre_ping=True, future=True)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    event.listen(engine, "handle_error", _store_faults)
     return engine
+
+
+#: What a driver's error says about the machine, when it says so: (needles, what it means).
+_FAULTS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("database or disk is full", "no space left on device", "disk full", "53100"), "disk full"),
+    (("disk i/o error", "input/output error", "58030"), "disk I/O error"),
+    (
+        ("database disk image is malformed", "file is not a database", "xx001", "xx002"),
+        "database is corrupt",
+    ),
+    (("attempt to write a readonly database", "read-only file system"), "read-only storage"),
+)
+
+
+def _no_space(engine: Engine | None) -> bool:
+    """Whether a SQLite database's folder has (almost) no space left."""
+    database = engine.url.database if engine is not None else None
+    if engine is None or engine.dialect.name != "sqlite" or not database:
+        return False
+    try:
+        return shutil.disk_usage(Path(database).parent).free < 1 << 20
+    except OSError:
+        return False
+
+
+def _store_faults(context: Any) -> None:
+    """Map a driver error that is about the machine (disk full, I/O, corruption) to
+    ``StoreFault`` once, at the edge, so it never reads as an unreachable server."""
+    original = context.original_exception
+    text = f"{original} {getattr(original, 'sqlstate', '') or ''}".lower()
+    for needles, meaning in _FAULTS:
+        if any(needle in text for needle in needles):
+            engine = context.engine
+            if meaning == "disk I/O error" and _no_space(engine):
+                meaning = "disk full"  # SQLite reports a full disk under its WAL as I/O
+            where = (
+                f"at {engine.url.database}"
+                if engine is not None and engine.dialect.name == "sqlite"
+                else f"on {engine.url.render_as_string(hide_password=True)}"
+                if engine is not None
+                else ""
+            )
+            raise StoreFault(
+                f"document table {where}: {meaning} ({' '.join(str(original).split())}); "
+                "the transaction was rolled back, nothing was half-written. Fix the storage "
+                "(free space, check the disk, or restore the database), then run again"
+            ) from original
 
 
 def _alembic_config() -> Config:
