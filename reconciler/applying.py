@@ -243,7 +243,11 @@ class Applier:
         if not groups:
             return
         if self.keep_writing is not None:
-            self.keep_writing()
+            try:
+                self.keep_writing()
+            except Exception:
+                self.confirm(now=now)  # the batch before was written: say so, then stop
+                raise
         writes = [
             PayloadWrite(
                 point_ids=tuple(g.point_ids), payload=dict(g.target.payload), doc_id=g.target.doc_id

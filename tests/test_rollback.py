@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from acceptance_kit import Deployment, writes_zero
 
+from reconciler.errors import LeaseLost
+from reconciler.operations import engine_options, reconcile
 from reconciler.payload import payload_for
 
 DIALECTS = pytest.mark.parametrize("deploy", ["sqlite", "postgresql"], indirect=True)
@@ -93,3 +95,36 @@ def test_rollback_restores_only_the_keys_the_run_changed(deploy: Deployment) -> 
     assert (row["version_state"], row["doc_class"]) == ("current", "restricted")
     assert deploy.rows()["hb:q"]["version_state"] == "retired"
     assert_rows_and_chunks_agree(deploy)
+
+
+def test_a_runner_that_loses_its_lease_stops_writing_and_fails(deploy: Deployment) -> None:
+    """Another runner takes the lease over in the middle of the payload writes: the next
+    batch is not sent, the run is recorded as failed, and what it wrote is audited."""
+    deploy.config.write_text(
+        deploy.config.read_text().replace(
+            'collection = "corpus"', 'collection = "corpus"\nwrite_batch = 2\nscroll_batch = 2'
+        )
+    )
+    for n in range(8):
+        deploy.family(f"f{n}", 2)
+    deploy.init_ingest()
+    assert deploy.json("apply")[0] == 0
+    for n in range(8):
+        deploy.edit_front(f"f{n}-v2", status="retired")
+
+    def steal(stage: str, done: int) -> None:
+        if stage == "applied" and done >= 4:
+            deploy.sql("UPDATE leases SET holder = 'elsewhere:1:x'")
+
+    settings = deploy.settings
+    options = engine_options(settings, mode="apply")
+    with pytest.raises(LeaseLost, match="writing stopped before the next batch"):
+        reconcile(settings, options, progress=steal)
+    [run] = [r for r in deploy.dump()["runs"].values() if r["mode"] == "apply" and r["error"]]
+    assert run["status"] == "failed"
+    assert "LeaseLost" in run["error"]
+    written = run["points_written"]
+    assert 0 < written < 8 * 2 * 2
+    _code, shown = deploy.json("audit", "show", "--run", run["run_id"])
+    confirmed = [e for e in shown["entries"] if e["target_type"] == "confirm"]
+    assert sum(e["after"]["points"] for e in confirmed) == written
