@@ -15,6 +15,7 @@ Never deletes a point, never writes a vector or chunk text, never ``overwrite_pa
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -94,6 +95,9 @@ class Applier:
         #: The hash of the last intent not yet confirmed.
         self._unconfirmed: str | None = None
         self._unconfirmed_points = 0
+        #: True when a batch was sent but whether it was written is not known (its intents
+        #: stay unconfirmed: the next runner of the shard re-reads those points).
+        self.in_doubt = False
         self.max_pending = max_pending
         self.index = index
         self.run_id = run_id
@@ -115,16 +119,27 @@ class Applier:
             for u in plan.row_updates
         ]
         reingests = [(r, r.reason) for r in plan.reingests]
+        if self.keep_writing is not None and (changes or reingests):
+            self.keep_writing()  # the scan may have been long: still ours to write?
         head, queued = self.table.write_rows_and_outbox(
             run_id=self.run_id, actor=self.actor, changes=changes, reingests=reingests, at=now
         )
         self.result.rows, self.result.reingests = len(changes), queued
         self.result.audit_head = head or self.result.audit_head
         if plan.payload_targets:
-            self._payloads(plan.payload_targets, now=now)
+            try:
+                self._payloads(plan.payload_targets, now=now)
+            except IndexWriteError:
+                raise  # the failed batch was confirmed as far as it went
+            except Exception:
+                # A failure after a batch was written (a scroll that broke): say so first.
+                with contextlib.suppress(Exception):
+                    self.confirm(now=now)
+                raise
             self.confirm(now=now)
         for key, schema in plan.indexes:
-            self.index.create_payload_index(key=key, schema=schema)
+            if self.keep_writing is not None:
+                self.keep_writing()
             self._audit(
                 [
                     AuditEntry(
@@ -139,6 +154,7 @@ class Applier:
                     )
                 ]
             )
+            self.index.create_payload_index(key=key, schema=schema)
             self.result.indexes += 1
         log.debug("applied run %s: %s", self.run_id, self.result.counts())
         return self.result
@@ -176,9 +192,14 @@ class Applier:
 
     def confirm(self, *, now: datetime) -> None:
         """Commit the confirmation of the last batch sent (the others are confirmed by the
-        entries committed with the batch after them)."""
-        if self._unconfirmed is not None:
+        entries committed with the batch after them); never for a batch in doubt."""
+        if self._unconfirmed is not None and not self.in_doubt:
             self._audit([self._confirmation(now)])
+
+    @property
+    def pending_intent(self) -> str | None:
+        """The last intent not confirmed (a batch in doubt, or one not yet confirmed)."""
+        return self._unconfirmed
 
     def _confirmation(self, now: datetime, written: list[str | int] | None = None) -> AuditEntry:
         """ "Every intent of this run up to ``through`` was written" (or only ``written``)."""
@@ -246,7 +267,8 @@ class Applier:
             try:
                 self.keep_writing()
             except Exception:
-                self.confirm(now=now)  # the batch before was written: say so, then stop
+                with contextlib.suppress(Exception):
+                    self.confirm(now=now)  # the batch before was written: say so, then stop
                 raise
         writes = [
             PayloadWrite(
@@ -263,16 +285,27 @@ class Applier:
         try:
             self.index.set_payloads(writes, batch_size=max(self.batch_points, 1))
         except IndexWriteError as exc:
-            done = self._written(groups)
+            self.result.error = str(exc)
+            try:
+                done = self._written(groups)
+            except Exception as again:  # the index is gone too: which points, nobody knows
+                self.in_doubt = True
+                raise IndexWriteError(
+                    f"payload write failed in run {self.run_id}: {exc}; the points of that "
+                    f"batch could not be re-read ({again}): the next run resolves them",
+                    points_written=self.result.points,
+                ) from exc
             written = [pid for g in done for pid in g.point_ids]
             self._audit([self._confirmation(now, [jsonable(p) for p in written])])
             self.result.payload_writes += len(done)
             self.result.points += len(written)
-            self.result.error = str(exc)
             raise IndexWriteError(
                 f"payload write failed in run {self.run_id}: {exc}",
                 points_written=self.result.points,
             ) from exc
+        except Exception:
+            self.in_doubt = True  # sent, perhaps written: the next run re-reads them
+            raise
         self.result.payload_writes += len(groups)
         self.result.points += sum(len(g.point_ids) for g in groups)
 

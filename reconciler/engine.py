@@ -664,8 +664,11 @@ class Engine:
             # next run converges. If the table itself is what failed, the caller records it.
             report.applied = applier.result
             report.error = f"{type(exc).__name__}: {exc}"
+            counts = applier.result.counts()
+            if applier.pending_intent is not None:
+                counts["unconfirmed"] = applier.pending_intent  # for the next runner
             try:
-                self._finish(report, "failed", applier.result.counts(), error=report.error)
+                self._finish(report, "failed", counts, error=report.error)
             except Exception as again:  # never let the record hide what went wrong
                 log.error("could not record the failure of run %s: %s", report.run_id, again)
             raise

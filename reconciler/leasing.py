@@ -18,6 +18,7 @@ import socket
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol
 
 from sqlalchemy import Engine, delete, select, update
@@ -29,20 +30,46 @@ from reconciler.stores.schema import LeaseRow
 log = logging.getLogger(__name__)
 
 
+def _machine() -> str:
+    """This kernel boot and pid namespace, shortly: two containers that share a host name
+    (and a SQLite volume) never mistake each other's pids."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return ""
+    return hashlib.sha256(f"{boot}:{namespace}".encode()).hexdigest()[:12]
+
+
+def _started(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot), or "" when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
 def holder_id() -> str:
-    """Who holds a lease: host, pid and a random suffix (two runners in one pid differ)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """Who holds a lease: host, pid, a random suffix (two runners in one pid differ), when the
+    process started and which boot and pid namespace it runs in."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{uuid.uuid4().hex[:8]}:{_started(pid)}:{_machine()}"
 
 
 def holder_is_gone(holder: str) -> bool:
-    """Whether a holder is provably dead: it ran on this machine and its pid no longer exists.
+    """Whether a holder is provably dead: it ran on this machine (same host name, boot and pid
+    namespace), and its pid no longer exists or now belongs to a process started since.
 
-    Anything else (another host, a pid that exists, even if reused) is presumed alive: the
+    Anything else (another machine, a holder id without those marks) is presumed alive: the
     lease then expires on its own.
     """
-    host, _, rest = holder.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
+    parts = holder.split(":")
+    if len(parts) != 5 or not parts[1].isdigit() or not parts[3] or not parts[4]:
+        return False
+    host, pid_text, _suffix, started, machine = parts
+    if host != socket.gethostname() or machine != _machine():
         return False
     pid = int(pid_text)
     if pid == os.getpid():
@@ -51,9 +78,10 @@ def holder_is_gone(holder: str) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except OSError:  # exists, not ours to signal
-        return False
-    return False
+    except OSError:  # exists, not ours to signal: check it is still the same process
+        pass
+    now_started = _started(pid)
+    return bool(now_started) and now_started != started
 
 
 def advisory_key(name: str) -> int:

@@ -76,6 +76,17 @@ def rfc3339(value: datetime) -> str:
     return f"{text}Z"
 
 
+def storable(text: str) -> str:
+    """``text`` with NUL characters and lone surrogates spelled out, for messages, paths and
+    findings: PostgreSQL's text and JSONB refuse NUL, UTF-8 encoders refuse surrogates."""
+    text = text.replace("\x00", "\\0")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def parse_instant(text: str) -> datetime:
     """Parse an RFC 3339 / ISO 8601 instant (``Z`` allowed; naive means UTC)."""
     return utc(datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00")))

@@ -377,12 +377,22 @@ def rollback_run(
     lease_renew_every: float = 30.0,
 ) -> dict[str, Any]:
     """Restore what one run wrote, under the lease of that run's shard (runs of the shard
-    whose process died are resolved first, so an interrupted run can be rolled back)."""
+    whose process died are resolved first, so an interrupted run can be rolled back). A dry
+    run takes no lease and writes nothing."""
     with stores(settings) as opened:
         run = opened.table.get_run(run_id)
         if run is None:
             raise ReconcilerError(f"no run {run_id!r} (see `reconciler status` for recent runs)")
         shard = Shard.parse(run.shard) if run.shard else Shard()
+        if dry_run:
+            return rollback(
+                table=opened.table,
+                index=opened.index,
+                run_id=run_id,
+                cascade=cascade,
+                dry_run=True,
+                shard=str(shard),
+            ).to_json()
         lease = make_lease(opened.table.engine, lease_name(str(shard)))
         with HeldLease(lease, renew_every=lease_renew_every) as held:
             if not held.acquired:
@@ -397,8 +407,8 @@ def rollback_run(
                 run_id=run_id,
                 batch_points=settings.index.write_batch,
                 cascade=cascade,
-                dry_run=dry_run,
                 keep_writing=_keep_writing(held, shard),
+                shard=str(shard),
             )
     return result.to_json()
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.applying import CONFIRM, INTENT
-from reconciler.model import jsonable
+from reconciler.model import MANAGED_KEYS, jsonable
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex
 from reconciler.stores import audit
@@ -57,17 +57,18 @@ def unconfirmed(entries: list[audit.AuditEntry], hashes: list[str]) -> list[audi
 def resolve_interrupted(
     *, table: SqlDocumentTable, index: ChunkIndex, shard: str, actor: str = "recovery"
 ) -> list[Resolved]:
-    """Resolve and mark every run of ``shard`` still recorded as running (the caller holds the
-    shard's lease, so none of them is alive)."""
+    """Resolve every run of ``shard`` still recorded as running (the caller holds the shard's
+    lease, so none of them is alive: they are marked ``interrupted``), and every failed run
+    that left a payload batch unconfirmed (it stays ``failed``)."""
     done = []
-    for run_id in table.runs_in_progress(shard=shard):
+    for run_id, status in table.runs_to_resolve(shard=shard):
         entries, hashes = audit.run_entries_with_hashes(table.engine, run_id)
         written: list[Any] = []
         missed: list[Any] = []
         for intent in unconfirmed(entries, hashes):
-            target = PayloadTarget(
-                intent.target, None, dict(intent.after["payload"]), 0, ("resolve",)
-            )
+            payload = dict(intent.after["payload"])
+            partial = set(payload) != set(MANAGED_KEYS)  # orphans: the quarantine keys only
+            target = PayloadTarget(intent.target, None, payload, 0, ("resolve",), partial)
             ids = list(intent.before["points"])
             current = {state.point_id: state for state in index.retrieve(ids)}
             for pid in ids:
@@ -76,16 +77,15 @@ def resolve_interrupted(
                     written.append(pid)
                 else:
                     missed.append(pid)
-        now = datetime.now(UTC)
-        head = ""
+        head = hashes[-1] if hashes else ""
         if written or missed:
             head = table.append_audit(
                 [
                     audit.AuditEntry(
                         run_id=run_id,
-                        at=now,
+                        at=datetime.now(UTC),
                         actor=actor,
-                        reason="the run's process stopped during a payload batch",
+                        reason="the run stopped during a payload batch",
                         target_type=RESOLVE,
                         target=run_id,
                         before=None,
@@ -93,23 +93,24 @@ def resolve_interrupted(
                     )
                 ]
             )
-        table.finish_run(
-            run_id,
-            status=INTERRUPTED,
-            counts={"audit_head": head} if head else {},
-            error=(
-                "its process stopped before the run ended (killed, or the machine was lost); "
-                f"of its last payload batch {len(written)} point(s) were written and "
-                f"{len(missed)} were not (see `reconciler audit show --run {run_id}`)"
-            ),
+        outcome = (
+            f"of its last payload batch {len(written)} point(s) were written and "
+            f"{len(missed)} were not (see `reconciler audit show --run {run_id}`)"
         )
-        log.warning(
-            "run %s of shard %s was interrupted: %d point(s) of its last batch written, %d not",
-            run_id,
-            shard,
-            len(written),
-            len(missed),
-        )
+        if status == "running":
+            table.finish_run(
+                run_id,
+                status=INTERRUPTED,
+                counts={"audit_head": head} if head else {},
+                error="its process stopped before the run ended (killed, or the machine was "
+                f"lost); {outcome}",
+            )
+        else:
+            run = table.get_run(run_id)
+            recorded = dict(run.counts or {}) if run is not None else {}
+            counts = {k: v for k, v in recorded.items() if k != "unconfirmed"}
+            table.set_run_counts(run_id, {**counts, "audit_head": head, "resolved": outcome})
+        log.warning("run %s of shard %s resolved (%s): %s", run_id, shard, status, outcome)
         done.append(Resolved(run_id, len(written), len(missed)))
     return done
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from reconciler.applying import INTENT, Applier
 from reconciler.errors import ReconcilerError
-from reconciler.model import MANAGED_KEYS
+from reconciler.model import MANAGED_KEYS, jsonable
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex
 from reconciler.stores import audit
@@ -86,8 +86,13 @@ def rollback(
     cascade: bool = False,
     dry_run: bool = False,
     keep_writing: Callable[[], None] | None = None,
+    shard: str = "0/1",
+    _handled: set[str] | None = None,
 ) -> RollbackResult:
-    """Restore what run ``run_id`` changed (see the module docstring)."""
+    """Restore what run ``run_id`` changed (see the module docstring); the rollback is
+    recorded as a run of ``shard``, the shard whose lease the caller holds."""
+    handled = _handled if _handled is not None else set()
+    handled.add(run_id)  # a cascade never comes back to a run it is already undoing
     run = table.get_run(run_id)
     if run is None:
         raise ReconcilerError(f"no run {run_id!r} (see `reconciler status` for recent runs)")
@@ -100,38 +105,40 @@ def rollback(
     writes = [e for e in entries if e.target_type in (ROW, INTENT)]
     if not writes:
         raise ReconcilerError(f"run {run_id} wrote no rows or payloads: nothing to roll back")
-    later = later_runs(table, run_id, first_hash=hashes[0], targets={e.target for e in writes})
+    later = [
+        other
+        for other in later_runs(
+            table, run_id, first_hash=hashes[0], targets={e.target for e in writes}
+        )
+        if other not in handled
+    ]
     if later and not cascade:
         raise RollbackRefused(run_id, later)
-    cascaded = [
-        rollback(
-            table=table,
-            index=index,
-            run_id=other,
-            batch_points=batch_points,
-            cascade=True,
-            dry_run=dry_run,
-            keep_writing=keep_writing,
-        ).to_json()
-        for other in later
-    ]
-    changes = [
-        RowChange(
-            doc_id=e.target,
-            reason=f"rollback of run {run_id}",
-            before=fields_from_json(e.after),
-            after=fields_from_json(e.before),
+    cascaded = []
+    for other in later:
+        if other in handled:  # undone (or being undone) further up or earlier in this cascade
+            continue
+        cascaded.append(
+            rollback(
+                table=table,
+                index=index,
+                run_id=other,
+                batch_points=batch_points,
+                cascade=True,
+                dry_run=dry_run,
+                keep_writing=keep_writing,
+                shard=shard,
+                _handled=handled,
+            ).to_json()
         )
-        for e in reversed(entries)
-        if e.target_type == ROW
-    ]
+    changes, skipped = _row_changes(table, run_id, entries)
     points = _points_by_doc(e for e in entries if e.target_type == INTENT)
     result = RollbackResult(run_id=None, rolled_back=run_id, dry_run=dry_run, cascaded=cascaded)
     result.not_undone = [
         {"target_type": e.target_type, "target": e.target, "after": e.after}
         for e in entries
         if e.target_type in ("reingest", "index")
-    ]
+    ] + skipped
     if dry_run:
         result.rows = len(changes)
         result.payload_groups = len(points)
@@ -139,7 +146,7 @@ def rollback(
         return result
 
     now = datetime.now(UTC)
-    new_run = table.start_run(mode=ROLLBACK, actor=ROLLBACK, shard=run.shard)
+    new_run = table.start_run(mode=ROLLBACK, actor=ROLLBACK, shard=shard)
     result.run_id = new_run
     applier = Applier(
         table=table,
@@ -189,6 +196,47 @@ def rollback(
         points_written=result.points,
     )
     return result
+
+
+def _row_changes(
+    table: SqlDocumentTable, run_id: str, entries: list[audit.AuditEntry]
+) -> tuple[list[RowChange], list[dict[str, Any]]]:
+    """Each row field the run changed, back to its before-value, when the row still holds
+    what the run wrote; a field changed since outside any rolled-back run (by hand, by an
+    ingestion) is left as it is and listed. ``before`` is what the row holds now."""
+    rows = table.get_documents({e.target for e in entries if e.target_type == ROW})
+    changes: list[RowChange] = []
+    skipped: list[dict[str, Any]] = []
+    restored: dict[str, dict[str, Any]] = {}
+    for entry in reversed(entries):
+        if entry.target_type != ROW:
+            continue
+        row = rows.get(entry.target)
+        if row is None:
+            skipped.append({"target_type": ROW, "target": entry.target, "after": "no row now"})
+            continue
+        written, back = fields_from_json(entry.after), fields_from_json(entry.before)
+        now = {**{f: getattr(row, f) for f in written}, **restored.get(entry.target, {})}
+        ours = {f for f in written if jsonable(now[f]) == jsonable(written[f])}
+        for field_name in sorted(set(written) - ours):
+            skipped.append(
+                {
+                    "target_type": ROW,
+                    "target": entry.target,
+                    "after": {field_name: jsonable(now[field_name]), "changed_since": True},
+                }
+            )
+        if ours:
+            changes.append(
+                RowChange(
+                    doc_id=entry.target,
+                    reason=f"rollback of run {run_id}",
+                    before={f: now[f] for f in ours},
+                    after={f: back[f] for f in ours},
+                )
+            )
+            restored.setdefault(entry.target, {}).update({f: back[f] for f in ours})
+    return changes, skipped
 
 
 def _points_by_doc(

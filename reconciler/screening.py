@@ -15,7 +15,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.model import ProblemKind, SourceDocument, SourceProblem, SourceSnapshot
+from reconciler.model import (
+    ProblemKind,
+    SourceDocument,
+    SourceProblem,
+    SourceSnapshot,
+    storable,
+)
 
 #: The table's limits (``stores/schema.py``): ids live in 512-character columns beside the
 #: source's name, classes in 128, versions in a 32-bit integer, paths in 1,024.
@@ -29,14 +35,13 @@ VERSION_MAX = 2**31 - 1
 QUOTE_MAX = 80
 
 
-def storable(text: str) -> str:
-    """``text`` with NUL characters spelled out (for messages, paths and logs)."""
-    return text.replace("\x00", "\\0")
-
-
 def _too_much(value: str, limit: int) -> str | None:
     if "\x00" in value:
         return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (a lone surrogate)"
     if len(value) > limit:
         return f"is {len(value)} characters long (at most {limit})"
     return None
@@ -111,7 +116,7 @@ def _storable_problem(problem: SourceProblem) -> SourceProblem:
     changes: dict[str, Any] = {}
     for name in ("message", "path"):
         value = getattr(problem, name)
-        if isinstance(value, str) and "\x00" in value:
+        if isinstance(value, str) and storable(value) != value:
             changes[name] = storable(value)
     for name, limit in (("doc_id", 2 * KEY_MAX), ("source_key", KEY_MAX)):
         value = getattr(problem, name)

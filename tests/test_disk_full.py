@@ -21,9 +21,22 @@ from typing import Any
 import pytest
 import sqlalchemy
 from acceptance_kit import Deployment, kinds
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from reconciler.errors import StoreFault
-from reconciler.stores.sql import make_engine
+from reconciler.model import OPEN_END, Document, VersionState
+from reconciler.stores.sql import SqlDocumentTable, make_engine
+
+#: A document whose id quotes PostgreSQL's disk-full code, 53100, and SQLite's words.
+DOC = Document(
+    doc_id="jira:OPS-53100 database or disk is full",
+    source="jira",
+    source_key="OPS-53100",
+    doc_family_id="f",
+    doc_version=1,
+    version_state=VersionState.CURRENT,
+)
 
 
 @contextlib.contextmanager
@@ -164,3 +177,18 @@ def test_the_driver_error_of_a_full_disk_is_a_store_fault(tmp_path: Path) -> Non
     with pytest.raises(StoreFault, match=r"x\.db: disk full"):
         write()
     engine.dispose()
+
+
+def test_data_that_quotes_a_fault_code_is_not_a_fault(table: SqlDocumentTable) -> None:
+    """Codes, not messages: a duplicate key whose value reads like a disk-full code stays
+    the integrity error it is."""
+    table.upsert_documents([DOC])
+    with pytest.raises(IntegrityError), table.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO documents (doc_id, source, source_key, doc_family_id, doc_version, "
+                "version_state, effective_to, quarantined, chunk_count, updated_at) VALUES "
+                "(:id, 'jira', 'OPS-53100', 'f', 1, 'current', :end, false, 0, :end)"
+            ),
+            {"id": DOC.doc_id, "end": OPEN_END},
+        )

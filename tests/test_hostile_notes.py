@@ -160,6 +160,7 @@ def slow(examples: int) -> settings:
 @slow(40)
 @example([BOMB.encode(), b"---\nid: h-dup\n---\nA\n", b"---\nid: h-dup\n---\nB\n"])
 @example([b'---\nid: "h-\\0nul"\ntitle: "a\\0b"\nversion: 9223372036854775808\n---\nx\n'])
+@example([b'---\nid: "h-\\udc00"\n---\nx\n', b'---\nid: h-s\ntitle: "a\\ud800b"\n---\nx\n'])
 @given(hostile)
 def test_hostile_notes_beside_good_ones_on_sqlite(files: list[bytes]) -> None:
     check_hostile(files, "sqlite", None)
@@ -173,6 +174,7 @@ def pg_admin(pg_server: str) -> str:
 
 @slow(12)
 @example([b'---\nid: "h-\\0nul"\ntitle: "a\\0b"\ndoc_class: ' + b"c" * 300 + b"\n---\nx\n"])
+@example([b'---\nid: "h-\\udc00"\n---\nx\n', b'---\nid: h-s\ntitle: "a\\ud800b"\n---\nx\n'])
 @given(hostile)
 def test_hostile_notes_beside_good_ones_on_postgresql(pg_admin: str, files: list[bytes]) -> None:
     check_hostile(files, "postgresql", pg_admin)

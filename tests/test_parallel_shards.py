@@ -7,6 +7,7 @@ the table, its leases and its audit chain are shared, which is what this test is
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -23,11 +24,11 @@ def test_parallel_shards_extend_one_audit_chain(deploy: Deployment) -> None:
     if deploy.table_url.startswith("sqlite"):  # one file for every process, wherever it runs
         deploy.table_url = f"sqlite:///{deploy.root / 'reconciler.db'}"
         deploy.configure()
-    for n in range(24):
+    for n in range(45):
         deploy.family(f"f{n:02d}", 2, sections=3)
     deploy.init_ingest()
     assert deploy.json("apply")[0] == 0
-    for n in range(24):
+    for n in range(45):
         deploy.edit_front(f"f{n:02d}-v2", status="retired")
         deploy.edit_front(f"f{n:02d}-v1", doc_class="archive")
 
@@ -36,7 +37,9 @@ def test_parallel_shards_extend_one_audit_chain(deploy: Deployment) -> None:
         shutil.copytree(deploy.root / "qdrant", deploy.root / f"qdrant-{i}")
         config = deploy.root / f"shard-{i}.toml"
         config.write_text(
-            deploy.config.read_text().replace('path = "qdrant"', f'path = "qdrant-{i}"')
+            deploy.config.read_text().replace(
+                'path = "qdrant"', f'path = "qdrant-{i}"\nwrite_batch = 3'
+            )
         )
         configs.append(config)
     code = "from reconciler.cli import main; main()"
@@ -56,5 +59,12 @@ def test_parallel_shards_extend_one_audit_chain(deploy: Deployment) -> None:
     sharded = [r for r in runs if r["shard"] != "0/1"]
     assert sorted(r["shard"] for r in sharded) == [f"{i}/3" for i in range(SHARDS)]
     assert all(r["status"] == "succeeded" and r["rows_written"] > 0 for r in sharded)
+    # They did append at once: their entries interleave in the chain (one after the other,
+    # the chain would switch runs only twice).
+    ids = {r["run_id"] for r in sharded}
+    log = sorted(deploy.dump()["audit_log"].items())  # by seq
+    order = [entry["run_id"] for _seq, entry in log if entry["run_id"] in ids]
+    switches = sum(1 for a, b in itertools.pairwise(order) if a != b)
+    assert switches > SHARDS - 1, switches
     code, verified = deploy.json("audit", "verify")
     assert (code, verified["problems"]) == (0, [])

@@ -128,3 +128,21 @@ def test_a_runner_that_loses_its_lease_stops_writing_and_fails(deploy: Deploymen
     _code, shown = deploy.json("audit", "show", "--run", run["run_id"])
     confirmed = [e for e in shown["entries"] if e["target_type"] == "confirm"]
     assert sum(e["after"]["points"] for e in confirmed) == written
+
+
+def test_a_field_changed_since_outside_any_run_is_left_and_listed(deploy: Deployment) -> None:
+    """Run A retired a note; someone then set it back to current by hand. The rollback of A
+    does not overwrite that (nor audit a before-value that was not there): it lists it."""
+    deploy.note("p", family="p", status="current")
+    deploy.init_ingest()
+    assert deploy.json("apply")[0] == 0
+    deploy.edit_front("p", status="retired")
+    code, a = deploy.json("apply")
+    assert code == 0
+    deploy.set_row("hb:p", version_state="pending")
+    code, rolled = deploy.json("rollback", a["run_id"])
+    assert code == 0, rolled
+    assert deploy.rows()["hb:p"]["version_state"] == "pending"
+    [left] = [n for n in rolled["not_undone"] if n["target"] == "hb:p"]
+    assert left["after"] == {"version_state": "pending", "changed_since": True}
+    assert rolled["rows"] == 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Text, select, type_coerce, update
+from sqlalchemy import Engine, Text, func, select, type_coerce, update
 from sqlalchemy.orm import Session
 
 from reconciler.model import jsonable, rfc3339
@@ -68,8 +68,10 @@ def _lock_head(session: Session) -> AuditHeadRow:
     """
     at = datetime.now(UTC)
     moved = session.execute(update(AuditHeadRow).where(AuditHeadRow.id == 1).values(updated_at=at))
-    if not getattr(moved, "rowcount", 0):
-        session.add(AuditHeadRow(id=1, entry_hash=GENESIS, entries=0, updated_at=at))
+    if not getattr(moved, "rowcount", 0):  # lost (deleted by hand): rebuilt from the log
+        last = session.scalar(select(AuditRow.entry_hash).order_by(AuditRow.seq.desc()).limit(1))
+        count = session.scalar(select(func.count()).select_from(AuditRow)) or 0
+        session.add(AuditHeadRow(id=1, entry_hash=last or GENESIS, entries=count, updated_at=at))
         session.flush()
     head = session.get(AuditHeadRow, 1, populate_existing=True)
     assert head is not None
@@ -139,11 +141,18 @@ def verify(engine: Engine, *, batch_size: int = 1000) -> Verification:
     cut off the chain, and every entry that cannot be read (by its ``seq``, never a crash)."""
     result = Verification()
     prev = GENESIS
-    seen_heads: set[str] = set()
-    position: dict[str, int] = {}
     raw = [type_coerce(column, Text()) if column.key in _PARSED else column for column in _COLUMNS]
     with Session(engine) as session:
         head = session.get(AuditHeadRow, 1)  # read first: appends during the walk come after it
+        # Memory: the runs' heads (one per run) and where the chain's head was met, never a
+        # set of every entry.
+        run_heads: dict[str, str] = {}
+        for run_id, counts in session.execute(select(RunRow.run_id, RunRow.counts)):
+            run_head = counts.get("audit_head") if isinstance(counts, dict) else None
+            if run_head:
+                run_heads[run_head] = run_id
+        found_heads: set[str] = set()
+        head_position: int | None = None
         rows = session.execute(
             select(*raw).order_by(AuditRow.seq).execution_options(yield_per=batch_size)
         )
@@ -167,23 +176,24 @@ def verify(engine: Engine, *, batch_size: int = 1000) -> Verification:
                         "content does not match its hash (altered)"
                     )
             prev = entry_hash
-            seen_heads.add(entry_hash)
-            position[entry_hash] = result.entries
-        for run_id, counts in session.execute(select(RunRow.run_id, RunRow.counts)):
-            run_head = (counts or {}).get("audit_head") if isinstance(counts, dict) else None
-            if run_head and run_head not in seen_heads:
+            if entry_hash in run_heads:
+                found_heads.add(entry_hash)
+            if head is not None and entry_hash == head.entry_hash:
+                head_position = result.entries
+        for run_head, run_id in sorted(run_heads.items(), key=lambda item: item[1]):
+            if run_head not in found_heads:
                 result.problems.append(
                     f"run {run_id}: its last audit entry {run_head[:12]} is missing "
                     "(entries removed)"
                 )
         if head is None:
             result.problems.append("the chain's head record is missing (table audit_head)")
-        elif head.entries and position.get(head.entry_hash) != head.entries:
+        elif head.entries and head_position != head.entries:
             result.problems.append(
                 f"the chain's head is entry {head.entry_hash[:12]}, number {head.entries}, but "
                 + (
-                    f"that entry is number {position[head.entry_hash]}"
-                    if head.entry_hash in position
+                    f"that entry is number {head_position}"
+                    if head_position is not None
                     else "the log no longer holds it"
                 )
                 + " (entries were removed from the end, with or without their runs)"

@@ -26,7 +26,14 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.errors import SchemaError, StoreFault, TableUnavailable
-from reconciler.model import OPEN_END, Document, ReingestRequest, VersionState, parse_instant
+from reconciler.model import (
+    OPEN_END,
+    Document,
+    ReingestRequest,
+    VersionState,
+    parse_instant,
+    storable,
+)
 from reconciler.stores import audit
 from reconciler.stores.schema import (
     Base,
@@ -85,16 +92,43 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
-#: What a driver's error says about the machine, when it says so: (needles, what it means).
-_FAULTS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("database or disk is full", "no space left on device", "disk full", "53100"), "disk full"),
-    (("disk i/o error", "input/output error", "58030"), "disk I/O error"),
-    (
-        ("database disk image is malformed", "file is not a database", "xx001", "xx002"),
-        "database is corrupt",
-    ),
-    (("attempt to write a readonly database", "read-only file system"), "read-only storage"),
+#: What a driver's error code says about the machine: SQLite result codes (by name, extended
+#: codes by prefix) and PostgreSQL SQLSTATEs. Codes, not messages: a message can quote data.
+_SQLITE_FAULTS = (
+    ("SQLITE_FULL", "disk full"),
+    ("SQLITE_IOERR", "disk I/O error"),
+    ("SQLITE_CORRUPT", "database is corrupt"),
+    ("SQLITE_NOTADB", "database is corrupt"),
+    ("SQLITE_READONLY", "read-only storage"),
 )
+_PG_FAULTS = {
+    "53100": "disk full",
+    "58030": "disk I/O error",
+    "XX001": "database is corrupt",
+    "XX002": "database is corrupt",
+}
+#: For a driver error without a code (one raised by hand): its message, as SQLite words it.
+_SQLITE_MESSAGES = (
+    ("database or disk is full", "disk full"),
+    ("disk i/o error", "disk I/O error"),
+    ("database disk image is malformed", "database is corrupt"),
+    ("file is not a database", "database is corrupt"),
+    ("attempt to write a readonly database", "read-only storage"),
+)
+
+
+def _fault_of(original: BaseException) -> str | None:
+    """What a driver error says about the storage, if anything."""
+    name = getattr(original, "sqlite_errorname", None)
+    if isinstance(name, str):
+        return next((meaning for code, meaning in _SQLITE_FAULTS if name.startswith(code)), None)
+    state = getattr(original, "sqlstate", None)
+    if isinstance(state, str):
+        return _PG_FAULTS.get(state.upper())
+    text = str(original).lower()
+    if type(original).__module__.startswith("sqlite3"):
+        return next((meaning for needle, meaning in _SQLITE_MESSAGES if text == needle), None)
+    return None
 
 
 def _no_space(engine: Engine | None) -> bool:
@@ -112,24 +146,24 @@ def _store_faults(context: Any) -> None:
     """Map a driver error that is about the machine (disk full, I/O, corruption) to
     ``StoreFault`` once, at the edge, so it never reads as an unreachable server."""
     original = context.original_exception
-    text = f"{original} {getattr(original, 'sqlstate', '') or ''}".lower()
-    for needles, meaning in _FAULTS:
-        if any(needle in text for needle in needles):
-            engine = context.engine
-            if meaning == "disk I/O error" and _no_space(engine):
-                meaning = "disk full"  # SQLite reports a full disk under its WAL as I/O
-            where = (
-                f"at {engine.url.database}"
-                if engine is not None and engine.dialect.name == "sqlite"
-                else f"on {engine.url.render_as_string(hide_password=True)}"
-                if engine is not None
-                else ""
-            )
-            raise StoreFault(
-                f"document table {where}: {meaning} ({' '.join(str(original).split())}); "
-                "the transaction was rolled back, nothing was half-written. Fix the storage "
-                "(free space, check the disk, or restore the database), then run again"
-            ) from original
+    meaning = _fault_of(original)
+    if meaning is None:
+        return
+    engine = context.engine
+    if meaning == "disk I/O error" and _no_space(engine):
+        meaning = "disk full"  # SQLite reports a full disk under its WAL as an I/O error
+    where = (
+        f"at {engine.url.database}"
+        if engine is not None and engine.dialect.name == "sqlite"
+        else f"on {engine.url.render_as_string(hide_password=True)}"
+        if engine is not None
+        else ""
+    )
+    raise StoreFault(
+        f"document table {where}: {meaning} ({' '.join(str(original).split())}); the failed "
+        "transaction was rolled back. Fix the storage (free space, check the disk, or restore "
+        "the database), then run again"
+    ) from original
 
 
 def _alembic_config() -> Config:
@@ -177,9 +211,9 @@ _DATETIME_FIELDS = {"effective_from", "effective_to", "ingested_at", "updated_at
 
 
 def _without_nul(value: Any) -> Any:
-    """NUL characters spelled out (PostgreSQL's text and JSONB refuse them), recursively."""
+    """NUL characters and lone surrogates spelled out (``storable``), recursively."""
     if isinstance(value, str):
-        return value.replace("\x00", "\\0")
+        return storable(value)
     if isinstance(value, dict):
         return {_without_nul(k): _without_nul(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -557,7 +591,8 @@ class SqlDocumentTable:
         with self._sessions.begin() as session:
             session.execute(
                 update(RunRow)
-                .where(RunRow.run_id == run_id)
+                # An interrupted run was declared dead by the next lease holder: final.
+                .where(RunRow.run_id == run_id, RunRow.status != "interrupted")
                 .values(
                     status=status,
                     finished_at=now(),
@@ -565,6 +600,13 @@ class SqlDocumentTable:
                     error=error,
                     **stats,
                 )
+            )
+
+    def set_run_counts(self, run_id: str, counts: Mapping[str, Any]) -> None:
+        """Replace a finished run's counts (recovery clears what it resolved)."""
+        with self._sessions.begin() as session:
+            session.execute(
+                update(RunRow).where(RunRow.run_id == run_id).values(counts=dict(counts))
             )
 
     def rollbacks(self) -> dict[str, str]:
@@ -581,16 +623,20 @@ class SqlDocumentTable:
                 if isinstance(counts, dict) and counts.get("rolled_back")
             }
 
-    def runs_in_progress(self, *, shard: str) -> list[str]:
-        """Runs of ``shard`` recorded as running (oldest first)."""
+    def runs_to_resolve(self, *, shard: str) -> list[tuple[str, str]]:
+        """Runs of ``shard`` recorded as running, and failed runs that left a payload batch
+        unconfirmed: (run_id, status), oldest first."""
         with Session(self.engine) as session:
-            return list(
-                session.scalars(
-                    select(RunRow.run_id)
-                    .where(RunRow.status == "running", RunRow.shard == shard)
-                    .order_by(RunRow.started_at)
-                )
+            rows = session.execute(
+                select(RunRow.run_id, RunRow.status, RunRow.counts)
+                .where(RunRow.shard == shard, RunRow.status.in_(("running", "failed")))
+                .order_by(RunRow.started_at)
             )
+            return [
+                (run_id, status)
+                for run_id, status, counts in rows
+                if status == "running" or (isinstance(counts, dict) and counts.get("unconfirmed"))
+            ]
 
     def last_runs(self, limit: int = 5) -> list[RunRow]:
         """The most recent runs, newest first."""

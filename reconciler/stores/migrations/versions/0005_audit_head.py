@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
+from reconciler.errors import SchemaError
+
 revision: str = "0005"
 down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
@@ -28,7 +30,7 @@ def upgrade() -> None:
     ).fetchall()
     if forks:
         prev, count = forks[0]
-        raise RuntimeError(
+        raise SchemaError(
             f"the audit log has forked: {count} entries follow {prev[:12]} ({len(forks)} fork(s) "
             "in all), written by runners that appended at once, which this version prevents. "
             "`reconciler audit verify` with the previous version lists them. Keep the log as "
