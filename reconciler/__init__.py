@@ -5,6 +5,8 @@ Retrieval and ingestion code import two functions from here::
     from reconciler import payload_for, default_filter
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from reconciler.filters import default_filter
 from reconciler.model import (
     OPEN_END,
@@ -15,7 +17,10 @@ from reconciler.model import (
 )
 from reconciler.payload import KeyMap, chunk_payload, payload_for
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("corpus-reconciler")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "OPEN_END",

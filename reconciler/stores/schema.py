@@ -117,17 +117,6 @@ class SourceStatusRow(Base):
     failures: Mapped[int] = mapped_column(Integer, default=0)
 
 
-class FamilyStatusRow(Base):
-    """Per-family reconciliation status."""
-
-    __tablename__ = "family_status"
-
-    doc_family_id: Mapped[str] = mapped_column(String(512), primary_key=True)
-    source: Mapped[str] = mapped_column(String(128), index=True)
-    last_reconciled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    ttl_quarantined: Mapped[bool] = mapped_column(Boolean, default=False)
-
-
 class RunRow(Base):
     """One reconciliation (or ingestion) run."""
 
