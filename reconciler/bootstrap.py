@@ -21,6 +21,7 @@ from typing import Any
 from reconciler.errors import IndexUnavailable
 from reconciler.model import OPEN_END, OPEN_START, Document, VersionState, parse_instant
 from reconciler.payload import KeyMap
+from reconciler.runs import recorded
 from reconciler.settings import Settings
 from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
@@ -342,23 +343,15 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
         run_id = None
         rows = list(adoption.documents.values())
         if not dry_run and table is not None:
-            run_id = table.start_run(mode="bootstrap", actor="cli")
-            try:
+            with recorded(table, mode="bootstrap", actor="cli") as run:
+                run_id = run.run_id
                 table.upsert_documents(rows, chunk_counts=adoption.chunk_counts)
                 table.record_identities(
                     settings.bootstrap.source,
                     [(d.source_key, d.doc_family_id, d.source_hash, None) for d in rows],
                 )
-            except Exception as exc:
-                table.finish_run(run_id, status="failed", error=f"{type(exc).__name__}: {exc}")
-                raise
-            table.finish_run(
-                run_id,
-                status="succeeded",
-                counts={"created": len(rows), "unmapped": len(adoption.unmapped)},
-                chunks_scanned=adoption.chunks,
-                rows_written=len(rows),
-            )
+                run.counts = {"created": len(rows), "unmapped": len(adoption.unmapped)}
+                run.stats = {"chunks_scanned": adoption.chunks, "rows_written": len(rows)}
     finally:
         if table is not None:
             table.close()

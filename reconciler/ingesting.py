@@ -24,6 +24,7 @@ from reconciler.families import resolve_families
 from reconciler.model import ChunkRecord, Document, SourceDocument, SourceProblem
 from reconciler.payload import chunk_payload
 from reconciler.ports import ChunkIndex
+from reconciler.runs import recorded
 from reconciler.screening import screen
 from reconciler.stores.sql import SqlDocumentTable
 
@@ -100,18 +101,13 @@ class Ingestor:
     ) -> IngestReport:
         """Ingest new documents and pending re-ingest requests of every source."""
         now = now or datetime.now(UTC)
-        run_id = self.table.start_run(mode="ingest", actor="cli")
-        report = IngestReport(run_id=run_id)
-        self.index.ensure_collection(dim=self.embedder.dim)
-        try:
+        with recorded(self.table, mode="ingest", actor="cli") as run:
+            report = IngestReport(run_id=run.run_id)
+            self.index.ensure_collection(dim=self.embedder.dim)
             for source in sources:
                 report.sources.append(self._ingest_source(source, now=now, outbox_only=outbox_only))
-        except Exception as exc:
-            self.table.finish_run(run_id, status="failed", counts=report.totals(), error=str(exc))
-            raise
-        self.table.finish_run(
-            run_id, status="succeeded" if report.ok else "failed", counts=report.totals()
-        )
+                run.counts = report.totals()
+            run.status = "succeeded" if report.ok else "failed"
         return report
 
     def _ingest_source(

@@ -30,6 +30,7 @@ from reconciler.errors import ReconcilerError
 from reconciler.model import MANAGED_KEYS, jsonable
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex
+from reconciler.runs import recorded
 from reconciler.stores import audit
 from reconciler.stores.sql import RowChange, SqlDocumentTable, fields_from_json
 
@@ -146,19 +147,18 @@ def rollback(
         return result
 
     now = datetime.now(UTC)
-    new_run = table.start_run(mode=ROLLBACK, actor=ROLLBACK, shard=shard)
-    result.run_id = new_run
-    applier = Applier(
-        table=table,
-        index=index,
-        run_id=new_run,
-        actor=ROLLBACK,
-        batch_points=batch_points,
-        keep_writing=keep_writing,
-    )
-    try:
+    with recorded(table, mode=ROLLBACK, actor=ROLLBACK, shard=shard) as record:
+        result.run_id = record.run_id
+        applier = Applier(
+            table=table,
+            index=index,
+            run_id=record.run_id,
+            actor=ROLLBACK,
+            batch_points=batch_points,
+            keep_writing=keep_writing,
+        )
         head, _queued = table.write_rows_and_outbox(
-            run_id=new_run, actor=ROLLBACK, changes=changes, reingests=[], at=now
+            run_id=record.run_id, actor=ROLLBACK, changes=changes, reingests=[], at=now
         )
         applier.result.audit_head = head
         result.rows = len(changes)
@@ -177,24 +177,18 @@ def rollback(
         )
         result.payload_groups = applier.result.payload_writes
         result.points = applier.result.points
-    except Exception as exc:
-        table.finish_run(new_run, status="failed", error=f"{type(exc).__name__}: {exc}")
-        raise
-    counts = {
-        "table": result.rows,
-        "payload": result.payload_groups,
-        "points": result.points,
-        "audit_head": applier.result.audit_head,
-        "rolled_back": run_id,
-    }
-    table.finish_run(
-        new_run,
-        status="succeeded",
-        counts=counts,
-        rows_written=result.rows,
-        payload_writes=result.payload_groups,
-        points_written=result.points,
-    )
+        record.counts = {
+            "table": result.rows,
+            "payload": result.payload_groups,
+            "points": result.points,
+            "audit_head": applier.result.audit_head,
+            "rolled_back": run_id,
+        }
+        record.stats = {
+            "rows_written": result.rows,
+            "payload_writes": result.payload_groups,
+            "points_written": result.points,
+        }
     return result
 
 

@@ -22,6 +22,7 @@ from reconciler.stores.sql import SqlDocumentTable
 DEPLOY = Path(__file__).resolve().parents[1] / "config" / "deploy"
 ROOT = Path(__file__).resolve().parents[1]
 
+
 def exported(tmp_path: Path) -> set[str]:
     """Every sample name the program exposes, read off a real registry over a real table (a
     counter's ``_total``, a histogram's ``_bucket``...): never a hand-kept list."""

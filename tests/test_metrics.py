@@ -50,7 +50,10 @@ def record(
 
 def test_samples_from_the_run_log(table: SqlDocumentTable) -> None:
     registry, _live = build_registry(table.metrics_snapshot)
-    assert registry.get_sample_value("reconciler_build_info", {"version": reconciler.__version__}) == 1.0
+    assert (
+        registry.get_sample_value("reconciler_build_info", {"version": reconciler.__version__})
+        == 1.0
+    )
     assert registry.get_sample_value("reconciler_live_siblings") == 0.0
     assert registry.get_sample_value("reconciler_guard_refusals_total") == 0.0
 
@@ -223,7 +226,10 @@ def test_a_broken_run_log_does_not_break_the_scrape() -> None:
 
     registry, _ = build_registry(broken)  # type: ignore[arg-type]
     assert registry.get_sample_value("reconciler_run_log_readable") == 0.0
-    assert registry.get_sample_value("reconciler_build_info", {"version": reconciler.__version__}) == 1.0
+    assert (
+        registry.get_sample_value("reconciler_build_info", {"version": reconciler.__version__})
+        == 1.0
+    )
 
 
 def test_broken_documents_counts_documents_not_findings(table: SqlDocumentTable) -> None:
