@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import IndexUnavailable
-from reconciler.model import OPEN_END, OPEN_START, Document, VersionState, parse_instant
+from reconciler.model import OPEN_END, OPEN_START, Document, RunMode, VersionState, parse_instant
 from reconciler.payload import KeyMap
 from reconciler.runs import recorded
 from reconciler.settings import Settings
@@ -343,7 +343,7 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
         run_id = None
         rows = list(adoption.documents.values())
         if not dry_run and table is not None:
-            with recorded(table, mode="bootstrap", actor="cli") as run:
+            with recorded(table, mode=RunMode.BOOTSTRAP, actor="cli") as run:
                 run_id = run.run_id
                 table.upsert_documents(rows, chunk_counts=adoption.chunk_counts)
                 table.record_identities(

@@ -32,6 +32,8 @@ from reconciler.model import (
     MANAGED_KEYS,
     Document,
     Finding,
+    RunMode,
+    RunStatus,
     Severity,
     SourceDocument,
     SourceProblem,
@@ -40,6 +42,7 @@ from reconciler.model import (
 )
 from reconciler.planning import Plan, outstanding, plan_family, plan_orphan
 from reconciler.ports import ChunkIndex
+from reconciler.runs import error_text
 from reconciler.screening import screen
 from reconciler.snapshot import (
     ChunkAggregate,
@@ -57,7 +60,10 @@ from reconciler.stores.sql import SqlDocumentTable
 
 log = logging.getLogger(__name__)
 
-WRITING_MODES = frozenset({"apply", "run", "repair"})
+#: Modes that apply their plan (under the guard).
+WRITING_MODES = frozenset(mode for mode in RunMode if mode.writes)
+#: Modes of a reconciliation (the others are ingest, bootstrap and rollback runs).
+ENGINE_MODES = frozenset({RunMode.CHECK, RunMode.PLAN, RunMode.APPLY, RunMode.RUN, RunMode.REPAIR})
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ class Guard:
 class Options:
     """What a run does and to what."""
 
-    mode: str = "check"
+    mode: RunMode = RunMode.CHECK
     checks: frozenset[str] = frozenset(CHECKS)
     now: datetime | None = None
     force: bool = False
@@ -94,13 +100,117 @@ class Options:
     #: The run's id (chosen by the caller so it can record a failure the engine did not).
     run_id: str | None = None
 
+    def __post_init__(self) -> None:
+        mode = RunMode(self.mode)  # a plain "apply" is accepted; an unknown mode is not
+        if mode not in ENGINE_MODES:
+            raise ValueError(f"{mode} is not a reconciliation mode")
+        object.__setattr__(self, "mode", mode)
 
-@dataclass
+
+# -- what each stage hands to the next (frozen values) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class SourcesRead:
+    """Stage 1, the systems of record as this run read them (metadata only)."""
+
+    states: Mapping[str, SourceState]
+    by_id: Mapping[str, SourceDocument]
+    family_of: Mapping[str, str]
+    #: doc_id -> the problems the connector reported about it.
+    problems: Mapping[str, tuple[SourceProblem, ...]]
+    #: Problems no document identity could be given to.
+    loose_problems: tuple[SourceProblem, ...]
+    #: "<source>:<key>" -> when the identity map last saw it.
+    last_seen: Mapping[str, datetime]
+    #: source -> (source key, family, content hash, path) of every parsed document.
+    identities: Mapping[str, tuple[tuple[str, str, str | None, str | None], ...]]
+    #: source -> keys present in the source but not parsed this run (their identity is kept
+    #: as seen, so the grace period of ``missing_in_source`` never starts).
+    present: Mapping[str, frozenset[str]]
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What the guard measures changes against."""
+
+    families: int
+    #: source -> rows that source should still hold (not retired).
+    rows_by_source: Mapping[str, int]
+    chunks: int
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Stage 2, the table and the collection, streamed once each and folded per document."""
+
+    #: The families in scope (``None``: every family of the shard).
+    scope: frozenset[str] | None
+    #: doc_id -> (fingerprint of its expected payload, family), for every row in scope.
+    expected: Mapping[str, tuple[bytes, str]]
+    #: doc_id -> its chunks (``None``: chunks without a doc_id).
+    chunks: Mapping[str | None, ChunkAggregate]
+    totals: Totals
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """Stage 3, what the checks found, family by family, and the plan that repairs it."""
+
+    findings: tuple[Finding, ...]
+    plan: Plan
+    #: check -> {"checked": n, "findings": n}.
+    summary: Mapping[str, Mapping[str, int]]
+    #: Seconds spent in each check (summed over families).
+    timings: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class GuardDecision:
+    """Stage 4, whether the plan may be written."""
+
+    totals: Totals
+    changed_families: int
+    changed_chunks: int
+    max_changed_fraction: float
+    #: Why the guard tripped (``guard`` findings); empty when it did not.
+    reasons: tuple[Finding, ...] = ()
+    #: A writing run the guard stopped.
+    refused: bool = False
+    #: A writing run that went past a tripped guard (``--force``).
+    forced: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``guard`` object of the run's JSON."""
+        data: dict[str, Any] = {
+            "families_total": self.totals.families,
+            "rows_by_source": dict(self.totals.rows_by_source),
+            "chunks_total": self.totals.chunks,
+            "changed_families": self.changed_families,
+            "changed_chunks": self.changed_chunks,
+            "max_changed_fraction": self.max_changed_fraction,
+        }
+        if self.reasons:
+            data["tripped"] = [r.kind for r in self.reasons]
+        return data
+
+
+@dataclass(frozen=True)
+class FamilyOutcome:
+    """One family's findings and the plan that repairs them."""
+
+    findings: tuple[Finding, ...]
+    plan: Plan
+    #: check -> seconds spent on this family.
+    timings: Mapping[str, float]
+
+
+@dataclass(frozen=True)
 class Report:
-    """Everything a run found, planned and did."""
+    """Everything a run found, planned and did (the last stage's value)."""
 
     run_id: str
-    mode: str
+    mode: RunMode
     started_at: datetime
     finished_at: datetime | None = None
     findings: list[Finding] = field(default_factory=list)
@@ -110,7 +220,7 @@ class Report:
     forced: bool = False
     guard: dict[str, Any] = field(default_factory=dict)
     applied: ApplyResult | None = None
-    sources: dict[str, SourceState] = field(default_factory=dict)
+    sources: Mapping[str, SourceState] = field(default_factory=dict)
     chunks_scanned: int = 0
     error: str | None = None
     #: Seconds spent in each check (summed over families).
@@ -134,7 +244,7 @@ class Report:
         """DESIGN.md §7's JSON object (plus ``refused``, ``guard`` and ``error``)."""
         return {
             "run_id": self.run_id,
-            "mode": self.mode,
+            "mode": str(self.mode),
             "started_at": self.started_at.isoformat(),
             "finished_at": (self.finished_at or self.started_at).isoformat(),
             "findings": [f.to_json() for f in self.findings],
@@ -147,24 +257,15 @@ class Report:
         }
 
 
-@dataclass
-class _Sources:
-    states: dict[str, SourceState] = field(default_factory=dict)
-    by_id: dict[str, SourceDocument] = field(default_factory=dict)
-    family_of: dict[str, str] = field(default_factory=dict)
-    problems: dict[str, list[SourceProblem]] = field(default_factory=lambda: defaultdict(list))
-    loose_problems: list[SourceProblem] = field(default_factory=list)
-    last_seen: dict[str, datetime] = field(default_factory=dict)
-    identities: dict[str, list[tuple[str, str, str | None, str | None]]] = field(
-        default_factory=dict
-    )
-    #: Source keys present in the source but not parsed this run (their identity is kept
-    #: as seen, so the grace period of ``missing_in_source`` never starts).
-    present: dict[str, set[str]] = field(default_factory=dict)
-
-
 class Engine:
-    """Runs reconciliation over one deployment's stores and sources."""
+    """Runs reconciliation over one deployment's stores and sources.
+
+    A run is five stages, each a method that takes the previous stages' frozen values and
+    returns its own: ``read_sources`` -> ``SourcesRead``; ``scan`` -> ``Scan`` (table and
+    collection); ``assess`` -> ``Assessment`` (checks and plan, family by family);
+    ``decide`` -> ``GuardDecision``; ``record`` -> ``ApplyResult`` (writing modes only).
+    ``run`` chains them into a ``Report``.
+    """
 
     def __init__(
         self,
@@ -191,36 +292,57 @@ class Engine:
         unknown = options.checks - set(CHECKS)
         if unknown:
             raise ValueError(f"unknown check(s): {', '.join(sorted(unknown))}")
+        run_id = options.run_id or str(uuid.uuid4())
+        started_at = datetime.now(UTC)
+        sources = self.read_sources(options, now)
+        scan = self.scan(options, self.scope(options, sources))
+        assessment = self.assess(options, now, sources, scan)
+        plan = self.without_queued_reingests(assessment.plan)
+        decision = decide(options, scan.totals, plan, sources.states)
+        findings = [*assessment.findings, *decision.reasons]
+        applied = None
+        if options.mode.writes:
+            applied = self.record(
+                options,
+                now,
+                sources,
+                run_id=run_id,
+                started_at=started_at,
+                findings=findings,
+                plan=plan,
+                decision=decision,
+                scan=scan,
+                timings=assessment.timings,
+            )
         report = Report(
-            run_id=options.run_id or str(uuid.uuid4()),
+            run_id=run_id,
             mode=options.mode,
-            started_at=datetime.now(UTC),
+            started_at=started_at,
+            finished_at=datetime.now(UTC),
+            findings=findings,
+            plan=plan,
+            summary={check: dict(counts) for check, counts in assessment.summary.items()},
+            refused=decision.refused,
+            forced=decision.forced,
+            guard=decision.to_json(),
+            applied=applied,
+            sources=sources.states,
+            chunks_scanned=scan.totals.chunks,
+            timings=dict(assessment.timings),
         )
-        report.summary = {c: {"checked": 0, "findings": 0} for c in CHECKS if c in options.checks}
-        sources = self._read_sources(options, now)
-        report.sources = sources.states
-        self._reconcile(options, now, sources, report)
-        self._drop_queued_reingests(report)
-        for finding in report.findings:
-            if finding.check in report.summary:
-                report.summary[finding.check]["findings"] += 1
-        self._guard(options, report, sources)
-        if options.mode in WRITING_MODES:
-            self._record(options, now, sources, report)
-        report.finished_at = datetime.now(UTC)
         log.info(
             "%s run %s: %.2fs, %d chunk(s) scanned, %d finding(s), writes %s%s",
             options.mode,
             report.run_id,
-            (report.finished_at - report.started_at).total_seconds(),
+            (datetime.now(UTC) - report.started_at).total_seconds(),
             report.chunks_scanned,
             len(report.findings),
             report.writes(),
             " REFUSED by the guard" if report.refused else "",
             extra={
                 "run_id": report.run_id,
-                "mode": options.mode,
-                "job": options.job or options.mode,
+                "mode": str(options.mode),
+                "job": options.job or str(options.mode),
                 "findings": len(report.findings),
                 "writes": report.writes(),
                 "refused": report.refused,
@@ -228,16 +350,26 @@ class Engine:
         )
         return report
 
-    def _read_sources(self, options: Options, now: datetime) -> _Sources:
+    # -- stage 1: the sources --------------------------------------------------------------
+
+    def read_sources(self, options: Options, now: datetime) -> SourcesRead:
+        """Scan every source (when a check needs them) and give each document its family."""
         read = bool(options.checks & SOURCE_CHECKS)
         status = self.table.source_status()
-        result = _Sources()
+        states: dict[str, SourceState] = {}
+        by_id: dict[str, SourceDocument] = {}
+        family_of: dict[str, str] = {}
+        problems: dict[str, list[SourceProblem]] = defaultdict(list)
+        loose_problems: list[SourceProblem] = []
+        last_seen: dict[str, datetime] = {}
+        identities: dict[str, tuple[tuple[str, str, str | None, str | None], ...]] = {}
+        present: dict[str, frozenset[str]] = {}
         for source in self.sources:
             row = status.get(source.name)
             last_success = row.last_success_at if row else None
             ttl = options.ttls.get(source.name)
             if not read:
-                result.states[source.name] = SourceState(
+                states[source.name] = SourceState(
                     source.name,
                     readable=False,
                     scanned=False,
@@ -249,7 +381,7 @@ class Engine:
                 snapshot = screen(source.scan())
             except ConnectorError as exc:
                 log.warning("source %s unreadable: %s", source.name, exc)
-                result.states[source.name] = SourceState(
+                states[source.name] = SourceState(
                     source.name,
                     readable=False,
                     scanned=True,
@@ -260,7 +392,7 @@ class Engine:
                 continue
             if not snapshot.complete and not snapshot.documents:
                 # A partial scan that read nothing is an outage, not an empty source.
-                result.states[source.name] = SourceState(
+                states[source.name] = SourceState(
                     source.name,
                     readable=False,
                     scanned=True,
@@ -270,7 +402,7 @@ class Engine:
                     complete=False,
                 )
                 continue
-            result.states[source.name] = SourceState(
+            states[source.name] = SourceState(
                 source.name,
                 readable=True,
                 scanned=True,
@@ -283,25 +415,34 @@ class Engine:
             assignment = resolve_families(
                 snapshot.documents, known_by_key=by_key, known_by_hash=by_hash
             )
-            seen = self.table.identity_last_seen(source.name)
-            result.identities[source.name] = []
             for doc in snapshot.documents:
-                result.by_id[doc.doc_id] = doc
-                result.family_of[doc.doc_id] = assignment.family_of[doc.doc_id]
-                result.identities[source.name].append(
-                    (doc.source_key, assignment.family_of[doc.doc_id], doc.content_hash, doc.path)
-                )
-            for key, instant in seen.items():
-                result.last_seen[f"{source.name}:{key}"] = instant
-            present = result.present[source.name] = set()
+                by_id[doc.doc_id] = doc
+                family_of[doc.doc_id] = assignment.family_of[doc.doc_id]
+            identities[source.name] = tuple(
+                (doc.source_key, assignment.family_of[doc.doc_id], doc.content_hash, doc.path)
+                for doc in snapshot.documents
+            )
+            for key, instant in self.table.identity_last_seen(source.name).items():
+                last_seen[f"{source.name}:{key}"] = instant
+            unparsed: set[str] = set()
             for problem in self._identify(source.name, snapshot):
                 if problem.doc_id is None:
-                    result.loose_problems.append(problem)
+                    loose_problems.append(problem)
                     continue
-                result.problems[problem.doc_id].append(problem)
-                if problem.doc_id not in result.by_id and problem.source_key is not None:
-                    present.add(problem.source_key)
-        return result
+                problems[problem.doc_id].append(problem)
+                if problem.doc_id not in by_id and problem.source_key is not None:
+                    unparsed.add(problem.source_key)
+            present[source.name] = frozenset(unparsed)
+        return SourcesRead(
+            states=states,
+            by_id=by_id,
+            family_of=family_of,
+            problems={doc_id: tuple(found) for doc_id, found in problems.items()},
+            loose_problems=tuple(loose_problems),
+            last_seen=last_seen,
+            identities=identities,
+            present=present,
+        )
 
     def _identify(self, source: str, snapshot: SourceSnapshot) -> list[SourceProblem]:
         """Each problem with the identity of the document it is about, where one is known.
@@ -343,19 +484,10 @@ class Engine:
             )
         return problems
 
-    def _rows(self, options: Options, families: Iterable[str] | None = None) -> Iterator[Document]:
-        for row in self.table.iter_documents(
-            batch_size=options.table_batch,
-            families=list(families) if families is not None else None,
-        ):
-            if options.shard.owns(row.doc_family_id):
-                yield row
+    # -- stage 2: the table and the collection ---------------------------------------------
 
-    def _reconcile(
-        self, options: Options, now: datetime, sources: _Sources, report: Report
-    ) -> None:
-        checks = options.checks
-        scope = options.families
+    def scope(self, options: Options, sources: SourcesRead) -> frozenset[str] | None:
+        """The families a scoped run (``--doc``, ``--family``) covers; raise for unknown ids."""
         if options.doc_id is not None:
             found = self.table.get_documents([options.doc_id]).get(options.doc_id)
             family = found.doc_family_id if found else sources.family_of.get(options.doc_id)
@@ -365,11 +497,11 @@ class Engine:
                     "nor in a source that could be read (doc ids are '<source>:<id>'; "
                     "see `reconciler status`)"
                 )
-            scope = frozenset({family})
-        elif scope is not None:
+            return frozenset({family})
+        if options.families is not None:
             in_sources = set(sources.family_of.values())
             unknown = sorted(
-                f for f in scope if f not in in_sources and not self.table.has_family(f)
+                f for f in options.families if f not in in_sources and not self.table.has_family(f)
             )
             if unknown:
                 raise NotFound(
@@ -377,22 +509,35 @@ class Engine:
                     "document table nor in a source that could be read (family ids are "
                     "'<source>:<family>')"
                 )
-        # Pass 1: the fingerprint of every row's expected payload, and totals for the guard.
+        return options.families
+
+    def _rows(self, options: Options, families: Iterable[str] | None = None) -> Iterator[Document]:
+        for row in self.table.iter_documents(
+            batch_size=options.table_batch,
+            families=list(families) if families is not None else None,
+        ):
+            if options.shard.owns(row.doc_family_id):
+                yield row
+
+    def scan(self, options: Options, scope: frozenset[str] | None) -> Scan:
+        """Fingerprint every row's expected payload, then fold the collection per document.
+
+        The table is streamed once here (and once more, family by family, by ``assess``);
+        the collection once. Memory holds a fingerprint and a ``ChunkAggregate`` a document.
+        """
         expected: dict[str, tuple[bytes, str]] = {}
-        families_total = 0
-        per_source_rows: dict[str, int] = defaultdict(int)
+        families = 0
+        rows_by_source: dict[str, int] = defaultdict(int)
         last_family = None
         for row in self._rows(options, scope):
             expected[row.doc_id] = (digest(expected_variant(row)), row.doc_family_id)
             if row.version_state is not VersionState.RETIRED:  # what the source should still hold
-                per_source_rows[row.source] += 1
+                rows_by_source[row.source] += 1
             if row.doc_family_id != last_family:
-                families_total += 1
+                families += 1
                 last_family = row.doc_family_id
-        report.guard.update(families_total=families_total, rows_by_source=dict(per_source_rows))
 
-        # Pass 2: chunk aggregates per document.
-        aggregates: dict[str | None, ChunkAggregate] = {}
+        chunks: dict[str | None, ChunkAggregate] = {}
         scanned = 0
         doc_filter = list(expected) if scope is not None else None
         if scope is None or doc_filter:
@@ -413,24 +558,41 @@ class Engine:
                 if not matched:
                     variant = normalize(payload)
                     matched = entry is not None and digest(variant) == entry[0]
-                aggregate = aggregates.get(chunk.doc_id)
+                aggregate = chunks.get(chunk.doc_id)
                 if aggregate is None:
-                    aggregate = aggregates[chunk.doc_id] = ChunkAggregate()
+                    aggregate = chunks[chunk.doc_id] = ChunkAggregate()
                 aggregate.count += 1
                 if matched:
                     aggregate.matching += 1
                 else:
                     aggregate.variants[variant] = aggregate.variants.get(variant, 0) + 1
-        report.chunks_scanned = scanned
-        report.guard["chunks_total"] = scanned
+        return Scan(
+            scope=scope,
+            expected=expected,
+            chunks=chunks,
+            totals=Totals(families=families, rows_by_source=dict(rows_by_source), chunks=scanned),
+        )
 
+    # -- stage 3: the checks and the plan --------------------------------------------------
+
+    def assess(
+        self, options: Options, now: datetime, sources: SourcesRead, scan: Scan
+    ) -> Assessment:
+        """Run the checks family by family (and the collection- and source-wide ones), and
+        plan the repair of what they find."""
+        checks = options.checks
+        scope = scan.scope
+        expected = scan.expected
+        findings: list[Finding] = []
+        plans: list[Plan] = []
+        summary = {c: {"checked": 0, "findings": 0} for c in CHECKS if c in checks}
+        timings: dict[str, float] = {}
         ctx = Context(
             now=now,
             sources=sources.states,
             successor_policy=options.successor_policy,
             unknown_siblings=options.unknown_siblings,
             missing_grace=options.missing_grace,
-            in_table=lambda doc_id: doc_id in expected or self._registered(doc_id),
         )
         # Source documents without a row, by family (their families may have no rows at all).
         new_by_family: dict[str, list[SourceDocument]] = defaultdict(list)
@@ -440,61 +602,73 @@ class Engine:
                 if options.shard.owns(family) and (scope is None or family in scope):
                     new_by_family[family].append(doc)
 
-        # Pass 3: family by family.
+        def take(outcome: FamilyOutcome) -> None:
+            findings.extend(outcome.findings)
+            plans.append(outcome.plan)
+            for name, seconds in outcome.timings.items():
+                timings[name] = timings.get(name, 0.0) + seconds
+                summary[name]["checked"] += 1
+
         unclaimed = set(sources.problems)
         family_checks = [c for c in CHECKS if c in checks and c in FAMILY_CHECKS]
         for family, group in groupby(self._rows(options, scope), key=lambda r: r.doc_family_id):
-            view = self._view(
-                family, tuple(group), sources, aggregates, new_by_family.pop(family, [])
-            )
+            view = self._view(family, tuple(group), sources, scan, new_by_family.pop(family, []))
             unclaimed -= set(view.problems)
-            self._check_family(view, ctx, family_checks, options, report)
+            take(check_family(view, ctx, family_checks, options.doc_id))
         for family, docs in sorted(new_by_family.items()):
-            view = self._view(family, (), sources, aggregates, docs)
+            view = self._view(family, (), sources, scan, docs)
             unclaimed -= set(view.problems)
-            self._check_family(view, ctx, family_checks, options, report)
+            take(check_family(view, ctx, family_checks, options.doc_id))
         # A problem of a document outside this shard (or not in the source at all, yet
         # registered) is not "unregistered".
         unclaimed = {d for d in unclaimed if d not in sources.by_id and not self._registered(d)}
 
         if "payload" in checks:
-            report.summary["payload"]["checked"] = scanned
-            for orphan_id, aggregate in sorted(aggregates.items(), key=lambda kv: str(kv[0])):
+            summary["payload"]["checked"] = scan.totals.chunks
+            for orphan_id, aggregate in sorted(scan.chunks.items(), key=lambda kv: str(kv[0])):
                 if orphan_id is not None and orphan_id in expected:
                     continue
                 finding = check_orphans(orphan_id, aggregate)
-                if finding is not None and self._in_doc_scope(options, finding):
-                    report.findings.append(finding)
-                    report.plan.extend(plan_orphan(finding, aggregate))
+                if finding is not None and _in_doc_scope(options.doc_id, finding):
+                    findings.append(finding)
+                    plans.append(plan_orphan(finding, aggregate))
         if scope is None:
             # Problems no registered document matches (a note that never parsed, an entry
             # without an id): the family check's. Unreadable parts of a source without a
             # document to name are the hash check's, with the source's own state.
             if "family" in checks:
-                report.findings += unregistered_findings(
+                findings += unregistered_findings(
                     [p for p in sources.loose_problems if p.kind not in UNREADABLE_PROBLEMS]
                     + [p for doc_id in sorted(unclaimed) for p in sources.problems[doc_id]]
                 )
             if "hash" in checks:
-                report.findings += unreadable_findings(sources.loose_problems, None)
+                findings += unreadable_findings(sources.loose_problems, None)
                 for state in sources.states.values():
-                    report.findings += check_source(state)
+                    findings += check_source(state)
         if "index" in checks:
             started = time.perf_counter()
             supported = bool(getattr(self.index, "supports_payload_indexes", False))
             index_findings = check_index(
                 self.index.payload_indexes() if supported else {}, supported=supported
             )
-            report.summary["index"]["checked"] = 6 if supported else 0
-            report.findings += index_findings
-            report.plan.indexes += [f.index for f in index_findings if f.index is not None]
-            report.timings["index"] = time.perf_counter() - started
+            summary["index"]["checked"] = 6 if supported else 0
+            findings += index_findings
+            plans.append(Plan(indexes=[f.index for f in index_findings if f.index is not None]))
+            timings["index"] = time.perf_counter() - started
+        for finding in findings:
+            if finding.check in summary:
+                summary[finding.check]["findings"] += 1
+        return Assessment(
+            findings=tuple(findings), plan=Plan.combine(plans), summary=summary, timings=timings
+        )
 
-    def _drop_queued_reingests(self, report: Report) -> None:
+    def without_queued_reingests(self, plan: Plan) -> Plan:
         """A request still pending in the outbox is not written again: the plan says so."""
-        if report.plan.reingests:
-            queued = self.table.pending_reingest_for(r.doc_id for r in report.plan.reingests)
-            report.plan.reingests = [r for r in report.plan.reingests if r.doc_id not in queued]
+        if not plan.reingests:
+            return plan
+        return plan.without_reingests(
+            self.table.pending_reingest_for(r.doc_id for r in plan.reingests)
+        )
 
     def _registered(self, doc_id: str) -> bool:
         """Whether a document outside this shard/scope has a row (rare lookups only)."""
@@ -504,8 +678,8 @@ class Engine:
         self,
         family: str,
         rows: tuple[Document, ...],
-        sources: _Sources,
-        aggregates: dict[str | None, ChunkAggregate],
+        sources: SourcesRead,
+        scan: Scan,
         new_docs: list[SourceDocument],
     ) -> FamilyView:
         members = {r.doc_id for r in rows} | {d.doc_id for d in new_docs}
@@ -515,139 +689,88 @@ class Engine:
             for doc in by_id.values()
             if doc.superseded_by and doc.superseded_by in sources.by_id
         }
+        named = {d.superseded_by for d in by_id.values()} | {r.superseded_by for r in rows}
+        outside = [d for d in named if d is not None and d not in scan.expected]
+        found = self.table.get_documents(outside) if outside else {}
         return FamilyView(
             family=family,
             rows=rows,
             sources=by_id,
             successors=successors,
-            problems={d: tuple(sources.problems[d]) for d in members if d in sources.problems},
+            problems={d: sources.problems[d] for d in members if d in sources.problems},
             last_seen={d: sources.last_seen[d] for d in members if d in sources.last_seen},
-            chunks={r.doc_id: aggregates.pop(r.doc_id) for r in rows if r.doc_id in aggregates},
+            chunks={r.doc_id: scan.chunks[r.doc_id] for r in rows if r.doc_id in scan.chunks},
+            registered=frozenset(
+                d for d in named if d is not None and (d in scan.expected or d in found)
+            ),
         )
 
-    def _in_doc_scope(self, options: Options, finding: Finding) -> bool:
-        return options.doc_id is None or finding.doc_id == options.doc_id
+    # -- stage 5: apply and record -----------------------------------------------------------
 
-    def _check_family(
-        self, view: FamilyView, ctx: Context, checks: list[str], options: Options, report: Report
-    ) -> None:
-        findings: list[Finding] = []
-        for name in checks:
-            started = time.perf_counter()
-            findings += FAMILY_CHECKS[name](view, ctx)
-            report.timings[name] = report.timings.get(name, 0.0) + time.perf_counter() - started
-            report.summary[name]["checked"] += 1
-        truth = declared_family(view, ctx).rows if "family" in checks else None
-        plan = plan_family(view, findings, truth)
-        # Repairs have consequences: a version set back to current by the source can leave an
-        # older one live beside it. Check the family as the plan leaves it, and fold what the
-        # time rule still finds into the same plan, so one apply converges.
-        consequence_checks = [c for c in ("dates", "siblings") if c in checks]
-        for _round in range(3):
-            after = _as_planned(view, plan)
-            extra = [
-                f
-                for name in consequence_checks
-                for f in FAMILY_CHECKS[name](after, ctx)
-                if f.changes and f.doc_id is not None
-            ]
-            if not extra:
-                break
-            findings += extra
-            plan = plan_family(view, findings, truth)
-        findings = [f for f in findings if self._in_doc_scope(options, f)]
-        report.findings += findings
-        if options.doc_id is not None:
-            plan = plan_family(view, findings, truth)
-        report.plan.extend(plan)
-
-    # -- guard and recording ---------------------------------------------------------------
-
-    def _guard(self, options: Options, report: Report, sources: _Sources) -> None:
-        plan = report.plan
-        rows_by_source: dict[str, int] = report.guard.get("rows_by_source", {})
-        changed_families = len(plan.changed_families())
-        changed_chunks = plan.counts()["points"]
-        families_total = max(int(report.guard.get("families_total", 0)), 1)
-        chunks_total = max(int(report.guard.get("chunks_total", 0)), 1)
-        report.guard.update(
-            changed_families=changed_families,
-            changed_chunks=changed_chunks,
-            max_changed_fraction=options.guard.max_changed_fraction,
-        )
-        reasons: list[Finding] = []
-        for name, state in sources.states.items():
-            if (
-                state.scanned
-                and state.readable
-                and state.documents == 0
-                and rows_by_source.get(name)
-            ):
-                reasons.append(
-                    Finding(
-                        check="guard",
-                        kind="source_empty",
-                        severity=Severity.CRITICAL,
-                        family=None,
-                        doc_id=None,
-                        expected={
-                            "source": name,
-                            "documents": f"> 0 ({rows_by_source[name]} registered, not retired)",
-                        },
-                        actual={"source": name, "documents": 0},
-                        action="refuse the run: a source that had documents returned none",
-                    )
-                )
-        limit = options.guard.max_changed_fraction
-        scoped = options.families is not None or options.doc_id is not None
-        for what, changed, total in (
-            ("families", changed_families, families_total),
-            ("chunks", changed_chunks, chunks_total),
-        ):
-            if not scoped and changed > options.guard.floor and changed / total > limit:
-                reasons.append(
-                    Finding(
-                        check="guard",
-                        kind="blast_radius",
-                        severity=Severity.CRITICAL,
-                        family=None,
-                        doc_id=None,
-                        expected={what: f"<= {limit:.0%} of {total}"},
-                        actual={what: changed, "fraction": round(changed / total, 4)},
-                        action="refuse the run (rerun with --force after review)",
-                    )
-                )
-        if not reasons:
-            return
-        report.findings += reasons
-        report.guard["tripped"] = [r.kind for r in reasons]
-        if options.mode in WRITING_MODES:
-            if options.force:
-                report.forced = True
-            else:
-                report.refused = True
-
-    def _record(self, options: Options, now: datetime, sources: _Sources, report: Report) -> None:
+    def record(
+        self,
+        options: Options,
+        now: datetime,
+        sources: SourcesRead,
+        *,
+        run_id: str,
+        started_at: datetime,
+        findings: Sequence[Finding],
+        plan: Plan,
+        decision: GuardDecision,
+        scan: Scan,
+        timings: Mapping[str, float],
+    ) -> ApplyResult | None:
+        """Apply the plan (unless the guard refused it) and record the run, its findings and
+        what the sources and identities looked like; ``None`` when refused."""
         table = self.table
-        status = "refused" if report.refused else "running"
+
+        def finish(
+            status: RunStatus,
+            counts: Mapping[str, Any],
+            applied: ApplyResult | None,
+            error: str | None = None,
+        ) -> None:
+            """Record the run's findings (with what is still outstanding) and its end."""
+            done = applied.counts() if applied is not None else {}
+            table.record_findings(
+                run_id,
+                findings,
+                outstanding=[
+                    outstanding(f, applied=status is RunStatus.SUCCEEDED) for f in findings
+                ],
+            )
+            table.finish_run(
+                run_id,
+                status=status,
+                counts={**counts, "check_seconds": dict(timings)},
+                error=error,
+                duration_seconds=(datetime.now(UTC) - started_at).total_seconds(),
+                chunks_scanned=scan.totals.chunks,
+                rows_written=int(done.get("table", 0)),
+                payload_writes=int(done.get("payload", 0)),
+                points_written=int(done.get("points", 0)),
+                reingest_requests=int(done.get("reingest", 0)),
+            )
+
         table.start_run(
             mode=options.mode,
             actor=options.actor,
-            forced=report.forced,
+            forced=decision.forced,
             shard=str(options.shard),
-            status=status,
-            run_id=report.run_id,
+            status=RunStatus.REFUSED if decision.refused else RunStatus.RUNNING,
+            run_id=run_id,
             job=options.job or options.mode,
             checks=",".join(c for c in CHECKS if c in options.checks),
         )
-        if report.refused:
-            self._finish(report, "refused", report.plan.counts())
-            return
+        if decision.refused:
+            finish(RunStatus.REFUSED, plan.counts(), None)
+            return None
         progress = self.progress
         applier = Applier(
             table=table,
             index=self.index,
-            run_id=report.run_id,
+            run_id=run_id,
             actor=options.actor,
             batch_points=options.write_batch,
             scroll_batch=options.scroll_batch,
@@ -655,22 +778,20 @@ class Engine:
             keep_writing=self.keep_writing,
         )
         try:
-            if report.forced:
-                forced = [_forced_entry(report, options, now)]
+            if decision.forced:
+                forced = [_forced_entry(run_id, decision, options, now)]
                 applier.result.audit_head = table.append_audit(forced)
-            report.applied = applier.apply(report.plan, now=now)
+            applied = applier.apply(plan, now=now)
         except Exception as exc:
             # Recorded with exactly what was written (the audit has it entry by entry); the
             # next run converges. If the table itself is what failed, the caller records it.
-            report.applied = applier.result
-            report.error = f"{type(exc).__name__}: {exc}"
             counts = applier.result.counts()
             if applier.pending_intent is not None:
                 counts["unconfirmed"] = applier.pending_intent  # for the next runner
             try:
-                self._finish(report, "failed", counts, error=report.error)
+                finish(RunStatus.FAILED, counts, applier.result, error=error_text(exc))
             except Exception as again:  # never let the record hide what went wrong
-                log.error("could not record the failure of run %s: %s", report.run_id, again)
+                log.error("could not record the failure of run %s: %s", run_id, again)
             raise
         for name, state in sources.states.items():
             if state.scanned:
@@ -682,34 +803,116 @@ class Engine:
                     documents_seen=state.documents if state.readable else None,
                 )
         for name, entries in sources.identities.items():
-            table.record_identities(name, entries)
+            table.record_identities(name, list(entries))
         for name, keys in sources.present.items():
             table.touch_identities(name, keys)
-        self._finish(report, "succeeded", report.applied.counts())
+        finish(RunStatus.SUCCEEDED, applied.counts(), applied)
+        return applied
 
-    def _finish(
-        self, report: Report, status: str, counts: Mapping[str, Any], error: str | None = None
-    ) -> None:
-        """Record the run's findings (with what is still outstanding) and its end."""
-        applied = status == "succeeded"
-        self.table.record_findings(
-            report.run_id,
-            report.findings,
-            outstanding=[outstanding(f, applied=applied) for f in report.findings],
-        )
-        done = report.applied.counts() if report.applied is not None else {}
-        self.table.finish_run(
-            report.run_id,
-            status=status,
-            counts={**counts, "check_seconds": report.timings},
-            error=error,
-            duration_seconds=(datetime.now(UTC) - report.started_at).total_seconds(),
-            chunks_scanned=report.chunks_scanned,
-            rows_written=int(done.get("table", 0)),
-            payload_writes=int(done.get("payload", 0)),
-            points_written=int(done.get("points", 0)),
-            reingest_requests=int(done.get("reingest", 0)),
-        )
+
+# -- stages as functions (no store) ----------------------------------------------------------
+
+
+def _in_doc_scope(doc_id: str | None, finding: Finding) -> bool:
+    return doc_id is None or finding.doc_id == doc_id
+
+
+def check_family(
+    view: FamilyView, ctx: Context, checks: Sequence[str], doc_id: str | None = None
+) -> FamilyOutcome:
+    """Run the family checks on one family and plan their repair (``doc_id``: only that
+    document's findings and writes)."""
+    findings: list[Finding] = []
+    timings: dict[str, float] = {}
+    for name in checks:
+        started = time.perf_counter()
+        findings += FAMILY_CHECKS[name](view, ctx)
+        timings[name] = time.perf_counter() - started
+    truth = declared_family(view, ctx).rows if "family" in checks else None
+    plan = plan_family(view, findings, truth)
+    # Repairs have consequences: a version set back to current by the source can leave an
+    # older one live beside it. Check the family as the plan leaves it, and fold what the
+    # time rule still finds into the same plan, so one apply converges.
+    consequence_checks = [c for c in ("dates", "siblings") if c in checks]
+    for _round in range(3):
+        after = _as_planned(view, plan)
+        extra = [
+            f
+            for name in consequence_checks
+            for f in FAMILY_CHECKS[name](after, ctx)
+            if f.changes and f.doc_id is not None
+        ]
+        if not extra:
+            break
+        findings += extra
+        plan = plan_family(view, findings, truth)
+    findings = [f for f in findings if _in_doc_scope(doc_id, f)]
+    if doc_id is not None:
+        plan = plan_family(view, findings, truth)
+    return FamilyOutcome(findings=tuple(findings), plan=plan, timings=timings)
+
+
+def decide(
+    options: Options, totals: Totals, plan: Plan, sources: Mapping[str, SourceState]
+) -> GuardDecision:
+    """The blast-radius guard: may ``plan`` be written? (A source that had documents and
+    returned none, or more than the allowed fraction of families or chunks changing.)"""
+    changed_families = len(plan.changed_families())
+    changed_chunks = plan.counts()["points"]
+    families_total = max(totals.families, 1)
+    chunks_total = max(totals.chunks, 1)
+    reasons: list[Finding] = []
+    for name, state in sources.items():
+        if (
+            state.scanned
+            and state.readable
+            and state.documents == 0
+            and totals.rows_by_source.get(name)
+        ):
+            reasons.append(
+                Finding(
+                    check="guard",
+                    kind="source_empty",
+                    severity=Severity.CRITICAL,
+                    family=None,
+                    doc_id=None,
+                    expected={
+                        "source": name,
+                        "documents": f"> 0 ({totals.rows_by_source[name]} registered, not retired)",
+                    },
+                    actual={"source": name, "documents": 0},
+                    action="refuse the run: a source that had documents returned none",
+                )
+            )
+    limit = options.guard.max_changed_fraction
+    scoped = options.families is not None or options.doc_id is not None
+    for what, changed, total in (
+        ("families", changed_families, families_total),
+        ("chunks", changed_chunks, chunks_total),
+    ):
+        if not scoped and changed > options.guard.floor and changed / total > limit:
+            reasons.append(
+                Finding(
+                    check="guard",
+                    kind="blast_radius",
+                    severity=Severity.CRITICAL,
+                    family=None,
+                    doc_id=None,
+                    expected={what: f"<= {limit:.0%} of {total}"},
+                    actual={what: changed, "fraction": round(changed / total, 4)},
+                    action="refuse the run (rerun with --force after review)",
+                )
+            )
+    writing = options.mode.writes and bool(reasons)
+    return GuardDecision(
+        totals=totals,
+        changed_families=changed_families,
+        changed_chunks=changed_chunks,
+        max_changed_fraction=limit,
+        reasons=tuple(reasons),
+        refused=writing and not options.force,
+        forced=writing and options.force,
+    )
 
 
 def _as_planned(view: FamilyView, plan: Plan) -> FamilyView:
@@ -728,14 +931,16 @@ def _as_planned(view: FamilyView, plan: Plan) -> FamilyView:
     return dataclasses.replace(view, rows=rows, chunks=chunks)
 
 
-def _forced_entry(report: Report, options: Options, now: datetime) -> AuditEntry:
+def _forced_entry(
+    run_id: str, decision: GuardDecision, options: Options, now: datetime
+) -> AuditEntry:
     return AuditEntry(
-        run_id=report.run_id,
+        run_id=run_id,
         at=now,
         actor=options.actor,
         reason="--force past the blast-radius guard",
         target_type="run",
-        target=report.run_id,
-        before={"guard": report.guard.get("tripped", [])},
+        target=run_id,
+        before={"guard": [r.kind for r in decision.reasons]},
         after={"forced": True},
     )

@@ -21,7 +21,14 @@ from reconciler.chunking import chunk_markdown
 from reconciler.deriving import expected_document, version_ordinals
 from reconciler.embedding import Embedder
 from reconciler.families import resolve_families
-from reconciler.model import ChunkRecord, Document, SourceDocument, SourceProblem
+from reconciler.model import (
+    ChunkRecord,
+    Document,
+    RunMode,
+    RunStatus,
+    SourceDocument,
+    SourceProblem,
+)
 from reconciler.payload import chunk_payload
 from reconciler.ports import ChunkIndex
 from reconciler.runs import recorded
@@ -101,13 +108,13 @@ class Ingestor:
     ) -> IngestReport:
         """Ingest new documents and pending re-ingest requests of every source."""
         now = now or datetime.now(UTC)
-        with recorded(self.table, mode="ingest", actor="cli") as run:
+        with recorded(self.table, mode=RunMode.INGEST, actor="cli") as run:
             report = IngestReport(run_id=run.run_id)
             self.index.ensure_collection(dim=self.embedder.dim)
             for source in sources:
                 report.sources.append(self._ingest_source(source, now=now, outbox_only=outbox_only))
                 run.counts = report.totals()
-            run.status = "succeeded" if report.ok else "failed"
+            run.status = RunStatus.SUCCEEDED if report.ok else RunStatus.FAILED
         return report
 
     def _ingest_source(

@@ -31,6 +31,35 @@ class VersionState(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+class RunMode(enum.StrEnum):
+    """What a recorded run did (the run log's ``mode``; also the ``job`` of a command)."""
+
+    CHECK = "check"
+    PLAN = "plan"
+    APPLY = "apply"
+    RUN = "run"
+    REPAIR = "repair"
+    INGEST = "ingest"
+    BOOTSTRAP = "bootstrap"
+    ROLLBACK = "rollback"
+
+    @property
+    def writes(self) -> bool:
+        """Whether a reconciliation in this mode applies its plan (under the guard)."""
+        return self in (RunMode.APPLY, RunMode.RUN, RunMode.REPAIR)
+
+
+class RunStatus(enum.StrEnum):
+    """How a recorded run stands (the run log's ``status``)."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REFUSED = "refused"
+    #: Its process died mid-write; the next runner of its shard resolved what it left.
+    INTERRUPTED = "interrupted"
+
+
 #: States a default (non-historical) retrieval may return, subject to the effective window.
 #: ``pending`` is here because the window decides: a pending version is returned once
 #: ``effective_from <= as_of``, before the dates job has flipped it to ``current``.

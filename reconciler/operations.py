@@ -23,9 +23,10 @@ from reconciler.errors import (
 )
 from reconciler.ingesting import Ingestor
 from reconciler.leasing import HeldLease, lease_name, make_lease
-from reconciler.model import jsonable
+from reconciler.model import RunMode, RunStatus, jsonable
 from reconciler.recovery import resolve_interrupted
 from reconciler.rollback import rollback
+from reconciler.runs import finish_failed
 from reconciler.settings import Settings
 from reconciler.snapshot import Shard
 from reconciler.stores import audit
@@ -198,7 +199,7 @@ def engine_options(
             [("--check", f"unknown check {name!r}; one of {', '.join(CHECKS)}") for name in unknown]
         )
     return Options(
-        mode=mode,
+        mode=RunMode(mode),
         checks=chosen,
         now=now,
         force=force,
@@ -319,7 +320,7 @@ def _record_failed(table: SqlDocumentTable, options: Options, exc: Exception) ->
     """Record the run as failed, unless the engine already did (it knows what was written)."""
     try:
         existing = table.get_run(options.run_id) if options.run_id else None
-        if existing is not None and existing.status != "running":
+        if existing is not None and existing.status != RunStatus.RUNNING:
             return
         if existing is None:
             table.start_run(
@@ -331,7 +332,7 @@ def _record_failed(table: SqlDocumentTable, options: Options, exc: Exception) ->
                 checks=",".join(c for c in CHECKS if c in options.checks),
             )
         assert options.run_id is not None
-        table.finish_run(options.run_id, status="failed", error=f"{type(exc).__name__}: {exc}")
+        finish_failed(table, options.run_id, exc)
     except Exception as again:  # the table itself may be what failed
         log.error("could not record the failed run: %s", again)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,9 +79,9 @@ class PayloadTarget:
     partial: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    """Everything a run would write."""
+    """Everything a run would write (a value: combine plans with ``Plan.combine``)."""
 
     row_updates: list[RowUpdate] = field(default_factory=list)
     payload_targets: list[PayloadTarget] = field(default_factory=list)
@@ -109,12 +109,23 @@ class Plan:
         """True when nothing would be written."""
         return not (self.row_updates or self.payload_targets or self.reingests or self.indexes)
 
-    def extend(self, other: Plan) -> None:
-        """Append another plan's writes (plans are built family by family)."""
-        self.row_updates += other.row_updates
-        self.payload_targets += other.payload_targets
-        self.reingests += other.reingests
-        self.indexes += other.indexes
+    @classmethod
+    def combine(cls, plans: Iterable[Plan]) -> Plan:
+        """One plan with every write of ``plans``, in order (plans are built family by
+        family)."""
+        combined = cls()
+        for plan in plans:
+            combined.row_updates.extend(plan.row_updates)
+            combined.payload_targets.extend(plan.payload_targets)
+            combined.reingests.extend(plan.reingests)
+            combined.indexes.extend(plan.indexes)
+        return combined
+
+    def without_reingests(self, doc_ids: Collection[str]) -> Plan:
+        """This plan, minus the re-ingest requests of ``doc_ids`` (already queued)."""
+        return dataclasses.replace(
+            self, reingests=[r for r in self.reingests if r.doc_id not in doc_ids]
+        )
 
 
 def _merge_quarantine(row: Document, decisions: Mapping[str, bool]) -> tuple[bool, str | None]:
@@ -173,7 +184,7 @@ def plan_family(
     view: FamilyView, findings: Iterable[Finding], truth: Mapping[str, Document] | None = None
 ) -> Plan:
     """The writes that repair one family's findings (``truth``: the source's declared rows)."""
-    plan = Plan()
+    plan = Plan()  # filled here, then handed on as a value
     by_doc: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
         if finding.reingest is not None and finding.reingest not in plan.reingests:

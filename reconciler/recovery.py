@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.applying import CONFIRM, INTENT
-from reconciler.model import MANAGED_KEYS, jsonable
+from reconciler.model import MANAGED_KEYS, RunStatus, jsonable
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex
 from reconciler.stores import audit
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 #: The audit entry type that records how an interrupted run's last batch ended.
 RESOLVE = "resolve"
-INTERRUPTED = "interrupted"
+INTERRUPTED = RunStatus.INTERRUPTED
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def resolve_interrupted(
             f"of its last payload batch {len(written)} point(s) were written and "
             f"{len(missed)} were not (see `reconciler audit show --run {run_id}`)"
         )
-        if status == "running":
+        if status == RunStatus.RUNNING:
             table.finish_run(
                 run_id,
                 status=INTERRUPTED,

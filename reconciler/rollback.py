@@ -27,7 +27,7 @@ from typing import Any
 
 from reconciler.applying import INTENT, Applier
 from reconciler.errors import ReconcilerError
-from reconciler.model import MANAGED_KEYS, jsonable
+from reconciler.model import MANAGED_KEYS, RunMode, RunStatus, jsonable
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex
 from reconciler.runs import recorded
@@ -35,7 +35,7 @@ from reconciler.stores import audit
 from reconciler.stores.sql import RowChange, SqlDocumentTable, fields_from_json
 
 ROW = "row"
-ROLLBACK = "rollback"
+ROLLBACK = RunMode.ROLLBACK
 
 
 class RollbackRefused(ReconcilerError):
@@ -97,7 +97,7 @@ def rollback(
     run = table.get_run(run_id)
     if run is None:
         raise ReconcilerError(f"no run {run_id!r} (see `reconciler status` for recent runs)")
-    if run.status == "running":
+    if run.status == RunStatus.RUNNING:
         raise ReconcilerError(
             f"run {run_id} is still running (or died without its lease being taken since): "
             "wait for it to end, or run `reconciler rollback` again once its lease is free"

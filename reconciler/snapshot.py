@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -131,7 +131,6 @@ class Context:
     #: ``[policy] unknown_siblings``: "supersede" or "report" (see ``settling``).
     unknown_siblings: str = "supersede"
     missing_grace: timedelta = timedelta(days=7)
-    in_table: Callable[[str], bool] = lambda _doc_id: False
 
     def source_readable(self, name: str) -> bool:
         """Whether the source was read completely in this run."""
@@ -170,6 +169,9 @@ class FamilyView:
     #: When each document was last seen in its source (doc_id -> instant).
     last_seen: Mapping[str, datetime] = field(default_factory=dict)
     chunks: Mapping[str, ChunkAggregate] = field(default_factory=dict)
+    #: Documents named by a ``superseded_by`` of this family (source or row) that have a row
+    #: in the table, in any family or shard: a successor outside it is "not ingested".
+    registered: frozenset[str] = frozenset()
 
     def row(self, doc_id: str) -> Document | None:
         """The row of ``doc_id`` in this family, if any."""

@@ -138,10 +138,8 @@ def ctx(
     ttl: timedelta | None = None,
     last_success: datetime | None = None,
     policy: str = "supersede",
-    registered: Iterable[str] = (),
     grace: timedelta = 7 * DAY,
 ) -> Context:
-    ids = set(registered)
     state = SourceState(
         SRC,
         readable=readable,
@@ -155,7 +153,6 @@ def ctx(
         sources={SRC: state},
         successor_policy=policy,
         missing_grace=grace,
-        in_table=lambda doc_id: doc_id in ids,
     )
 
 
@@ -166,11 +163,15 @@ def view(
     problems: Mapping[str, tuple[SourceProblem, ...]] | None = None,
     last_seen: Mapping[str, datetime] | None = None,
     chunks: Mapping[str, ChunkAggregate] | None = None,
+    registered: Iterable[str] | None = None,
 ) -> FamilyView:
+    """A family whose rows are in the table (so are ``registered``, when given)."""
     by_id = {s.doc_id: s for s in sources}
+    rows = tuple(rows)
     return FamilyView(
         family=FAMILY,
-        rows=tuple(rows),
+        rows=rows,
+        registered=frozenset(registered if registered is not None else (r.doc_id for r in rows)),
         sources=by_id,
         successors={
             s.superseded_by: by_id[s.superseded_by]
@@ -184,8 +185,8 @@ def view(
 
 
 def family_ctx(rows: Iterable[Document], **kwargs: Any) -> Context:
-    """A context whose table holds exactly ``rows``."""
-    return ctx(registered=[r.doc_id for r in rows], **kwargs)
+    """A context for a family whose table holds exactly ``rows`` (see ``view``)."""
+    return ctx(**kwargs)
 
 
 def aggregate(

@@ -163,7 +163,7 @@ def declared_family(view: FamilyView, ctx: Context) -> Declared:
             ingested_at=row.ingested_at,
             updated_at=row.updated_at,
         )
-        if expected.superseded_by and not ctx.in_table(expected.superseded_by):
+        if expected.superseded_by and expected.superseded_by not in view.registered:
             not_ingested_successor[row.doc_id] = expected.superseded_by
             if ctx.successor_policy == "keep":
                 expected = dataclasses.replace(
