@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -15,6 +14,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from reconciler.checks import CHECKS
+from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.engine import Report
 from reconciler.errors import LeaseBusy, StoreFault
 from reconciler.metrics import LiveMetrics, build_registry, export
@@ -49,18 +49,20 @@ class Runner:
         live: LiveMetrics,
         shard: Shard | None = None,
         lease_renew_every: float = 30.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
         self.live = live
         self.shard = shard or Shard()
         self.lease_renew_every = lease_renew_every
+        self.clock = clock
 
     def __call__(
         self, spec: JobSpec, *, mode: str = "run", actor: str = "schedule"
     ) -> Report | None:
         """Run ``spec``; never raises (a failure is logged, recorded and shown in /healthz)."""
         shard = str(self.shard)
-        started = time.monotonic()
+        started = self.clock.monotonic()
         options = engine_options(
             self.settings,
             mode=mode,
@@ -76,6 +78,7 @@ class Runner:
                 options,
                 lease_renew_every=self.lease_renew_every,
                 on_lease=lambda held: gauge.set(1 if held else 0),
+                clock=self.clock,
             )
         except LeaseBusy as exc:
             log.info("job %s skipped: %s", spec.job_id, exc)
@@ -90,7 +93,7 @@ class Runner:
                 self.live.store_fault = str(exc)
             return None
         self.live.store_fault = None
-        self.live.observe(timings=report.timings, total=time.monotonic() - started)
+        self.live.observe(timings=report.timings, total=self.clock.monotonic() - started)
         self.live.set_health(report.error is None, report.error)
         log.info(
             "job %s run %s: %d finding(s), writes %s in %.1fs%s",
@@ -98,7 +101,7 @@ class Runner:
             report.run_id,
             len(report.findings),
             report.writes(),
-            time.monotonic() - started,
+            self.clock.monotonic() - started,
             " (refused by the guard)" if report.refused else "",
         )
         return report

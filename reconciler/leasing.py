@@ -6,6 +6,10 @@ as long as that session; if the process dies the server releases it). SQLite: a 
 that dies stops renewing and the lease expires, and a holder on this machine whose process is
 provably gone (its pid no longer exists) is taken over at once.
 
+Time comes from the injected ``clock`` (``reconciler.clock``): the row lease's expiry is
+written and compared as this process's clock says (never the database server's), and the
+renewals are paced by it. The advisory lock has no expiry: only its renewal pace is timed.
+
 The loser of a race skips its run and says so; it never waits.
 """
 
@@ -17,7 +21,7 @@ import os
 import socket
 import threading
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,6 +29,7 @@ from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.stores.schema import LeaseRow
 
 log = logging.getLogger(__name__)
@@ -119,15 +124,17 @@ class RowLease:
         *,
         ttl: timedelta = timedelta(minutes=2),
         holder: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.engine = engine
         self.name = name
         self.ttl = ttl
         self.holder = holder or holder_id()
+        self.clock = clock
 
     def acquire(self) -> bool:
         """Insert the lease, or take it over when expired (one atomic statement)."""
-        now = datetime.now(UTC)
+        now = self.clock.now()
         insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         stmt = insert(LeaseRow).values(
             name=self.name, holder=self.holder, acquired_at=now, expires_at=now + self.ttl
@@ -158,7 +165,7 @@ class RowLease:
 
     def renew(self) -> bool:
         """Push the expiry forward while we still hold it."""
-        now = datetime.now(UTC)
+        now = self.clock.now()
         with Session(self.engine) as session, session.begin():
             result = session.execute(
                 update(LeaseRow)
@@ -227,22 +234,33 @@ class AdvisoryLease:
             self._conn = None
 
 
-def make_lease(engine: Engine, name: str, *, ttl: timedelta = timedelta(minutes=2)) -> Lease:
-    """The right lease for the database: advisory lock on PostgreSQL, lease row elsewhere."""
+def make_lease(
+    engine: Engine,
+    name: str,
+    *,
+    ttl: timedelta = timedelta(minutes=2),
+    clock: Clock = SYSTEM_CLOCK,
+) -> Lease:
+    """The right lease for the database: advisory lock on PostgreSQL (no expiry: the clock is
+    not needed), lease row elsewhere (expiring on ``clock``)."""
     if engine.dialect.name == "postgresql":
         return AdvisoryLease(engine, name)
-    return RowLease(engine, name, ttl=ttl)
+    return RowLease(engine, name, ttl=ttl, clock=clock)
 
 
 class HeldLease:
     """Hold a lease for the duration of a ``with`` block, renewing it in the background.
 
     ``acquired`` tells whether the block may run; ``lost`` turns True when a renewal fails.
+    Renewals come every ``renew_every`` seconds of ``clock``.
     """
 
-    def __init__(self, lease: Lease, *, renew_every: float = 30.0) -> None:
+    def __init__(
+        self, lease: Lease, *, renew_every: float = 30.0, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.lease = lease
         self.renew_every = renew_every
+        self.clock = clock
         self.acquired = False
         self.lost = False
         self._stop = threading.Event()
@@ -258,7 +276,7 @@ class HeldLease:
         return self
 
     def _renew(self) -> None:
-        while not self._stop.wait(self.renew_every):
+        while not self.clock.wait(self._stop, self.renew_every):
             if not self.lease.renew():
                 self.lost = True
                 log.error("lease %s could not be renewed", self.lease.name)

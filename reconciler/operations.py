@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.checks import CHECKS
+from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.embedding import make_embedder
 from reconciler.engine import WRITING_MODES, Engine, Guard, Options, Report
 from reconciler.errors import (
@@ -229,6 +230,7 @@ def reconcile(
     progress: Callable[[str, int], None] | None = None,
     lease_renew_every: float = 30.0,
     on_lease: Callable[[bool], None] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Report:
     """Run one reconciliation (check, plan, apply, run or repair).
 
@@ -244,9 +246,9 @@ def reconcile(
     try:
         if options.mode not in WRITING_MODES:
             return _run_engine(settings, table, sources, options, progress)
-        lease = make_lease(table.engine, lease_name(str(options.shard)))
+        lease = make_lease(table.engine, lease_name(str(options.shard)), clock=clock)
         options = dataclasses.replace(options, run_id=options.run_id or str(uuid.uuid4()))
-        with HeldLease(lease, renew_every=lease_renew_every) as held:
+        with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
             if not held.acquired:
                 raise LeaseBusy(
                     f"another runner holds the lease of shard {options.shard}; "
@@ -376,6 +378,7 @@ def rollback_run(
     cascade: bool = False,
     dry_run: bool = False,
     lease_renew_every: float = 30.0,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> dict[str, Any]:
     """Restore what one run wrote, under the lease of that run's shard (runs of the shard
     whose process died are resolved first, so an interrupted run can be rolled back). A dry
@@ -394,8 +397,8 @@ def rollback_run(
                 dry_run=True,
                 shard=str(shard),
             ).to_json()
-        lease = make_lease(opened.table.engine, lease_name(str(shard)))
-        with HeldLease(lease, renew_every=lease_renew_every) as held:
+        lease = make_lease(opened.table.engine, lease_name(str(shard)), clock=clock)
+        with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
             if not held.acquired:
                 raise LeaseBusy(
                     f"another runner holds the lease of shard {shard}; the rollback was not "

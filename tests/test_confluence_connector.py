@@ -36,6 +36,7 @@ from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnav
 from connectors.confluence import ConfluenceSource
 from connectors.httpclient import HttpPolicy
 from connectors.testing import SystemOfRecordContract
+from reconciler.clock import ManualClock
 from reconciler.embedding import HashingEmbedder
 from reconciler.engine import Engine, Guard, Options
 from reconciler.ingesting import Ingestor
@@ -640,9 +641,11 @@ def second_page_args(fake: FakeConfluence) -> dict[str, str]:
 
 def test_429_with_retry_after_then_success(fake: FakeConfluence) -> None:
     fake.fail(list_path(fake), status(429, {"Retry-After": "1"}), **second_page_args(fake))
-    started = time.monotonic()
-    snapshot = make_source(fake).scan()
-    assert time.monotonic() - started >= 1.0  # Retry-After was honoured
+    clock = ManualClock()
+    started = clock.monotonic()
+    snapshot = make_source(fake, policy=dataclasses.replace(FAST, clock=clock)).scan()
+    assert clock.monotonic() - started >= 1.0  # Retry-After was honoured
+    assert clock.sleeps == [1.0]  # on the clock, not in real time
     assert snapshot.complete
     assert len(snapshot.documents) == 5
 

@@ -4,6 +4,7 @@ and what the engine makes of it (findings, and nothing tombstoned by a failure).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -12,6 +13,7 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +26,12 @@ from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnav
 from connectors.http import HttpRegistrySource
 from connectors.httpclient import HttpPolicy
 from connectors.testing import SystemOfRecordContract
+from reconciler.clock import ManualClock
 from reconciler.model import ProblemKind, SourceSnapshot, VersionState
 from reconciler.settings import load_settings
 
-#: Retries kept fast: no backoff sleep (Retry-After is still honoured).
+#: Retries kept fast: no backoff sleep (a test that wants Retry-After or backoff waits gives
+#: the policy a ManualClock).
 FAST = HttpPolicy(connect_timeout=2.0, read_timeout=2.0, retries=3, backoff_factor=0.0)
 
 Scripted = Response | Callable[[], Response]
@@ -334,12 +338,33 @@ def test_ids_are_quoted_in_body_paths(registry: FakeRegistry, url: str) -> None:
 
 def test_429_with_retry_after_then_success(registry: FakeRegistry, url: str) -> None:
     registry.script["page:2"] = [Response("slow down", status=429, headers={"Retry-After": "1"})]
-    started = time.monotonic()
-    snapshot = source(url).scan()
-    assert time.monotonic() - started >= 1.0  # Retry-After was honoured
+    clock = ManualClock()
+    started = clock.monotonic()
+    snapshot = source(url, policy=dataclasses.replace(FAST, clock=clock)).scan()
+    assert clock.monotonic() - started >= 1.0  # Retry-After was honoured
+    assert clock.sleeps == [1.0]  # on the clock, not in real time
     assert snapshot.complete
     assert len(snapshot.documents) == 7
     assert registry.hits.count("page:2") == 2
+
+
+def test_retry_after_as_a_date_is_read_against_the_clock(registry: FakeRegistry, url: str) -> None:
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    later = "Thu, 01 Jan 2026 00:00:05 GMT"  # 5 s after the clock's now
+    registry.script["page:2"] = [Response("slow down", status=429, headers={"Retry-After": later})]
+    snapshot = source(url, policy=dataclasses.replace(FAST, clock=clock)).scan()
+    assert clock.sleeps == [5.0]
+    assert snapshot.complete
+
+
+def test_backoff_grows_exponentially_on_the_clock(registry: FakeRegistry, url: str) -> None:
+    registry.script["page:1"] = [Response("busy", status=503)] * 3
+    clock = ManualClock()
+    policy = HttpPolicy(retries=3, backoff_factor=0.5, backoff_jitter=0.0, clock=clock)
+    snapshot = source(url, policy=policy).scan()
+    assert snapshot.complete
+    assert registry.hits.count("page:1") == 4
+    assert clock.sleeps == [1.0, 2.0]  # no wait before the first retry, then 0.5 * 2**n
 
 
 def test_a_burst_of_503s_is_retried(registry: FakeRegistry, url: str) -> None:

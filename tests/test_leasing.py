@@ -1,22 +1,39 @@
-"""One runner at a time: the lease row (SQLite) and the advisory lock (PostgreSQL)."""
+"""One runner at a time: the lease row (SQLite) and the advisory lock (PostgreSQL).
+
+Expiry and renewal run on a ``ManualClock``: no test here waits for a lease to expire. Only
+the two-process contention keeps real time (two interpreters racing for one lease).
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 from datetime import timedelta
 from pathlib import Path
 
-from reconciler.leasing import AdvisoryLease, HeldLease, RowLease, lease_name, make_lease
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from reconciler.clock import ManualClock
+from reconciler.leasing import (
+    AdvisoryLease,
+    HeldLease,
+    Lease,
+    RowLease,
+    lease_name,
+    make_lease,
+)
+from reconciler.stores.schema import LeaseRow
 from reconciler.stores.sql import SqlDocumentTable
 
 
 def test_row_lease_is_exclusive_until_released_or_expired(table: SqlDocumentTable) -> None:
     # The row lease is portable (ON CONFLICT on both dialects): it runs on each.
-    first = RowLease(table.engine, "reconcile:0/1", ttl=timedelta(seconds=1))
-    second = RowLease(table.engine, "reconcile:0/1", ttl=timedelta(seconds=1))
+    clock = ManualClock()
+    first = RowLease(table.engine, "reconcile:0/1", ttl=timedelta(seconds=1), clock=clock)
+    second = RowLease(table.engine, "reconcile:0/1", ttl=timedelta(seconds=1), clock=clock)
     assert first.acquire()
     assert first.acquire()  # re-entrant for its holder
     assert not second.acquire()
@@ -24,20 +41,69 @@ def test_row_lease_is_exclusive_until_released_or_expired(table: SqlDocumentTabl
     first.release()
     assert second.acquire()
     assert not first.renew()  # lost: someone else holds it
-    time.sleep(1.1)  # second stops renewing: its lease expires
+    clock.advance(0.9)  # second stops renewing, but its lease has not expired yet
+    assert not first.acquire()
+    clock.advance(0.2)  # now it has
     assert first.acquire()
     assert not second.renew()
 
 
+def expiry(table: SqlDocumentTable, name: str) -> object:
+    with Session(table.engine) as session:
+        return session.scalar(select(LeaseRow.expires_at).where(LeaseRow.name == name))
+
+
+def test_row_lease_expiry_is_the_clocks_now_plus_the_ttl(table: SqlDocumentTable) -> None:
+    clock = ManualClock()
+    lease = RowLease(table.engine, "reconcile:0/1", ttl=timedelta(minutes=2), clock=clock)
+    assert lease.acquire()
+    assert expiry(table, lease.name) == clock.now() + timedelta(minutes=2)
+    clock.advance(90)
+    assert lease.renew()
+    assert expiry(table, lease.name) == clock.now() + timedelta(minutes=2)
+    lease.release()
+
+
+class CountedLease:
+    """A lease whose renewals are counted, each one announced on ``renewed``."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self.name = lease.name
+        self.renewals = 0
+        self.renewed = threading.Semaphore(0)
+
+    def acquire(self) -> bool:
+        return self.lease.acquire()
+
+    def renew(self) -> bool:
+        held = self.lease.renew()
+        self.renewals += 1
+        self.renewed.release()
+        return held
+
+    def release(self) -> None:
+        self.lease.release()
+
+
 def test_make_lease_picks_by_dialect(table: SqlDocumentTable) -> None:
-    lease = make_lease(table.engine, lease_name("0/1"))
+    clock = ManualClock()
+    lease = make_lease(table.engine, lease_name("0/1"), clock=clock)
     expected = AdvisoryLease if table.dialect == "postgresql" else RowLease
     assert isinstance(lease, expected)
-    with HeldLease(lease, renew_every=0.05) as held:
+    counted = CountedLease(lease)
+    with HeldLease(counted, renew_every=30, clock=clock) as held:
         assert held.acquired
-        other = make_lease(table.engine, lease_name("0/1"))
+        other = make_lease(table.engine, lease_name("0/1"), clock=clock)
         assert not other.acquire()
-        time.sleep(0.2)  # renewals happen meanwhile
+        for renewals in (1, 2, 3):  # renewals happen as the clock passes renew_every
+            clock.await_waiters(1)  # the renewal thread waits for its next turn
+            clock.advance(29)
+            assert counted.renewals == renewals - 1
+            clock.advance(1)
+            assert counted.renewed.acquire(timeout=10)
+            assert counted.renewals == renewals
+            assert not other.acquire()
         assert not held.lost
     again = make_lease(table.engine, lease_name("0/1"))
     assert again.acquire()
@@ -74,13 +140,17 @@ def test_advisory_lease_dies_with_its_session(pg_url: str) -> None:
 CONTENDER = textwrap.dedent(
     """
     import sys, time
+    from pathlib import Path
     from reconciler.leasing import HeldLease, lease_name, make_lease
     from reconciler.stores.sql import SqlDocumentTable
     table = SqlDocumentTable.from_url(sys.argv[1])
+    done = Path(sys.argv[2])
     with HeldLease(make_lease(table.engine, lease_name("0/1")), renew_every=0.2) as held:
         print("ran" if held.acquired else "skipped", flush=True)
-        if held.acquired:
-            time.sleep(2.0)
+        # A winner holds the lease until the test has heard from both contenders.
+        deadline = time.monotonic() + 60
+        while held.acquired and not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
     """
 )
 
@@ -91,12 +161,18 @@ def test_two_processes_contend_and_exactly_one_runs(table_url: str, tmp_path: Pa
     store.close()
     script = tmp_path / "contender.py"
     script.write_text(CONTENDER)
+    done = tmp_path / "both-tried"
     procs = [
         subprocess.Popen(
-            [sys.executable, str(script), table_url], stdout=subprocess.PIPE, text=True
+            [sys.executable, str(script), table_url, str(done)], stdout=subprocess.PIPE, text=True
         )
         for _ in range(2)
     ]
-    outputs = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+    firsts = [p.stdout.readline() for p in procs if p.stdout is not None]  # both have tried
+    done.touch()
+    outputs = sorted(
+        (first + p.communicate(timeout=60)[0]).strip()
+        for first, p in zip(firsts, procs, strict=True)
+    )
     assert [p.returncode for p in procs] == [0, 0]
     assert outputs == ["ran", "skipped"]

@@ -90,10 +90,12 @@ def filled(client: Any, count: int) -> QdrantChunkIndex:
 
 
 def test_scroll_streams_pages_of_batch_size(proxy: Proxy) -> None:
-    index = filled(proxy, 2500)
+    # Small on purpose: 250 points in pages of 25 cross ten page boundaries (local Qdrant
+    # pages by scanning, so a large collection only makes this slow).
+    index = filled(proxy, 250)
     proxy.calls.clear()
 
-    stream = index.scroll(batch_size=100)
+    stream = index.scroll(batch_size=25)
 
     streaming = inspect.isgenerator(stream)
     assert streaming
@@ -101,11 +103,11 @@ def test_scroll_streams_pages_of_batch_size(proxy: Proxy) -> None:
     first = next(stream)
     assert proxy.count_of("scroll") == 1
     ids = {first.point_id} | {state.point_id for state in stream}
-    assert len(ids) == 2500
+    assert len(ids) == 250
     scrolls = [kwargs for name, kwargs in proxy.calls if name == "scroll"]
-    assert len(scrolls) == 25
+    assert len(scrolls) == 10
     for kwargs in scrolls:
-        assert kwargs["limit"] == 100
+        assert kwargs["limit"] == 25
         assert kwargs["with_vectors"] is False
         selector = kwargs["with_payload"]
         assert isinstance(selector, models.PayloadSelectorInclude)

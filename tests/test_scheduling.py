@@ -1,10 +1,10 @@
-"""Scheduler wiring on a virtual clock: cron as cron users read it, coalesced misfires,
+"""Scheduler wiring on a ManualClock (no real waiting): cron as cron users read it, coalesced misfires,
 no overlapping runs; and the job runner's lease, failure and metrics behaviour."""
 
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,22 +15,20 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers import base as scheduler_base
 from apscheduler.schedulers.base import BaseScheduler
 
+from reconciler.clock import ManualClock
 from reconciler.scheduling import JobSpec, add_jobs, cron_day_of_week, next_fire_times
 
 
-class VirtualClock:
-    """Replaces ``datetime.now`` inside APScheduler with an instant the test sets."""
+def reading(clock: ManualClock) -> type[datetime]:
+    """A ``datetime`` whose ``now`` is ``clock``'s: APScheduler 3 reads the time from its
+    modules' ``datetime`` (the scheduler's next wake-up, the executor's misfire check)."""
 
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-        clock = self
+    class _Datetime(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+            return clock.now().astimezone(tz) if tz else clock.now()
 
-        class _Datetime(datetime):
-            @classmethod
-            def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
-                return clock.now.astimezone(tz) if tz else clock.now
-
-        self.datetime = _Datetime
+    return _Datetime
 
 
 class ManualScheduler(BaseScheduler):
@@ -44,11 +42,11 @@ class ManualScheduler(BaseScheduler):
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
-    virtual = VirtualClock(datetime(2026, 11, 28, 23, 0, tzinfo=UTC))  # a Saturday
-    monkeypatch.setattr(scheduler_base, "datetime", virtual.datetime)
-    monkeypatch.setattr(executor_base, "datetime", virtual.datetime)
-    return virtual
+def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    manual = ManualClock(datetime(2026, 11, 28, 23, 0, tzinfo=UTC))  # a Saturday
+    monkeypatch.setattr(scheduler_base, "datetime", reading(manual))
+    monkeypatch.setattr(executor_base, "datetime", reading(manual))
+    return manual
 
 
 SPECS = [
@@ -96,40 +94,42 @@ def test_zero_is_sunday_not_monday() -> None:
     assert fires[0] == datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
 
 
-def test_jobs_fire_when_the_cron_says(clock: VirtualClock) -> None:
+def test_jobs_fire_when_the_cron_says(clock: ManualClock) -> None:
     runs: list[tuple[str, datetime]] = []
-    scheduler, _events = start(DebugExecutor(), lambda spec: runs.append((spec.job_id, clock.now)))
+    scheduler, _events = start(
+        DebugExecutor(), lambda spec: runs.append((spec.job_id, clock.now()))
+    )
     try:
         jobs = {job.id: job for job in scheduler.get_jobs()}
         assert set(jobs) == {"full", "ttl", "weekly"}
         assert all(job.coalesce and job.max_instances == 1 for job in jobs.values())
-        clock.now = datetime(2026, 11, 29, 1, 59, 59, tzinfo=UTC)
+        clock.advance_to(datetime(2026, 11, 29, 1, 59, 59, tzinfo=UTC))
         scheduler._process_jobs()
         assert [r for r in runs if r[0] == "full"] == []
-        clock.now = datetime(2026, 11, 29, 2, 0, 0, tzinfo=UTC)
+        clock.advance_to(datetime(2026, 11, 29, 2, 0, 0, tzinfo=UTC))
         scheduler._process_jobs()
-        assert ("full", clock.now) in runs
-        clock.now = datetime(2026, 11, 29, 3, 30, tzinfo=UTC)  # Sunday 03:30
+        assert ("full", clock.now()) in runs
+        clock.advance_to(datetime(2026, 11, 29, 3, 30, tzinfo=UTC))  # Sunday 03:30
         scheduler._process_jobs()
-        assert ("weekly", clock.now) in runs
+        assert ("weekly", clock.now()) in runs
         assert sum(1 for job_id, _ in runs if job_id == "full") == 1
     finally:
         scheduler.shutdown()
 
 
-def test_missed_runs_coalesce_into_one(clock: VirtualClock) -> None:
+def test_missed_runs_coalesce_into_one(clock: ManualClock) -> None:
     runs: list[tuple[str, datetime]] = []
-    scheduler, events = start(DebugExecutor(), lambda spec: runs.append((spec.job_id, clock.now)))
+    scheduler, events = start(DebugExecutor(), lambda spec: runs.append((spec.job_id, clock.now())))
     try:
-        clock.now = datetime(2026, 11, 29, 2, 0, tzinfo=UTC)
+        clock.advance_to(datetime(2026, 11, 29, 2, 0, tzinfo=UTC))
         scheduler._process_jobs()
         # The machine sleeps three days; it wakes 3 minutes after the fourth 02:00.
-        clock.now = datetime(2026, 12, 2, 2, 3, tzinfo=UTC)
+        clock.advance_to(datetime(2026, 12, 2, 2, 3, tzinfo=UTC))
         scheduler._process_jobs()
         full = [at for job_id, at in runs if job_id == "full"]
-        assert full == [datetime(2026, 11, 29, 2, 0, tzinfo=UTC), clock.now]  # once, not three
+        assert full == [datetime(2026, 11, 29, 2, 0, tzinfo=UTC), clock.now()]  # once, not three
         # Woken 10 minutes late: past the misfire grace, the run is missed, not run late.
-        clock.now = datetime(2026, 12, 3, 2, 10, tzinfo=UTC)
+        clock.advance_to(datetime(2026, 12, 3, 2, 10, tzinfo=UTC))
         scheduler._process_jobs()
         assert len([1 for job_id, _ in runs if job_id == "full"]) == 2
         assert any(e.code == EVENT_JOB_MISSED and e.job_id == "full" for e in events)
@@ -137,7 +137,7 @@ def test_missed_runs_coalesce_into_one(clock: VirtualClock) -> None:
         scheduler.shutdown()
 
 
-def test_overlapping_runs_are_refused(clock: VirtualClock) -> None:
+def test_overlapping_runs_are_refused(clock: ManualClock) -> None:
     release = threading.Event()
     started = threading.Event()
     runs: list[str] = []
@@ -150,10 +150,10 @@ def test_overlapping_runs_are_refused(clock: VirtualClock) -> None:
 
     scheduler, events = start(ThreadPoolExecutor(4), slow)
     try:
-        clock.now = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
+        clock.advance_to(datetime(2026, 11, 29, 0, 0, tzinfo=UTC))
         scheduler._process_jobs()
         assert started.wait(5)
-        clock.now += timedelta(minutes=15)  # the next ttl run comes while the first still runs
+        clock.advance(15 * 60)  # the next ttl run comes while the first still runs
         scheduler._process_jobs()
         assert runs.count("ttl") == 1
         assert any(e.code == EVENT_JOB_MAX_INSTANCES and e.job_id == "ttl" for e in events)
