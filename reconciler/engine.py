@@ -15,7 +15,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import groupby
 from typing import Any
 
@@ -26,6 +26,7 @@ from reconciler.checks.family import UNREADABLE_PROBLEMS, declared_family, unreg
 from reconciler.checks.hash import check_source, unreadable_findings
 from reconciler.checks.index import check_index
 from reconciler.checks.payload import check_orphans
+from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import NotFound
 from reconciler.families import resolve_families
 from reconciler.model import (
@@ -275,8 +276,11 @@ class Engine:
         sources: Sequence[SystemOfRecord],
         progress: Callable[[str, int], None] | None = None,
         keep_writing: Callable[[], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.table = table
+        #: What "now" is when ``Options.now`` is not given, and the run's start and end.
+        self.clock = clock
         self.index = index
         self.sources = list(sources)
         self.progress = progress
@@ -288,12 +292,12 @@ class Engine:
 
     def run(self, options: Options) -> Report:
         """Check, plan and (in writing modes) apply under the guard."""
-        now = options.now or datetime.now(UTC)
+        now = options.now or self.clock.now()
         unknown = options.checks - set(CHECKS)
         if unknown:
             raise ValueError(f"unknown check(s): {', '.join(sorted(unknown))}")
         run_id = options.run_id or str(uuid.uuid4())
-        started_at = datetime.now(UTC)
+        started_at = self.clock.now()
         sources = self.read_sources(options, now)
         scan = self.scan(options, self.scope(options, sources))
         assessment = self.assess(options, now, sources, scan)
@@ -318,7 +322,7 @@ class Engine:
             run_id=run_id,
             mode=options.mode,
             started_at=started_at,
-            finished_at=datetime.now(UTC),
+            finished_at=self.clock.now(),
             findings=findings,
             plan=plan,
             summary={check: dict(counts) for check, counts in assessment.summary.items()},
@@ -334,7 +338,7 @@ class Engine:
             "%s run %s: %.2fs, %d chunk(s) scanned, %d finding(s), writes %s%s",
             options.mode,
             report.run_id,
-            (datetime.now(UTC) - report.started_at).total_seconds(),
+            (self.clock.now() - report.started_at).total_seconds(),
             report.chunks_scanned,
             len(report.findings),
             report.writes(),
@@ -745,7 +749,7 @@ class Engine:
                 status=status,
                 counts={**counts, "check_seconds": dict(timings)},
                 error=error,
-                duration_seconds=(datetime.now(UTC) - started_at).total_seconds(),
+                duration_seconds=(self.clock.now() - started_at).total_seconds(),
                 chunks_scanned=scan.totals.chunks,
                 rows_written=int(done.get("table", 0)),
                 payload_writes=int(done.get("payload", 0)),

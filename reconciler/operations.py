@@ -245,7 +245,7 @@ def reconcile(
     table = open_table(settings)
     try:
         if options.mode not in WRITING_MODES:
-            return _run_engine(settings, table, sources, options, progress)
+            return _run_engine(settings, table, sources, options, progress, clock=clock)
         lease = make_lease(table.engine, lease_name(str(options.shard)), clock=clock)
         options = dataclasses.replace(options, run_id=options.run_id or str(uuid.uuid4()))
         with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
@@ -257,7 +257,9 @@ def reconcile(
             if on_lease is not None:
                 on_lease(True)
             try:
-                return _run_engine(settings, table, sources, options, progress, held=held)
+                return _run_engine(
+                    settings, table, sources, options, progress, held=held, clock=clock
+                )
             except NotFound:
                 raise  # a mistyped scope: nothing was read from the index or written
             except Exception as exc:
@@ -295,6 +297,7 @@ def _run_engine(
     progress: Callable[[str, int], None] | None,
     *,
     held: HeldLease | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Report:
     index = open_index(settings)
     try:
@@ -312,6 +315,7 @@ def _run_engine(
             sources=sources,
             progress=progress,
             keep_writing=_keep_writing(held, options.shard) if held is not None else None,
+            clock=clock,
         )
         return engine.run(options)
     finally:

@@ -12,9 +12,11 @@ import pytest
 from acceptance_kit import Deployment
 
 from connectors.vault import VaultSource
+from reconciler.clock import ManualClock
 from reconciler.embedding import make_embedder
 from reconciler.engine import (
     Engine,
+    Guard,
     GuardDecision,
     Options,
     Totals,
@@ -166,3 +168,17 @@ def _update(i: int) -> RowUpdate:
     )
     after = dataclasses.replace(doc, version_state=VersionState.RETIRED)
     return RowUpdate(doc.doc_id, doc.doc_family_id, doc, after, ("family/missing_in_source",))
+
+
+def test_the_run_takes_its_now_and_its_times_from_the_engines_clock(engine: Engine) -> None:
+    """Without ``--now``, the time rule is judged at the clock's instant, and the run's start,
+    end and duration are the clock's: a run on a clock that stands still takes no time."""
+    engine.clock = ManualClock(NOW)
+    report = engine.run(Options(mode="apply", guard=Guard(max_changed_fraction=1.0)))
+    assert report.started_at == report.finished_at == NOW
+    run = engine.table.get_run(report.run_id)
+    assert run is not None
+    assert run.duration_seconds == 0.0
+    # The repair judged "now" at the clock: the rows were written as of NOW.
+    assert report.applied is not None
+    assert report.writes()["table"] == 1
