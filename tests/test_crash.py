@@ -67,14 +67,21 @@ def state(deploy: Deployment) -> dict[str, Any]:
     }
 
 
-def intents(db: Path) -> int:
-    """Payload intents audited so far (read beside the running process: WAL)."""
+def intents(db: Path) -> tuple[int, int]:
+    """Payload intents and confirmations audited so far (read beside the running process:
+    WAL). A confirmation is written with the next batch's intents, once a batch is written."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-        return int(
-            conn.execute("SELECT COUNT(*) FROM audit_log WHERE target_type = 'payload'").fetchone()[
-                0
-            ]
-        )
+        rows = conn.execute(
+            "SELECT target_type, COUNT(*) FROM audit_log "
+            "WHERE target_type IN ('payload', 'confirm') GROUP BY target_type"
+        ).fetchall()
+    counts = dict(rows)
+    return int(counts.get("payload", 0)), int(counts.get("confirm", 0))
+
+
+def mid_writes(intended: int, confirmed: int, *, after: int) -> bool:
+    """Whether the apply has audited ``after`` intents and written at least one batch."""
+    return intended >= after and confirmed >= 1
 
 
 def start_apply(deploy: Deployment) -> subprocess.Popen[bytes]:
@@ -97,7 +104,9 @@ def kill_during_writes(deploy: Deployment, seed: int) -> str:
     deadline = time.monotonic() + 120
     try:
         while process.poll() is None and time.monotonic() < deadline:
-            if db.exists() and intents(db) >= after:
+            # Past ``after`` intents and one written batch (confirmed): on a loaded machine a
+            # kill right after the first intents could land before any point is written.
+            if db.exists() and mid_writes(*intents(db), after=after):
                 time.sleep(delay)
                 break
             time.sleep(0.005)
