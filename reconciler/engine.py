@@ -30,6 +30,7 @@ from reconciler.errors import NotFound
 from reconciler.families import resolve_families
 from reconciler.model import (
     MANAGED_KEYS,
+    AuditEntry,
     Document,
     Finding,
     Severity,
@@ -39,7 +40,7 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.planning import Plan, outstanding, plan_family, plan_orphan
-from reconciler.ports import ChunkIndex
+from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.screening import screen
 from reconciler.snapshot import (
     ChunkAggregate,
@@ -52,8 +53,6 @@ from reconciler.snapshot import (
     expected_variant,
     normalize,
 )
-from reconciler.stores.audit import AuditEntry
-from reconciler.stores.sql import SqlDocumentTable
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +168,7 @@ class Engine:
     def __init__(
         self,
         *,
-        table: SqlDocumentTable,
+        table: DocumentTable,
         index: ChunkIndex,
         sources: Sequence[SystemOfRecord],
         progress: Callable[[str, int], None] | None = None,

@@ -23,10 +23,9 @@ from reconciler.embedding import Embedder
 from reconciler.families import resolve_families
 from reconciler.model import ChunkRecord, Document, SourceDocument, SourceProblem
 from reconciler.payload import chunk_payload
-from reconciler.ports import ChunkIndex
+from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.runs import recorded
 from reconciler.screening import screen
-from reconciler.stores.sql import SqlDocumentTable
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ class Ingestor:
     def __init__(
         self,
         *,
-        table: SqlDocumentTable,
+        table: DocumentTable,
         index: ChunkIndex,
         embedder: Embedder,
         max_chunk_chars: int = 1200,

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.stores.sql import SqlDocumentTable
+from reconciler.ports import RunLog
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class RunRecord:
 
 @contextmanager
 def recorded(
-    table: SqlDocumentTable,
+    table: RunLog,
     *,
     mode: str,
     actor: str,
