@@ -23,12 +23,10 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.errors import IndexWriteError
-from reconciler.model import MANAGED_KEYS, PayloadWrite, jsonable
+from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
 from reconciler.planning import PayloadTarget, Plan, needs_write
-from reconciler.ports import ChunkIndex
+from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.snapshot import normalize
-from reconciler.stores.audit import AuditEntry
-from reconciler.stores.sql import RowChange, SqlDocumentTable
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +77,7 @@ class Applier:
     def __init__(
         self,
         *,
-        table: SqlDocumentTable,
+        table: DocumentTable,
         index: ChunkIndex,
         run_id: str,
         actor: str,

@@ -31,6 +31,7 @@ from reconciler.errors import NotFound
 from reconciler.families import resolve_families
 from reconciler.model import (
     MANAGED_KEYS,
+    AuditEntry,
     Document,
     Finding,
     RunMode,
@@ -42,7 +43,7 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.planning import Plan, outstanding, plan_family, plan_orphan
-from reconciler.ports import ChunkIndex
+from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.runs import error_text
 from reconciler.screening import screen
 from reconciler.snapshot import (
@@ -56,8 +57,6 @@ from reconciler.snapshot import (
     expected_variant,
     normalize,
 )
-from reconciler.stores.audit import AuditEntry
-from reconciler.stores.sql import SqlDocumentTable
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +270,7 @@ class Engine:
     def __init__(
         self,
         *,
-        table: SqlDocumentTable,
+        table: DocumentTable,
         index: ChunkIndex,
         sources: Sequence[SystemOfRecord],
         progress: Callable[[str, int], None] | None = None,

@@ -30,10 +30,9 @@ from reconciler.model import (
     SourceProblem,
 )
 from reconciler.payload import chunk_payload
-from reconciler.ports import ChunkIndex
+from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.runs import recorded
 from reconciler.screening import screen
-from reconciler.stores.sql import SqlDocumentTable
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +88,7 @@ class Ingestor:
     def __init__(
         self,
         *,
-        table: SqlDocumentTable,
+        table: DocumentTable,
         index: ChunkIndex,
         embedder: Embedder,
         max_chunk_chars: int = 1200,

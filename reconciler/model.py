@@ -1,4 +1,5 @@
-"""Plain values shared by every layer: version states, documents, source snapshots, chunks.
+"""Plain values shared by every layer: version states, documents, source snapshots, chunks,
+and the writes of a run with their audit entries.
 
 Nothing here imports a driver. Stores and connectors produce these values; checks and the
 planner consume them; so the logic is tested with plain data.
@@ -310,3 +311,58 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         return [jsonable(v) for v in value]
     return value
+
+
+# -- writes and their audit entries ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """Set ``after`` fields on one document row (``before`` is what the scan saw)."""
+
+    doc_id: str
+    reason: str
+    before: Mapping[str, Any]
+    after: Mapping[str, Any]
+
+
+#: Document fields that audited JSON holds as RFC 3339 text.
+_DATETIME_FIELDS = frozenset({"effective_from", "effective_to", "ingested_at", "updated_at"})
+
+
+def fields_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn audited JSON field values back into row values (datetimes parsed)."""
+    restored: dict[str, Any] = {}
+    for name, value in values.items():
+        if name in _DATETIME_FIELDS and isinstance(value, str):
+            restored[name] = parse_instant(value)
+        else:
+            restored[name] = value
+    return restored
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One write, as recorded: who, why, what, before and after."""
+
+    run_id: str
+    at: datetime
+    actor: str
+    reason: str | None
+    target_type: str
+    target: str
+    before: Any
+    after: Any
+
+
+@dataclass
+class Verification:
+    """The result of walking the audit chain."""
+
+    entries: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the chain is intact."""
+        return not self.problems

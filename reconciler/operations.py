@@ -25,14 +25,13 @@ from reconciler.errors import (
 from reconciler.ingesting import Ingestor
 from reconciler.leasing import HeldLease, lease_name, make_lease
 from reconciler.model import RunMode, RunStatus, jsonable
+from reconciler.ports import DocumentTable
 from reconciler.recovery import resolve_interrupted
 from reconciler.rollback import rollback
 from reconciler.runs import finish_failed
 from reconciler.settings import Settings
 from reconciler.snapshot import Shard
-from reconciler.stores import audit
-from reconciler.stores.sql import SqlDocumentTable
-from reconciler.wiring import build_sources, open_index, open_table, stores
+from reconciler.wiring import build_sources, open_index, open_table, schema_revision, stores
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +42,7 @@ def _index_location(settings: Settings) -> str:
 
 def initialise(settings: Settings) -> dict[str, Any]:
     """Create or upgrade the document table; report the chunk index."""
-    probe = SqlDocumentTable.from_url(settings.table.resolved_url())
-    try:
-        before = probe.schema_status().current
-    finally:
-        probe.close()
+    before = schema_revision(settings)
     table = open_table(settings, create=True)
     try:
         after = table.schema_status()
@@ -291,7 +286,7 @@ def _keep_writing(held: HeldLease, shard: Shard) -> Callable[[], None]:
 
 def _run_engine(
     settings: Settings,
-    table: SqlDocumentTable,
+    table: DocumentTable,
     sources: list[Any],
     options: Options,
     progress: Callable[[str, int], None] | None,
@@ -322,7 +317,7 @@ def _run_engine(
         index.close()
 
 
-def _record_failed(table: SqlDocumentTable, options: Options, exc: Exception) -> None:
+def _record_failed(table: DocumentTable, options: Options, exc: Exception) -> None:
     """Record the run as failed, unless the engine already did (it knows what was written)."""
     try:
         existing = table.get_run(options.run_id) if options.run_id else None
@@ -427,7 +422,7 @@ def audit_entries(
     """Audit entries for display."""
     table = open_table(settings)
     try:
-        return list(audit.show(table.engine, run_id=run_id, target=doc_id, limit=limit))
+        return list(table.audit_entries(run_id=run_id, target=doc_id, limit=limit))
     finally:
         table.close()
 
@@ -436,7 +431,7 @@ def audit_verify(settings: Settings) -> dict[str, Any]:
     """Walk the audit chain."""
     table = open_table(settings)
     try:
-        result = audit.verify(table.engine)
+        result = table.verify_audit()
     finally:
         table.close()
     return {"ok": result.ok, "entries": result.entries, "problems": result.problems}

@@ -17,11 +17,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.applying import CONFIRM, INTENT
-from reconciler.model import MANAGED_KEYS, RunStatus, jsonable
+from reconciler.model import MANAGED_KEYS, AuditEntry, RunStatus, jsonable
 from reconciler.planning import PayloadTarget, needs_write
-from reconciler.ports import ChunkIndex
-from reconciler.stores import audit
-from reconciler.stores.sql import SqlDocumentTable
+from reconciler.ports import ChunkIndex, DocumentTable
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +37,7 @@ class Resolved:
     not_written: int
 
 
-def unconfirmed(entries: list[audit.AuditEntry], hashes: list[str]) -> list[audit.AuditEntry]:
+def unconfirmed(entries: list[AuditEntry], hashes: list[str]) -> list[AuditEntry]:
     """The payload intents of one run after its last confirmation (in order).
 
     ``hashes`` are the entries' own hashes, in the same order.
@@ -55,14 +53,14 @@ def unconfirmed(entries: list[audit.AuditEntry], hashes: list[str]) -> list[audi
 
 
 def resolve_interrupted(
-    *, table: SqlDocumentTable, index: ChunkIndex, shard: str, actor: str = "recovery"
+    *, table: DocumentTable, index: ChunkIndex, shard: str, actor: str = "recovery"
 ) -> list[Resolved]:
     """Resolve every run of ``shard`` still recorded as running (the caller holds the shard's
     lease, so none of them is alive: they are marked ``interrupted``), and every failed run
     that left a payload batch unconfirmed (it stays ``failed``)."""
     done = []
     for run_id, status in table.runs_to_resolve(shard=shard):
-        entries, hashes = audit.run_entries_with_hashes(table.engine, run_id)
+        entries, hashes = table.run_entries_with_hashes(run_id)
         written: list[Any] = []
         missed: list[Any] = []
         for intent in unconfirmed(entries, hashes):
@@ -81,7 +79,7 @@ def resolve_interrupted(
         if written or missed:
             head = table.append_audit(
                 [
-                    audit.AuditEntry(
+                    AuditEntry(
                         run_id=run_id,
                         at=datetime.now(UTC),
                         actor=actor,

@@ -27,12 +27,18 @@ from typing import Any
 
 from reconciler.applying import INTENT, Applier
 from reconciler.errors import ReconcilerError
-from reconciler.model import MANAGED_KEYS, RunMode, RunStatus, jsonable
+from reconciler.model import (
+    MANAGED_KEYS,
+    AuditEntry,
+    RowChange,
+    RunMode,
+    RunStatus,
+    fields_from_json,
+    jsonable,
+)
 from reconciler.payload import payload_for
-from reconciler.ports import ChunkIndex
+from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.runs import recorded
-from reconciler.stores import audit
-from reconciler.stores.sql import RowChange, SqlDocumentTable, fields_from_json
 
 ROW = "row"
 ROLLBACK = RunMode.ROLLBACK
@@ -80,7 +86,7 @@ class RollbackResult:
 
 def rollback(
     *,
-    table: SqlDocumentTable,
+    table: DocumentTable,
     index: ChunkIndex,
     run_id: str,
     batch_points: int = 256,
@@ -102,7 +108,7 @@ def rollback(
             f"run {run_id} is still running (or died without its lease being taken since): "
             "wait for it to end, or run `reconciler rollback` again once its lease is free"
         )
-    entries, hashes = audit.run_entries_with_hashes(table.engine, run_id)
+    entries, hashes = table.run_entries_with_hashes(run_id)
     writes = [e for e in entries if e.target_type in (ROW, INTENT)]
     if not writes:
         raise ReconcilerError(f"run {run_id} wrote no rows or payloads: nothing to roll back")
@@ -193,7 +199,7 @@ def rollback(
 
 
 def _row_changes(
-    table: SqlDocumentTable, run_id: str, entries: list[audit.AuditEntry]
+    table: DocumentTable, run_id: str, entries: list[AuditEntry]
 ) -> tuple[list[RowChange], list[dict[str, Any]]]:
     """Each row field the run changed, back to its before-value, when the row still holds
     what the run wrote; a field changed since outside any rolled-back run (by hand, by an
@@ -234,7 +240,7 @@ def _row_changes(
 
 
 def _points_by_doc(
-    intents: Iterable[audit.AuditEntry],
+    intents: Iterable[AuditEntry],
 ) -> dict[str, tuple[list[Any], dict[str, Any]]]:
     """doc id -> (every point the run wrote or meant to write, the keys it changed on them
     with their before-values: what a document without a row gets back)."""
@@ -250,13 +256,13 @@ def _points_by_doc(
 
 
 def later_runs(
-    table: SqlDocumentTable, run_id: str, *, first_hash: str, targets: set[str]
+    table: DocumentTable, run_id: str, *, first_hash: str, targets: set[str]
 ) -> list[str]:
     """Runs after ``run_id`` that changed any of ``targets`` and still stand (newest first).
 
     A run that was rolled back does not stand, nor does the rollback that undid it.
     """
-    touched = audit.runs_touching_after(table.engine, first_hash, targets, exclude=run_id)
+    touched = table.runs_touching_after(first_hash, targets, exclude=run_id)
     rollbacks = table.rollbacks()  # rollback run -> the run it rolled back
     undone = set(rollbacks.values())
     return [

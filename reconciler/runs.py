@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.model import RunMode, RunStatus
-from reconciler.stores.sql import SqlDocumentTable
+from reconciler.ports import RunLog
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class RunRecord:
 
 @contextmanager
 def recorded(
-    table: SqlDocumentTable,
+    table: RunLog,
     *,
     mode: RunMode,
     actor: str,
@@ -57,7 +57,7 @@ def error_text(exc: BaseException) -> str:
 
 
 def finish_failed(
-    table: SqlDocumentTable,
+    table: RunLog,
     run_id: str,
     exc: BaseException,
     *,

@@ -24,6 +24,16 @@ def open_table(settings: Settings, *, create: bool = False) -> SqlDocumentTable:
     return table
 
 
+def schema_revision(settings: Settings) -> str | None:
+    """The document table's schema revision as it stands (``None``: not initialised), read
+    without checking or creating anything."""
+    probe = SqlDocumentTable.from_url(settings.table.resolved_url())
+    try:
+        return probe.schema_status().current
+    finally:
+        probe.close()
+
+
 def open_index(settings: Settings) -> QdrantChunkIndex:
     """Open the chunk index (embedded local mode or a server)."""
     cfg = settings.index

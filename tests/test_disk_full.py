@@ -152,7 +152,7 @@ def injected_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             url, creator=lambda: _full_disk_connection(database), **options
         )
 
-    monkeypatch.setattr("reconciler.stores.sql.create_engine", full_disk_engine)
+    monkeypatch.setattr("reconciler.stores.sql.connection.create_engine", full_disk_engine)
     result = deploy.cli("apply")
     assert result.exit_code == 1, result.output
     assert "disk full" in result.output

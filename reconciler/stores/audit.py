@@ -3,6 +3,10 @@
 Each entry's hash covers its content and the previous entry's hash, so altering or removing
 any entry breaks the chain from there on; each run also records the hash of its last entry,
 so cutting entries off the end is caught too. ``verify`` walks the chain by streaming.
+
+The functions take an engine (or, for ``append``, the caller's session, so a write and its
+entries commit together); ``SqlAuditLog`` is the audit repository the document table composes.
+The entry and verification values live in ``reconciler.model`` (re-exported here).
 """
 
 from __future__ import annotations
@@ -10,31 +14,31 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, Text, func, select, type_coerce, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.model import jsonable, rfc3339
+from reconciler.model import AuditEntry, Verification, jsonable, rfc3339
 from reconciler.stores.schema import AuditHeadRow, AuditRow, RunRow
 
+__all__ = [
+    "GENESIS",
+    "AuditEntry",
+    "SqlAuditLog",
+    "Verification",
+    "append",
+    "canonical",
+    "entry_hash_of",
+    "run_entries",
+    "run_entries_with_hashes",
+    "runs_touching_after",
+    "show",
+    "verify",
+]
+
 GENESIS = "0" * 64
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """One write, as recorded: who, why, what, before and after."""
-
-    run_id: str
-    at: datetime
-    actor: str
-    reason: str | None
-    target_type: str
-    target: str
-    before: Any
-    after: Any
 
 
 def canonical(value: Any) -> str:
@@ -121,19 +125,6 @@ def _entry(row: AuditRow) -> AuditEntry:
         before=row.before,
         after=row.after,
     )
-
-
-@dataclass
-class Verification:
-    """The result of walking the chain."""
-
-    entries: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when the chain is intact."""
-        return not self.problems
 
 
 def verify(engine: Engine, *, batch_size: int = 1000) -> Verification:
@@ -312,3 +303,36 @@ def run_entries(engine: Engine, run_id: str) -> list[AuditEntry]:
             select(AuditRow).where(AuditRow.run_id == run_id).order_by(AuditRow.seq)
         )
         return [_entry(row) for row in rows]
+
+
+class SqlAuditLog:
+    """The audit repository: appends in their own transaction, reads, and the chain's walk."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def append(self, entries: Sequence[AuditEntry]) -> str:
+        """Append audit entries in their own transaction; return the new head hash."""
+        if not entries:
+            return ""
+        with self._sessions.begin() as session:
+            return append(session, entries)
+
+    def show(
+        self, *, run_id: str | None = None, target: str | None = None, limit: int = 1000
+    ) -> Iterator[dict[str, Any]]:
+        """Audit entries, oldest first, optionally for one run or one target (doc id)."""
+        return show(self.engine, run_id=run_id, target=target, limit=limit)
+
+    def verify(self, *, batch_size: int = 1000) -> Verification:
+        """Walk the chain (see ``verify``)."""
+        return verify(self.engine, batch_size=batch_size)
+
+    def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
+        """Every entry of one run, in order, with each entry's own hash."""
+        return run_entries_with_hashes(self.engine, run_id)
+
+    def runs_touching_after(self, entry_hash: str, targets: set[str], *, exclude: str) -> list[str]:
+        """Runs other than ``exclude`` that wrote one of ``targets`` after ``entry_hash``."""
+        return runs_touching_after(self.engine, entry_hash, targets, exclude=exclude)

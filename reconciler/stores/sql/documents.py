@@ -1,0 +1,286 @@
+"""The documents repository: document rows, the identity map and each source's scan status."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from reconciler.errors import TableUnavailable
+from reconciler.model import OPEN_END, Document, VersionState
+from reconciler.stores.schema import DocumentRow, IdentityRow, SourceStatusRow
+from reconciler.stores.sql.connection import now
+
+_DOC_FIELDS = (
+    "doc_id",
+    "source",
+    "source_key",
+    "doc_family_id",
+    "doc_version",
+    "version_state",
+    "superseded_by",
+    "effective_from",
+    "effective_to",
+    "doc_class",
+    "title",
+    "source_hash",
+    "quarantined",
+    "quarantine_reason",
+    "ingested_at",
+    "updated_at",
+)
+
+
+def document_from_row(row: Any) -> Document:
+    """Convert a table row (ORM object or Core row) to a ``Document`` value."""
+    try:
+        state = VersionState(row.version_state)
+    except ValueError:
+        state = VersionState.UNKNOWN
+    return Document(
+        doc_id=row.doc_id,
+        source=row.source,
+        source_key=row.source_key,
+        doc_family_id=row.doc_family_id,
+        doc_version=row.doc_version,
+        version_state=state,
+        superseded_by=row.superseded_by,
+        effective_from=row.effective_from,
+        effective_to=row.effective_to or OPEN_END,
+        doc_class=row.doc_class,
+        title=row.title,
+        source_hash=row.source_hash,
+        quarantined=row.quarantined,
+        quarantine_reason=row.quarantine_reason,
+        ingested_at=row.ingested_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _document_values(doc: Document, at: datetime) -> dict[str, Any]:
+    values = {name: getattr(doc, name) for name in _DOC_FIELDS}
+    values["version_state"] = str(doc.version_state)
+    values["effective_to"] = doc.effective_to or OPEN_END
+    values["updated_at"] = doc.updated_at or at
+    return values
+
+
+def upsert(
+    session: Session, dialect: str, table: Any, rows: list[dict[str, Any]], keys: list[str]
+) -> None:
+    """Insert or update ``rows`` of ``table`` on ``keys`` in chunks (both dialects)."""
+    if not rows:
+        return
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    for start in range(0, len(rows), 500):
+        chunk = rows[start : start + 500]
+        stmt = insert(table).values(chunk)
+        updates = {c: getattr(stmt.excluded, c) for c in chunk[0] if c not in keys}
+        session.execute(stmt.on_conflict_do_update(index_elements=keys, set_=updates))
+
+
+class SqlDocuments:
+    """Document rows, the identity map (source key -> family) and source scan status."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.engine.dialect.name
+
+    # -- documents --------------------------------------------------------------------------
+
+    def iter_documents(
+        self,
+        *,
+        batch_size: int = 1000,
+        source: str | None = None,
+        families: Sequence[str] | None = None,
+        doc_ids: Sequence[str] | None = None,
+    ) -> Iterator[Document]:
+        """Stream documents ordered by family and version (``yield_per``; never all at once)."""
+        columns = DocumentRow.__table__.c
+        stmt = select(DocumentRow.__table__).order_by(columns.doc_family_id, columns.doc_version)
+        if source is not None:
+            stmt = stmt.where(columns.source == source)
+        if families is not None:
+            stmt = stmt.where(columns.doc_family_id.in_(list(families)))
+        if doc_ids is not None:
+            stmt = stmt.where(columns.doc_id.in_(list(doc_ids)))
+        # Core rows, server-side cursor where the driver has one: no ORM identity map grows.
+        with self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=batch_size).execute(stmt)
+            for row in result:
+                yield document_from_row(row)
+
+    def has_family(self, family: str) -> bool:
+        """Whether any document row belongs to ``family``."""
+        columns = DocumentRow.__table__.c
+        stmt = select(columns.doc_id).where(columns.doc_family_id == family).limit(1)
+        with self.engine.connect() as conn:
+            return conn.execute(stmt).first() is not None
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """Documents by id (missing ids are absent)."""
+        ids = list(dict.fromkeys(doc_ids))
+        found: dict[str, Document] = {}
+        with Session(self.engine) as session:
+            for start in range(0, len(ids), 500):
+                rows = session.scalars(
+                    select(DocumentRow).where(DocumentRow.doc_id.in_(ids[start : start + 500]))
+                )
+                found.update({row.doc_id: document_from_row(row) for row in rows})
+        return found
+
+    def upsert_documents(
+        self, documents: Iterable[Document], *, chunk_counts: Mapping[str, int] | None = None
+    ) -> int:
+        """Insert or update document rows in bulk (both dialects); return the number written."""
+        at = now()
+        rows = []
+        for doc in documents:
+            values = _document_values(doc, at)
+            if chunk_counts is not None and doc.doc_id in chunk_counts:
+                values["chunk_count"] = chunk_counts[doc.doc_id]
+            rows.append(values)
+        # Rows in one statement must share their columns.
+        with_counts = [r for r in rows if "chunk_count" in r]
+        without = [r for r in rows if "chunk_count" not in r]
+        try:
+            with self._sessions.begin() as session:
+                upsert(session, self.dialect, DocumentRow.__table__, with_counts, ["doc_id"])
+                upsert(session, self.dialect, DocumentRow.__table__, without, ["doc_id"])
+        except OperationalError as exc:
+            raise TableUnavailable(f"document table write failed: {exc.orig}") from None
+        return len(rows)
+
+    # -- identity map -----------------------------------------------------------------------
+
+    def identities(self, source: str) -> tuple[dict[str, str], dict[str, str]]:
+        """The identity map of one source: (source_key -> family, content_hash -> family)."""
+        by_key: dict[str, str] = {}
+        by_hash: dict[str, str] = {}
+        stmt = select(IdentityRow.source_key, IdentityRow.doc_family_id, IdentityRow.content_hash)
+        with Session(self.engine) as session:
+            rows = session.execute(
+                stmt.where(IdentityRow.source == source).execution_options(yield_per=5000)
+            )
+            for key, family, content_hash in rows:
+                by_key[key] = family
+                if content_hash:
+                    by_hash.setdefault(content_hash, family)
+        return by_key, by_hash
+
+    def record_identities(
+        self, source: str, entries: Iterable[tuple[str, str, str | None, str | None]]
+    ) -> int:
+        """Record (source_key, family, content_hash, path) seen now; first_seen is kept."""
+        at = now()
+        rows = [
+            {
+                "source": source,
+                "source_key": key,
+                "doc_family_id": family,
+                "content_hash": content_hash,
+                "path": path,
+                "first_seen": at,
+                "last_seen": at,
+            }
+            for key, family, content_hash, path in entries
+        ]
+        insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        with self._sessions.begin() as session:
+            for start in range(0, len(rows), 500):
+                stmt = insert(IdentityRow).values(rows[start : start + 500])
+                session.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=["source", "source_key"],
+                        set_={
+                            "doc_family_id": stmt.excluded.doc_family_id,
+                            "content_hash": stmt.excluded.content_hash,
+                            "path": stmt.excluded.path,
+                            "last_seen": stmt.excluded.last_seen,
+                        },
+                    )
+                )
+        return len(rows)
+
+    def identities_at(self, source: str, paths: Iterable[str]) -> dict[str, str]:
+        """The identity last seen at each of ``paths`` (path -> source_key), where known."""
+        wanted = sorted(set(paths))
+        found: dict[str, tuple[datetime, str]] = {}
+        stmt = select(IdentityRow.path, IdentityRow.source_key, IdentityRow.last_seen)
+        with Session(self.engine) as session:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                rows = session.execute(
+                    stmt.where(IdentityRow.source == source, IdentityRow.path.in_(chunk))
+                )
+                for path, key, seen in rows:
+                    if path is not None and (path not in found or (seen, key) > found[path]):
+                        found[path] = (seen, key)
+        return {path: key for path, (_seen, key) in found.items()}
+
+    def touch_identities(self, source: str, keys: Iterable[str]) -> None:
+        """Mark identities as seen now without changing them (a document that is present but
+        cannot be parsed: the grace period of ``missing_in_source`` does not start)."""
+        chosen = sorted(set(keys))
+        at = now()
+        with self._sessions.begin() as session:
+            for start in range(0, len(chosen), 500):
+                session.execute(
+                    update(IdentityRow)
+                    .where(
+                        IdentityRow.source == source,
+                        IdentityRow.source_key.in_(chosen[start : start + 500]),
+                    )
+                    .values(last_seen=at)
+                )
+
+    def identity_last_seen(self, source: str) -> dict[str, datetime]:
+        """When each source key of a source was last seen (source_key -> instant)."""
+        stmt = select(IdentityRow.source_key, IdentityRow.last_seen).where(
+            IdentityRow.source == source
+        )
+        with Session(self.engine) as session:
+            rows = session.execute(stmt.execution_options(yield_per=5000))
+            return {key: seen for key, seen in rows}
+
+    # -- source status ----------------------------------------------------------------------
+
+    def record_source_attempt(
+        self,
+        source: str,
+        *,
+        ok: bool,
+        at: datetime | None = None,
+        error: str | None = None,
+        documents_seen: int | None = None,
+    ) -> None:
+        """Record a scan of a source; success moves its TTL clock, failure keeps it."""
+        at = at or now()
+        values: dict[str, Any] = {"source": source, "last_attempt_at": at, "last_error": error}
+        if ok:
+            values["last_success_at"] = at
+            values["documents_seen"] = documents_seen
+        with self._sessions.begin() as session:
+            upsert(session, self.dialect, SourceStatusRow.__table__, [values], ["source"])
+            if not ok:
+                session.execute(
+                    update(SourceStatusRow)
+                    .where(SourceStatusRow.source == source)
+                    .values(failures=SourceStatusRow.failures + 1)
+                )
+
+    def source_status(self) -> dict[str, SourceStatusRow]:
+        """Every source's status row."""
+        with Session(self.engine) as session:
+            return {row.source: row for row in session.scalars(select(SourceStatusRow))}

@@ -1,0 +1,165 @@
+"""The outbox repository: re-ingest requests, and a run's row writes queued with them.
+
+``write_rows_and_outbox`` is the applier's one table write: row updates, re-ingest requests
+and their audit entries commit in ONE transaction, or none of them does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from reconciler.model import AuditEntry, ReingestRequest, RowChange
+from reconciler.stores import audit
+from reconciler.stores.schema import DocumentRow, OutboxRow
+from reconciler.stores.sql.connection import now
+
+
+class SqlOutbox:
+    """Re-ingest requests (pending until the ingestor consumes them) and the combined write."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def request_reingest(
+        self, *, doc_id: str, source: str, source_key: str, reason: str, run_id: str | None = None
+    ) -> None:
+        """Queue a re-ingest request (idempotent while one is pending for the document)."""
+        with self._sessions.begin() as session:
+            pending = session.scalar(
+                select(OutboxRow.id).where(
+                    OutboxRow.doc_id == doc_id, OutboxRow.status == "pending"
+                )
+            )
+            if pending is None:
+                session.add(
+                    OutboxRow(
+                        doc_id=doc_id,
+                        source=source,
+                        source_key=source_key,
+                        reason=reason,
+                        run_id=run_id,
+                        requested_at=now(),
+                        status="pending",
+                        attempts=0,
+                    )
+                )
+
+    def pending_reingest(self, limit: int = 1000) -> list[OutboxRow]:
+        """Pending re-ingest requests, oldest first."""
+        with Session(self.engine) as session:
+            stmt = (
+                select(OutboxRow)
+                .where(OutboxRow.status == "pending")
+                .order_by(OutboxRow.id)
+                .limit(limit)
+            )
+            return list(session.scalars(stmt))
+
+    def pending_reingest_for(self, doc_ids: Iterable[str], *, chunk: int = 500) -> set[str]:
+        """Those of ``doc_ids`` that already have a pending re-ingest request."""
+        wanted = sorted(set(doc_ids))
+        found: set[str] = set()
+        with Session(self.engine) as session:
+            for start in range(0, len(wanted), chunk):
+                stmt = select(OutboxRow.doc_id).where(
+                    OutboxRow.status == "pending",
+                    OutboxRow.doc_id.in_(wanted[start : start + chunk]),
+                )
+                found.update(session.scalars(stmt))
+        return found
+
+    def finish_reingest(self, request_id: int, *, ok: bool, error: str | None = None) -> None:
+        """Mark a request done, or count a failed attempt (it stays pending)."""
+        with self._sessions.begin() as session:
+            row = session.get(OutboxRow, request_id)
+            if row is None:
+                return
+            row.attempts += 1
+            if ok:
+                row.status, row.consumed_at, row.last_error = "done", now(), None
+            else:
+                row.last_error = error
+
+    # -- writes of a reconciliation run (the applier is the only caller) --------------------
+
+    def write_rows_and_outbox(
+        self,
+        *,
+        run_id: str,
+        actor: str,
+        changes: Sequence[RowChange],
+        reingests: Sequence[tuple[ReingestRequest, str]],
+        at: datetime,
+    ) -> tuple[str, int]:
+        """Row updates, re-ingest requests and their audit entries in ONE transaction.
+
+        Returns the new audit head hash ("" when nothing was written) and the number of
+        re-ingest requests queued (one already pending for a document is not repeated).
+        """
+        entries: list[AuditEntry] = []
+        with self._sessions.begin() as session:
+            for change in changes:
+                values = {
+                    k: (str(v) if k == "version_state" and v is not None else v)
+                    for k, v in change.after.items()
+                }
+                session.execute(
+                    update(DocumentRow)
+                    .where(DocumentRow.doc_id == change.doc_id)
+                    .values(**values, updated_at=at)
+                )
+                entries.append(
+                    AuditEntry(
+                        run_id=run_id,
+                        at=at,
+                        actor=actor,
+                        reason=change.reason,
+                        target_type="row",
+                        target=change.doc_id,
+                        before=dict(change.before),
+                        after=dict(change.after),
+                    )
+                )
+            for request, reason in reingests:
+                pending = session.scalar(
+                    select(OutboxRow.id).where(
+                        OutboxRow.doc_id == request.doc_id, OutboxRow.status == "pending"
+                    )
+                )
+                if pending is not None:
+                    continue
+                session.add(
+                    OutboxRow(
+                        doc_id=request.doc_id,
+                        source=request.source,
+                        source_key=request.source_key,
+                        reason=request.reason,
+                        run_id=run_id,
+                        requested_at=at,
+                        status="pending",
+                        attempts=0,
+                    )
+                )
+                entries.append(
+                    AuditEntry(
+                        run_id=run_id,
+                        at=at,
+                        actor=actor,
+                        reason=reason,
+                        target_type="reingest",
+                        target=request.doc_id,
+                        before=None,
+                        after={
+                            "source": request.source,
+                            "source_key": request.source_key,
+                            "reason": request.reason,
+                        },
+                    )
+                )
+            queued = sum(1 for e in entries if e.target_type == "reingest")
+            return (audit.append(session, entries) if entries else ""), queued

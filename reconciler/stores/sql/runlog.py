@@ -1,0 +1,183 @@
+"""The run log repository: each run's record from start to end, and the findings it made."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from reconciler.model import storable
+from reconciler.stores.schema import FindingRow, RunRow
+from reconciler.stores.sql.connection import now
+
+
+def _without_nul(value: Any) -> Any:
+    """NUL characters and lone surrogates spelled out (``storable``), recursively."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
+class SqlRunLog:
+    """Runs (started, finished, refused, interrupted) and their findings."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def start_run(
+        self,
+        *,
+        mode: str,
+        actor: str,
+        forced: bool = False,
+        shard: str | None = None,
+        status: str = "running",
+        run_id: str | None = None,
+        job: str | None = None,
+        checks: str | None = None,
+    ) -> str:
+        """Record a run as started (or refused); return its id."""
+        run_id = run_id or str(uuid.uuid4())
+        with self._sessions.begin() as session:
+            session.add(
+                RunRow(
+                    run_id=run_id,
+                    mode=mode,
+                    actor=actor,
+                    status=status,
+                    started_at=now(),
+                    forced=forced,
+                    shard=shard,
+                    job=job or mode,
+                    checks=checks,
+                )
+            )
+        return run_id
+
+    _RUN_STATS = frozenset(
+        {
+            "duration_seconds",
+            "chunks_scanned",
+            "rows_written",
+            "payload_writes",
+            "points_written",
+            "reingest_requests",
+        }
+    )
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        counts: Mapping[str, Any] | None = None,
+        error: str | None = None,
+        **stats: float,
+    ) -> None:
+        """Record a run's end; ``stats`` fill the metric columns (``chunks_scanned``...)."""
+        unknown = set(stats) - self._RUN_STATS
+        if unknown:
+            raise TypeError(f"unknown run statistics: {', '.join(sorted(unknown))}")
+        with self._sessions.begin() as session:
+            session.execute(
+                update(RunRow)
+                # An interrupted run was declared dead by the next lease holder: final.
+                .where(RunRow.run_id == run_id, RunRow.status != "interrupted")
+                .values(
+                    status=status,
+                    finished_at=now(),
+                    counts=dict(counts or {}),
+                    error=error,
+                    **stats,
+                )
+            )
+
+    def set_run_counts(self, run_id: str, counts: Mapping[str, Any]) -> None:
+        """Replace a finished run's counts (recovery clears what it resolved)."""
+        with self._sessions.begin() as session:
+            session.execute(
+                update(RunRow).where(RunRow.run_id == run_id).values(counts=dict(counts))
+            )
+
+    def rollbacks(self) -> dict[str, str]:
+        """Succeeded rollback runs and the run each rolled back."""
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(RunRow.run_id, RunRow.counts).where(
+                    RunRow.mode == "rollback", RunRow.status == "succeeded"
+                )
+            )
+            return {
+                run_id: counts["rolled_back"]
+                for run_id, counts in rows
+                if isinstance(counts, dict) and counts.get("rolled_back")
+            }
+
+    def runs_to_resolve(self, *, shard: str) -> list[tuple[str, str]]:
+        """Runs of ``shard`` recorded as running, and failed runs that left a payload batch
+        unconfirmed: (run_id, status), oldest first."""
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(RunRow.run_id, RunRow.status, RunRow.counts)
+                .where(RunRow.shard == shard, RunRow.status.in_(("running", "failed")))
+                .order_by(RunRow.started_at)
+            )
+            return [
+                (run_id, status)
+                for run_id, status, counts in rows
+                if status == "running" or (isinstance(counts, dict) and counts.get("unconfirmed"))
+            ]
+
+    def last_runs(self, limit: int = 5) -> list[RunRow]:
+        """The most recent runs, newest first."""
+        with Session(self.engine) as session:
+            return list(
+                session.scalars(select(RunRow).order_by(RunRow.started_at.desc()).limit(limit))
+            )
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        """One run's record."""
+        with Session(self.engine) as session:
+            return session.get(RunRow, run_id)
+
+    # -- findings ---------------------------------------------------------------------------
+
+    def record_findings(
+        self, run_id: str, findings: Sequence[Any], *, outstanding: Sequence[bool] | None = None
+    ) -> None:
+        """Store a run's findings (``Finding`` values) and whether each still holds."""
+        flags = list(outstanding) if outstanding is not None else [True] * len(findings)
+        rows = [
+            FindingRow(run_id=run_id, outstanding=flag, **_without_nul(f.to_json()))
+            for f, flag in zip(findings, flags, strict=True)
+        ]
+        with self._sessions.begin() as session:
+            session.add_all(rows)
+
+    def findings_of(self, run_id: str) -> list[dict[str, Any]]:
+        """The findings a run recorded."""
+        with Session(self.engine) as session:
+            rows = session.scalars(
+                select(FindingRow).where(FindingRow.run_id == run_id).order_by(FindingRow.id)
+            )
+            return [
+                {
+                    "check": r.check,
+                    "kind": r.kind,
+                    "severity": r.severity,
+                    "family": r.family,
+                    "doc_id": r.doc_id,
+                    "expected": r.expected,
+                    "actual": r.actual,
+                    "action": r.action,
+                }
+                for r in rows
+            ]

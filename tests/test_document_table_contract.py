@@ -1,0 +1,147 @@
+"""What every ``DocumentTable`` promises, seen through the port only (``reconciler.ports``).
+
+Runs on each adapter the ``table`` fixture yields (SQLite and PostgreSQL); a new document table
+adds itself there. Schema, driver faults and the audit chain's tamper checks are the adapter's
+own (``test_table.py``, ``test_disk_full.py``, ``test_audit_chain.py``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from reconciler.model import (
+    AuditEntry,
+    Document,
+    Finding,
+    ReingestRequest,
+    RowChange,
+    Severity,
+    VersionState,
+)
+from reconciler.ports import DocumentTable
+
+AT = datetime(2026, 2, 1, tzinfo=UTC)
+
+
+def document(n: int, **changes: object) -> Document:
+    values: dict[str, object] = {
+        "doc_id": f"h:doc-{n}",
+        "source": "h",
+        "source_key": f"doc-{n}",
+        "doc_family_id": f"h:fam-{n // 2}",
+        "doc_version": n % 2 + 1,
+        "version_state": VersionState.CURRENT,
+        "doc_class": "policy",
+    }
+    values.update(changes)
+    return Document(**values)  # type: ignore[arg-type]
+
+
+def request(n: int) -> ReingestRequest:
+    return ReingestRequest(
+        doc_id=f"h:doc-{n}", source="h", source_key=f"doc-{n}", reason="in_place_edit"
+    )
+
+
+def test_documents_by_id_family_and_stream(table: DocumentTable) -> None:
+    table.upsert_documents([document(n) for n in (3, 0, 2, 1)])
+    assert set(table.get_documents(["h:doc-1", "h:doc-9"])) == {"h:doc-1"}
+    assert table.has_family("h:fam-1")
+    assert not table.has_family("h:fam-9")
+    streamed = [d.doc_id for d in table.iter_documents(batch_size=2)]
+    assert streamed == ["h:doc-0", "h:doc-1", "h:doc-2", "h:doc-3"]
+    assert [d.doc_id for d in table.iter_documents(doc_ids=["h:doc-2"])] == ["h:doc-2"]
+
+
+def test_rows_requests_and_audit_commit_together(table: DocumentTable) -> None:
+    table.upsert_documents([document(0), document(1)])
+    table.request_reingest(doc_id="h:doc-1", source="h", source_key="doc-1", reason="x")
+    head, queued = table.write_rows_and_outbox(
+        run_id="r1",
+        actor="cli",
+        changes=[
+            RowChange(
+                "h:doc-0",
+                "dates/expired",
+                {"version_state": "current"},
+                {"version_state": VersionState.RETIRED},
+            )
+        ],
+        reingests=[(request(0), "hash/changed"), (request(1), "hash/changed")],
+        at=AT,
+    )
+    assert queued == 1  # doc-1 already had a pending request: not repeated, not audited
+    assert table.get_documents(["h:doc-0"])["h:doc-0"].version_state is VersionState.RETIRED
+    assert table.pending_reingest_for(["h:doc-0", "h:doc-1", "h:doc-2"]) == {
+        "h:doc-0",
+        "h:doc-1",
+    }
+    entries, hashes = table.run_entries_with_hashes("r1")
+    assert [(e.target_type, e.target) for e in entries] == [
+        ("row", "h:doc-0"),
+        ("reingest", "h:doc-0"),
+    ]
+    assert hashes[-1] == head
+    assert table.write_rows_and_outbox(
+        run_id="r2", actor="cli", changes=[], reingests=[], at=AT
+    ) == ("", 0)
+    assert table.verify_audit().ok
+
+
+def test_audit_appends_extend_one_chain(table: DocumentTable) -> None:
+    assert table.append_audit([]) == ""
+    first = AuditEntry("r1", AT, "cli", "test", "row", "h:doc-0", {"a": 1}, {"a": 2})
+    later = AuditEntry("r2", AT, "cli", "test", "payload", "h:doc-0", None, {"a": 3})
+    head = table.append_audit([first])
+    assert table.append_audit([later]) != head
+    assert table.runs_touching_after(head, {"h:doc-0"}, exclude="r1") == ["r2"]
+    assert table.runs_touching_after(head, {"h:doc-9"}, exclude="r1") == []
+    shown = list(table.audit_entries(run_id="r2"))
+    assert [(e["run_id"], e["target_type"]) for e in shown] == [("r2", "payload")]
+    verification = table.verify_audit()
+    assert verification.ok
+    assert verification.entries == 2
+
+
+def test_run_log_from_start_to_end(table: DocumentTable) -> None:
+    run = table.start_run(mode="apply", actor="cli", shard="0/1", checks="dates,hash")
+    assert table.runs_to_resolve(shard="0/1") == [(run, "running")]
+    with pytest.raises(TypeError, match="unknown run statistics"):
+        table.finish_run(run, status="succeeded", bogus=1.0)
+    table.finish_run(run, status="failed", counts={"unconfirmed": 1}, rows_written=2)
+    assert table.runs_to_resolve(shard="0/1") == [(run, "failed")]
+    table.set_run_counts(run, {})
+    assert table.runs_to_resolve(shard="0/1") == []
+    entry = table.get_run(run)
+    assert entry is not None
+    assert (entry.status, entry.shard, entry.checks, entry.counts) == (
+        "failed",
+        "0/1",
+        "dates,hash",
+        {},
+    )
+    assert table.get_run("nope") is None
+    back = table.start_run(mode="rollback", actor="cli")
+    table.finish_run(back, status="succeeded", counts={"rolled_back": run})
+    assert table.rollbacks() == {back: run}
+    assert [r.run_id for r in table.last_runs(1)] == [back]
+
+
+def test_findings_are_kept_per_run(table: DocumentTable) -> None:
+    run = table.start_run(mode="check", actor="cli")
+    finding = Finding(
+        check="dates",
+        kind="expired",
+        severity=Severity.WARNING,
+        family="h:fam-0",
+        doc_id="h:doc-0",
+        expected={"version_state": "retired"},
+        actual={"version_state": "current"},
+        action="retire",
+    )
+    table.record_findings(run, [finding], outstanding=[False])
+    [stored] = table.findings_of(run)
+    assert (stored["check"], stored["kind"], stored["doc_id"]) == ("dates", "expired", "h:doc-0")
+    assert table.findings_of("other") == []
