@@ -36,10 +36,12 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import quote, urljoin, urlsplit
 
 import requests
+from pydantic import Field, PlainValidator
 from requests.auth import AuthBase, HTTPBasicAuth
 
 from connectors.base import (
@@ -48,18 +50,32 @@ from connectors.base import (
     DocumentUnreadable,
     SourceUnavailable,
 )
-from connectors.frontmatter import cycles
 from connectors.httpclient import HttpPolicy, base_url_problems, get_json, make_session, redact
+from connectors.options import (
+    ConnectorSettings,
+    HttpPolicyOptions,
+    Loc,
+    NonNegativeSeconds,
+    check,
+    checked_url,
+    config_problems,
+    invalid,
+    is_integer,
+    load,
+    reserved_variable,
+    text,
+    unset,
+)
+from connectors.records import cycles, parse_date, read_date, shown
 from reconciler.model import (
     ProblemKind,
     SourceDocument,
     SourceProblem,
     SourceSnapshot,
     VersionState,
-    parse_instant,
 )
 
-__all__ = ["ConfluenceSource"]
+__all__ = ["ConfluenceOptions", "ConfluenceSettings", "ConfluenceSource"]
 
 log = logging.getLogger(__name__)
 
@@ -80,34 +96,133 @@ DEFAULT_STATUSES: Mapping[str, tuple[str, ...]] = {
 }
 _LISTABLE = frozenset(STATUS_STATES)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ENV_PREFIX = "RECONCILER_"
 _PAGE_ID = re.compile(r"[0-9]+")
 _PAGE_URL = re.compile(r"/pages/([0-9]+)(?:[/?#]|$)")
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DC_EXPAND = "version,history,ancestors,metadata.labels,body.storage,space"
-_POLICY_OPTIONS = (
-    "connect_timeout",
-    "read_timeout",
-    "retries",
-    "backoff_factor",
-    "backoff_max",
-    "backoff_jitter",
-)
-_OPTIONS = frozenset(
-    {
-        "flavor",
-        "spaces",
-        "cql",
-        "username_env",
-        "token_env",
-        "supersession_label",
-        "successor_property",
-        "effective_from_property",
-        "statuses",
-        "page_size",
-        *_POLICY_OPTIONS,
-    }
-)
+
+
+# -- settings ------------------------------------------------------------------------------
+
+
+def _credential_variable(value: Any) -> str:
+    """An option naming an environment variable: never the secret itself (never echoed)."""
+    if value is None:
+        raise invalid("the name of the environment variable holding the credential")
+    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
+        raise invalid(
+            "must name an environment variable (letters, digits, underscore); the value "
+            "is not shown in case it is the secret itself"
+        )
+    reason = reserved_variable(value)
+    if reason is not None:
+        raise invalid(reason)
+    return value
+
+
+def _spaces(value: Any) -> tuple[str, ...]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(s, str) and s.strip() for s in value)
+    ):
+        raise invalid("a non-empty list of space keys")
+    return tuple(s.strip() for s in value)
+
+
+def _statuses(value: Any) -> tuple[str, ...]:
+    if (
+        not isinstance(value, list)
+        or "current" not in value
+        or not all(isinstance(s, str) and s in _LISTABLE for s in value)
+    ):
+        raise invalid(
+            "a list of page statuses including current, from " + ", ".join(sorted(_LISTABLE))
+        )
+    return tuple(value)
+
+
+_CredentialVariable = Annotated[str, PlainValidator(_credential_variable)]
+_Name = Annotated[str, text("a non-empty string")]
+
+
+class ConfluenceOptions(HttpPolicyOptions):
+    """``[sources.options]`` of a confluence source (docs/connectors/confluence.md)."""
+
+    unknown_option: ClassVar[str] = "unknown option for a confluence source"
+    secret_keys: ClassVar[frozenset[str]] = frozenset({"token", "password", "api_token", "secret"})
+    secret_hint: ClassVar[str] = (
+        "secrets are never read from the config file; name an environment variable in "
+        "options.token_env"
+    )
+
+    flavor: Annotated[
+        Literal["cloud", "datacenter"],
+        check(lambda v: v in FLAVORS, "cloud or datacenter (Data Center and Server)"),
+    ] = Field(default=None, validate_default=True)
+    spaces: Annotated[tuple[str, ...], PlainValidator(_spaces)] = ()
+    cql: Annotated[str, text("a CQL query string")] | None = None
+    username_env: _CredentialVariable | None = None
+    token_env: _CredentialVariable = Field(default=None, validate_default=True)
+    supersession_label: _Name = "superseded"
+    successor_property: _Name = "superseded_by"
+    effective_from_property: _Name = "effective_from"
+    statuses: Annotated[tuple[str, ...], PlainValidator(_statuses)] | None = None
+    page_size: Annotated[
+        int, check(lambda v: is_integer(v) and 1 <= v <= 250, "an integer from 1 to 250")
+    ] = 50
+    backoff_jitter: NonNegativeSeconds | None = None
+
+
+class ConfluenceSettings(ConnectorSettings):
+    """What a confluence source reads of its ``[[sources]]`` entry."""
+
+    path: Annotated[None, unset("a confluence source is reached by url, not path")] = None
+    url: Annotated[
+        str,
+        checked_url(
+            partial(
+                base_url_problems,
+                example="https://example.atlassian.net",
+                credentials="name variables in options",
+            ),
+            missing="a confluence source needs url (the site's base URL)",
+        ),
+    ] = Field(default=None, validate_default=True)
+    options: ConfluenceOptions = Field(default_factory=ConfluenceOptions)
+
+    @classmethod
+    def rules(cls, given: Mapping[str, Any], options: Mapping[str, Any]) -> list[tuple[Loc, str]]:
+        """The scope each flavor reads; the credentials each flavor needs."""
+        problems: list[tuple[Loc, str]] = []
+        flavor, spaces, cql = options.get("flavor"), options.get("spaces"), options.get("cql")
+        if flavor == "cloud" and cql is not None:
+            problems.append(
+                (("options", "cql"), "CQL scope is for datacenter; on cloud list options.spaces")
+            )
+        if spaces is None and (cql is None or flavor == "cloud"):
+            problems.append(
+                (
+                    ("options", "spaces"),
+                    "name the scope: options.spaces (space keys)"
+                    + (" and/or options.cql" if flavor == "datacenter" else ""),
+                )
+            )
+        if flavor == "cloud" and options.get("username_env") is None:
+            problems.append(
+                (
+                    ("options", "username_env"),
+                    "the name of the environment variable holding the credential",
+                )
+            )
+        elif flavor == "datacenter" and "username_env" in options:
+            problems.append(
+                (
+                    ("options", "username_env"),
+                    "datacenter authenticates with a personal access token (bearer); "
+                    "only options.token_env is used",
+                )
+            )
+        return problems
 
 
 class _Bearer(AuthBase):
@@ -224,125 +339,29 @@ class ConfluenceSource:
     @classmethod
     def config_problems(cls, settings: Any) -> list[tuple[str, str]]:
         """What is wrong with a confluence source's settings (checked when the config loads)."""
-        problems: list[tuple[str, str]] = []
-        if settings.path:
-            problems.append(("path", "a confluence source is reached by url, not path"))
-        url = settings.url
-        if not url:
-            problems.append(("url", "a confluence source needs url (the site's base URL)"))
-        else:
-            problems += base_url_problems(
-                url,
-                example="https://example.atlassian.net",
-                credentials="name variables in options",
-            )
-        options: Mapping[str, Any] = settings.options
-        flavor = options.get("flavor")
-        if flavor not in FLAVORS:
-            problems.append(("options.flavor", "cloud or datacenter (Data Center and Server)"))
-        for key in sorted(options):
-            if key not in _OPTIONS:
-                hint = (
-                    "secrets are never read from the config file; name an environment variable "
-                    "in options.token_env"
-                    if key in ("token", "password", "api_token", "secret")
-                    else "unknown option for a confluence source"
-                )
-                problems.append((f"options.{key}", hint))
-        spaces = options.get("spaces")
-        if spaces is not None and (
-            not isinstance(spaces, list)
-            or not spaces
-            or not all(isinstance(s, str) and s.strip() for s in spaces)
-        ):
-            problems.append(("options.spaces", "a non-empty list of space keys"))
-        cql = options.get("cql")
-        if cql is not None and (not isinstance(cql, str) or not cql.strip()):
-            problems.append(("options.cql", "a CQL query string"))
-        if flavor == "cloud" and cql is not None:
-            problems.append(
-                ("options.cql", "CQL scope is for datacenter; on cloud list options.spaces")
-            )
-        if spaces is None and (cql is None or flavor == "cloud"):
-            problems.append(
-                (
-                    "options.spaces",
-                    "name the scope: options.spaces (space keys)"
-                    + (" and/or options.cql" if flavor == "datacenter" else ""),
-                )
-            )
-        problems += _variable_problems(options.get("token_env"), "options.token_env")
-        if flavor == "cloud":
-            problems += _variable_problems(options.get("username_env"), "options.username_env")
-        elif flavor == "datacenter" and "username_env" in options:
-            problems.append(
-                (
-                    "options.username_env",
-                    "datacenter authenticates with a personal access token (bearer); "
-                    "only options.token_env is used",
-                )
-            )
-        for key in ("supersession_label", "successor_property", "effective_from_property"):
-            value = options.get(key)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                problems.append((f"options.{key}", "a non-empty string"))
-        statuses = options.get("statuses")
-        if statuses is not None and (
-            not isinstance(statuses, list)
-            or "current" not in statuses
-            or not all(s in _LISTABLE for s in statuses)
-        ):
-            problems.append(
-                (
-                    "options.statuses",
-                    "a list of page statuses including current, from "
-                    + ", ".join(sorted(_LISTABLE)),
-                )
-            )
-        page_size = options.get("page_size")
-        if page_size is not None and not (
-            _number(page_size, integer=True) and 1 <= page_size <= 250
-        ):
-            problems.append(("options.page_size", "an integer from 1 to 250"))
-        for key in _POLICY_OPTIONS:
-            value = options.get(key)
-            if value is None:
-                continue
-            if key == "retries":
-                if not (_number(value, integer=True) and value >= 0):
-                    problems.append((f"options.{key}", "a non-negative integer"))
-            elif key.endswith("_timeout"):
-                if not (_number(value) and value > 0):
-                    problems.append((f"options.{key}", "a positive number of seconds"))
-            elif not (_number(value) and value >= 0):
-                problems.append((f"options.{key}", "a non-negative number"))
-        return problems
+        return config_problems(ConfluenceSettings, settings)
 
     @classmethod
     def from_settings(cls, settings: Any) -> ConfluenceSource:
         """Build from a ``[[sources]]`` entry (type "confluence")."""
-        problems = cls.config_problems(settings)
-        if problems:
-            raise ConnectorConfigError(
-                f"source {settings.name!r}: " + "; ".join(f"{k}: {m}" for k, m in problems)
-            )
-        options: Mapping[str, Any] = settings.options
-        policy = HttpPolicy.from_options(options)
-        if "backoff_jitter" in options:
-            policy = dataclasses.replace(policy, backoff_jitter=options["backoff_jitter"])
+        config = load(ConfluenceSettings, settings)
+        options = config.options
+        policy = HttpPolicy.from_options(options.policy_options())
+        if options.backoff_jitter is not None:
+            policy = dataclasses.replace(policy, backoff_jitter=options.backoff_jitter)
         return cls(
             settings.name,
-            settings.url,
-            flavor=options["flavor"],
-            token_env=options["token_env"],
-            username_env=options.get("username_env"),
-            spaces=[s.strip() for s in options.get("spaces") or ()],
-            cql=options.get("cql"),
-            supersession_label=options.get("supersession_label", "superseded"),
-            successor_property=options.get("successor_property", "superseded_by"),
-            effective_from_property=options.get("effective_from_property", "effective_from"),
-            statuses=options.get("statuses"),
-            page_size=options.get("page_size", 50),
+            config.url,
+            flavor=options.flavor,
+            token_env=options.token_env,
+            username_env=options.username_env,
+            spaces=options.spaces,
+            cql=options.cql,
+            supersession_label=options.supersession_label,
+            successor_property=options.successor_property,
+            effective_from_property=options.effective_from_property,
+            statuses=options.statuses,
+            page_size=options.page_size,
             policy=policy,
         )
 
@@ -572,7 +591,7 @@ class ConfluenceSource:
             if not entries or not _next_link(data):
                 return
             size = data.get("size")
-            start += size if _number(size, integer=True) and size > 0 else len(entries)
+            start += size if is_integer(size) and size > 0 else len(entries)
 
     def _follow(self, link: str) -> str:
         """Resolve a next-page link; never send the credentials to another site."""
@@ -651,18 +670,18 @@ class ConfluenceSource:
             version_at=None,
             labels=labels,
         )
-        if _number(number, integer=True) and number >= 0:
+        if is_integer(number) and number >= 0:
             page.version = number
         else:
             page.invalid.append(
                 (
                     "version",
-                    f"version number missing or invalid ({_shown(number)}); taken as absent",
+                    f"version number missing or invalid ({shown(number)}); taken as absent",
                 )
             )
         if isinstance(when, str):
             try:
-                page.version_at = parse_instant(when)
+                page.version_at = parse_date(when)
             except ValueError:
                 page.invalid.append(
                     ("effective_from", f"version date {when!r} is not ISO 8601; taken as absent")
@@ -774,7 +793,7 @@ class ConfluenceSource:
             (
                 "superseded_by",
                 f"{self.successor_property} must name the successor's page id, got "
-                f"{_shown(raw)}; supersession ignored",
+                f"{shown(raw)}; supersession ignored",
             )
         )
         return None
@@ -1017,7 +1036,7 @@ def _property_text(
         return None
     if not isinstance(value, str):
         invalid.append(
-            (field or key, f"property {key} must be a string, got {_shown(value)}; taken as absent")
+            (field or key, f"property {key} must be a string, got {shown(value)}; taken as absent")
         )
         return None
     return value.strip() or None
@@ -1030,52 +1049,4 @@ def _instant(
     field: str | None = None,
 ) -> datetime | None:
     value = _property_text(properties, key, invalid, field)
-    if value is None:
-        return None
-    try:
-        if _DATE.fullmatch(value):
-            return datetime.fromisoformat(value).replace(tzinfo=UTC)
-        return parse_instant(value)
-    except (ValueError, OverflowError):
-        invalid.append(
-            (
-                field or key,
-                f"property {key} must be a date or an ISO 8601 date-time, got {value!r}; "
-                "taken as absent",
-            )
-        )
-        return None
-
-
-def _variable_problems(value: Any, key: str) -> list[tuple[str, str]]:
-    """An option naming an environment variable: never the secret itself (never echoed)."""
-    if value is None:
-        return [(key, "the name of the environment variable holding the credential")]
-    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
-        return [
-            (
-                key,
-                "must name an environment variable (letters, digits, underscore); the value "
-                "is not shown in case it is the secret itself",
-            )
-        ]
-    if value.upper().startswith(_ENV_PREFIX):
-        return [
-            (
-                key,
-                f"{value}: variables starting with {_ENV_PREFIX} are read as config overrides; "
-                "name the secret's variable otherwise",
-            )
-        ]
-    return []
-
-
-def _number(value: Any, *, integer: bool = False) -> bool:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) if integer else isinstance(value, int | float)
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return read_date(value, f"property {key}", invalid, field=field or key)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import yaml
@@ -24,7 +24,8 @@ from yaml.constructor import ConstructorError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node
 
-from reconciler.model import ProblemKind, SourceProblem, VersionState, parse_instant
+from connectors.records import cycles, read_date, shown
+from reconciler.model import ProblemKind, SourceProblem, VersionState
 
 __all__ = [
     "SUFFIX",
@@ -45,7 +46,6 @@ __all__ = [
 #: The suffix of a note; a note's default id is its relative path without it.
 SUFFIX = ".md"
 _HANDLER = YAMLHandler()
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DIGITS = re.compile(r"[0-9]+")
 _WIKILINK = re.compile(r"\[\[([^\[\]]*)\]\]")
 _LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\n)+")
@@ -249,18 +249,7 @@ def _state(meta: Mapping[str, Any], invalid: list[tuple[str, str]]) -> VersionSt
 
 
 def _instant(meta: Mapping[str, Any], key: str, invalid: list[tuple[str, str]]) -> datetime | None:
-    value = _text(meta, key, invalid)
-    if value is None:
-        return None
-    try:
-        if _DATE.fullmatch(value):
-            return datetime.fromisoformat(value).replace(tzinfo=UTC)
-        return parse_instant(value)
-    except (ValueError, OverflowError):
-        invalid.append(
-            (key, f"{key} must be a date or an ISO 8601 date-time, got {value!r}; taken as absent")
-        )
-        return None
+    return read_date(_text(meta, key, invalid), key, invalid)
 
 
 def _link(meta: Mapping[str, Any], invalid: list[tuple[str, str]]) -> Link | None:
@@ -445,22 +434,6 @@ def _resolve(
     return None, f"superseded_by {shown_link} names no note in {place}; ignored"
 
 
-def cycles(successors: Mapping[str, str]) -> Iterator[list[str]]:
-    """Yield every cycle of a graph where each node has at most one successor, in key order."""
-    done: set[str] = set()
-    for start in sorted(successors):
-        trail: list[str] = []
-        on_trail: set[str] = set()
-        node: str | None = start
-        while node is not None and node not in done and node not in on_trail:
-            trail.append(node)
-            on_trail.add(node)
-            node = successors.get(node)
-        if node is not None and node in on_trail:
-            yield trail[trail.index(node) :]
-        done.update(trail)
-
-
 # -- small helpers -------------------------------------------------------------------------
 
 
@@ -472,9 +445,3 @@ def one_line(exc: Exception) -> str:
 
 def _kind(value: object) -> str:
     return "list" if isinstance(value, list) else "mapping" if isinstance(value, dict) else "scalar"
-
-
-def shown(value: object) -> str:
-    """A value's repr, at most 80 characters."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -44,8 +44,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 from urllib.parse import urlsplit
+
+from pydantic import Field, PlainValidator
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
 from connectors.frontmatter import (
@@ -58,9 +60,27 @@ from connectors.frontmatter import (
     refuse_duplicates,
     resolve_links,
 )
+from connectors.options import (
+    ConnectorOptions,
+    ConnectorSettings,
+    Loc,
+    checked_url,
+    config_problems,
+    invalid,
+    load,
+    text,
+)
 from reconciler.model import ProblemKind, SourceDocument, SourceProblem, SourceSnapshot
 
-__all__ = ["DEFAULT_GLOB", "DEFAULT_TIMEOUT", "EFFECTIVE_FROM", "GitSource", "default_cache_dir"]
+__all__ = [
+    "DEFAULT_GLOB",
+    "DEFAULT_TIMEOUT",
+    "EFFECTIVE_FROM",
+    "GitOptions",
+    "GitSettings",
+    "GitSource",
+    "default_cache_dir",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +90,6 @@ DEFAULT_TIMEOUT = 120.0
 #: Where ``effective_from`` comes from: frontmatter when present else the commit time; or
 #: always the commit time.
 EFFECTIVE_FROM = ("frontmatter", "commit")
-_OPTIONS = frozenset({"branch", "subdir", "glob", "effective_from", "cache_dir", "timeout"})
 
 #: Settings that keep a repository's own configuration from running programs or prompting.
 _SAFE_CONFIG = (
@@ -188,45 +207,23 @@ class GitSource:
     @classmethod
     def config_problems(cls, settings: Any) -> list[tuple[str, str]]:
         """What is wrong with a git source's settings (checked when the config loads)."""
-        problems: list[tuple[str, str]] = []
-        if shutil.which("git") is None:
-            problems.append(("type", "the git connector needs the git command on PATH"))
-        if settings.path and settings.url:
-            problems.append(("url", "set path (a local repository) or url (a clone URL), not both"))
-        elif not settings.path and not settings.url:
-            problems.append(
-                ("path", "a git source needs path (a local repository) or url (a clone URL)")
-            )
-        if settings.url:
-            problems += [("url", message) for message in _url_problems(settings.url)]
-        options: Mapping[str, Any] = settings.options
-        for key in sorted(options):
-            if key not in _OPTIONS:
-                problems.append((f"options.{key}", "unknown option for a git source"))
-        problems += [(f"options.{k}", m) for k, m in _option_problems(options)]
-        if "cache_dir" in options and not settings.url:
-            problems.append(("options.cache_dir", "cache_dir applies to url sources only"))
-        return problems
+        return config_problems(GitSettings, settings)
 
     @classmethod
     def from_settings(cls, settings: Any) -> GitSource:
         """Build from a ``[[sources]]`` entry (type "git")."""
-        problems = cls.config_problems(settings)
-        if problems:
-            raise ConnectorConfigError(
-                f"source {settings.name!r}: " + "; ".join(f"{k}: {m}" for k, m in problems)
-            )
-        options = settings.options
+        config = load(GitSettings, settings)
+        options = config.options
         return cls(
             settings.name,
-            settings.path or None,
-            url=settings.url or None,
-            branch=options.get("branch"),
-            subdir=options.get("subdir"),
-            glob=options.get("glob", DEFAULT_GLOB),
-            effective_from=options.get("effective_from", "frontmatter"),
-            cache_dir=options.get("cache_dir"),
-            timeout=float(options.get("timeout", DEFAULT_TIMEOUT)),
+            config.path,
+            url=config.url,
+            branch=options.branch,
+            subdir=options.subdir,
+            glob=options.glob,
+            effective_from=options.effective_from,
+            cache_dir=options.cache_dir,
+            timeout=options.timeout,
         )
 
     # -- the SystemOfRecord contract -------------------------------------------------------
@@ -805,7 +802,65 @@ class GitSource:
 # -- settings ------------------------------------------------------------------------------
 
 
-def _url_problems(url: str) -> list[str]:
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise invalid("must be a non-empty string")
+    return value
+
+
+def _branch(value: Any) -> str:
+    if not _REF.match(_text(value)):
+        raise invalid(f"{value!r} is not a valid branch name")
+    return str(value)
+
+
+def _subdir(value: Any) -> str:
+    parts = _text(value).replace("\\", "/").strip("/").split("/")
+    if value.startswith("/") or any(part in {"", ".", ".."} for part in parts):
+        raise invalid("must be a folder inside the repository, like 'docs/hr'")
+    return str(value)
+
+
+def _glob(value: Any) -> str:
+    if _text(value).startswith("/") or ".." in value.split("/"):
+        raise invalid("must be relative to the source folder, like '**/*.md'")
+    try:
+        _glob_regex(value)
+    except re.error as exc:
+        raise invalid(f"is not a valid pattern: {exc}") from None
+    return str(value)
+
+
+def _effective_from(value: Any) -> str:
+    if _text(value) not in EFFECTIVE_FROM:
+        raise invalid(f"must be one of {', '.join(EFFECTIVE_FROM)}")
+    return str(value)
+
+
+def _timeout(value: Any) -> float:
+    try:
+        seconds = float(value) if not isinstance(value, bool) else 0.0
+    except (TypeError, ValueError):
+        seconds = 0.0
+    if not seconds > 0:
+        raise invalid("must be a positive number of seconds")
+    return seconds
+
+
+class GitOptions(ConnectorOptions):
+    """``[sources.options]`` of a git source (docs/connectors/git.md)."""
+
+    unknown_option: ClassVar[str] = "unknown option for a git source"
+
+    branch: Annotated[str, PlainValidator(_branch)] | None = None
+    subdir: Annotated[str, PlainValidator(_subdir)] | None = None
+    glob: Annotated[str, PlainValidator(_glob)] = DEFAULT_GLOB
+    effective_from: Annotated[str, PlainValidator(_effective_from)] = "frontmatter"
+    cache_dir: Annotated[str, text("must be a non-empty string")] | None = None
+    timeout: Annotated[float, PlainValidator(_timeout)] = DEFAULT_TIMEOUT
+
+
+def _clone_url_problems(url: str) -> list[str]:
     problems = []
     if url.startswith("-"):
         problems.append("a clone URL cannot start with '-'")
@@ -820,39 +875,30 @@ def _url_problems(url: str) -> list[str]:
     return problems
 
 
-def _option_problems(options: Mapping[str, Any]) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
-    for key in ("branch", "subdir", "glob", "effective_from", "cache_dir"):
-        if key in options and (not isinstance(options[key], str) or not options[key].strip()):
-            problems.append((key, "must be a non-empty string"))
-    branch = options.get("branch")
-    if isinstance(branch, str) and branch.strip() and not _REF.match(branch):
-        problems.append(("branch", f"{branch!r} is not a valid branch name"))
-    subdir = options.get("subdir")
-    if isinstance(subdir, str) and subdir.strip():
-        parts = subdir.replace("\\", "/").strip("/").split("/")
-        if subdir.startswith("/") or any(part in {"", ".", ".."} for part in parts):
-            problems.append(("subdir", "must be a folder inside the repository, like 'docs/hr'"))
-    pattern = options.get("glob")
-    if isinstance(pattern, str) and pattern.strip():
-        if pattern.startswith("/") or ".." in pattern.split("/"):
-            problems.append(("glob", "must be relative to the source folder, like '**/*.md'"))
-        else:
-            try:
-                _glob_regex(pattern)
-            except re.error as exc:
-                problems.append(("glob", f"is not a valid pattern: {exc}"))
-    mode = options.get("effective_from")
-    if isinstance(mode, str) and mode.strip() and mode not in EFFECTIVE_FROM:
-        problems.append(("effective_from", f"must be one of {', '.join(EFFECTIVE_FROM)}"))
-    if "timeout" in options:
-        try:
-            ok = not isinstance(options["timeout"], bool) and float(options["timeout"]) > 0
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            problems.append(("timeout", "must be a positive number of seconds"))
-    return problems
+class GitSettings(ConnectorSettings):
+    """What a git source reads of its ``[[sources]]`` entry."""
+
+    path: str | None = None
+    url: Annotated[str | None, checked_url(_clone_url_problems)] = None
+    options: GitOptions = Field(default_factory=GitOptions)
+
+    @classmethod
+    def rules(cls, given: Mapping[str, Any], options: Mapping[str, Any]) -> list[tuple[Loc, str]]:
+        """git on PATH; exactly one of path and url; a cache folder for a clone URL only."""
+        problems: list[tuple[Loc, str]] = []
+        if shutil.which("git") is None:
+            problems.append((("type",), "the git connector needs the git command on PATH"))
+        if given.get("path") and given.get("url"):
+            problems.append(
+                (("url",), "set path (a local repository) or url (a clone URL), not both")
+            )
+        elif not given.get("path") and not given.get("url"):
+            problems.append(
+                (("path",), "a git source needs path (a local repository) or url (a clone URL)")
+            )
+        if "cache_dir" in options and not given.get("url"):
+            problems.append((("options", "cache_dir"), "cache_dir applies to url sources only"))
+        return problems
 
 
 def _clean_subdir(subdir: str | None) -> str:

@@ -3,8 +3,9 @@
 Many teams already keep "which version is in force" in a table of their DMS or an ERP. This
 connector reads that table, mapped column by column in the config (``docs/connectors/sql.md``),
 and never writes to it. Rows carry the same logical fields as the HTTP registry's records and
-are read with the same rules (``connectors.http.record_from``/``assemble``): an invalid field
-is taken as absent with a problem; a row whose body cannot be read is that row's problem.
+are read with the same rules (``connectors.records``: ``record_from``, ``assemble``): an
+invalid field is taken as absent with a problem; a row whose body cannot be read is that row's
+problem.
 
 Rows are streamed (``yield_per``: a server-side cursor on PostgreSQL), so memory is bounded by
 the batch size. The filter is a mapping of column -> value(s), compiled to bound parameters:
@@ -23,8 +24,9 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+from pydantic import Field, PlainValidator
 from sqlalchemy import Column, MetaData, Table, create_engine, select
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import (
@@ -39,7 +41,22 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
-from connectors.http import (
+from connectors.options import (
+    ConnectorOptions,
+    ConnectorSettings,
+    Loc,
+    PositiveInt,
+    SecretVariable,
+    StatusMap,
+    checked_url,
+    config_problems,
+    invalid,
+    load,
+    refuse,
+    text,
+    unset,
+)
+from connectors.records import (
     FIELDS,
     Record,
     assemble,
@@ -47,20 +64,96 @@ from connectors.http import (
     keep,
     parse_status_map,
     problem,
-    secret_variable_problems,
     sha256_of,
-    status_map_problems,
 )
 from reconciler.model import ProblemKind, SourceProblem, SourceSnapshot
 
-__all__ = ["SqlTableSource"]
+__all__ = ["SqlOptions", "SqlSettings", "SqlTableSource"]
 
 log = logging.getLogger(__name__)
 
 #: Logical fields a column can be mapped to: the registry record's, plus the body.
 LOGICAL_FIELDS: tuple[str, ...] = (*FIELDS, "body")
-_OPTIONS = {"url_env", "table", "columns", "filter", "status_map", "batch_size"}
 _SCALARS = (str, int, float, bool)
+
+
+# -- settings ------------------------------------------------------------------------------
+
+
+def _columns(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise invalid("a table mapping logical fields to column names")
+    problems: list[tuple[Loc, str]] = []
+    for logical, column in value.items():
+        if logical not in LOGICAL_FIELDS:
+            problems.append(((logical,), f"unknown field; fields are {', '.join(LOGICAL_FIELDS)}"))
+        elif not isinstance(column, str) or not column:
+            problems.append(((logical,), "a column name"))
+    if problems:
+        raise refuse(problems)
+    return dict(value)
+
+
+def _filter(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise invalid("a table mapping column names to a value or a list of values")
+    problems: list[tuple[Loc, str]] = []
+    for column, wanted in value.items():
+        values = wanted if isinstance(wanted, list) else [wanted]
+        if not values or not all(isinstance(v, _SCALARS) for v in values):
+            problems.append(((column,), "a string, number or boolean, or a list of them"))
+    if problems:
+        raise refuse(problems)
+    return dict(value)
+
+
+class SqlOptions(ConnectorOptions):
+    """``[sources.options]`` of a sql source (docs/connectors/sql.md)."""
+
+    unknown_option: ClassVar[str] = "unknown option for a sql source"
+
+    url_env: SecretVariable | None = None
+    table: Annotated[str, text("a sql source needs the table's name")] = Field(
+        default=None, validate_default=True
+    )
+    columns: Annotated[dict[str, str], PlainValidator(_columns)] = Field(default_factory=dict)
+    filter: Annotated[dict[str, Any], PlainValidator(_filter)] = Field(default_factory=dict)
+    status_map: StatusMap = Field(default_factory=dict)
+    batch_size: PositiveInt = 500
+
+
+def _database_url_problems(url: str) -> list[str]:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return ["not a SQLAlchemy database URL"]
+    if parsed.password:
+        return [
+            "a URL with a password never goes in the config file; put it in an environment "
+            "variable named by options.url_env"
+        ]
+    return []
+
+
+class SqlSettings(ConnectorSettings):
+    """What a sql source reads of its ``[[sources]]`` entry."""
+
+    path: Annotated[None, unset("a sql source reads a database: set url or options.url_env")] = None
+    url: Annotated[str | None, checked_url(_database_url_problems)] = None
+    options: SqlOptions = Field(default_factory=SqlOptions)
+
+    @classmethod
+    def rules(cls, given: Mapping[str, Any], options: Mapping[str, Any]) -> list[tuple[Loc, str]]:
+        """Exactly one of ``url`` and ``options.url_env``."""
+        if bool(given.get("url")) == bool(options.get("url_env")):
+            return [
+                (
+                    ("url",),
+                    "set exactly one of url (a SQLAlchemy URL without a password) or "
+                    "options.url_env (a variable holding the URL)",
+                )
+            ]
+        return []
 
 
 @dataclass(frozen=True)
@@ -119,71 +212,22 @@ class SqlTableSource:
     @classmethod
     def config_problems(cls, settings: Any) -> list[tuple[str, str]]:
         """What is wrong with a sql source's settings (checked when the config loads)."""
-        problems: list[tuple[str, str]] = []
-        options = settings.options
-        if settings.path:
-            problems.append(("path", "a sql source reads a database: set url or options.url_env"))
-        if bool(settings.url) == bool(options.get("url_env")):
-            problems.append(
-                (
-                    "url",
-                    "set exactly one of url (a SQLAlchemy URL without a password) or "
-                    "options.url_env (a variable holding the URL)",
-                )
-            )
-        if settings.url:
-            try:
-                parsed = make_url(settings.url)
-            except ArgumentError:
-                problems.append(("url", "not a SQLAlchemy database URL"))
-            else:
-                if parsed.password:
-                    problems.append(
-                        (
-                            "url",
-                            "a URL with a password never goes in the config file; put it in an "
-                            "environment variable named by options.url_env",
-                        )
-                    )
-        if not options.get("table") or not isinstance(options.get("table"), str):
-            problems.append(("options.table", "a sql source needs the table's name"))
-        for key in sorted(options):
-            value = options[key]
-            where = f"options.{key}"
-            if key not in _OPTIONS:
-                problems.append((where, "unknown option for a sql source"))
-            elif key == "url_env":
-                problems += secret_variable_problems(value, where)
-            elif key == "status_map":
-                problems += status_map_problems(value)
-            elif key == "columns":
-                problems += _columns_problems(value)
-            elif key == "filter":
-                problems += _filter_problems(value)
-            elif key == "batch_size" and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                problems.append((where, "a positive integer"))
-        return problems
+        return config_problems(SqlSettings, settings)
 
     @classmethod
     def from_settings(cls, settings: Any) -> SqlTableSource:
         """Build from a ``[[sources]]`` entry (type "sql")."""
-        problems = cls.config_problems(settings)
-        if problems:
-            raise ConnectorConfigError(
-                f"source {settings.name!r}: " + "; ".join(f"{k}: {m}" for k, m in problems)
-            )
-        options = settings.options
+        config = load(SqlSettings, settings)
+        options = config.options
         return cls(
             settings.name,
-            table=options["table"],
-            url=settings.url or None,
-            url_env=options.get("url_env"),
-            columns=options.get("columns"),
-            filters=options.get("filter"),
-            status_map=options.get("status_map"),
-            batch_size=options.get("batch_size", 500),
+            table=options.table,
+            url=config.url,
+            url_env=options.url_env,
+            columns=options.columns,
+            filters=options.filter,
+            status_map=options.status_map,
+            batch_size=options.batch_size,
         )
 
     # -- the SystemOfRecord contract -------------------------------------------------------
@@ -449,32 +493,6 @@ def _body(value: Any) -> str:
     raise _BadBody(
         ProblemKind.UNREADABLE, f"the body column holds a {type(value).__name__}, not text"
     )
-
-
-def _columns_problems(value: Any) -> list[tuple[str, str]]:
-    if not isinstance(value, Mapping):
-        return [("options.columns", "a table mapping logical fields to column names")]
-    problems = []
-    for logical, column in value.items():
-        where = f"options.columns.{logical}"
-        if logical not in LOGICAL_FIELDS:
-            problems.append((where, f"unknown field; fields are {', '.join(LOGICAL_FIELDS)}"))
-        elif not isinstance(column, str) or not column:
-            problems.append((where, "a column name"))
-    return problems
-
-
-def _filter_problems(value: Any) -> list[tuple[str, str]]:
-    if not isinstance(value, Mapping):
-        return [("options.filter", "a table mapping column names to a value or a list of values")]
-    problems = []
-    for column, wanted in value.items():
-        values = wanted if isinstance(wanted, list) else [wanted]
-        if not values or not all(isinstance(v, _SCALARS) for v in values):
-            problems.append(
-                (f"options.filter.{column}", "a string, number or boolean, or a list of them")
-            )
-    return problems
 
 
 def _reason(exc: SQLAlchemyError) -> str:

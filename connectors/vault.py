@@ -29,9 +29,11 @@ import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
-from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
+from pydantic import Field
+
+from connectors.base import DocumentUnreadable, SourceUnavailable
 from connectors.frontmatter import (
     SUFFIX,
     Note,
@@ -42,6 +44,14 @@ from connectors.frontmatter import (
     refuse_duplicates,
     resolve_links,
 )
+from connectors.options import (
+    ConnectorOptions,
+    ConnectorSettings,
+    config_problems,
+    load,
+    text,
+    unset,
+)
 from reconciler.model import (
     ProblemKind,
     SourceDocument,
@@ -49,9 +59,25 @@ from reconciler.model import (
     SourceSnapshot,
 )
 
-__all__ = ["VaultSource"]
+__all__ = ["VaultOptions", "VaultSettings", "VaultSource"]
 
 log = logging.getLogger(__name__)
+
+
+class VaultOptions(ConnectorOptions):
+    """A vault source takes no options."""
+
+    unknown_option: ClassVar[str] = "unknown option for a vault source"
+
+
+class VaultSettings(ConnectorSettings):
+    """What a vault source reads of its ``[[sources]]`` entry."""
+
+    path: Annotated[str, text("a vault source needs path (the vault folder)")] = Field(
+        default=None, validate_default=True
+    )
+    url: Annotated[None, unset("a vault source reads a folder: set path, not url")] = None
+    options: VaultOptions = Field(default_factory=VaultOptions)
 
 
 class VaultSource:
@@ -75,24 +101,13 @@ class VaultSource:
     @classmethod
     def config_problems(cls, settings: Any) -> list[tuple[str, str]]:
         """What is wrong with a vault source's settings (checked when the config loads)."""
-        problems = []
-        if not settings.path:
-            problems.append(("path", "a vault source needs path (the vault folder)"))
-        if settings.url:
-            problems.append(("url", "a vault source reads a folder: set path, not url"))
-        for key in sorted(settings.options):
-            problems.append((f"options.{key}", "unknown option for a vault source"))
-        return problems
+        return config_problems(VaultSettings, settings)
 
     @classmethod
     def from_settings(cls, settings: Any) -> VaultSource:
         """Build from a ``[[sources]]`` entry (type "vault")."""
-        problems = cls.config_problems(settings)
-        if problems:
-            raise ConnectorConfigError(
-                f"source {settings.name!r}: " + "; ".join(f"{k}: {m}" for k, m in problems)
-            )
-        return cls(settings.name, settings.path)
+        config = load(VaultSettings, settings)
+        return cls(settings.name, config.path)
 
     # -- the SystemOfRecord contract -------------------------------------------------------
 

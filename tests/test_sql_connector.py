@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -440,6 +443,34 @@ def test_config_problems_are_listed_at_load_time(tmp_path: Path) -> None:
     ):
         assert expected in message, expected
     assert "hunter2" not in message
+
+
+def test_importing_the_sql_connector_loads_no_http_client() -> None:
+    """The sql connector shares the record model (connectors.records), not the HTTP connector."""
+    code = (
+        "import connectors.sql, sys; "
+        "assert 'requests' not in sys.modules and 'connectors.http' not in sys.modules"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_bad_field_and_a_broken_cross_field_rule_are_listed_together() -> None:
+    settings = SimpleNamespace(
+        name="dms", path=None, url=None, options={"table": "docs", "batch_size": 0}
+    )
+    assert SqlTableSource.config_problems(settings) == [
+        ("options.batch_size", "a positive integer"),
+        (
+            "url",
+            "set exactly one of url (a SQLAlchemy URL without a password) or options.url_env "
+            "(a variable holding the URL)",
+        ),
+    ]
+    with pytest.raises(ConnectorConfigError, match=r"options\.batch_size: .*; url: set exactly"):
+        SqlTableSource.from_settings(settings)
 
 
 def test_from_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
