@@ -12,7 +12,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from types import FrameType
 from typing import Any
 
@@ -134,19 +134,3 @@ class GracefulStop:
 def blocking_scheduler() -> BlockingScheduler:
     """The daemon's scheduler (UTC; one worker per job id is enough: max_instances=1)."""
     return BlockingScheduler(timezone=UTC, job_defaults={"coalesce": True, "max_instances": 1})
-
-
-def next_fire_times(expression: str, start: datetime, count: int) -> list[datetime]:
-    """The next ``count`` instants a cron expression fires after ``start`` (for docs and tests)."""
-    trigger = cron_trigger(expression)
-    times: list[datetime] = []
-    previous = None
-    now = start
-    for _ in range(count):
-        fire = trigger.get_next_fire_time(previous, now)
-        if fire is None:
-            break
-        times.append(fire)
-        previous = fire
-        now = fire
-    return times

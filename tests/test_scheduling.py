@@ -16,7 +16,23 @@ from apscheduler.schedulers import base as scheduler_base
 from apscheduler.schedulers.base import BaseScheduler
 
 from reconciler.clock import ManualClock
-from reconciler.scheduling import JobSpec, add_jobs, cron_day_of_week, next_fire_times
+from reconciler.scheduling import JobSpec, add_jobs, cron_day_of_week, cron_trigger
+
+
+def next_fire_times(expression: str, start: datetime, count: int) -> list[datetime]:
+    """The next ``count`` instants a cron expression fires after ``start``."""
+    trigger = cron_trigger(expression)
+    times: list[datetime] = []
+    previous = None
+    now = start
+    for _ in range(count):
+        fire = trigger.get_next_fire_time(previous, now)
+        if fire is None:
+            break
+        times.append(fire)
+        previous = fire
+        now = fire
+    return times
 
 
 def reading(clock: ManualClock) -> type[datetime]:
