@@ -29,7 +29,7 @@ from qdrant_client import models
 
 from bench import memory
 from bench.corpus import COLLECTION, VERSIONS, Layout, chunk_ids, chunks, documents, drift_targets
-from reconciler.engine import Engine, Guard, Options, Report
+from reconciler.engine import Guard, Options, Reconciler, Report
 from reconciler.ingesting import point_id_for
 from reconciler.stores.qdrant import QdrantChunkIndex, connect
 from reconciler.stores.sql import SqlDocumentTable
@@ -56,9 +56,9 @@ class Stores:
         self.table.ensure_schema(create=create)
         self.index = QdrantChunkIndex(connect(path=layout.qdrant_path), collection=COLLECTION)
 
-    def engine(self) -> Engine:
+    def engine(self) -> Reconciler:
         """An engine with no system of record configured."""
-        return Engine(table=self.table, index=self.index, sources=[])
+        return Reconciler(table=self.table, index=self.index, sources=[])
 
     def close(self) -> None:
         """Release the local-mode lock and the connection pool."""

@@ -26,7 +26,7 @@ from reconciler.errors import IndexWriteError
 from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
 from reconciler.planning import PayloadTarget, Plan, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable
-from reconciler.snapshot import normalize
+from reconciler.views import normalize
 
 log = logging.getLogger(__name__)
 

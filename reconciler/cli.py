@@ -56,7 +56,7 @@ from reconciler.rendering import (
 )
 from reconciler.rollback import RollbackRefused
 from reconciler.settings import Settings, load_settings
-from reconciler.snapshot import Shard
+from reconciler.sharding import Shard
 from reconciler.sources import describe as describe_connectors
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_REFUSED = 0, 1, 2, 3
 
 
 @dataclass
-class Context:
+class CliState:
     """Global options shared by every command."""
 
     config: str | None
@@ -153,12 +153,12 @@ def cli(ctx: click.Context, config: str | None, fmt: str, log_format: str, log_l
     environment variables, e.g. RECONCILER_TABLE__URL.
     """
     configure(level=log_level, fmt=log_format)
-    ctx.obj = Context(config=config, fmt=fmt)
+    ctx.obj = CliState(config=config, fmt=fmt)
 
 
 @cli.command()
 @click.pass_obj
-def init(obj: Context) -> None:
+def init(obj: CliState) -> None:
     """Create or upgrade the document table schema and report the chunk index.
 
     Safe to run again: an up-to-date database is left alone, an older one is upgraded, one
@@ -177,7 +177,7 @@ def init(obj: Context) -> None:
     help="Only consume pending re-ingest requests; do not register new documents.",
 )
 @click.pass_obj
-def ingest(obj: Context, source_names: tuple[str, ...], outbox_only: bool) -> None:
+def ingest(obj: CliState, source_names: tuple[str, ...], outbox_only: bool) -> None:
     """Reference ingestion: chunk, embed and register new documents; consume the re-ingest outbox.
 
     This is the only command that embeds, and nothing in the reconciler calls it. Documents
@@ -193,7 +193,7 @@ def ingest(obj: Context, source_names: tuple[str, ...], outbox_only: bool) -> No
 
 @cli.command()
 @click.pass_obj
-def status(obj: Context) -> None:
+def status(obj: CliState) -> None:
     """Documents by state, chunks, families, sources and the last runs."""
     with errors_mapped():
         data = gather_status(obj.settings)
@@ -203,7 +203,7 @@ def status(obj: Context) -> None:
 @cli.command("bootstrap")
 @click.option("--dry-run", is_flag=True, help="Show the rows that would be created; write nothing.")
 @click.pass_obj
-def bootstrap_command(obj: Context, dry_run: bool) -> None:
+def bootstrap_command(obj: CliState, dry_run: bool) -> None:
     """Adopt an existing collection: register a document row for every document id it holds.
 
     Reads payloads only (never vectors or text) and writes no payload: state, version, dates,
@@ -279,7 +279,7 @@ class _Progress:
             click.echo("\r" + " " * 40 + "\r", nl=False, err=True)
 
 
-def _reconcile(obj: Context, mode: str, **kwargs: Any) -> Report:
+def _reconcile(obj: CliState, mode: str, **kwargs: Any) -> Report:
     progress = _Progress(obj.fmt == "table" and sys.stderr.isatty())
     with errors_mapped():
         options = engine_options(obj.settings, mode=mode, **kwargs)
@@ -303,7 +303,7 @@ def _reconcile(obj: Context, mode: str, **kwargs: Any) -> Report:
     return report
 
 
-def _export(obj: Context, report: Report | None) -> None:
+def _export(obj: CliState, report: Report | None) -> None:
     """A cron run leaves its metrics for node_exporter or a Pushgateway (if configured)."""
 
     def observe(live: LiveMetrics) -> None:
@@ -329,7 +329,9 @@ def _exit(report: Report, *, writing: bool) -> NoReturn:
 @cli.command()
 @run_options
 @click.pass_obj
-def check(obj: Context, checks: tuple[str, ...], now: datetime | None, shard: Shard | None) -> None:
+def check(
+    obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None
+) -> None:
     """Run the checks and print the findings. Writes nothing.
 
     Exit 0 when nothing was found, 2 when drift was found.
@@ -340,7 +342,7 @@ def check(obj: Context, checks: tuple[str, ...], now: datetime | None, shard: Sh
 @cli.command()
 @run_options
 @click.pass_obj
-def plan(obj: Context, checks: tuple[str, ...], now: datetime | None, shard: Shard | None) -> None:
+def plan(obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None) -> None:
     """Print the findings and the exact writes that would follow. Writes nothing.
 
     Reads like a reviewed diff: each finding, then every row, payload, re-ingest request and
@@ -354,7 +356,7 @@ def plan(obj: Context, checks: tuple[str, ...], now: datetime | None, shard: Sha
 @click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
 @click.pass_obj
 def apply(
-    obj: Context, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
+    obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
 ) -> None:
     """Repair drift: row updates, payload-only writes, re-ingest requests, indexes.
 
@@ -371,7 +373,7 @@ def apply(
 @click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
 @click.pass_obj
 def run(
-    obj: Context, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
+    obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
 ) -> None:
     """One reconciliation cycle for cron: check, then apply under the guard.
 
@@ -391,7 +393,7 @@ def run(
 @click.option("--force", is_flag=True, help="Go past the empty-source guard (audited).")
 @click.pass_obj
 def repair(
-    obj: Context,
+    obj: CliState,
     family: str | None,
     doc_id: str | None,
     dry_run: bool,
@@ -425,7 +427,7 @@ def repair(
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be restored; write nothing.")
 @click.pass_obj
-def rollback_command(obj: Context, run_id: str, cascade: bool, dry_run: bool) -> None:
+def rollback_command(obj: CliState, run_id: str, cascade: bool, dry_run: bool) -> None:
     """Restore the fields a run changed on each row, and the chunks from the restored rows.
 
     A pointer flip, as a new audited run under the run's shard lease: no re-index. A run whose
@@ -451,7 +453,7 @@ def audit() -> None:
 @click.option("--doc", "doc_id", help="Only entries about this document.")
 @click.option("--limit", default=1000, show_default=True, help="At most this many entries.")
 @click.pass_obj
-def audit_show(obj: Context, run_id: str | None, doc_id: str | None, limit: int) -> None:
+def audit_show(obj: CliState, run_id: str | None, doc_id: str | None, limit: int) -> None:
     """Show audit entries, oldest first."""
     with errors_mapped():
         entries = audit_entries(obj.settings, run_id=run_id, doc_id=doc_id, limit=limit)
@@ -460,7 +462,7 @@ def audit_show(obj: Context, run_id: str | None, doc_id: str | None, limit: int)
 
 @audit.command("verify")
 @click.pass_obj
-def audit_verify_command(obj: Context) -> None:
+def audit_verify_command(obj: CliState) -> None:
     """Recompute the hash chain; exit 1 when any entry was altered or removed."""
     with errors_mapped():
         data = audit_verify(obj.settings)
@@ -486,7 +488,7 @@ def audit_verify_command(obj: Context) -> None:
     help="A new or empty folder for the demo deployment.",
 )
 @click.pass_obj
-def demo(obj: Context, directory: Path) -> None:
+def demo(obj: CliState, directory: Path) -> None:
     """Tell the story on a fictional handbook, with real runs and real numbers.
 
     Builds an embedded deployment (SQLite, Qdrant local mode, a vault) in DIR, ingests a
@@ -530,7 +532,7 @@ def demo(obj: Context, directory: Path) -> None:
 )
 @click.pass_obj
 def eval_command(
-    obj: Context, golden: Path, k: int, baseline: Path | None, write_to: Path | None
+    obj: CliState, golden: Path, k: int, baseline: Path | None, write_to: Path | None
 ) -> None:
     """Score retrieval on a golden-query file, per slice, through default_filter().
 
@@ -549,7 +551,7 @@ def eval_command(
 
 @cli.command("connectors")
 @click.pass_obj
-def connectors_command(obj: Context) -> None:
+def connectors_command(obj: CliState) -> None:
     """List the installed system-of-record connectors (entry points reconciler.connectors)."""
     rows = describe_connectors()
     obj.emit(
@@ -565,7 +567,7 @@ def connectors_command(obj: Context) -> None:
 @click.option("--shard", callback=_shard, metavar="i/N", help="Reconcile only partition i of N.")
 @click.option("--run-now", is_flag=True, help="Also run the full job once at start.")
 @click.pass_obj
-def serve(obj: Context, shard: Shard | None, run_now: bool) -> None:
+def serve(obj: CliState, shard: Shard | None, run_now: bool) -> None:
     """Run the scheduler daemon: full, ttl and dates jobs on their cron schedules (UTC).
 
     Serves /metrics and /healthz on metrics.listen (127.0.0.1:9464 by default). One runner at

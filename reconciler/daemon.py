@@ -21,7 +21,7 @@ from reconciler.metrics import LiveMetrics, build_registry, export
 from reconciler.operations import engine_options, reconcile
 from reconciler.scheduling import GracefulStop, JobSpec, add_jobs, blocking_scheduler
 from reconciler.settings import Settings
-from reconciler.snapshot import Shard
+from reconciler.sharding import Shard
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.wiring import open_table
 

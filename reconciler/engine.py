@@ -46,11 +46,11 @@ from reconciler.planning import Plan, outstanding, plan_family, plan_orphan
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.runs import error_text
 from reconciler.screening import screen
-from reconciler.snapshot import (
+from reconciler.sharding import Shard
+from reconciler.views import (
+    CheckContext,
     ChunkAggregate,
-    Context,
     FamilyView,
-    Shard,
     SourceState,
     Variant,
     digest,
@@ -257,7 +257,7 @@ class Report:
         }
 
 
-class Engine:
+class Reconciler:
     """Runs reconciliation over one deployment's stores and sources.
 
     A run is five stages, each a method that takes the previous stages' frozen values and
@@ -590,7 +590,7 @@ class Engine:
         plans: list[Plan] = []
         summary = {c: {"checked": 0, "findings": 0} for c in CHECKS if c in checks}
         timings: dict[str, float] = {}
-        ctx = Context(
+        ctx = CheckContext(
             now=now,
             sources=sources.states,
             successor_policy=options.successor_policy,
@@ -821,7 +821,7 @@ def _in_doc_scope(doc_id: str | None, finding: Finding) -> bool:
 
 
 def check_family(
-    view: FamilyView, ctx: Context, checks: Sequence[str], doc_id: str | None = None
+    view: FamilyView, ctx: CheckContext, checks: Sequence[str], doc_id: str | None = None
 ) -> FamilyOutcome:
     """Run the family checks on one family and plan their repair (``doc_id``: only that
     document's findings and writes)."""

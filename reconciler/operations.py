@@ -13,7 +13,7 @@ from typing import Any
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.embedding import make_embedder
-from reconciler.engine import WRITING_MODES, Engine, Guard, Options, Report
+from reconciler.engine import WRITING_MODES, Guard, Options, Reconciler, Report
 from reconciler.errors import (
     ConfigError,
     IndexUnavailable,
@@ -30,7 +30,7 @@ from reconciler.recovery import resolve_interrupted
 from reconciler.rollback import rollback
 from reconciler.runs import finish_failed
 from reconciler.settings import Settings
-from reconciler.snapshot import Shard
+from reconciler.sharding import Shard
 from reconciler.wiring import build_sources, open_index, open_table, schema_revision, stores
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def engine_options(
     shard: Shard | None = None,
     job: str | None = None,
 ) -> Options:
-    """Engine options from settings and command-line choices."""
+    """Reconciler options from settings and command-line choices."""
     chosen = frozenset(checks) if checks else frozenset(CHECKS)
     unknown = sorted(chosen - set(CHECKS))
     if unknown:
@@ -304,7 +304,7 @@ def _run_engine(
             )
         if held is not None:
             resolve_interrupted(table=table, index=index, shard=str(options.shard))
-        engine = Engine(
+        engine = Reconciler(
             table=table,
             index=index,
             sources=sources,

@@ -22,7 +22,7 @@ from reconciler.model import (
     ReingestRequest,
 )
 from reconciler.payload import payload_for
-from reconciler.snapshot import ChunkAggregate, FamilyView, expected_variant, normalize
+from reconciler.views import ChunkAggregate, FamilyView, expected_variant, normalize
 
 #: Order in which row changes are merged; later wins (the source has the last word).
 MERGE_ORDER = {"siblings": 0, "dates": 1, "family": 2}

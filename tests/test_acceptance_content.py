@@ -11,7 +11,7 @@ from acceptance_kit import Deployment, instant, kinds, writes_zero
 from connectors.vault import VaultSource
 from reconciler.checks.index import REQUIRED_INDEXES
 from reconciler.embedding import make_embedder
-from reconciler.engine import Engine, Options
+from reconciler.engine import Options, Reconciler
 from reconciler.ingesting import Ingestor
 from reconciler.stores import audit
 from reconciler.stores.memory import InMemoryChunkIndex
@@ -188,7 +188,7 @@ def test_missing_payload_indexes_are_created(tmp_path: Path) -> None:
         Ingestor(table=table, index=index, embedder=make_embedder("hashing", dim=16, model="")).run(
             sources
         )
-        engine = Engine(table=table, index=index, sources=sources)
+        engine = Reconciler(table=table, index=index, sources=sources)
 
         report = engine.run(Options(mode="check"))
         missing = {

@@ -1,6 +1,6 @@
 """The checks, the shared time rule and the planner as pure functions over hand-built values.
 
-No store, no connector: every test builds a ``FamilyView`` and a ``Context`` from plain data and
+No store, no connector: every test builds a ``FamilyView`` and a ``CheckContext`` from plain data and
 asserts on the findings (or the plan) that come out.
 """
 
@@ -36,9 +36,9 @@ from reconciler.model import (
 from reconciler.payload import chunk_payload, payload_for
 from reconciler.planning import desired_row, needs_write, plan_family, plan_orphan
 from reconciler.settling import in_force_winner, settle
-from reconciler.snapshot import (
+from reconciler.views import (
+    CheckContext,
     ChunkAggregate,
-    Context,
     FamilyView,
     SourceState,
     expected_variant,
@@ -139,7 +139,7 @@ def ctx(
     last_success: datetime | None = None,
     policy: str = "supersede",
     grace: timedelta = 7 * DAY,
-) -> Context:
+) -> CheckContext:
     state = SourceState(
         SRC,
         readable=readable,
@@ -148,7 +148,7 @@ def ctx(
         ttl=ttl,
         last_success_at=last_success if last_success is not None else (NOW if readable else None),
     )
-    return Context(
+    return CheckContext(
         now=NOW,
         sources={SRC: state},
         successor_policy=policy,
@@ -184,7 +184,7 @@ def view(
     )
 
 
-def family_ctx(rows: Iterable[Document], **kwargs: Any) -> Context:
+def family_ctx(rows: Iterable[Document], **kwargs: Any) -> CheckContext:
     """A context for a family whose table holds exactly ``rows`` (see ``view``)."""
     return ctx(**kwargs)
 

@@ -17,8 +17,8 @@ from sqlalchemy import create_engine, text
 from reconciler.cli import cli
 from reconciler.payload import payload_for
 from reconciler.settings import load_settings
-from reconciler.snapshot import normalize
 from reconciler.stores.sql import _alembic_config
+from reconciler.views import normalize
 from reconciler.wiring import stores
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -38,7 +38,7 @@ from connectors.httpclient import HttpPolicy
 from connectors.testing import SystemOfRecordContract
 from reconciler.clock import ManualClock
 from reconciler.embedding import HashingEmbedder
-from reconciler.engine import Engine, Guard, Options
+from reconciler.engine import Guard, Options, Reconciler
 from reconciler.ingesting import Ingestor
 from reconciler.model import ProblemKind, VersionState
 from reconciler.settings import load_settings
@@ -1012,7 +1012,7 @@ def test_end_to_end_partial_scan_tombstones_nothing_and_supersession_is_repaired
         fake.pages["101"].properties["superseded_by"] = "102"
         fake.fail("/wiki/api/v2/pages", *(status(500) for _ in range(20)), cursor="c2")
 
-        engine = Engine(table=table, index=index, sources=[source])
+        engine = Reconciler(table=table, index=index, sources=[source])
         later = now + timedelta(days=30)  # well past the missing-in-source grace
         options = Options(
             mode="apply",

@@ -1,6 +1,6 @@
 """Convergence: over random corpora and random drift, one ``apply`` repairs everything it can.
 
-The real ``Engine`` runs on a real SQLite document table (a fresh file per example) and the
+The real ``Reconciler`` runs on a real SQLite document table (a fresh file per example) and the
 dict-backed ``InMemoryChunkIndex``; the system of record is a small in-memory fake.
 
 What "converged" means here, precisely. After ``apply``, a ``check`` run may still report
@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 
 from connectors.base import SourceUnavailable
 from reconciler.deriving import expected_document
-from reconciler.engine import Engine, Guard, Options, Report
+from reconciler.engine import Guard, Options, Reconciler, Report
 from reconciler.model import (
     MANAGED_KEYS,
     OPEN_END,
@@ -393,7 +393,7 @@ def _drift(draw: st.DrawFn, corpus: Corpus, op: str) -> None:
 class World:
     table: SqlDocumentTable
     index: InMemoryChunkIndex
-    engine: Engine
+    engine: Reconciler
     ttls: Mapping[str, timedelta | None]
 
     def run(self, mode: str) -> Report:
@@ -436,7 +436,7 @@ def loaded(corpus: Corpus) -> Iterator[World]:
                 for name, docs in corpus.sources.items()
             ]
             yield World(
-                table, index, Engine(table=table, index=index, sources=sources), corpus.ttls
+                table, index, Reconciler(table=table, index=index, sources=sources), corpus.ttls
             )
         finally:
             table.close()

@@ -27,7 +27,7 @@ from acceptance_kit import Deployment, kinds
 
 from reconciler.metrics import build_registry
 from reconciler.model import MANAGED_KEYS
-from reconciler.snapshot import normalize
+from reconciler.views import normalize
 
 FAMILIES = 125
 SECTIONS = 8  # chunks per note: 125 families x 2 versions x 8 = 2,000 points

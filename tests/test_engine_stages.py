@@ -1,5 +1,5 @@
 """The engine's stages called one by one: each takes the earlier stages' values and returns a
-frozen value of its own, and chained by hand they give what ``Engine.run`` gives."""
+frozen value of its own, and chained by hand they give what ``Reconciler.run`` gives."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from connectors.vault import VaultSource
 from reconciler.clock import ManualClock
 from reconciler.embedding import make_embedder
 from reconciler.engine import (
-    Engine,
     Guard,
     GuardDecision,
     Options,
+    Reconciler,
     Totals,
     check_family,
     decide,
@@ -26,15 +26,15 @@ from reconciler.engine import (
 from reconciler.ingesting import Ingestor
 from reconciler.model import Document, PayloadWrite, RunMode, VersionState
 from reconciler.planning import Plan, RowUpdate
-from reconciler.snapshot import Context, SourceState
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.views import CheckContext, SourceState
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
+def engine(tmp_path: Path) -> Iterator[Reconciler]:
     """Three families ingested into SQLite and an in-memory index, then one document's chunks
     set back to ``current`` (payload drift) and one row set to ``retired`` (table drift)."""
     deploy = Deployment(tmp_path)
@@ -52,12 +52,12 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
     row = table.get_documents(["hb:travel-v2"])["hb:travel-v2"]
     table.upsert_documents([dataclasses.replace(row, version_state=VersionState.RETIRED)])
     try:
-        yield Engine(table=table, index=index, sources=sources)
+        yield Reconciler(table=table, index=index, sources=sources)
     finally:
         table.close()
 
 
-def test_stages_chained_by_hand_give_what_run_gives(engine: Engine) -> None:
+def test_stages_chained_by_hand_give_what_run_gives(engine: Reconciler) -> None:
     options = Options(mode="check", now=NOW)
     sources = engine.read_sources(options, NOW)
     scan = engine.scan(options, engine.scope(options, sources))
@@ -80,7 +80,7 @@ def test_stages_chained_by_hand_give_what_run_gives(engine: Engine) -> None:
     assert sources.states["hb"].documents == 6
 
 
-def test_every_stage_value_is_frozen(engine: Engine) -> None:
+def test_every_stage_value_is_frozen(engine: Reconciler) -> None:
     options = Options(mode="check", now=NOW)
     sources = engine.read_sources(options, NOW)
     scan = engine.scan(options, None)
@@ -95,7 +95,7 @@ def test_every_stage_value_is_frozen(engine: Engine) -> None:
         report.refused = True  # type: ignore[misc]
 
 
-def test_a_family_is_checked_alone_from_its_view(engine: Engine) -> None:
+def test_a_family_is_checked_alone_from_its_view(engine: Reconciler) -> None:
     """``check_family`` needs no store: the view holds everything, including which
     successors have a row."""
     options = Options(mode="check", now=NOW)
@@ -104,7 +104,7 @@ def test_a_family_is_checked_alone_from_its_view(engine: Engine) -> None:
     rows = tuple(r for r in engine.table.iter_documents() if r.doc_family_id.endswith("travel"))
     view = engine._view(rows[0].doc_family_id, rows, sources, scan, [])
     assert view.registered == {"hb:travel-v2"}
-    ctx = Context(now=NOW, sources=sources.states)
+    ctx = CheckContext(now=NOW, sources=sources.states)
     outcome = check_family(view, ctx, ["family", "siblings", "dates", "payload"])
     assert {(f.kind, f.doc_id) for f in outcome.findings} >= {("state_mismatch", "hb:travel-v2")}
     assert [u.doc_id for u in outcome.plan.row_updates] == ["hb:travel-v2"]
@@ -170,7 +170,7 @@ def _update(i: int) -> RowUpdate:
     return RowUpdate(doc.doc_id, doc.doc_family_id, doc, after, ("family/missing_in_source",))
 
 
-def test_the_run_takes_its_now_and_its_times_from_the_engines_clock(engine: Engine) -> None:
+def test_the_run_takes_its_now_and_its_times_from_the_engines_clock(engine: Reconciler) -> None:
     """Without ``--now``, the time rule is judged at the clock's instant, and the run's start,
     end and duration are the clock's: a run on a clock that stands still takes no time."""
     engine.clock = ManualClock(NOW)

@@ -26,7 +26,7 @@ from sqlalchemy import create_engine, text
 from connectors.vault import VaultSource
 from reconciler import default_filter
 from reconciler.embedding import HashingEmbedder
-from reconciler.engine import Engine, Guard, Options
+from reconciler.engine import Guard, Options, Reconciler
 from reconciler.ingesting import Ingestor
 from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
@@ -132,7 +132,7 @@ def check_hostile(files: list[bytes], dialect: str, pg_url: str | None) -> None:
                 Ingestor(table=table, index=index, embedder=HashingEmbedder(dim=8)).run(
                     [source], now=T
                 )
-                engine = Engine(table=table, index=index, sources=[source])
+                engine = Reconciler(table=table, index=index, sources=[source])
                 options = Options(mode="apply", now=T, guard=Guard(max_changed_fraction=1.0))
                 report = engine.run(options)
                 assert report.error is None

@@ -42,7 +42,7 @@ from qdrant_client import QdrantClient
 from connectors.vault import VaultSource
 from reconciler import default_filter
 from reconciler.embedding import HashingEmbedder
-from reconciler.engine import Engine, Guard, Options
+from reconciler.engine import Guard, Options, Reconciler
 from reconciler.ingesting import Ingestor
 from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
@@ -259,7 +259,7 @@ def check_promise(notes: list[Note], offsets: list[float], later_days: int = 1) 
         assert report.ok
         rows = {d.doc_id: d for d in table.iter_documents()}
         assert set(rows) == {n.doc_id for n in notes}
-        engine = Engine(table=table, index=index, sources=[source])
+        engine = Reconciler(table=table, index=index, sources=[source])
         applied = engine.run(Options(mode="apply", now=T, guard=Guard(max_changed_fraction=1.0)))
         assert not applied.refused
         assert applied.error is None

@@ -15,14 +15,14 @@ from reconciler.checks.payload import check_payload
 from reconciler.checks.siblings import check_siblings
 from reconciler.checks.ttl import check_ttl
 from reconciler.model import Finding
-from reconciler.snapshot import Context, FamilyView
+from reconciler.views import CheckContext, FamilyView
 
 #: Every check, in the order they run and report.
 CHECKS: tuple[str, ...] = ("family", "hash", "siblings", "ttl", "payload", "dates", "index")
 #: Checks that need the systems of record read.
 SOURCE_CHECKS = frozenset({"family", "hash"})
 
-FamilyCheck = Callable[[FamilyView, Context], list[Finding]]
+FamilyCheck = Callable[[FamilyView, CheckContext], list[Finding]]
 FAMILY_CHECKS: dict[str, FamilyCheck] = {
     "family": check_family,
     "hash": check_hash,

@@ -22,7 +22,7 @@ from reconciler.model import (
     rfc3339,
 )
 from reconciler.settling import in_force_winner, settle
-from reconciler.snapshot import Context, FamilyView
+from reconciler.views import CheckContext, FamilyView
 
 CHECK = "family"
 _SUPERSESSION_PROBLEMS = {
@@ -121,7 +121,7 @@ class Declared:
     successors_not_ingested: dict[str, str]
 
 
-def declared_family(view: FamilyView, ctx: Context) -> Declared:
+def declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
     """The source's truth for one family: the one derivation the family check reports from
     and the planner applies (so the dates and siblings checks never outvote the source)."""
     declared: list[Document] = []
@@ -187,11 +187,11 @@ def _unread(problems: Iterable[SourceProblem]) -> set[str]:
     return {p.field for p in problems if p.kind is ProblemKind.INVALID_FIELD and p.field}
 
 
-def _missing_since(view: FamilyView, ctx: Context, row: Document) -> datetime:
+def _missing_since(view: FamilyView, ctx: CheckContext, row: Document) -> datetime:
     return view.last_seen.get(row.doc_id) or row.ingested_at or row.updated_at or ctx.now
 
 
-def _retire_as_missing(view: FamilyView, ctx: Context, row: Document) -> bool:
+def _retire_as_missing(view: FamilyView, ctx: CheckContext, row: Document) -> bool:
     """Whether a row absent from its (completely read) source is past the grace period."""
     return (
         row.doc_id not in view.sources
@@ -202,7 +202,7 @@ def _retire_as_missing(view: FamilyView, ctx: Context, row: Document) -> bool:
     )
 
 
-def check_family(view: FamilyView, ctx: Context) -> list[Finding]:
+def check_family(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     """Compare what the source declares with the document rows of one family."""
     findings: list[Finding] = []
     for problems in view.problems.values():
@@ -284,7 +284,7 @@ def _meanwhile(expected: Document, changes: dict[str, object]) -> str:
     return f"; close its window at its successor's start ({rfc3339(expected.effective_to)})"
 
 
-def _time_only(row: Document, expected: Document, timed: Document, ctx: Context) -> bool:
+def _time_only(row: Document, expected: Document, timed: Document, ctx: CheckContext) -> bool:
     """Whether the only difference is a boundary the dates check reports and repairs."""
     if expected != timed:
         return False
@@ -332,7 +332,7 @@ def _classify(
     )
 
 
-def _missing(view: FamilyView, ctx: Context, judged: set[str]) -> list[Finding]:
+def _missing(view: FamilyView, ctx: CheckContext, judged: set[str]) -> list[Finding]:
     findings = []
     for row in view.rows:
         if (

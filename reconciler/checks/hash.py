@@ -11,13 +11,13 @@ from collections.abc import Iterable
 from reconciler.checks.common import quarantine_lifted
 from reconciler.checks.family import UNREADABLE_PROBLEMS
 from reconciler.model import Finding, ReingestRequest, Severity, SourceProblem
-from reconciler.snapshot import Context, FamilyView, SourceState
+from reconciler.views import CheckContext, FamilyView, SourceState
 
 CHECK = "hash"
 REASON = "in_place_edit"
 
 
-def check_hash(view: FamilyView, ctx: Context) -> list[Finding]:
+def check_hash(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     """Find documents whose source content changed without a new version."""
     findings: list[Finding] = []
     for problems in view.problems.values():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.model import SERVABLE_STATES, Document, Finding, Severity
-from reconciler.snapshot import ChunkAggregate, Context, FamilyView, Variant, expected_variant
+from reconciler.views import CheckContext, ChunkAggregate, FamilyView, Variant, expected_variant
 
 CHECK = "payload"
 ORPHAN_REASON = "orphan_chunks"
@@ -15,7 +15,7 @@ def _servable(values: dict[str, Any]) -> bool:
     return values.get("version_state") in SERVABLE_STATES and values.get("quarantined") is not True
 
 
-def check_payload(view: FamilyView, ctx: Context) -> list[Finding]:
+def check_payload(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     """Find chunks whose managed payload differs from ``payload_for(row)``."""
     findings = []
     for row in view.rows:

@@ -21,12 +21,12 @@ from reconciler.settling import (
     settle,
     start_of,
 )
-from reconciler.snapshot import Context, FamilyView
+from reconciler.views import CheckContext, FamilyView
 
 CHECK = "siblings"
 
 
-def check_siblings(view: FamilyView, ctx: Context) -> list[Finding]:
+def check_siblings(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     """Find versions served now beside the one the time rule keeps in force."""
     now = ctx.now
     rows = {row.doc_id: row for row in view.rows}

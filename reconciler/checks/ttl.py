@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from reconciler.checks.common import quarantine_lifted
 from reconciler.model import Finding, Severity
-from reconciler.snapshot import Context, FamilyView
+from reconciler.views import CheckContext, FamilyView
 
 CHECK = "ttl"
 REASON = "ttl_expired"
 
 
-def check_ttl(view: FamilyView, ctx: Context) -> list[Finding]:
+def check_ttl(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     """Quarantine documents of polling sources unread past their TTL; lift it once read."""
     findings = []
     for row in view.rows:

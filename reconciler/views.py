@@ -1,4 +1,5 @@
-"""What the checks look at: per-family views of the three stores, built by streaming.
+"""What the checks look at: per-family views of the three stores, built by streaming, and the
+run-wide ``CheckContext``.
 
 Memory is bounded by the batch size plus small per-document aggregates: the chunk scan keeps,
 per document, a count of chunks whose managed payload already equals ``payload_for(row)`` and
@@ -73,39 +74,6 @@ class ChunkAggregate:
         return self.count - self.matching
 
 
-def stable_shard(family: str, shards: int) -> int:
-    """The partition of a family: a stable hash of its id modulo ``shards``."""
-    value = int.from_bytes(hashlib.sha256(family.encode("utf-8")).digest()[:8], "big")
-    return value % shards
-
-
-@dataclass(frozen=True, slots=True)
-class Shard:
-    """Partition ``index`` of ``count`` (``--shard i/N``); the default covers everything."""
-
-    index: int = 0
-    count: int = 1
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.index < self.count:
-            raise ValueError(f"shard {self.index}/{self.count}: need 0 <= i < N")
-
-    def owns(self, family: str | None) -> bool:
-        """Whether this shard reconciles ``family``."""
-        return self.count == 1 or stable_shard(family or "", self.count) == self.index
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
-
-    @classmethod
-    def parse(cls, text: str) -> Shard:
-        """Parse ``"i/N"``."""
-        index, sep, count = text.partition("/")
-        if not sep or not index.isdigit() or not count.isdigit() or int(count) == 0:
-            raise ValueError(f"--shard takes i/N with 0 <= i < N, got {text!r}")
-        return cls(int(index), int(count))
-
-
 @dataclass(frozen=True)
 class SourceState:
     """One configured source as this run saw it."""
@@ -122,8 +90,8 @@ class SourceState:
 
 
 @dataclass(frozen=True)
-class Context:
-    """Run-wide facts every check may read."""
+class CheckContext:
+    """Run-wide facts every check may read (the instant, the sources' state, the policies)."""
 
     now: datetime
     sources: Mapping[str, SourceState]
