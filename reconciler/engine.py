@@ -42,7 +42,15 @@ from reconciler.model import (
     SourceSnapshot,
     VersionState,
 )
-from reconciler.planning import Plan, outstanding, plan_family, plan_orphan
+from reconciler.planning import (
+    Plan,
+    as_planned,
+    changes_a_row,
+    outstanding,
+    plan_family,
+    plan_indexes,
+    plan_orphan,
+)
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.runs import error_text
 from reconciler.screening import screen
@@ -656,7 +664,7 @@ class Reconciler:
             )
             summary["index"]["checked"] = 6 if supported else 0
             findings += index_findings
-            plans.append(Plan(indexes=[f.index for f in index_findings if f.index is not None]))
+            plans.append(plan_indexes(index_findings))
             timings["index"] = time.perf_counter() - started
         for finding in findings:
             if finding.check in summary:
@@ -838,12 +846,12 @@ def check_family(
     # time rule still finds into the same plan, so one apply converges.
     consequence_checks = [c for c in ("dates", "siblings") if c in checks]
     for _round in range(3):
-        after = _as_planned(view, plan)
+        after = as_planned(view, plan)
         extra = [
             f
             for name in consequence_checks
             for f in FAMILY_CHECKS[name](after, ctx)
-            if f.changes and f.doc_id is not None
+            if changes_a_row(f)
         ]
         if not extra:
             break
@@ -916,22 +924,6 @@ def decide(
         refused=writing and not options.force,
         forced=writing and options.force,
     )
-
-
-def _as_planned(view: FamilyView, plan: Plan) -> FamilyView:
-    """The family as it will be once ``plan`` is applied (rows updated, chunks rewritten)."""
-    updates = {u.doc_id: u.after for u in plan.row_updates}
-    rewritten = {t.doc_id for t in plan.payload_targets if not t.partial}
-    rows = tuple(updates.get(row.doc_id, row) for row in view.rows)
-    chunks = {
-        doc_id: (
-            ChunkAggregate(count=aggregate.count, matching=aggregate.count)
-            if doc_id in rewritten or doc_id in updates
-            else aggregate
-        )
-        for doc_id, aggregate in view.chunks.items()
-    }
-    return dataclasses.replace(view, rows=rows, chunks=chunks)
 
 
 def _forced_entry(

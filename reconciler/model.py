@@ -270,6 +270,7 @@ class Finding:
     ``(reason, active)``; ``payload_only`` sets keys on a document's chunks when there is no row
     to derive them from (orphans); ``reingest`` queues a request; ``index`` creates a payload
     index ``(logical key, schema)``. A finding with none of them is reported, not repaired.
+    These are proposals: ``reconciler.planning`` alone reads them and decides the writes.
     """
 
     check: str

@@ -1,5 +1,9 @@
 """Findings -> a deterministic plan: row updates, payload writes, re-ingest requests, indexes.
 
+Every repair decision is made here: checks propose (a finding's ``changes``, ``quarantine``,
+``payload_only``, ``reingest``, ``index``), and only this module reads those proposals to
+decide what is written, what a repair leaves outstanding, and how a family looks once planned.
+
 Pure. Findings explain; the plan is derived from the *desired row* of each touched document:
 row changes from every finding are merged (family last, so the source wins), quarantines are
 merged by reason, and each payload write is ``payload_for(desired row)``. So the payload can
@@ -280,3 +284,29 @@ def needs_write(current: Mapping[str, Any], target: PayloadTarget) -> bool:
     if target.partial:
         return any(current.get(k) != v for k, v in target.payload.items())
     return normalize(current) != normalize(target.payload)
+
+
+def plan_indexes(findings: Iterable[Finding]) -> Plan:
+    """Create the payload indexes the index check found missing."""
+    return Plan(indexes=[f.index for f in findings if f.index is not None])
+
+
+def changes_a_row(finding: Finding) -> bool:
+    """Whether the finding's repair sets fields of a document row."""
+    return bool(finding.changes) and finding.doc_id is not None
+
+
+def as_planned(view: FamilyView, plan: Plan) -> FamilyView:
+    """The family as it will be once ``plan`` is applied (rows updated, chunks rewritten)."""
+    updates = {u.doc_id: u.after for u in plan.row_updates}
+    rewritten = {t.doc_id for t in plan.payload_targets if not t.partial}
+    rows = tuple(updates.get(row.doc_id, row) for row in view.rows)
+    chunks = {
+        doc_id: (
+            ChunkAggregate(count=aggregate.count, matching=aggregate.count)
+            if doc_id in rewritten or doc_id in updates
+            else aggregate
+        )
+        for doc_id, aggregate in view.chunks.items()
+    }
+    return dataclasses.replace(view, rows=rows, chunks=chunks)
