@@ -186,7 +186,7 @@ def split(text: str) -> tuple[dict[str, Any], str]:
         loaded = yaml.load(raw, Loader=_StringLoader)  # strings and None only: safe
     except (yaml.YAMLError, RecursionError) as exc:
         raise NoteRefused(
-            ProblemKind.INVALID_FRONTMATTER, f"frontmatter is not valid YAML: {one_line(exc)}"
+            ProblemKind.INVALID_FRONTMATTER, f"frontmatter is not valid YAML: {yaml_problem(exc)}"
         ) from exc
     if loaded is None:
         loaded = {}
@@ -435,6 +435,17 @@ def _resolve(
 
 
 # -- small helpers -------------------------------------------------------------------------
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A YAML error as a person reads it: where (the line of the note, counting the opening
+    ``---``), what, and in what context; without PyYAML's echo of the text and its caret."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem is None:
+        return one_line(exc)
+    mark = exc.problem_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context = f" ({exc.context})" if exc.context else ""
+    return one_line(Exception(f"{where}{exc.problem}{context}"))
 
 
 def one_line(exc: Exception) -> str:

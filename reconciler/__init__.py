@@ -5,9 +5,8 @@ Retrieval and ingestion code import two functions from here::
     from reconciler import payload_for, default_filter
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from reconciler.filters import default_filter
 from reconciler.model import (
     OPEN_END,
     OPEN_START,
@@ -17,10 +16,31 @@ from reconciler.model import (
 )
 from reconciler.payload import KeyMap, chunk_payload, payload_for
 
-try:
-    __version__ = version("corpus-reconciler")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+if TYPE_CHECKING:
+    from reconciler.filters import default_filter
+
+__version__: str
+
+
+def __getattr__(name: str) -> Any:
+    """``default_filter`` (which needs qdrant_client) and ``__version__`` (which reads the
+    installed metadata) load on first use, so ``import reconciler`` stays cheap: every CLI
+    command and every connector imports this package."""
+    if name == "default_filter":
+        from reconciler.filters import default_filter  # noqa: PLC0415
+
+        return default_filter
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+        try:
+            found = version("corpus-reconciler")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            found = "0+unknown"
+        globals()["__version__"] = found
+        return found
+    raise AttributeError(f"module 'reconciler' has no attribute {name!r}")
+
 
 __all__ = [
     "OPEN_END",

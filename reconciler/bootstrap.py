@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import IndexUnavailable
+from reconciler.errors import CollectionMissing
 from reconciler.model import OPEN_END, OPEN_START, Document, RunMode, VersionState, parse_instant
 from reconciler.payload import KeyMap
 from reconciler.runs import recorded
@@ -332,7 +332,7 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
         index = open_index(settings)
         try:
             if not index.exists():
-                raise IndexUnavailable(
+                raise CollectionMissing(
                     f"collection {settings.index.collection!r} does not exist at "
                     f"{settings.index.path or settings.index.url}; point index.collection at "
                     "the collection to adopt"

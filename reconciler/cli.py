@@ -1,29 +1,30 @@
 """The ``reconciler`` command: thin. Parse, load settings, call one function, map errors to
-exit codes (0 success / no drift, 2 drift found, 1 error, 3 refused by the guard)."""
+exit codes (see ``EXIT_CODES``).
+
+Start-up matters (every cron run and every ``--help`` pays it): this module imports only click
+and light modules of its own; each command imports the operations it needs when it runs.
+``tests/test_cli_startup.py`` holds that line, ``python -m bench.startup`` measures it.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from connectors.base import ConnectorError
-from reconciler import __version__
-from reconciler.bootstrap import bootstrap as adopt_collection
-from reconciler.bootstrap import render_bootstrap
-from reconciler.checks import CHECKS
-from reconciler.daemon import export_run_metrics
-from reconciler.daemon import serve as run_daemon
-from reconciler.engine import Report
 from reconciler.errors import (
+    AmbiguousRunId,
+    CollectionMissing,
     ConfigError,
     IndexWriteError,
     LeaseBusy,
@@ -31,51 +32,65 @@ from reconciler.errors import (
     SchemaError,
     StoreUnavailable,
 )
-from reconciler.evaluating import evaluate, render_eval, write_baseline
 from reconciler.logs import configure
-from reconciler.metrics import LiveMetrics
-from reconciler.model import parse_instant
-from reconciler.operations import (
-    audit_entries,
-    audit_verify,
-    engine_options,
-    gather_status,
-    ingest_sources,
-    initialise,
-    reconcile,
-    report_data,
-    rollback_run,
-)
-from reconciler.rendering import (
-    render_audit,
-    render_ingest,
-    render_report,
-    render_rollback,
-    render_status,
-    table,
-)
-from reconciler.rollback import RollbackRefused
-from reconciler.settings import Settings, load_settings
+from reconciler.model import CHECK_NAMES, parse_instant
 from reconciler.sharding import Shard
-from reconciler.sources import describe as describe_connectors
+
+if TYPE_CHECKING:
+    from reconciler.engine import Report
+    from reconciler.metrics import LiveMetrics
+    from reconciler.settings import Settings
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_REFUSED = 0, 1, 2, 3
+EXIT_OK, EXIT_ERROR, EXIT_DRIFT, EXIT_REFUSED, EXIT_PARTIAL = 0, 1, 2, 3, 4
+#: sysexits' EX_USAGE: the command line itself is wrong (bad option or value, no config).
+EXIT_USAGE = 64
+#: What each exit code means (``--help`` and the README print this table).
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (EXIT_OK, "success; no drift (check, plan)"),
+    (EXIT_ERROR, "error: a store, a source, the config file, an unknown run id"),
+    (EXIT_DRIFT, "drift found (check, plan); a failing slice (eval)"),
+    (
+        EXIT_REFUSED,
+        "refused by the blast-radius guard, nothing written (apply, run, repair); "
+        "a rollback under later runs",
+    ),
+    (
+        EXIT_PARTIAL,
+        "completed, but a source could not be read (run, apply, repair): its documents were "
+        'not reconciled; run status "partial"',
+    ),
+    (EXIT_USAGE, "usage error: a bad option or value, an ambiguous run id, no config file"),
+)
+
+#: Where a newcomer without a config file is sent.
+NO_CONFIG = (
+    "no config file: give --config FILE, set RECONCILER_CONFIG or run from a folder holding "
+    "reconciler.toml; to try it out run `reconciler demo` (it writes one), for your own "
+    "deployment copy config/reconciler.example.toml"
+)
 
 
 @dataclass
 class CliState:
-    """Global options shared by every command."""
+    """Global options shared by every command (given before or after the verb)."""
 
     config: str | None
     fmt: str
+    log_format: str = "text"
+    log_level: str = "warning"
     _settings: Settings | None = None
 
     @property
     def settings(self) -> Settings:
-        """The validated settings (loaded once, on first use)."""
+        """The validated settings (loaded once, on first use); refuses when there is no config
+        file at all (a command run in an empty folder must not create a deployment there)."""
         if self._settings is None:
+            if self.config is None and not _configured_here():
+                fail(NO_CONFIG, EXIT_USAGE)
+            from reconciler.settings import load_settings
+
             self._settings = load_settings(self.config)
         return self._settings
 
@@ -87,6 +102,17 @@ class CliState:
             click.echo(render(data))
 
 
+def _configured_here() -> bool:
+    """A ./reconciler.toml, or a deployment configured wholly by RECONCILER_<SECTION>__<KEY>
+    variables."""
+    if Path("reconciler.toml").is_file():
+        return True
+    return any(
+        name.startswith("RECONCILER_") and "__" in name and name != "RECONCILER_TEST_PG"
+        for name in os.environ
+    )
+
+
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print an error for a person and exit."""
     click.secho(f"error: {message}", fg="red", err=True)
@@ -95,13 +121,17 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
 
 @contextmanager
 def errors_mapped() -> Iterator[None]:
-    """Map the program's own failures to a clear message and exit code 1."""
+    """Map the program's own failures to a clear message and their exit code."""
     try:
         yield
     except ConfigError as exc:
         fail(f"invalid configuration: {exc}")
     except SchemaError as exc:
         fail(str(exc))
+    except AmbiguousRunId as exc:
+        fail(str(exc), EXIT_USAGE)
+    except CollectionMissing as exc:
+        fail(str(exc))  # not an outage: the message says what to do
     except StoreUnavailable as exc:
         fail(f"{exc} (check that the store is running and reachable, then retry)")
     except IndexWriteError as exc:
@@ -112,37 +142,158 @@ def errors_mapped() -> Iterator[None]:
         fail(str(exc))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option(
-    "--config",
-    "config",
-    type=click.Path(dir_okay=False),
-    envvar="RECONCILER_CONFIG",
-    help="TOML config file [env RECONCILER_CONFIG; default ./reconciler.toml if present].",
+# -- options accepted before and after the verb ------------------------------------------------
+
+
+def _global_options(*, after_verb: bool) -> list[click.Option]:
+    """--config, --format, --log-format, --log-level: on the group (with defaults) and on every
+    command (default None: only what is given there overrides what was given before)."""
+
+    def default(value: str) -> str | None:
+        return None if after_verb else value
+
+    return [
+        click.Option(
+            ["--config", "config"],
+            type=click.Path(dir_okay=False),
+            envvar=None if after_verb else "RECONCILER_CONFIG",
+            help="TOML config file [env RECONCILER_CONFIG; default ./reconciler.toml if present].",
+        ),
+        click.Option(
+            ["--format", "fmt"],
+            type=click.Choice(["table", "json"]),
+            default=default("table"),
+            show_default=not after_verb,
+            help="Output for people (table) or machines (json).",
+        ),
+        click.Option(
+            ["--log-format", "log_format"],
+            type=click.Choice(["text", "json"]),
+            default=default("text"),
+            show_default=not after_verb,
+            help="Log lines (stderr) as text or one JSON object each.",
+        ),
+        click.Option(
+            ["--log-level", "log_level"],
+            type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+            default=default("warning"),
+            show_default=not after_verb,
+            help="Log verbosity: info gives one summary per run, debug one line per action.",
+        ),
+    ]
+
+
+_GLOBAL_NAMES = ("config", "fmt", "log_format", "log_level")
+
+
+def _apply_global_options(ctx: click.Context) -> None:
+    """Fold the global options given after the verb into the shared state."""
+    given = {name: ctx.params.pop(name, None) for name in _GLOBAL_NAMES}
+    state = ctx.find_object(CliState)
+    if state is None:
+        return
+    changed = False
+    for name, value in given.items():
+        if value is not None:
+            setattr(state, name, value)
+            changed = changed or name in ("log_format", "log_level")
+    if given["config"] is not None:
+        state._settings = None
+    if changed:
+        configure(level=state.log_level, fmt=state.log_format)
+
+
+def _as_usage(error: click.UsageError) -> None:
+    """Usage errors exit 64 (click's 2 is "drift found" here)."""
+    error.exit_code = EXIT_USAGE  # type: ignore[misc]  # click reads it from the instance
+
+
+class Verb(click.Command):
+    """A command that also accepts the global options after its name."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_global_options(after_verb=True))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        _apply_global_options(ctx)
+        return super().invoke(ctx)
+
+
+class Verbs(click.Group):
+    """The command group: subcommands are ``Verb``s; usage errors exit 64."""
+
+    command_class = Verb
+    group_class = type  # subgroups are Verbs too (click: ``type`` means "this class")
+
+    def __init__(self, *args: Any, root: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not root:
+            self.params.extend(_global_options(after_verb=True))
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as error:
+            _as_usage(error)
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        if ctx.parent is not None:
+            _apply_global_options(ctx)
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as error:
+            _as_usage(error)
+            raise
+
+
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from reconciler import __version__  # reads the installed metadata
+
+    click.echo(f"reconciler, version {__version__}")
+    ctx.exit()
+
+
+def _epilog() -> str:
+    import textwrap
+
+    codes = "\n".join(
+        textwrap.fill(meaning, width=76, initial_indent=f"  {code:>3}  ", subsequent_indent=" " * 7)
+        for code, meaning in EXIT_CODES
+    )
+    return (
+        "Options --config, --format, --log-format and --log-level may also follow the command "
+        "(`reconciler status --format json`).\n\n"
+        f"\b\nExit codes (the same for cron and scripts):\n{codes}\n\n"
+        "\b\nShell completion (bash; for zsh or fish write zsh_source or fish_source):\n"
+        '  eval "$(_RECONCILER_COMPLETE=bash_source reconciler)"'
+    )
+
+
+@click.group(
+    cls=Verbs,
+    root=True,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=_epilog(),
+    params=_global_options(after_verb=False),
 )
 @click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Output for people (table) or machines (json).",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Show the version and exit.",
 )
-@click.option(
-    "--log-format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Log lines (stderr) as text or one JSON object each.",
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-    default="warning",
-    show_default=True,
-    help="Log verbosity: info gives one summary per run, debug one line per action.",
-)
-@click.version_option(__version__, prog_name="reconciler")
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, fmt: str, log_format: str, log_level: str) -> None:
     """Keep the version state of a RAG corpus true.
@@ -150,10 +301,11 @@ def cli(ctx: click.Context, config: str | None, fmt: str, log_format: str, log_l
     Compares the system of record, the document table and the chunk payloads in the vector
     index, and repairs drift with payload-only writes (never re-embeds, never touches vectors
     or text). Every value of the config file can be overridden by RECONCILER_<SECTION>__<KEY>
-    environment variables, e.g. RECONCILER_TABLE__URL.
+    environment variables, e.g. RECONCILER_TABLE__URL. New here? `reconciler demo` builds a
+    working deployment in seconds.
     """
     configure(level=log_level, fmt=log_format)
-    ctx.obj = CliState(config=config, fmt=fmt)
+    ctx.obj = CliState(config=config, fmt=fmt, log_format=log_format, log_level=log_level)
 
 
 @cli.command()
@@ -164,6 +316,8 @@ def init(obj: CliState) -> None:
     Safe to run again: an up-to-date database is left alone, an older one is upgraded, one
     migrated by a newer build is refused.
     """
+    from reconciler.operations import initialise
+
     with errors_mapped():
         data = initialise(obj.settings)
     obj.emit(data, lambda d: "\n".join(d["messages"]))
@@ -184,6 +338,9 @@ def ingest(obj: CliState, source_names: tuple[str, ...], outbox_only: bool) -> N
     already registered are left as they are (their state is the reconciler's job). Exits 1 when
     a source could not be read; what was read is still ingested.
     """
+    from reconciler.operations import ingest_sources
+    from reconciler.rendering import render_ingest
+
     with errors_mapped():
         data = ingest_sources(obj.settings, names=list(source_names), outbox_only=outbox_only)
     obj.emit(data, render_ingest)
@@ -195,6 +352,9 @@ def ingest(obj: CliState, source_names: tuple[str, ...], outbox_only: bool) -> N
 @click.pass_obj
 def status(obj: CliState) -> None:
     """Documents by state, chunks, families, sources and the last runs."""
+    from reconciler.operations import gather_status
+    from reconciler.rendering import render_status
+
     with errors_mapped():
         data = gather_status(obj.settings)
     obj.emit(data, render_status)
@@ -212,6 +372,9 @@ def bootstrap_command(obj: CliState, dry_run: bool) -> None:
     payload keys. [bootstrap] preset = langchain | llamaindex | native sets the payload layout.
     Running it again creates nothing.
     """
+    from reconciler.bootstrap import bootstrap as adopt_collection
+    from reconciler.bootstrap import render_bootstrap
+
     with errors_mapped():
         data = adopt_collection(obj.settings, dry_run=dry_run)
     obj.emit(data, render_bootstrap)
@@ -256,7 +419,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--check",
         "checks",
         multiple=True,
-        type=click.Choice(CHECKS),
+        type=click.Choice(CHECK_NAMES),
         help="Run only this check (repeatable; default: all).",
     )(func)
     return func
@@ -280,6 +443,9 @@ class _Progress:
 
 
 def _reconcile(obj: CliState, mode: str, **kwargs: Any) -> Report:
+    from reconciler.operations import engine_options, reconcile, report_data
+    from reconciler.rendering import render_report
+
     progress = _Progress(obj.fmt == "table" and sys.stderr.isatty())
     with errors_mapped():
         options = engine_options(obj.settings, mode=mode, **kwargs)
@@ -306,6 +472,8 @@ def _reconcile(obj: CliState, mode: str, **kwargs: Any) -> Report:
 def _export(obj: CliState, report: Report | None) -> None:
     """A cron run leaves its metrics for node_exporter or a Pushgateway (if configured)."""
 
+    from reconciler.daemon import export_run_metrics
+
     def observe(live: LiveMetrics) -> None:
         if report is not None and report.finished_at is not None:
             total = (report.finished_at - report.started_at).total_seconds()
@@ -321,6 +489,8 @@ def _export(obj: CliState, report: Report | None) -> None:
 def _exit(report: Report, *, writing: bool) -> NoReturn:
     if report.refused:
         sys.exit(EXIT_REFUSED)
+    if writing and report.partial:
+        sys.exit(EXIT_PARTIAL)
     if not writing and report.drift:
         sys.exit(EXIT_DRIFT)
     sys.exit(EXIT_OK)
@@ -363,6 +533,7 @@ def apply(
     Never embeds, never touches vectors or chunk text, never deletes a point. Refused (exit 3,
     nothing written) when the run would change more than guard.max_changed_fraction of the
     families or chunks, or a source that had documents returned none; --force overrides.
+    Exit 4 when it completed but a source could not be read (run status "partial").
     """
     report = _reconcile(obj, "apply", checks=checks, now=now, shard=shard, force=force)
     _exit(report, writing=True)
@@ -377,11 +548,11 @@ def run(
 ) -> None:
     """One reconciliation cycle for cron: check, then apply under the guard.
 
-    Exit 0 on success, 3 when the guard refused, 1 on error.
+    Exit 0 on success, 3 when the guard refused, 4 when it completed but a source could not
+    be read (run status "partial": that source's documents were not reconciled), 1 on error.
+    Recorded with actor "cli" (the daemon's scheduled runs are "schedule").
     """
-    report = _reconcile(
-        obj, "run", checks=checks, now=now, shard=shard, force=force, actor="schedule"
-    )
+    report = _reconcile(obj, "run", checks=checks, now=now, shard=shard, force=force)
     _exit(report, writing=True)
 
 
@@ -435,6 +606,10 @@ def rollback_command(obj: CliState, run_id: str, cascade: bool, dry_run: bool) -
     later run changed the same documents, unless --cascade. Re-ingest requests and payload
     indexes are not undone.
     """
+    from reconciler.operations import rollback_run
+    from reconciler.rendering import render_rollback
+    from reconciler.rollback import RollbackRefused
+
     with errors_mapped():
         try:
             data = rollback_run(obj.settings, run_id, cascade=cascade, dry_run=dry_run)
@@ -455,6 +630,9 @@ def audit() -> None:
 @click.pass_obj
 def audit_show(obj: CliState, run_id: str | None, doc_id: str | None, limit: int) -> None:
     """Show audit entries, oldest first."""
+    from reconciler.operations import audit_entries
+    from reconciler.rendering import render_audit
+
     with errors_mapped():
         entries = audit_entries(obj.settings, run_id=run_id, doc_id=doc_id, limit=limit)
     obj.emit({"entries": entries}, render_audit)
@@ -464,6 +642,8 @@ def audit_show(obj: CliState, run_id: str | None, doc_id: str | None, limit: int
 @click.pass_obj
 def audit_verify_command(obj: CliState) -> None:
     """Recompute the hash chain; exit 1 when any entry was altered or removed."""
+    from reconciler.operations import audit_verify
+
     with errors_mapped():
         data = audit_verify(obj.settings)
     obj.emit(
@@ -496,7 +676,7 @@ def demo(obj: CliState, directory: Path) -> None:
     default_filter() before and after `plan` + `apply`, and leaves a config to go on with.
     Finishes in seconds; nothing outside DIR is touched.
     """
-    from reconciler.demo import run_demo  # noqa: PLC0415 (only this command needs it)
+    from reconciler.demo import run_demo
 
     with errors_mapped():
         try:
@@ -540,6 +720,8 @@ def eval_command(
     cases is "uncovered". Exit 0 when all is well, 2 when a slice cites a document it must not
     or regresses against --baseline (for CI), 1 on error (e.g. a malformed golden file).
     """
+    from reconciler.evaluating import evaluate, render_eval, write_baseline
+
     with errors_mapped():
         data = evaluate(obj.settings, golden, k=k, baseline=baseline)
         if write_to is not None:
@@ -553,6 +735,9 @@ def eval_command(
 @click.pass_obj
 def connectors_command(obj: CliState) -> None:
     """List the installed system-of-record connectors (entry points reconciler.connectors)."""
+    from reconciler.rendering import table
+    from reconciler.sources import describe as describe_connectors
+
     rows = describe_connectors()
     obj.emit(
         {"connectors": rows},
@@ -574,6 +759,8 @@ def serve(obj: CliState, shard: Shard | None, run_now: bool) -> None:
     a time per shard: a job that finds the lease held by another process skips. SIGTERM or
     SIGINT stop it after the running job has finished and been recorded.
     """
+    from reconciler.daemon import serve as run_daemon
+
     with errors_mapped():
         run_daemon(obj.settings, shard=shard, run_now=run_now)
 

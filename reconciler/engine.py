@@ -199,7 +199,7 @@ class GuardDecision:
             "max_changed_fraction": self.max_changed_fraction,
         }
         if self.reasons:
-            data["tripped"] = [r.kind for r in self.reasons]
+            data["tripped"] = list(dict.fromkeys(r.kind for r in self.reasons))
         return data
 
 
@@ -239,6 +239,26 @@ class Report:
         """Whether anything was found."""
         return bool(self.findings)
 
+    @property
+    def unread_sources(self) -> list[str]:
+        """Sources this run tried to read and could not (or only in part)."""
+        return sorted(
+            name
+            for name, state in self.sources.items()
+            if state.scanned and not (state.readable and state.complete)
+        )
+
+    @property
+    def partial(self) -> bool:
+        """A writing run that applied its plan while a source could not be read: what that
+        source holds was not reconciled (run status ``partial``, exit 4)."""
+        return (
+            self.mode.writes
+            and not self.refused
+            and self.error is None
+            and bool(self.unread_sources)
+        )
+
     def writes(self) -> dict[str, int]:
         """Writes done (apply) or planned (check/plan); a refused run wrote nothing."""
         if self.refused:
@@ -251,7 +271,8 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         """DESIGN.md §7's JSON object (plus ``refused``, ``guard`` and ``error``)."""
         return {
-            "run_id": self.run_id,
+            # check and plan are not recorded: no id that rollback or audit could not find
+            "run_id": self.run_id if self.mode.writes else None,
             "mode": str(self.mode),
             "started_at": self.started_at.isoformat(),
             "finished_at": (self.finished_at or self.started_at).isoformat(),
@@ -262,7 +283,18 @@ class Report:
             "forced": self.forced,
             "guard": self.guard,
             "error": self.error,
+            "status": self.status(),
+            "unread_sources": self.unread_sources,
         }
+
+    def status(self) -> str | None:
+        """How the run log records a writing run (``None`` for check and plan, which are
+        read-only and not recorded)."""
+        if not self.mode.writes:
+            return None
+        if self.refused:
+            return str(RunStatus.REFUSED)
+        return str(RunStatus.PARTIAL if self.partial else RunStatus.SUCCEEDED)
 
 
 class Reconciler:
@@ -747,9 +779,7 @@ class Reconciler:
             table.record_findings(
                 run_id,
                 findings,
-                outstanding=[
-                    outstanding(f, applied=status is RunStatus.SUCCEEDED) for f in findings
-                ],
+                outstanding=[outstanding(f, applied=status.applied) for f in findings],
             )
             table.finish_run(
                 run_id,
@@ -817,7 +847,11 @@ class Reconciler:
             table.record_identities(name, list(entries))
         for name, keys in sources.present.items():
             table.touch_identities(name, keys)
-        finish(RunStatus.SUCCEEDED, applied.counts(), applied)
+        unread = any(
+            state.scanned and not (state.readable and state.complete)
+            for state in sources.states.values()
+        )
+        finish(RunStatus.PARTIAL if unread else RunStatus.SUCCEEDED, applied.counts(), applied)
         return applied
 
 

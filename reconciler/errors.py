@@ -7,6 +7,7 @@
     ├── StoreUnavailable            retry later: a store could not be reached
     │   ├── TableUnavailable
     │   └── IndexUnavailable
+    │       └── CollectionMissing   fix the config or ingest: the collection does not exist
     ├── StoreFault                  fix the machine: the store's disk is full, failing or its
     │                               file is corrupt (the transaction was rolled back)
     ├── IndexWriteError             stop the run: a payload batch failed; ``points_written``
@@ -15,8 +16,10 @@
     ├── LeaseBusy                   skip this run: another runner holds the shard's lease
     ├── LeaseLost                   stop writing: the lease was lost during the run (the run
     │                               is failed; what it wrote is audited)
-    └── NotFound                    fix the command: a scoped repair names no document or
-                                    family that the table or a source knows
+    ├── NotFound                    fix the command: a scoped repair names no document or
+    │                               family that the table or a source knows, or no run has
+    │                               the given id (prefix)
+    └── AmbiguousRunId              fix the command: a run id prefix matches several runs
 
 Connector errors live in ``connectors.base``.
 """
@@ -56,6 +59,11 @@ class IndexUnavailable(StoreUnavailable):
     """The chunk index could not be reached."""
 
 
+class CollectionMissing(IndexUnavailable):
+    """The configured collection does not exist: not an outage, retrying will not help; the
+    message says what to do (ingest first, or point index.collection at one)."""
+
+
 class StoreFault(ReconcilerError):
     """The document table's disk is full or failing, or its file is corrupt: not a network
     problem, and retrying will not help until it is fixed."""
@@ -78,4 +86,18 @@ class LeaseLost(ReconcilerError):
 
 
 class NotFound(ReconcilerError):
-    """A scoped run names a document or family that neither the table nor a source knows."""
+    """A scoped run names a document or family that neither the table nor a source knows, or
+    a run id (or prefix) names no recorded run."""
+
+
+class AmbiguousRunId(ReconcilerError):
+    """A run id prefix matches more than one run (the message lists them): a usage error."""
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        self.prefix = prefix
+        self.candidates = candidates
+        super().__init__(
+            f"run id prefix {prefix!r} matches {len(candidates)} runs: "
+            + ", ".join(candidates)
+            + "; give more characters"
+        )

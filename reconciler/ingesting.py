@@ -130,8 +130,8 @@ class Ingestor:
             return result
         result.documents_seen = len(snapshot.documents)
         result.problems = list(snapshot.problems)
-        for problem in snapshot.problems:
-            log.warning(
+        for problem in snapshot.problems:  # the report lists them: not a warning twice
+            log.info(
                 "source %s: %s %s: %s",
                 source.name,
                 problem.kind,

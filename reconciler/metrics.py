@@ -98,12 +98,14 @@ class RunLogCollector(Collector):
         )
         last_success = GaugeMetricFamily(
             f"{PREFIX}last_success_timestamp_seconds",
-            "End of the last successful run.",
+            "End of the last successful run (a partial run, which could not read a source, "
+            "does not count).",
             labels=[JOB_LABEL],
         )
         last_ok = GaugeMetricFamily(
             f"{PREFIX}last_run_success",
-            "1 when the last finished run succeeded.",
+            "1 when the last finished run succeeded (0 when it failed, was refused, or was "
+            "partial: a source could not be read).",
             labels=[JOB_LABEL],
         )
         failures = CounterMetricFamily(

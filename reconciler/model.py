@@ -59,6 +59,19 @@ class RunStatus(enum.StrEnum):
     REFUSED = "refused"
     #: Its process died mid-write; the next runner of its shard resolved what it left.
     INTERRUPTED = "interrupted"
+    #: It applied its plan, but a source could not be read (or only in part): what that
+    #: source holds was not reconciled. Not a success for "last success" purposes.
+    PARTIAL = "partial"
+
+    @property
+    def applied(self) -> bool:
+        """Whether a run that ended so wrote its whole plan."""
+        return self in (RunStatus.SUCCEEDED, RunStatus.PARTIAL)
+
+
+#: Every check, in the order they run and report (``reconciler.checks`` holds the functions;
+#: the names live here so the CLI can offer them without importing the checks).
+CHECK_NAMES: tuple[str, ...] = ("family", "hash", "siblings", "ttl", "payload", "dates", "index")
 
 
 #: States a default (non-historical) retrieval may return, subject to the effective window.

@@ -12,17 +12,15 @@ from typing import Any
 
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.embedding import make_embedder
 from reconciler.engine import WRITING_MODES, Guard, Options, Reconciler, Report
 from reconciler.errors import (
+    AmbiguousRunId,
+    CollectionMissing,
     ConfigError,
-    IndexUnavailable,
     LeaseBusy,
     LeaseLost,
     NotFound,
-    ReconcilerError,
 )
-from reconciler.ingesting import Ingestor
 from reconciler.leasing import HeldLease, lease_name, make_lease
 from reconciler.model import RunMode, RunStatus, jsonable
 from reconciler.ports import DocumentTable
@@ -84,6 +82,10 @@ def ingest_sources(
     unknown = sorted(set(names or []) - {s.name for s in settings.sources})
     if unknown:
         raise ConfigError([("sources", f"no source named {n!r}") for n in unknown])
+    # Only ingestion embeds: numpy and the embedders load here, not with every command.
+    from reconciler.embedding import make_embedder  # noqa: PLC0415
+    from reconciler.ingesting import Ingestor  # noqa: PLC0415
+
     sources = build_sources(settings, names)
     embedder = make_embedder(
         settings.ingest.embedder, dim=settings.ingest.dim, model=settings.ingest.model
@@ -297,7 +299,7 @@ def _run_engine(
     index = open_index(settings)
     try:
         if not index.exists():
-            raise IndexUnavailable(
+            raise CollectionMissing(
                 f"collection {settings.index.collection!r} does not exist at "
                 f"{_index_location(settings)}; run `reconciler ingest` (or point index.collection "
                 "at an existing collection)"
@@ -370,6 +372,26 @@ def report_data(report: Report) -> dict[str, Any]:
     return data
 
 
+def resolve_run_id(table: DocumentTable, given: str) -> str:
+    """The full id of the run ``given`` names: its id, or any unique prefix of it (``audit
+    show`` prints 8 characters). ``NotFound`` when no run matches, ``AmbiguousRunId`` (listing
+    them) when several do."""
+    given = given.strip()
+    if not given:
+        raise NotFound("an empty run id names no run")
+    if table.get_run(given) is not None:
+        return given
+    matches = table.run_ids_starting(given, limit=11)
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise NotFound(
+            f"no run {given!r}: no recorded run has that id or starts with it (`reconciler "
+            "status` lists recent runs; check and plan runs are not recorded)"
+        )
+    raise AmbiguousRunId(given, matches[:10] + (["..."] if len(matches) > 10 else []))
+
+
 def rollback_run(
     settings: Settings,
     run_id: str,
@@ -383,9 +405,9 @@ def rollback_run(
     whose process died are resolved first, so an interrupted run can be rolled back). A dry
     run takes no lease and writes nothing."""
     with stores(settings) as opened:
+        run_id = resolve_run_id(opened.table, run_id)
         run = opened.table.get_run(run_id)
-        if run is None:
-            raise ReconcilerError(f"no run {run_id!r} (see `reconciler status` for recent runs)")
+        assert run is not None
         shard = Shard.parse(run.shard) if run.shard else Shard()
         if dry_run:
             return rollback(
@@ -419,9 +441,11 @@ def rollback_run(
 def audit_entries(
     settings: Settings, *, run_id: str | None = None, doc_id: str | None = None, limit: int = 1000
 ) -> list[dict[str, Any]]:
-    """Audit entries for display."""
+    """Audit entries for display (``run_id``: a run's id or a unique prefix of it)."""
     table = open_table(settings)
     try:
+        if run_id is not None:
+            run_id = resolve_run_id(table, run_id)
         return list(table.audit_entries(run_id=run_id, target=doc_id, limit=limit))
     finally:
         table.close()

@@ -299,6 +299,10 @@ class RunLog(Protocol):
         """The most recent runs, newest first."""
         ...
 
+    def run_ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
+        """Ids of runs that start with ``prefix`` (at most ``limit``, newest first)."""
+        ...
+
     def rollbacks(self) -> dict[str, str]:
         """Succeeded rollback runs and the run each rolled back."""
         ...

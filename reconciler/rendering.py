@@ -150,10 +150,20 @@ def _short(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
+#: What each guard finding kind means, for the refusal line.
+_TRIPPED = {
+    "blast_radius": "too much would change",
+    "source_empty": "a source that had documents returned none",
+}
+
+
 def render_report(data: dict[str, Any]) -> str:
     """check / plan / apply / run output: findings, then the exact writes, then counts."""
     mode = data["mode"]
-    out = [f"{mode} run {data['run_id']}  ({data['started_at']})"]
+    if data.get("run_id") is None:  # check, plan: read-only, not recorded
+        out = [f"{mode} (read-only, not recorded; started {data['started_at']})"]
+    else:
+        out = [f"{mode} {data['run_id']}  (started {data['started_at']})"]
     findings = data["findings"]
     if findings:
         out.append(f"\nfindings ({len(findings)}):")
@@ -202,13 +212,20 @@ def render_report(data: dict[str, Any]) -> str:
     if data.get("refused"):
         guard = data["guard"]
         out.append(
-            f"\nREFUSED by the blast-radius guard ({', '.join(guard.get('tripped', []))}): "
+            "\nREFUSED by the blast-radius guard ("
+            + "; ".join(_TRIPPED.get(kind, kind) for kind in guard.get("tripped", []))
+            + "): "
             f"{guard.get('changed_families')} of {guard.get('families_total')} families, "
             f"{guard.get('changed_chunks')} of {guard.get('chunks_total')} chunks would change. "
             "Nothing was written. Review the plan, then rerun with --force if it is right."
         )
     elif data.get("forced"):
         out.append("\nguard overridden with --force (audited)")
+    if data.get("status") == "partial":
+        out.append(
+            f"\nPARTIAL: source(s) {', '.join(data['unread_sources'])} could not be read; what "
+            "they hold was not reconciled (exit 4). `reconciler status` shows the error."
+        )
     if data.get("error"):
         out.append(f"\nERROR: {data['error']}")
     return "\n".join(out)

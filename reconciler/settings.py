@@ -7,13 +7,14 @@ only from environment variables or files named in the config, and are never logg
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -509,7 +510,7 @@ def load_settings(
             loc = _format_loc(error["loc"])
             message = error["msg"]
             if error["type"] == "extra_forbidden":
-                message = "unknown key"
+                message = "unknown key" + _did_you_mean(error["loc"])
                 if loc.rsplit(".", 1)[-1] in {"api_key", "password", "token", "secret"}:
                     message = (
                         "secrets are never read from the config file; name an environment "
@@ -525,6 +526,33 @@ def load_settings(
     return settings
 
 
+def _section_of(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The settings model that holds the key at ``loc`` (list indices skipped)."""
+    model: type[BaseModel] = Settings
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        candidates = [field.annotation, *get_args(field.annotation)]
+        found = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not found:
+            return None
+        model = found[0]
+    return model
+
+
+def _did_you_mean(loc: tuple[Any, ...]) -> str:
+    """``; did you mean 'url'?`` for a mistyped key, else ``""``."""
+    model = _section_of(loc)
+    if model is None or not loc:
+        return ""
+    known = [name for name in model.model_fields if name != "origin"]
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _connector_problems(sources: Any) -> list[tuple[str, str]]:
     """Each source's connector must be installed and accept its settings.
 
@@ -532,23 +560,32 @@ def _connector_problems(sources: Any) -> list[tuple[str, str]]:
     """
     from reconciler.sources import connector_class, installed  # noqa: PLC0415 (cycle)
 
+    factory: Any
+
     problems: list[tuple[str, str]] = []
     for n, raw in enumerate(sources if isinstance(sources, list) else []):
+        where = f"sources[{n}]"
+        kind = raw.get("type") if isinstance(raw, dict) else None
         try:
             source = SourceSettings.model_validate(raw)
         except ValidationError:
-            continue
-        where = f"sources[{n}]"
-        try:
-            factory = connector_class(source.type)
-        except LookupError:
-            problems.append(
-                (
-                    f"{where}.type",
-                    f"no connector {source.type!r} is installed; installed: "
-                    + ", ".join(sorted(installed())),
+            source = None  # its problems are listed already; an unknown type is listed too
+        if isinstance(kind, str):
+            try:
+                factory = connector_class(kind)
+            except LookupError:
+                close = difflib.get_close_matches(kind, sorted(installed()), n=1)
+                problems.append(
+                    (
+                        f"{where}.type",
+                        f"no connector {kind!r} is installed"
+                        + (f" (did you mean {close[0]!r}?)" if close else "")
+                        + "; installed: "
+                        + ", ".join(sorted(installed())),
+                    )
                 )
-            )
+                continue
+        if source is None or not isinstance(kind, str):
             continue
         check = getattr(factory, "config_problems", None)
         if check is not None:

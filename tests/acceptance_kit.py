@@ -30,7 +30,7 @@ TODAY: date = datetime.now(UTC).date()
 #: DESIGN.md §7: the keys of a run's JSON object, and those of a finding and of ``writes``.
 REPORT_KEYS = {"run_id", "mode", "started_at", "finished_at", "findings", "writes", "summary"}
 #: Documented extras beside §7's keys.
-REPORT_EXTRAS = {"plan", "refused", "forced", "guard", "error"}
+REPORT_EXTRAS = {"plan", "refused", "forced", "guard", "error", "status", "unread_sources"}
 FINDING_KEYS = {"check", "kind", "severity", "family", "doc_id", "expected", "actual", "action"}
 WRITE_KEYS = {"payload", "table", "reingest", "points"}
 

@@ -319,6 +319,9 @@ def test_guard_refuses_an_over_threshold_change(deploy: Deployment) -> None:
     _assert_refused_run(deploy, data, "blast_radius")
     assert data["guard"]["changed_families"] == 12
     assert data["guard"]["families_total"] == 14
+    assert data["guard"]["tripped"] == ["blast_radius"]  # families and chunks: one reason
+    refusal = deploy.cli("apply").output
+    assert "REFUSED by the blast-radius guard (too much would change): 12 of 14" in refusal
     assert _stores_but_runs(deploy) == stores_before
     assert deploy.points().payloads == points_before.payloads
     code, plan = deploy.json("plan")
@@ -394,7 +397,7 @@ def test_repair_fixes_only_its_scope(deploy: Deployment) -> None:
 
     for args in [(), ("--doc", "hb:faq-v1", "--family", "hb:faq")]:  # exactly one scope
         result = deploy.cli("repair", *args)
-        assert result.exit_code == 2
+        assert result.exit_code == 64  # a usage error, not "drift found"
         assert "exactly one of --family or --doc" in result.output
 
 

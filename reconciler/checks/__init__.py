@@ -14,11 +14,11 @@ from reconciler.checks.hash import check_hash
 from reconciler.checks.payload import check_payload
 from reconciler.checks.siblings import check_siblings
 from reconciler.checks.ttl import check_ttl
-from reconciler.model import Finding
+from reconciler.model import CHECK_NAMES, Finding
 from reconciler.views import CheckContext, FamilyView
 
 #: Every check, in the order they run and report.
-CHECKS: tuple[str, ...] = ("family", "hash", "siblings", "ttl", "payload", "dates", "index")
+CHECKS: tuple[str, ...] = CHECK_NAMES
 #: Checks that need the systems of record read.
 SOURCE_CHECKS = frozenset({"family", "hash"})
 

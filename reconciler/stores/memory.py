@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.errors import IndexUnavailable, IndexWriteError
+from reconciler.errors import CollectionMissing, IndexWriteError
 from reconciler.model import ALL_KEYS, ChunkRecord, ChunkState, PayloadWrite
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 
@@ -69,7 +69,7 @@ class InMemoryChunkIndex:
 
     def _store(self) -> dict[str | int, _Point]:
         if self._points is None:
-            raise IndexUnavailable(
+            raise CollectionMissing(
                 f"collection {self.collection!r} does not exist: run ingestion first"
             )
         return self._points

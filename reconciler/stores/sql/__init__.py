@@ -232,6 +232,10 @@ class SqlDocumentTable:
         """The most recent runs, newest first."""
         return self.runs.last_runs(limit)
 
+    def run_ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
+        """Ids of runs that start with ``prefix`` (at most ``limit``, newest first)."""
+        return self.runs.run_ids_starting(prefix, limit)
+
     def get_run(self, run_id: str) -> RunRow | None:
         """One run's record."""
         return self.runs.get_run(run_id)

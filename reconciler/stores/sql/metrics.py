@@ -14,6 +14,11 @@ from sqlalchemy.orm import Session
 from reconciler.errors import TableUnavailable
 from reconciler.stores.schema import DocumentRow, FindingRow, OutboxRow, RunRow, SourceStatusRow
 
+#: Runs that wrote their whole plan (a partial run did; a source was unreadable).
+APPLIED = ("succeeded", "partial")
+#: Runs whose findings stand as their checks' latest.
+FINISHED = ("succeeded", "partial", "failed", "refused")
+
 
 class SqlMetrics:
     """The metrics snapshot (per job, totals, findings, quarantine, sources) and status counts."""
@@ -25,7 +30,8 @@ class SqlMetrics:
         """Everything the Prometheus collector exposes that lives in the database.
 
         Timestamps and totals per job come from the run log (so a failed run never moves the
-        last success, and counters survive restarts); findings come from each check's latest
+        last success, nor does a partial one, which left an unreadable source unreconciled;
+        counters survive restarts); findings come from each check's latest
         recorded run, outstanding ones only.
         """
         with Session(self.engine) as session:
@@ -65,13 +71,13 @@ class SqlMetrics:
             repairs = session.execute(
                 select(FindingRow.check, FindingRow.kind, func.count())
                 .join(RunRow, RunRow.run_id == FindingRow.run_id)
-                .where(FindingRow.outstanding.is_(False), RunRow.status == "succeeded")
+                .where(FindingRow.outstanding.is_(False), RunRow.status.in_(APPLIED))
                 .group_by(FindingRow.check, FindingRow.kind)
             ).all()
             latest: dict[str, str] = {}
             recent = session.execute(
                 select(RunRow.run_id, RunRow.checks)
-                .where(RunRow.status.in_(["succeeded", "failed", "refused"]))
+                .where(RunRow.status.in_(FINISHED))
                 .where(RunRow.checks.is_not(None))
                 .order_by(RunRow.started_at.desc())
                 .limit(recent_runs)
@@ -99,7 +105,7 @@ class SqlMetrics:
             if latest:
                 newest = session.scalar(
                     select(RunRow.run_id)
-                    .where(RunRow.status.in_(["succeeded", "failed", "refused"]))
+                    .where(RunRow.status.in_(FINISHED))
                     .where(RunRow.checks.is_not(None))
                     .order_by(RunRow.started_at.desc())
                     .limit(1)

@@ -143,6 +143,18 @@ class SqlRunLog:
                 session.scalars(select(RunRow).order_by(RunRow.started_at.desc()).limit(limit))
             )
 
+    def run_ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
+        """Ids of runs that start with ``prefix`` (at most ``limit``, newest first)."""
+        with Session(self.engine) as session:
+            return list(
+                session.scalars(
+                    select(RunRow.run_id)
+                    .where(RunRow.run_id.startswith(prefix, autoescape=True))
+                    .order_by(RunRow.started_at.desc())
+                    .limit(limit)
+                )
+            )
+
     def get_run(self, run_id: str) -> RunRow | None:
         """One run's record."""
         with Session(self.engine) as session:
