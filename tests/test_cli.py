@@ -343,3 +343,23 @@ def test_a_yaml_error_is_one_short_line_naming_the_note_s_line(deploy: Deploymen
     assert len(message) < 140
     result = deploy.cli("ingest")
     assert result.output.count("not valid YAML") == 1  # in the report, not again in a log line
+
+
+def test_check_loads_neither_the_scheduler_nor_metrics_nor_alembic(deploy: Deployment) -> None:
+    """A check needs the stores and the sources, not what serve, run or a migration need."""
+    code = (
+        "import sys, json\n"
+        "from reconciler.cli import cli\n"
+        "try:\n"
+        f"    cli.main(['--config', {str(deploy.config)!r}, 'check'], prog_name='reconciler')\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        "wanted = ('apscheduler', 'prometheus_client', 'alembic', 'reconciler.embedding')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in wanted\n"
+        "    or m in wanted)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == []

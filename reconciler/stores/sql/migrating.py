@@ -3,24 +3,33 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Engine, inspect, text
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from reconciler.errors import SchemaError, TableUnavailable
 from reconciler.stores.schema import Base
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 log = logging.getLogger(__name__)
+
+#: ``revision: str = "0004"`` / ``down_revision: str | None = "0003"`` in a version file.
+_REVISION_LINE = re.compile(
+    r"^(down_revision|revision)\b[^=\n]*=\s*(?:\"([^\"]*)\"|'([^']*)'|None)\s*$", re.MULTILINE
+)
 
 
 def _alembic_config() -> Config:
+    from alembic.config import Config  # noqa: PLC0415 (Alembic loads only when it is needed)
+
     config = Config()
     location = resources.files("reconciler.stores") / "migrations"
     config.set_main_option("script_location", str(location))
@@ -48,7 +57,30 @@ class SqlSchema:
         self.engine = engine
 
     def schema_status(self) -> SchemaStatus:
-        """Compare the database's Alembic revision with this build's head."""
+        """Compare the database's Alembic revision with this build's head.
+
+        The common case, a database at the head, is answered from the version files and one
+        SELECT without importing Alembic (every command opens the table: start-up time);
+        anything else asks Alembic.
+        """
+        head = plain_head()
+        if head is not None and self._stored_revision() == head:
+            return SchemaStatus(current=head, head=head, known=True)
+        return self._alembic_status()
+
+    def _stored_revision(self) -> str | None:
+        """``alembic_version.version_num`` when it holds exactly one row, else ``None``."""
+        try:
+            with self.engine.connect() as conn:
+                rows = conn.execute(text("SELECT version_num FROM alembic_version")).all()
+        except SQLAlchemyError:
+            return None  # no such table, or no database: Alembic's path says which
+        return str(rows[0][0]) if len(rows) == 1 else None
+
+    def _alembic_status(self) -> SchemaStatus:
+        from alembic.runtime.migration import MigrationContext  # noqa: PLC0415
+        from alembic.script import ScriptDirectory  # noqa: PLC0415
+
         script = ScriptDirectory.from_config(_alembic_config())
         head = script.get_current_head()
         assert head is not None
@@ -102,8 +134,34 @@ class SqlSchema:
         if status.up_to_date:
             return status
         log.info("upgrading document table schema %s -> %s", status.current, status.head)
+        from alembic import command  # noqa: PLC0415
+
         config = _alembic_config()
         with self.engine.begin() as conn:
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
         return self.schema_status()
+
+
+@cache
+def plain_head() -> str | None:
+    """This build's head revision, read from the version files' ``revision`` and
+    ``down_revision`` lines without Alembic; ``None`` unless they form one plain chain (then
+    Alembic decides). ``tests/test_migrations.py`` holds it equal to Alembic's head."""
+    folder = resources.files("reconciler.stores") / "migrations" / "versions"
+    parents: dict[str, str | None] = {}
+    try:
+        for entry in folder.iterdir():
+            if not entry.name.endswith(".py") or entry.name.startswith("_"):
+                continue
+            found = {m[1]: m[2] or m[3] or None for m in _REVISION_LINE.finditer(entry.read_text())}
+            if "revision" not in found or "down_revision" not in found or not found["revision"]:
+                return None
+            parents[str(found["revision"])] = found["down_revision"]
+    except OSError:
+        return None
+    heads = set(parents) - {p for p in parents.values() if p is not None}
+    roots = [r for r, p in parents.items() if p is None]
+    if len(heads) != 1 or len(roots) != 1 or len(set(parents.values())) != len(parents):
+        return None
+    return heads.pop()
