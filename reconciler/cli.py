@@ -604,7 +604,8 @@ def rollback_command(obj: CliState, run_id: str, cascade: bool, dry_run: bool) -
     A pointer flip, as a new audited run under the run's shard lease: no re-index. A run whose
     process died (interrupted) is rolled back from its audited intents. Refused (exit 3) when a
     later run changed the same documents, unless --cascade. Re-ingest requests and payload
-    indexes are not undone.
+    indexes are not undone. RUN_ID may be any unique prefix of the id (`audit show` and
+    `status` list runs); start with --dry-run.
     """
     from reconciler.operations import rollback_run
     from reconciler.rendering import render_rollback
@@ -624,7 +625,9 @@ def audit() -> None:
 
 
 @audit.command("show")
-@click.option("--run", "run_id", help="Only this run's entries.")
+@click.option(
+    "--run", "run_id", metavar="RUN_ID", help="Only this run's entries (any unique id prefix)."
+)
 @click.option("--doc", "doc_id", help="Only entries about this document.")
 @click.option("--limit", default=1000, show_default=True, help="At most this many entries.")
 @click.pass_obj

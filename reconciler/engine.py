@@ -374,16 +374,16 @@ class Reconciler:
             timings=dict(assessment.timings),
         )
         log.info(
-            "%s run %s: %.2fs, %d chunk(s) scanned, %d finding(s), writes %s%s",
+            "%s %s: %.2fs, %d chunk(s) scanned, %d finding(s), writes %s%s",
             options.mode,
-            report.run_id,
+            f"run {report.run_id}" if options.mode.writes else "(read-only, not recorded)",
             (self.clock.now() - report.started_at).total_seconds(),
             report.chunks_scanned,
             len(report.findings),
             report.writes(),
             " REFUSED by the guard" if report.refused else "",
             extra={
-                "run_id": report.run_id,
+                "run_id": report.run_id if options.mode.writes else None,
                 "mode": str(options.mode),
                 "job": options.job or str(options.mode),
                 "findings": len(report.findings),

@@ -50,7 +50,7 @@ path = "vault"
     problems = dict(caught.value.problems)
     assert set(problems) == {"index.colection", "guard.max_changed_fraction", "sources[0].type"}
     assert problems["sources[0].type"].startswith("no connector 'wiki' is installed")
-    assert problems["index.colection"] == "unknown key"
+    assert problems["index.colection"] == "unknown key; did you mean 'collection'?"
     message = str(caught.value)
     assert "3 problem(s)" in message
     for key in problems:
@@ -87,7 +87,9 @@ def test_unknown_environment_key_is_reported_with_its_variable(tmp_path: Path) -
     path = write(tmp_path, "")
     with pytest.raises(ConfigError) as caught:
         load_settings(path, environ={"RECONCILER_TABEL__URL": "x"})
-    assert caught.value.problems == [("tabel", "unknown key (from RECONCILER_TABEL__URL)")]
+    assert caught.value.problems == [
+        ("tabel", "unknown key; did you mean 'table'? (from RECONCILER_TABEL__URL)")
+    ]
 
 
 def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
