@@ -7,8 +7,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import exposition_kit
 import pytest
 from acceptance_kit import Deployment
+from exposition_kit import Exposition
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -86,3 +88,16 @@ def table(table_url: str) -> Iterator[SqlDocumentTable]:
     store.ensure_schema(create=True)
     yield store
     store.close()
+
+
+@pytest.fixture(scope="session")
+def cron_readings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exposition]:
+    """The textfile of real cron ``run``s through a deployment's life (``exposition_kit``)."""
+    return exposition_kit.cron_readings(tmp_path_factory.mktemp("cron"))
+
+
+@pytest.fixture(scope="session")
+def serve_readings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exposition]:
+    """``/metrics`` of a real ``reconciler serve``: a job skipped on a held lease, then a
+    successful full job (``exposition_kit``)."""
+    return exposition_kit.serve_readings(tmp_path_factory.mktemp("serve"))
