@@ -79,7 +79,7 @@ def shown(url: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_admin(request: pytest.FixtureRequest) -> Iterator[str]:
+def pg_admin_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """The admin URL of the server test databases are made on: ``RECONCILER_TEST_PG`` (default
     127.0.0.1:5432) when a server answers there, else an embedded one for this session."""
     if answers(PG_ADMIN_URL):
@@ -97,16 +97,16 @@ def pg_admin(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def pg_server(pg_admin: str) -> Iterator[str]:
+def pg_server(pg_admin_url: str) -> Iterator[str]:
     """A fresh PostgreSQL database for this test session, dropped afterwards."""
-    admin = create_engine(pg_admin, isolation_level="AUTOCOMMIT")
+    admin = create_engine(pg_admin_url, isolation_level="AUTOCOMMIT")
     name = f"reconciler_test_{uuid.uuid4().hex[:12]}"
     try:
         with admin.connect() as conn:
             conn.execute(text(f'CREATE DATABASE "{name}"'))
     except Exception as exc:  # a real failure: the suite needs this server
-        pytest.fail(f"cannot create a database on PostgreSQL at {shown(pg_admin)} ({exc})")
-    url = make_url(pg_admin).set(database=name).render_as_string(hide_password=False)
+        pytest.fail(f"cannot create a database on PostgreSQL at {shown(pg_admin_url)} ({exc})")
+    url = make_url(pg_admin_url).set(database=name).render_as_string(hide_password=False)
     yield url
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
