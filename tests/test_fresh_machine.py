@@ -60,6 +60,15 @@ def test_ci_runs_the_readmes_test_command() -> None:
     assert command.startswith("scripts/install-system-packages && ")
     assert command.endswith(".venv/bin/pytest")
     assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    # A fresh clone can run the script: git keeps it executable.
+    staged = subprocess.run(
+        ["git", "ls-files", "--stage", "scripts/install-system-packages"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert staged.startswith("100755 "), staged
 
 
 def test_without_promtool_and_without_apt_the_script_says_what_to_install(
