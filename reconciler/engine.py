@@ -269,7 +269,7 @@ class Report:
         return self.plan.counts()
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN.md §7's JSON object (plus ``refused``, ``guard`` and ``error``)."""
+        """The run's JSON object (docs/contracts.md), without the CLI's ``plan``."""
         return {
             # check and plan are not recorded: no id that rollback or audit could not find
             "run_id": self.run_id if self.mode.writes else None,
