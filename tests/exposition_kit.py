@@ -165,8 +165,9 @@ def cron_readings(root: Path) -> dict[str, Exposition]:
     dep.configure()
     metrics_config(dep, tail)
     dep.vault.rename(root / "vault.away")
-    readings["source_down"] = run(code=0)
-    readings["ttl_expired"] = run("--now", instant(2), code=0)
+    # Exit 4: the run completed, but the source was not read (status "partial").
+    readings["source_down"] = run(code=4)
+    readings["ttl_expired"] = run("--now", instant(2), code=4)
     return readings
 
 

@@ -67,9 +67,7 @@ def test_usage_errors_exit_64_not_the_drift_code(deploy: Deployment, args: list[
     result = deploy.cli(*args)
     assert result.exit_code == EXIT_USAGE == 64, result.output
     assert says in result.output
-    assert deploy.dump()["runs"].keys() == {
-        r for r, row in deploy.dump()["runs"].items() if row["mode"] == "ingest"
-    }  # nothing ran
+    assert {row["mode"] for row in deploy.dump()["runs"].values()} == {"ingest"}  # nothing ran
 
 
 def test_drift_is_still_2_and_a_partial_run_is_4(deploy: Deployment) -> None:
@@ -236,6 +234,9 @@ def test_an_ambiguous_prefix_is_a_usage_error_listing_the_runs(deploy: Deploymen
         assert "abc-1" in result.output
         assert "abc-2" in result.output
     assert deploy.cli("audit", "show", "--run", "abc-2").exit_code == 0
+    # a prefix is text, not a LIKE pattern: "%" and "_" match themselves only
+    for pattern in ("%", "abc_"):
+        assert deploy.cli("audit", "show", "--run", pattern).exit_code == 1
 
 
 def test_an_unknown_run_id_is_an_error_not_an_empty_answer(deploy: Deployment) -> None:
