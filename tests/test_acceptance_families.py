@@ -19,7 +19,7 @@ def chunk_states(deploy: Deployment, doc_id: str) -> list[tuple[str, str | None]
     ]
 
 
-@pytest.mark.parametrize("deploy", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize("deploy", ["sqlite", "postgresql", "edge"], indirect=True)
 def test_successor_not_marked(deploy: Deployment) -> None:
     deploy.family("expenses", 2)
     deploy.note(

@@ -31,13 +31,12 @@ from qdrant_client.http.exceptions import (
 from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.model import ALL_KEYS, ChunkRecord, ChunkState, PayloadWrite
 from reconciler.payload import DEFAULT_KEYS, KeyMap
+from reconciler.stores.chunking_rules import PAYLOAD_SCHEMAS, check_batch_size, check_payload_index
 
 log = logging.getLogger(__name__)
 
 __all__ = ["PAYLOAD_SCHEMAS", "QdrantChunkIndex", "connect"]
 
-#: Payload index types ``create_payload_index`` accepts.
-PAYLOAD_SCHEMAS: tuple[str, ...] = ("keyword", "integer", "datetime", "bool", "float")
 #: Points per ``upsert`` call of the reference ingestion.
 UPSERT_BATCH = 256
 
@@ -140,8 +139,7 @@ class QdrantChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ChunkState]:
         """Stream every chunk's id and identity/managed payload keys (never vectors or text)."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        check_batch_size(batch_size)
         scroll_filter: models.Filter | None = None
         if doc_ids is not None:
             wanted = sorted(set(doc_ids))
@@ -229,8 +227,7 @@ class QdrantChunkIndex:
         A ``None`` value removes the key (Qdrant's ``set_payload`` merge), which readers must
         treat like a stored null.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        check_batch_size(batch_size)
         written = 0
         for number, (operations, points) in enumerate(
             _payload_batches(writes, batch_size, self.keys), start=1
@@ -270,10 +267,7 @@ class QdrantChunkIndex:
 
     def create_payload_index(self, *, key: str, schema: str) -> None:
         """Create a payload index on a logical key (no vector touched)."""
-        if key not in ALL_KEYS:
-            raise ValueError(f"unknown payload key {key!r}; one of {', '.join(ALL_KEYS)}")
-        if schema not in PAYLOAD_SCHEMAS:
-            raise ValueError(f"unknown payload schema {schema!r}; one of {PAYLOAD_SCHEMAS}")
+        check_payload_index(key, schema)
         path = self.keys.path(key)
         with self._reading(f"creating a {schema} index on {path!r}"), warnings.catch_warnings():
             # Local mode warns that indexes do nothing there; supports_payload_indexes says so.
