@@ -17,7 +17,7 @@ from qdrant_client import QdrantClient, models
 from test_default_filter import DOCUMENTS, FUTURE, NOW, chunk_records
 
 from reconciler.checks.index import REQUIRED_INDEXES
-from reconciler.errors import IndexUnavailable, IndexWriteError
+from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.filters import default_edge_filter, default_filter, filter_terms
 from reconciler.model import ChunkRecord, PayloadWrite
 from reconciler.payload import KeyMap
@@ -197,6 +197,21 @@ def test_a_missing_or_closed_shard_is_index_unavailable(tmp_path: Path) -> None:
     index.close()
     with pytest.raises(IndexUnavailable, match="was closed"):
         list(index.scroll())
+
+
+def test_a_shard_created_by_another_open_is_found_and_its_dimension_checked(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "edge" / "corpus"
+    early = EdgeChunkIndex(path)  # opened before ingestion created the shard
+    assert early.exists() is False
+    _shard(tmp_path)
+    assert early.exists() is True
+    assert early.count() == 0
+    with pytest.raises(ConfigError, match="3 differs from the vector size 4"):
+        early.ensure_collection(dim=3)
+    early.ensure_collection(dim=4)
+    early.close()
 
 
 # -- point ids --------------------------------------------------------------------------------

@@ -93,17 +93,25 @@ class EdgeChunkIndex:
 
     @property
     def shard(self) -> qe.EdgeShard:
-        """The open shard (for retrieval code and tests); IndexUnavailable when absent."""
-        if self._closed:
-            raise IndexUnavailable(
-                f"the Qdrant Edge shard at {self.path} was closed; open a new EdgeChunkIndex"
-            )
+        """The open shard (for retrieval code and tests); IndexUnavailable when absent.
+
+        A shard another process created since this index was opened is loaded now.
+        """
+        self._check_open()
+        if self._shard is None and _is_shard(self.path):
+            self._shard = self._open(lambda: qe.EdgeShard.load(str(self.path)))
         if self._shard is None:
             raise IndexUnavailable(
                 f"no Qdrant Edge shard at {self.path}: run `reconciler ingest` first "
                 "(or point index.path and index.collection at an existing shard)"
             )
         return self._shard
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IndexUnavailable(
+                f"the Qdrant Edge shard at {self.path} was closed; open a new EdgeChunkIndex"
+            )
 
     @property
     def supports_payload_indexes(self) -> bool:
@@ -114,7 +122,8 @@ class EdgeChunkIndex:
         """Flush and close the shard, releasing its lock (idempotent)."""
         if self._shard is not None and not self._closed:
             try:
-                self._shard.flush()
+                with self._writing(f"flushing the Edge shard {self.path}", written=0):
+                    self._shard.flush()
             finally:
                 self._shard.close()
         self._closed = True
@@ -264,11 +273,11 @@ class EdgeChunkIndex:
 
     def ensure_collection(self, *, dim: int) -> None:
         """Create the shard (cosine, ``dim``) if it does not exist."""
-        if self._shard is not None:
+        self._check_open()
+        if self._shard is not None or _is_shard(self.path):
+            self.shard  # noqa: B018 (loads a shard created since)
             self._check_dim(dim)
             return
-        if self._closed:
-            self.shard  # noqa: B018 (raises: closed)
         config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._shard = self._open(lambda: qe.EdgeShard.create(str(self.path), config))
