@@ -61,9 +61,11 @@ _SCHEMA_NAMES: list[tuple[qe.PayloadSchemaType, str]] = [
 UPSERT_BATCH = 256
 #: Files a shard folder holds once created.
 _SHARD_MARKERS = ("edge_config.json", "segments")
+#: What Edge's error says when another open holds the shard, or a point is missing.
 _LOCKED = "WouldBlock"
-_EdgeId = int | uuid.UUID | str
 _MISSING_POINT = "No point with id"
+#: A point id as Edge takes it.
+_EdgeId = int | uuid.UUID | str
 
 
 class EdgeChunkIndex:
@@ -85,8 +87,7 @@ class EdgeChunkIndex:
         self.update_calls = 0
         self._shard: qe.EdgeShard | None = None
         self._closed = False
-        if _is_shard(self.path):
-            self._shard = self._open(lambda: qe.EdgeShard.load(str(self.path)))
+        self._load()  # an existing shard is opened (and locked) now, so a held one says so
 
     def __repr__(self) -> str:
         return f"EdgeChunkIndex(path={str(self.path)!r})"
@@ -98,13 +99,18 @@ class EdgeChunkIndex:
         A shard another process created since this index was opened is loaded now.
         """
         self._check_open()
-        if self._shard is None and _is_shard(self.path):
-            self._shard = self._open(lambda: qe.EdgeShard.load(str(self.path)))
-        if self._shard is None:
+        if self._load() is None:
             raise IndexUnavailable(
                 f"no Qdrant Edge shard at {self.path}: run `reconciler ingest` first "
                 "(or point index.path and index.collection at an existing shard)"
             )
+        assert self._shard is not None
+        return self._shard
+
+    def _load(self) -> qe.EdgeShard | None:
+        """The shard, loaded from ``path`` if it exists there and is not loaded yet."""
+        if self._shard is None and _is_shard(self.path):
+            self._shard = self._open(lambda: qe.EdgeShard.load(str(self.path)))
         return self._shard
 
     def _check_open(self) -> None:
@@ -274,8 +280,7 @@ class EdgeChunkIndex:
     def ensure_collection(self, *, dim: int) -> None:
         """Create the shard (cosine, ``dim``) if it does not exist."""
         self._check_open()
-        if self._shard is not None or _is_shard(self.path):
-            self.shard  # noqa: B018 (loads a shard created since)
+        if self._load() is not None:
             self._check_dim(dim)
             return
         config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
