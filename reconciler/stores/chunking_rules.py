@@ -5,12 +5,14 @@ themselves (the in-memory fake, and Qdrant Edge on an unindexed key)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from reconciler.model import ALL_KEYS
 
-__all__ = ["PAYLOAD_SCHEMAS", "check_batch_size", "check_payload_index", "facet_counts"]
+__all__ = ["PAYLOAD_SCHEMAS", "check_batch_size", "check_payload_index", "facet_counts", "pages"]
+
+_Point = TypeVar("_Point")
 
 #: Payload index types ``create_payload_index`` accepts.
 PAYLOAD_SCHEMAS: tuple[str, ...] = ("keyword", "integer", "datetime", "bool", "float")
@@ -28,6 +30,19 @@ def check_payload_index(key: str, schema: str) -> None:
         raise ValueError(f"unknown payload key {key!r}; one of {', '.join(ALL_KEYS)}")
     if schema not in PAYLOAD_SCHEMAS:
         raise ValueError(f"unknown payload schema {schema!r}; one of {', '.join(PAYLOAD_SCHEMAS)}")
+
+
+def pages(
+    fetch: Callable[[Any], tuple[Sequence[_Point], Any]],
+) -> Iterator[Sequence[_Point]]:
+    """Follow a scroll: ``fetch(offset)`` returns a page and the next offset (None at the end);
+    the first call gets None."""
+    offset: Any = None
+    while True:
+        points, offset = fetch(offset)
+        yield points
+        if offset is None:
+            return
 
 
 def facet_counts(values: Iterable[Any], *, limit: int) -> dict[Any, int]:

@@ -37,7 +37,12 @@ import qdrant_edge as qe
 from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.model import ALL_KEYS, ChunkRecord, ChunkState, PayloadWrite
 from reconciler.payload import DEFAULT_KEYS, KeyMap
-from reconciler.stores.chunking_rules import check_batch_size, check_payload_index, facet_counts
+from reconciler.stores.chunking_rules import (
+    check_batch_size,
+    check_payload_index,
+    facet_counts,
+    pages,
+)
 
 log = logging.getLogger(__name__)
 
@@ -153,25 +158,26 @@ class EdgeChunkIndex:
                 return
             scroll_filter = self._doc_filter(wanted)
         selector = qe.PayloadSelector.Include(self.keys.managed_paths())
-        offset: Any = None
-        page = 0
-        while True:
-            with self._reading("scrolling"):
-                points, offset = self.shard.scroll(
-                    qe.ScrollRequest(
-                        offset=offset,
-                        limit=batch_size,
-                        filter=scroll_filter,
-                        with_payload=selector,
-                        with_vector=False,
-                    )
-                )
-            page += 1
+        for page, points in enumerate(self._pages(batch_size, selector, scroll_filter), start=1):
             log.debug("edge scroll %s page %d: %d point(s)", self.path, page, len(points))
             for point in points:
                 yield self._state(point.id, point.payload)
-            if offset is None:
-                return
+
+    def _pages(
+        self, limit: int, selector: qe.PayloadSelector, scroll_filter: qe.Filter | None = None
+    ) -> Iterator[Sequence[qe.Record]]:
+        def fetch(offset: Any) -> tuple[list[qe.Record], Any]:
+            request = qe.ScrollRequest(
+                offset=offset,
+                limit=limit,
+                filter=scroll_filter,
+                with_payload=selector,
+                with_vector=False,
+            )
+            with self._reading("scrolling"):
+                return self.shard.scroll(request)
+
+        return pages(fetch)
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""
@@ -213,21 +219,13 @@ class EdgeChunkIndex:
             with self._reading(f"faceting {key!r}"):
                 response = self.shard.facet(qe.FacetRequest(key=path, limit=limit, exact=True))
             return {hit.value: int(hit.count) for hit in response.hits}
-        values: list[Any] = []
-        offset: Any = None
-        while True:
-            with self._reading(f"faceting {key!r}"):
-                points, offset = self.shard.scroll(
-                    qe.ScrollRequest(
-                        offset=offset,
-                        limit=1000,
-                        with_payload=qe.PayloadSelector.Include([path]),
-                        with_vector=False,
-                    )
-                )
-            values += [self.keys.from_point(point.payload).get(key) for point in points]
-            if offset is None:
-                return facet_counts(values, limit=limit)
+        selector = qe.PayloadSelector.Include([path])
+        values = (
+            self.keys.from_point(point.payload).get(key)
+            for points in self._pages(1000, selector)
+            for point in points
+        )
+        return facet_counts(values, limit=limit)
 
     def payload_indexes(self) -> Mapping[str, str]:
         """Existing payload indexes on reconciler keys: logical key -> schema type."""

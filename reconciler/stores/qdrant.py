@@ -31,7 +31,12 @@ from qdrant_client.http.exceptions import (
 from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.model import ALL_KEYS, ChunkRecord, ChunkState, PayloadWrite
 from reconciler.payload import DEFAULT_KEYS, KeyMap
-from reconciler.stores.chunking_rules import PAYLOAD_SCHEMAS, check_batch_size, check_payload_index
+from reconciler.stores.chunking_rules import (
+    PAYLOAD_SCHEMAS,
+    check_batch_size,
+    check_payload_index,
+    pages,
+)
 
 log = logging.getLogger(__name__)
 
@@ -153,11 +158,10 @@ class QdrantChunkIndex:
                 ]
             )
         selector = models.PayloadSelectorInclude(include=self.keys.managed_paths())
-        offset: models.ExtendedPointId | None = None
-        page = 0
-        while True:
+
+        def fetch(offset: Any) -> tuple[list[models.Record], Any]:
             with self._reading("scrolling"):
-                points, offset = self.client.scroll(
+                return self.client.scroll(
                     self.collection,
                     scroll_filter=scroll_filter,
                     limit=batch_size,
@@ -165,12 +169,11 @@ class QdrantChunkIndex:
                     with_payload=selector,
                     with_vectors=False,
                 )
-            page += 1
+
+        for page, points in enumerate(pages(fetch), start=1):
             log.debug("scroll %s page %d: %d point(s)", self.collection, page, len(points))
             for point in points:
                 yield self._state(point)
-            if offset is None:
-                return
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""
