@@ -272,9 +272,7 @@ class Deployment:
         with self.stores() as opened:
             index = opened.index
             if isinstance(index, EdgeChunkIndex):
-                index.shard.update(
-                    qe.UpdateOperation.set_payload(list(point_ids), dict(payload))  # type: ignore[arg-type]
-                )
+                index.shard.update(qe.UpdateOperation.set_payload(list(point_ids), dict(payload)))
                 return
             assert isinstance(index, QdrantChunkIndex)
             index.client.set_payload(

@@ -269,7 +269,7 @@ def test_a_failed_write_says_how_far_it_got(tmp_path: Path) -> None:
         )
         with pytest.raises(IndexWriteError, match="point 99 does not exist") as caught:
             index.set_payloads(
-                [PayloadWrite(point_ids=(1, 2, 3, 99), payload={"quarantined": True})],  # type: ignore[arg-type]
+                [PayloadWrite(point_ids=(1, 2, 3, 99), payload={"quarantined": True})],
                 batch_size=2,
             )
         assert caught.value.points_written == 2
