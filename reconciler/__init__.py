@@ -3,6 +3,8 @@
 Retrieval and ingestion code import two functions from here::
 
     from reconciler import payload_for, default_filter
+
+(``default_edge_filter`` is ``default_filter`` for Qdrant Edge shards.)
 """
 
 from typing import TYPE_CHECKING, Any
@@ -17,19 +19,19 @@ from reconciler.model import (
 from reconciler.payload import KeyMap, chunk_payload, payload_for
 
 if TYPE_CHECKING:
-    from reconciler.filters import default_filter
+    from reconciler.filters import default_edge_filter, default_filter
 
 __version__: str
 
 
 def __getattr__(name: str) -> Any:
-    """``default_filter`` (which needs qdrant_client) and ``__version__`` (which reads the
-    installed metadata) load on first use, so ``import reconciler`` stays cheap: every CLI
-    command and every connector imports this package."""
-    if name == "default_filter":
-        from reconciler.filters import default_filter  # noqa: PLC0415
+    """``default_filter`` and ``default_edge_filter`` (which need qdrant_client and numpy)
+    and ``__version__`` (which reads the installed metadata) load on first use, so ``import
+    reconciler`` stays cheap: every CLI command and every connector imports this package."""
+    if name in ("default_filter", "default_edge_filter"):
+        from reconciler import filters  # noqa: PLC0415
 
-        return default_filter
+        return getattr(filters, name)
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
 
@@ -51,6 +53,7 @@ __all__ = [
     "VersionState",
     "__version__",
     "chunk_payload",
+    "default_edge_filter",
     "default_filter",
     "payload_for",
 ]
