@@ -1,4 +1,4 @@
-"""The canonical retrieval filter (DESIGN.md §3), for every retrieval path to use.
+"""The canonical retrieval filter (docs/contracts.md), for every retrieval path to use.
 
 Relevance cannot see that one document replaced another; this filter can. It reads only
 payload keys the reconciler keeps true.

@@ -27,7 +27,7 @@ from reconciler.stores.sql import SqlDocumentTable
 from reconciler.wiring import Stores, stores
 
 TODAY: date = datetime.now(UTC).date()
-#: DESIGN.md §7: the keys of a run's JSON object, and those of a finding and of ``writes``.
+#: docs/contracts.md: the keys of a run's JSON object, and those of a finding and of ``writes``.
 REPORT_KEYS = {"run_id", "mode", "started_at", "finished_at", "findings", "writes", "summary"}
 #: Documented extras beside §7's keys.
 REPORT_EXTRAS = {"plan", "refused", "forced", "guard", "error"}
