@@ -141,12 +141,14 @@ def table_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def deploy(request: pytest.FixtureRequest, tmp_path: Path) -> Deployment:
-    """An acceptance deployment (``acceptance_kit``) on SQLite, or on PostgreSQL when a test
-    is parametrized with ``indirect=True`` and ``"postgresql"``."""
+    """An acceptance deployment (``acceptance_kit``) on SQLite and Qdrant local mode; on
+    PostgreSQL when a test is parametrized with ``indirect=True`` and ``"postgresql"``, on a
+    Qdrant Edge shard (and SQLite) with ``"edge"``."""
     url = "sqlite:///reconciler.db"
-    if getattr(request, "param", "sqlite") == "postgresql":
+    param = getattr(request, "param", "sqlite")
+    if param == "postgresql":
         url = request.getfixturevalue("pg_url")
-    return Deployment(tmp_path, url)
+    return Deployment(tmp_path, url, engine="edge" if param == "edge" else "qdrant")
 
 
 @pytest.fixture

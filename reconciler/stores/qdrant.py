@@ -31,13 +31,17 @@ from qdrant_client.http.exceptions import (
 from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.model import ALL_KEYS, ChunkRecord, ChunkState, PayloadWrite
 from reconciler.payload import DEFAULT_KEYS, KeyMap
+from reconciler.stores.chunking_rules import (
+    PAYLOAD_SCHEMAS,
+    check_batch_size,
+    check_payload_index,
+    pages,
+)
 
 log = logging.getLogger(__name__)
 
 __all__ = ["PAYLOAD_SCHEMAS", "QdrantChunkIndex", "connect"]
 
-#: Payload index types ``create_payload_index`` accepts.
-PAYLOAD_SCHEMAS: tuple[str, ...] = ("keyword", "integer", "datetime", "bool", "float")
 #: Points per ``upsert`` call of the reference ingestion.
 UPSERT_BATCH = 256
 
@@ -140,8 +144,7 @@ class QdrantChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ChunkState]:
         """Stream every chunk's id and identity/managed payload keys (never vectors or text)."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        check_batch_size(batch_size)
         scroll_filter: models.Filter | None = None
         if doc_ids is not None:
             wanted = sorted(set(doc_ids))
@@ -155,11 +158,10 @@ class QdrantChunkIndex:
                 ]
             )
         selector = models.PayloadSelectorInclude(include=self.keys.managed_paths())
-        offset: models.ExtendedPointId | None = None
-        page = 0
-        while True:
+
+        def fetch(offset: Any) -> tuple[list[models.Record], Any]:
             with self._reading("scrolling"):
-                points, offset = self.client.scroll(
+                return self.client.scroll(
                     self.collection,
                     scroll_filter=scroll_filter,
                     limit=batch_size,
@@ -167,12 +169,11 @@ class QdrantChunkIndex:
                     with_payload=selector,
                     with_vectors=False,
                 )
-            page += 1
+
+        for page, points in enumerate(pages(fetch), start=1):
             log.debug("scroll %s page %d: %d point(s)", self.collection, page, len(points))
             for point in points:
                 yield self._state(point)
-            if offset is None:
-                return
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""
@@ -229,8 +230,7 @@ class QdrantChunkIndex:
         A ``None`` value removes the key (Qdrant's ``set_payload`` merge), which readers must
         treat like a stored null.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        check_batch_size(batch_size)
         written = 0
         for number, (operations, points) in enumerate(
             _payload_batches(writes, batch_size, self.keys), start=1
@@ -270,10 +270,7 @@ class QdrantChunkIndex:
 
     def create_payload_index(self, *, key: str, schema: str) -> None:
         """Create a payload index on a logical key (no vector touched)."""
-        if key not in ALL_KEYS:
-            raise ValueError(f"unknown payload key {key!r}; one of {', '.join(ALL_KEYS)}")
-        if schema not in PAYLOAD_SCHEMAS:
-            raise ValueError(f"unknown payload schema {schema!r}; one of {PAYLOAD_SCHEMAS}")
+        check_payload_index(key, schema)
         path = self.keys.path(key)
         with self._reading(f"creating a {schema} index on {path!r}"), warnings.catch_warnings():
             # Local mode warns that indexes do nothing there; supports_payload_indexes says so.
