@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
@@ -30,6 +30,9 @@ from reconciler.runs import finish_failed
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
 from reconciler.wiring import build_sources, open_index, open_table, schema_revision, stores
+
+if TYPE_CHECKING:
+    from reconciler.ingesting import IngestProgress
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +79,14 @@ def initialise(settings: Settings) -> dict[str, Any]:
 
 
 def ingest_sources(
-    settings: Settings, *, names: list[str] | None = None, outbox_only: bool = False
+    settings: Settings,
+    *,
+    names: list[str] | None = None,
+    outbox_only: bool = False,
+    progress: IngestProgress | None = None,
 ) -> dict[str, Any]:
-    """Run the reference ingestion over the configured sources."""
+    """Run the reference ingestion over the configured sources (``progress``: see
+    ``IngestProgress``)."""
     unknown = sorted(set(names or []) - {s.name for s in settings.sources})
     if unknown:
         raise ConfigError([("sources", f"no source named {n!r}") for n in unknown])
@@ -96,6 +104,7 @@ def ingest_sources(
             index=opened.index,
             embedder=embedder,
             max_chunk_chars=settings.ingest.max_chunk_chars,
+            progress=progress,
         )
         report = ingestor.run(sources, outbox_only=outbox_only)
     return {
