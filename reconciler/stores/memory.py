@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.errors import IndexUnavailable, IndexWriteError
-from reconciler.model import ALL_KEYS, ChunkRecord, ChunkState, PayloadWrite
+from reconciler.model import (
+    ALL_KEYS,
+    MANAGED_KEYS,
+    ChunkRecord,
+    ChunkState,
+    ManagedRow,
+    PayloadWrite,
+)
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 
 log = logging.getLogger(__name__)
@@ -87,6 +94,9 @@ class InMemoryChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ChunkState]:
         """Stream every chunk's id and identity/managed payload keys, ordered by id."""
+        return self._states(batch_size, doc_ids)
+
+    def _states(self, batch_size: int, doc_ids: Collection[str] | None) -> Iterator[ChunkState]:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         points = self._store()
@@ -105,6 +115,14 @@ class InMemoryChunkIndex:
                 chunk_id=payload.get("chunk_id"),
                 payload=payload,
             )
+
+    def scan_managed(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[ManagedRow]:
+        """The check's lean scan: ``(point id, doc_id, raw managed values)``, ordered by id."""
+        for state in self._states(batch_size, doc_ids):
+            payload = state.payload
+            yield state.point_id, state.doc_id, tuple(payload.get(key) for key in MANAGED_KEYS)
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""
