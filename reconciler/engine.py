@@ -1,8 +1,9 @@
 """One reconciliation run: read the three stores, run the checks, plan, guard, apply, record.
 
 Streaming throughout: the table is read twice (expected payload fingerprints, then family by
-family), the collection once to check (and once more to apply, selecting points by id), and
-the sources once, as metadata. Memory holds per-document aggregates, never a whole table or
+family), the collection once (the lean ``scan_managed``; apply writes by the point ids that
+scan kept, or selects a changed row's points through the doc_id filter), and the sources
+once, as metadata. Memory holds compact per-document state, never a whole table or
 collection.
 """
 
