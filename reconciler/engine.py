@@ -638,9 +638,9 @@ class Reconciler:
 
         if "payload" in checks:
             summary["payload"]["checked"] = scan.totals.chunks
-            for orphan_id, aggregate in sorted(scan.chunks.items(), key=lambda kv: str(kv[0])):
-                if orphan_id is not None and orphan_id in expected:
-                    continue
+            # Chunks whose doc_id has no row (the tally keeps them apart: no pass over every
+            # document, no aggregate built for each).
+            for orphan_id, aggregate in sorted(scan.chunks.orphans(), key=lambda kv: str(kv[0])):
                 finding = check_orphans(orphan_id, aggregate)
                 if finding is not None and _in_doc_scope(options.doc_id, finding):
                     findings.append(finding)

@@ -216,6 +216,10 @@ class ChunkTally(Mapping[str | None, ChunkAggregate]):
             return None
         return list(self._ids.get(doc_id, ()))
 
+    def orphans(self) -> list[tuple[str | None, ChunkAggregate]]:
+        """The chunks whose doc_id has no row (``None``: no doc_id), by doc_id."""
+        return list(self._orphans.items())
+
     def __getitem__(self, doc_id: str | None) -> ChunkAggregate:
         slot = self.slot(doc_id)
         if slot is not None and self._counts[slot]:
