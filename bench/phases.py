@@ -32,7 +32,8 @@ from bench.corpus import COLLECTION, VERSIONS, Layout, chunk_ids, chunks, docume
 from reconciler.applying import Applier
 from reconciler.engine import Guard, Options, Reconciler, Report
 from reconciler.ingesting import point_id_for
-from reconciler.model import RunMode
+from reconciler.model import PayloadWrite, RunMode
+from reconciler.ports import ChunkIndex
 from reconciler.stores.qdrant import QdrantChunkIndex, connect
 from reconciler.stores.sql import SqlDocumentTable
 
@@ -58,12 +59,11 @@ warnings.filterwarnings("ignore", message=".*[Ll]ocal mode is not recommended.*"
 def edge_missing() -> str | None:
     """Why ``--engine edge`` cannot run here (``None`` when it can)."""
     try:
-        import reconciler.stores.edge  # noqa: F401, PLC0415 - another branch adds it
-    except ImportError:
+        import reconciler.stores.edge  # noqa: F401, PLC0415 - the edge extra
+    except ImportError as exc:
         return (
             "--engine edge needs the Qdrant Edge adapter (reconciler/stores/edge.py, "
-            '[index] engine = "edge"), which this checkout does not have yet; run with '
-            "--engine local"
+            f"[index] engine = \"edge\") and qdrant-edge-py: pip install -e '.[edge]' ({exc})"
         )
     return None
 
@@ -72,11 +72,19 @@ class Stores:
     """The table and the index of one corpus, opened (and closed) together."""
 
     def __init__(self, layout: Layout, *, create: bool = False, engine: str = "local") -> None:
-        if engine != "local":
-            raise SystemExit(edge_missing() or f"--engine {engine} is not wired into the bench")
+        self.index: ChunkIndex
+        if engine == "edge":
+            missing = edge_missing()
+            if missing is not None:
+                raise SystemExit(missing)
+            # As [index] engine = "edge" opens it: the shard index.path/index.collection.
+            from reconciler.stores.edge import EdgeChunkIndex  # noqa: PLC0415 - the edge extra
+
+            self.index = EdgeChunkIndex(layout.root / "edge" / COLLECTION)
+        else:
+            self.index = QdrantChunkIndex(connect(path=layout.qdrant_path), collection=COLLECTION)
         self.table = SqlDocumentTable.from_url(layout.table_url)
         self.table.ensure_schema(create=create)
-        self.index = QdrantChunkIndex(connect(path=layout.qdrant_path), collection=COLLECTION)
 
     def engine(self) -> Reconciler:
         """An engine with no system of record configured."""
@@ -138,8 +146,10 @@ def _heap_peak(action: Callable[[], Any]) -> float:
         tracemalloc.stop()
 
 
-def _bare_scroll(index: QdrantChunkIndex) -> int:
+def _bare_scroll(index: Any) -> int:
     """Payload-only scroll of the whole collection, as the engine's scan asks for it."""
+    if not isinstance(index, QdrantChunkIndex):
+        return _bare_edge_scroll(index)
     client = index.client
     selector = models.PayloadSelectorInclude(include=index.keys.managed_paths())
     offset: models.ExtendedPointId | None = None
@@ -152,6 +162,23 @@ def _bare_scroll(index: QdrantChunkIndex) -> int:
             with_payload=selector,
             with_vectors=False,
         )
+        seen += len(points)
+        if offset is None:
+            return seen
+
+
+def _bare_edge_scroll(index: Any) -> int:
+    """The same on a Qdrant Edge shard (its own scroll request, no adapter in between)."""
+    import qdrant_edge as qe  # noqa: PLC0415 - the edge extra
+
+    selector = qe.PayloadSelector.Include(index.keys.managed_paths())
+    offset: Any = None
+    seen = 0
+    while True:
+        request = qe.ScrollRequest(
+            offset=offset, limit=SCROLL_BATCH, filter=None, with_payload=selector, with_vector=False
+        )
+        points, offset = index.shard.scroll(request)
         seen += len(points)
         if offset is None:
             return seen
@@ -204,10 +231,15 @@ def drift(layout: Layout, docs: int, *, engine: str = "local") -> dict[str, Any]
     ]
     stores = Stores(layout, engine=engine)
     try:
-        client = stores.index.client
+        index = stores.index
         clock = Clock()
 
         def reset() -> None:
+            if not isinstance(index, QdrantChunkIndex):  # Edge: through its adapter
+                write = PayloadWrite(point_ids=tuple(ids), payload={"version_state": "current"})
+                index.set_payloads([write], batch_size=1000)
+                return
+            client = index.client
             for start in range(0, len(ids), 1000):
                 client.set_payload(
                     COLLECTION,

@@ -1,6 +1,6 @@
 """The system of record for a markdown / Obsidian vault: one note per document version.
 
-A note declares its version state in YAML frontmatter (DESIGN.md §7). This module reads the
+A note declares its version state in YAML frontmatter (docs/connectors/vault.md). This module reads the
 vault strictly: every scalar is loaded as a string and converted on purpose (no YAML 1.1
 surprises such as ``0123`` becoming 83 or ``no`` becoming False), and every note that cannot
 be taken as it is becomes a ``SourceProblem`` rather than a crash or a silent default.

@@ -3,11 +3,13 @@
 Retrieval and ingestion code import two functions from here::
 
     from reconciler import payload_for, default_filter
+
+(``default_edge_filter`` is ``default_filter`` for Qdrant Edge shards.)
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
-from reconciler.filters import default_filter
+from reconciler.filters import default_edge_filter, default_filter
 from reconciler.model import (
     OPEN_END,
     OPEN_START,
@@ -31,6 +33,7 @@ __all__ = [
     "VersionState",
     "__version__",
     "chunk_payload",
+    "default_edge_filter",
     "default_filter",
     "payload_for",
 ]

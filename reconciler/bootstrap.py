@@ -25,7 +25,7 @@ from reconciler.runs import recorded
 from reconciler.settings import Settings
 from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.wiring import open_index, open_table
+from reconciler.wiring import open_qdrant_index, open_table
 
 log = logging.getLogger(__name__)
 
@@ -329,7 +329,7 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
     at = datetime.now(UTC)
     table = _existing_table(settings) if dry_run else open_table(settings, create=True)
     try:
-        index = open_index(settings)
+        index = open_qdrant_index(settings, needed_by="reconciler bootstrap")
         try:
             if not index.exists():
                 raise IndexUnavailable(

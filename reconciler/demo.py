@@ -22,7 +22,7 @@ from reconciler.embedding import make_embedder
 from reconciler.filters import default_filter
 from reconciler.operations import engine_options, ingest_sources, initialise, reconcile, report_data
 from reconciler.settings import Settings, load_settings
-from reconciler.wiring import open_index
+from reconciler.wiring import open_qdrant_index
 
 SOURCE = "handbook"
 
@@ -327,7 +327,7 @@ def measure(settings: Settings, *, k: int = 5) -> Retrieval:
     embedder = make_embedder(
         settings.ingest.embedder, dim=settings.ingest.dim, model=settings.ingest.model
     )
-    index = open_index(settings)
+    index = open_qdrant_index(settings, needed_by="reconciler demo")
     result = Retrieval()
     try:
         for question in QUESTIONS:

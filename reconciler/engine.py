@@ -252,7 +252,7 @@ class Report:
         return self.plan.counts()
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN.md §7's JSON object (plus ``refused``, ``guard`` and ``error``)."""
+        """The run's JSON object (docs/contracts.md), without the CLI's ``plan``."""
         return {
             "run_id": self.run_id,
             "mode": str(self.mode),

@@ -40,6 +40,22 @@ class ConfigError(ReconcilerError):
         super().__init__("\n".join(lines))
 
 
+class DriverMissing(ReconcilerError):
+    """The database driver a URL names is not installed (one line: what to install)."""
+
+    #: The pip requirement that brings each driver module.
+    PACKAGES = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary"}
+
+    def __init__(self, module: str | None) -> None:
+        module = module or "the database driver"
+        package = self.PACKAGES.get(module.split(".")[0], module)
+        extra = " (the `postgres` extra: pip install 'corpus-reconciler[postgres]')"
+        super().__init__(
+            f"the database driver {module!r} is not installed: pip install '{package}'"
+            + (extra if package == "psycopg[binary]" else "")
+        )
+
+
 class SchemaError(ReconcilerError):
     """The document table's schema revision is unknown to this build."""
 

@@ -26,7 +26,7 @@ from reconciler.errors import ReconcilerError
 from reconciler.filters import default_filter
 from reconciler.rendering import table
 from reconciler.settings import Settings
-from reconciler.wiring import open_index
+from reconciler.wiring import open_qdrant_index
 
 if TYPE_CHECKING:
     from reconciler.stores.qdrant import QdrantChunkIndex
@@ -276,7 +276,7 @@ def evaluate(
         embedder = make_embedder(
             settings.ingest.embedder, dim=settings.ingest.dim, model=settings.ingest.model
         )
-        index = open_index(settings)
+        index = open_qdrant_index(settings, needed_by="reconciler eval")
         try:
             if not index.exists():
                 raise ReconcilerError(

@@ -1,20 +1,81 @@
-"""The canonical retrieval filter (DESIGN.md §3), for every retrieval path to use.
+"""The canonical retrieval filter (docs/contracts.md), for every retrieval path to use.
 
 Relevance cannot see that one document replaced another; this filter can. It reads only
 payload keys the reconciler keeps true.
+
+Its semantics are written once, as a ``FilterTerms`` value (``filter_terms``): which states
+pass, the instant of the effective window (or none), and that a quarantined chunk never passes.
+Two renderings turn that one description into an engine's filter: ``default_filter`` into a
+qdrant-client ``models.Filter`` (local mode and servers) and ``default_edge_filter`` into a
+Qdrant Edge ``qdrant_edge.Filter`` (the optional ``edge`` extra). Neither adds a condition of
+its own.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
+import numpy
 from qdrant_client import models
 
 from reconciler.model import HISTORICAL_STATES, SERVABLE_STATES, utc
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 
+if TYPE_CHECKING:
+    import qdrant_edge
+
 log = logging.getLogger(__name__)
+
+__all__ = ["FilterTerms", "default_edge_filter", "default_filter", "filter_terms"]
+
+
+@dataclass(frozen=True)
+class FilterTerms:
+    """What the default filter admits, with the stored key paths, engine-neutral.
+
+    A chunk passes when ``state_path`` holds one of ``states``; when ``instant`` is set,
+    ``from_path <= instant < to_path`` (RFC 3339 datetimes); and ``quarantined_path`` is not
+    ``true``.
+    """
+
+    state_path: str
+    states: tuple[str, ...]
+    from_path: str
+    to_path: str
+    instant: datetime | None
+    quarantined_path: str
+
+
+def filter_terms(
+    as_of: datetime | None = None,
+    include_historical: bool = False,
+    *,
+    keys: KeyMap = DEFAULT_KEYS,
+) -> FilterTerms:
+    """The one definition of the default filter's semantics (see ``default_filter``)."""
+    states = [str(s) for s in SERVABLE_STATES]
+    window = True
+    if include_historical:
+        states += [str(s) for s in HISTORICAL_STATES]
+        window = as_of is not None
+        log.info(
+            "historical retrieval route requested (as_of=%s)",
+            utc(as_of).isoformat() if as_of else "any",
+        )
+    instant = None
+    if window:
+        instant = utc(as_of) if as_of is not None else datetime.now(UTC)
+    return FilterTerms(
+        state_path=keys.path("version_state"),
+        states=tuple(states),
+        from_path=keys.path("effective_from"),
+        to_path=keys.path("effective_to"),
+        instant=instant,
+        quarantined_path=keys.path("quarantined"),
+    )
 
 
 def default_filter(
@@ -32,33 +93,65 @@ def default_filter(
     ``include_historical=True`` adds superseded and retired versions and is logged. Without an
     explicit ``as_of`` it drops the effective window (every version ever published); with one, it
     answers "what was in force at ``as_of``". Quarantined chunks are never returned.
+
+    For Qdrant Edge use ``default_edge_filter`` (same arguments, same semantics).
     """
-    states = [str(s) for s in SERVABLE_STATES]
-    must: list[models.Condition] = []
-    window = True
-    if include_historical:
-        states += [str(s) for s in HISTORICAL_STATES]
-        window = as_of is not None
-        log.info(
-            "historical retrieval route requested (as_of=%s)",
-            utc(as_of).isoformat() if as_of else "any",
-        )
-    must.append(
-        models.FieldCondition(key=keys.path("version_state"), match=models.MatchAny(any=states))
-    )
-    if window:
-        instant = utc(as_of) if as_of is not None else datetime.now(UTC)
+    terms = filter_terms(as_of, include_historical, keys=keys)
+    must: list[models.Condition] = [
+        models.FieldCondition(key=terms.state_path, match=models.MatchAny(any=list(terms.states)))
+    ]
+    if terms.instant is not None:
         must.append(
             models.FieldCondition(
-                key=keys.path("effective_from"), range=models.DatetimeRange(lte=instant)
+                key=terms.from_path, range=models.DatetimeRange(lte=terms.instant)
             )
         )
         must.append(
-            models.FieldCondition(
-                key=keys.path("effective_to"), range=models.DatetimeRange(gt=instant)
-            )
+            models.FieldCondition(key=terms.to_path, range=models.DatetimeRange(gt=terms.instant))
         )
     must_not: list[models.Condition] = [
-        models.FieldCondition(key=keys.path("quarantined"), match=models.MatchValue(value=True))
+        models.FieldCondition(key=terms.quarantined_path, match=models.MatchValue(value=True))
     ]
     return models.Filter(must=must, must_not=must_not)
+
+
+def default_edge_filter(
+    as_of: datetime | None = None,
+    include_historical: bool = False,
+    *,
+    keys: KeyMap = DEFAULT_KEYS,
+) -> qdrant_edge.Filter:
+    """``default_filter`` for Qdrant Edge: the same terms as a ``qdrant_edge.Filter``.
+
+    Pass it to an ``EdgeShard``'s ``query``, ``search``, ``scroll`` or ``count`` request.
+    Needs the optional extra: ``pip install 'corpus-reconciler[edge]'``.
+    """
+    try:
+        import qdrant_edge  # noqa: PLC0415 (an optional extra)
+    except ImportError as exc:
+        raise ImportError(
+            "default_edge_filter() needs Qdrant Edge: pip install 'corpus-reconciler[edge]'"
+        ) from exc
+    terms = filter_terms(as_of, include_historical, keys=keys)
+    must: list[qdrant_edge.FieldCondition] = [
+        qdrant_edge.FieldCondition(
+            key=terms.state_path, match=qdrant_edge.MatchAny(list(terms.states))
+        )
+    ]
+    if terms.instant is not None:
+        instant = terms.instant.isoformat()
+        must.append(
+            qdrant_edge.FieldCondition(
+                key=terms.from_path, range=qdrant_edge.RangeDateTime(lte=instant)
+            )
+        )
+        must.append(
+            qdrant_edge.FieldCondition(
+                key=terms.to_path, range=qdrant_edge.RangeDateTime(gt=instant)
+            )
+        )
+    # qdrant-edge-py 0.9 reads a Python ``True`` given to MatchValue as the integer 1, which
+    # matches no stored boolean; a numpy bool reaches it as a boolean.
+    quarantined = qdrant_edge.MatchValue(numpy.bool_(True))  # type: ignore[arg-type]
+    must_not = [qdrant_edge.FieldCondition(key=terms.quarantined_path, match=quarantined)]
+    return qdrant_edge.Filter(must=list(must), must_not=list(must_not))

@@ -195,7 +195,7 @@ class AdvisoryLease:
         """Open a dedicated session and try the lock once."""
         if self._conn is not None:
             return True
-        import psycopg  # noqa: PLC0415 (the postgres extra; only needed on PostgreSQL)
+        import psycopg  # noqa: PLC0415 (only needed on PostgreSQL)
 
         # Its own session, outside the pool: the lock lives exactly as long as it does.
         url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)

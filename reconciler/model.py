@@ -22,7 +22,7 @@ OPEN_START = datetime(1, 1, 1, tzinfo=UTC)
 
 
 class VersionState(enum.StrEnum):
-    """Where a document version stands; see DESIGN.md §3."""
+    """Where a document version stands; see docs/contracts.md."""
 
     CURRENT = "current"
     SUPERSEDED = "superseded"
@@ -72,7 +72,7 @@ SERVABLE_STATES: tuple[VersionState, ...] = (
 #: States the opt-in historical route adds.
 HISTORICAL_STATES: tuple[VersionState, ...] = (VersionState.SUPERSEDED, VersionState.RETIRED)
 
-#: Payload keys the reconciler owns and writes (DESIGN.md §4), in a fixed order.
+#: Payload keys the reconciler owns and writes (docs/contracts.md), in a fixed order.
 MANAGED_KEYS: tuple[str, ...] = (
     "doc_family_id",
     "doc_version",
@@ -295,7 +295,7 @@ class Finding:
     index: tuple[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The finding as DESIGN.md §7 spells it."""
+        """The finding as the run's JSON spells it (docs/contracts.md)."""
         return {
             "check": self.check,
             "kind": self.kind,

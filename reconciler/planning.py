@@ -93,7 +93,7 @@ class Plan:
     indexes: list[tuple[str, str]] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        """Writes by kind, as DESIGN.md §7's ``writes`` object."""
+        """Writes by kind, as the ``writes`` object of the run's JSON (docs/contracts.md)."""
         return {
             "payload": len(self.payload_targets),
             "table": len(self.row_updates),

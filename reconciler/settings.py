@@ -107,8 +107,11 @@ class TableSettings(_Section):
 
 
 class IndexSettings(_Section):
-    """The chunk index (Qdrant): embedded local mode (``path``) or a server (``url``)."""
+    """The chunk index. ``engine = "qdrant"`` (qdrant-client): embedded local mode (``path``)
+    or a server (``url``). ``engine = "edge"``: a Qdrant Edge shard (beta, embedded, one
+    process at a time) at ``path``/``collection``; needs the ``edge`` extra."""
 
+    engine: Literal["qdrant", "edge"] = "qdrant"
     path: str | None = None
     url: str | None = None
     api_key_env: SecretVariable = None
@@ -151,6 +154,20 @@ class IndexSettings(_Section):
 
     @model_validator(mode="after")
     def _one_location(self) -> IndexSettings:
+        if self.engine == "edge":
+            if self.url:
+                raise ValueError(
+                    'index.url names a Qdrant server, which engine = "edge" does not use: '
+                    "remove index.url (Edge keeps its shard under index.path), or set "
+                    'engine = "qdrant"'
+                )
+            if not self.path:
+                raise ValueError('engine = "edge" needs index.path, the folder of its shards')
+            if self.api_key_env or self.api_key_file:
+                raise ValueError(
+                    'engine = "edge" takes no API key: remove index.api_key_env/api_key_file'
+                )
+            return self
         if bool(self.path) == bool(self.url):
             raise ValueError("set exactly one of index.path (embedded) or index.url (server)")
         if self.api_key_env and self.api_key_file:
@@ -495,8 +512,9 @@ def load_settings(
         except (ValueError, TypeError, AttributeError):
             problems.append((name, "does not name a configuration key"))
     index = data.setdefault("index", {})
-    if isinstance(index, dict) and not index.get("path") and not index.get("url"):
-        index["path"] = "qdrant"  # the embedded default
+    no_location = isinstance(index, dict) and not index.get("path") and not index.get("url")
+    if no_location and index.get("engine", "qdrant") == "qdrant":
+        index["path"] = "qdrant"  # the embedded default (Edge names its folder explicitly)
     table = data.setdefault("table", {})
     if isinstance(table, dict):
         table.setdefault("url", TableSettings.model_fields["url"].default)

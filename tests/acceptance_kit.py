@@ -1,5 +1,5 @@
 """Shared plumbing of the acceptance tests: a deployment in a temp folder (config, vault,
-SQLite or PostgreSQL table, Qdrant local mode), driven through the CLI, and exact snapshots of
+SQLite or PostgreSQL table, Qdrant local mode or a Qdrant Edge shard), driven through the CLI, and exact snapshots of
 every store to compare before and after a run."""
 
 from __future__ import annotations
@@ -14,20 +14,24 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import qdrant_edge as qe
 from click.testing import CliRunner, Result
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
 from reconciler import default_filter
 from reconciler.cli import cli
+from reconciler.filters import default_edge_filter
 from reconciler.model import MANAGED_KEYS
 from reconciler.settings import Settings, load_settings
+from reconciler.stores.edge import EdgeChunkIndex
+from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.schema import Base, DocumentRow
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.wiring import Stores, stores
 
 TODAY: date = datetime.now(UTC).date()
-#: DESIGN.md §7: the keys of a run's JSON object, and those of a finding and of ``writes``.
+#: docs/contracts.md: the keys of a run's JSON object, and those of a finding and of ``writes``.
 REPORT_KEYS = {"run_id", "mode", "started_at", "finished_at", "findings", "writes", "summary"}
 #: Documented extras beside §7's keys.
 REPORT_EXTRAS = {"plan", "refused", "forced", "guard", "error"}
@@ -70,14 +74,21 @@ class Points:
 
 
 class Deployment:
-    """A config file, a vault and the two stores, all under one temp folder."""
+    """A config file, a vault and the two stores, all under one temp folder.
 
-    def __init__(self, root: Path, table_url: str = "sqlite:///reconciler.db") -> None:
+    ``engine`` is the chunk index: ``"qdrant"`` (qdrant-client local mode in ``qdrant/``) or
+    ``"edge"`` (a Qdrant Edge shard in ``shards/corpus``).
+    """
+
+    def __init__(
+        self, root: Path, table_url: str = "sqlite:///reconciler.db", *, engine: str = "qdrant"
+    ) -> None:
         self.root = root
         self.vault = root / "vault"
         self.vault.mkdir(parents=True, exist_ok=True)
         self.config = root / "reconciler.toml"
         self.table_url = table_url
+        self.engine = engine
         self.configure()
 
     # -- the source ----------------------------------------------------------------------------
@@ -94,7 +105,8 @@ class Deployment:
             "[table]",
             f'url = "{self.table_url}"',
             "[index]",
-            'path = "qdrant"',
+            f'engine = "{self.engine}"',
+            'path = "qdrant"' if self.engine == "qdrant" else 'path = "shards"',
             'collection = "corpus"',
             "[[sources]]",
             'name = "hb"',
@@ -222,16 +234,25 @@ class Deployment:
             engine.dispose()
 
     def points(self, scroll_filter: Any | None = None) -> Points:
-        """Every point (or those under a filter): vectors and whole payloads."""
+        """Every point (or those under a filter of the deployment's engine): vectors and whole
+        payloads."""
         with self.stores() as opened:
-            client, name = opened.index.client, opened.index.collection
-            found, _ = client.scroll(
-                name,
-                scroll_filter=scroll_filter,
-                limit=100_000,
-                with_payload=True,
-                with_vectors=True,
-            )
+            index = opened.index
+            found: list[Any]
+            if isinstance(index, EdgeChunkIndex):
+                request = qe.ScrollRequest(
+                    limit=100_000, filter=scroll_filter, with_payload=True, with_vector=True
+                )
+                found, _ = index.shard.scroll(request)
+            else:
+                assert isinstance(index, QdrantChunkIndex)
+                found, _ = index.client.scroll(
+                    index.collection,
+                    scroll_filter=scroll_filter,
+                    limit=100_000,
+                    with_payload=True,
+                    with_vectors=True,
+                )
         vectors: dict[str, tuple[float, ...]] = {}
         payloads: dict[str, dict[str, Any]] = {}
         for point in found:
@@ -241,15 +262,21 @@ class Deployment:
         return Points(vectors, payloads)
 
     def served(self, as_of: datetime | None = None) -> set[str]:
-        """doc ids of the chunks ``default_filter()`` returns."""
-        found = self.points(default_filter(as_of))
+        """doc ids of the chunks ``default_filter()`` (or its Edge form) returns."""
+        edge = self.engine == "edge"
+        found = self.points(default_edge_filter(as_of) if edge else default_filter(as_of))
         return {p["doc_id"] for p in found.payloads.values()}
 
     def set_payload(self, point_ids: list[str], payload: Mapping[str, Any]) -> None:
-        """Write payload keys directly with the Qdrant client (drift made by another tool)."""
+        """Write payload keys directly with the engine's client (drift made by another tool)."""
         with self.stores() as opened:
-            opened.index.client.set_payload(
-                opened.index.collection, payload=dict(payload), points=list(point_ids), wait=True
+            index = opened.index
+            if isinstance(index, EdgeChunkIndex):
+                index.shard.update(qe.UpdateOperation.set_payload(list(point_ids), dict(payload)))
+                return
+            assert isinstance(index, QdrantChunkIndex)
+            index.client.set_payload(
+                index.collection, payload=dict(payload), points=list(point_ids), wait=True
             )
 
     def set_row(self, doc_id: str, **values: Any) -> None:

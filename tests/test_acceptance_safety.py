@@ -407,7 +407,7 @@ def test_json_output_has_exactly_the_documented_keys(deploy: Deployment) -> None
         assert code == exit_code, command
         assert set(data) == REPORT_KEYS | REPORT_EXTRAS, command
         assert data["mode"] == command
-        # `writes` carries DESIGN.md's four counts and the index creations.
+        # `writes` carries the four counts and the index creations (docs/contracts.md).
         assert set(data["writes"]) == WRITE_KEYS | {"index"}
         assert all(isinstance(v, int) for v in data["writes"].values())
         assert set(data["summary"]) == set(CHECKS)

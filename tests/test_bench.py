@@ -51,11 +51,13 @@ def test_a_small_local_bench_runs_and_converges(tmp_path: Path) -> None:
 def test_the_edge_engine_runs_or_says_why_not(tmp_path: Path) -> None:
     done = _bench("--sizes=1500", "--repair-docs=40", "--engine=edge", tmp_path=tmp_path)
 
-    if importlib.util.find_spec("reconciler.stores.edge") is None:
-        # Until the Edge adapter is merged, the flag stops at once and says why.
+    edge = all(importlib.util.find_spec(m) for m in ("qdrant_edge", "reconciler.stores.edge"))
+    if not edge:
+        # Without the Edge adapter or qdrant-edge-py, the flag stops at once and says why.
         assert done.returncode == 2
         assert "Qdrant Edge adapter" in done.stderr
         return
     # With it, the same small run on Edge (bench.phases.Stores opens the Edge shard).
+    assert "engine edge" in done.stdout
     assert done.returncode == 0, done.stderr
     assert "zero drift ✓" in done.stdout

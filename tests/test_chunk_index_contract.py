@@ -1,7 +1,7 @@
 """One contract suite for every ChunkIndex adapter, over every payload key layout.
 
-The same assertions run against the dict-backed fake and real qdrant-client local mode, with
-top-level keys, LangChain's ``metadata.`` prefix, renames, and a two-level prefix with renames.
+The same assertions run against the dict-backed fake, real qdrant-client local mode and a real
+Qdrant Edge shard, with top-level keys, LangChain's ``metadata.`` prefix, renames, and a two-level prefix with renames.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import qdrant_edge as qe
 from qdrant_client import QdrantClient, models
 
 from reconciler.errors import IndexUnavailable, IndexWriteError
@@ -27,6 +28,7 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.payload import KeyMap, chunk_payload
+from reconciler.stores.edge import EdgeChunkIndex
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.qdrant import QdrantChunkIndex
 
@@ -122,7 +124,25 @@ def _qdrant(layout: Layout, tmp_path: Path) -> Iterator[Harness]:
         client.close()
 
 
-ADAPTERS = {"memory": _memory, "qdrant-local": _qdrant}
+def _edge(layout: Layout, tmp_path: Path) -> Iterator[Harness]:
+    index = EdgeChunkIndex(tmp_path / "edge" / "chunks", keys=layout.keys, text_key=layout.text_key)
+
+    def raw(point_id: str) -> tuple[list[float], dict[str, Any]]:
+        (record,) = index.shard.retrieve([point_id], True, True)
+        vector = record.vector
+        assert isinstance(vector, list)
+        return [float(v) for v in vector if isinstance(v, float | int)], dict(record.payload or {})
+
+    def put(point_id: str, vector: list[float], payload: dict[str, Any]) -> None:
+        index.shard.update(qe.UpdateOperation.upsert_points([qe.Point(point_id, vector, payload)]))
+
+    try:
+        yield Harness(index, layout, raw, put, lambda: index.update_calls)
+    finally:
+        index.close()
+
+
+ADAPTERS = {"memory": _memory, "qdrant-local": _qdrant, "edge": _edge}
 
 
 @pytest.fixture(params=list(LAYOUTS), ids=list(LAYOUTS))

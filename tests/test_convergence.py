@@ -1,7 +1,9 @@
 """Convergence: over random corpora and random drift, one ``apply`` repairs everything it can.
 
 The real ``Reconciler`` runs on a real SQLite document table (a fresh file per example) and the
-dict-backed ``InMemoryChunkIndex``; the system of record is a small in-memory fake.
+dict-backed ``InMemoryChunkIndex`` — and the property runs again on a real Qdrant Edge shard
+(``EdgeChunkIndex``, a fresh shard per example); the system of record is a small in-memory
+fake.
 
 What "converged" means here, precisely. After ``apply``, a ``check`` run may still report
 findings, but none may *carry a repair*. A finding carries a repair when
@@ -37,6 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,6 +60,7 @@ from reconciler.model import (
 )
 from reconciler.payload import chunk_payload, payload_for
 from reconciler.planning import PAYLOAD_KINDS
+from reconciler.stores.edge import EdgeChunkIndex
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 
@@ -392,7 +396,7 @@ def _drift(draw: st.DrawFn, corpus: Corpus, op: str) -> None:
 @dataclass
 class World:
     table: SqlDocumentTable
-    index: InMemoryChunkIndex
+    index: InMemoryChunkIndex | EdgeChunkIndex
     engine: Reconciler
     ttls: Mapping[str, timedelta | None]
 
@@ -409,17 +413,36 @@ class World:
         )
 
     def snapshot_points(self) -> dict[int | str, tuple[tuple[float, ...], dict[str, Any]]]:
-        return {c.point_id: self.index.point(c.point_id) for c in self.index.scroll()}
+        if isinstance(self.index, InMemoryChunkIndex):
+            return {c.point_id: self.index.point(c.point_id) for c in self.index.scroll()}
+        ids = [c.point_id for c in self.index.scroll()]
+        records = self.index.shard.retrieve(list(ids), True, True)
+        found: dict[int | str, tuple[tuple[float, ...], dict[str, Any]]] = {}
+        for record in records:
+            assert isinstance(record.vector, list)
+            vector = tuple(float(v) for v in record.vector if isinstance(v, float | int))
+            found[record.id if isinstance(record.id, int) else str(record.id)] = (
+                vector,
+                dict(record.payload or {}),
+            )
+        assert sorted(found, key=str) == sorted(ids, key=str)
+        return found
+
+
+#: The chunk indexes the property runs on.
+ENGINES = ("memory", "edge")
 
 
 @contextmanager
-def loaded(corpus: Corpus) -> Iterator[World]:
+def loaded(corpus: Corpus, engine: str = "memory") -> Iterator[World]:
     with tempfile.TemporaryDirectory() as folder:
         table = SqlDocumentTable.from_url(f"sqlite:///{Path(folder) / 't.db'}")
         table.ensure_schema(create=True)
+        index: InMemoryChunkIndex | EdgeChunkIndex = (
+            InMemoryChunkIndex() if engine == "memory" else EdgeChunkIndex(Path(folder) / "edge")
+        )
         try:
             table.upsert_documents(corpus.rows.values())
-            index = InMemoryChunkIndex()
             index.ensure_collection(dim=2)
             index.upsert_chunks(
                 ChunkRecord(
@@ -439,6 +462,7 @@ def loaded(corpus: Corpus) -> Iterator[World]:
                 table, index, Reconciler(table=table, index=index, sources=sources), corpus.ttls
             )
         finally:
+            index.close()
             table.close()
 
 
@@ -558,15 +582,17 @@ def assert_converged(world: World, corpus: Corpus) -> None:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(corpora())
-def test_apply_converges(corpus: Corpus) -> None:
-    with loaded(corpus) as world:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_apply_converges(engine: str, corpus: Corpus) -> None:
+    with loaded(corpus, engine) as world:
         assert_converged(world, corpus)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpora(drifted=False))
-def test_a_consistent_corpus_only_lacks_payload_indexes(corpus: Corpus) -> None:
-    with loaded(corpus) as world:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_consistent_corpus_only_lacks_payload_indexes(engine: str, corpus: Corpus) -> None:
+    with loaded(corpus, engine) as world:
         report = world.run("check")
         assert {f.kind for f in report.findings} <= {"payload_index_missing"}, _describe(
             corpus, report

@@ -1,6 +1,6 @@
 """The deployment files shipped in config/deploy are well-formed and agree with the program:
-the commands they run exist, the sharded Job covers every partition, the dashboard queries
-metrics the program exports."""
+the commands they run exist, the sharded Job covers every partition, the dashboard and the alert
+rules query metrics, labels and label values the product really exports."""
 
 from __future__ import annotations
 
@@ -12,36 +12,57 @@ from pathlib import Path
 
 import yaml
 from click.testing import CliRunner
-from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+from exposition_kit import Exposition, exposition_names
 
 from reconciler.cli import cli
-from reconciler.metrics import build_registry
-from reconciler.stores.sql import SqlDocumentTable
 
 DEPLOY = Path(__file__).resolve().parents[1] / "config" / "deploy"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def exported(tmp_path: Path) -> set[str]:
-    """Every sample name the program exposes, read off a real registry over a real table (a
-    counter's ``_total``, a histogram's ``_bucket``...): never a hand-kept list."""
-    table = SqlDocumentTable.from_url(f"sqlite:///{tmp_path / 'metrics.db'}")
-    table.ensure_schema(create=True)
-    try:
-        for status in ("succeeded", "failed"):  # per-job series appear once a job has run
-            run_id = table.start_run(mode="run", actor="schedule", job="full")
-            table.finish_run(run_id, status=status)
-        registry, live = build_registry(table.metrics_snapshot)
-        live.observe(timings={"family": 0.1}, total=0.2)
-        live.lease_held.labels(shard="0/1").set(1)
-        live.lease_skips.labels(shard="0/1").inc()
-        text = generate_latest(registry).decode()
-    finally:
-        table.close()
-    return {
-        sample.name for family in text_string_to_metric_families(text) for sample in family.samples
-    } | {family.name for family in text_string_to_metric_families(text)}
+def real_series(
+    cron: dict[str, Exposition], serve: dict[str, Exposition]
+) -> dict[str, set[tuple[str, str]]]:
+    """Every sample name the product exported in this session (a cron ``run``'s textfile
+    through a deployment's life and serve's ``/metrics``), with its (label, value) pairs."""
+    return exposition_names(*cron.values(), *serve.values())
+
+
+SELECTOR = re.compile(r"(reconciler_[a-z_]+)(?:\{([^}]*)\})?")
+MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"')
+GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+#: Labels Prometheus adds to every scraped series.
+TARGET_LABELS = {"instance", "job"}
+
+
+def unknown_in(expr: str, series: dict[str, set[tuple[str, str]]]) -> list[str]:
+    """What a PromQL expression names that the product does not export: a metric, a label of
+    that metric, a label value it matches (each alternative of a regex), a grouping label."""
+    problems = []
+    names = []
+    for name, matchers in SELECTOR.findall(expr):
+        if name == "reconciler_job":  # a label, not a metric
+            continue
+        names.append(name)
+        if name not in series:
+            problems.append(f"metric {name}")
+            continue
+        labels = {label for label, _ in series[name]}
+        for label, op, value in MATCHER.findall(matchers):
+            if label not in labels:
+                problems.append(f"label {label} of {name}")
+                continue
+            wanted = value.split("|") if op == "=~" else [value]
+            problems += [
+                f"{name}{{{label}={v!r}}}" for v in wanted if (label, v) not in series[name]
+            ]
+    for grouping in GROUPING.findall(expr):
+        for label in filter(None, (part.strip() for part in grouping.split(","))):
+            if label not in TARGET_LABELS and not any(
+                label in {lab for lab, _ in series.get(n, ())} for n in names
+            ):
+                problems.append(f"grouping label {label}")
+    return problems
 
 
 def cli_accepts(args: list[str]) -> None:
@@ -120,23 +141,32 @@ def test_indexed_job_covers_every_shard() -> None:
     cli_accepts(["run", "--shard", f"0/{job['completions']}"])
 
 
-def test_dashboard_queries_exported_metrics(tmp_path: Path) -> None:
+def test_dashboard_queries_what_the_product_exports(
+    cron_readings: dict[str, Exposition], serve_readings: dict[str, Exposition]
+) -> None:
     dashboard = json.loads((DEPLOY / "grafana" / "reconciler-dashboard.json").read_text())
-    used = {
-        name
-        for panel in dashboard["panels"]
-        for target in panel["targets"]
-        for name in re.findall(r"reconciler_[a-z_]+", target["expr"])
-    } - {"reconciler_job"}  # a label, not a metric
-    assert used
-    names = exported(tmp_path)
-    assert used <= names, used - names
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    assert exprs
+    series = real_series(cron_readings, serve_readings)
+    assert {expr: unknown_in(expr, series) for expr in exprs if unknown_in(expr, series)} == {}
 
 
-def test_alert_rules_use_exported_metrics(tmp_path: Path) -> None:
+def test_alert_rules_use_what_the_product_exports(
+    cron_readings: dict[str, Exposition], serve_readings: dict[str, Exposition]
+) -> None:
     text = (ROOT / "config" / "alerts" / "reconciler.rules.yml").read_text()
-    rules = yaml.safe_load(text)["groups"][0]["rules"]
-    used = {name for rule in rules for name in re.findall(r"reconciler_[a-z_]+", rule["expr"])}
-    used -= {"reconciler_job"}  # a label, not a metric
-    names = exported(tmp_path)
-    assert used <= names, used - names
+    exprs = [rule["expr"] for rule in yaml.safe_load(text)["groups"][0]["rules"]]
+    series = real_series(cron_readings, serve_readings)
+    assert {expr: unknown_in(expr, series) for expr in exprs if unknown_in(expr, series)} == {}
+
+
+def test_the_checker_catches_a_renamed_job() -> None:
+    series = {"reconciler_last_success_timestamp_seconds": {("reconciler_job", "run")}}
+    expr = 'max(reconciler_last_success_timestamp_seconds{reconciler_job=~"full|cron"})'
+    assert unknown_in(expr, series) == [
+        "reconciler_last_success_timestamp_seconds{reconciler_job='full'}",
+        "reconciler_last_success_timestamp_seconds{reconciler_job='cron'}",
+    ]
+    assert unknown_in("sum by (shard) (reconciler_last_success_timestamp_seconds)", series) == [
+        "grouping label shard"
+    ]

@@ -4,7 +4,6 @@ embedded corpus, the live-siblings alert fires, an apply repairs the drift, the 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,9 @@ from pathlib import Path
 import pytest
 import requests
 from acceptance_kit import Deployment, day
+from exposition_kit import free_port
 
 RULES = Path(__file__).resolve().parents[1] / "config" / "alerts" / "reconciler.rules.yml"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(what: str, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -52,7 +46,9 @@ def test_live_siblings_alert_fires_and_resolves(
 ) -> None:
     prometheus = shutil.which("prometheus")
     if prometheus is None:
-        pytest.fail("the prometheus binary is needed (Debian package 'prometheus')")
+        pytest.fail(
+            "prometheus is needed: run scripts/install-system-packages (Debian 'prometheus')"
+        )
     dep = Deployment(tmp_path)
     # Two versions both declared current and both started: live siblings after ingest.
     dep.note(

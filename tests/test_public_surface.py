@@ -16,6 +16,7 @@ PUBLIC = [
     "VersionState",
     "__version__",
     "chunk_payload",
+    "default_edge_filter",
     "default_filter",
     "payload_for",
 ]

@@ -167,6 +167,30 @@ def test_cross_field_rules(tmp_path: Path) -> None:
         load_settings(webhook_ttl, environ={})
 
 
+def test_the_edge_engine_rules(tmp_path: Path) -> None:
+    assert load_settings(write(tmp_path, "[index]\n"), environ={}).index.engine == "qdrant"
+    edge = load_settings(write(tmp_path, '[index]\nengine = "edge"\npath = "shards"\n'), environ={})
+    assert (edge.index.engine, edge.index.path) == ("edge", str(tmp_path / "conf" / "shards"))
+    with_url = write(tmp_path, '[index]\nengine = "edge"\npath = "s"\nurl = "http://q:6333"\n')
+    with pytest.raises(ConfigError, match=r"remove index\.url") as caught:
+        load_settings(with_url, environ={})
+    assert "index: " in str(caught.value)
+    # no embedded default for Edge: its folder is named
+    with pytest.raises(ConfigError, match=r'engine = "edge" needs index\.path'):
+        load_settings(write(tmp_path, '[index]\nengine = "edge"\n'), environ={})
+    keyed = write(tmp_path, '[index]\nengine = "edge"\npath = "s"\napi_key_env = "QDRANT_KEY"\n')
+    with pytest.raises(ConfigError, match="takes no API key"):
+        load_settings(keyed, environ={})
+    with pytest.raises(ConfigError, match=r"index\.engine: Input should be 'qdrant' or 'edge'"):
+        load_settings(write(tmp_path, '[index]\nengine = "chroma"\n'), environ={})
+    # listed with the other problems, and switchable from the environment
+    mixed = write(tmp_path, '[index]\nengine = "edge"\n[guard]\nfloor = -1\n')
+    with pytest.raises(ConfigError, match=r"2 problem\(s\)"):
+        load_settings(mixed, environ={})
+    local = write(tmp_path, '[index]\npath = "q"\n')
+    assert load_settings(local, environ={"RECONCILER_INDEX__ENGINE": "edge"}).index.engine == "edge"
+
+
 def test_missing_file_and_bad_toml_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(tmp_path / "nope.toml", environ={})

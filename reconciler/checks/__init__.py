@@ -1,6 +1,6 @@
 """The checks: pure functions over per-family views, one module each, findings out.
 
-Each compares two of the three stores (DESIGN.md §5). They import no driver; they are tested
+Each compares two of the three stores (docs/engine.md). They import no driver; they are tested
 with plain values.
 """
 

@@ -10,27 +10,18 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.errors import IndexUnavailable, IndexWriteError
-from reconciler.model import (
-    ALL_KEYS,
-    MANAGED_KEYS,
-    ChunkRecord,
-    ChunkState,
-    ManagedRow,
-    PayloadWrite,
-)
+from reconciler.model import MANAGED_KEYS, ChunkRecord, ChunkState, ManagedRow, PayloadWrite
 from reconciler.payload import DEFAULT_KEYS, KeyMap
+from reconciler.stores.chunking_rules import check_batch_size, check_payload_index, facet_counts
 
 log = logging.getLogger(__name__)
 
 __all__ = ["InMemoryChunkIndex"]
-
-_SCHEMAS = ("keyword", "integer", "datetime", "bool", "float")
 
 
 @dataclass
@@ -97,8 +88,7 @@ class InMemoryChunkIndex:
         return self._states(batch_size, doc_ids)
 
     def _states(self, batch_size: int, doc_ids: Collection[str] | None) -> Iterator[ChunkState]:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        check_batch_size(batch_size)
         points = self._store()
         wanted = None if doc_ids is None else set(doc_ids)
         for point_id in sorted(points, key=_id_order):
@@ -151,13 +141,8 @@ class InMemoryChunkIndex:
 
     def facet(self, *, key: str, limit: int = 100) -> dict[Any, int]:
         """Counts of the (keyword, integer or bool) values of a logical key, most common first."""
-        counts: Counter[tuple[int, Any]] = Counter()
-        for stored in self._store().values():
-            value = self.keys.from_point(stored.payload).get(key)
-            values = value if isinstance(value, list) else [value]
-            counts.update({(_facet_type(v), v) for v in values if _facet_type(v) >= 0})
-        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-        return {value: count for (_, value), count in ranked[:limit]}
+        values = (self.keys.from_point(p.payload).get(key) for p in self._store().values())
+        return facet_counts(values, limit=limit)
 
     def payload_indexes(self) -> Mapping[str, str]:
         """Payload indexes created so far: logical key -> schema type."""
@@ -168,8 +153,7 @@ class InMemoryChunkIndex:
 
     def set_payloads(self, writes: Sequence[PayloadWrite], *, batch_size: int = 256) -> int:
         """Merge managed payload into points by id, ~``batch_size`` points a call."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        check_batch_size(batch_size)
         points = self._store()
         calls: list[list[tuple[list[str | int], dict[str, Any]]]] = [[]]
         size = 0
@@ -209,10 +193,7 @@ class InMemoryChunkIndex:
 
     def create_payload_index(self, *, key: str, schema: str) -> None:
         """Record a payload index on a logical key."""
-        if key not in ALL_KEYS:
-            raise ValueError(f"unknown payload key {key!r}; one of {', '.join(ALL_KEYS)}")
-        if schema not in _SCHEMAS:
-            raise ValueError(f"unknown payload schema {schema!r}; one of {_SCHEMAS}")
+        check_payload_index(key, schema)
         self._store()
         self._indexes[key] = schema
 
@@ -270,17 +251,6 @@ def _merge_at(payload: dict[str, Any], nest_key: str | None, values: Mapping[str
             node.pop(key, None)
         else:
             node[key] = copy.deepcopy(value)
-
-
-def _facet_type(value: Any) -> int:
-    """Qdrant facets keyword, integer and bool values; -1 for anything else."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return 1
-    if isinstance(value, str):
-        return 2
-    return -1
 
 
 def _id_order(point_id: str | int) -> tuple[int, str | int]:

@@ -38,13 +38,17 @@ from reconciler.model import (
     PayloadWrite,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
+from reconciler.stores.chunking_rules import (
+    PAYLOAD_SCHEMAS,
+    check_batch_size,
+    check_payload_index,
+    pages,
+)
 
 log = logging.getLogger(__name__)
 
 __all__ = ["PAYLOAD_SCHEMAS", "QdrantChunkIndex", "connect"]
 
-#: Payload index types ``create_payload_index`` accepts.
-PAYLOAD_SCHEMAS: tuple[str, ...] = ("keyword", "integer", "datetime", "bool", "float")
 #: Points per ``upsert`` call of the reference ingestion.
 UPSERT_BATCH = 256
 
@@ -175,10 +179,9 @@ class QdrantChunkIndex:
 
     def _pages(
         self, batch_size: int, doc_ids: Collection[str] | None
-    ) -> Iterator[list[models.Record]]:
+    ) -> Iterator[Sequence[models.Record]]:
         """Payload-only scroll pages (identity and managed keys), under a doc_id filter."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        check_batch_size(batch_size)
         scroll_filter: models.Filter | None = None
         if doc_ids is not None:
             wanted = sorted(set(doc_ids))
@@ -192,11 +195,10 @@ class QdrantChunkIndex:
                 ]
             )
         selector = models.PayloadSelectorInclude(include=self.keys.managed_paths())
-        offset: models.ExtendedPointId | None = None
-        page = 0
-        while True:
+
+        def fetch(offset: Any) -> tuple[list[models.Record], Any]:
             with self._reading("scrolling"):
-                points, offset = self.client.scroll(
+                return self.client.scroll(
                     self.collection,
                     scroll_filter=scroll_filter,
                     limit=batch_size,
@@ -204,11 +206,10 @@ class QdrantChunkIndex:
                     with_payload=selector,
                     with_vectors=False,
                 )
-            page += 1
+
+        for page, points in enumerate(pages(fetch), start=1):
             log.debug("scroll %s page %d: %d point(s)", self.collection, page, len(points))
             yield points
-            if offset is None:
-                return
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""
@@ -265,8 +266,7 @@ class QdrantChunkIndex:
         A ``None`` value removes the key (Qdrant's ``set_payload`` merge), which readers must
         treat like a stored null.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        check_batch_size(batch_size)
         written = 0
         for number, (operations, points) in enumerate(
             _payload_batches(writes, batch_size, self.keys), start=1
@@ -306,10 +306,7 @@ class QdrantChunkIndex:
 
     def create_payload_index(self, *, key: str, schema: str) -> None:
         """Create a payload index on a logical key (no vector touched)."""
-        if key not in ALL_KEYS:
-            raise ValueError(f"unknown payload key {key!r}; one of {', '.join(ALL_KEYS)}")
-        if schema not in PAYLOAD_SCHEMAS:
-            raise ValueError(f"unknown payload schema {schema!r}; one of {PAYLOAD_SCHEMAS}")
+        check_payload_index(key, schema)
         path = self.keys.path(key)
         with self._reading(f"creating a {schema} index on {path!r}"), warnings.catch_warnings():
             # Local mode warns that indexes do nothing there; supports_payload_indexes says so.

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 
-from reconciler.errors import StoreFault
+from reconciler.errors import DriverMissing, StoreFault
 
 
 def now() -> datetime:
@@ -34,7 +34,10 @@ def make_engine(url: str) -> Engine:
     """Create an engine; on SQLite turn on WAL, a busy timeout and foreign keys."""
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
-    engine = create_engine(url, pool_pre_ping=True, future=True)
+    try:
+        engine = create_engine(url, pool_pre_ping=True, future=True)
+    except ImportError as exc:  # psycopg is a dependency, but an environment can lack it
+        raise DriverMissing(getattr(exc, "name", None)) from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     event.listen(engine, "handle_error", _store_faults)

@@ -1,0 +1,281 @@
+"""What is particular to the Qdrant Edge adapter, beyond the shared contract suite: the default
+filter means the same on Edge as on qdrant-client, the shard's lock, point ids, and errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import qdrant_edge as qe
+from qdrant_client import QdrantClient, models
+from test_default_filter import DOCUMENTS, FUTURE, NOW, chunk_records
+
+from reconciler.checks.index import REQUIRED_INDEXES
+from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
+from reconciler.filters import default_edge_filter, default_filter, filter_terms
+from reconciler.model import ChunkRecord, PayloadWrite
+from reconciler.payload import KeyMap
+from reconciler.stores.edge import EdgeChunkIndex
+from reconciler.stores.qdrant import QdrantChunkIndex
+
+LAYOUTS = {
+    "default": (KeyMap(), "text"),
+    "langchain": (KeyMap(prefix="metadata."), "page_content"),
+    "renamed": (KeyMap(prefix="a.b.", renames={"version_state": "status"}), "body"),
+}
+
+#: (as_of, include_historical): now, past instants, both sides of a pending version's start,
+#: an instant with microseconds and another offset, and the historical route with and without
+#: an instant.
+ROUTES = [
+    (None, False),
+    (datetime(2024, 3, 1, tzinfo=UTC), False),
+    (datetime(2024, 12, 31, 23, 59, 59, tzinfo=UTC), False),
+    (datetime(2025, 1, 1, tzinfo=UTC), False),
+    (FUTURE - timedelta(seconds=1), False),
+    (FUTURE, False),
+    (FUTURE + timedelta(days=1, microseconds=250), False),
+    (NOW.astimezone(timezone(timedelta(hours=-5))), False),
+    (None, True),
+    (datetime(2024, 3, 1, tzinfo=UTC), True),
+    (datetime(2025, 6, 1, tzinfo=UTC), True),
+]
+
+
+class TwoEngines:
+    """The same chunks, written by each adapter's ``upsert_chunks``, in local mode and Edge."""
+
+    def __init__(self, root: Path, keys: KeyMap, text_key: str) -> None:
+        self.keys = keys
+        self.client = QdrantClient(path=str(root / "qdrant"))
+        self.local = QdrantChunkIndex(self.client, collection="c", keys=keys, text_key=text_key)
+        self.edge = EdgeChunkIndex(root / "edge" / "c", keys=keys, text_key=text_key)
+        records = [r for d in DOCUMENTS for r in chunk_records(d)]
+        for index in (self.local, self.edge):
+            index.ensure_collection(dim=4)
+            assert index.upsert_chunks(records) == len(records)
+
+    def local_points(self, as_of: datetime | None, historical: bool) -> set[str]:
+        query = default_filter(as_of, historical, keys=self.keys)
+        found, offset = self.client.scroll("c", scroll_filter=query, limit=1000)
+        assert offset is None
+        assert self.local.count(query_filter=query) == len(found)
+        return {str(p.id) for p in found}
+
+    def edge_points(self, as_of: datetime | None, historical: bool) -> set[str]:
+        query = default_edge_filter(as_of, historical, keys=self.keys)
+        found, offset = self.edge.shard.scroll(qe.ScrollRequest(limit=1000, filter=query))
+        assert offset is None
+        assert self.edge.count(query_filter=query) == len(found)
+        return {str(p.id) for p in found}
+
+    def close(self) -> None:
+        self.edge.close()
+        self.client.close()
+
+
+@pytest.fixture(params=list(LAYOUTS), ids=list(LAYOUTS))
+def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoEngines]:
+    keys, text_key = LAYOUTS[request.param]
+    both = TwoEngines(tmp_path, keys, text_key)
+    try:
+        yield both
+    finally:
+        both.close()
+
+
+@pytest.mark.parametrize("indexed", [False, True], ids=["scan", "payload-indexes"])
+def test_the_default_filter_selects_the_same_points_on_edge(
+    engines: TwoEngines, indexed: bool
+) -> None:
+    if indexed:  # Edge then filters through its payload indexes, not by reading payloads
+        for key, schema in REQUIRED_INDEXES.items():
+            engines.edge.create_payload_index(key=key, schema=schema)
+    seen: list[set[str]] = []
+    for as_of, historical in ROUTES:
+        local = engines.local_points(as_of, historical)
+        assert engines.edge_points(as_of, historical) == local, (as_of, historical)
+        seen.append(local)
+    # the routes are not all alike: the comparison says something
+    assert len({frozenset(s) for s in seen}) >= 5
+    assert seen[0]
+    assert all(len(s) < len(DOCUMENTS) * 2 for s in seen)
+
+
+def test_both_renderings_come_from_one_description() -> None:
+    keys = KeyMap(prefix="metadata.", renames={"quarantined": "hidden"})
+    at = datetime(2025, 3, 1, 12, 30, tzinfo=UTC)
+    terms = filter_terms(at, keys=keys)
+    local = default_filter(at, keys=keys)
+    edge = default_edge_filter(at, keys=keys)
+
+    assert terms.instant == at
+    assert terms.quarantined_path == "metadata.hidden"
+    assert [c.key for c in local.must or []] == [  # type: ignore[union-attr]
+        terms.state_path,
+        terms.from_path,
+        terms.to_path,
+    ]
+    assert [c.key for c in edge.must or []] == [  # type: ignore[union-attr]
+        terms.state_path,
+        terms.from_path,
+        terms.to_path,
+    ]
+    assert [c.key for c in edge.must_not or []] == [terms.quarantined_path]  # type: ignore[union-attr]
+    assert filter_terms(include_historical=True).instant is None
+    assert isinstance(local, models.Filter)
+    assert isinstance(edge, qe.Filter)
+
+
+# -- the lock ---------------------------------------------------------------------------------
+
+
+def _shard(root: Path) -> Path:
+    path = root / "edge" / "corpus"
+    index = EdgeChunkIndex(path)
+    index.ensure_collection(dim=4)
+    index.close()
+    return path
+
+
+def test_a_second_open_in_this_process_is_index_unavailable(tmp_path: Path) -> None:
+    path = _shard(tmp_path)
+    first = EdgeChunkIndex(path)
+    try:
+        with pytest.raises(IndexUnavailable, match="open in another process") as caught:
+            EdgeChunkIndex(path)
+        assert "retry" in str(caught.value)
+    finally:
+        first.close()
+    again = EdgeChunkIndex(path)  # closing released the lock
+    assert again.count() == 0
+    again.close()
+
+
+def test_a_shard_held_by_another_process_is_index_unavailable(tmp_path: Path) -> None:
+    path = _shard(tmp_path)
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import qdrant_edge
+        shard = qdrant_edge.EdgeShard.load({str(path)!r})
+        print("held", flush=True)
+        sys.stdin.readline()
+        shard.close()
+        """
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdin is not None
+        assert holder.stdout is not None
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            with pytest.raises(IndexUnavailable, match="Edge allows one open shard at a time"):
+                EdgeChunkIndex(path)
+        finally:
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+        assert holder.wait(timeout=60) == 0
+    reopened = EdgeChunkIndex(path)  # the other process is gone: the shard opens
+    assert reopened.exists()
+    reopened.close()
+
+
+def test_a_missing_or_closed_shard_is_index_unavailable(tmp_path: Path) -> None:
+    index = EdgeChunkIndex(tmp_path / "nothing" / "here")
+    assert index.exists() is False
+    with pytest.raises(IndexUnavailable, match="run `reconciler ingest` first"):
+        index.count()
+    index.ensure_collection(dim=2)
+    index.close()
+    with pytest.raises(IndexUnavailable, match="was closed"):
+        list(index.scroll())
+
+
+def test_a_shard_created_by_another_open_is_found_and_its_dimension_checked(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "edge" / "corpus"
+    early = EdgeChunkIndex(path)  # opened before ingestion created the shard
+    assert early.exists() is False
+    _shard(tmp_path)
+    assert early.exists() is True
+    assert early.count() == 0
+    with pytest.raises(ConfigError, match="3 differs from the vector size 4"):
+        early.ensure_collection(dim=3)
+    early.ensure_collection(dim=4)
+    early.close()
+
+
+# -- point ids --------------------------------------------------------------------------------
+
+
+def test_integer_and_uuid_ids_round_trip_exactly(tmp_path: Path) -> None:
+    index = EdgeChunkIndex(tmp_path / "ids")
+    index.ensure_collection(dim=2)
+    ids: list[str | int] = [
+        0,
+        7,
+        2**63,
+        str(uuid.uuid5(uuid.NAMESPACE_URL, "x")),
+        str(uuid.UUID(int=1)),
+    ]
+    try:
+        index.upsert_chunks(
+            ChunkRecord(
+                point_id=pid,  # type: ignore[arg-type]  # integer ids, as Qdrant allows
+                chunk_id=f"d#{n}",
+                text="t",
+                vector=(1.0, float(n)),
+                payload={"doc_id": "d", "version_state": "current"},
+            )
+            for n, pid in enumerate(ids)
+        )
+        scanned = [s.point_id for s in index.scroll(batch_size=2)]
+        assert sorted(scanned, key=str) == sorted(ids, key=str)
+        assert scanned[:3] == [0, 7, 2**63]  # integers first, as qdrant-client scrolls
+        assert {type(p) for p in scanned[3:]} == {str}
+        assert {s.point_id for s in index.retrieve(ids)} == set(ids)
+        assert index.set_payloads([PayloadWrite(point_ids=tuple(ids), payload={"doc_version": 2})])
+        assert {s.payload["doc_version"] for s in index.scroll()} == {2}
+        with pytest.raises(ValueError, match="unsigned integers or UUIDs"):
+            index.retrieve(["not-a-uuid"])
+        with pytest.raises(ValueError, match="unsigned integers or UUIDs"):
+            index.retrieve([-1])
+    finally:
+        index.close()
+
+
+def test_a_failed_write_says_how_far_it_got(tmp_path: Path) -> None:
+    index = EdgeChunkIndex(tmp_path / "w")
+    index.ensure_collection(dim=2)
+    try:
+        index.upsert_chunks(
+            ChunkRecord(
+                point_id=n,  # type: ignore[arg-type]
+                chunk_id=f"d#{n}",
+                text="t",
+                vector=(1.0, float(n)),
+                payload={"doc_id": "d"},
+            )
+            for n in range(1, 4)
+        )
+        with pytest.raises(IndexWriteError, match="point 99 does not exist") as caught:
+            index.set_payloads(
+                [PayloadWrite(point_ids=(1, 2, 3, 99), payload={"quarantined": True})],
+                batch_size=2,
+            )
+        assert caught.value.points_written == 2
+        with pytest.raises(IndexWriteError, match="dimension"):
+            index.upsert_chunks(
+                [ChunkRecord(point_id=5, chunk_id="d#5", text="t", vector=(1.0,), payload={})]  # type: ignore[arg-type]
+            )
+    finally:
+        index.close()
