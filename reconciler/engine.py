@@ -617,7 +617,9 @@ class Reconciler:
 
         def take(outcome: FamilyOutcome) -> None:
             findings.extend(outcome.findings)
-            plans.append(outcome.plan)
+            plan = outcome.plan
+            if plan.row_updates or plan.payload_targets or plan.reingests or plan.indexes:
+                plans.append(plan)  # an empty plan a family would make memory grow with N
             for name, seconds in outcome.timings.items():
                 timings[name] = timings.get(name, 0.0) + seconds
                 summary[name]["checked"] += 1
