@@ -47,6 +47,8 @@ from reconciler.operations import (
     rollback_run,
 )
 from reconciler.rendering import (
+    PER_KIND,
+    progress_display,
     render_audit,
     render_ingest,
     render_report,
@@ -71,6 +73,9 @@ class CliState:
     config: str | None
     fmt: str
     _settings: Settings | None = None
+    #: ``--all`` / ``--limit N`` of a report (see ``output_options``).
+    show_all: bool = False
+    limit: int | None = None
 
     @property
     def settings(self) -> Settings:
@@ -78,6 +83,16 @@ class CliState:
         if self._settings is None:
             self._settings = load_settings(self.config)
         return self._settings
+
+    @property
+    def per_kind(self) -> int | None:
+        """Findings (and writes) of each kind a text report shows; None: all of them."""
+        return None if self.show_all else PER_KIND if self.limit is None else self.limit
+
+    @property
+    def progress(self) -> bool:
+        """Whether to show progress: on a terminal's stderr, for text output only."""
+        return self.fmt == "table" and sys.stderr.isatty()
 
     def emit(self, data: dict[str, Any], render: Callable[[dict[str, Any]], str]) -> None:
         """Print ``data`` as JSON or through its table renderer."""
@@ -184,8 +199,10 @@ def ingest(obj: CliState, source_names: tuple[str, ...], outbox_only: bool) -> N
     already registered are left as they are (their state is the reconciler's job). Exits 1 when
     a source could not be read; what was read is still ingested.
     """
-    with errors_mapped():
-        data = ingest_sources(obj.settings, names=list(source_names), outbox_only=outbox_only)
+    with errors_mapped(), progress_display(obj.progress) as progress:
+        data = ingest_sources(
+            obj.settings, names=list(source_names), outbox_only=outbox_only, progress=progress
+        )
     obj.emit(data, render_ingest)
     if not data["ok"]:
         sys.exit(EXIT_ERROR)
@@ -262,29 +279,44 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-class _Progress:
-    """A one-line progress counter on a terminal; silent otherwise."""
+def _shown(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    state = ctx.find_object(CliState)
+    assert state is not None
+    if param.name == "show_all":
+        state.show_all = value
+    else:
+        state.limit = value
+    if state.show_all and state.limit is not None:
+        raise click.UsageError("give --all or --limit N, not both")
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.shown = False
 
-    def __call__(self, what: str, count: int) -> None:
-        if self.enabled:
-            click.echo(f"\r{what} {count:,} chunks", nl=False, err=True)
-            self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            click.echo("\r" + " " * 40 + "\r", nl=False, err=True)
+def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """How much of a report the text output shows (JSON always has everything)."""
+    func = click.option(
+        "--limit",
+        type=click.IntRange(min=0),
+        metavar="N",
+        expose_value=False,
+        callback=_shown,
+        help=f"Show N findings (and writes) of each kind [default: {PER_KIND}].",
+    )(func)
+    func = click.option(
+        "--all",
+        "show_all",
+        is_flag=True,
+        expose_value=False,
+        callback=_shown,
+        help="Show every finding and write.",
+    )(func)
+    return func
 
 
 def _reconcile(obj: CliState, mode: str, **kwargs: Any) -> Report:
-    progress = _Progress(obj.fmt == "table" and sys.stderr.isatty())
     with errors_mapped():
         options = engine_options(obj.settings, mode=mode, **kwargs)
         try:
-            report = reconcile(obj.settings, options, progress=progress)
+            with progress_display(obj.progress) as progress:
+                report = reconcile(obj.settings, options, progress=progress)
         except LeaseBusy as exc:
             if mode == "run":  # a cron run that loses the race skips quietly
                 click.echo(f"skipped: {exc}", err=True)
@@ -295,9 +327,7 @@ def _reconcile(obj: CliState, mode: str, **kwargs: Any) -> Report:
             if mode == "run":
                 _export(obj, None)
             raise
-        finally:
-            progress.close()
-    obj.emit(report_data(report), render_report)
+    obj.emit(report_data(report), lambda data: render_report(data, per_kind=obj.per_kind))
     if mode == "run":
         _export(obj, report)
     return report
@@ -328,6 +358,7 @@ def _exit(report: Report, *, writing: bool) -> NoReturn:
 
 @cli.command()
 @run_options
+@output_options
 @click.pass_obj
 def check(
     obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None
@@ -341,6 +372,7 @@ def check(
 
 @cli.command()
 @run_options
+@output_options
 @click.pass_obj
 def plan(obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None) -> None:
     """Print the findings and the exact writes that would follow. Writes nothing.
@@ -354,6 +386,7 @@ def plan(obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Sh
 @cli.command()
 @run_options
 @click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
+@output_options
 @click.pass_obj
 def apply(
     obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
@@ -371,6 +404,7 @@ def apply(
 @cli.command()
 @run_options
 @click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
+@output_options
 @click.pass_obj
 def run(
     obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
@@ -391,6 +425,7 @@ def run(
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
 @click.option("--now", callback=_instant, metavar="ISO-8601", help="Evaluate as of this instant.")
 @click.option("--force", is_flag=True, help="Go past the empty-source guard (audited).")
+@output_options
 @click.pass_obj
 def repair(
     obj: CliState,

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -82,6 +82,43 @@ class IngestReport:
         return totals
 
 
+#: Told how an ingestion goes: ``("documents", done, listed)`` once the source is listed and
+#: after each of its documents (``listed``: the documents of the sources listed so far),
+#: ``("chunks", written, None)`` after each document's chunks are embedded and written.
+#: Counts run over the whole ingestion.
+IngestProgress = Callable[[str, int, int | None], None]
+
+
+@dataclass
+class _Tally:
+    """Running counts of one ingestion, passed on to its progress hook."""
+
+    hook: IngestProgress | None
+    listed: int = 0
+    documents: int = 0
+    chunks: int = 0
+
+    def add_listed(self, count: int) -> None:
+        self.listed += count
+        self._tell("documents", self.documents, self.listed)
+
+    def each(self, docs: Iterable[SourceDocument]) -> Iterator[SourceDocument]:
+        """``docs``, counting each once the loop body is done with it (a ``break`` leaves the
+        document it broke on uncounted)."""
+        for doc in docs:
+            yield doc
+            self.documents += 1
+            self._tell("documents", self.documents, self.listed)
+
+    def add_chunks(self, count: int) -> None:
+        self.chunks += count
+        self._tell("chunks", self.chunks, None)
+
+    def _tell(self, what: str, count: int, total: int | None) -> None:
+        if self.hook is not None:
+            self.hook(what, count, total)
+
+
 class Ingestor:
     """Chunks, embeds and registers documents from the configured sources."""
 
@@ -92,11 +129,13 @@ class Ingestor:
         index: ChunkIndex,
         embedder: Embedder,
         max_chunk_chars: int = 1200,
+        progress: IngestProgress | None = None,
     ) -> None:
         self.table = table
         self.index = index
         self.embedder = embedder
         self.max_chunk_chars = max_chunk_chars
+        self.progress = progress
 
     def run(
         self,
@@ -110,14 +149,17 @@ class Ingestor:
         with recorded(self.table, mode=RunMode.INGEST, actor="cli") as run:
             report = IngestReport(run_id=run.run_id)
             self.index.ensure_collection(dim=self.embedder.dim)
+            tally = _Tally(self.progress)
             for source in sources:
-                report.sources.append(self._ingest_source(source, now=now, outbox_only=outbox_only))
+                report.sources.append(
+                    self._ingest_source(source, now=now, outbox_only=outbox_only, tally=tally)
+                )
                 run.counts = report.totals()
             run.status = RunStatus.SUCCEEDED if report.ok else RunStatus.FAILED
         return report
 
     def _ingest_source(
-        self, source: SystemOfRecord, *, now: datetime, outbox_only: bool
+        self, source: SystemOfRecord, *, now: datetime, outbox_only: bool, tally: _Tally
     ) -> SourceIngest:
         result = SourceIngest(source=source.name)
         try:
@@ -129,6 +171,7 @@ class Ingestor:
             result.status, result.error = "unavailable", str(exc)
             return result
         result.documents_seen = len(snapshot.documents)
+        tally.add_listed(len(snapshot.documents))
         result.problems = list(snapshot.problems)
         for problem in snapshot.problems:
             log.warning(
@@ -154,7 +197,7 @@ class Ingestor:
         requests = {r.doc_id: r for r in self.table.pending_reingest() if r.source == source.name}
         chunk_counts: dict[str, int] = {}
         rows: list[Document] = []
-        for doc in snapshot.documents:
+        for doc in tally.each(snapshot.documents):
             existing = registered.get(doc.doc_id)
             request = requests.pop(doc.doc_id, None)
             if existing is not None and request is None:
@@ -196,6 +239,7 @@ class Ingestor:
             if existing is not None:
                 self.index.delete_document_chunks(doc.doc_id)
             written = self._write_chunks(row, body)
+            tally.add_chunks(written)
             chunk_counts[doc.doc_id] = written
             rows.append(row)
             result.chunks_written += written
@@ -246,4 +290,11 @@ class Ingestor:
         return self.index.upsert_chunks(records)
 
 
-__all__ = ["ConnectorError", "IngestReport", "Ingestor", "SourceIngest", "point_id_for"]
+__all__ = [
+    "ConnectorError",
+    "IngestProgress",
+    "IngestReport",
+    "Ingestor",
+    "SourceIngest",
+    "point_id_for",
+]

@@ -22,7 +22,7 @@ from reconciler.errors import (
     NotFound,
     ReconcilerError,
 )
-from reconciler.ingesting import Ingestor
+from reconciler.ingesting import Ingestor, IngestProgress
 from reconciler.leasing import HeldLease, lease_name, make_lease
 from reconciler.model import RunMode, RunStatus, jsonable
 from reconciler.ports import DocumentTable
@@ -78,9 +78,14 @@ def initialise(settings: Settings) -> dict[str, Any]:
 
 
 def ingest_sources(
-    settings: Settings, *, names: list[str] | None = None, outbox_only: bool = False
+    settings: Settings,
+    *,
+    names: list[str] | None = None,
+    outbox_only: bool = False,
+    progress: IngestProgress | None = None,
 ) -> dict[str, Any]:
-    """Run the reference ingestion over the configured sources."""
+    """Run the reference ingestion over the configured sources (``progress``: see
+    ``IngestProgress``)."""
     unknown = sorted(set(names or []) - {s.name for s in settings.sources})
     if unknown:
         raise ConfigError([("sources", f"no source named {n!r}") for n in unknown])
@@ -94,6 +99,7 @@ def ingest_sources(
             index=opened.index,
             embedder=embedder,
             max_chunk_chars=settings.ingest.max_chunk_chars,
+            progress=progress,
         )
         report = ingestor.run(sources, outbox_only=outbox_only)
     return {

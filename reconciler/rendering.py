@@ -1,9 +1,22 @@
-"""Plain-text tables for people (``--format table``); JSON output needs no renderer."""
+"""What people read (``--format table``): plain-text tables, the run report and, on a
+terminal, live progress. JSON output needs no renderer.
+
+``rich`` draws the progress; it is imported only when a display starts, so importing this
+module (and the CLI) stays cheap. The tables stay plain string work: rich's tables took
+0.7 s for the 1,000 rows of ``audit show`` where this takes 3 ms.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import logging
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+#: Findings (and writes) of each kind a report shows unless told otherwise (``--limit N``,
+#: ``--all``).
+PER_KIND = 5
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -25,6 +38,87 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = [line(list(headers)), line(["-" * w for w in widths])]
     lines += [line(c, r) for c, r in zip(cells, rows, strict=True)]
     return "\n".join(lines)
+
+
+class ProgressHook(Protocol):
+    """What the engine and the ingestion call as they go: ``(what, count)``, or
+    ``(what, count, total)`` when the total is known."""
+
+    def __call__(self, what: str, count: int, total: int | None = None) -> None: ...
+
+
+#: How each event reads on the progress line.
+PROGRESS_LABELS = {
+    "documents": "documents read",
+    "chunks": "chunks embedded",
+    "scanned": "chunks checked",
+    "applied": "chunks scanned for writes",
+}
+
+
+def _quiet(what: str, count: int, total: int | None = None) -> None:
+    """The progress hook off a terminal: nothing to show."""
+
+
+@contextmanager
+def progress_display(enabled: bool) -> Iterator[ProgressHook]:
+    """Live progress on stderr while the block runs, one line per kind of event, gone at the
+    end; a hook that does nothing when not ``enabled`` (JSON output, stderr not a terminal).
+
+    Log records written meanwhile go through the display, above its lines.
+    """
+    if not enabled:
+        yield _quiet
+        return
+    from rich.console import Console  # noqa: PLC0415 (lazy: see the module docstring)
+    from rich.progress import (  # noqa: PLC0415
+        BarColumn,
+        Progress,
+        SpinnerColumn,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    stderr = sys.stderr
+    display = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.fields[count]:>15} {task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=Console(file=stderr),
+        transient=True,
+        redirect_stdout=False,  # the report goes to stdout, maybe a file, after the display
+    )
+    tasks: dict[str, TaskID] = {}
+
+    def show(what: str, count: int, total: int | None = None) -> None:
+        counted = f"{count:,}" + (f"/{total:,}" if total is not None else "")
+        if what in tasks:
+            display.update(tasks[what], completed=count, total=total, count=counted)
+        else:
+            label = PROGRESS_LABELS.get(what, what)
+            tasks[what] = display.add_task(label, completed=count, total=total, count=counted)
+
+    with display:
+        handlers = _redirect_logs(stderr, sys.stderr)
+        try:
+            yield show
+        finally:
+            for handler in handlers:
+                handler.setStream(stderr)
+
+
+def _redirect_logs(real: Any, proxy: Any) -> list[logging.StreamHandler[Any]]:
+    """Point the root logger's handlers that write to ``real`` at ``proxy`` (rich's stand-in
+    for stderr while a display is live); return those moved."""
+    moved = []
+    if proxy is not real:
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream is real:
+                handler.setStream(proxy)
+                moved.append(handler)
+    return moved
 
 
 def render_ingest(data: dict[str, Any]) -> str:
@@ -150,48 +244,130 @@ def _short(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def render_report(data: dict[str, Any]) -> str:
-    """check / plan / apply / run output: findings, then the exact writes, then counts."""
+def _more(hidden: int, what: str) -> str:
+    """The line that ends a cut list."""
+    return f"  … and {hidden} more {what} (use --all or --limit N)"
+
+
+#: Findings of one check/kind, in the order the run found them.
+Group = tuple[tuple[str, str], list[Mapping[str, Any]]]
+
+
+def _by_kind(findings: Sequence[Mapping[str, Any]], checks: Sequence[str]) -> list[Group]:
+    """Findings grouped by check/kind: checks in run order, then kinds by name."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for finding in findings:
+        groups.setdefault((finding["check"], finding["kind"]), []).append(finding)
+    order = {name: i for i, name in enumerate(checks)}
+    return sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], len(order)), kv[0]))
+
+
+def _summary(data: Mapping[str, Any], groups: Sequence[Group]) -> list[str]:
+    """One row per check (checked, findings by severity), then one per kind found."""
+    severities = ("critical", "warning", "info")
+    counts = {name: dict.fromkeys(severities, 0) for name in data["summary"]}
+    for finding in data["findings"]:
+        by_severity = counts.setdefault(finding["check"], dict.fromkeys(severities, 0))
+        by_severity[finding["severity"]] = by_severity.get(finding["severity"], 0) + 1
+    out = [
+        table(
+            ["check", "checked", "findings", *severities],
+            [
+                [
+                    name,
+                    data["summary"].get(name, {}).get("checked"),
+                    sum(by_severity.values()),
+                    *(by_severity[s] for s in severities),
+                ]
+                for name, by_severity in counts.items()
+            ],
+        )
+    ]
+    if groups:
+        out += [
+            "",
+            table(
+                ["kind", "severity", "findings"],
+                [
+                    [
+                        f"{check}/{kind}",
+                        "/".join(sorted({f["severity"] for f in group})),
+                        len(group),
+                    ]
+                    for (check, kind), group in groups
+                ],
+            ),
+        ]
+    return out
+
+
+def _row_write(row: Mapping[str, Any]) -> str:
+    changes = "; ".join(f"{k}: {_short(b)} -> {_short(a)}" for k, (b, a) in row["fields"].items())
+    return f"  table    {row['doc_id']}  {changes}"
+
+
+def _payload_write(target: Mapping[str, Any]) -> str:
+    return f"  payload  {target['doc_id']}  {target['points']} chunk(s) <- " + _short(
+        target["payload"]
+    )
+
+
+def _reingest_write(request: Mapping[str, Any]) -> str:
+    return f"  reingest {request['doc_id']}  ({request['reason']})"
+
+
+def _index_write(index: Mapping[str, Any]) -> str:
+    return f"  index    {index['key']} ({index['schema']})"
+
+
+#: The kinds of write in a plan's JSON: key, what they are called, one line for each.
+_WRITES = (
+    ("rows", "table writes", _row_write),
+    ("payloads", "payload writes", _payload_write),
+    ("reingest", "re-ingest requests", _reingest_write),
+    ("indexes", "indexes", _index_write),
+)
+
+
+def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> str:
+    """check / plan / apply / run output: findings, then the exact writes, then the summary.
+
+    ``per_kind`` findings of each check/kind are shown, and as many writes of each kind (table,
+    payload, reingest, index), each cut list ending in how many more there are; ``None``
+    shows everything. The counts in the summary are always whole.
+    """
     mode = data["mode"]
     out = [f"{mode} run {data['run_id']}  ({data['started_at']})"]
     findings = data["findings"]
+    groups = _by_kind(findings, list(data["summary"]))
     if findings:
         out.append(f"\nfindings ({len(findings)}):")
-        for f in findings:
-            where = f["doc_id"] or f["family"] or "-"
-            out.append(f"  {f['severity'].upper():8} {f['check']}/{f['kind']}  {where}")
-            out.append(f"           expected: {_short(f['expected'])}")
-            out.append(f"           found:    {_short(f['actual'])}")
-            out.append(f"           action:   {f['action']}")
+        for (check, kind), group in groups:
+            shown = group if per_kind is None else group[:per_kind]
+            for f in shown:
+                where = f["doc_id"] or f["family"] or "-"
+                out.append(f"  {f['severity'].upper():8} {check}/{kind}  {where}")
+                out.append(f"           expected: {_short(f['expected'])}")
+                out.append(f"           found:    {_short(f['actual'])}")
+                out.append(f"           action:   {f['action']}")
+            if len(group) > len(shown):
+                out.append(_more(len(group) - len(shown), f"{check}/{kind}"))
     else:
         out.append("\nno findings: the three stores agree")
-    plan = data.get("plan", {})
     lines = []
-    for row in plan.get("rows", []):
-        changes = "; ".join(
-            f"{k}: {_short(b)} -> {_short(a)}" for k, (b, a) in row["fields"].items()
-        )
-        lines.append(f"  table    {row['doc_id']}  {changes}")
-    for target in plan.get("payloads", []):
-        lines.append(
-            f"  payload  {target['doc_id']}  {target['points']} chunk(s) <- "
-            + _short(target["payload"])
-        )
-    for request in plan.get("reingest", []):
-        lines.append(f"  reingest {request['doc_id']}  ({request['reason']})")
-    for index in plan.get("indexes", []):
-        lines.append(f"  index    {index['key']} ({index['schema']})")
+    plan = data.get("plan", {})
+    for key, kind, line in _WRITES:
+        planned = plan.get(key, [])
+        listed = planned if per_kind is None else planned[:per_kind]
+        lines += [line(item) for item in listed]
+        if len(planned) > len(listed):
+            lines.append(_more(len(planned) - len(listed), kind))
     if lines:
         verb = "writes that follow" if mode in ("check", "plan") else "writes"
         out.append(f"\n{verb}:")
         out += lines
     out.append("")
-    out.append(
-        table(
-            ["check", "checked", "findings"],
-            [[name, s["checked"], s["findings"]] for name, s in data["summary"].items()],
-        )
-    )
+    out += _summary(data, groups)
     writes = data["writes"]
     done = "planned" if mode in ("check", "plan") else "written"
     out.append(
