@@ -25,8 +25,10 @@ from typing import Any
 
 from bench.corpus import CHUNKS_PER_DOC, VERSIONS, Layout
 
-#: No phase may take longer than this (seconds); the run stops with an error instead.
+#: No phase may take longer than this (seconds), plus ``PHASE_TIMEOUT_PER_CHUNK`` a chunk of
+#: the corpus (building 1M chunks in local mode takes hours); the run stops with an error.
 PHASE_TIMEOUT = 600
+PHASE_TIMEOUT_PER_CHUNK = 0.02
 
 COLUMNS = (
     "N (chunks)",
@@ -91,12 +93,21 @@ def phase(name: str, layout: Layout, args: argparse.Namespace) -> dict[str, Any]
         f"--seed={layout.seed}",
         f"--repair-docs={args.repair_docs}",
         f"--repeat={args.repeat}",
+        f"--engine={args.engine}",
+        f"--sample={args.sample}",
+        f"--lc-docs={args.lc_docs}",
+        f"--lc-changed={args.lc_changed}",
     ]
     if args.profile:
         command.append("--profile")
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    env = dict(os.environ, PYTHONHASHSEED="0", HF_HUB_OFFLINE="1")
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=PHASE_TIMEOUT, env=env, check=False
+        command,
+        capture_output=True,
+        text=True,
+        timeout=PHASE_TIMEOUT + PHASE_TIMEOUT_PER_CHUNK * layout.chunks,
+        env=env,
+        check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(
@@ -137,6 +148,36 @@ def row(
         label = "bare scroll"
         text = f"best of {result['runs']}"
         versus = "1.00x"
+    elif name == "repair":
+        label = "repair --doc (on demand)"
+        docs = int(result["repaired_docs"])
+        docs_per_s = _int(docs / seconds) if seconds else "-"
+        proper = float(result["repair_seconds"])
+        text = (
+            f"{docs} documents, one `repair --doc` run each (sample): "
+            f"{seconds / max(docs, 1) * 1e3:.0f} ms wall a document; {result['points_written']:,} "
+            f"points; repair proper {proper:.2f} s wall, {result['repair_cpu_seconds']:.2f} s CPU"
+        )
+    elif name == "embed":
+        label = "re-embed (all-MiniLM-L6-v2, CPU)"
+        chunks = int(result["chunks"])
+        text = (
+            f"{chunks:,} chunks of ~{result['chars_per_chunk']} chars timed: "
+            f"{seconds / chunks * 1e3:.1f} ms wall, {cpu / chunks * 1e3:.1f} ms CPU a chunk "
+            f"({result['threads']} torch threads)"
+        )
+        if drift is not None:
+            n = int(drift["points"])
+            text += f"; extrapolated to the {n:,} repaired chunks: {seconds / chunks * n:,.0f} s"
+    elif name == "langchain":
+        label = "LangChain index() re-run"
+        changed = int(result["changed_docs"])
+        docs_per_s = _int(changed / seconds) if seconds else "-"
+        text = (
+            f"{result['docs']:,} docs, metadata changed on {changed}: "
+            f"{seconds / max(changed, 1) * 1e3:.0f} ms wall a changed document; "
+            f"second run {result['second']}"
+        )
     elif name == "apply":
         label = "apply"
         docs = int(result["repaired_docs"])
@@ -146,6 +187,13 @@ def row(
             f"{result['points_written']:,} points in {result['payload_operations']:,} "
             f"set_payload operations, {result['rows_written']:,} rows; "
             f"{result['findings']:,} findings"
+        )
+        proper = float(result["repair_seconds"])
+        points = max(int(result["points_written"]), 1)
+        text += (
+            f"; repair proper (table, audit, payload writes) {proper:.2f} s wall, "
+            f"{result['repair_cpu_seconds']:.2f} s CPU, {proper / points * 1e6:.0f} µs wall "
+            "a chunk"
         )
         if drift is not None:
             text += (
@@ -162,7 +210,13 @@ def row(
             text += " (zero drift ✓)" if findings == 0 else " ✗ DRIFT LEFT"
         versus = f"{cpu / result['scroll_cpu_seconds']:.2f}x"
         overhead = (cpu - result["scroll_cpu_seconds"]) / max(scanned, 1) * 1e6
-        text += f"; engine overhead {overhead:.0f} µs CPU/chunk"
+        text += f"; engine overhead {overhead:.1f} µs CPU/chunk"
+        if result.get("scroll_heap_peak") is not None and result.get("heap_peak") is not None:
+            own = (result["heap_peak"] - result["scroll_heap_peak"]) * 1024 * 1024
+            text += (
+                f"; engine heap peak {own / 1024 / 1024:.1f} MiB over the scroll's = "
+                f"{own / max(int(result['documents']), 1):.0f} B/document"
+            )
         text += (
             f"; best of {result['runs']}, each after a bare scroll "
             f"({result['scroll_cpu_seconds']:.2f} s CPU; wall ratio "
@@ -231,17 +285,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="print a cProfile of scroll and check afterwards"
     )
+    parser.add_argument(
+        "--engine",
+        choices=("local", "edge"),
+        default="local",
+        help='index engine: qdrant-client local mode, or Qdrant Edge ([index] engine = "edge")',
+    )
+    parser.add_argument(
+        "--embed",
+        action="store_true",
+        help="also time re-embedding with all-MiniLM-L6-v2 on the CPU (needs the bench extra)",
+    )
+    parser.add_argument("--sample", type=int, default=2000, help="chunks the --embed phase times")
+    parser.add_argument(
+        "--langchain",
+        action="store_true",
+        help="also time LangChain index() after the metadata change (needs the bench extra)",
+    )
+    parser.add_argument("--lc-docs", type=int, default=300, help="documents for --langchain")
+    parser.add_argument(
+        "--lc-changed", type=int, default=100, help="documents whose metadata --langchain changes"
+    )
     parser.add_argument("--json", type=Path, help="also write the raw results to this file")
     parser.add_argument(
         "--tmpdir", type=Path, help="where to build the corpora (default: the system temp dir)"
     )
     args = parser.parse_args(argv)
+    if args.engine == "edge":
+        from bench.phases import edge_missing  # noqa: PLC0415
+
+        missing = edge_missing()
+        if missing is not None:
+            print(f"python -m bench: {missing}", file=sys.stderr)
+            return 2
 
     info = machine()
     print("corpus-reconciler benchmark: " + ", ".join(f"{k} {v}" for k, v in info.items()))
     print(
         f"corpus: {CHUNKS_PER_DOC} chunks per document, {VERSIONS} versions per family "
-        "(1-2 superseded, 3 current), SQLite table + qdrant-client local mode, "
+        f"(1-2 superseded, 3 current), SQLite table + engine {args.engine} "
+        "(local: qdrant-client local mode), "
         f"vectors dim {args.dim}\n",
         flush=True,
     )
@@ -256,19 +339,39 @@ def main(argv: list[str] | None = None) -> int:
         for size in args.sizes:
             layout = Layout(root=workdir / f"n{size}", requested=size, dim=args.dim, seed=args.seed)
             seen: dict[str, dict[str, Any]] = {}
-            for name in ("build", "scroll", "check", "drift", "apply", "verify"):
+            names = ["build", "scroll", "check", "drift", "apply", "verify", "drift", "repair"]
+            names += ["embed"] if args.embed else []
+            names += ["langchain"] if args.langchain else []
+            for name in names:
                 result = phase(name, layout, args)
                 result["size"] = layout.chunks
                 results.append(result)
                 if result.get("profile"):
                     profiles.append((layout.chunks, name, result.pop("profile")))
+                first_drift = seen.get("drift")
                 seen[name] = result
+                if name == "drift" and first_drift is not None:
+                    seen["drift"] = first_drift  # the re-drift before repair is setup only
+                    continue
                 emit(row(layout, name, result, seen.get("scroll"), seen.get("drift")))
             shutil.rmtree(layout.root, ignore_errors=True)
             loads.append(f"after N={layout.chunks:,}: {load()}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    skipped = [
+        flag
+        for flag, wanted in (
+            ("--embed (re-embedding)", args.embed),
+            ("--langchain", args.langchain),
+        )
+        if not wanted
+    ]
     notes = [
+        *(
+            [f"not run (opt-in, need the bench extra and torch): {', '.join(skipped)}"]
+            if skipped
+            else []
+        ),
         f"{len(args.sizes)} size(s) in {time.perf_counter() - started:.0f} s; load average "
         + "; ".join(loads),
         "no system of record is configured, so the engine ran only the checks that need no "
@@ -278,10 +381,14 @@ def main(argv: list[str] | None = None) -> int:
         "seconds (other processes on the same cores stretch wall time, not CPU time): check "
         "rows against a bare scroll interleaved with them in the same process, apply against "
         "the 'bare scroll' row",
-        "apply repairs min(--repair-docs, superseded docs) documents, scans the collection "
-        "twice (the check, then the applier's scan for point ids) and writes through local "
-        "mode, which persists every point in its own SQLite commit: the 'drift (setup)' row "
-        "is the raw client set_payload of the same points, the floor for apply",
+        "apply repairs min(--repair-docs, superseded docs) documents; it scans the collection "
+        "once (the check) and writes by the point ids that scan kept; 'repair proper' is the "
+        "applier alone (row, audit and payload writes); local mode persists every point in its "
+        "own SQLite commit: the 'drift (setup)' row is the raw client set_payload of the same "
+        "points, the floor for apply",
+        f"repair --doc: the same documents drifted again, then the first {20} repaired one "
+        "scoped run each (each selects its family's points through the doc_id filter: a "
+        "payload-index lookup on a server, a pass over every point in local mode)",
         "every phase ran in a fresh process; 'Δ peak over imports' is its peak RSS minus its "
         "RSS after imports; 'store open' is what opening the stores added (local mode loads "
         "the whole collection into memory); 'phase Δ over open' is the peak of the phase "

@@ -29,8 +29,11 @@ from qdrant_client import models
 
 from bench import memory
 from bench.corpus import COLLECTION, VERSIONS, Layout, chunk_ids, chunks, documents, drift_targets
+from reconciler.applying import Applier
 from reconciler.engine import Guard, Options, Reconciler, Report
 from reconciler.ingesting import point_id_for
+from reconciler.model import PayloadWrite, RunMode
+from reconciler.ports import ChunkIndex
 from reconciler.stores.qdrant import QdrantChunkIndex, connect
 from reconciler.stores.sql import SqlDocumentTable
 
@@ -43,18 +46,45 @@ SCROLL_BATCH = 1000
 #: Families written per build batch (rows + points), so the build streams too.
 BUILD_FAMILIES = 100
 
-PHASES = ("build", "drift", "scroll", "check", "apply", "verify")
+PHASES = ("build", "drift", "scroll", "check", "apply", "verify", "repair", "embed", "langchain")
+#: Index engines the bench can run on (``[index] engine`` in the settings).
+ENGINES = ("local", "edge")
+#: Documents repaired one ``repair --doc`` run each in the ``repair`` phase (local mode
+#: selects a document's points by filtering every point in Python, so a sample is timed).
+REPAIR_SAMPLE = 20
 
 warnings.filterwarnings("ignore", message=".*[Ll]ocal mode is not recommended.*")
+
+
+def edge_missing() -> str | None:
+    """Why ``--engine edge`` cannot run here (``None`` when it can)."""
+    try:
+        import reconciler.stores.edge  # noqa: F401, PLC0415 - the edge extra
+    except ImportError as exc:
+        return (
+            "--engine edge needs the Qdrant Edge adapter (reconciler/stores/edge.py, "
+            f"[index] engine = \"edge\") and qdrant-edge-py: pip install -e '.[edge]' ({exc})"
+        )
+    return None
 
 
 class Stores:
     """The table and the index of one corpus, opened (and closed) together."""
 
-    def __init__(self, layout: Layout, *, create: bool = False) -> None:
+    def __init__(self, layout: Layout, *, create: bool = False, engine: str = "local") -> None:
+        self.index: ChunkIndex
+        if engine == "edge":
+            missing = edge_missing()
+            if missing is not None:
+                raise SystemExit(missing)
+            # As [index] engine = "edge" opens it: the shard index.path/index.collection.
+            from reconciler.stores.edge import EdgeChunkIndex  # noqa: PLC0415 - the edge extra
+
+            self.index = EdgeChunkIndex(layout.root / "edge" / COLLECTION)
+        else:
+            self.index = QdrantChunkIndex(connect(path=layout.qdrant_path), collection=COLLECTION)
         self.table = SqlDocumentTable.from_url(layout.table_url)
         self.table.ensure_schema(create=create)
-        self.index = QdrantChunkIndex(connect(path=layout.qdrant_path), collection=COLLECTION)
 
     def engine(self) -> Reconciler:
         """An engine with no system of record configured."""
@@ -116,8 +146,10 @@ def _heap_peak(action: Callable[[], Any]) -> float:
         tracemalloc.stop()
 
 
-def _bare_scroll(index: QdrantChunkIndex) -> int:
+def _bare_scroll(index: Any) -> int:
     """Payload-only scroll of the whole collection, as the engine's scan asks for it."""
+    if not isinstance(index, QdrantChunkIndex):
+        return _bare_edge_scroll(index)
     client = index.client
     selector = models.PayloadSelectorInclude(include=index.keys.managed_paths())
     offset: models.ExtendedPointId | None = None
@@ -135,8 +167,31 @@ def _bare_scroll(index: QdrantChunkIndex) -> int:
             return seen
 
 
+def _bare_edge_scroll(index: Any) -> int:
+    """The same on a Qdrant Edge shard (its own scroll request, no adapter in between)."""
+    import qdrant_edge as qe  # noqa: PLC0415 - the edge extra
+
+    selector = qe.PayloadSelector.Include(index.keys.managed_paths())
+    offset: Any = None
+    seen = 0
+    while True:
+        request = qe.ScrollRequest(
+            offset=offset, limit=SCROLL_BATCH, filter=None, with_payload=selector, with_vector=False
+        )
+        points, offset = index.shard.scroll(request)
+        seen += len(points)
+        if offset is None:
+            return seen
+
+
 def _run(stores: Stores, mode: str, guard: Guard | None = None) -> Report:
     options = Options(mode=mode, checks=CHECKS, now=NOW, actor="cli", guard=guard or Guard())
+    return stores.engine().run(options)
+
+
+def _repair(stores: Stores, doc: str) -> Report:
+    """``reconciler repair --doc DOC``: a scoped run (its points through the doc_id filter)."""
+    options = Options(mode=RunMode.REPAIR, checks=CHECKS, now=NOW, actor="cli", doc_id=doc)
     return stores.engine().run(options)
 
 
@@ -144,10 +199,10 @@ def _kinds(report: Report) -> dict[str, int]:
     return dict(Counter(f"{f.check}/{f.kind}" for f in report.findings))
 
 
-def build(layout: Layout) -> dict[str, Any]:
+def build(layout: Layout, *, engine: str = "local") -> dict[str, Any]:
     """Write the rows and points; return counts."""
     layout.root.mkdir(parents=True, exist_ok=True)
-    stores = Stores(layout, create=True)
+    stores = Stores(layout, create=True, engine=engine)
     try:
         stores.index.ensure_collection(dim=layout.dim)
         rng = random.Random(layout.seed)
@@ -168,18 +223,23 @@ def build(layout: Layout) -> dict[str, Any]:
         stores.close()
 
 
-def drift(layout: Layout, docs: int) -> dict[str, Any]:
+def drift(layout: Layout, docs: int, *, engine: str = "local") -> dict[str, Any]:
     """Reset ``version_state`` to current on every chunk of ``docs`` superseded documents."""
     targets = drift_targets(layout, docs)
     ids: list[models.ExtendedPointId] = [
         point_id_for(chunk) for target in targets for chunk in chunk_ids(target)
     ]
-    stores = Stores(layout)
+    stores = Stores(layout, engine=engine)
     try:
-        client = stores.index.client
+        index = stores.index
         clock = Clock()
 
         def reset() -> None:
+            if not isinstance(index, QdrantChunkIndex):  # Edge: through its adapter
+                write = PayloadWrite(point_ids=tuple(ids), payload={"version_state": "current"})
+                index.set_payloads([write], batch_size=1000)
+                return
+            client = index.client
             for start in range(0, len(ids), 1000):
                 client.set_payload(
                     COLLECTION,
@@ -194,9 +254,37 @@ def drift(layout: Layout, docs: int) -> dict[str, Any]:
         stores.close()
 
 
-def measure(phase: str, layout: Layout, *, repeat: int, profile: bool) -> dict[str, Any]:
+class ApplyTimer:
+    """Times ``Applier.apply`` (the repair proper: row, audit and payload writes) apart from
+    the run around it (the check's scan, the checks, the run log)."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = 0.0
+
+    def __enter__(self) -> ApplyTimer:
+        self._original = Applier.apply
+        timer = self
+
+        def timed(applier: Applier, *args: Any, **kwargs: Any) -> Any:
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return timer._original(applier, *args, **kwargs)
+            finally:
+                timer.wall += time.perf_counter() - wall
+                timer.cpu += time.process_time() - cpu
+
+        Applier.apply = timed  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        Applier.apply = self._original  # type: ignore[method-assign]
+
+
+def measure(
+    phase: str, layout: Layout, *, repeat: int, profile: bool, engine: str = "local", docs: int = 0
+) -> dict[str, Any]:
     """Open the stores, reset the peak, run one measured phase."""
-    stores = Stores(layout)
+    stores = Stores(layout, engine=engine)
     result: dict[str, Any] = {}
     try:
         result["rss_opened"] = memory.rss()
@@ -219,6 +307,10 @@ def measure(phase: str, layout: Layout, *, repeat: int, profile: bool) -> dict[s
                 scroll.time(lambda: _bare_scroll(stores.index))
                 report = clock.time(action)
             assert report is not None
+            # The engine's own heap: the check's tracemalloc peak above the bare scroll's (the
+            # store's pages), per document row.
+            result["scroll_heap_peak"] = _heap_peak(lambda: _bare_scroll(stores.index))
+            result["documents"] = layout.documents
             result.update(
                 chunks=report.chunks_scanned,
                 findings=len(report.findings),
@@ -230,7 +322,9 @@ def measure(phase: str, layout: Layout, *, repeat: int, profile: bool) -> dict[s
             )
         elif phase == "apply":
             action = lambda: _run(stores, "apply", Guard(max_changed_fraction=1.0))  # noqa: E731
-            report = clock.time(action)
+            with ApplyTimer() as repair:
+                report = clock.time(action)
+            result.update(repair_seconds=repair.wall, repair_cpu_seconds=repair.cpu)
             applied = report.applied.counts() if report.applied else {}
             result.update(
                 chunks=report.chunks_scanned,
@@ -243,11 +337,31 @@ def measure(phase: str, layout: Layout, *, repeat: int, profile: bool) -> dict[s
                 payload_operations=int(applied.get("payload", 0)),
                 **clock.as_dict(),
             )
+        elif phase == "repair":
+            sample = drift_targets(layout, docs)[:REPAIR_SAMPLE]
+            written = 0
+
+            def repair_each() -> None:
+                nonlocal written
+                for target in sample:
+                    done = _repair(stores, target)
+                    written += int(done.applied.points) if done.applied else 0
+
+            with ApplyTimer() as proper:
+                clock.time(repair_each)
+            result.update(
+                repaired_docs=len(sample),
+                points_written=written,
+                repair_seconds=proper.wall,
+                repair_cpu_seconds=proper.cpu,
+                chunks=written,
+                **clock.as_dict(),
+            )
         else:
             raise ValueError(f"unknown phase {phase!r}")
         result["peak_phase"] = memory.peak()
         result["peak"] = max(result["peak_open"], result["peak_phase"])
-        if phase != "apply":
+        if phase not in ("apply", "repair"):
             result["heap_peak"] = _heap_peak(action)
         if profile and phase in ("scroll", "check"):
             result["profile"] = _profile(action)
@@ -267,16 +381,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repair-docs", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--engine", choices=ENGINES, default="local")
+    parser.add_argument("--sample", type=int, default=2000, help="embed: chunks timed")
+    parser.add_argument("--lc-docs", type=int, default=300, help="langchain: documents")
+    parser.add_argument("--lc-changed", type=int, default=100, help="langchain: changed docs")
     args = parser.parse_args(argv)
     layout = Layout(root=args.root, requested=args.size, dim=args.dim, seed=args.seed)
     baseline = memory.rss()
     started = time.perf_counter()
     if args.phase == "build":
-        result = build(layout)
+        result = build(layout, engine=args.engine)
     elif args.phase == "drift":
-        result = drift(layout, args.repair_docs)
+        result = drift(layout, args.repair_docs, engine=args.engine)
+    elif args.phase == "embed":
+        from bench.models import embed  # noqa: PLC0415 - torch only when asked for
+
+        result = embed(args.sample)
+    elif args.phase == "langchain":
+        from bench.models import langchain_index  # noqa: PLC0415
+
+        result = langchain_index(layout.root / "langchain", args.lc_docs, args.lc_changed)
     else:
-        result = measure(args.phase, layout, repeat=args.repeat, profile=args.profile)
+        result = measure(
+            args.phase,
+            layout,
+            repeat=args.repeat,
+            profile=args.profile,
+            engine=args.engine,
+            docs=args.repair_docs,
+        )
     result.setdefault("peak", memory.peak())
     result.update(phase=args.phase, wall=time.perf_counter() - started, rss_imports=baseline)
     sys.stdout.write(json.dumps(result) + "\n")

@@ -3,6 +3,15 @@
 Order: table changes (rows, re-ingest requests, their audit entries) in one transaction; then
 payloads in batches of point ids through ``batch_update_points``; then payload indexes.
 
+Which points: those the check's scan already saw. A document whose row stays as it is needs
+only its chunks that differed from the row, and the scan kept their ids (``Located``); they
+are re-read by id and written. A document whose row changes needs every chunk that does not
+carry the new payload: its points are selected through the ``doc_id`` payload filter (an
+index lookup on a server). Only when the scan could not keep every id (more than
+``Options.keep_ids`` mismatching chunks) are documents without a doc_id found by scrolling the
+collection again. Each payload batch holds whole documents and goes out as one
+``batch_update_points`` call, its audit entries as one append.
+
 Audit before write: each payload batch's entries (point ids, exact before, after) are
 committed as *intents* before the batch is sent, and *confirmed* by an entry committed with
 the next batch's intents (or at the end). So a process killed anywhere leaves every changed
@@ -20,7 +29,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.errors import IndexWriteError
 from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
@@ -64,6 +73,18 @@ def managed(payload: Mapping[str, Any]) -> dict[str, Any]:
     return {key: payload[key] for key in MANAGED_KEYS if key in payload}
 
 
+class Located(Protocol):
+    """What the check's scan kept about where drift is (``views.ChunkTally``)."""
+
+    def matches(self, doc_id: str | None, payload: Mapping[str, Any]) -> bool:
+        """Whether ``payload`` is what the scan compared ``doc_id``'s chunks with."""
+        ...
+
+    def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
+        """Ids of the chunks that differed (``None``: not all kept)."""
+        ...
+
+
 @dataclass
 class _Group:
     target: PayloadTarget
@@ -105,8 +126,11 @@ class Applier:
         self.progress = progress
         self.result = ApplyResult()
 
-    def apply(self, plan: Plan, *, now: datetime) -> ApplyResult:
-        """Execute ``plan``; raise IndexWriteError (after recording) if a batch fails."""
+    def apply(self, plan: Plan, *, now: datetime, located: Located | None = None) -> ApplyResult:
+        """Execute ``plan``; raise IndexWriteError (after recording) if a batch fails.
+
+        ``located``: what the scan kept, so points are written by id (see the module's doc);
+        without it every document's points are selected through the doc_id filter."""
         changes = [
             RowChange(
                 doc_id=u.doc_id,
@@ -126,7 +150,7 @@ class Applier:
         self.result.audit_head = head or self.result.audit_head
         if plan.payload_targets:
             try:
-                self._payloads(plan.payload_targets, now=now)
+                self._payloads(plan.payload_targets, now=now, located=located)
             except IndexWriteError:
                 raise  # the failed batch was confirmed as far as it went
             except Exception:
@@ -212,8 +236,95 @@ class Applier:
 
     # -- payloads --------------------------------------------------------------------------
 
-    def _payloads(self, targets: list[PayloadTarget], *, now: datetime) -> None:
-        """Scroll once more, write each document's differing points, grouped per document.
+    def _payloads(
+        self, targets: list[PayloadTarget], *, now: datetime, located: Located | None
+    ) -> None:
+        """Write each target's differing points: by the ids the scan kept where they are all
+        that can differ, else through the doc_id filter (else, for chunks without a doc_id
+        whose ids were not kept, one more scroll)."""
+        by_id: list[tuple[PayloadTarget, list[str | int]]] = []
+        by_filter: list[PayloadTarget] = []
+        by_scroll: list[PayloadTarget] = []
+        for target in targets:
+            ids = self._kept_ids(target, located)
+            if ids is not None:
+                by_id.append((target, ids))
+            elif target.doc_id is not None:
+                by_filter.append(target)
+            else:
+                by_scroll.append(target)
+        self._write_by_id(by_id, now=now)
+        step = max(self.scroll_batch, 1)
+        for start in range(0, len(by_filter), step):
+            part = by_filter[start : start + step]
+            self._write_scrolled(part, [t.doc_id for t in part if t.doc_id], now=now)
+        if by_scroll:
+            self._write_scrolled(by_scroll, None, now=now)
+
+    @staticmethod
+    def _kept_ids(target: PayloadTarget, located: Located | None) -> list[str | int] | None:
+        """The ids that are all the target can need written, if the scan kept them."""
+        if located is None:
+            return None
+        ids = located.mismatching_ids(target.doc_id)
+        if ids is None:
+            return None
+        if target.partial or located.matches(target.doc_id, target.payload):
+            # The row stays: chunks that matched it carry the payload already. (A partial
+            # target is an orphan's: no row, so every chunk of it was kept.)
+            return ids
+        return None  # the row changes: chunks that matched the old row need it too
+
+    def _write_by_id(
+        self, targets: list[tuple[PayloadTarget, list[str | int]]], *, now: datetime
+    ) -> None:
+        """Re-read the kept ids, document by document, and flush whole documents in batches
+        of about ``batch_points`` points."""
+        pending: list[tuple[PayloadTarget, list[str | int]]] = []
+        size = done = 0
+        for target, ids in targets:
+            if not ids:
+                continue
+            pending.append((target, ids))
+            size += len(ids)
+            if size >= self.batch_points:
+                done += size
+                self._flush(self._reread(pending), now=now)
+                if self.progress is not None:
+                    self.progress(done)
+                pending, size = [], 0
+        if pending:
+            self._flush(self._reread(pending), now=now)
+
+    def _reread(self, pending: list[tuple[PayloadTarget, list[str | int]]]) -> list[_Group]:
+        """The groups (one per document and prior payload) of the points that still differ."""
+        wanted = [pid for _target, ids in pending for pid in ids]
+        states: dict[str | int, Mapping[str, Any]] = {}
+        step = max(self.scroll_batch, 1)
+        for start in range(0, len(wanted), step):
+            for state in self.index.retrieve(wanted[start : start + step]):
+                states[state.point_id] = state.payload
+        groups: list[_Group] = []
+        for target, ids in pending:
+            variants: dict[Any, _Group] = {}
+            for point_id in ids:
+                payload = states.get(point_id)
+                if payload is None or not needs_write(payload, target):
+                    continue  # deleted, or repaired by someone else since the scan
+                before = managed(payload)
+                key = normalize(before)
+                group = variants.get(key)
+                if group is None:
+                    group = variants[key] = _Group(target=target, before=before)
+                group.point_ids.append(point_id)
+            groups += variants.values()
+        return groups
+
+    def _write_scrolled(
+        self, targets: list[PayloadTarget], doc_ids: list[str] | None, *, now: datetime
+    ) -> None:
+        """Scroll the targets' points (``doc_ids``: through the doc_id filter; ``None``: the
+        whole collection) and write each document's differing points, grouped per document.
 
         Points come in id order, not document order, so groups are held until a document's
         expected count is reached (then they are *ready*); ready groups go out in batches of
@@ -226,7 +337,7 @@ class Applier:
         ready: list[_Group] = []
         ready_size = 0
         scanned = 0
-        for chunk in self.index.scroll(batch_size=self.scroll_batch):
+        for chunk in self.index.scroll(batch_size=self.scroll_batch, doc_ids=doc_ids):
             scanned += 1
             if self.progress is not None and scanned % self.scroll_batch == 0:
                 self.progress(scanned)
@@ -281,7 +392,12 @@ class Applier:
         self._unconfirmed = self.result.audit_head
         self._unconfirmed_points = sum(len(g.point_ids) for g in groups)
         try:
-            self.index.set_payloads(writes, batch_size=max(self.batch_points, 1))
+            # One call for the whole batch: it holds whole documents, so a document is never
+            # split across calls (unless it alone is larger than ``batch_points``, when the
+            # batch is that one document).
+            self.index.set_payloads(
+                writes, batch_size=max(self.batch_points, self._unconfirmed_points, 1)
+            )
         except IndexWriteError as exc:
             self.result.error = str(exc)
             try:

@@ -73,7 +73,10 @@ class SentenceTransformerEmbedder:
                 "pip install 'corpus-reconciler[sentence-transformers]'"
             ) from None
         self._model: Any = SentenceTransformer(model)
-        self.dim = int(self._model.get_sentence_embedding_dimension())
+        dim = self._model.get_sentence_embedding_dimension()
+        if dim is None:  # typed Optional by sentence-transformers; every encoder has one
+            raise RuntimeError(f"model {model!r} does not report its embedding dimension")
+        self.dim = int(dim)
 
     def embed(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         """One normalised vector per text."""

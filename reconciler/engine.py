@@ -1,8 +1,9 @@
 """One reconciliation run: read the three stores, run the checks, plan, guard, apply, record.
 
 Streaming throughout: the table is read twice (expected payload fingerprints, then family by
-family), the collection once to check (and once more to apply, selecting points by id), and
-the sources once, as metadata. Memory holds per-document aggregates, never a whole table or
+family), the collection once (the lean ``scan_managed``; apply writes by the point ids that
+scan kept, or selects a changed row's points through the doc_id filter), and the sources
+once, as metadata. Memory holds compact per-document state, never a whole table or
 collection.
 """
 
@@ -13,7 +14,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
@@ -57,13 +58,11 @@ from reconciler.screening import screen
 from reconciler.sharding import Shard
 from reconciler.views import (
     CheckContext,
-    ChunkAggregate,
+    ChunkTally,
     FamilyView,
     SourceState,
-    Variant,
-    digest,
     expected_variant,
-    normalize,
+    fingerprint,
 )
 
 log = logging.getLogger(__name__)
@@ -103,6 +102,9 @@ class Options:
     table_batch: int = 1000
     scroll_batch: int = 1000
     write_batch: int = 256
+    #: Point ids of mismatching chunks the scan keeps for the applier (beyond it, the applier
+    #: selects each document's points through the doc_id filter instead).
+    keep_ids: int = 100_000
     #: The scheduled job (full, ttl, dates) or command this run belongs to (metrics label).
     job: str | None = None
     #: The run's id (chosen by the caller so it can record a failure the engine did not).
@@ -154,10 +156,11 @@ class Scan:
 
     #: The families in scope (``None``: every family of the shard).
     scope: frozenset[str] | None
-    #: doc_id -> (fingerprint of its expected payload, family), for every row in scope.
-    expected: Mapping[str, tuple[bytes, str]]
-    #: doc_id -> its chunks (``None``: chunks without a doc_id).
-    chunks: Mapping[str | None, ChunkAggregate]
+    #: The doc id of every row in scope.
+    expected: Collection[str]
+    #: doc_id -> its chunks (``None``: chunks without a doc_id), folded compactly: the
+    #: tally also holds the ids of the chunks that differed, for the applier.
+    chunks: ChunkTally
     totals: Totals
 
 
@@ -568,51 +571,50 @@ class Reconciler:
         The table is streamed once here (and once more, family by family, by ``assess``);
         the collection once. Memory holds a fingerprint and a ``ChunkAggregate`` a document.
         """
-        expected: dict[str, tuple[bytes, str]] = {}
+        tally = ChunkTally(keep_ids=options.keep_ids)
         families = 0
         rows_by_source: dict[str, int] = defaultdict(int)
         last_family = None
         for row in self._rows(options, scope):
-            expected[row.doc_id] = (digest(expected_variant(row)), row.doc_family_id)
+            tally.expect(row.doc_id, expected_variant(row))
             if row.version_state is not VersionState.RETIRED:  # what the source should still hold
                 rows_by_source[row.source] += 1
             if row.doc_family_id != last_family:
                 families += 1
                 last_family = row.doc_family_id
 
-        chunks: dict[str | None, ChunkAggregate] = {}
         scanned = 0
-        doc_filter = list(expected) if scope is not None else None
+        doc_filter = list(tally.expected) if scope is not None else None
         if scope is None or doc_filter:
-            for chunk in self.index.scroll(batch_size=options.scroll_batch, doc_ids=doc_filter):
+            # The hot path, inlined: a chunk written from payload_for carries exactly the
+            # row's values, so one hash of the raw tuple settles it (ChunkTally.add is the
+            # same rule); only a mismatch pays for normalising (dates parsed).
+            slots, fingerprints, counts, matching = tally.hot_state()
+            owns = options.shard.owns
+            progress, every = self.progress, options.scroll_batch
+            family_at = MANAGED_KEYS.index("doc_family_id")
+            for point_id, doc_id, values in self.index.scan_managed(
+                batch_size=options.scroll_batch, doc_ids=doc_filter
+            ):
                 scanned += 1
-                if self.progress is not None and scanned % options.scroll_batch == 0:
-                    self.progress("scanned", scanned)
-                entry = expected.get(chunk.doc_id) if chunk.doc_id is not None else None
-                payload = chunk.payload
-                if entry is None:
-                    family = payload.get("doc_family_id")
-                    if not options.shard.owns(family if isinstance(family, str) else None):
+                if progress is not None and scanned % every == 0:
+                    progress("scanned", scanned)
+                slot = slots.get(doc_id) if isinstance(doc_id, str) else None
+                if slot is not None:
+                    if fingerprint(values) == fingerprints[slot]:
+                        counts[slot] += 1
+                        matching[slot] += 1
                         continue
-                # Fast path: a chunk written from payload_for is already canonical, so the
-                # raw values match; only a mismatch pays for normalising (dates parsed).
-                variant: Variant = tuple((key, payload.get(key)) for key in MANAGED_KEYS)
-                matched = entry is not None and digest(variant) == entry[0]
-                if not matched:
-                    variant = normalize(payload)
-                    matched = entry is not None and digest(variant) == entry[0]
-                aggregate = chunks.get(chunk.doc_id)
-                if aggregate is None:
-                    aggregate = chunks[chunk.doc_id] = ChunkAggregate()
-                aggregate.count += 1
-                if matched:
-                    aggregate.matching += 1
                 else:
-                    aggregate.variants[variant] = aggregate.variants.get(variant, 0) + 1
+                    family = values[family_at]
+                    if not owns(family if isinstance(family, str) else None):
+                        continue
+                tally.mismatch(point_id, doc_id, slot, values)
+            tally.chunks = scanned
         return Scan(
             scope=scope,
-            expected=expected,
-            chunks=chunks,
+            expected=tally.expected,
+            chunks=tally,
             totals=Totals(families=families, rows_by_source=dict(rows_by_source), chunks=scanned),
         )
 
@@ -647,7 +649,9 @@ class Reconciler:
 
         def take(outcome: FamilyOutcome) -> None:
             findings.extend(outcome.findings)
-            plans.append(outcome.plan)
+            plan = outcome.plan
+            if plan.row_updates or plan.payload_targets or plan.reingests or plan.indexes:
+                plans.append(plan)  # an empty plan a family would make memory grow with N
             for name, seconds in outcome.timings.items():
                 timings[name] = timings.get(name, 0.0) + seconds
                 summary[name]["checked"] += 1
@@ -668,9 +672,9 @@ class Reconciler:
 
         if "payload" in checks:
             summary["payload"]["checked"] = scan.totals.chunks
-            for orphan_id, aggregate in sorted(scan.chunks.items(), key=lambda kv: str(kv[0])):
-                if orphan_id is not None and orphan_id in expected:
-                    continue
+            # Chunks whose doc_id has no row (the tally keeps them apart: no pass over every
+            # document, no aggregate built for each).
+            for orphan_id, aggregate in sorted(scan.chunks.orphans(), key=lambda kv: str(kv[0])):
                 finding = check_orphans(orphan_id, aggregate)
                 if finding is not None and _in_doc_scope(options.doc_id, finding):
                     findings.append(finding)
@@ -822,7 +826,7 @@ class Reconciler:
             if decision.forced:
                 forced = [_forced_entry(run_id, decision, options, now)]
                 applier.result.audit_head = table.append_audit(forced)
-            applied = applier.apply(plan, now=now)
+            applied = applier.apply(plan, now=now, located=scan.chunks)
         except Exception as exc:
             # Recorded with exactly what was written (the audit has it entry by entry); the
             # next run converges. If the table itself is what failed, the caller records it.

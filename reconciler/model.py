@@ -233,6 +233,13 @@ class ChunkState:
     payload: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: One chunk as the check's lean scan yields it: (point id, doc_id as stored, the raw stored
+#: values of ``MANAGED_KEYS`` in that order, an absent key read as ``None``). No dict, no
+#: ``ChunkState``: the check's hot path compares these raw values and normalises only on a
+#: mismatch.
+ManagedRow = tuple[str | int, Any, tuple[Any, ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class PayloadWrite:
     """Set managed ``payload`` (logical keys) on ``point_ids``; one per document in practice."""

@@ -20,6 +20,7 @@ from reconciler.model import (
     ChunkRecord,
     ChunkState,
     Document,
+    ManagedRow,
     PayloadWrite,
     ReingestRequest,
     RowChange,
@@ -54,6 +55,17 @@ class ChunkIndex(Protocol):
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ChunkState]:
         """Stream every chunk's id and identity/managed payload keys (never vectors or text)."""
+        ...
+
+    def scan_managed(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[ManagedRow]:
+        """The check's lean scan: ``(point id, doc_id, raw managed values)`` for every chunk
+        (only those of ``doc_ids`` when given), in the order and with the filter of ``scroll``.
+
+        The values are the stored ones, in ``MANAGED_KEYS`` order, an absent key as ``None``;
+        nothing is normalised and no per-chunk dict or ``ChunkState`` is built.
+        """
         ...
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:

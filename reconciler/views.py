@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator, Mapping
+from array import array
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -72,6 +73,181 @@ class ChunkAggregate:
     def drifted(self) -> int:
         """Chunks whose managed payload differs from the row's."""
         return self.count - self.matching
+
+
+_DOC_VERSION = MANAGED_KEYS.index("doc_version")
+_QUARANTINED = MANAGED_KEYS.index("quarantined")
+#: A fingerprint no value tuple has (``hash`` never returns -1 in CPython).
+_NO_MATCH = -1
+
+
+def fingerprint(values: tuple[Any, ...]) -> int:
+    """A 64-bit fingerprint of raw managed values in ``MANAGED_KEYS`` order, for equality with
+    an expected payload; ``-1`` when they cannot equal one (unhashable, or a ``doc_version``
+    that is not an int or a ``quarantined`` that is not a bool: ``1 == True == 1.0`` in Python,
+    and the old repr digest told them apart).
+
+    ``hash`` of a tuple of str/int/bool/None is exact-equality-preserving and per process
+    (SipHash for strings): two different tuples collide with probability about 2**-64. It is
+    compared only within one run, never stored.
+    """
+    if type(values[_DOC_VERSION]) is not int or type(values[_QUARANTINED]) is not bool:
+        return _NO_MATCH
+    try:
+        return hash(values)
+    except TypeError:  # a list or object value: never what payload_for writes
+        return _NO_MATCH
+
+
+def variant_values(variant: Variant) -> tuple[Any, ...]:
+    """The values of a canonical payload, in ``MANAGED_KEYS`` order."""
+    return tuple(value for _key, value in variant)
+
+
+class ChunkTally(Mapping[str | None, ChunkAggregate]):
+    """The check's per-document state, compact: what the scan folds the collection into.
+
+    Per document with a row: a slot (``doc_id -> int`` in one dict), and in three arrays the
+    expected payload's 64-bit fingerprint, the chunks counted and the chunks already right
+    (8 + 4 + 4 bytes). Payload variants are kept only for documents with a mismatching chunk,
+    and ``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no row) or when a
+    check asks for one document's aggregate. The point ids of mismatching chunks are kept, up
+    to ``keep_ids`` in all, so that the applier can write by id without scanning again.
+
+    As a mapping it is what ``Scan.chunks`` always was: doc_id -> ``ChunkAggregate`` of every
+    document that has at least one chunk (``None``: chunks without a doc_id).
+    """
+
+    def __init__(self, *, keep_ids: int = 100_000) -> None:
+        self._slots: dict[str, int] = {}
+        self._fingerprints = array("q")
+        self._counts = array("I")
+        self._matching = array("I")
+        self._variants: dict[str, dict[Variant, int]] = {}
+        self._orphans: dict[str | None, ChunkAggregate] = {}
+        self._ids: dict[str | None, list[str | int]] = {}
+        self._kept = 0
+        self.keep_ids = keep_ids
+        #: False once more mismatching chunks were seen than ``keep_ids``: ids were dropped.
+        self.ids_complete = True
+        self.chunks = 0
+
+    # -- building ---------------------------------------------------------------------------
+
+    def expect(self, doc_id: str, variant: Variant) -> None:
+        """Register a row's document and the canonical payload its chunks must carry."""
+        self._slots[doc_id] = len(self._fingerprints)
+        self._fingerprints.append(fingerprint(variant_values(variant)))
+        self._counts.append(0)
+        self._matching.append(0)
+
+    @property
+    def expected(self) -> Collection[str]:
+        """The doc ids of every row registered (membership, length, iteration)."""
+        return self._slots.keys()
+
+    def slot(self, doc_id: Any) -> int | None:
+        """The slot of a registered document (``None``: no row)."""
+        return self._slots.get(doc_id) if isinstance(doc_id, str) else None
+
+    def add(self, point_id: str | int, doc_id: Any, values: tuple[Any, ...]) -> None:
+        """Fold one chunk: the raw values are compared first, normalised only on a mismatch.
+
+        (The engine's scan inlines the matching case of this; both must agree.)
+        """
+        slot = self.slot(doc_id)
+        if slot is not None and fingerprint(values) == self._fingerprints[slot]:
+            self._counts[slot] += 1
+            self._matching[slot] += 1
+            self.chunks += 1
+            return
+        self.mismatch(point_id, doc_id, slot, values)
+
+    def mismatch(
+        self, point_id: str | int, doc_id: Any, slot: int | None, values: tuple[Any, ...]
+    ) -> None:
+        """A chunk whose raw values differ from its row's (or that has no row): normalise."""
+        self.chunks += 1
+        variant = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
+        if slot is not None:
+            self._counts[slot] += 1
+            if fingerprint(variant_values(variant)) == self._fingerprints[slot]:
+                self._matching[slot] += 1  # the same meaning, spelt differently
+                return
+            counts = self._variants.setdefault(doc_id, {})
+            counts[variant] = counts.get(variant, 0) + 1
+        else:
+            orphan = self._orphans.get(doc_id)
+            if orphan is None:
+                orphan = self._orphans[doc_id] = ChunkAggregate()
+            orphan.count += 1
+            orphan.variants[variant] = orphan.variants.get(variant, 0) + 1
+        self._keep(doc_id, point_id)
+
+    def _keep(self, doc_id: Any, point_id: str | int) -> None:
+        if not self.ids_complete:
+            return
+        if self._kept >= self.keep_ids:
+            self.ids_complete = False
+            self._ids.clear()
+            return
+        self._ids.setdefault(doc_id, []).append(point_id)
+        self._kept += 1
+
+    def hot_state(self) -> tuple[Mapping[str, int], array[int], array[int], array[int]]:
+        """Slots, fingerprints, counts and matching counts, for a caller that inlines the
+        matching case of ``add`` (the engine's scan); everything else goes through
+        ``mismatch``."""
+        return self._slots, self._fingerprints, self._counts, self._matching
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def matches(self, doc_id: str | None, payload: Mapping[str, Any]) -> bool:
+        """Whether ``payload`` (logical keys) is what the scan expected of ``doc_id``'s chunks."""
+        slot = self.slot(doc_id)
+        if slot is None:
+            return False
+        return fingerprint(variant_values(normalize(payload))) == self._fingerprints[slot]
+
+    def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
+        """The point ids of ``doc_id``'s chunks that differed from its row (or, for a document
+        without a row, all its chunks) as scanned; ``None`` when they were not all kept."""
+        if not self.ids_complete:
+            return None
+        return list(self._ids.get(doc_id, ()))
+
+    def orphans(self) -> list[tuple[str | None, ChunkAggregate]]:
+        """The chunks whose doc_id has no row (``None``: no doc_id), by doc_id."""
+        return list(self._orphans.items())
+
+    def __getitem__(self, doc_id: str | None) -> ChunkAggregate:
+        slot = self.slot(doc_id)
+        if slot is not None and self._counts[slot]:
+            assert doc_id is not None
+            return ChunkAggregate(
+                count=self._counts[slot],
+                matching=self._matching[slot],
+                variants=dict(self._variants.get(doc_id, {})),
+            )
+        if slot is None and doc_id in self._orphans:
+            return self._orphans[doc_id]
+        raise KeyError(doc_id)
+
+    def __contains__(self, doc_id: object) -> bool:
+        slot = self.slot(doc_id)
+        if slot is not None:
+            return bool(self._counts[slot])
+        return doc_id in self._orphans
+
+    def __iter__(self) -> Iterator[str | None]:
+        counts = self._counts
+        for doc_id, slot in self._slots.items():
+            if counts[slot]:
+                yield doc_id
+        yield from self._orphans
+
+    def __len__(self) -> int:
+        return sum(1 for count in self._counts if count) + len(self._orphans)
 
 
 @dataclass(frozen=True)

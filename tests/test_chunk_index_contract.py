@@ -248,6 +248,66 @@ class TestChunkIndexContract:
         assert list(harness.index.scroll(doc_ids=[])) == []
         assert list(harness.index.scroll(doc_ids=["handbook:nope"])) == []
 
+    def test_scan_managed_yields_raw_managed_values_in_scroll_order(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        rows = list(harness.index.scan_managed(batch_size=5))
+
+        assert [pid for pid, _doc, _values in rows] == [
+            s.point_id for s in harness.index.scroll(batch_size=5)
+        ]
+        for pid, doc_id, values in rows:
+            expected = seeded.logical[str(pid)]
+            assert doc_id == expected["doc_id"]
+            # MANAGED_KEYS order, an absent key (superseded_by, quarantine_reason) as None.
+            assert values == tuple(expected.get(key) for key in MANAGED_KEYS)
+            assert isinstance(values, tuple)
+
+    def test_scan_managed_returns_stored_values_unnormalised(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        pid = seeded.by_doc["handbook:doc-1"][0]
+        odd = {
+            **seeded.logical[pid],
+            "doc_version": 1.0,
+            "effective_from": "2024-01-02T00:00:00+00:00",
+            "quarantined": 0,
+        }
+        del odd["doc_class"]
+        harness.put(pid, [1.0, 1.0, 0.5, 0.25], physical_payload(harness.layout, odd, 0))
+
+        (row,) = [r for r in harness.index.scan_managed() if str(r[0]) == pid]
+
+        values = dict(zip(MANAGED_KEYS, row[2], strict=True))
+        assert values["doc_version"] == 1.0
+        assert isinstance(values["doc_version"], float)
+        assert values["effective_from"] == "2024-01-02T00:00:00+00:00"
+        assert values["quarantined"] == 0
+        assert not isinstance(values["quarantined"], bool)
+        assert values["doc_class"] is None
+
+    def test_scan_managed_by_doc_ids(self, harness: Harness, seeded: Seeded) -> None:
+        wanted = ["handbook:doc-0", "handbook:doc-2"]
+
+        rows = list(harness.index.scan_managed(batch_size=3, doc_ids=wanted))
+
+        assert sorted(str(pid) for pid, _d, _v in rows) == sorted(
+            seeded.by_doc[wanted[0]] + seeded.by_doc[wanted[1]]
+        )
+        assert {doc for _p, doc, _v in rows} == set(wanted)
+        assert list(harness.index.scan_managed(doc_ids=[])) == []
+        assert list(harness.index.scan_managed(doc_ids=["handbook:nope"])) == []
+
+    def test_scan_managed_of_a_point_without_the_keys(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        stray = str(uuid.uuid5(uuid.NAMESPACE_URL, "stray"))
+        harness.put(stray, [0.0, 0.0, 1.0, 0.0], {harness.layout.text_key: "no metadata"})
+
+        (row,) = [r for r in harness.index.scan_managed() if str(r[0]) == stray]
+
+        assert row[1:] == (None, (None,) * len(MANAGED_KEYS))
+
     def test_set_payloads_changes_only_managed_keys_on_the_given_ids(
         self, harness: Harness, seeded: Seeded
     ) -> None:

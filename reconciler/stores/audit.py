@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Text, func, select, type_coerce, update
+from sqlalchemy import Engine, Text, func, insert, select, type_coerce, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, Verification, jsonable, rfc3339
@@ -90,24 +90,27 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     """
     head = _lock_head(session)
     prev = head.entry_hash
+    rows: list[dict[str, Any]] = []
     for entry in entries:
         digest = entry_hash_of(prev, entry)
-        session.add(
-            AuditRow(
-                run_id=entry.run_id,
-                at=entry.at,
-                actor=entry.actor,
-                reason=entry.reason,
-                target_type=entry.target_type,
-                target=entry.target,
-                before=jsonable(entry.before),
-                after=jsonable(entry.after),
-                prev_hash=prev,
-                entry_hash=digest,
-            )
+        rows.append(
+            {
+                "run_id": entry.run_id,
+                "at": entry.at,
+                "actor": entry.actor,
+                "reason": entry.reason,
+                "target_type": entry.target_type,
+                "target": entry.target,
+                "before": jsonable(entry.before),
+                "after": jsonable(entry.after),
+                "prev_hash": prev,
+                "entry_hash": digest,
+            }
         )
         prev = digest
-    session.flush()
+    if rows:
+        # One executemany for the whole batch (no ORM unit of work per entry).
+        session.execute(insert(AuditRow), rows)
     head.entry_hash = prev
     head.entries += len(entries)
     session.flush()

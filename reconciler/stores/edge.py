@@ -35,7 +35,14 @@ from typing import Any
 import qdrant_edge as qe
 
 from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
-from reconciler.model import ALL_KEYS, ChunkRecord, ChunkState, PayloadWrite
+from reconciler.model import (
+    ALL_KEYS,
+    MANAGED_KEYS,
+    ChunkRecord,
+    ChunkState,
+    ManagedRow,
+    PayloadWrite,
+)
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import (
     check_batch_size,
@@ -88,6 +95,8 @@ class EdgeChunkIndex:
         self.text_key = text_key
         self.collection = self.path.name
         self._logical_by_path = {keys.path(key): key for key in ALL_KEYS}
+        self._prefix_parts = tuple(keys.prefix[:-1].split(".")) if keys.prefix else ()
+        self._managed_names = tuple(keys.name(key) for key in MANAGED_KEYS)
         #: Payload update calls that reached the shard (one per batch, as on qdrant-client).
         self.update_calls = 0
         self._shard: qe.EdgeShard | None = None
@@ -162,6 +171,33 @@ class EdgeChunkIndex:
             log.debug("edge scroll %s page %d: %d point(s)", self.path, page, len(points))
             for point in points:
                 yield self._state(point.id, point.payload)
+
+    def scan_managed(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[ManagedRow]:
+        """The check's lean scan: ``(point id, doc_id, raw managed values)`` a chunk."""
+        check_batch_size(batch_size)
+        scroll_filter: qe.Filter | None = None
+        if doc_ids is not None:
+            wanted = sorted(set(doc_ids))
+            if not wanted:
+                return
+            scroll_filter = self._doc_filter(wanted)
+        selector = qe.PayloadSelector.Include(self.keys.managed_paths())
+        prefix = self._prefix_parts
+        doc_name = self.keys.name("doc_id")
+        names = self._managed_names
+        absent = (None,) * len(names)
+        for points in self._pages(batch_size, selector, scroll_filter):
+            for point in points:
+                node: Any = point.payload or {}
+                for part in prefix:
+                    node = node.get(part) if isinstance(node, Mapping) else None
+                if not isinstance(node, Mapping):
+                    yield _our_id(point.id), None, absent
+                    continue
+                get = node.get
+                yield _our_id(point.id), get(doc_name), tuple([get(name) for name in names])
 
     def _pages(
         self, limit: int, selector: qe.PayloadSelector, scroll_filter: qe.Filter | None = None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.errors import CollectionMissing, IndexWriteError
-from reconciler.model import ChunkRecord, ChunkState, PayloadWrite
+from reconciler.model import MANAGED_KEYS, ChunkRecord, ChunkState, ManagedRow, PayloadWrite
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import check_batch_size, check_payload_index, facet_counts
 
@@ -85,6 +85,9 @@ class InMemoryChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ChunkState]:
         """Stream every chunk's id and identity/managed payload keys, ordered by id."""
+        return self._states(batch_size, doc_ids)
+
+    def _states(self, batch_size: int, doc_ids: Collection[str] | None) -> Iterator[ChunkState]:
         check_batch_size(batch_size)
         points = self._store()
         wanted = None if doc_ids is None else set(doc_ids)
@@ -102,6 +105,14 @@ class InMemoryChunkIndex:
                 chunk_id=payload.get("chunk_id"),
                 payload=payload,
             )
+
+    def scan_managed(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[ManagedRow]:
+        """The check's lean scan: ``(point id, doc_id, raw managed values)``, ordered by id."""
+        for state in self._states(batch_size, doc_ids):
+            payload = state.payload
+            yield state.point_id, state.doc_id, tuple(payload.get(key) for key in MANAGED_KEYS)
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""

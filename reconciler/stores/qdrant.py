@@ -29,7 +29,14 @@ from qdrant_client.http.exceptions import (
 )
 
 from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
-from reconciler.model import ALL_KEYS, ChunkRecord, ChunkState, PayloadWrite
+from reconciler.model import (
+    ALL_KEYS,
+    MANAGED_KEYS,
+    ChunkRecord,
+    ChunkState,
+    ManagedRow,
+    PayloadWrite,
+)
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import (
     PAYLOAD_SCHEMAS,
@@ -120,6 +127,9 @@ class QdrantChunkIndex:
         self._local = options.get("path") is not None or options.get("location") == ":memory:"
         self._where = "local mode" if self._local else _redacted_url(options)
         self._logical_by_path = {keys.path(key): key for key in ALL_KEYS}
+        self._prefix_parts = tuple(keys.prefix[:-1].split(".")) if keys.prefix else ()
+        self._managed_names = tuple(keys.name(key) for key in MANAGED_KEYS)
+        self._absent: tuple[Any, ...] = (None,) * len(MANAGED_KEYS)
 
     def __repr__(self) -> str:
         return f"QdrantChunkIndex(collection={self.collection!r}, at={self._where!r})"
@@ -144,6 +154,33 @@ class QdrantChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ChunkState]:
         """Stream every chunk's id and identity/managed payload keys (never vectors or text)."""
+        for points in self._pages(batch_size, doc_ids):
+            for point in points:
+                yield self._state(point)
+
+    def scan_managed(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[ManagedRow]:
+        """The check's lean scan: ``(point id, doc_id, raw managed values)`` a chunk."""
+        prefix = self._prefix_parts
+        doc_name = self.keys.name("doc_id")
+        names = self._managed_names
+        for points in self._pages(batch_size, doc_ids):
+            for point in points:
+                node: Any = point.payload or {}
+                for part in prefix:
+                    node = node.get(part) if isinstance(node, dict) else None
+                point_id = point.id if isinstance(point.id, int | str) else str(point.id)
+                if not isinstance(node, dict):
+                    yield point_id, None, self._absent
+                    continue
+                get = node.get
+                yield point_id, get(doc_name), tuple([get(name) for name in names])
+
+    def _pages(
+        self, batch_size: int, doc_ids: Collection[str] | None
+    ) -> Iterator[Sequence[models.Record]]:
+        """Payload-only scroll pages (identity and managed keys), under a doc_id filter."""
         check_batch_size(batch_size)
         scroll_filter: models.Filter | None = None
         if doc_ids is not None:
@@ -172,8 +209,7 @@ class QdrantChunkIndex:
 
         for page, points in enumerate(pages(fetch), start=1):
             log.debug("scroll %s page %d: %d point(s)", self.collection, page, len(points))
-            for point in points:
-                yield self._state(point)
+            yield points
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""

@@ -1,0 +1,289 @@
+"""The check's lean scan and compact state, and the applier writing by the ids the scan saw.
+
+Apply never scrolls the whole collection again: a document whose row stays is written by the
+ids of its chunks that differed; one whose row changes is selected through the doc_id filter;
+a scoped repair selects through the filter too. Batches hold whole documents, one
+``set_payloads`` call and one audit append each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acceptance_kit import Deployment
+
+from connectors.vault import VaultSource
+from reconciler.applying import Applier
+from reconciler.embedding import make_embedder
+from reconciler.engine import Guard, Options, Reconciler
+from reconciler.ingesting import Ingestor
+from reconciler.model import (
+    MANAGED_KEYS,
+    ChunkState,
+    Document,
+    ManagedRow,
+    PayloadWrite,
+    RunMode,
+    VersionState,
+)
+from reconciler.payload import payload_for
+from reconciler.stores.memory import InMemoryChunkIndex
+from reconciler.stores.sql import SqlDocumentTable
+from reconciler.views import ChunkTally, digest, expected_variant, fingerprint, normalize
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+FAMILIES = ("expenses", "travel", "leave", "vpn", "onboarding")
+
+
+class SpyIndex(InMemoryChunkIndex):
+    """Records how the collection is read and written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scrolls: list[frozenset[str] | None] = []
+        self.scans: list[frozenset[str] | None] = []
+        self.retrieved: list[int] = []
+        self.writes: list[list[PayloadWrite]] = []
+
+    def scroll(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[ChunkState]:
+        self.scrolls.append(None if doc_ids is None else frozenset(doc_ids))
+        return super().scroll(batch_size=batch_size, doc_ids=doc_ids)
+
+    def scan_managed(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[ManagedRow]:
+        self.scans.append(None if doc_ids is None else frozenset(doc_ids))
+        return super().scan_managed(batch_size=batch_size, doc_ids=doc_ids)
+
+    def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
+        self.retrieved.append(len(point_ids))
+        return super().retrieve(point_ids)
+
+    def set_payloads(self, writes: Sequence[PayloadWrite], *, batch_size: int = 256) -> int:
+        self.writes.append(list(writes))
+        return super().set_payloads(writes, batch_size=batch_size)
+
+    def reset(self) -> None:
+        self.scrolls, self.scans, self.retrieved, self.writes = [], [], [], []
+
+
+@dataclasses.dataclass
+class World:
+    table: SqlDocumentTable
+    index: SpyIndex
+    sources: list[VaultSource]
+
+    def engine(self) -> Reconciler:
+        return Reconciler(table=self.table, index=self.index, sources=self.sources)
+
+    def run(self, mode: str, **options: Any) -> Any:
+        options.setdefault("guard", Guard(max_changed_fraction=1.0))
+        return self.engine().run(Options(mode=RunMode(mode), now=NOW, **options))
+
+    def drift_payload(self, doc_id: str, **payload: Any) -> list[str | int]:
+        ids = [c.point_id for c in self.index.scroll() if c.doc_id == doc_id]
+        self.index.set_payloads([PayloadWrite(tuple(ids), payload)])
+        return ids
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    deploy = Deployment(tmp_path)
+    for name in FAMILIES:
+        deploy.family(name, 2)
+    table = SqlDocumentTable.from_url(f"sqlite:///{tmp_path / 'byid.db'}")
+    table.ensure_schema(create=True)
+    index = SpyIndex()
+    sources = [VaultSource("hb", deploy.vault)]
+    Ingestor(table=table, index=index, embedder=make_embedder("hashing", dim=16, model="")).run(
+        sources
+    )
+    try:
+        yield World(table, index, sources)
+    finally:
+        table.close()
+
+
+def _audit_payload_entries(table: SqlDocumentTable, run_id: str) -> list[Any]:
+    entries, _hashes = table.run_entries_with_hashes(run_id)
+    return [e for e in entries if e.target_type == "payload"]
+
+
+def test_payload_drift_is_written_by_the_ids_the_check_saw(world: World) -> None:
+    drifted = world.drift_payload("hb:expenses-v1", version_state="current")
+    world.drift_payload("hb:travel-v1", version_state="current")
+    world.index.reset()
+
+    report = world.run("apply")
+
+    assert report.applied is not None
+    assert report.applied.points == 2 * len(drifted)
+    # One scan (the check's lean one), no second scroll at all: the points were re-read by id.
+    assert world.index.scans == [None]
+    assert world.index.scrolls == []
+    assert sum(world.index.retrieved) == 2 * len(drifted)
+    # Whole documents in one call; one intent entry per document.
+    assert len(world.index.writes) == 1
+    assert {w.doc_id for w in world.index.writes[0]} == {"hb:expenses-v1", "hb:travel-v1"}
+    intents = _audit_payload_entries(world.table, report.run_id)
+    assert sorted(e.target for e in intents) == ["hb:expenses-v1", "hb:travel-v1"]
+    assert sorted(map(str, intents[0].before["points"] + intents[1].before["points"])) == sorted(
+        str(p) for p in world.index.writes[0][0].point_ids + world.index.writes[0][1].point_ids
+    )
+    assert not world.run("check").findings
+
+
+def test_a_row_change_selects_its_points_through_the_doc_id_filter(world: World) -> None:
+    row = world.table.get_documents(["hb:travel-v2"])["hb:travel-v2"]
+    retired = dataclasses.replace(row, version_state=VersionState.RETIRED)
+    world.table.upsert_documents([retired])
+    world.drift_payload("hb:travel-v2", **payload_for(retired))  # chunks agree with the row
+    world.index.reset()
+
+    report = world.run("apply")
+
+    assert report.applied is not None
+    assert report.applied.rows == 1
+    assert report.applied.points == 2
+    assert world.index.scans == [None]
+    # The chunks matched the old row, so the scan kept no ids: the filter selects them.
+    assert world.index.scrolls == [frozenset({"hb:travel-v2"})]
+    assert not world.run("check").findings
+
+
+def test_repair_of_one_document_never_scans_the_collection(world: World) -> None:
+    world.drift_payload("hb:expenses-v1", version_state="current")
+    world.drift_payload("hb:travel-v1", version_state="current")
+    world.index.reset()
+
+    report = world.run("repair", doc_id="hb:expenses-v1")
+
+    family = {d.doc_id for d in world.table.iter_documents(families=["hb:expenses"])}
+    assert world.index.scans == [frozenset(family)]
+    assert None not in world.index.scrolls
+    assert report.applied is not None
+    assert report.applied.payload_writes == 1
+    remaining = {f.doc_id for f in world.run("check").findings}
+    assert "hb:expenses-v1" not in remaining
+    assert "hb:travel-v1" in remaining
+
+
+def test_too_many_mismatches_to_keep_fall_back_to_the_filter_and_converge(world: World) -> None:
+    world.drift_payload("hb:expenses-v1", version_state="current")
+    world.drift_payload("hb:travel-v1", version_state="current")
+    world.index.reset()
+
+    report = world.run("apply", keep_ids=1)
+
+    assert report.applied is not None
+    assert report.applied.payload_writes == 2
+    assert None not in world.index.scrolls
+    assert set().union(*(s for s in world.index.scrolls if s)) == {
+        "hb:expenses-v1",
+        "hb:travel-v1",
+    }
+    assert not world.run("check").findings
+
+
+def test_a_point_repaired_since_the_scan_is_not_written_again(world: World) -> None:
+    ids = world.drift_payload("hb:expenses-v1", version_state="current")
+    engine = world.engine()
+    options = Options(mode=RunMode.APPLY, now=NOW, guard=Guard(max_changed_fraction=1.0))
+    sources = engine.read_sources(options, NOW)
+    scan = engine.scan(options, None)
+    # Someone fixes one chunk between the scan and the write.
+    row = world.table.get_documents(["hb:expenses-v1"])["hb:expenses-v1"]
+    world.index.set_payloads([PayloadWrite((ids[0],), payload_for(row))])
+    assessment = engine.assess(options, NOW, sources, scan)
+
+    applier = Applier(table=world.table, index=world.index, run_id="r", actor="test")
+    world.table.start_run(mode=RunMode.APPLY, actor="test", run_id="r")
+    result = applier.apply(assessment.plan, now=NOW, located=scan.chunks)
+
+    assert result.points == len(ids) - 1
+
+
+# -- the compact state --------------------------------------------------------------------
+
+
+def _row() -> Document:
+    return Document(
+        doc_id="hb:a",
+        source="hb",
+        source_key="a",
+        doc_family_id="hb:a",
+        doc_version=1,
+        version_state=VersionState.CURRENT,
+        effective_from=datetime(2024, 1, 1, tzinfo=UTC),
+        doc_class="policy",
+    )
+
+
+def _values(**changes: Any) -> tuple[Any, ...]:
+    payload = {**payload_for(_row()), **changes}
+    return tuple(payload.get(key) for key in MANAGED_KEYS)
+
+
+@pytest.mark.parametrize(
+    ("changes", "matches"),
+    [
+        ({}, True),
+        ({"doc_version": 1.0}, True),  # normalised: the same meaning
+        ({"effective_from": "2024-01-01T00:00:00+00:00"}, True),  # the same instant
+        ({"quarantined": 0}, False),  # 0 == False in Python, not in a payload
+        ({"doc_version": True}, False),
+        ({"version_state": "superseded"}, False),
+        ({"doc_class": ["policy"]}, False),  # unhashable as stored
+        ({"doc_class": {"a": 1}}, False),
+    ],
+)
+def test_the_tally_matches_exactly_what_normalize_matches(
+    changes: dict[str, Any], matches: bool
+) -> None:
+    tally = ChunkTally()
+    tally.expect("hb:a", expected_variant(_row()))
+    values = _values(**changes)
+
+    if isinstance(changes.get("doc_class"), dict):
+        with pytest.raises(TypeError):  # as before: such a variant cannot be tallied
+            tally.add("p1", "hb:a", values)
+        return
+    tally.add("p1", "hb:a", values)
+
+    aggregate = tally["hb:a"]
+    assert (aggregate.count, aggregate.matching) == (1, int(matches))
+    assert tally.mismatching_ids("hb:a") == ([] if matches else ["p1"])
+    # The same verdict as the digest of the normalised payload the engine compared before.
+    variant = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
+    assert (digest(variant) == digest(expected_variant(_row()))) == matches
+
+
+def test_the_tally_is_the_mapping_scan_chunks_always_was() -> None:
+    tally = ChunkTally()
+    tally.expect("hb:a", expected_variant(_row()))
+    tally.expect("hb:b", expected_variant(_row()))
+    tally.add("p1", "hb:a", _values())
+    tally.add("p2", "hb:a", _values(version_state="superseded"))
+    tally.add("p3", None, _values())
+    tally.add("p4", "hb:ghost", _values())
+
+    assert set(tally) == {"hb:a", None, "hb:ghost"}  # hb:b has no chunk
+    assert len(tally) == 3
+    assert "hb:b" not in tally
+    assert "hb:b" in tally.expected
+    assert tally["hb:a"].count == 2
+    assert tally["hb:a"].drifted == 1
+    assert tally[None].count == 1
+    assert tally["hb:ghost"].variants
+    assert tally.mismatching_ids(None) == ["p3"]
+    assert tally.mismatching_ids("hb:ghost") == ["p4"]
+    assert fingerprint(_values()) == fingerprint(_values())
+    with pytest.raises(KeyError):
+        tally["hb:b"]
