@@ -590,7 +590,12 @@ def run(
 
 
 @cli.command()
-@click.option("--family", "family", help="Repair this family (doc_family_id).")
+@click.option(
+    "--family",
+    "families",
+    multiple=True,
+    help="Repair this family (doc_family_id); repeat it to repair several in one run.",
+)
 @click.option("--doc", "doc_id", help="Repair this document (doc_id).")
 @click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
 @click.option("--now", callback=_instant, metavar="ISO-8601", help="Evaluate as of this instant.")
@@ -599,25 +604,27 @@ def run(
 @click.pass_obj
 def repair(
     obj: CliState,
-    family: str | None,
+    families: tuple[str, ...],
     doc_id: str | None,
     dry_run: bool,
     now: datetime | None,
     force: bool,
 ) -> None:
-    """On-demand repair of one family or one document (all checks, scoped).
+    """On-demand repair of families or of one document (all checks, scoped).
 
-    The blast-radius fraction does not apply to a scoped repair; the empty-source rule does.
+    Only the scoped documents' points are read (through the doc_id filter), never the whole
+    collection. The blast-radius fraction does not apply to a scoped repair; the empty-source
+    rule does.
     """
-    if bool(family) == bool(doc_id):
-        raise click.UsageError("give exactly one of --family or --doc")
+    if bool(families) == bool(doc_id):
+        raise click.UsageError("give exactly one of --family or --doc (--family may be repeated)")
     report = _reconcile(
         obj,
         "plan" if dry_run else "repair",
         now=now,
         force=force,
         actor="repair",
-        families=[family] if family else None,
+        families=list(families) or None,
         doc_id=doc_id,
     )
     _exit(report, writing=not dry_run)

@@ -401,6 +401,36 @@ def test_repair_fixes_only_its_scope(deploy: Deployment) -> None:
         assert "exactly one of --family or --doc" in result.output
 
 
+def test_one_repair_run_covers_several_families_and_nothing_else(deploy: Deployment) -> None:
+    drifted_corpus(deploy)
+    points_before = deploy.points()
+    rows_before = deploy.rows()
+
+    code, data = deploy.json("repair", "--family", "hb:expenses", "--family", "hb:policy")
+    assert code == 0
+    assert {f["family"] for f in data["findings"]} == {"hb:expenses", "hb:policy"}
+    rows = deploy.rows()
+    assert {k for k in rows if rows[k] != rows_before[k]} == {"hb:expenses-v1", "hb:policy-v1"}
+    after = deploy.points()
+    changed = {
+        after.payloads[p]["doc_id"]
+        for p in after.payloads
+        if after.payloads[p] != points_before.payloads[p]
+    }
+    assert changed == {"hb:expenses-v1", "hb:policy-v1"}
+    # One run did it, and the rest of the corpus is still there to be found.
+    assert [r["mode"] for r in deploy.dump()["runs"].values()].count("repair") == 1
+    code, data = deploy.json("check")
+    remaining = {f["doc_id"] for f in data["findings"]}
+    assert remaining >= {"hb:handbook-v1", "hb:guide-v1"}
+    assert not remaining & {"hb:expenses-v1", "hb:policy-v1"}
+    # An unknown family among known ones refuses the whole run: nothing is written.
+    result = deploy.cli("repair", "--family", "hb:handbook", "--family", "hb:nope")
+    assert result.exit_code == 1
+    assert "hb:nope" in result.output
+    assert deploy.rows() == rows
+
+
 def test_json_output_has_exactly_the_documented_keys(deploy: Deployment) -> None:
     drifted_corpus(deploy)
     # Exit codes too: drift found (2) by check/plan; applied (0); drift left that waits on
