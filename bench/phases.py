@@ -47,7 +47,18 @@ SCROLL_BATCH = 1000
 #: Families written per build batch (rows + points), so the build streams too.
 BUILD_FAMILIES = 100
 
-PHASES = ("build", "drift", "scroll", "check", "apply", "verify", "repair", "embed", "langchain")
+PHASES = (
+    "build",
+    "drift",
+    "scroll",
+    "check",
+    "apply",
+    "verify",
+    "repair",
+    "repair-all",
+    "embed",
+    "langchain",
+)
 #: Index engines the bench can run on (``[index] engine`` in the settings).
 ENGINES = ("local", "edge")
 #: Documents repaired one ``repair --doc`` run each in the ``repair`` phase (local mode
@@ -363,11 +374,31 @@ def measure(
                 chunks=written,
                 **clock.as_dict(),
             )
+        elif phase == "repair-all":
+            # ``reconciler repair --family F1 --family F2 ...``: one scoped run over the
+            # families of every drifted document; its points through the doc_id filter.
+            targets = drift_targets(layout, docs)
+            families = frozenset(target.split(":", 1)[1].split("/", 1)[0] for target in targets)
+            options = Options(
+                mode=RunMode.REPAIR, checks=CHECKS, now=NOW, actor="cli", families=families
+            )
+            with ApplyTimer() as proper:
+                report = clock.time(lambda: stores.engine().run(options))
+            applied = report.applied.counts() if report.applied else {}
+            result.update(
+                repaired_docs=len({t.doc_id for t in report.plan.payload_targets}),
+                families=len(families),
+                points_written=int(applied.get("points", 0)),
+                repair_seconds=proper.wall,
+                repair_cpu_seconds=proper.cpu,
+                chunks=report.chunks_scanned,
+                **clock.as_dict(),
+            )
         else:
             raise ValueError(f"unknown phase {phase!r}")
         result["peak_phase"] = memory.peak()
         result["peak"] = max(result["peak_open"], result["peak_phase"])
-        if phase not in ("apply", "repair"):
+        if phase not in ("apply", "repair", "repair-all"):
             result["heap_peak"] = _heap_peak(action)
         if profile and phase in ("scroll", "check"):
             result["profile"] = _profile(action)
