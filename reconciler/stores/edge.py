@@ -159,15 +159,7 @@ class EdgeChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ChunkState]:
         """Stream every chunk's id and identity/managed payload keys (never vectors or text)."""
-        check_batch_size(batch_size)
-        scroll_filter: qe.Filter | None = None
-        if doc_ids is not None:
-            wanted = sorted(set(doc_ids))
-            if not wanted:
-                return
-            scroll_filter = self._doc_filter(wanted)
-        selector = qe.PayloadSelector.Include(self.keys.managed_paths())
-        for page, points in enumerate(self._pages(batch_size, selector, scroll_filter), start=1):
+        for page, points in enumerate(self._managed_pages(batch_size, doc_ids), start=1):
             log.debug("edge scroll %s page %d: %d point(s)", self.path, page, len(points))
             for point in points:
                 yield self._state(point.id, point.payload)
@@ -176,19 +168,11 @@ class EdgeChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ManagedRow]:
         """The check's lean scan: ``(point id, doc_id, raw managed values)`` a chunk."""
-        check_batch_size(batch_size)
-        scroll_filter: qe.Filter | None = None
-        if doc_ids is not None:
-            wanted = sorted(set(doc_ids))
-            if not wanted:
-                return
-            scroll_filter = self._doc_filter(wanted)
-        selector = qe.PayloadSelector.Include(self.keys.managed_paths())
         prefix = self._prefix_parts
         doc_name = self.keys.name("doc_id")
         names = self._managed_names
         absent = (None,) * len(names)
-        for points in self._pages(batch_size, selector, scroll_filter):
+        for points in self._managed_pages(batch_size, doc_ids):
             for point in points:
                 node: Any = point.payload or {}
                 for part in prefix:
@@ -198,6 +182,20 @@ class EdgeChunkIndex:
                     continue
                 get = node.get
                 yield _our_id(point.id), get(doc_name), tuple([get(name) for name in names])
+
+    def _managed_pages(
+        self, batch_size: int, doc_ids: Collection[str] | None
+    ) -> Iterator[Sequence[qe.Record]]:
+        """Payload-only scroll pages (identity and managed keys), under a doc_id filter."""
+        check_batch_size(batch_size)
+        scroll_filter: qe.Filter | None = None
+        if doc_ids is not None:
+            wanted = sorted(set(doc_ids))
+            if not wanted:
+                return
+            scroll_filter = self._doc_filter(wanted)
+        selector = qe.PayloadSelector.Include(self.keys.managed_paths())
+        yield from self._pages(batch_size, selector, scroll_filter)
 
     def _pages(
         self, limit: int, selector: qe.PayloadSelector, scroll_filter: qe.Filter | None = None
