@@ -73,9 +73,19 @@ class Layout:
         return str(self.root / "qdrant")
 
 
+def family_id(family: int) -> str:
+    """The ``doc_family_id`` of one family."""
+    return f"fam{family:06d}"
+
+
 def doc_id(family: int, version: int) -> str:
     """The id of one version of one family."""
-    return f"{SOURCE}:fam{family:06d}/v{version}"
+    return f"{SOURCE}:{family_id(family)}/v{version}"
+
+
+def family_of(doc: str) -> str:
+    """The ``doc_family_id`` of a document of the corpus (``doc_id``'s inverse)."""
+    return doc.removeprefix(f"{SOURCE}:").split("/", 1)[0]
 
 
 def documents(layout: Layout) -> Iterator[Document]:
@@ -88,8 +98,8 @@ def documents(layout: Layout) -> Iterator[Document]:
             yield Document(
                 doc_id=doc_id(family, version),
                 source=SOURCE,
-                source_key=f"fam{family:06d}/v{version}",
-                doc_family_id=f"fam{family:06d}",
+                source_key=f"{family_id(family)}/v{version}",
+                doc_family_id=family_id(family),
                 doc_version=version,
                 version_state=VersionState.CURRENT if last else VersionState.SUPERSEDED,
                 effective_from=begins,

@@ -28,7 +28,16 @@ from typing import Any
 from qdrant_client import models
 
 from bench import memory
-from bench.corpus import COLLECTION, VERSIONS, Layout, chunk_ids, chunks, documents, drift_targets
+from bench.corpus import (
+    COLLECTION,
+    VERSIONS,
+    Layout,
+    chunk_ids,
+    chunks,
+    documents,
+    drift_targets,
+    family_of,
+)
 from reconciler.applying import Applier
 from reconciler.checks.index import REQUIRED_INDEXES
 from reconciler.engine import Guard, Options, Reconciler, Report
@@ -378,7 +387,7 @@ def measure(
             # ``reconciler repair --family F1 --family F2 ...``: one scoped run over the
             # families of every drifted document; its points through the doc_id filter.
             targets = drift_targets(layout, docs)
-            families = frozenset(target.split(":", 1)[1].split("/", 1)[0] for target in targets)
+            families = frozenset(family_of(target) for target in targets)
             options = Options(
                 mode=RunMode.REPAIR, checks=CHECKS, now=NOW, actor="cli", families=families
             )
