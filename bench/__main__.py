@@ -226,6 +226,12 @@ def row(
         versus = f"{cpu / result['scroll_cpu_seconds']:.2f}x"
         overhead = (cpu - result["scroll_cpu_seconds"]) / max(scanned, 1) * 1e6
         text += f"; engine overhead {overhead:.1f} µs CPU/chunk"
+        if result.get("read_scroll_cpu_seconds"):
+            text += (
+                f"; {cpu / result['read_scroll_cpu_seconds']:.2f}x CPU (wall "
+                f"{seconds / result['read_scroll_seconds']:.2f}x) a bare scroll that also takes "
+                f"each point's payload ({result['read_scroll_cpu_seconds']:.2f} s CPU)"
+            )
         if result.get("scroll_heap_peak") is not None and result.get("heap_peak") is not None:
             own = (result["heap_peak"] - result["scroll_heap_peak"]) * 1024 * 1024
             text += (

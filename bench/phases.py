@@ -167,10 +167,11 @@ def _heap_peak(action: Callable[[], Any]) -> float:
         tracemalloc.stop()
 
 
-def _bare_scroll(index: Any) -> int:
-    """Payload-only scroll of the whole collection, as the engine's scan asks for it."""
+def _bare_scroll(index: Any, *, read: bool = False) -> int:
+    """Payload-only scroll of the whole collection, as the engine's scan asks for it
+    (``read``: and take each point's payload, which Qdrant Edge builds only when asked)."""
     if not isinstance(index, QdrantChunkIndex):
-        return _bare_edge_scroll(index)
+        return _bare_edge_scroll(index, read=read)
     client = index.client
     selector = models.PayloadSelectorInclude(include=index.keys.managed_paths())
     offset: models.ExtendedPointId | None = None
@@ -184,11 +185,14 @@ def _bare_scroll(index: Any) -> int:
             with_vectors=False,
         )
         seen += len(points)
+        if read:
+            for point in points:
+                _ = point.payload
         if offset is None:
             return seen
 
 
-def _bare_edge_scroll(index: Any) -> int:
+def _bare_edge_scroll(index: Any, *, read: bool = False) -> int:
     """The same on a Qdrant Edge shard (its own scroll request, no adapter in between)."""
     import qdrant_edge as qe  # noqa: PLC0415 - the edge extra
 
@@ -201,6 +205,9 @@ def _bare_edge_scroll(index: Any) -> int:
         )
         points, offset = index.shard.scroll(request)
         seen += len(points)
+        if read:
+            for point in points:
+                _ = point.payload
         if offset is None:
             return seen
 
@@ -327,10 +334,11 @@ def measure(
             # Interleaved with a bare scroll in the same process, so that load from other
             # processes hits both sides of the ratio alike.
             action = lambda: _run(stores, "check")  # noqa: E731
-            scroll = Clock()
+            scroll, reading = Clock(), Clock()
             report: Report | None = None
             for _ in range(max(repeat, 1)):
                 scroll.time(lambda: _bare_scroll(stores.index))
+                reading.time(lambda: _bare_scroll(stores.index, read=True))
                 report = clock.time(action)
             assert report is not None
             # The engine's own heap: the check's tracemalloc peak above the bare scroll's (the
@@ -345,6 +353,7 @@ def measure(
                 check_seconds=dict(getattr(report, "timings", {})),
                 **clock.as_dict(),
                 **scroll.as_dict("scroll_"),
+                **reading.as_dict("read_scroll_"),
             )
         elif phase == "apply":
             action = lambda: _run(stores, "apply", Guard(max_changed_fraction=1.0))  # noqa: E731

@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
@@ -43,6 +43,7 @@ from reconciler.model import (
     SourceSnapshot,
     VersionState,
 )
+from reconciler.payload import payload_values
 from reconciler.planning import (
     Plan,
     as_planned,
@@ -56,14 +57,8 @@ from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.runs import error_text
 from reconciler.screening import screen
 from reconciler.sharding import Shard
-from reconciler.views import (
-    CheckContext,
-    ChunkTally,
-    FamilyView,
-    SourceState,
-    expected_variant,
-    fingerprint,
-)
+from reconciler.tally import ChunkTally, Registered
+from reconciler.views import CheckContext, ChunkAggregate, FamilyView, SourceState
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +151,8 @@ class Scan:
 
     #: The families in scope (``None``: every family of the shard).
     scope: frozenset[str] | None
-    #: The doc id of every row in scope.
-    expected: Collection[str]
+    #: The doc id of every row in scope (membership and size; the ids are not kept).
+    expected: Registered
     #: doc_id -> its chunks (``None``: chunks without a doc_id), folded compactly: the
     #: tally also holds the ids of the chunks that differed, for the applier.
     chunks: ChunkTally
@@ -568,52 +563,56 @@ class Reconciler:
     def scan(self, options: Options, scope: frozenset[str] | None) -> Scan:
         """Fingerprint every row's expected payload, then fold the collection per document.
 
-        The table is streamed once here (and once more, family by family, by ``assess``);
-        the collection once. Memory holds a fingerprint and a ``ChunkAggregate`` a document.
+        The table is streamed once here, lean (``iter_managed_columns``: no ``Document``), and
+        once more, family by family, by ``assess``; the collection once, a page at a time.
+        Memory holds 28 bytes a document (``ChunkTally``).
         """
         tally = ChunkTally(keep_ids=options.keep_ids)
         families = 0
         rows_by_source: dict[str, int] = defaultdict(int)
         last_family = None
-        for row in self._rows(options, scope):
-            tally.expect(row.doc_id, expected_variant(row))
-            if row.version_state is not VersionState.RETIRED:  # what the source should still hold
+        in_scope: list[str] = []
+        owns = options.shard.owns
+        retired = str(VersionState.RETIRED)
+        for row in self.table.iter_managed_columns(
+            batch_size=options.table_batch,
+            families=list(scope) if scope is not None else None,
+        ):
+            if not owns(row.doc_family_id):
+                continue
+            tally.expect(row.doc_id, payload_values(row))
+            if scope is not None:
+                in_scope.append(row.doc_id)
+            if row.version_state != retired:  # what the source should still hold
                 rows_by_source[row.source] += 1
             if row.doc_family_id != last_family:
                 families += 1
                 last_family = row.doc_family_id
+        tally.seal()
 
         scanned = 0
-        doc_filter = list(tally.expected) if scope is not None else None
-        if scope is None or doc_filter:
-            # The hot path, inlined: a chunk written from payload_for carries exactly the
-            # row's values, so one hash of the raw tuple settles it (ChunkTally.add is the
-            # same rule); only a mismatch pays for normalising (dates parsed).
-            slots, fingerprints, counts, matching = tally.hot_state()
-            owns = options.shard.owns
-            progress, every = self.progress, options.scroll_batch
+        if scope is None or in_scope:
             family_at = MANAGED_KEYS.index("doc_family_id")
-            for point_id, doc_id, values in self.index.scan_managed(
-                batch_size=options.scroll_batch, doc_ids=doc_filter
+
+            def owned(values: tuple[Any, ...]) -> bool:
+                family = values[family_at]
+                return owns(family if isinstance(family, str) else None)
+
+            progress, every, shown = self.progress, options.scroll_batch, 0
+            for page in self.index.scan_managed(
+                batch_size=options.scroll_batch, doc_ids=in_scope if scope is not None else None
             ):
-                scanned += 1
-                if progress is not None and scanned % every == 0:
+                # A chunk written from payload_for carries exactly the row's values, so one
+                # hash of the raw tuple settles it, a page at a time; only a mismatch pays for
+                # normalising (dates parsed).
+                tally.add_page(page, owned)
+                scanned += len(page)
+                if progress is not None and scanned - shown >= every:
                     progress("scanned", scanned)
-                slot = slots.get(doc_id) if isinstance(doc_id, str) else None
-                if slot is not None:
-                    if fingerprint(values) == fingerprints[slot]:
-                        counts[slot] += 1
-                        matching[slot] += 1
-                        continue
-                else:
-                    family = values[family_at]
-                    if not owns(family if isinstance(family, str) else None):
-                        continue
-                tally.mismatch(point_id, doc_id, slot, values)
-            tally.chunks = scanned
+                    shown = scanned
         return Scan(
             scope=scope,
-            expected=tally.expected,
+            expected=tally.registered,
             chunks=tally,
             totals=Totals(families=families, rows_by_source=dict(rows_by_source), chunks=scanned),
         )
@@ -736,9 +735,20 @@ class Reconciler:
             for doc in by_id.values()
             if doc.superseded_by and doc.superseded_by in sources.by_id
         }
-        named = {d.superseded_by for d in by_id.values()} | {r.superseded_by for r in rows}
-        outside = [d for d in named if d is not None and d not in scan.expected]
+        named = {
+            d
+            for d in [*(s.superseded_by for s in by_id.values()), *(r.superseded_by for r in rows)]
+            if d is not None
+        }
+        own = {r.doc_id for r in rows}
+        # A row of this family is registered; another is looked for in the scan, then the table.
+        outside = {d for d in named if d not in own and d not in scan.expected}
         found = self.table.get_documents(outside) if outside else {}
+        chunks: dict[str, ChunkAggregate] = {}
+        for row in rows:
+            aggregate = scan.chunks.get(row.doc_id)
+            if aggregate is not None:
+                chunks[row.doc_id] = aggregate
         return FamilyView(
             family=family,
             rows=rows,
@@ -746,10 +756,8 @@ class Reconciler:
             successors=successors,
             problems={d: sources.problems[d] for d in members if d in sources.problems},
             last_seen={d: sources.last_seen[d] for d in members if d in sources.last_seen},
-            chunks={r.doc_id: scan.chunks[r.doc_id] for r in rows if r.doc_id in scan.chunks},
-            registered=frozenset(
-                d for d in named if d is not None and (d in scan.expected or d in found)
-            ),
+            chunks=chunks,
+            registered=frozenset(d for d in named if d not in outside or d in found),
         )
 
     # -- stage 5: apply and record -----------------------------------------------------------

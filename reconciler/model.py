@@ -8,10 +8,10 @@ planner consume them; so the logic is tested with plain data.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 #: ``effective_to`` of an open-ended version. Always written, never null or absent: absent keys
 #: do not match range filters in most stores.
@@ -30,6 +30,14 @@ class VersionState(enum.StrEnum):
     DRAFT = "draft"
     RETIRED = "retired"
     UNKNOWN = "unknown"
+
+
+def state_of(value: str) -> VersionState:
+    """A stored ``version_state`` as a state; anything unrecognised reads as ``unknown``."""
+    try:
+        return VersionState(value)
+    except ValueError:
+        return VersionState.UNKNOWN
 
 
 class RunMode(enum.StrEnum):
@@ -238,6 +246,56 @@ class ChunkState:
 #: ``ChunkState``: the check's hot path compares these raw values and normalises only on a
 #: mismatch.
 ManagedRow = tuple[str | int, Any, tuple[Any, ...]]
+
+
+class ManagedPage:
+    """One page of the check's lean scan, column-wise: for each chunk its ``doc_id`` as stored
+    and the raw stored values of ``MANAGED_KEYS`` in that order (an absent key as ``None``).
+
+    Point ids are converted only when asked for (``point_id(i)``): the check needs the id of
+    a chunk only when its values differ from its row's, which is rare.
+    """
+
+    __slots__ = ("_point_id", "doc_ids", "values")
+
+    def __init__(
+        self,
+        doc_ids: Sequence[Any],
+        values: Sequence[tuple[Any, ...]],
+        point_id: Callable[[int], str | int],
+    ) -> None:
+        self.doc_ids = doc_ids
+        self.values = values
+        self._point_id = point_id
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def point_id(self, index: int) -> str | int:
+        """The id of the ``index``-th chunk of the page (an int, or a UUID's string)."""
+        return self._point_id(index)
+
+    def rows(self) -> Iterator[ManagedRow]:
+        """The page chunk by chunk: ``(point id, doc_id, values)``."""
+        for index, (doc_id, values) in enumerate(zip(self.doc_ids, self.values, strict=True)):
+            yield self._point_id(index), doc_id, values
+
+
+class ManagedColumns(NamedTuple):
+    """A row's identity and the columns its managed payload is derived from (the check's
+    lean first pass over the table: no ``Document`` built, ``version_state`` as stored)."""
+
+    doc_id: str
+    source: str
+    doc_family_id: str
+    doc_version: int
+    version_state: str
+    superseded_by: str | None
+    effective_from: datetime | None
+    effective_to: datetime | None
+    doc_class: str | None
+    quarantined: bool
+    quarantine_reason: str | None
 
 
 @dataclass(frozen=True, slots=True)

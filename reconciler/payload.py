@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from reconciler.model import (
@@ -17,23 +18,39 @@ from reconciler.model import (
     OPEN_END,
     OPEN_START,
     Document,
+    ManagedColumns,
     rfc3339,
+    state_of,
 )
 
 
 def payload_for(document: Document) -> dict[str, Any]:
     """Return the managed payload (logical key names) every chunk of ``document`` must carry."""
-    return {
-        "doc_family_id": document.doc_family_id,
-        "doc_version": int(document.doc_version),
-        "version_state": str(document.version_state),
-        "superseded_by": document.superseded_by,
-        "effective_from": rfc3339(document.effective_from or OPEN_START),
-        "effective_to": rfc3339(document.effective_to or OPEN_END),
-        "doc_class": document.doc_class,
-        "quarantined": bool(document.quarantined),
-        "quarantine_reason": document.quarantine_reason,
-    }
+    return dict(zip(MANAGED_KEYS, payload_values(document), strict=True))
+
+
+def payload_values(row: Document | ManagedColumns) -> tuple[Any, ...]:
+    """The values of ``payload_for`` in ``MANAGED_KEYS`` order, from a document or from its
+    row's columns as stored (the check's lean pass): one derivation for both."""
+    return (
+        row.doc_family_id,
+        int(row.doc_version),
+        str(state_of(row.version_state)),
+        row.superseded_by,
+        rfc3339(row.effective_from or OPEN_START),
+        _end_text(row.effective_to or OPEN_END),
+        row.doc_class,
+        bool(row.quarantined),
+        row.quarantine_reason,
+    )
+
+
+_OPEN_END_TEXT = rfc3339(OPEN_END)
+
+
+def _end_text(value: datetime) -> str:
+    # Most versions are open-ended: their end is spelt once.
+    return _OPEN_END_TEXT if value == OPEN_END else rfc3339(value)
 
 
 def chunk_payload(document: Document, *, chunk_id: str) -> dict[str, Any]:

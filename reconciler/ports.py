@@ -20,7 +20,8 @@ from reconciler.model import (
     ChunkRecord,
     ChunkState,
     Document,
-    ManagedRow,
+    ManagedColumns,
+    ManagedPage,
     PayloadWrite,
     ReingestRequest,
     RowChange,
@@ -59,12 +60,14 @@ class ChunkIndex(Protocol):
 
     def scan_managed(
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
-    ) -> Iterator[ManagedRow]:
-        """The check's lean scan: ``(point id, doc_id, raw managed values)`` for every chunk
-        (only those of ``doc_ids`` when given), in the order and with the filter of ``scroll``.
+    ) -> Iterator[ManagedPage]:
+        """The check's lean scan, a page at a time: each chunk's doc_id and raw managed values
+        (only the chunks of ``doc_ids`` when given), in the order and with the filter of
+        ``scroll``; ``ManagedPage.rows()`` gives ``(point id, doc_id, values)`` a chunk.
 
         The values are the stored ones, in ``MANAGED_KEYS`` order, an absent key as ``None``;
-        nothing is normalised and no per-chunk dict or ``ChunkState`` is built.
+        nothing is normalised, no per-chunk dict or ``ChunkState`` is built, and point ids
+        are converted only when asked for.
         """
         ...
 
@@ -211,6 +214,13 @@ class DocumentRows(Protocol):
         doc_ids: Sequence[str] | None = None,
     ) -> Iterator[Document]:
         """Stream documents ordered by family and version (never all at once)."""
+        ...
+
+    def iter_managed_columns(
+        self, *, batch_size: int = 1000, families: Sequence[str] | None = None
+    ) -> Iterator[ManagedColumns]:
+        """Stream each row's identity and the columns its payload derives from, in the order
+        of ``iter_documents`` (the check's first pass: no ``Document`` is built)."""
         ...
 
     def has_family(self, family: str) -> bool:

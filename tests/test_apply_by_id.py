@@ -26,15 +26,16 @@ from reconciler.model import (
     MANAGED_KEYS,
     ChunkState,
     Document,
-    ManagedRow,
+    ManagedPage,
     PayloadWrite,
     RunMode,
     VersionState,
 )
-from reconciler.payload import payload_for
+from reconciler.payload import payload_for, payload_values
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.views import ChunkTally, digest, expected_variant, fingerprint, normalize
+from reconciler.tally import ChunkTally
+from reconciler.views import digest, expected_variant, fingerprint, normalize
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 FAMILIES = ("expenses", "travel", "leave", "vpn", "onboarding")
@@ -58,7 +59,7 @@ class SpyIndex(InMemoryChunkIndex):
 
     def scan_managed(
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
-    ) -> Iterator[ManagedRow]:
+    ) -> Iterator[ManagedPage]:
         self.scans.append(None if doc_ids is None else frozenset(doc_ids))
         return super().scan_managed(batch_size=batch_size, doc_ids=doc_ids)
 
@@ -248,7 +249,7 @@ def test_the_tally_matches_exactly_what_normalize_matches(
     changes: dict[str, Any], matches: bool
 ) -> None:
     tally = ChunkTally()
-    tally.expect("hb:a", expected_variant(_row()))
+    tally.expect("hb:a", payload_values(_row()))
     values = _values(**changes)
 
     if isinstance(changes.get("doc_class"), dict):
@@ -265,25 +266,30 @@ def test_the_tally_matches_exactly_what_normalize_matches(
     assert (digest(variant) == digest(expected_variant(_row()))) == matches
 
 
-def test_the_tally_is_the_mapping_scan_chunks_always_was() -> None:
+def test_the_tally_reads_as_scan_chunks_always_did() -> None:
     tally = ChunkTally()
-    tally.expect("hb:a", expected_variant(_row()))
-    tally.expect("hb:b", expected_variant(_row()))
+    tally.expect("hb:a", payload_values(_row()))
+    tally.expect("hb:b", payload_values(_row()))
     tally.add("p1", "hb:a", _values())
     tally.add("p2", "hb:a", _values(version_state="superseded"))
     tally.add("p3", None, _values())
     tally.add("p4", "hb:ghost", _values())
 
-    assert set(tally) == {"hb:a", None, "hb:ghost"}  # hb:b has no chunk
-    assert len(tally) == 3
-    assert "hb:b" not in tally
-    assert "hb:b" in tally.expected
+    assert all(doc in tally for doc in ("hb:a", None, "hb:ghost"))
+    assert "hb:b" not in tally  # registered, but no chunk
+    assert "hb:b" in tally.registered
+    assert "hb:ghost" not in tally.registered
+    assert len(tally.registered) == 2
     assert tally["hb:a"].count == 2
     assert tally["hb:a"].drifted == 1
     assert tally[None].count == 1
     assert tally["hb:ghost"].variants
+    assert tally.mismatching_ids("hb:a") == ["p2"]
     assert tally.mismatching_ids(None) == ["p3"]
     assert tally.mismatching_ids("hb:ghost") == ["p4"]
     assert fingerprint(_values()) == fingerprint(_values())
+    assert tally.get("hb:b") is None
     with pytest.raises(KeyError):
         tally["hb:b"]
+    with pytest.raises(RuntimeError, match="registered before"):
+        tally.expect("hb:c", payload_values(_row()))

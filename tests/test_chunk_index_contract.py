@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +24,8 @@ from reconciler.model import (
     MANAGED_KEYS,
     ChunkRecord,
     Document,
+    ManagedPage,
+    ManagedRow,
     PayloadWrite,
     VersionState,
 )
@@ -251,8 +253,10 @@ class TestChunkIndexContract:
     def test_scan_managed_yields_raw_managed_values_in_scroll_order(
         self, harness: Harness, seeded: Seeded
     ) -> None:
-        rows = list(harness.index.scan_managed(batch_size=5))
+        pages = list(harness.index.scan_managed(batch_size=5))
+        rows = [row for page in pages for row in page.rows()]
 
+        assert all(0 < len(page) <= 5 for page in pages)
         assert [pid for pid, _doc, _values in rows] == [
             s.point_id for s in harness.index.scroll(batch_size=5)
         ]
@@ -276,7 +280,7 @@ class TestChunkIndexContract:
         del odd["doc_class"]
         harness.put(pid, [1.0, 1.0, 0.5, 0.25], physical_payload(harness.layout, odd, 0))
 
-        (row,) = [r for r in harness.index.scan_managed() if str(r[0]) == pid]
+        (row,) = [r for r in _rows(harness.index.scan_managed()) if str(r[0]) == pid]
 
         values = dict(zip(MANAGED_KEYS, row[2], strict=True))
         assert values["doc_version"] == 1.0
@@ -289,7 +293,7 @@ class TestChunkIndexContract:
     def test_scan_managed_by_doc_ids(self, harness: Harness, seeded: Seeded) -> None:
         wanted = ["handbook:doc-0", "handbook:doc-2"]
 
-        rows = list(harness.index.scan_managed(batch_size=3, doc_ids=wanted))
+        rows = list(_rows(harness.index.scan_managed(batch_size=3, doc_ids=wanted)))
 
         assert sorted(str(pid) for pid, _d, _v in rows) == sorted(
             seeded.by_doc[wanted[0]] + seeded.by_doc[wanted[1]]
@@ -304,7 +308,7 @@ class TestChunkIndexContract:
         stray = str(uuid.uuid5(uuid.NAMESPACE_URL, "stray"))
         harness.put(stray, [0.0, 0.0, 1.0, 0.0], {harness.layout.text_key: "no metadata"})
 
-        (row,) = [r for r in harness.index.scan_managed() if str(r[0]) == stray]
+        (row,) = [r for r in _rows(harness.index.scan_managed()) if str(r[0]) == stray]
 
         assert row[1:] == (None, (None,) * len(MANAGED_KEYS))
 
@@ -495,3 +499,9 @@ def _strip_managed(payload: dict[str, Any], keys: KeyMap) -> dict[str, Any]:
     for key in MANAGED_KEYS:
         node.pop(keys.name(key), None)
     return copied
+
+
+def _rows(pages: Iterable[ManagedPage]) -> Iterator[ManagedRow]:
+    """A lean scan chunk by chunk."""
+    for page in pages:
+        yield from page.rows()

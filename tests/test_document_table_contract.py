@@ -7,11 +7,13 @@ own (``test_table.py``, ``test_disk_full.py``, ``test_audit_chain.py``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import random
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from reconciler.model import (
+    OPEN_END,
     AuditEntry,
     Document,
     Finding,
@@ -20,6 +22,7 @@ from reconciler.model import (
     Severity,
     VersionState,
 )
+from reconciler.payload import payload_for, payload_values
 from reconciler.ports import DocumentTable
 
 AT = datetime(2026, 2, 1, tzinfo=UTC)
@@ -53,6 +56,55 @@ def test_documents_by_id_family_and_stream(table: DocumentTable) -> None:
     streamed = [d.doc_id for d in table.iter_documents(batch_size=2)]
     assert streamed == ["h:doc-0", "h:doc-1", "h:doc-2", "h:doc-3"]
     assert [d.doc_id for d in table.iter_documents(doc_ids=["h:doc-2"])] == ["h:doc-2"]
+
+
+def test_the_lean_pass_derives_the_payload_every_document_gives(table: DocumentTable) -> None:
+    """``iter_managed_columns`` streams the rows in ``iter_documents`` order, and the check's
+    expected payload from those columns is ``payload_for`` of the document, whatever the dates
+    (open, naive, with microseconds), states (one not in the enum), quarantine and links."""
+    rng = random.Random(12)
+    docs = []
+    for n in range(120):
+        start = rng.choice([None, AT, AT.replace(tzinfo=None), AT.replace(microsecond=250)])
+        end = rng.choice([OPEN_END, AT + timedelta(days=n), datetime(1999, 5, 6, 7, 8, 9)])
+        docs.append(
+            document(
+                n,
+                doc_version=rng.randint(0, 4),
+                version_state=rng.choice(list(VersionState)),
+                superseded_by=rng.choice([None, f"h:doc-{n + 1}"]),
+                effective_from=start,
+                effective_to=end,
+                doc_class=rng.choice([None, "policy", "faq"]),
+                quarantined=rng.random() < 0.2,
+                quarantine_reason=rng.choice([None, "broken"]),
+            )
+        )
+    table.upsert_documents(docs)
+    table.write_rows_and_outbox(  # a state this build does not know, as a newer one wrote it
+        run_id="r0",
+        actor="cli",
+        changes=[RowChange("h:doc-7", "x/y", {}, {"version_state": "no-such-state"})],
+        reingests=[],
+        at=AT,
+    )
+
+    lean = list(table.iter_managed_columns(batch_size=7))
+    documents = list(table.iter_documents(batch_size=7))
+
+    assert [c.doc_id for c in lean] == [d.doc_id for d in documents]
+    for columns, doc in zip(lean, documents, strict=True):
+        assert payload_values(columns) == tuple(payload_for(doc).values()), doc.doc_id
+        assert (columns.source, columns.doc_family_id) == (doc.source, doc.doc_family_id)
+    assert payload_values(lean[[c.doc_id for c in lean].index("h:doc-7")])[2] == "unknown"
+    scoped = table.iter_managed_columns(families=["h:fam-3", "h:fam-9"])
+    assert [c.doc_id for c in scoped] == [
+        d.doc_id for d in table.iter_documents(families=["h:fam-3", "h:fam-9"])
+    ]
+    assert {c.doc_id for c in table.iter_managed_columns(families=["h:fam-3"])} == {
+        "h:doc-6",
+        "h:doc-7",
+    }
 
 
 def test_rows_requests_and_audit_commit_together(table: DocumentTable) -> None:

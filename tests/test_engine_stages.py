@@ -74,9 +74,10 @@ def test_stages_chained_by_hand_give_what_run_gives(engine: Reconciler) -> None:
     found = {(f.check, f.kind, f.doc_id) for f in assessment.findings}
     assert ("payload", "payload_drift", "hb:expenses-v1") in found
     assert ("family", "state_mismatch", "hb:travel-v2") in found
-    assert set(scan.expected) == {
-        f"hb:{name}-v{v}" for name in ("expenses", "travel", "leave") for v in (1, 2)
-    }
+    rows = {f"hb:{name}-v{v}" for name in ("expenses", "travel", "leave") for v in (1, 2)}
+    assert len(scan.expected) == len(rows)
+    assert all(doc_id in scan.expected for doc_id in rows)
+    assert "hb:expenses-v3" not in scan.expected
     assert sources.states["hb"].documents == 6
 
 

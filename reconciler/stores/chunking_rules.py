@@ -5,12 +5,22 @@ themselves (the in-memory fake, and Qdrant Edge on an unindexed key)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
+from types import MappingProxyType
 from typing import Any, TypeVar
 
-from reconciler.model import ALL_KEYS
+from reconciler.model import ALL_KEYS, ManagedPage
 
-__all__ = ["PAYLOAD_SCHEMAS", "check_batch_size", "check_payload_index", "facet_counts", "pages"]
+__all__ = [
+    "PAYLOAD_SCHEMAS",
+    "check_batch_size",
+    "check_payload_index",
+    "facet_counts",
+    "managed_nodes",
+    "managed_page",
+    "pages",
+]
 
 _Point = TypeVar("_Point")
 
@@ -43,6 +53,50 @@ def pages(
         yield points
         if offset is None:
             return
+
+
+_NO_KEYS: Mapping[str, Any] = MappingProxyType({})
+
+
+def managed_nodes(
+    payloads: Sequence[Mapping[str, Any] | None], prefix: Sequence[str]
+) -> Sequence[Mapping[str, Any]]:
+    """The mappings that hold a page's payload keys: each payload itself, or the node under
+    the nested ``prefix`` path; an empty mapping for a point without one (its keys read as
+    absent)."""
+    if not prefix:
+        if None in payloads:
+            return [payload if payload is not None else _NO_KEYS for payload in payloads]
+        return payloads  # type: ignore[return-value] # no None in it
+    nodes: list[Mapping[str, Any]] = []
+    for payload in payloads:
+        node: Any = payload
+        for part in prefix:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        nodes.append(node if isinstance(node, Mapping) else _NO_KEYS)
+    return nodes
+
+
+def managed_page(
+    points: Sequence[Any],
+    prefix: Sequence[str],
+    doc_name: str,
+    names: Sequence[str],
+    point_id: Callable[[Any], str | int],
+) -> ManagedPage:
+    """A scroll page of qdrant-client or Edge records as the check's lean ``ManagedPage``:
+    the stored doc_id and managed values (``names``: their stored names, in ``MANAGED_KEYS``
+    order); ``point_id`` converts a record's id when one is asked for."""
+    nodes = managed_nodes([point.payload for point in points], prefix)
+    return ManagedPage(
+        [node.get(doc_name) for node in nodes],
+        [tuple(map(node.get, names)) for node in nodes],
+        partial(_id_at, points, point_id),
+    )
+
+
+def _id_at(points: Sequence[Any], convert: Callable[[Any], str | int], index: int) -> str | int:
+    return convert(points[index].id)
 
 
 def facet_counts(values: Iterable[Any], *, limit: int) -> dict[Any, int]:

@@ -40,7 +40,7 @@ from reconciler.model import (
     MANAGED_KEYS,
     ChunkRecord,
     ChunkState,
-    ManagedRow,
+    ManagedPage,
     PayloadWrite,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
@@ -48,6 +48,7 @@ from reconciler.stores.chunking_rules import (
     check_batch_size,
     check_payload_index,
     facet_counts,
+    managed_page,
     pages,
 )
 
@@ -166,22 +167,14 @@ class EdgeChunkIndex:
 
     def scan_managed(
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
-    ) -> Iterator[ManagedRow]:
-        """The check's lean scan: ``(point id, doc_id, raw managed values)`` a chunk."""
-        prefix = self._prefix_parts
+    ) -> Iterator[ManagedPage]:
+        """The check's lean scan, a page at a time (ids converted only when asked for)."""
         doc_name = self.keys.name("doc_id")
-        names = self._managed_names
-        absent = (None,) * len(names)
         for points in self._managed_pages(batch_size, doc_ids):
-            for point in points:
-                node: Any = point.payload or {}
-                for part in prefix:
-                    node = node.get(part) if isinstance(node, Mapping) else None
-                if not isinstance(node, Mapping):
-                    yield _our_id(point.id), None, absent
-                    continue
-                get = node.get
-                yield _our_id(point.id), get(doc_name), tuple([get(name) for name in names])
+            if points:
+                yield managed_page(
+                    points, self._prefix_parts, doc_name, self._managed_names, _our_id
+                )
 
     def _managed_pages(
         self, batch_size: int, doc_ids: Collection[str] | None

@@ -9,13 +9,15 @@ and payload indexes by logical key. It imports no driver. ``count`` takes no fil
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from reconciler.errors import CollectionMissing, IndexWriteError
-from reconciler.model import MANAGED_KEYS, ChunkRecord, ChunkState, ManagedRow, PayloadWrite
+from reconciler.model import MANAGED_KEYS, ChunkRecord, ChunkState, ManagedPage, PayloadWrite
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import check_batch_size, check_payload_index, facet_counts
 
@@ -108,11 +110,16 @@ class InMemoryChunkIndex:
 
     def scan_managed(
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
-    ) -> Iterator[ManagedRow]:
-        """The check's lean scan: ``(point id, doc_id, raw managed values)``, ordered by id."""
-        for state in self._states(batch_size, doc_ids):
-            payload = state.payload
-            yield state.point_id, state.doc_id, tuple(payload.get(key) for key in MANAGED_KEYS)
+    ) -> Iterator[ManagedPage]:
+        """The check's lean scan, a page at a time, ordered by id."""
+        check_batch_size(batch_size)
+        states = self._states(batch_size, doc_ids)
+        while page := list(itertools.islice(states, batch_size)):
+            yield ManagedPage(
+                [state.doc_id for state in page],
+                [tuple(map(state.payload.get, MANAGED_KEYS)) for state in page],
+                partial(_id_at, page),
+            )
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""
@@ -256,3 +263,7 @@ def _merge_at(payload: dict[str, Any], nest_key: str | None, values: Mapping[str
 def _id_order(point_id: str | int) -> tuple[int, str | int]:
     """Qdrant scrolls integer ids first, then UUIDs."""
     return (1, str(point_id)) if isinstance(point_id, str) else (0, point_id)
+
+
+def _id_at(states: Sequence[ChunkState], index: int) -> str | int:
+    return states[index].point_id

@@ -34,7 +34,7 @@ from reconciler.model import (
     MANAGED_KEYS,
     ChunkRecord,
     ChunkState,
-    ManagedRow,
+    ManagedPage,
     PayloadWrite,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
@@ -42,6 +42,7 @@ from reconciler.stores.chunking_rules import (
     PAYLOAD_SCHEMAS,
     check_batch_size,
     check_payload_index,
+    managed_page,
     pages,
 )
 
@@ -129,7 +130,6 @@ class QdrantChunkIndex:
         self._logical_by_path = {keys.path(key): key for key in ALL_KEYS}
         self._prefix_parts = tuple(keys.prefix[:-1].split(".")) if keys.prefix else ()
         self._managed_names = tuple(keys.name(key) for key in MANAGED_KEYS)
-        self._absent: tuple[Any, ...] = (None,) * len(MANAGED_KEYS)
 
     def __repr__(self) -> str:
         return f"QdrantChunkIndex(collection={self.collection!r}, at={self._where!r})"
@@ -160,22 +160,14 @@ class QdrantChunkIndex:
 
     def scan_managed(
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
-    ) -> Iterator[ManagedRow]:
-        """The check's lean scan: ``(point id, doc_id, raw managed values)`` a chunk."""
-        prefix = self._prefix_parts
+    ) -> Iterator[ManagedPage]:
+        """The check's lean scan, a page at a time (ids converted only when asked for)."""
         doc_name = self.keys.name("doc_id")
-        names = self._managed_names
         for points in self._pages(batch_size, doc_ids):
-            for point in points:
-                node: Any = point.payload or {}
-                for part in prefix:
-                    node = node.get(part) if isinstance(node, dict) else None
-                point_id = point.id if isinstance(point.id, int | str) else str(point.id)
-                if not isinstance(node, dict):
-                    yield point_id, None, self._absent
-                    continue
-                get = node.get
-                yield point_id, get(doc_name), tuple([get(name) for name in names])
+            if points:
+                yield managed_page(
+                    points, self._prefix_parts, doc_name, self._managed_names, _point_id
+                )
 
     def _pages(
         self, batch_size: int, doc_ids: Collection[str] | None
@@ -535,3 +527,8 @@ def _redacted_url(options: Mapping[str, Any]) -> str:
         netloc = f"{host}:{parts.port}" if parts.port else host
         parts = parts._replace(netloc=netloc)
     return urlunsplit(parts)
+
+
+def _point_id(point_id: Any) -> str | int:
+    """An id as qdrant-client hands it back: int or str (a UUID object as its string)."""
+    return point_id if isinstance(point_id, int | str) else str(point_id)

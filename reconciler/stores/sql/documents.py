@@ -12,7 +12,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.errors import TableUnavailable
-from reconciler.model import OPEN_END, Document, VersionState
+from reconciler.model import OPEN_END, Document, ManagedColumns, state_of
 from reconciler.stores.schema import DocumentRow, IdentityRow, SourceStatusRow
 from reconciler.stores.sql.connection import now
 
@@ -38,10 +38,7 @@ _DOC_FIELDS = (
 
 def document_from_row(row: Any) -> Document:
     """Convert a table row (ORM object or Core row) to a ``Document`` value."""
-    try:
-        state = VersionState(row.version_state)
-    except ValueError:
-        state = VersionState.UNKNOWN
+    state = state_of(row.version_state)
     return Document(
         doc_id=row.doc_id,
         source=row.source,
@@ -120,6 +117,23 @@ class SqlDocuments:
             result = conn.execution_options(yield_per=batch_size).execute(stmt)
             for row in result:
                 yield document_from_row(row)
+
+    def iter_managed_columns(
+        self, *, batch_size: int = 1000, families: Sequence[str] | None = None
+    ) -> Iterator[ManagedColumns]:
+        """Stream each row's identity and payload columns, in ``iter_documents`` order: the
+        check's first pass, which needs no ``Document`` (and skips the other columns)."""
+        c = DocumentRow.__table__.c
+        stmt = select(*(c[name] for name in ManagedColumns._fields)).order_by(
+            c.doc_family_id, c.doc_version
+        )
+        if families is not None:
+            stmt = stmt.where(c.doc_family_id.in_(list(families)))
+        make = ManagedColumns._make
+        with self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=batch_size).execute(stmt)
+            for row in result:
+                yield make(row)
 
     def has_family(self, family: str) -> bool:
         """Whether any document row belongs to ``family``."""

@@ -1,0 +1,322 @@
+"""The check's per-document state, compact: what the scan folds the collection into.
+
+Per registered row the tally holds 28 bytes in five sorted numpy arrays, and no Python object:
+a 64-bit key of the doc id (``hash``, SipHash in CPython), a second, independent 32-bit key
+(CRC-32 of its UTF-8), the expected payload's 64-bit fingerprint, the chunks counted and the
+chunks already right. Doc id strings are not kept: a chunk is matched to its row by both keys
+(a false match needs a 64-bit and a 32-bit collision at once, about 2**-96 a chunk), and two
+rows that share the 64-bit key are told apart by the second. A page of chunks is matched with
+one ``searchsorted``; the per-chunk Python work is what the store's own page costs to read.
+
+Payload variants are kept only for documents with a mismatching chunk, ``ChunkAggregate``
+objects only for orphans (chunks whose doc_id has no row) or when a check asks for one
+document's aggregate. The point ids of mismatching chunks are kept, up to ``keep_ids`` in
+all, so that the applier can write by id without scanning again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import zlib
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from reconciler.model import MANAGED_KEYS, ManagedPage
+from reconciler.views import ChunkAggregate, Variant, fingerprint, normalize, variant_values
+
+__all__ = ["ChunkTally", "Registered", "check_key"]
+
+_VERSION_AT = itemgetter(MANAGED_KEYS.index("doc_version"))
+_QUARANTINED_AT = itemgetter(MANAGED_KEYS.index("quarantined"))
+_INT = frozenset({int})
+_BOOL = frozenset({bool})
+
+Slots = npt.NDArray[np.int64]
+
+
+def check_key(doc_id: str) -> int:
+    """The second key of a doc id, independent of ``hash``: CRC-32 of its UTF-8."""
+    return zlib.crc32(doc_id.encode("utf-8", "surrogatepass"))
+
+
+class Registered:
+    """The doc ids of the rows a tally registered, as a container: membership and size (the
+    ids themselves are not kept)."""
+
+    def __init__(self, tally: ChunkTally) -> None:
+        self._tally = tally
+
+    def __contains__(self, doc_id: object) -> bool:
+        return self._tally.slot(doc_id) is not None
+
+    def __len__(self) -> int:
+        return self._tally.size
+
+
+class ChunkTally:
+    """doc_id -> its chunks, folded: how many, how many already carry the row's payload, the
+    other variants (see the module's docstring for the layout and the keys).
+
+    Rows are registered first (``expect``), then chunks are added a page (``add_page``) or
+    one (``add``) at a time. Reading: ``tally[doc_id]`` is the ``ChunkAggregate`` of a
+    document with at least one chunk (``None``: chunks without a doc_id), ``doc_id in tally``
+    whether it has one.
+    """
+
+    def __init__(self, *, keep_ids: int = 100_000, key: Callable[[str], int] = hash) -> None:
+        #: The 64-bit key of a doc id (``hash``; a test may pass a weaker one).
+        self._key = key
+        self._new_keys = array("q")
+        self._new_checks = array("I")
+        self._new_fingerprints = array("q")
+        self._sealed = False
+        self._keys: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self._checks: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        self._fingerprints: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self._counts: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        self._matching: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        self._key_view: Sequence[int] = ()
+        self._check_view: Sequence[int] = ()
+        #: 64-bit keys more than one row has (told apart by the second key).
+        self._shared: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self._variants: dict[int, dict[Variant, int]] = {}
+        self._orphans: dict[Any, ChunkAggregate] = {}
+        self._slot_ids: dict[int, list[str | int]] = {}
+        self._orphan_ids: dict[Any, list[str | int]] = {}
+        self._kept = 0
+        self.keep_ids = keep_ids
+        #: False once more mismatching chunks were seen than ``keep_ids``: ids were dropped.
+        self.ids_complete = True
+        self.chunks = 0
+
+    # -- registering rows -------------------------------------------------------------------
+
+    def expect(self, doc_id: str, values: tuple[Any, ...]) -> None:
+        """Register a row's document and the payload values (``payload_values``, in
+        ``MANAGED_KEYS`` order) its chunks must carry."""
+        if self._sealed:
+            raise RuntimeError("every row is registered before the first chunk is added")
+        self._new_keys.append(self._key(doc_id))
+        self._new_checks.append(check_key(doc_id))
+        self._new_fingerprints.append(fingerprint(values))
+
+    def seal(self) -> None:
+        """Sort what was registered (done by the first chunk added or lookup made)."""
+        if self._sealed:
+            return
+        self._sealed = True
+        size = len(self._new_keys)
+        if size:
+            keys = np.frombuffer(self._new_keys, dtype=np.int64)
+            order = np.argsort(keys, kind="stable")
+            self._keys = keys[order]
+            del keys
+            self._checks = np.frombuffer(self._new_checks, dtype=np.uint32)[order]
+            self._fingerprints = np.frombuffer(self._new_fingerprints, dtype=np.int64)[order]
+            del order
+        self._new_keys = self._new_fingerprints = array("q")
+        self._new_checks = array("I")
+        self._counts = np.zeros(size, np.uint32)
+        self._matching = np.zeros(size, np.uint32)
+        self._key_view = memoryview(self._keys.data) if size else ()
+        self._check_view = memoryview(self._checks.data) if size else ()
+        same = self._keys[1:] == self._keys[:-1]
+        self._shared = np.unique(self._keys[1:][same])
+
+    @property
+    def size(self) -> int:
+        """How many rows were registered."""
+        return len(self._keys) if self._sealed else len(self._new_keys)
+
+    @property
+    def registered(self) -> Registered:
+        """The registered doc ids, as a container (membership and size)."""
+        return Registered(self)
+
+    def slot(self, doc_id: Any) -> int | None:
+        """The slot of a registered document (``None``: no row)."""
+        if not isinstance(doc_id, str):
+            return None
+        self.seal()
+        key = self._key(doc_id)
+        return self._resolve(bisect.bisect_left(self._key_view, key), key, check_key(doc_id))
+
+    def _resolve(self, index: int, key: int, check: int) -> int | None:
+        """The slot at or after ``index`` (the first with ``key``) whose second key is
+        ``check``."""
+        keys, size = self._key_view, len(self._key_view)
+        while index < size and keys[index] == key:
+            if self._check_view[index] == check:
+                return index
+            index += 1
+        return None
+
+    # -- adding chunks ----------------------------------------------------------------------
+
+    def add_page(
+        self, page: ManagedPage, owns: Callable[[tuple[Any, ...]], bool] | None = None
+    ) -> None:
+        """Fold a page of chunks: the raw values are compared first, a whole page at once;
+        only a mismatching chunk is normalised. ``owns(values)`` says whether a chunk without
+        a row is this run's (a sharded run leaves other shards' orphans alone)."""
+        self.seal()
+        doc_ids, values = page.doc_ids, page.values
+        size = len(doc_ids)
+        if not size:
+            return
+        self.chunks += size
+        slots = self._page_slots(doc_ids)
+        hit = slots >= 0
+        matched = hit
+        if hit.any():
+            expected = self._fingerprints[np.where(hit, slots, 0)]
+            matched = hit & (expected == _fingerprints(values))
+        np.add.at(self._counts, slots[hit], 1)
+        np.add.at(self._matching, slots[matched], 1)
+        if matched.all():
+            return
+        for index in np.flatnonzero(~matched).tolist():
+            slot = int(slots[index])
+            if slot < 0 and owns is not None and not owns(values[index]):
+                continue
+            self._mismatch(
+                page.point_id(index), doc_ids[index], slot if slot >= 0 else None, values[index]
+            )
+
+    def add(self, point_id: str | int, doc_id: Any, values: tuple[Any, ...]) -> None:
+        """Fold one chunk (the same rule as ``add_page``)."""
+        self.chunks += 1
+        slot = self.slot(doc_id)
+        if slot is not None:
+            self._counts[slot] += 1
+            if fingerprint(values) == self._fingerprints[slot]:
+                self._matching[slot] += 1
+                return
+        self._mismatch(point_id, doc_id, slot, values)
+
+    def _page_slots(self, doc_ids: Sequence[Any]) -> Slots:
+        """Each chunk's slot, ``-1`` for a doc_id without a row."""
+        size, registered = len(doc_ids), len(self._keys)
+        if not registered:
+            return np.full(size, -1, np.int64)
+        try:
+            keys = np.fromiter(map(self._key, doc_ids), np.int64, size)
+            checks = np.fromiter(map(zlib.crc32, map(str.encode, doc_ids)), np.int64, size)
+        except (TypeError, ValueError):  # a doc_id that is not a string, or not UTF-8
+            each = map(self.slot, doc_ids)
+            return np.fromiter((-1 if s is None else s for s in each), np.int64, size)
+        at = np.minimum(np.searchsorted(self._keys, keys), registered - 1)
+        same_key = self._keys[at] == keys
+        slots = np.where(same_key & (self._checks[at] == checks), at, -1)
+        if len(self._shared):
+            for index in np.flatnonzero(same_key & np.isin(keys, self._shared)).tolist():
+                found = self._resolve(int(at[index]), int(keys[index]), int(checks[index]))
+                slots[index] = -1 if found is None else found
+        return slots
+
+    def _mismatch(
+        self, point_id: str | int, doc_id: Any, slot: int | None, values: tuple[Any, ...]
+    ) -> None:
+        """A chunk whose raw values differ from its row's (or that has no row): normalise.
+        (A registered document's chunk is already counted.)"""
+        variant = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
+        if slot is not None:
+            if fingerprint(variant_values(variant)) == self._fingerprints[slot]:
+                self._matching[slot] += 1  # the same meaning, spelt differently
+                return
+            counts = self._variants.setdefault(slot, {})
+            counts[variant] = counts.get(variant, 0) + 1
+            self._keep(self._slot_ids, slot, point_id)
+            return
+        orphan = self._orphans.get(doc_id)
+        if orphan is None:
+            orphan = self._orphans[doc_id] = ChunkAggregate()
+        orphan.count += 1
+        orphan.variants[variant] = orphan.variants.get(variant, 0) + 1
+        self._keep(self._orphan_ids, doc_id, point_id)
+
+    def _keep(self, ids: dict[Any, list[str | int]], key: Any, point_id: str | int) -> None:
+        if not self.ids_complete:
+            return
+        if self._kept >= self.keep_ids:
+            self.ids_complete = False
+            self._slot_ids.clear()
+            self._orphan_ids.clear()
+            return
+        ids.setdefault(key, []).append(point_id)
+        self._kept += 1
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def matches(self, doc_id: str | None, payload: Mapping[str, Any]) -> bool:
+        """Whether ``payload`` (logical keys) is what the scan expected of ``doc_id``'s chunks."""
+        slot = self.slot(doc_id)
+        if slot is None:
+            return False
+        expected = int(self._fingerprints[slot])
+        return fingerprint(variant_values(normalize(payload))) == expected
+
+    def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
+        """The point ids of ``doc_id``'s chunks that differed from its row (or, for a document
+        without a row, all its chunks) as scanned; ``None`` when they were not all kept."""
+        if not self.ids_complete:
+            return None
+        slot = self.slot(doc_id)
+        if slot is not None:
+            return list(self._slot_ids.get(slot, ()))
+        return list(self._orphan_ids.get(doc_id, ()))
+
+    def orphans(self) -> list[tuple[str | None, ChunkAggregate]]:
+        """The chunks whose doc_id has no row (``None``: no doc_id), by doc_id."""
+        return list(self._orphans.items())
+
+    def get(self, doc_id: str | None) -> ChunkAggregate | None:
+        """The ``ChunkAggregate`` of a document with at least one chunk, else ``None``."""
+        slot = self.slot(doc_id)
+        if slot is not None:
+            count = int(self._counts[slot])
+            if not count:
+                return None
+            return ChunkAggregate(
+                count=count,
+                matching=int(self._matching[slot]),
+                variants=dict(self._variants.get(slot, {})),
+            )
+        try:
+            return self._orphans.get(doc_id)
+        except TypeError:  # an unhashable doc_id is no orphan's
+            return None
+
+    def __getitem__(self, doc_id: str | None) -> ChunkAggregate:
+        aggregate = self.get(doc_id)
+        if aggregate is None:
+            raise KeyError(doc_id)
+        return aggregate
+
+    def __contains__(self, doc_id: object) -> bool:
+        slot = self.slot(doc_id)
+        if slot is not None:
+            return bool(self._counts[slot])
+        try:
+            return doc_id in self._orphans
+        except TypeError:  # an unhashable doc_id is no orphan's
+            return False
+
+
+def _fingerprints(values: Sequence[tuple[Any, ...]]) -> npt.NDArray[np.int64]:
+    """``fingerprint`` of each value tuple; the whole page in C when its types allow."""
+    size = len(values)
+    if (
+        set(map(type, map(_VERSION_AT, values))) <= _INT
+        and set(map(type, map(_QUARANTINED_AT, values))) <= _BOOL
+    ):
+        try:
+            return np.fromiter(map(hash, values), np.int64, size)
+        except TypeError:  # an unhashable value (a list): chunk by chunk, below
+            pass
+    return np.fromiter(map(fingerprint, values), np.int64, size)
