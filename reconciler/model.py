@@ -32,12 +32,12 @@ class VersionState(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+_STATES: dict[str, VersionState] = {state.value: state for state in VersionState}
+
+
 def state_of(value: str) -> VersionState:
     """A stored ``version_state`` as a state; anything unrecognised reads as ``unknown``."""
-    try:
-        return VersionState(value)
-    except ValueError:
-        return VersionState.UNKNOWN
+    return _STATES.get(value, VersionState.UNKNOWN)
 
 
 class RunMode(enum.StrEnum):
@@ -249,36 +249,34 @@ ManagedRow = tuple[str | int, Any, tuple[Any, ...]]
 
 
 class ManagedPage:
-    """One page of the check's lean scan, column-wise: for each chunk its ``doc_id`` as stored
-    and the raw stored values of ``MANAGED_KEYS`` in that order (an absent key as ``None``).
+    """One page of the check's lean scan: for each chunk one tuple, its ``doc_id`` as stored
+    followed by the raw stored values of ``MANAGED_KEYS`` in that order (an absent key as
+    ``None``), so that a whole page is hashed and matched in C.
 
     Point ids are converted only when asked for (``point_id(i)``): the check needs the id of
     a chunk only when its values differ from its row's, which is rare.
     """
 
-    __slots__ = ("_point_id", "doc_ids", "values")
+    __slots__ = ("_point_id", "rows")
 
     def __init__(
-        self,
-        doc_ids: Sequence[Any],
-        values: Sequence[tuple[Any, ...]],
-        point_id: Callable[[int], str | int],
+        self, rows: Sequence[tuple[Any, ...]], point_id: Callable[[int], str | int]
     ) -> None:
-        self.doc_ids = doc_ids
-        self.values = values
+        #: ``(doc_id, *managed values)`` a chunk.
+        self.rows = rows
         self._point_id = point_id
 
     def __len__(self) -> int:
-        return len(self.doc_ids)
+        return len(self.rows)
 
     def point_id(self, index: int) -> str | int:
         """The id of the ``index``-th chunk of the page (an int, or a UUID's string)."""
         return self._point_id(index)
 
-    def rows(self) -> Iterator[ManagedRow]:
-        """The page chunk by chunk: ``(point id, doc_id, values)``."""
-        for index, (doc_id, values) in enumerate(zip(self.doc_ids, self.values, strict=True)):
-            yield self._point_id(index), doc_id, values
+    def chunks(self) -> Iterator[ManagedRow]:
+        """The page chunk by chunk: ``(point id, doc_id, managed values)``."""
+        for index, row in enumerate(self.rows):
+            yield self._point_id(index), row[0], row[1:]
 
 
 class ManagedColumns(NamedTuple):

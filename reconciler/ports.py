@@ -63,7 +63,7 @@ class ChunkIndex(Protocol):
     ) -> Iterator[ManagedPage]:
         """The check's lean scan, a page at a time: each chunk's doc_id and raw managed values
         (only the chunks of ``doc_ids`` when given), in the order and with the filter of
-        ``scroll``; ``ManagedPage.rows()`` gives ``(point id, doc_id, values)`` a chunk.
+        ``scroll``; ``ManagedPage.chunks()`` gives ``(point id, doc_id, values)`` a chunk.
 
         The values are the stored ones, in ``MANAGED_KEYS`` order, an absent key as ``None``;
         nothing is normalised, no per-chunk dict or ``ChunkState`` is built, and point ids

@@ -31,8 +31,10 @@ from reconciler.views import ChunkAggregate, Variant, fingerprint, normalize, va
 
 __all__ = ["ChunkTally", "Registered", "check_key"]
 
-_VERSION_AT = itemgetter(MANAGED_KEYS.index("doc_version"))
-_QUARANTINED_AT = itemgetter(MANAGED_KEYS.index("quarantined"))
+#: In a scan row, ``(doc_id, *managed values)``: where each part is.
+_DOC = itemgetter(0)
+_VERSION_AT = itemgetter(1 + MANAGED_KEYS.index("doc_version"))
+_QUARANTINED_AT = itemgetter(1 + MANAGED_KEYS.index("quarantined"))
 _INT = frozenset({int})
 _BOOL = frozenset({bool})
 
@@ -103,7 +105,7 @@ class ChunkTally:
             raise RuntimeError("every row is registered before the first chunk is added")
         self._new_keys.append(self._key(doc_id))
         self._new_checks.append(check_key(doc_id))
-        self._new_fingerprints.append(fingerprint(values))
+        self._new_fingerprints.append(_fingerprint((doc_id, *values)))
 
     def seal(self) -> None:
         """Sort what was registered (done by the first chunk added or lookup made)."""
@@ -165,28 +167,26 @@ class ChunkTally:
         only a mismatching chunk is normalised. ``owns(values)`` says whether a chunk without
         a row is this run's (a sharded run leaves other shards' orphans alone)."""
         self.seal()
-        doc_ids, values = page.doc_ids, page.values
-        size = len(doc_ids)
+        rows = page.rows
+        size = len(rows)
         if not size:
             return
         self.chunks += size
-        slots = self._page_slots(doc_ids)
+        slots = self._page_slots(rows)
         hit = slots >= 0
         matched = hit
         if hit.any():
             expected = self._fingerprints[np.where(hit, slots, 0)]
-            matched = hit & (expected == _fingerprints(values))
+            matched = hit & (expected == _fingerprints(rows))
         np.add.at(self._counts, slots[hit], 1)
         np.add.at(self._matching, slots[matched], 1)
         if matched.all():
             return
         for index in np.flatnonzero(~matched).tolist():
-            slot = int(slots[index])
-            if slot < 0 and owns is not None and not owns(values[index]):
+            slot, row = int(slots[index]), rows[index]
+            if slot < 0 and owns is not None and not owns(row[1:]):
                 continue
-            self._mismatch(
-                page.point_id(index), doc_ids[index], slot if slot >= 0 else None, values[index]
-            )
+            self._mismatch(page.point_id(index), row[0], slot if slot >= 0 else None, row[1:])
 
     def add(self, point_id: str | int, doc_id: Any, values: tuple[Any, ...]) -> None:
         """Fold one chunk (the same rule as ``add_page``)."""
@@ -194,21 +194,22 @@ class ChunkTally:
         slot = self.slot(doc_id)
         if slot is not None:
             self._counts[slot] += 1
-            if fingerprint(values) == self._fingerprints[slot]:
+            if _fingerprint((doc_id, *values)) == self._fingerprints[slot]:
                 self._matching[slot] += 1
                 return
         self._mismatch(point_id, doc_id, slot, values)
 
-    def _page_slots(self, doc_ids: Sequence[Any]) -> Slots:
+    def _page_slots(self, rows: Sequence[tuple[Any, ...]]) -> Slots:
         """Each chunk's slot, ``-1`` for a doc_id without a row."""
-        size, registered = len(doc_ids), len(self._keys)
+        size, registered = len(rows), len(self._keys)
         if not registered:
             return np.full(size, -1, np.int64)
         try:
-            keys = np.fromiter(map(self._key, doc_ids), np.int64, size)
-            checks = np.fromiter(map(zlib.crc32, map(str.encode, doc_ids)), np.int64, size)
+            keys = np.fromiter(map(self._key, map(_DOC, rows)), np.int64, size)
+            crcs = map(zlib.crc32, map(str.encode, map(_DOC, rows)))
+            checks = np.fromiter(crcs, np.int64, size)
         except (TypeError, ValueError):  # a doc_id that is not a string, or not UTF-8
-            each = map(self.slot, doc_ids)
+            each = map(self.slot, map(_DOC, rows))
             return np.fromiter((-1 if s is None else s for s in each), np.int64, size)
         at = np.minimum(np.searchsorted(self._keys, keys), registered - 1)
         same_key = self._keys[at] == keys
@@ -226,7 +227,7 @@ class ChunkTally:
         (A registered document's chunk is already counted.)"""
         variant = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
         if slot is not None:
-            if fingerprint(variant_values(variant)) == self._fingerprints[slot]:
+            if _fingerprint((doc_id, *variant_values(variant))) == self._fingerprints[slot]:
                 self._matching[slot] += 1  # the same meaning, spelt differently
                 return
             counts = self._variants.setdefault(slot, {})
@@ -259,7 +260,7 @@ class ChunkTally:
         if slot is None:
             return False
         expected = int(self._fingerprints[slot])
-        return fingerprint(variant_values(normalize(payload))) == expected
+        return _fingerprint((doc_id, *variant_values(normalize(payload)))) == expected
 
     def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
         """The point ids of ``doc_id``'s chunks that differed from its row (or, for a document
@@ -308,15 +309,21 @@ class ChunkTally:
             return False
 
 
-def _fingerprints(values: Sequence[tuple[Any, ...]]) -> npt.NDArray[np.int64]:
-    """``fingerprint`` of each value tuple; the whole page in C when its types allow."""
-    size = len(values)
+def _fingerprint(row: tuple[Any, ...]) -> int:
+    """The fingerprint of a scan row ``(doc_id, *managed values)``: the doc id is hashed with
+    the values, so a chunk matches only its own row's payload."""
+    return fingerprint(row, at=1)
+
+
+def _fingerprints(rows: Sequence[tuple[Any, ...]]) -> npt.NDArray[np.int64]:
+    """``_fingerprint`` of each scan row; the whole page in C when its types allow."""
+    size = len(rows)
     if (
-        set(map(type, map(_VERSION_AT, values))) <= _INT
-        and set(map(type, map(_QUARANTINED_AT, values))) <= _BOOL
+        set(map(type, map(_VERSION_AT, rows))) <= _INT
+        and set(map(type, map(_QUARANTINED_AT, rows))) <= _BOOL
     ):
         try:
-            return np.fromiter(map(hash, values), np.int64, size)
+            return np.fromiter(map(hash, rows), np.int64, size)
         except TypeError:  # an unhashable value (a list): chunk by chunk, below
             pass
-    return np.fromiter(map(fingerprint, values), np.int64, size)
+    return np.fromiter(map(_fingerprint, rows), np.int64, size)

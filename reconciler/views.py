@@ -80,17 +80,18 @@ _QUARANTINED = MANAGED_KEYS.index("quarantined")
 _NO_MATCH = -1
 
 
-def fingerprint(values: tuple[Any, ...]) -> int:
-    """A 64-bit fingerprint of raw managed values in ``MANAGED_KEYS`` order, for equality with
-    an expected payload; ``-1`` when they cannot equal one (unhashable, or a ``doc_version``
-    that is not an int or a ``quarantined`` that is not a bool: ``1 == True == 1.0`` in Python,
-    and the old repr digest told them apart).
+def fingerprint(values: tuple[Any, ...], *, at: int = 0) -> int:
+    """A 64-bit fingerprint of raw managed values in ``MANAGED_KEYS`` order (from index ``at``
+    of ``values``: the scan's rows lead with the doc_id), for equality with an expected
+    payload; ``-1`` when they cannot equal one (unhashable, or a ``doc_version`` that is not an
+    int or a ``quarantined`` that is not a bool: ``1 == True == 1.0`` in Python, and the old
+    repr digest told them apart).
 
     ``hash`` of a tuple of str/int/bool/None is exact-equality-preserving and per process
     (SipHash for strings): two different tuples collide with probability about 2**-64. It is
     compared only within one run, never stored.
     """
-    if type(values[_DOC_VERSION]) is not int or type(values[_QUARANTINED]) is not bool:
+    if type(values[at + _DOC_VERSION]) is not int or type(values[at + _QUARANTINED]) is not bool:
         return _NO_MATCH
     try:
         return hash(values)

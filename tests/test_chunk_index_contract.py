@@ -254,7 +254,7 @@ class TestChunkIndexContract:
         self, harness: Harness, seeded: Seeded
     ) -> None:
         pages = list(harness.index.scan_managed(batch_size=5))
-        rows = [row for page in pages for row in page.rows()]
+        rows = [row for page in pages for row in page.chunks()]
 
         assert all(0 < len(page) <= 5 for page in pages)
         assert [pid for pid, _doc, _values in rows] == [
@@ -504,4 +504,4 @@ def _strip_managed(payload: dict[str, Any], keys: KeyMap) -> dict[str, Any]:
 def _rows(pages: Iterable[ManagedPage]) -> Iterator[ManagedRow]:
     """A lean scan chunk by chunk."""
     for page in pages:
-        yield from page.rows()
+        yield from page.chunks()

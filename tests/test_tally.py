@@ -97,8 +97,7 @@ def _pages(chunks: list[tuple[Any, Any, tuple[Any, ...]]], size: int) -> list[Ma
         part = chunks[start : start + size]
         pages.append(
             ManagedPage(
-                [doc_id for _p, doc_id, _v in part],
-                [values for _p, _d, values in part],
+                [(doc_id, *values) for _p, doc_id, values in part],
                 lambda index, part=part: part[index][0],
             )
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -56,6 +57,7 @@ def pages(
 
 
 _NO_KEYS: Mapping[str, Any] = MappingProxyType({})
+_PAYLOAD = attrgetter("payload")
 
 
 def managed_nodes(
@@ -80,19 +82,23 @@ def managed_nodes(
 def managed_page(
     points: Sequence[Any],
     prefix: Sequence[str],
-    doc_name: str,
     names: Sequence[str],
     point_id: Callable[[Any], str | int],
 ) -> ManagedPage:
     """A scroll page of qdrant-client or Edge records as the check's lean ``ManagedPage``:
-    the stored doc_id and managed values (``names``: their stored names, in ``MANAGED_KEYS``
-    order); ``point_id`` converts a record's id when one is asked for."""
-    nodes = managed_nodes([point.payload for point in points], prefix)
-    return ManagedPage(
-        [node.get(doc_name) for node in nodes],
-        [tuple(map(node.get, names)) for node in nodes],
-        partial(_id_at, points, point_id),
-    )
+    ``names`` are the stored names of doc_id and of the managed keys in ``MANAGED_KEYS``
+    order; ``point_id`` converts a record's id when one is asked for. Each payload is let go
+    as soon as its values are read."""
+    rows: list[tuple[Any, ...]] | None = None
+    if not prefix:
+        try:
+            rows = [tuple(map(node.get, names)) for node in map(_PAYLOAD, points)]
+        except AttributeError:  # a point without any payload
+            rows = None
+    if rows is None:
+        nodes = managed_nodes([point.payload for point in points], prefix)
+        rows = [tuple(map(node.get, names)) for node in nodes]
+    return ManagedPage(rows, partial(_id_at, points, point_id))
 
 
 def _id_at(points: Sequence[Any], convert: Callable[[Any], str | int], index: int) -> str | int:

@@ -169,12 +169,10 @@ class EdgeChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ManagedPage]:
         """The check's lean scan, a page at a time (ids converted only when asked for)."""
-        doc_name = self.keys.name("doc_id")
+        names = (self.keys.name("doc_id"), *self._managed_names)
         for points in self._managed_pages(batch_size, doc_ids):
             if points:
-                yield managed_page(
-                    points, self._prefix_parts, doc_name, self._managed_names, _our_id
-                )
+                yield managed_page(points, self._prefix_parts, names, _our_id)
 
     def _managed_pages(
         self, batch_size: int, doc_ids: Collection[str] | None

@@ -116,8 +116,7 @@ class InMemoryChunkIndex:
         states = self._states(batch_size, doc_ids)
         while page := list(itertools.islice(states, batch_size)):
             yield ManagedPage(
-                [state.doc_id for state in page],
-                [tuple(map(state.payload.get, MANAGED_KEYS)) for state in page],
+                [(state.doc_id, *map(state.payload.get, MANAGED_KEYS)) for state in page],
                 partial(_id_at, page),
             )
 

@@ -162,12 +162,10 @@ class QdrantChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ManagedPage]:
         """The check's lean scan, a page at a time (ids converted only when asked for)."""
-        doc_name = self.keys.name("doc_id")
+        names = (self.keys.name("doc_id"), *self._managed_names)
         for points in self._pages(batch_size, doc_ids):
             if points:
-                yield managed_page(
-                    points, self._prefix_parts, doc_name, self._managed_names, _point_id
-                )
+                yield managed_page(points, self._prefix_parts, names, _point_id)
 
     def _pages(
         self, batch_size: int, doc_ids: Collection[str] | None

@@ -38,24 +38,46 @@ _DOC_FIELDS = (
 
 def document_from_row(row: Any) -> Document:
     """Convert a table row (ORM object or Core row) to a ``Document`` value."""
-    state = state_of(row.version_state)
+    return document_from_values(tuple(getattr(row, name) for name in _DOC_FIELDS))
+
+
+def document_from_values(values: Sequence[Any]) -> Document:
+    """Convert a row's values in ``_DOC_FIELDS`` order (a Core row of ``_DOC_COLUMNS``)."""
+    (
+        doc_id,
+        source,
+        source_key,
+        family,
+        version,
+        state,
+        superseded_by,
+        effective_from,
+        effective_to,
+        doc_class,
+        title,
+        source_hash,
+        quarantined,
+        reason,
+        ingested_at,
+        updated_at,
+    ) = values
     return Document(
-        doc_id=row.doc_id,
-        source=row.source,
-        source_key=row.source_key,
-        doc_family_id=row.doc_family_id,
-        doc_version=row.doc_version,
-        version_state=state,
-        superseded_by=row.superseded_by,
-        effective_from=row.effective_from,
-        effective_to=row.effective_to or OPEN_END,
-        doc_class=row.doc_class,
-        title=row.title,
-        source_hash=row.source_hash,
-        quarantined=row.quarantined,
-        quarantine_reason=row.quarantine_reason,
-        ingested_at=row.ingested_at,
-        updated_at=row.updated_at,
+        doc_id=doc_id,
+        source=source,
+        source_key=source_key,
+        doc_family_id=family,
+        doc_version=version,
+        version_state=state_of(state),
+        superseded_by=superseded_by,
+        effective_from=effective_from,
+        effective_to=effective_to or OPEN_END,
+        doc_class=doc_class,
+        title=title,
+        source_hash=source_hash,
+        quarantined=quarantined,
+        quarantine_reason=reason,
+        ingested_at=ingested_at,
+        updated_at=updated_at,
     )
 
 
@@ -105,7 +127,9 @@ class SqlDocuments:
     ) -> Iterator[Document]:
         """Stream documents ordered by family and version (``yield_per``; never all at once)."""
         columns = DocumentRow.__table__.c
-        stmt = select(DocumentRow.__table__).order_by(columns.doc_family_id, columns.doc_version)
+        stmt = select(*(columns[name] for name in _DOC_FIELDS)).order_by(
+            columns.doc_family_id, columns.doc_version
+        )
         if source is not None:
             stmt = stmt.where(columns.source == source)
         if families is not None:
@@ -116,7 +140,7 @@ class SqlDocuments:
         with self.engine.connect() as conn:
             result = conn.execution_options(yield_per=batch_size).execute(stmt)
             for row in result:
-                yield document_from_row(row)
+                yield document_from_values(row)
 
     def iter_managed_columns(
         self, *, batch_size: int = 1000, families: Sequence[str] | None = None
