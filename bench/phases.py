@@ -173,7 +173,7 @@ def _bare_scroll(index: Any, *, read: bool = False) -> int:
     if not isinstance(index, QdrantChunkIndex):
         return _bare_edge_scroll(index, read=read)
     client = index.client
-    selector = models.PayloadSelectorInclude(include=index.keys.managed_paths())
+    selector = models.PayloadSelectorInclude(include=index.keys.scan_paths())
     offset: models.ExtendedPointId | None = None
     seen = 0
     while True:
@@ -196,7 +196,7 @@ def _bare_edge_scroll(index: Any, *, read: bool = False) -> int:
     """The same on a Qdrant Edge shard (its own scroll request, no adapter in between)."""
     import qdrant_edge as qe  # noqa: PLC0415 - the edge extra
 
-    selector = qe.PayloadSelector.Include(index.keys.managed_paths())
+    selector = qe.PayloadSelector.Include(index.keys.scan_paths())
     offset: Any = None
     seen = 0
     while True:

@@ -122,8 +122,13 @@ class KeyMap:
         return {key: node[self.name(key)] for key in ALL_KEYS if self.name(key) in node}
 
     def managed_paths(self) -> list[str]:
-        """Dotted paths of every key a scan reads (identity plus managed)."""
+        """Dotted paths of every key a scroll reads (identity plus managed)."""
         return [self.path(key) for key in ALL_KEYS]
+
+    def scan_paths(self) -> list[str]:
+        """Dotted paths of the keys the check's lean scan reads: doc_id and the managed keys
+        (not chunk_id or content_hash, which it never looks at)."""
+        return [self.path(key) for key in ("doc_id", *MANAGED_KEYS)]
 
 
 DEFAULT_KEYS = KeyMap()

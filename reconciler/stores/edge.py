@@ -170,14 +170,15 @@ class EdgeChunkIndex:
     ) -> Iterator[ManagedPage]:
         """The check's lean scan, a page at a time (ids converted only when asked for)."""
         names = (self.keys.name("doc_id"), *self._managed_names)
-        for points in self._managed_pages(batch_size, doc_ids):
+        for points in self._managed_pages(batch_size, doc_ids, self.keys.scan_paths()):
             if points:
                 yield managed_page(points, self._prefix_parts, names, _our_id)
 
     def _managed_pages(
-        self, batch_size: int, doc_ids: Collection[str] | None
+        self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
     ) -> Iterator[Sequence[qe.Record]]:
-        """Payload-only scroll pages (identity and managed keys), under a doc_id filter."""
+        """Payload-only scroll pages (``paths``, by default identity and managed keys), under a
+        doc_id filter."""
         check_batch_size(batch_size)
         scroll_filter: qe.Filter | None = None
         if doc_ids is not None:
@@ -185,7 +186,7 @@ class EdgeChunkIndex:
             if not wanted:
                 return
             scroll_filter = self._doc_filter(wanted)
-        selector = qe.PayloadSelector.Include(self.keys.managed_paths())
+        selector = qe.PayloadSelector.Include(paths or self.keys.managed_paths())
         yield from self._pages(batch_size, selector, scroll_filter)
 
     def _pages(

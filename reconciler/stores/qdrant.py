@@ -163,14 +163,15 @@ class QdrantChunkIndex:
     ) -> Iterator[ManagedPage]:
         """The check's lean scan, a page at a time (ids converted only when asked for)."""
         names = (self.keys.name("doc_id"), *self._managed_names)
-        for points in self._pages(batch_size, doc_ids):
+        for points in self._pages(batch_size, doc_ids, self.keys.scan_paths()):
             if points:
                 yield managed_page(points, self._prefix_parts, names, _point_id)
 
     def _pages(
-        self, batch_size: int, doc_ids: Collection[str] | None
+        self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
     ) -> Iterator[Sequence[models.Record]]:
-        """Payload-only scroll pages (identity and managed keys), under a doc_id filter."""
+        """Payload-only scroll pages (``paths``, by default identity and managed keys), under a
+        doc_id filter."""
         check_batch_size(batch_size)
         scroll_filter: models.Filter | None = None
         if doc_ids is not None:
@@ -184,7 +185,7 @@ class QdrantChunkIndex:
                     )
                 ]
             )
-        selector = models.PayloadSelectorInclude(include=self.keys.managed_paths())
+        selector = models.PayloadSelectorInclude(include=paths or self.keys.managed_paths())
 
         def fetch(offset: Any) -> tuple[list[models.Record], Any]:
             with self._reading("scrolling"):
