@@ -1033,6 +1033,17 @@ def test_settle_is_idempotent(docs: list[Document], policy: str) -> None:
     assert settle(once.values(), NOW, unknown_siblings=policy) == once
 
 
+@given(families(), st.sampled_from(["supersede", "report"]))
+def test_settle_returns_a_version_it_leaves_unchanged_as_the_same_object(
+    docs: list[Document], policy: str
+) -> None:
+    """No copy is made of a version the time rule leaves as it is (the usual case)."""
+    settled = settle(docs, NOW, unknown_siblings=policy)
+    for doc in docs:
+        if settled[doc.doc_id] == doc:
+            assert settled[doc.doc_id] is doc
+
+
 def test_settle_report_policy_keeps_unknowns_side_by_side_until_a_declared_version() -> None:
     """Two unknown versions stay served together; a later current one ends both at its start
     (and a second pass changes nothing)."""
