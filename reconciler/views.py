@@ -15,6 +15,7 @@ from array import array
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from reconciler.model import (
@@ -26,6 +27,7 @@ from reconciler.model import (
     rfc3339,
 )
 from reconciler.payload import payload_for
+from reconciler.settling import settle
 
 #: A managed payload in canonical, hashable form: ((key, value), ...) over MANAGED_KEYS,
 #: an absent key read as None (Qdrant removes a key written as null).
@@ -316,6 +318,22 @@ class FamilyView:
     #: Documents named by a ``superseded_by`` of this family (source or row) that have a row
     #: in the table, in any family or shard: a successor outside it is "not ingested".
     registered: frozenset[str] = frozenset()
+    #: ``settled`` worked out so far: (now, unknown_siblings) -> doc_id -> document. Not part
+    #: of the family's content (no init, compare, repr or hash), and a copy made by
+    #: ``dataclasses.replace`` starts empty.
+    _settled: dict[tuple[datetime, str], dict[str, Document]] = field(
+        default_factory=dict, init=False, compare=False, repr=False, hash=False
+    )
+
+    def settled(self, now: datetime, unknown_siblings: str = "supersede") -> Mapping[str, Document]:
+        """The rows as the time rule leaves them at ``now``: ``settle(self.rows, now,
+        unknown_siblings=...)``, worked out once per view for the checks that share it (the
+        dates and siblings checks, the family check's comparison). Read-only."""
+        key = (now, unknown_siblings)
+        settled = self._settled.get(key)
+        if settled is None:
+            settled = self._settled[key] = settle(self.rows, now, unknown_siblings=unknown_siblings)
+        return MappingProxyType(settled)
 
     def row(self, doc_id: str) -> Document | None:
         """The row of ``doc_id`` in this family, if any."""

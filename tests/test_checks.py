@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -1042,6 +1043,26 @@ def test_settle_returns_a_version_it_leaves_unchanged_as_the_same_object(
     for doc in docs:
         if settled[doc.doc_id] == doc:
             assert settled[doc.doc_id] is doc
+
+
+@given(families(), st.sampled_from(["supersede", "report"]), st.integers(-3, 3))
+def test_view_settled_is_settle_of_its_rows_worked_out_once(
+    docs: list[Document], policy: str, days: int
+) -> None:
+    """The checks share one settling of a view's rows; a copy with other rows has its own."""
+    now = NOW + days * DAY
+    view = FamilyView(family="fam", rows=tuple(docs))
+    settled = view.settled(now, policy)
+    assert settled == settle(docs, now, unknown_siblings=policy)
+    assert list(settled) == list(settle(docs, now, unknown_siblings=policy))
+    assert view.settled(now, policy) == settled
+    assert view.settled(now + DAY, policy) == settle(docs, now + DAY, unknown_siblings=policy)
+    with pytest.raises(TypeError):
+        settled["x"] = docs[0] if docs else row("x")  # type: ignore[index]
+    # the memo is no part of the view's content, and a copy starts without it
+    assert view == FamilyView(family="fam", rows=tuple(docs))
+    other = dataclasses.replace(view, rows=tuple(reversed(docs)))
+    assert other.settled(now, policy) == settle(reversed(docs), now, unknown_siblings=policy)
 
 
 def test_settle_report_policy_keeps_unknowns_side_by_side_until_a_declared_version() -> None:

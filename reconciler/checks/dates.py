@@ -6,7 +6,7 @@ from collections import Counter
 
 from reconciler.checks.common import STATE_FIELDS, diff
 from reconciler.model import Finding, Severity, VersionState, rfc3339
-from reconciler.settling import row_served, settle, start_of
+from reconciler.settling import row_served, start_of
 from reconciler.views import CheckContext, FamilyView
 
 CHECK = "dates"
@@ -15,7 +15,7 @@ CHECK = "dates"
 def check_dates(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     """Find versions whose state or window is out of step with the time rule at ``ctx.now``."""
     findings: list[Finding] = []
-    timed = settle(view.rows, ctx.now, unknown_siblings=ctx.unknown_siblings)
+    timed = view.settled(ctx.now, ctx.unknown_siblings)
     became_current = {
         row.doc_id
         for row in view.rows

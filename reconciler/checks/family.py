@@ -237,7 +237,7 @@ def check_family(view: FamilyView, ctx: CheckContext) -> list[Finding]:
 
     settled = truth.rows
     # What the dates and siblings checks alone would do.
-    timed = settle(view.rows, ctx.now, unknown_siblings=ctx.unknown_siblings)
+    timed = view.settled(ctx.now, ctx.unknown_siblings)
     for row in view.rows:
         if row.doc_id not in judged or row.doc_id not in view.sources:
             continue

@@ -18,7 +18,6 @@ from reconciler.settling import (
     payload_instant,
     payload_served,
     row_served,
-    settle,
     start_of,
 )
 from reconciler.views import CheckContext, FamilyView
@@ -30,7 +29,7 @@ def check_siblings(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     """Find versions served now beside the one the time rule keeps in force."""
     now = ctx.now
     rows = {row.doc_id: row for row in view.rows}
-    settled = settle(view.rows, now, unknown_siblings=ctx.unknown_siblings)
+    settled = view.settled(now, ctx.unknown_siblings)
     # What retrieval serves now, per document: (state, start) of each served row or variant.
     live: dict[str, list[tuple[str, datetime]]] = {}
     for doc_id, row in rows.items():
