@@ -130,13 +130,19 @@ def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -
     its end, never before the version's own start.
     """
     by_id = {doc.doc_id: doc for doc in docs}
-    members = [doc for doc in docs if _on_timeline(doc)]
-    # Each member's start and place in the order, worked out once.
-    starts = [start_of(doc) for doc in members]
-    keys = [
-        (start, doc.doc_version, doc.doc_id) for doc, start in zip(members, starts, strict=True)
-    ]
-    links = {doc.doc_id: _link(doc, by_id) for doc in members}
+    # The members, each with its start and its place in the order (``order_key``) worked
+    # out once.
+    members: list[Document] = []
+    starts: list[datetime] = []
+    keys: list[tuple[datetime, int, str]] = []
+    links: dict[str, str | None] = {}
+    for doc in docs:
+        if _on_timeline(doc):
+            start = doc.effective_from or OPEN_START
+            members.append(doc)
+            starts.append(start)
+            keys.append((start, doc.doc_version, doc.doc_id))
+            links[doc.doc_id] = None if doc.superseded_by is None else _link(doc, by_id)
     declared_end: dict[str, datetime] = {}
     for doc, start in zip(members, starts, strict=True):
         end = doc.effective_to
