@@ -48,10 +48,12 @@ def check_siblings(view: FamilyView, ctx: CheckContext) -> list[Finding]:
                 )
         if claims:
             live[doc_id] = claims
-    in_force = sorted(
-        (doc_id for doc_id, doc in settled.items() if row_served(doc, now)),
-        key=lambda doc_id: order_key(settled[doc_id]),
-    )
+    in_force = [
+        doc.doc_id
+        for doc in sorted((doc for doc in settled.values() if row_served(doc, now)), key=order_key)
+    ]
+    if len(in_force) <= 1 and all(doc_id in in_force for doc_id in live):
+        return []  # at most one version served, and it is the one in force: nothing to report
     findings = []
     for doc_id, claims in sorted(live.items()):
         others = (set(live) | set(in_force)) - {doc_id}
