@@ -746,7 +746,12 @@ class Reconciler:
             successors=successors,
             problems={d: sources.problems[d] for d in members if d in sources.problems},
             last_seen={d: sources.last_seen[d] for d in members if d in sources.last_seen},
-            chunks={r.doc_id: scan.chunks[r.doc_id] for r in rows if r.doc_id in scan.chunks},
+            # (one look-up a row: ``get`` is ``[]`` with ``None`` for a row without chunks)
+            chunks={
+                r.doc_id: aggregate
+                for r in rows
+                if (aggregate := scan.chunks.get(r.doc_id)) is not None
+            },
             registered=frozenset(
                 d for d in named if d is not None and (d in scan.expected or d in found)
             ),
@@ -884,7 +889,8 @@ def check_family(
         if not consequences and name in consequence_checks:
             consequences = any(changes_a_row(f) for f in found)
     truth = declared_family(view, ctx).rows if "family" in checks else None
-    plan = plan_family(view, findings, truth)
+    # (no finding, nothing to plan: what ``plan_family`` would return)
+    plan = plan_family(view, findings, truth) if findings else Plan()
     # Repairs have consequences: a version set back to current by the source can leave an
     # older one live beside it. Check the family as the plan leaves it, and fold what the
     # time rule still finds into the same plan, so one apply converges.
