@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from array import array
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -318,10 +318,11 @@ class FamilyView:
     #: Documents named by a ``superseded_by`` of this family (source or row) that have a row
     #: in the table, in any family or shard: a successor outside it is "not ingested".
     registered: frozenset[str] = frozenset()
-    #: ``settled`` worked out so far: (now, unknown_siblings) -> doc_id -> document. Not part
-    #: of the family's content (no init, compare, repr or hash), and a copy made by
-    #: ``dataclasses.replace`` starts empty.
-    _settled: dict[tuple[datetime, str], dict[str, Document]] = field(
+    #: What the checks work out from this view once and share (``settled``, the family check's
+    #: declared rows): key -> value. Not part of the family's content (no init, compare, repr
+    #: or hash), and a copy made by ``dataclasses.replace`` starts empty. Its values are read,
+    #: never changed.
+    memo: dict[Hashable, Any] = field(
         default_factory=dict, init=False, compare=False, repr=False, hash=False
     )
 
@@ -329,10 +330,10 @@ class FamilyView:
         """The rows as the time rule leaves them at ``now``: ``settle(self.rows, now,
         unknown_siblings=...)``, worked out once per view for the checks that share it (the
         dates and siblings checks, the family check's comparison). Read-only."""
-        key = (now, unknown_siblings)
-        settled = self._settled.get(key)
+        key = ("settled", now, unknown_siblings)
+        settled: dict[str, Document] | None = self.memo.get(key)
         if settled is None:
-            settled = self._settled[key] = settle(self.rows, now, unknown_siblings=unknown_siblings)
+            settled = self.memo[key] = settle(self.rows, now, unknown_siblings=unknown_siblings)
         return MappingProxyType(settled)
 
     def row(self, doc_id: str) -> Document | None:

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.checks.dates import check_dates
-from reconciler.checks.family import check_family
+from reconciler.checks.family import check_family, declared_family
 from reconciler.checks.hash import check_hash, check_source
 from reconciler.checks.index import REQUIRED_INDEXES, check_index
 from reconciler.checks.payload import check_orphans, check_payload
@@ -256,6 +256,26 @@ def test_family_in_line_with_the_source_finds_nothing() -> None:
         src("v2", version=2, start=NOW - 10 * DAY),
     ]
     assert check_family(view(rows, sources), family_ctx(rows)) == []
+
+
+def test_family_declared_rows_are_worked_out_once_per_view_and_context() -> None:
+    """The family check and the planner share one derivation of a view (for one context)."""
+    rows = [row("v1", version=1, start=NOW - 100 * DAY), row("v2", version=2, start=NOW - DAY)]
+    sources = [
+        src("v1", version=1, state=SUPERSEDED, start=NOW - 100 * DAY, superseded_by="v2"),
+        src("v2", version=2, start=NOW - DAY),
+    ]
+    family, context = view(rows, sources), family_ctx(rows)
+    first = declared_family(family, context)
+    assert first.rows["kb:v1"].version_state is SUPERSEDED
+    assert declared_family(family, context) is first
+    # another context, or a copy of the view, works it out again (to the same)
+    other = declared_family(family, dataclasses.replace(context))
+    assert other is not first
+    assert other == first
+    again = declared_family(dataclasses.replace(family), context)
+    assert again is not first
+    assert again == first
 
 
 def test_family_successor_not_marked() -> None:
