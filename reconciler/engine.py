@@ -881,17 +881,27 @@ def check_family(
     document's findings and writes)."""
     findings: list[Finding] = []
     timings: dict[str, float] = {}
+    consequence_checks = [c for c in ("dates", "siblings") if c in checks]
+    # Whether the consequence checks already propose a row change on the family as it is.
+    consequences = False
     for name in checks:
         started = time.perf_counter()
-        findings += FAMILY_CHECKS[name](view, ctx)
+        found = FAMILY_CHECKS[name](view, ctx)
         timings[name] = time.perf_counter() - started
+        findings += found
+        if not consequences and name in consequence_checks:
+            consequences = any(changes_a_row(f) for f in found)
     truth = declared_family(view, ctx).rows if "family" in checks else None
-    plan = plan_family(view, findings, truth)
+    # (no finding, nothing to plan: what ``plan_family`` would return)
+    plan = plan_family(view, findings, truth) if findings else Plan()
     # Repairs have consequences: a version set back to current by the source can leave an
     # older one live beside it. Check the family as the plan leaves it, and fold what the
     # time rule still finds into the same plan, so one apply converges.
-    consequence_checks = [c for c in ("dates", "siblings") if c in checks]
-    for _round in range(3):
+    # A plan that writes no row and no chunk leaves the family as it is (``as_planned``), and
+    # the checks are pure: checking it again would find what the first pass found, so when
+    # none of that changes a row there is nothing to fold in (the usual case: no drift).
+    rounds = 3 if plan.row_updates or plan.payload_targets or consequences else 0
+    for _round in range(rounds):
         after = as_planned(view, plan)
         extra = [
             f

@@ -123,51 +123,70 @@ def _link(doc: Document, by_id: Mapping[str, Document]) -> str | None:
     return doc.superseded_by
 
 
-def _close(doc: Document, end: datetime, at: datetime) -> datetime:
-    """``end`` closed at ``at`` when that is earlier, never before the version's own start."""
-    return min(end, max(at, start_of(doc)))
-
-
 def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -> dict[str, Slot]:
-    """Every timeline member's successor and window end (doc_id -> slot); pure."""
+    """Every timeline member's successor and window end (doc_id -> slot); pure.
+
+    A window is closed at an instant (``min(end, max(at, start))``) when that is earlier than
+    its end, never before the version's own start.
+    """
     by_id = {doc.doc_id: doc for doc in docs}
-    members = [doc for doc in docs if _on_timeline(doc)]
-    links = {doc.doc_id: _link(doc, by_id) for doc in members}
+    # The members, each with its start and its place in the order (``order_key``) worked
+    # out once.
+    members: list[Document] = []
+    starts: list[datetime] = []
+    keys: list[tuple[datetime, int, str]] = []
+    links: dict[str, str | None] = {}
+    for doc in docs:
+        if _on_timeline(doc):
+            start = doc.effective_from or OPEN_START
+            members.append(doc)
+            starts.append(start)
+            keys.append((start, doc.doc_version, doc.doc_id))
+            links[doc.doc_id] = None if doc.superseded_by is None else _link(doc, by_id)
     declared_end: dict[str, datetime] = {}
-    for doc in members:
+    for doc, start in zip(members, starts, strict=True):
         end = doc.effective_to
         target = by_id.get(links[doc.doc_id] or "")
         if target is not None:
-            end = _close(doc, end, start_of(target))
+            end = min(end, max(start_of(target), start))
         declared_end[doc.doc_id] = end
     # Versions whose own declaration leaves them an empty window end no one else's.
-    ordered = sorted(
-        (doc for doc in members if declared_end[doc.doc_id] > start_of(doc)), key=order_key
+    # (A stable sort of the members' positions by key: the order ``sorted(key=order_key)``
+    # gives.)
+    places = sorted(
+        (i for i, doc in enumerate(members) if declared_end[doc.doc_id] > starts[i]),
+        key=keys.__getitem__,
     )
-    keys = [order_key(doc) for doc in ordered]
+    ordered = [members[i] for i in places]
+    ordered_keys = [keys[i] for i in places]
     slots: dict[str, Slot] = {}
-    for doc in members:
-        link = links[doc.doc_id]
-        end = declared_end[doc.doc_id]
-        position = bisect.bisect_right(keys, order_key(doc))
-        after = ordered[position] if position < len(ordered) else None
-        if (
-            after is not None
-            and unknown_siblings == "report"
-            and link is None
-            and doc.version_state is VersionState.UNKNOWN
-            and after.version_state is VersionState.UNKNOWN
-        ):
-            # Left live beside the later unknown versions; closed by the first later version
-            # that is not one of them.
-            after = next(
-                (d for d in ordered[position:] if d.version_state is not VersionState.UNKNOWN),
-                None,
-            )
+    for i, doc in enumerate(members):
+        doc_id = doc.doc_id
+        link = links[doc_id]
+        end = declared_end[doc_id]
+        position = bisect.bisect_right(ordered_keys, keys[i])
+        after: Document | None = None
+        after_start = OPEN_START
+        if position < len(ordered):
+            after, after_start = ordered[position], starts[places[position]]
+            if (
+                unknown_siblings == "report"
+                and link is None
+                and doc.version_state is VersionState.UNKNOWN
+                and after.version_state is VersionState.UNKNOWN
+            ):
+                # Left live beside the later unknown versions; closed by the first later
+                # version that is not one of them.
+                after = next(
+                    (d for d in ordered[position:] if d.version_state is not VersionState.UNKNOWN),
+                    None,
+                )
+                if after is not None:
+                    after_start = start_of(after)
         if after is not None:
-            end = _close(doc, end, start_of(after))
+            end = min(end, max(after_start, starts[i]))
         successor = link or (after.doc_id if after is not None else None)
-        slots[doc.doc_id] = Slot(successor=successor, end=end)
+        slots[doc_id] = Slot(successor=successor, end=end)
     return slots
 
 
@@ -193,7 +212,8 @@ def settle(
     has closed they are superseded by their successor, or retired without one. Superseded,
     retired and draft versions are kept as they are.
 
-    Idempotent: ``settle(settle(x).values()) == settle(x)``.
+    Idempotent: ``settle(settle(x).values()) == settle(x)``. A version the rule leaves as it
+    is comes back as the very object passed in.
     """
     started = []
     for doc in docs:
@@ -208,7 +228,10 @@ def settle(
         slot = slots.get(doc.doc_id)
         if slot is not None and doc.version_state in _SERVABLE:
             if slot.end > now:
-                doc = dataclasses.replace(doc, effective_to=slot.end, superseded_by=None)
+                # Unchanged (the usual case): the same object, not an equal copy. ``slot.end``
+                # is the version's own ``effective_to`` object unless something closes it.
+                if slot.end is not doc.effective_to or doc.superseded_by is not None:
+                    doc = dataclasses.replace(doc, effective_to=slot.end, superseded_by=None)
             elif slot.successor is not None:
                 doc = dataclasses.replace(
                     doc,

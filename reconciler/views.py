@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from reconciler.model import (
@@ -25,6 +26,7 @@ from reconciler.model import (
     rfc3339,
 )
 from reconciler.payload import payload_for
+from reconciler.settling import settle
 
 #: A managed payload in canonical, hashable form: ((key, value), ...) over MANAGED_KEYS,
 #: an absent key read as None (Qdrant removes a key written as null).
@@ -170,6 +172,23 @@ class FamilyView:
     #: Documents named by a ``superseded_by`` of this family (source or row) that have a row
     #: in the table, in any family or shard: a successor outside it is "not ingested".
     registered: frozenset[str] = frozenset()
+    #: What the checks work out from this view once and share (``settled``, the family check's
+    #: declared rows): key -> value. Not part of the family's content (no init, compare, repr
+    #: or hash), and a copy made by ``dataclasses.replace`` starts empty. Its values are read,
+    #: never changed.
+    memo: dict[Hashable, Any] = field(
+        default_factory=dict, init=False, compare=False, repr=False, hash=False
+    )
+
+    def settled(self, now: datetime, unknown_siblings: str = "supersede") -> Mapping[str, Document]:
+        """The rows as the time rule leaves them at ``now``: ``settle(self.rows, now,
+        unknown_siblings=...)``, worked out once per view for the checks that share it (the
+        dates and siblings checks, the family check's comparison). Read-only."""
+        key = ("settled", now, unknown_siblings)
+        settled: dict[str, Document] | None = self.memo.get(key)
+        if settled is None:
+            settled = self.memo[key] = settle(self.rows, now, unknown_siblings=unknown_siblings)
+        return MappingProxyType(settled)
 
     def row(self, doc_id: str) -> Document | None:
         """The row of ``doc_id`` in this family, if any."""

@@ -11,11 +11,12 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.checks.dates import check_dates
-from reconciler.checks.family import check_family
+from reconciler.checks.family import check_family, declared_family
 from reconciler.checks.hash import check_hash, check_source
 from reconciler.checks.index import REQUIRED_INDEXES, check_index
 from reconciler.checks.payload import check_orphans, check_payload
@@ -255,6 +256,26 @@ def test_family_in_line_with_the_source_finds_nothing() -> None:
         src("v2", version=2, start=NOW - 10 * DAY),
     ]
     assert check_family(view(rows, sources), family_ctx(rows)) == []
+
+
+def test_family_declared_rows_are_worked_out_once_per_view_and_context() -> None:
+    """The family check and the planner share one derivation of a view (for one context)."""
+    rows = [row("v1", version=1, start=NOW - 100 * DAY), row("v2", version=2, start=NOW - DAY)]
+    sources = [
+        src("v1", version=1, state=SUPERSEDED, start=NOW - 100 * DAY, superseded_by="v2"),
+        src("v2", version=2, start=NOW - DAY),
+    ]
+    family, context = view(rows, sources), family_ctx(rows)
+    first = declared_family(family, context)
+    assert first.rows["kb:v1"].version_state is SUPERSEDED
+    assert declared_family(family, context) is first
+    # another context, or a copy of the view, works it out again (to the same)
+    other = declared_family(family, dataclasses.replace(context))
+    assert other is not first
+    assert other == first
+    again = declared_family(dataclasses.replace(family), context)
+    assert again is not first
+    assert again == first
 
 
 def test_family_successor_not_marked() -> None:
@@ -1031,6 +1052,37 @@ def families(draw: st.DrawFn) -> list[Document]:
 def test_settle_is_idempotent(docs: list[Document], policy: str) -> None:
     once = settle(docs, NOW, unknown_siblings=policy)
     assert settle(once.values(), NOW, unknown_siblings=policy) == once
+
+
+@given(families(), st.sampled_from(["supersede", "report"]))
+def test_settle_returns_a_version_it_leaves_unchanged_as_the_same_object(
+    docs: list[Document], policy: str
+) -> None:
+    """No copy is made of a version the time rule leaves as it is (the usual case)."""
+    settled = settle(docs, NOW, unknown_siblings=policy)
+    for doc in docs:
+        if settled[doc.doc_id] == doc:
+            assert settled[doc.doc_id] is doc
+
+
+@given(families(), st.sampled_from(["supersede", "report"]), st.integers(-3, 3))
+def test_view_settled_is_settle_of_its_rows_worked_out_once(
+    docs: list[Document], policy: str, days: int
+) -> None:
+    """The checks share one settling of a view's rows; a copy with other rows has its own."""
+    now = NOW + days * DAY
+    view = FamilyView(family="fam", rows=tuple(docs))
+    settled = view.settled(now, policy)
+    assert settled == settle(docs, now, unknown_siblings=policy)
+    assert list(settled) == list(settle(docs, now, unknown_siblings=policy))
+    assert view.settled(now, policy) == settled
+    assert view.settled(now + DAY, policy) == settle(docs, now + DAY, unknown_siblings=policy)
+    with pytest.raises(TypeError):
+        settled["x"] = docs[0] if docs else row("x")  # type: ignore[index]
+    # the memo is no part of the view's content, and a copy starts without it
+    assert view == FamilyView(family="fam", rows=tuple(docs))
+    other = dataclasses.replace(view, rows=tuple(reversed(docs)))
+    assert other.settled(now, policy) == settle(reversed(docs), now, unknown_siblings=policy)
 
 
 def test_settle_report_policy_keeps_unknowns_side_by_side_until_a_declared_version() -> None:

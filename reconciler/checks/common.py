@@ -15,6 +15,8 @@ META_FIELDS: tuple[str, ...] = ("doc_version", "doc_class", "title")
 
 def diff(before: Document, after: Document, fields: Iterable[str]) -> dict[str, Any]:
     """Fields (of ``fields``) whose value differs, with the ``after`` value."""
+    if before is after:
+        return {}  # (``settle`` hands back a version it leaves unchanged as it is)
     return {f: getattr(after, f) for f in fields if getattr(before, f) != getattr(after, f)}
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 
 from reconciler.checks.common import STATE_FIELDS, diff
 from reconciler.model import Finding, Severity, VersionState, rfc3339
-from reconciler.settling import row_served, settle, start_of
+from reconciler.settling import row_served, start_of
 from reconciler.views import CheckContext, FamilyView
 
 CHECK = "dates"
@@ -15,23 +16,23 @@ CHECK = "dates"
 def check_dates(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     """Find versions whose state or window is out of step with the time rule at ``ctx.now``."""
     findings: list[Finding] = []
-    timed = settle(view.rows, ctx.now, unknown_siblings=ctx.unknown_siblings)
-    became_current = {
-        row.doc_id
-        for row in view.rows
-        if row.version_state is VersionState.PENDING
-        and (row.effective_from is None or row.effective_from <= ctx.now)
-    }
-    starts = Counter(start_of(row) for row in view.rows)
+    timed = view.settled(ctx.now, ctx.unknown_siblings)
+    # Worked out on first need (most families have no change and no empty window).
+    became_current: set[str] | None = None
+    starts: Counter[datetime] | None = None
     for row in view.rows:
         after = timed[row.doc_id]
         changes = diff(row, after, STATE_FIELDS)
         # The time rule never closes a window before it opens; it closes one empty (at its
         # start) only for a successor starting at that same instant. Any other empty or
         # reversed window comes from the source's own dates.
-        empty = row.effective_from == row.effective_to
-        # (an empty window's own start is counted in ``starts``: another one makes two)
-        closed_by_sibling = row.superseded_by is not None or starts[row.effective_to] > 1
+        empty = row.effective_from is not None and row.effective_from == row.effective_to
+        closed_by_sibling = False
+        if empty:
+            if starts is None:
+                starts = Counter(start_of(other) for other in view.rows)
+            # (an empty window's own start is counted in ``starts``: another one makes two)
+            closed_by_sibling = row.superseded_by is not None or starts[row.effective_to] > 1
         if row.effective_from is not None and (
             row.effective_from > row.effective_to or (empty and not closed_by_sibling)
         ):
@@ -49,6 +50,13 @@ def check_dates(view: FamilyView, ctx: CheckContext) -> list[Finding]:
             )
         if not changes:
             continue
+        if became_current is None:
+            became_current = {
+                other.doc_id
+                for other in view.rows
+                if other.version_state is VersionState.PENDING
+                and (other.effective_from is None or other.effective_from <= ctx.now)
+            }
         if row.doc_id in became_current:
             kind = "pending_now_effective"
             action = f"set state {after.version_state}" + (
@@ -93,7 +101,7 @@ def check_dates(view: FamilyView, ctx: CheckContext) -> list[Finding]:
         )
     for row in view.rows:
         aggregate = view.chunks.get(row.doc_id)
-        if aggregate is None:
+        if aggregate is None or not aggregate.variants:
             continue
         missing = sum(
             n

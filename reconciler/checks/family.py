@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
 from reconciler.deriving import declared_document, declared_state, with_registered
@@ -123,7 +124,23 @@ class Declared:
 
 def declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
     """The source's truth for one family: the one derivation the family check reports from
-    and the planner applies (so the dates and siblings checks never outvote the source)."""
+    and the planner applies (so the dates and siblings checks never outvote the source).
+
+    Worked out once per view and context (the family check and the planner both ask); the
+    result is read, never changed."""
+    memo = view.memo.get(_DECLARED)
+    if memo is not None and memo[0] is ctx:
+        return cast(Declared, memo[1])
+    truth = _declared_family(view, ctx)
+    # (the context itself is kept, not its id: an id may be reused once it is gone)
+    view.memo[_DECLARED] = (ctx, truth)
+    return truth
+
+
+_DECLARED = "declared_family"
+
+
+def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
     declared: list[Document] = []
     judged: set[str] = set()
     not_ingested_successor: dict[str, str] = {}
@@ -237,7 +254,7 @@ def check_family(view: FamilyView, ctx: CheckContext) -> list[Finding]:
 
     settled = truth.rows
     # What the dates and siblings checks alone would do.
-    timed = settle(view.rows, ctx.now, unknown_siblings=ctx.unknown_siblings)
+    timed = view.settled(ctx.now, ctx.unknown_siblings)
     for row in view.rows:
         if row.doc_id not in judged or row.doc_id not in view.sources:
             continue

@@ -18,7 +18,6 @@ from reconciler.settling import (
     payload_instant,
     payload_served,
     row_served,
-    settle,
     start_of,
 )
 from reconciler.views import CheckContext, FamilyView
@@ -30,7 +29,7 @@ def check_siblings(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     """Find versions served now beside the one the time rule keeps in force."""
     now = ctx.now
     rows = {row.doc_id: row for row in view.rows}
-    settled = settle(view.rows, now, unknown_siblings=ctx.unknown_siblings)
+    settled = view.settled(now, ctx.unknown_siblings)
     # What retrieval serves now, per document: (state, start) of each served row or variant.
     live: dict[str, list[tuple[str, datetime]]] = {}
     for doc_id, row in rows.items():
@@ -49,10 +48,12 @@ def check_siblings(view: FamilyView, ctx: CheckContext) -> list[Finding]:
                 )
         if claims:
             live[doc_id] = claims
-    in_force = sorted(
-        (doc_id for doc_id, doc in settled.items() if row_served(doc, now)),
-        key=lambda doc_id: order_key(settled[doc_id]),
-    )
+    in_force = [
+        doc.doc_id
+        for doc in sorted((doc for doc in settled.values() if row_served(doc, now)), key=order_key)
+    ]
+    if len(in_force) <= 1 and all(doc_id in in_force for doc_id in live):
+        return []  # at most one version served, and it is the one in force: nothing to report
     findings = []
     for doc_id, claims in sorted(live.items()):
         others = (set(live) | set(in_force)) - {doc_id}
