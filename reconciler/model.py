@@ -119,12 +119,9 @@ def utc(value: datetime) -> datetime:
 
 def rfc3339(value: datetime) -> str:
     """Format an instant as the RFC 3339 UTC string written to payloads (``...Z``)."""
-    value = utc(value)
-    # strftime's %Y does not zero-pad years before 1000 on glibc ("1-01-01"), so spell it out.
-    text = f"{value.year:04d}-{value.strftime('%m-%dT%H:%M:%S')}"
-    if value.microsecond:
-        text += f".{value.microsecond:06d}"
-    return f"{text}Z"
+    # isoformat zero-pads the year to four digits and writes microseconds only when there are
+    # some; in UTC it ends in "+00:00", spelt "Z" here.
+    return f"{utc(value).isoformat()[:-6]}Z"
 
 
 def storable(text: str) -> str:

@@ -178,10 +178,14 @@ class ChunkTally:
         if hit.any():
             expected = self._fingerprints[np.where(hit, slots, 0)]
             matched = hit & (expected == _fingerprints(rows))
-        np.add.at(self._counts, slots[hit], 1)
-        np.add.at(self._matching, slots[matched], 1)
-        if matched.all():
+        if matched.all():  # the usual page: every chunk has its row and its row's payload
+            found, times = np.unique(slots, return_counts=True)
+            times = times.astype(np.uint32)
+            self._counts[found] += times
+            self._matching[found] += times
             return
+        _bump(self._counts, slots[hit])
+        _bump(self._matching, slots[matched])
         for index in np.flatnonzero(~matched).tolist():
             slot, row = int(slots[index]), rows[index]
             if slot < 0 and owns is not None and not owns(row[1:]):
@@ -307,6 +311,12 @@ class ChunkTally:
             return doc_id in self._orphans
         except TypeError:  # an unhashable doc_id is no orphan's
             return False
+
+
+def _bump(counts: npt.NDArray[np.uint32], slots: Slots) -> None:
+    """Add one to ``counts`` at each of ``slots`` (a slot may repeat)."""
+    found, times = np.unique(slots, return_counts=True)
+    counts[found] += times.astype(np.uint32)
 
 
 def _fingerprint(row: tuple[Any, ...]) -> int:

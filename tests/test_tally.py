@@ -11,13 +11,21 @@ them apart.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.model import MANAGED_KEYS, Document, ManagedPage, VersionState
+from reconciler.model import (
+    MANAGED_KEYS,
+    Document,
+    ManagedPage,
+    VersionState,
+    parse_instant,
+    rfc3339,
+    utc,
+)
 from reconciler.payload import payload_values
 from reconciler.tally import ChunkTally
 from reconciler.views import ChunkAggregate, Variant, digest, expected_variant, normalize
@@ -166,3 +174,20 @@ def test_ids_are_dropped_past_keep_ids_and_the_tally_says_so() -> None:
     assert tally.mismatching_ids(row.doc_id) is None
     assert not tally.ids_complete
     assert tally[row.doc_id].drifted == 3
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
+    st.one_of(st.none(), st.integers(min_value=-23 * 60, max_value=23 * 60)),
+)
+def test_payload_dates_are_spelt_as_rfc3339_utc(instant: datetime, offset: int | None) -> None:
+    """The date text every payload carries (and the expected fingerprints hash): UTC, "Z",
+    a four-digit year, microseconds only when there are some; a naive instant is UTC."""
+    if offset is not None:
+        instant = instant.replace(tzinfo=timezone(timedelta(minutes=offset)))
+    at = utc(instant)
+    spelt = f"{at.year:04d}-{at.month:02d}-{at.day:02d}T{at.hour:02d}:{at.minute:02d}:"
+    spelt += f"{at.second:02d}" + (f".{at.microsecond:06d}" if at.microsecond else "") + "Z"
+    assert rfc3339(instant) == spelt
+    assert parse_instant(spelt) == at
