@@ -728,19 +728,20 @@ class Reconciler:
         scan: Scan,
         new_docs: list[SourceDocument],
     ) -> FamilyView:
-        members = {r.doc_id for r in rows} | {d.doc_id for d in new_docs}
-        by_id = {d: sources.by_id[d] for d in members if d in sources.by_id}
-        successors = {
-            doc.superseded_by: sources.by_id[doc.superseded_by]
-            for doc in by_id.values()
-            if doc.superseded_by and doc.superseded_by in sources.by_id
-        }
-        named = {
-            d
-            for d in [*(s.superseded_by for s in by_id.values()), *(r.superseded_by for r in rows)]
-            if d is not None
-        }
         own = {r.doc_id for r in rows}
+        named = {r.superseded_by for r in rows if r.superseded_by is not None}
+        by_id: dict[str, SourceDocument] = {}
+        successors: dict[str, SourceDocument] = {}
+        members: set[str] = own
+        if sources.by_id:  # (a run without sources, or a family none of them holds: no work)
+            members = own | {d.doc_id for d in new_docs}
+            by_id = {d: sources.by_id[d] for d in members if d in sources.by_id}
+            successors = {
+                doc.superseded_by: sources.by_id[doc.superseded_by]
+                for doc in by_id.values()
+                if doc.superseded_by and doc.superseded_by in sources.by_id
+            }
+            named |= {d.superseded_by for d in by_id.values() if d.superseded_by is not None}
         # A row of this family is registered; another is looked for in the scan, then the table.
         outside = {d for d in named if d not in own and d not in scan.expected}
         found = self.table.get_documents(outside) if outside else {}
@@ -754,8 +755,16 @@ class Reconciler:
             rows=rows,
             sources=by_id,
             successors=successors,
-            problems={d: sources.problems[d] for d in members if d in sources.problems},
-            last_seen={d: sources.last_seen[d] for d in members if d in sources.last_seen},
+            problems=(
+                {d: sources.problems[d] for d in members if d in sources.problems}
+                if sources.problems
+                else {}
+            ),
+            last_seen=(
+                {d: sources.last_seen[d] for d in members if d in sources.last_seen}
+                if sources.last_seen
+                else {}
+            ),
             chunks=chunks,
             registered=frozenset(d for d in named if d not in outside or d in found),
         )

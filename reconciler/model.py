@@ -112,7 +112,10 @@ ALL_KEYS: tuple[str, ...] = IDENTITY_KEYS + MANAGED_KEYS
 
 def utc(value: datetime) -> datetime:
     """Return ``value`` as an aware UTC datetime; naive values are taken to be UTC."""
-    if value.tzinfo is None:
+    zone = value.tzinfo
+    if zone is UTC:
+        return value
+    if zone is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
 

@@ -84,6 +84,8 @@ class ChunkTally:
         self._matching: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
         self._key_view: Sequence[int] = ()
         self._check_view: Sequence[int] = ()
+        self._count_view: Sequence[int] = ()
+        self._matching_view: Sequence[int] = ()
         #: 64-bit keys more than one row has (told apart by the second key).
         self._shared: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._variants: dict[int, dict[Variant, int]] = {}
@@ -127,6 +129,9 @@ class ChunkTally:
         self._matching = np.zeros(size, np.uint32)
         self._key_view = memoryview(self._keys.data) if size else ()
         self._check_view = memoryview(self._checks.data) if size else ()
+        # (the counts as Python sees them, for reading one document's: no numpy scalars)
+        self._count_view = memoryview(self._counts.data) if size else ()
+        self._matching_view = memoryview(self._matching.data) if size else ()
         same = self._keys[1:] == self._keys[:-1]
         self._shared = np.unique(self._keys[1:][same])
 
@@ -284,12 +289,12 @@ class ChunkTally:
         """The ``ChunkAggregate`` of a document with at least one chunk, else ``None``."""
         slot = self.slot(doc_id)
         if slot is not None:
-            count = int(self._counts[slot])
+            count = self._count_view[slot]
             if not count:
                 return None
             return ChunkAggregate(
                 count=count,
-                matching=int(self._matching[slot]),
+                matching=self._matching_view[slot],
                 variants=dict(self._variants.get(slot, {})),
             )
         try:
@@ -306,7 +311,7 @@ class ChunkTally:
     def __contains__(self, doc_id: object) -> bool:
         slot = self.slot(doc_id)
         if slot is not None:
-            return bool(self._counts[slot])
+            return bool(self._count_view[slot])
         try:
             return doc_id in self._orphans
         except TypeError:  # an unhashable doc_id is no orphan's

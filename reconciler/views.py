@@ -154,7 +154,7 @@ class CheckContext:
         return self.now - state.last_success_at > state.ttl
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FamilyView:
     """Everything known about one family: rows, source documents, chunk aggregates."""
 

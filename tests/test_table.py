@@ -8,10 +8,14 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, inspect, text
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import DateTime, create_engine, inspect, text
+from sqlalchemy.dialects import sqlite
 
 from reconciler.errors import SchemaError
 from reconciler.model import OPEN_END, Document, VersionState
+from reconciler.stores.schema import UTCDateTime
 from reconciler.stores.sql import SqlDocumentTable, _alembic_config
 
 #: The schema revision this build creates.
@@ -215,3 +219,18 @@ def test_runs_and_source_status(table: SqlDocumentTable) -> None:
     assert status.last_success_at == ok_at  # a failure never moves the TTL clock
     assert status.last_attempt_at == ok_at + timedelta(hours=1)
     assert (status.last_error, status.documents_seen) == ("gone", 5)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)))
+def test_sqlite_datetimes_read_as_sqlalchemy_reads_them_made_utc(instant: datetime) -> None:
+    """The one-step SQLite reader of ``UTCDateTime`` gives what SQLAlchemy's own parser does
+    for every text SQLAlchemy writes, in UTC."""
+    dialect = sqlite.dialect()
+    stored = DateTime().dialect_impl(dialect).bind_processor(dialect)(instant)
+    usual = DateTime().dialect_impl(dialect).result_processor(dialect, None)(stored)
+    read = UTCDateTime().result_processor(dialect, None)
+
+    assert read(stored) == usual.replace(tzinfo=UTC)
+    assert read(stored).tzinfo is UTC
+    assert read(None) is None
