@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
+from operator import attrgetter
 from typing import Any
 
 from connectors.base import ConnectorError, SystemOfRecord
@@ -62,6 +63,7 @@ from reconciler.views import CheckContext, ChunkAggregate, FamilyView, SourceSta
 
 log = logging.getLogger(__name__)
 
+_FAMILY_OF = attrgetter("doc_family_id")
 #: Modes that apply their plan (under the guard).
 WRITING_MODES = frozenset(mode for mode in RunMode if mode.writes)
 #: Modes of a reconciliation (the others are ingest, bootstrap and rollback runs).
@@ -553,12 +555,14 @@ class Reconciler:
         return options.families
 
     def _rows(self, options: Options, families: Iterable[str] | None = None) -> Iterator[Document]:
-        for row in self.table.iter_documents(
+        rows = self.table.iter_documents(
             batch_size=options.table_batch,
             families=list(families) if families is not None else None,
-        ):
-            if options.shard.owns(row.doc_family_id):
-                yield row
+        )
+        if options.shard.count == 1:
+            return rows
+        owns = options.shard.owns
+        return (row for row in rows if owns(row.doc_family_id))
 
     def scan(self, options: Options, scope: frozenset[str] | None) -> Scan:
         """Fingerprint every row's expected payload, then fold the collection per document.
@@ -573,21 +577,28 @@ class Reconciler:
         last_family = None
         in_scope: list[str] = []
         owns = options.shard.owns
+        everything = options.shard.count == 1
         retired = str(VersionState.RETIRED)
+        batch: list[tuple[Any, ...]] = []
         for row in self.table.iter_managed_columns(
             batch_size=options.table_batch,
             families=list(scope) if scope is not None else None,
         ):
-            if not owns(row.doc_family_id):
+            family = row.doc_family_id
+            if not everything and not owns(family):
                 continue
-            tally.expect(row.doc_id, payload_values(row))
+            batch.append((row.doc_id, *payload_values(row)))
+            if len(batch) >= 256:
+                tally.expect_rows(batch)
+                batch = []
             if scope is not None:
                 in_scope.append(row.doc_id)
             if row.version_state != retired:  # what the source should still hold
                 rows_by_source[row.source] += 1
-            if row.doc_family_id != last_family:
+            if family != last_family:
                 families += 1
-                last_family = row.doc_family_id
+                last_family = family
+        tally.expect_rows(batch)
         tally.seal()
 
         scanned = 0
@@ -657,7 +668,7 @@ class Reconciler:
 
         unclaimed = set(sources.problems)
         family_checks = [c for c in CHECKS if c in checks and c in FAMILY_CHECKS]
-        for family, group in groupby(self._rows(options, scope), key=lambda r: r.doc_family_id):
+        for family, group in groupby(self._rows(options, scope), key=_FAMILY_OF):
             view = self._view(family, tuple(group), sources, scan, new_by_family.pop(family, []))
             unclaimed -= set(view.problems)
             take(check_family(view, ctx, family_checks, options.doc_id))

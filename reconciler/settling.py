@@ -213,8 +213,32 @@ def settle(
     retired and draft versions are kept as they are.
 
     Idempotent: ``settle(settle(x).values()) == settle(x)``. A version the rule leaves as it
-    is comes back as the very object passed in.
+    is comes back as the very object passed in. Retiring a version can change what another
+    one's declaration means (a successor that is retired never comes into force: it closes
+    nothing), so when a version named as a successor is retired the rule is applied again to
+    the result, until nothing more changes.
     """
+    settled = _settle_once(docs, now, unknown_siblings)
+    for _round in range(len(settled)):
+        named = {doc.superseded_by for doc in settled.values()}
+        retired = [
+            doc_id
+            for doc_id, doc in settled.items()
+            if doc_id in named and doc.version_state is VersionState.RETIRED
+        ]
+        if not retired:
+            break
+        again = _settle_once(settled.values(), now, unknown_siblings)
+        if again == settled:
+            break
+        settled = again
+    return settled
+
+
+def _settle_once(
+    docs: Iterable[Document], now: datetime, unknown_siblings: str
+) -> dict[str, Document]:
+    """One application of the rule (see ``settle``)."""
     started = []
     for doc in docs:
         if doc.version_state is VersionState.PENDING and start_of(doc) <= now:

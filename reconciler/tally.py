@@ -103,11 +103,16 @@ class ChunkTally:
     def expect(self, doc_id: str, values: tuple[Any, ...]) -> None:
         """Register a row's document and the payload values (``payload_values``, in
         ``MANAGED_KEYS`` order) its chunks must carry."""
+        self.expect_rows([(doc_id, *values)])
+
+    def expect_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Register rows given as ``(doc_id, *payload values)``, as ``expect`` does, a batch at
+        a time."""
         if self._sealed:
             raise RuntimeError("every row is registered before the first chunk is added")
-        self._new_keys.append(self._key(doc_id))
-        self._new_checks.append(check_key(doc_id))
-        self._new_fingerprints.append(_fingerprint((doc_id, *values)))
+        self._new_keys.extend(map(self._key, map(_DOC, rows)))
+        self._new_checks.extend(map(check_key, map(_DOC, rows)))
+        self._new_fingerprints.extend(_fingerprints(rows).tolist())
 
     def seal(self) -> None:
         """Sort what was registered (done by the first chunk added or lookup made)."""
