@@ -213,22 +213,20 @@ def settle(
     retired and draft versions are kept as they are.
 
     Idempotent: ``settle(settle(x).values()) == settle(x)``. A version the rule leaves as it
-    is comes back as the very object passed in. Retiring a version can change what another
-    one's declaration means (a successor that is retired never comes into force: it closes
-    nothing), so when a version named as a successor is retired the rule is applied again to
-    the result, until nothing more changes.
+    is comes back as the very object passed in. What the rule makes of one version can change
+    what it makes of another (a successor retired never comes into force and closes nothing;
+    under ``unknown_siblings = "report"`` a later unknown version, once superseded, is no
+    longer one of the unknowns left side by side), so when a pass changes anything the rule is
+    applied again to its result, until a pass changes nothing: the state repeated runs would
+    reach, in one call.
     """
+    docs = list(docs)
     settled = _settle_once(docs, now, unknown_siblings)
-    for _round in range(len(settled)):
-        named = {doc.superseded_by for doc in settled.values()}
-        retired = [
-            doc_id
-            for doc_id, doc in settled.items()
-            if doc_id in named and doc.version_state is VersionState.RETIRED
-        ]
-        if not retired:
-            break
-        again = _settle_once(settled.values(), now, unknown_siblings)
+    for _round in range(len(docs) + 1):
+        if all(after is before for after, before in zip(settled.values(), docs, strict=False)):
+            break  # nothing changed (the usual case): a fixpoint
+        docs = list(settled.values())
+        again = _settle_once(docs, now, unknown_siblings)
         if again == settled:
             break
         settled = again
