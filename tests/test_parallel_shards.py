@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 from acceptance_kit import Deployment
@@ -42,16 +43,44 @@ def test_parallel_shards_extend_one_audit_chain(deploy: Deployment) -> None:
             )
         )
         configs.append(config)
-    code = "from reconciler.cli import main; main()"
+    # Each process loads what an apply needs, says it is ready, and starts only once all are:
+    # on a loaded machine, a process still importing would otherwise start after another had
+    # finished, and nothing would run at once.
+    gate = deploy.root / "go"
+    code = (
+        "import pathlib, sys, time\n"
+        "import reconciler.operations, reconciler.engine, reconciler.applying\n"
+        "import reconciler.stores.sql, reconciler.stores.qdrant\n"
+        "from reconciler.cli import main\n"
+        "pathlib.Path(sys.argv[1]).touch()\n"
+        f"while not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.01)\n"
+        "del sys.argv[1]\n"
+        "main()\n"
+    )
+    ready = [deploy.root / f"ready-{i}" for i in range(SHARDS)]
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", code, "--config", str(config), "apply", "--shard", f"{i}/3"],
+            [
+                sys.executable,
+                "-c",
+                code,
+                str(ready[i]),
+                "--config",
+                str(config),
+                "apply",
+                "--shard",
+                f"{i}/3",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env={**os.environ, "RECONCILER_CONFIG": ""},
         )
         for i, config in enumerate(configs)
     ]
+    deadline = time.monotonic() + 120
+    while not all(path.exists() for path in ready) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gate.touch()
     outputs = [p.communicate(timeout=300)[0].decode() for p in processes]
     assert [p.returncode for p in processes] == [0] * SHARDS, outputs
 
