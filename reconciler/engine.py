@@ -559,7 +559,7 @@ class Reconciler:
             batch_size=options.table_batch,
             families=list(families) if families is not None else None,
         )
-        if options.shard.count == 1:
+        if options.shard.whole:
             return rows
         owns = options.shard.owns
         return (row for row in rows if owns(row.doc_family_id))
@@ -577,7 +577,6 @@ class Reconciler:
         last_family = None
         in_scope: list[str] = []
         owns = options.shard.owns
-        everything = options.shard.count == 1
         retired = str(VersionState.RETIRED)
         batch: list[tuple[Any, ...]] = []
         for row in self.table.iter_managed_columns(
@@ -585,7 +584,7 @@ class Reconciler:
             families=list(scope) if scope is not None else None,
         ):
             family = row.doc_family_id
-            if not everything and not owns(family):
+            if not options.shard.whole and not owns(family):
                 continue
             batch.append((row.doc_id, *payload_values(row)))
             if len(batch) >= 256:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from reconciler.model import (
@@ -19,7 +19,6 @@ from reconciler.model import (
     OPEN_START,
     Document,
     ManagedColumns,
-    VersionState,
     rfc3339,
     state_of,
 )
@@ -36,9 +35,9 @@ def payload_values(row: Document | ManagedColumns) -> tuple[Any, ...]:
     return (
         row.doc_family_id,
         int(row.doc_version),
-        _STATE_NAMES.get(row.version_state, _UNKNOWN),
+        str(state_of(row.version_state)),
         row.superseded_by,
-        _date_text(row.effective_from or OPEN_START),
+        rfc3339(row.effective_from or OPEN_START),
         _end_text(row.effective_to or OPEN_END),
         row.doc_class,
         bool(row.quarantined),
@@ -46,22 +45,12 @@ def payload_values(row: Document | ManagedColumns) -> tuple[Any, ...]:
     )
 
 
-#: A stored or typed ``version_state`` -> the name a payload carries (``state_of``'s rule).
-_STATE_NAMES: dict[str, str] = {state.value: str(state) for state in VersionState}
-_UNKNOWN = str(state_of("unknown"))
 _OPEN_END_TEXT = rfc3339(OPEN_END)
-
-
-def _date_text(value: datetime) -> str:
-    # A UTC instant (what the table hands back) is spelt without converting it first.
-    if value.tzinfo is UTC:
-        return f"{value.isoformat()[:-6]}Z"
-    return rfc3339(value)
 
 
 def _end_text(value: datetime) -> str:
     # Most versions are open-ended: their end is spelt once.
-    return _OPEN_END_TEXT if value == OPEN_END else _date_text(value)
+    return _OPEN_END_TEXT if value == OPEN_END else rfc3339(value)
 
 
 def chunk_payload(document: Document, *, chunk_id: str) -> dict[str, Any]:

@@ -27,9 +27,14 @@ class Shard:
         if not 0 <= self.index < self.count:
             raise ValueError(f"shard {self.index}/{self.count}: need 0 <= i < N")
 
+    @property
+    def whole(self) -> bool:
+        """Whether this shard is the whole corpus (no ``--shard``): it owns every family."""
+        return self.count == 1
+
     def owns(self, family: str | None) -> bool:
         """Whether this shard reconciles ``family``."""
-        return self.count == 1 or stable_shard(family or "", self.count) == self.index
+        return self.whole or stable_shard(family or "", self.count) == self.index
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"

@@ -97,7 +97,8 @@ class EdgeChunkIndex:
         self.collection = self.path.name
         self._logical_by_path = {keys.path(key): key for key in ALL_KEYS}
         self._prefix_parts = tuple(keys.prefix[:-1].split(".")) if keys.prefix else ()
-        self._managed_names = tuple(keys.name(key) for key in MANAGED_KEYS)
+        #: Stored names of what the lean scan reads: doc_id, then the managed keys.
+        self._scan_names = tuple(keys.name(key) for key in ("doc_id", *MANAGED_KEYS))
         #: Payload update calls that reached the shard (one per batch, as on qdrant-client).
         self.update_calls = 0
         self._shard: qe.EdgeShard | None = None
@@ -169,10 +170,9 @@ class EdgeChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ManagedPage]:
         """The check's lean scan, a page at a time (ids converted only when asked for)."""
-        names = (self.keys.name("doc_id"), *self._managed_names)
         for points in self._managed_pages(batch_size, doc_ids, self.keys.scan_paths()):
             if points:
-                yield managed_page(points, self._prefix_parts, names, _our_id)
+                yield managed_page(points, self._prefix_parts, self._scan_names, _our_id)
 
     def _managed_pages(
         self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None

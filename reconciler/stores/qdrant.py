@@ -129,7 +129,8 @@ class QdrantChunkIndex:
         self._where = "local mode" if self._local else _redacted_url(options)
         self._logical_by_path = {keys.path(key): key for key in ALL_KEYS}
         self._prefix_parts = tuple(keys.prefix[:-1].split(".")) if keys.prefix else ()
-        self._managed_names = tuple(keys.name(key) for key in MANAGED_KEYS)
+        #: Stored names of what the lean scan reads: doc_id, then the managed keys.
+        self._scan_names = tuple(keys.name(key) for key in ("doc_id", *MANAGED_KEYS))
 
     def __repr__(self) -> str:
         return f"QdrantChunkIndex(collection={self.collection!r}, at={self._where!r})"
@@ -162,10 +163,9 @@ class QdrantChunkIndex:
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ManagedPage]:
         """The check's lean scan, a page at a time (ids converted only when asked for)."""
-        names = (self.keys.name("doc_id"), *self._managed_names)
         for points in self._pages(batch_size, doc_ids, self.keys.scan_paths()):
             if points:
-                yield managed_page(points, self._prefix_parts, names, _point_id)
+                yield managed_page(points, self._prefix_parts, self._scan_names, _point_id)
 
     def _pages(
         self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
