@@ -1,7 +1,8 @@
 """One reconciliation run: read the three stores, run the checks, plan, guard, apply, record.
 
-Streaming throughout: the table is read twice (expected payload fingerprints, then family by
-family), the collection once (the lean ``scan_managed``; apply writes by the point ids that
+Streaming throughout: the table is read once, family by family (expected payload fingerprints,
+and the family checks of every family that needs no chunk to judge; the few others are read
+again by name after the scan, see ``FamilyChecks``), the collection once (the lean ``scan_managed``; apply writes by the point ids that
 scan kept, or selects a changed row's points through the doc_id filter), and the sources
 once, as metadata. Memory holds compact per-document state, never a whole table or
 collection.
@@ -304,7 +305,9 @@ class Reconciler:
     returns its own: ``read_sources`` -> ``SourcesRead``; ``scan`` -> ``Scan`` (table and
     collection); ``assess`` -> ``Assessment`` (checks and plan, family by family);
     ``decide`` -> ``GuardDecision``; ``record`` -> ``ApplyResult`` (writing modes only).
-    ``run`` chains them into a ``Report``.
+    ``run`` chains them into a ``Report``, and hands ``scan`` and ``assess`` one
+    ``FamilyChecks``, so that the families the table pass can judge are checked there (without
+    it, ``assess`` checks every family after the scan: the same findings).
     """
 
     def __init__(
@@ -338,8 +341,9 @@ class Reconciler:
         run_id = options.run_id or str(uuid.uuid4())
         started_at = self.clock.now()
         sources = self.read_sources(options, now)
-        scan = self.scan(options, self.scope(options, sources))
-        assessment = self.assess(options, now, sources, scan)
+        checks = FamilyChecks(options, now, sources)
+        scan = self.scan(options, self.scope(options, sources), checks)
+        assessment = self.assess(options, now, sources, scan, checks)
         plan = self.without_queued_reingests(assessment.plan)
         decision = decide(options, scan.totals, plan, sources.states)
         findings = [*assessment.findings, *decision.reasons]
@@ -564,39 +568,38 @@ class Reconciler:
         owns = options.shard.owns
         return (row for row in rows if owns(row.doc_family_id))
 
-    def scan(self, options: Options, scope: frozenset[str] | None) -> Scan:
+    def scan(
+        self, options: Options, scope: frozenset[str] | None, checks: FamilyChecks | None = None
+    ) -> Scan:
         """Fingerprint every row's expected payload, then fold the collection per document.
 
-        The table is streamed once here, lean (``iter_managed_columns``: no ``Document``), and
-        once more, family by family, by ``assess``; the collection once, a page at a time.
-        Memory holds 28 bytes a document (``ChunkTally``).
+        The table is streamed once here, family by family; ``checks`` (when given) checks each
+        family as it passes (``FamilyChecks.first``). The collection is streamed once, a page
+        at a time. Memory holds 28 bytes a document (``ChunkTally``).
         """
         tally = ChunkTally(keep_ids=options.keep_ids)
         families = 0
         rows_by_source: dict[str, int] = defaultdict(int)
-        last_family = None
         in_scope: list[str] = []
         owns = options.shard.owns
-        retired = str(VersionState.RETIRED)
+        retired = VersionState.RETIRED
         batch: list[tuple[Any, ...]] = []
-        for row in self.table.iter_managed_columns(
-            batch_size=options.table_batch,
-            families=list(scope) if scope is not None else None,
-        ):
-            family = row.doc_family_id
-            if not options.shard.whole and not owns(family):
-                continue
-            batch.append((row.doc_id, *payload_values(row)))
+        if checks is not None:
+            checks.first_pass = True
+        for family, group in groupby(self._rows(options, scope), key=_FAMILY_OF):
+            rows = tuple(group)
+            families += 1
+            for row in rows:
+                batch.append((row.doc_id, *payload_values(row)))
+                if row.version_state is not retired:  # what the source should still hold
+                    rows_by_source[row.source] += 1
+            if scope is not None:
+                in_scope += (row.doc_id for row in rows)
             if len(batch) >= 256:
                 tally.expect_rows(batch)
                 batch = []
-            if scope is not None:
-                in_scope.append(row.doc_id)
-            if row.version_state != retired:  # what the source should still hold
-                rows_by_source[row.source] += 1
-            if family != last_family:
-                families += 1
-                last_family = family
+            if checks is not None:
+                checks.first(family, rows)
         tally.expect_rows(batch)
         tally.seal()
 
@@ -630,24 +633,20 @@ class Reconciler:
     # -- stage 3: the checks and the plan --------------------------------------------------
 
     def assess(
-        self, options: Options, now: datetime, sources: SourcesRead, scan: Scan
+        self,
+        options: Options,
+        now: datetime,
+        sources: SourcesRead,
+        scan: Scan,
+        checks: FamilyChecks | None = None,
     ) -> Assessment:
-        """Run the checks family by family (and the collection- and source-wide ones), and
-        plan the repair of what they find."""
-        checks = options.checks
+        """Check the families ``scan`` did not settle in its first pass (every family, without
+        ``checks``), and the collection- and source-wide checks; plan the repair of what they
+        find."""
+        if checks is None:
+            checks = FamilyChecks(options, now, sources)
         scope = scan.scope
         expected = scan.expected
-        findings: list[Finding] = []
-        plans: list[Plan] = []
-        summary = {c: {"checked": 0, "findings": 0} for c in CHECKS if c in checks}
-        timings: dict[str, float] = {}
-        ctx = CheckContext(
-            now=now,
-            sources=sources.states,
-            successor_policy=options.successor_policy,
-            unknown_siblings=options.unknown_siblings,
-            missing_grace=options.missing_grace,
-        )
         # Source documents without a row, by family (their families may have no rows at all).
         new_by_family: dict[str, list[SourceDocument]] = defaultdict(list)
         for doc_id, doc in sources.by_id.items():
@@ -655,31 +654,40 @@ class Reconciler:
                 family = sources.family_of[doc_id]
                 if options.shard.owns(family) and (scope is None or family in scope):
                     new_by_family[family].append(doc)
-
-        def take(outcome: FamilyOutcome) -> None:
-            findings.extend(outcome.findings)
-            plan = outcome.plan
-            if plan.row_updates or plan.payload_targets or plan.reingests or plan.indexes:
-                plans.append(plan)  # an empty plan a family would make memory grow with N
-            for name, seconds in outcome.timings.items():
-                timings[name] = timings.get(name, 0.0) + seconds
-                summary[name]["checked"] += 1
-
-        unclaimed = set(sources.problems)
-        family_checks = [c for c in CHECKS if c in checks and c in FAMILY_CHECKS]
-        for family, group in groupby(self._rows(options, scope), key=_FAMILY_OF):
-            view = self._view(family, tuple(group), sources, scan, new_by_family.pop(family, []))
-            unclaimed -= set(view.problems)
-            take(check_family(view, ctx, family_checks, options.doc_id))
+        # The families checked again, with their chunks: those the first pass left, those
+        # with a document whose chunks differ from its row, and those with new documents.
+        left = set(checks.revisit)
+        revisit = left | set(new_by_family)
+        drifted = scan.chunks.drifted_ids()
+        if drifted:
+            revisit |= {row.doc_family_id for row in self.table.get_documents(drifted).values()}
+        # (families the first pass did check are counted once, there)
+        counted = revisit - left if checks.first_pass else set()
+        if revisit or not checks.first_pass:
+            # (a few families by name; many: one more stream of the scope, the others skipped)
+            few = checks.first_pass and len(revisit) <= REVISIT_BY_NAME
+            rows = self._rows(options, sorted(revisit) if few else scope)
+            for family, group in groupby(rows, key=_FAMILY_OF):
+                if few or not checks.first_pass or family in revisit:
+                    view = self._view(
+                        family, tuple(group), sources, scan, new_by_family.pop(family, [])
+                    )
+                    checks.take(view, again=family in counted)
         for family, docs in sorted(new_by_family.items()):
-            view = self._view(family, (), sources, scan, docs)
-            unclaimed -= set(view.problems)
-            take(check_family(view, ctx, family_checks, options.doc_id))
+            checks.take(self._view(family, (), sources, scan, docs))
         # A problem of a document outside this shard (or not in the source at all, yet
         # registered) is not "unregistered".
-        unclaimed = {d for d in unclaimed if d not in sources.by_id and not self._registered(d)}
+        unclaimed = {
+            d
+            for d in set(sources.problems) - checks.claimed
+            if d not in sources.by_id and not self._registered(d)
+        }
 
-        if "payload" in checks:
+        findings = checks.findings
+        plans = checks.plans
+        summary = checks.summary
+        timings = checks.timings
+        if "payload" in options.checks:
             summary["payload"]["checked"] = scan.totals.chunks
             # Chunks whose doc_id has no row (the tally keeps them apart: no pass over every
             # document, no aggregate built for each).
@@ -692,16 +700,16 @@ class Reconciler:
             # Problems no registered document matches (a note that never parsed, an entry
             # without an id): the family check's. Unreadable parts of a source without a
             # document to name are the hash check's, with the source's own state.
-            if "family" in checks:
+            if "family" in options.checks:
                 findings += unregistered_findings(
                     [p for p in sources.loose_problems if p.kind not in UNREADABLE_PROBLEMS]
                     + [p for doc_id in sorted(unclaimed) for p in sources.problems[doc_id]]
                 )
-            if "hash" in checks:
+            if "hash" in options.checks:
                 findings += unreadable_findings(sources.loose_problems, None)
                 for state in sources.states.values():
                     findings += check_source(state)
-        if "index" in checks:
+        if "index" in options.checks:
             started = time.perf_counter()
             supported = bool(getattr(self.index, "supports_payload_indexes", False))
             index_findings = check_index(
@@ -738,45 +746,21 @@ class Reconciler:
         scan: Scan,
         new_docs: list[SourceDocument],
     ) -> FamilyView:
-        own = {r.doc_id for r in rows}
-        named = {r.superseded_by for r in rows if r.superseded_by is not None}
-        by_id: dict[str, SourceDocument] = {}
-        successors: dict[str, SourceDocument] = {}
-        members: set[str] = own
-        if sources.by_id:  # (a run without sources, or a family none of them holds: no work)
-            members = own | {d.doc_id for d in new_docs}
-            by_id = {d: sources.by_id[d] for d in members if d in sources.by_id}
-            successors = {
-                doc.superseded_by: sources.by_id[doc.superseded_by]
-                for doc in by_id.values()
-                if doc.superseded_by and doc.superseded_by in sources.by_id
-            }
-            named |= {d.superseded_by for d in by_id.values() if d.superseded_by is not None}
-        # A row of this family is registered; another is looked for in the scan, then the table.
-        outside = {d for d in named if d not in own and d not in scan.expected}
-        found = self.table.get_documents(outside) if outside else {}
+        """A family as the checks see it after the scan: its chunks, and the documents it
+        names outside itself looked for in the scan, then the table."""
         chunks: dict[str, ChunkAggregate] = {}
         for row in rows:
             aggregate = scan.chunks.get(row.doc_id)
             if aggregate is not None:
                 chunks[row.doc_id] = aggregate
-        return FamilyView(
-            family=family,
-            rows=rows,
-            sources=by_id,
-            successors=successors,
-            problems=(
-                {d: sources.problems[d] for d in members if d in sources.problems}
-                if sources.problems
-                else {}
-            ),
-            last_seen=(
-                {d: sources.last_seen[d] for d in members if d in sources.last_seen}
-                if sources.last_seen
-                else {}
-            ),
-            chunks=chunks,
-            registered=frozenset(d for d in named if d not in outside or d in found),
+        view = family_view(family, rows, sources, new_docs, chunks)
+        own = {row.doc_id for row in rows}
+        outside = {d for d in view.registered if d not in own and d not in scan.expected}
+        if not outside:
+            return view
+        found = self.table.get_documents(outside)
+        return dataclasses.replace(
+            view, registered=frozenset(d for d in view.registered if d not in outside or d in found)
         )
 
     # -- stage 5: apply and record -----------------------------------------------------------
@@ -887,6 +871,120 @@ class Reconciler:
 
 
 # -- stages as functions (no store) ----------------------------------------------------------
+
+
+#: Up to this many families checked again after the scan are read by name; more, by one
+#: more stream of the table that skips the others (a long ``IN`` list is slow to plan, and
+#: SQLite caps its bound parameters).
+REVISIT_BY_NAME = 500
+
+
+def family_view(
+    family: str,
+    rows: tuple[Document, ...],
+    sources: SourcesRead,
+    new_docs: Sequence[SourceDocument] = (),
+    chunks: Mapping[str, ChunkAggregate] | None = None,
+) -> FamilyView:
+    """A family as the checks see it: its rows, its documents in the sources (``new_docs``:
+    those without a row), their problems, and ``chunks``. Every document the family names as a
+    successor is taken as registered (``Reconciler._view`` looks up those outside it)."""
+    named = {r.superseded_by for r in rows if r.superseded_by is not None}
+    by_id: dict[str, SourceDocument] = {}
+    successors: dict[str, SourceDocument] = {}
+    members = {r.doc_id for r in rows}
+    if sources.by_id:  # (a run without sources, or a family none of them holds: no work)
+        members |= {d.doc_id for d in new_docs}
+        by_id = {d: sources.by_id[d] for d in members if d in sources.by_id}
+        successors = {
+            doc.superseded_by: sources.by_id[doc.superseded_by]
+            for doc in by_id.values()
+            if doc.superseded_by and doc.superseded_by in sources.by_id
+        }
+        named |= {d.superseded_by for d in by_id.values() if d.superseded_by is not None}
+    return FamilyView(
+        family=family,
+        rows=rows,
+        sources=by_id,
+        successors=successors,
+        problems=(
+            {d: sources.problems[d] for d in members if d in sources.problems}
+            if sources.problems
+            else {}
+        ),
+        last_seen=(
+            {d: sources.last_seen[d] for d in members if d in sources.last_seen}
+            if sources.last_seen
+            else {}
+        ),
+        chunks=chunks if chunks is not None else {},
+        registered=frozenset(named),
+    )
+
+
+class FamilyChecks:
+    """The family checks of one run, and what they found, family by family.
+
+    The first pass over the table checks each family as it streams past, before the scan and
+    without chunks (``first``). That is the family's final outcome when it finds nothing: the
+    checks read chunks only through their payload variants, which a document has only when one
+    of its chunks differs from its row, and the plan reads chunk counts only to repair a
+    finding. So a family is checked again after the scan, with its chunks (``take``), only when
+    the first pass found something, when it names a successor outside itself (whether that one
+    has a row is known once every row is registered), when a source holds a document of it
+    that has no row (the document joins its view), or when the scan finds a chunk of it that
+    differs from its row. Without drift that is no family, and the table is streamed once.
+    """
+
+    def __init__(self, options: Options, now: datetime, sources: SourcesRead) -> None:
+        self.ctx = CheckContext(
+            now=now,
+            sources=sources.states,
+            successor_policy=options.successor_policy,
+            unknown_siblings=options.unknown_siblings,
+            missing_grace=options.missing_grace,
+        )
+        self.sources = sources
+        self.names = [c for c in CHECKS if c in options.checks and c in FAMILY_CHECKS]
+        self.doc_id = options.doc_id
+        self.findings: list[Finding] = []
+        self.plans: list[Plan] = []
+        #: check -> {"checked": n, "findings": n}.
+        self.summary = {c: {"checked": 0, "findings": 0} for c in CHECKS if c in options.checks}
+        self.timings: dict[str, float] = {}
+        #: The doc ids whose source problems a family took.
+        self.claimed: set[str] = set()
+        #: Whether the scan's first pass went through ``first`` (else every family is left).
+        self.first_pass = False
+        #: The families ``first`` left for after the scan.
+        self.revisit: list[str] = []
+
+    def first(self, family: str, rows: tuple[Document, ...]) -> None:
+        """Check a family of the first pass, or leave it for after the scan (``revisit``)."""
+        view = family_view(family, rows, self.sources)
+        if not view.registered <= {row.doc_id for row in rows}:
+            self.revisit.append(family)  # a successor named outside it
+            return
+        outcome = check_family(view, self.ctx, self.names)
+        if outcome.findings or not outcome.plan.empty:
+            self.revisit.append(family)
+            return
+        self._count(view, outcome)
+
+    def take(self, view: FamilyView, *, again: bool = False) -> None:
+        """Check a family with everything known after the scan, and keep what it finds
+        (``again``: ``first`` checked and counted it already)."""
+        outcome = check_family(view, self.ctx, self.names, self.doc_id)
+        self.findings.extend(outcome.findings)
+        if not outcome.plan.empty:
+            self.plans.append(outcome.plan)  # an empty plan a family would make memory grow
+        self._count(view, outcome, checked=0 if again else 1)
+
+    def _count(self, view: FamilyView, outcome: FamilyOutcome, checked: int = 1) -> None:
+        self.claimed.update(view.problems)
+        for name, seconds in outcome.timings.items():
+            self.timings[name] = self.timings.get(name, 0.0) + seconds
+            self.summary[name]["checked"] += checked
 
 
 def _in_doc_scope(doc_id: str | None, finding: Finding) -> bool:

@@ -11,7 +11,7 @@ import enum
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 #: ``effective_to`` of an open-ended version. Always written, never null or absent: absent keys
 #: do not match range filters in most stores.
@@ -277,23 +277,6 @@ class ManagedPage:
         """The page chunk by chunk: ``(point id, doc_id, managed values)``."""
         for index, row in enumerate(self.rows):
             yield self._point_id(index), row[0], row[1:]
-
-
-class ManagedColumns(NamedTuple):
-    """A row's identity and the columns its managed payload is derived from (the check's
-    lean first pass over the table: no ``Document`` built, ``version_state`` as stored)."""
-
-    doc_id: str
-    source: str
-    doc_family_id: str
-    doc_version: int
-    version_state: str
-    superseded_by: str | None
-    effective_from: datetime | None
-    effective_to: datetime | None
-    doc_class: str | None
-    quarantined: bool
-    quarantine_reason: str | None
 
 
 @dataclass(frozen=True, slots=True)

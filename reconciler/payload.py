@@ -18,7 +18,6 @@ from reconciler.model import (
     OPEN_END,
     OPEN_START,
     Document,
-    ManagedColumns,
     rfc3339,
     state_of,
 )
@@ -29,9 +28,9 @@ def payload_for(document: Document) -> dict[str, Any]:
     return dict(zip(MANAGED_KEYS, payload_values(document), strict=True))
 
 
-def payload_values(row: Document | ManagedColumns) -> tuple[Any, ...]:
-    """The values of ``payload_for`` in ``MANAGED_KEYS`` order, from a document or from its
-    row's columns as stored (the check's lean pass): one derivation for both."""
+def payload_values(row: Document) -> tuple[Any, ...]:
+    """The values of ``payload_for`` in ``MANAGED_KEYS`` order (the check's expected payload,
+    fingerprinted): one derivation for both."""
     return (
         row.doc_family_id,
         int(row.doc_version),

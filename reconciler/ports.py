@@ -20,7 +20,6 @@ from reconciler.model import (
     ChunkRecord,
     ChunkState,
     Document,
-    ManagedColumns,
     ManagedPage,
     PayloadWrite,
     ReingestRequest,
@@ -214,13 +213,6 @@ class DocumentRows(Protocol):
         doc_ids: Sequence[str] | None = None,
     ) -> Iterator[Document]:
         """Stream documents ordered by family and version (never all at once)."""
-        ...
-
-    def iter_managed_columns(
-        self, *, batch_size: int = 1000, families: Sequence[str] | None = None
-    ) -> Iterator[ManagedColumns]:
-        """Stream each row's identity and the columns its payload derives from, in the order
-        of ``iter_documents`` (the check's first pass: no ``Document`` is built)."""
         ...
 
     def has_family(self, family: str) -> bool:

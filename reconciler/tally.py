@@ -8,9 +8,9 @@ chunks already right. Doc id strings are not kept: a chunk is matched to its row
 rows that share the 64-bit key are told apart by the second. A page of chunks is matched with
 one ``searchsorted``; the per-chunk Python work is what the store's own page costs to read.
 
-Payload variants are kept only for documents with a mismatching chunk, ``ChunkAggregate``
-objects only for orphans (chunks whose doc_id has no row) or when a check asks for one
-document's aggregate. The point ids of mismatching chunks are kept, up to ``keep_ids`` in
+Payload variants, and the doc id, are kept only for documents with a mismatching chunk;
+``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no row) or when a check
+asks for one document's aggregate. The point ids of mismatching chunks are kept, up to ``keep_ids`` in
 all, so that the applier can write by id without scanning again.
 """
 
@@ -89,6 +89,8 @@ class ChunkTally:
         #: 64-bit keys more than one row has (told apart by the second key).
         self._shared: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._variants: dict[int, dict[Variant, int]] = {}
+        #: slot -> doc id, for the documents with a variant.
+        self._drifted: dict[int, str] = {}
         self._orphans: dict[Any, ChunkAggregate] = {}
         self._slot_ids: dict[int, list[str | int]] = {}
         self._orphan_ids: dict[Any, list[str | int]] = {}
@@ -244,7 +246,10 @@ class ChunkTally:
             if _fingerprint((doc_id, *variant_values(variant))) == self._fingerprints[slot]:
                 self._matching[slot] += 1  # the same meaning, spelt differently
                 return
-            counts = self._variants.setdefault(slot, {})
+            counts = self._variants.get(slot)
+            if counts is None:
+                counts = self._variants[slot] = {}
+                self._drifted[slot] = doc_id
             counts[variant] = counts.get(variant, 0) + 1
             self._keep(self._slot_ids, slot, point_id)
             return
@@ -285,6 +290,11 @@ class ChunkTally:
         if slot is not None:
             return list(self._slot_ids.get(slot, ()))
         return list(self._orphan_ids.get(doc_id, ()))
+
+    def drifted_ids(self) -> list[str]:
+        """The registered documents with a chunk whose payload differs from their row's, in
+        the order the scan met them."""
+        return list(self._drifted.values())
 
     def orphans(self) -> list[tuple[str | None, ChunkAggregate]]:
         """The chunks whose doc_id has no row (``None``: no doc_id), by doc_id."""

@@ -15,6 +15,7 @@ from connectors.vault import VaultSource
 from reconciler.clock import ManualClock
 from reconciler.embedding import make_embedder
 from reconciler.engine import (
+    FamilyChecks,
     Guard,
     GuardDecision,
     Options,
@@ -79,6 +80,32 @@ def test_stages_chained_by_hand_give_what_run_gives(engine: Reconciler) -> None:
     assert all(doc_id in scan.expected for doc_id in rows)
     assert "hb:expenses-v3" not in scan.expected
     assert sources.states["hb"].documents == 6
+
+
+def test_the_first_pass_checks_the_quiet_families_and_leaves_the_rest(
+    engine: Reconciler,
+) -> None:
+    """``scan`` checks each family as the table streams past: a family with a finding is left
+    for after the scan, and so is one whose chunks turn out to differ from its rows; the quiet
+    one is done (checked and counted once), and the run finds what checking every family after
+    the scan finds."""
+    options = Options(mode="check", now=NOW)
+    sources = engine.read_sources(options, NOW)
+    checks = FamilyChecks(options, NOW, sources)
+    scan = engine.scan(options, None, checks)
+    # travel's row was retired by hand (a finding without any chunk; its chunks now differ
+    # too); expenses' rows are right, so only the scan can tell that its v1 chunks say
+    # ``current``.
+    assert checks.revisit == ["hb:travel"]
+    assert sorted(scan.chunks.drifted_ids()) == ["hb:expenses-v1", "hb:travel-v2"]
+    assert checks.findings == []
+    assert checks.summary["family"]["checked"] == 2  # expenses and leave, before the scan
+    assessment = engine.assess(options, NOW, sources, scan, checks)
+    assert assessment.summary["family"]["checked"] == 3  # expenses not counted twice
+    every = engine.assess(options, NOW, sources, engine.scan(options, None))
+    assert [f.to_json() for f in assessment.findings] == [f.to_json() for f in every.findings]
+    assert assessment.plan == every.plan
+    assert assessment.summary == every.summary
 
 
 def test_every_stage_value_is_frozen(engine: Reconciler) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect as pyinspect
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -234,3 +235,51 @@ def test_sqlite_datetimes_read_as_sqlalchemy_reads_them_made_utc(instant: dateti
     assert read(stored) == usual.replace(tzinfo=UTC)
     assert read(stored).tzinfo is UTC
     assert read(None) is None
+
+
+_ISO_TEXT = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet="0123456789-:. T+Z", min_size=20, max_size=32),
+    st.builds(
+        "".join,
+        st.tuples(
+            st.sampled_from(["2020-01-03", "1999-12-31", "0001-01-01", "2020-13-01"]),
+            st.sampled_from(
+                ["", " 01:20", "T01:20:00", " 23:59:59", " 01:20:00.123456", "T01:20:00.123456"]
+            ),
+            st.sampled_from(["", ".5", "Z", "+00:00", "-05:00", "+02", "+00:00+00:00", " "]),
+        ),
+    ),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_ISO_TEXT)
+def test_sqlite_datetime_text_of_any_shape_reads_as_its_instant_in_utc(text: str) -> None:
+    """Whatever text a SQLite column holds (one written by another tool, a date alone, an
+    offset, junk), the fast reader gives what reading it the long way gives: a naive time is
+    UTC, an aware one is converted, and what ``fromisoformat`` rejects goes to SQLAlchemy."""
+    dialect = sqlite.dialect()
+    column = UTCDateTime()
+    read = column.result_processor(dialect, None)
+    usual = super(UTCDateTime, column).result_processor(dialect, None)  # SQLAlchemy's, then ours
+    assert read is not None
+    assert usual is not None
+
+    def long_way(value: str) -> object:
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return read_or_error(usual, value)
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+    def read_or_error(reader: Callable[[str], object], value: str) -> object:
+        try:
+            return reader(value)
+        except Exception as exc:  # (junk fails as it always failed, in SQLAlchemy's reader)
+            return type(exc)
+
+    got = read_or_error(read, text)
+    assert got == read_or_error(long_way, text)
+    if isinstance(got, datetime):
+        assert got.utcoffset() == timedelta(0)

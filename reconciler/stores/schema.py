@@ -58,6 +58,13 @@ class UTCDateTime(TypeDecorator[datetime]):
 
         def process(value: Any) -> Any:
             if value.__class__ is str:
+                if len(value) == 26 and value[10] == " " and value[19] == ".":
+                    # As SQLAlchemy writes it here ("2026-01-02 03:04:05.000006", naive, in
+                    # UTC): parsed with its offset, no replace() (eight times the parse).
+                    try:
+                        return datetime.fromisoformat(value + "+00:00")
+                    except ValueError:
+                        pass
                 try:
                     parsed = datetime.fromisoformat(value)
                 except ValueError:

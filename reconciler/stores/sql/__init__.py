@@ -30,7 +30,6 @@ from sqlalchemy import Engine
 from reconciler.model import (
     AuditEntry,
     Document,
-    ManagedColumns,
     ReingestRequest,
     RowChange,
     Verification,
@@ -120,12 +119,6 @@ class SqlDocumentTable:
         return self.documents.iter_documents(
             batch_size=batch_size, source=source, families=families, doc_ids=doc_ids
         )
-
-    def iter_managed_columns(
-        self, *, batch_size: int = 1000, families: Sequence[str] | None = None
-    ) -> Iterator[ManagedColumns]:
-        """Stream each row's identity and payload columns, in ``iter_documents`` order."""
-        return self.documents.iter_managed_columns(batch_size=batch_size, families=families)
 
     def has_family(self, family: str) -> bool:
         """Whether any document row belongs to ``family``."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine, select, update
@@ -13,7 +12,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.errors import TableUnavailable
-from reconciler.model import OPEN_END, Document, ManagedColumns, state_of
+from reconciler.model import OPEN_END, Document, state_of
 from reconciler.stores.schema import DocumentRow, IdentityRow, SourceStatusRow
 from reconciler.stores.sql.connection import now
 
@@ -142,22 +141,6 @@ class SqlDocuments:
             result = conn.execution_options(yield_per=batch_size).execute(stmt)
             for row in result:
                 yield document_from_values(row)
-
-    def iter_managed_columns(
-        self, *, batch_size: int = 1000, families: Sequence[str] | None = None
-    ) -> Iterator[ManagedColumns]:
-        """Stream each row's identity and payload columns, in ``iter_documents`` order: the
-        check's first pass, which needs no ``Document`` (and skips the other columns)."""
-        c = DocumentRow.__table__.c
-        stmt = select(*(c[name] for name in ManagedColumns._fields)).order_by(
-            c.doc_family_id, c.doc_version
-        )
-        if families is not None:
-            stmt = stmt.where(c.doc_family_id.in_(list(families)))
-        with self.engine.connect() as conn:
-            result = conn.execution_options(yield_per=batch_size).execute(stmt)
-            # (tuple.__new__ mapped in C: no Python call a row)
-            yield from map(partial(tuple.__new__, ManagedColumns), result)
 
     def has_family(self, family: str) -> bool:
         """Whether any document row belongs to ``family``."""
