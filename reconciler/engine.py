@@ -661,6 +661,8 @@ class Reconciler:
         drifted = scan.chunks.drifted_ids()
         if drifted:
             revisit |= {row.doc_family_id for row in self.table.get_documents(drifted).values()}
+            if scope is not None:  # (a row moved to another family since the first pass)
+                revisit &= scope
         # (families the first pass did check are counted once, there)
         counted = revisit - left if checks.first_pass else set()
         if revisit or not checks.first_pass:
