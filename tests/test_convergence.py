@@ -692,6 +692,41 @@ def _three_versions() -> Corpus:
     return corpus
 
 
+def test_regression_a_successor_in_another_family_not_yet_ingested_is_found() -> None:
+    """v3 is superseded by ``kb:w1``, a new document of another family that has no row yet.
+    The first table pass cannot tell whether w1 has a row (it may come later in the table),
+    so v3's family is checked after the scan: its ``successor_not_ingested`` is found, as
+    checking every family after the scan finds it."""
+    corpus = _three_versions()
+    successor = SourceDocument(
+        source="kb",
+        source_key="w1",
+        doc_id="kb:w1",
+        content_hash="sha256:w1",
+        family="g",
+        version=1,
+        state=VersionState.CURRENT,
+        effective_from=NOW - DAY,
+    )
+    v3 = dataclasses.replace(
+        corpus.source_doc("kb:v3"), state=VersionState.SUPERSEDED, superseded_by="kb:w1"
+    )
+    corpus.replace_source_doc(v3)
+    corpus.sources["kb"].append(successor)
+    corpus.rows["kb:v3"] = _register(corpus, v3, successor)
+    corpus.restate_chunks(corpus.rows["kb:v3"])
+    options = Options(mode="check", now=NOW, missing_grace=GRACE, actor="test")
+    with loaded(corpus) as world:
+        report = world.engine.run(options)
+        sources = world.engine.read_sources(options, NOW)
+        every = world.engine.assess(options, NOW, sources, world.engine.scan(options, None))
+    found = {(f.kind, f.doc_id) for f in report.findings}
+    assert ("successor_not_ingested", "kb:v3") in found, _describe(corpus, report)
+    assert [f.to_json() for f in report.findings if f.check != "guard"] == [
+        f.to_json() for f in every.findings
+    ]
+
+
 def test_regression_rechunked_oldest_of_three_versions_converges_in_one_apply() -> None:
     """v1 -> v2 -> v3 (v3 in force); one chunk of v1 reset to ``current`` by a re-chunking run.
 
