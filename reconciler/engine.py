@@ -1,8 +1,8 @@
 """One reconciliation run: read the three stores, run the checks, plan, guard, apply, record.
 
 Streaming throughout: the table is read once, family by family (expected payload fingerprints,
-and the family checks of every family that needs no chunk to judge; the few others are read
-again by name after the scan, see ``FamilyChecks``), the collection once (the lean ``scan_managed``; apply writes by the point ids that
+and the checks of every family that can be judged without its chunks; those with something
+to report are read again after the scan, see ``FamilyChecks``), the collection once (the lean ``scan_managed``; apply writes by the point ids that
 scan kept, or selects a changed row's points through the doc_id filter), and the sources
 once, as metadata. Memory holds compact per-document state, never a whole table or
 collection.
@@ -575,7 +575,8 @@ class Reconciler:
 
         The table is streamed once here, family by family; ``checks`` (when given) checks each
         family as it passes (``FamilyChecks.first``). The collection is streamed once, a page
-        at a time. Memory holds 28 bytes a document (``ChunkTally``).
+        at a time. Memory holds 28 bytes a document (``ChunkTally``), plus the doc id and
+        payload variants of each document with a differing chunk.
         """
         tally = ChunkTally(keep_ids=options.keep_ids)
         families = 0
@@ -659,10 +660,11 @@ class Reconciler:
         left = set(checks.revisit)
         revisit = left | set(new_by_family)
         drifted = scan.chunks.drifted_ids()
-        if drifted:
-            revisit |= {row.doc_family_id for row in self.table.get_documents(drifted).values()}
-            if scope is not None:  # (a row moved to another family since the first pass)
-                revisit &= scope
+        for start in range(0, len(drifted), 500):  # (their families only, never all rows)
+            found = self.table.get_documents(drifted[start : start + 500])
+            revisit |= {row.doc_family_id for row in found.values()}
+        if drifted and scope is not None:  # (a row moved to another family since the first pass)
+            revisit &= scope
         # (families the first pass did check are counted once, there)
         counted = revisit - left if checks.first_pass else set()
         if revisit or not checks.first_pass:
@@ -932,10 +934,12 @@ class FamilyChecks:
     checks read chunks only through their payload variants, which a document has only when one
     of its chunks differs from its row, and the plan reads chunk counts only to repair a
     finding. So a family is checked again after the scan, with its chunks (``take``), only when
-    the first pass found something, when it names a successor outside itself (whether that one
-    has a row is known once every row is registered), when a source holds a document of it
-    that has no row (the document joins its view), or when the scan finds a chunk of it that
-    differs from its row. Without drift that is no family, and the table is streamed once.
+    the first pass found something, when it names a successor outside itself (it is not
+    checked in the first pass then: whether that one has a row is known once every row is
+    registered), when a source holds a document of it that has no row (the document joins its
+    view), or when the scan finds a chunk of it that differs from its row. In a corpus with
+    nothing to report that is no family, and the table is streamed once; up to
+    ``REVISIT_BY_NAME`` families are read again by name, more by one more stream.
     """
 
     def __init__(self, options: Options, now: datetime, sources: SourcesRead) -> None:

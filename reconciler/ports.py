@@ -212,7 +212,7 @@ class DocumentRows(Protocol):
         families: Sequence[str] | None = None,
         doc_ids: Sequence[str] | None = None,
     ) -> Iterator[Document]:
-        """Stream documents ordered by family and version (never all at once)."""
+        """Stream documents ordered by family, version and id (never all at once)."""
         ...
 
     def has_family(self, family: str) -> bool:

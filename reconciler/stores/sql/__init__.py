@@ -115,7 +115,7 @@ class SqlDocumentTable:
         families: Sequence[str] | None = None,
         doc_ids: Sequence[str] | None = None,
     ) -> Iterator[Document]:
-        """Stream documents ordered by family and version (never all at once)."""
+        """Stream documents ordered by family, version and id (never all at once)."""
         return self.documents.iter_documents(
             batch_size=batch_size, source=source, families=families, doc_ids=doc_ids
         )

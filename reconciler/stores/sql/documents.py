@@ -125,10 +125,10 @@ class SqlDocuments:
         families: Sequence[str] | None = None,
         doc_ids: Sequence[str] | None = None,
     ) -> Iterator[Document]:
-        """Stream documents ordered by family and version (``yield_per``; never all at once)."""
+        """Stream documents ordered by family, version and id (``yield_per``; never all at once)."""
         columns = DocumentRow.__table__.c
         stmt = select(*(columns[name] for name in _DOC_FIELDS)).order_by(
-            columns.doc_family_id, columns.doc_version
+            columns.doc_family_id, columns.doc_version, columns.doc_id
         )
         if source is not None:
             stmt = stmt.where(columns.source == source)
