@@ -29,8 +29,8 @@ def payload_for(document: Document) -> dict[str, Any]:
 
 
 def payload_values(row: Document) -> tuple[Any, ...]:
-    """The values of ``payload_for`` in ``MANAGED_KEYS`` order (the check's expected payload,
-    fingerprinted): one derivation for both."""
+    """The values of ``payload_for`` in ``MANAGED_KEYS`` order: what the check fingerprints as
+    a row's expected payload, and what ``payload_for`` names (one derivation for the two)."""
     return (
         row.doc_family_id,
         int(row.doc_version),
