@@ -36,20 +36,30 @@ def payload_values(row: Document) -> tuple[Any, ...]:
         int(row.doc_version),
         str(state_of(row.version_state)),
         row.superseded_by,
-        rfc3339(row.effective_from or OPEN_START),
-        _end_text(row.effective_to or OPEN_END),
+        instant_text(row.effective_from or OPEN_START),
+        instant_text(row.effective_to or OPEN_END),
         row.doc_class,
         bool(row.quarantined),
         row.quarantine_reason,
     )
 
 
-_OPEN_END_TEXT = rfc3339(OPEN_END)
+#: ``rfc3339`` of the instants seen lately (``instant_text``): at most this many are kept.
+_TEXTS_KEPT = 4096
+_TEXTS: dict[datetime, str] = {}
 
 
-def _end_text(value: datetime) -> str:
-    # Most versions are open-ended: their end is spelt once.
-    return _OPEN_END_TEXT if value == OPEN_END else rfc3339(value)
+def instant_text(value: datetime) -> str:
+    """``rfc3339(value)``, remembered for the last few thousand instants: a corpus repeats
+    its dates (every open end, a version's end that is its successor's start, a policy date
+    many documents share), and formatting one costs several times looking it up. Equal
+    instants in any zone have one text."""
+    text = _TEXTS.get(value)
+    if text is None:
+        if len(_TEXTS) >= _TEXTS_KEPT:
+            _TEXTS.clear()
+        text = _TEXTS[value] = rfc3339(value)
+    return text
 
 
 def chunk_payload(document: Document, *, chunk_id: str) -> dict[str, Any]:

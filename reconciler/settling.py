@@ -103,12 +103,6 @@ class Slot:
     end: datetime
 
 
-def _on_timeline(doc: Document) -> bool:
-    return doc.version_state in _SERVABLE or (
-        doc.version_state is VersionState.SUPERSEDED and doc.superseded_by is not None
-    )
-
-
 #: A declared successor in one of these states never comes into force: it closes nothing.
 NEVER_IN_FORCE = frozenset({VersionState.DRAFT, VersionState.RETIRED})
 
@@ -124,51 +118,59 @@ def _link(doc: Document, by_id: Mapping[str, Document]) -> str | None:
 
 
 def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -> dict[str, Slot]:
-    """Every timeline member's successor and window end (doc_id -> slot); pure.
+    """Every servable version's successor and window end (doc_id -> slot); pure.
 
-    A window is closed at an instant (``min(end, max(at, start))``) when that is earlier than
-    its end, never before the version's own start.
+    The timeline's members are the servable versions and the superseded ones that name their
+    successor (boundaries: an earlier version ends where they begin); only the servable ones
+    get a slot, the only ones the rule moves. A window is closed at an instant
+    (``min(end, max(at, start))``) when that is earlier than its end, never before the
+    version's own start.
     """
     by_id = {doc.doc_id: doc for doc in docs}
-    # The members, each with its start and its place in the order (``order_key``) worked
-    # out once.
+    # The members, each with its start, its place in the order (``order_key``), the successor
+    # it declares and the end that declaration leaves it, worked out once.
     members: list[Document] = []
     starts: list[datetime] = []
     keys: list[tuple[datetime, int, str]] = []
-    links: dict[str, str | None] = {}
+    links: list[str | None] = []
+    ends: list[datetime] = []
+    servable = False
+    superseded = VersionState.SUPERSEDED
     for doc in docs:
-        if _on_timeline(doc):
-            start = doc.effective_from or OPEN_START
-            members.append(doc)
-            starts.append(start)
-            keys.append((start, doc.doc_version, doc.doc_id))
-            links[doc.doc_id] = None if doc.superseded_by is None else _link(doc, by_id)
-    declared_end: dict[str, datetime] = {}
-    for doc, start in zip(members, starts, strict=True):
+        state = doc.version_state
+        if state in _SERVABLE:
+            servable = True
+        elif state is not superseded or doc.superseded_by is None:
+            continue  # drafts, retired versions and undeclared supersessions bound nothing
+        start = doc.effective_from or OPEN_START
         end = doc.effective_to
-        target = by_id.get(links[doc.doc_id] or "")
-        if target is not None:
-            end = min(end, max(start_of(target), start))
-        declared_end[doc.doc_id] = end
+        link = None if doc.superseded_by is None else _link(doc, by_id)
+        if link is not None:
+            target = by_id.get(link)
+            if target is not None:
+                end = min(end, max(target.effective_from or OPEN_START, start))
+        members.append(doc)
+        starts.append(start)
+        keys.append((start, doc.doc_version, doc.doc_id))
+        links.append(link)
+        ends.append(end)
+    if not servable:
+        return {}
     # Versions whose own declaration leaves them an empty window end no one else's.
     # (A stable sort of the members' positions by key: the order ``sorted(key=order_key)``
     # gives.)
-    places = sorted(
-        (i for i, doc in enumerate(members) if declared_end[doc.doc_id] > starts[i]),
-        key=keys.__getitem__,
-    )
-    ordered = [members[i] for i in places]
+    places = sorted((i for i in range(len(members)) if ends[i] > starts[i]), key=keys.__getitem__)
     ordered_keys = [keys[i] for i in places]
     slots: dict[str, Slot] = {}
     for i, doc in enumerate(members):
-        doc_id = doc.doc_id
-        link = links[doc_id]
-        end = declared_end[doc_id]
+        if doc.version_state not in _SERVABLE:
+            continue
+        link, end = links[i], ends[i]
         position = bisect.bisect_right(ordered_keys, keys[i])
         after: Document | None = None
-        after_start = OPEN_START
-        if position < len(ordered):
-            after, after_start = ordered[position], starts[places[position]]
+        if position < len(places):
+            after_place = places[position]
+            after, after_start = members[after_place], starts[after_place]
             if (
                 unknown_siblings == "report"
                 and link is None
@@ -178,15 +180,19 @@ def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -
                 # Left live beside the later unknown versions; closed by the first later
                 # version that is not one of them.
                 after = next(
-                    (d for d in ordered[position:] if d.version_state is not VersionState.UNKNOWN),
+                    (
+                        members[place]
+                        for place in places[position:]
+                        if members[place].version_state is not VersionState.UNKNOWN
+                    ),
                     None,
                 )
                 if after is not None:
                     after_start = start_of(after)
-        if after is not None:
-            end = min(end, max(after_start, starts[i]))
+            if after is not None:
+                end = min(end, max(after_start, starts[i]))
         successor = link or (after.doc_id if after is not None else None)
-        slots[doc_id] = Slot(successor=successor, end=end)
+        slots[doc.doc_id] = Slot(successor=successor, end=end)
     return slots
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect as pyinspect
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
@@ -18,6 +19,7 @@ from reconciler.errors import SchemaError
 from reconciler.model import OPEN_END, Document, VersionState
 from reconciler.stores.schema import UTCDateTime
 from reconciler.stores.sql import SqlDocumentTable, _alembic_config
+from reconciler.stores.sql.documents import _DOC_FIELDS, document_from_values
 
 #: The schema revision this build creates.
 HEAD = ScriptDirectory.from_config(_alembic_config()).get_current_head()
@@ -283,3 +285,31 @@ def test_sqlite_datetime_text_of_any_shape_reads_as_its_instant_in_utc(text: str
     assert got == read_or_error(long_way, text)
     if isinstance(got, datetime):
         assert got.utcoffset() == timedelta(0)
+
+
+def test_document_from_values_is_the_dataclass_by_name() -> None:
+    """The table's reader builds a ``Document`` positionally: each column lands in the field
+    of its name, whatever order the dataclass declares its fields in (distinct values for
+    every field, so a swap of any two shows)."""
+    values = {name: f"value of {name}" for name in _DOC_FIELDS}
+    values |= {
+        "doc_version": 7,
+        "version_state": "pending",
+        "quarantined": True,
+        "effective_from": datetime(2024, 1, 1, tzinfo=UTC),
+        "effective_to": datetime(2025, 1, 1, tzinfo=UTC),
+        "ingested_at": datetime(2024, 2, 1, tzinfo=UTC),
+        "updated_at": datetime(2024, 3, 1, tzinfo=UTC),
+    }
+    built = document_from_values(tuple(values[name] for name in _DOC_FIELDS))
+    expected = {
+        **values,
+        "version_state": VersionState.PENDING,
+    }
+    assert {f.name for f in dataclasses.fields(Document)} == set(_DOC_FIELDS)
+    assert {name: getattr(built, name) for name in _DOC_FIELDS} == expected
+    # An absent end is open.
+    open_ended = document_from_values(
+        tuple(None if name == "effective_to" else values[name] for name in _DOC_FIELDS)
+    )
+    assert open_ended.effective_to == OPEN_END

@@ -15,9 +15,11 @@ import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler import payload as payload_module
 from reconciler.model import (
     MANAGED_KEYS,
     Document,
@@ -27,7 +29,7 @@ from reconciler.model import (
     rfc3339,
     utc,
 )
-from reconciler.payload import payload_values
+from reconciler.payload import instant_text, payload_values
 from reconciler.tally import ChunkTally
 from reconciler.views import (
     ChunkAggregate,
@@ -199,6 +201,34 @@ def test_payload_dates_are_spelt_as_rfc3339_utc(instant: datetime, offset: int |
     spelt += f"{at.second:02d}" + (f".{at.microsecond:06d}" if at.microsecond else "") + "Z"
     assert rfc3339(instant) == spelt
     assert parse_instant(spelt) == at
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
+            st.one_of(st.none(), st.sampled_from([-300, -1, 0, 1, 330, 600])),
+        ),
+        max_size=40,
+    ),
+    st.integers(min_value=1, max_value=6),
+)
+def test_instant_text_is_rfc3339_of_each_instant_whatever_it_remembers(
+    instants: list[tuple[datetime, int | None]], kept: int
+) -> None:
+    """The remembered text of an instant is ``rfc3339`` of it: for naive and aware values, the
+    same instant in other zones, repeats, and a memory small enough to be cleared mid-way."""
+    values = [
+        at if offset is None else at.replace(tzinfo=timezone(timedelta(minutes=offset)))
+        for at, offset in instants
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(payload_module, "_TEXTS_KEPT", kept)
+        patch.setattr(payload_module, "_TEXTS", {})
+        for value in values + values[::-1]:
+            assert instant_text(value) == rfc3339(value)
+            assert len(payload_module._TEXTS) <= kept
 
 
 @settings(max_examples=500, deadline=None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
@@ -191,7 +191,15 @@ def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
             # from the other fields, which would move its window and successor).
             expected = dataclasses.replace(expected, **{f: getattr(row, f) for f in STATE_FIELDS})
         declared.append(expected)
-    settled = settle(declared, ctx.now, unknown_siblings=ctx.unknown_siblings)
+    settled: Mapping[str, Document]
+    if not judged:
+        settled = {}  # nothing judged against a source: no declared row to settle
+    elif declared == list(view.rows):
+        # The source declares the rows as they are (the usual case): the time rule, a pure
+        # function of the values, leaves them as it leaves the rows, worked out once a view.
+        settled = view.settled(ctx.now, ctx.unknown_siblings)
+    else:
+        settled = settle(declared, ctx.now, unknown_siblings=ctx.unknown_siblings)
     return Declared(
         rows={doc_id: settled[doc_id] for doc_id in judged},
         inputs=declared,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -16,24 +17,9 @@ from reconciler.model import OPEN_END, Document, state_of
 from reconciler.stores.schema import DocumentRow, IdentityRow, SourceStatusRow
 from reconciler.stores.sql.connection import now
 
-_DOC_FIELDS = (
-    "doc_id",
-    "source",
-    "source_key",
-    "doc_family_id",
-    "doc_version",
-    "version_state",
-    "superseded_by",
-    "effective_from",
-    "effective_to",
-    "doc_class",
-    "title",
-    "source_hash",
-    "quarantined",
-    "quarantine_reason",
-    "ingested_at",
-    "updated_at",
-)
+#: The table's columns of a document, in the order of ``Document``'s fields (the order the
+#: stream selects them in, so a row is built positionally: ``document_from_values``).
+_DOC_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(Document))
 
 
 def document_from_row(row: Any) -> Document:
@@ -42,42 +28,20 @@ def document_from_row(row: Any) -> Document:
 
 
 def document_from_values(values: Sequence[Any]) -> Document:
-    """Convert a row's values in ``_DOC_FIELDS`` order (a Core row of ``_DOC_COLUMNS``)."""
-    (
+    """Convert a row's values in ``_DOC_FIELDS`` order (a Core row of those columns)."""
+    # Positionally: a frozen dataclass sets each field through object.__setattr__ either way,
+    # and keywords cost a third again (the check builds one a row). Only the state and the
+    # end are read differently from how they are stored.
+    doc_id, source, source_key, family, version, state, effective_to, *rest = values
+    return Document(
         doc_id,
         source,
         source_key,
         family,
         version,
-        state,
-        superseded_by,
-        effective_from,
-        effective_to,
-        doc_class,
-        title,
-        source_hash,
-        quarantined,
-        reason,
-        ingested_at,
-        updated_at,
-    ) = values
-    return Document(
-        doc_id=doc_id,
-        source=source,
-        source_key=source_key,
-        doc_family_id=family,
-        doc_version=version,
-        version_state=state_of(state),
-        superseded_by=superseded_by,
-        effective_from=effective_from,
-        effective_to=effective_to or OPEN_END,
-        doc_class=doc_class,
-        title=title,
-        source_hash=source_hash,
-        quarantined=quarantined,
-        quarantine_reason=reason,
-        ingested_at=ingested_at,
-        updated_at=updated_at,
+        state_of(state),
+        effective_to or OPEN_END,
+        *rest,
     )
 
 
