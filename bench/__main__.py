@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -232,6 +233,13 @@ def row(
                 f"{seconds / result['read_scroll_seconds']:.2f}x) a bare scroll that also takes "
                 f"each point's payload ({result['read_scroll_cpu_seconds']:.2f} s CPU)"
             )
+        paired = result.get("paired_cpu_ratios")
+        if paired:
+            shown = ", ".join(f"{ratio:.2f}" for ratio in paired)
+            text += (
+                f"; paired, each check over the bare scrolls just before and after it: median "
+                f"{statistics.median(paired):.2f}x CPU ({shown})"
+            )
         if result.get("scroll_heap_peak") is not None and result.get("heap_peak") is not None:
             own = (result["heap_peak"] - result["scroll_heap_peak"]) * 1024 * 1024
             text += (
@@ -402,7 +410,9 @@ def main(argv: list[str] | None = None) -> int:
         "times are the best of the runs; 'CPU time vs bare scroll' compares process CPU "
         "seconds (other processes on the same cores stretch wall time, not CPU time): check "
         "rows against a bare scroll interleaved with them in the same process, apply against "
-        "the 'bare scroll' row",
+        "the 'bare scroll' row; the check rows also give each run's CPU time over the mean of "
+        "the bare scrolls just before and after it ('paired'), which a machine whose speed "
+        "drifts over minutes moves less than the best-of ratio",
         "apply repairs min(--repair-docs, superseded docs) documents; it scans the collection "
         "once (the check) and writes by the point ids that scan kept; 'repair proper' is the "
         "applier alone (row, audit and payload writes); local mode persists every point in its "

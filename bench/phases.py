@@ -147,6 +147,24 @@ class Clock:
         }
 
 
+def _cpu(clock: Clock, action: Callable[[], Any]) -> tuple[float, Any]:
+    """Time ``action`` on ``clock``; return the CPU seconds of this one run, and its result."""
+    started = time.process_time()
+    result = clock.time(action)
+    return time.process_time() - started, result
+
+
+def paired_ratios(checks: list[float], scrolls: list[float]) -> list[float]:
+    """Each check's time over the mean of the two bare scrolls around it (``scrolls`` has one
+    more entry than ``checks``: scroll, check, scroll, check, ..., scroll)."""
+    if len(scrolls) != len(checks) + 1:
+        raise ValueError("one more scroll than checks: each check has one before and after")
+    return [
+        check / ((before + after) / 2)
+        for check, before, after in zip(checks, scrolls, scrolls[1:], strict=False)
+    ]
+
+
 def _profile(action: Callable[[], Any], top: int = 25) -> str:
     profiler = cProfile.Profile()
     profiler.runcall(action)
@@ -336,11 +354,19 @@ def measure(
             action = lambda: _run(stores, "check")  # noqa: E731
             scroll, reading = Clock(), Clock()
             report: Report | None = None
+            # CPU seconds of each run, for the paired ratios: each check against the bare
+            # scrolls just before and just after it (a machine whose speed drifts over minutes
+            # moves the best-of ratio more than the code does).
+            scrolls: list[float] = []
+            checks: list[float] = []
             for _ in range(max(repeat, 1)):
-                scroll.time(lambda: _bare_scroll(stores.index))
+                scrolls.append(_cpu(scroll, lambda: _bare_scroll(stores.index))[0])
                 reading.time(lambda: _bare_scroll(stores.index, read=True))
-                report = clock.time(action)
+                spent, report = _cpu(clock, action)
+                checks.append(spent)
+            scrolls.append(_cpu(scroll, lambda: _bare_scroll(stores.index))[0])
             assert report is not None
+            result["paired_cpu_ratios"] = paired_ratios(checks, scrolls)
             # The engine's own heap: the check's tracemalloc peak above the bare scroll's (the
             # store's pages), per document row.
             result["scroll_heap_peak"] = _heap_peak(lambda: _bare_scroll(stores.index))

@@ -45,12 +45,12 @@ def payload_values(row: Document) -> tuple[Any, ...]:
 
 
 #: ``rfc3339`` of the instants seen lately (``instant_text``): at most this many are kept.
-_TEXTS_KEPT = 4096
+_TEXTS_KEPT = 1024
 _TEXTS: dict[datetime, str] = {}
 
 
 def instant_text(value: datetime) -> str:
-    """``rfc3339(value)``, remembered for the last few thousand instants: a corpus repeats
+    """``rfc3339(value)``, remembered for the last thousand or so instants: a corpus repeats
     its dates (every open end, a version's end that is its successor's start, a policy date
     many documents share), and formatting one costs several times looking it up. Equal
     instants in any zone have one text."""

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -43,6 +45,7 @@ def test_a_small_local_bench_runs_and_converges(tmp_path: Path) -> None:
     ):
         assert label in table
     assert "zero drift ✓" in table
+    assert "paired, each check over the bare scrolls just before and after it: median" in table
     assert "repaired 40 docs: 400 points in 40 set_payload operations" in table
     assert "not run (opt-in" in table
     assert list(tmp_path.iterdir()) == []  # the corpora were removed
@@ -61,3 +64,14 @@ def test_the_edge_engine_runs_or_says_why_not(tmp_path: Path) -> None:
     assert "engine edge" in done.stdout
     assert done.returncode == 0, done.stderr
     assert "zero drift ✓" in done.stdout
+
+
+def test_a_paired_ratio_is_each_check_over_the_scrolls_around_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))  # the harness is run from the checkout, not installed
+    from bench.phases import paired_ratios  # noqa: PLC0415
+
+    assert paired_ratios([3.0, 9.0], [1.0, 2.0, 4.0]) == [2.0, 3.0]
+    with pytest.raises(ValueError, match="one more scroll"):
+        paired_ratios([3.0], [1.0])
