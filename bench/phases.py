@@ -156,12 +156,14 @@ def _cpu(clock: Clock, action: Callable[[], Any]) -> tuple[float, Any]:
 
 def paired_ratios(checks: list[float], scrolls: list[float]) -> list[float]:
     """Each check's time over the mean of the two bare scrolls around it (``scrolls`` has one
-    more entry than ``checks``: scroll, check, scroll, check, ..., scroll)."""
+    more entry than ``checks``: scroll, check, scroll, check, ..., scroll); a check whose
+    scrolls took no measurable time has no ratio."""
     if len(scrolls) != len(checks) + 1:
         raise ValueError("one more scroll than checks: each check has one before and after")
     return [
         check / ((before + after) / 2)
         for check, before, after in zip(checks, scrolls, scrolls[1:], strict=False)
+        if before + after > 0
     ]
 
 
@@ -360,11 +362,13 @@ def measure(
             scrolls: list[float] = []
             checks: list[float] = []
             for _ in range(max(repeat, 1)):
-                scrolls.append(_cpu(scroll, lambda: _bare_scroll(stores.index))[0])
                 reading.time(lambda: _bare_scroll(stores.index, read=True))
+                scrolls.append(_cpu(scroll, lambda: _bare_scroll(stores.index))[0])
                 spent, report = _cpu(clock, action)
                 checks.append(spent)
-            scrolls.append(_cpu(scroll, lambda: _bare_scroll(stores.index))[0])
+            # The scroll after the last check: for its paired ratio only (on no clock, so the
+            # best-of ratios still compare as many scrolls as checks).
+            scrolls.append(_cpu(Clock(), lambda: _bare_scroll(stores.index))[0])
             assert report is not None
             result["paired_cpu_ratios"] = paired_ratios(checks, scrolls)
             # The engine's own heap: the check's tracemalloc peak above the bare scroll's (the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.model import (
@@ -44,16 +44,20 @@ def payload_values(row: Document) -> tuple[Any, ...]:
     )
 
 
-#: ``rfc3339`` of the instants seen lately (``instant_text``): at most this many are kept.
+#: ``rfc3339`` of UTC instants seen lately (``instant_text``); emptied when it reaches this size.
 _TEXTS_KEPT = 1024
 _TEXTS: dict[datetime, str] = {}
 
 
 def instant_text(value: datetime) -> str:
-    """``rfc3339(value)``, remembered for the last thousand or so instants: a corpus repeats
-    its dates (every open end, a version's end that is its successor's start, a policy date
-    many documents share), and formatting one costs several times looking it up. Equal
-    instants in any zone have one text."""
+    """``rfc3339(value)``; the text of a UTC instant is remembered until a thousand or so
+    others have been seen: a corpus repeats its dates (every open end, a version's end that is
+    its successor's start, a policy date many documents share), and formatting one costs
+    several times looking it up. The table reads its dates back in UTC. Any other value is
+    formatted each time: two local times of a zone with daylight saving, an hour apart, are
+    equal as keys when they differ only in ``fold``."""
+    if value.__class__ is not datetime or value.tzinfo is not UTC:
+        return rfc3339(value)
     text = _TEXTS.get(value)
     if text is None:
         if len(_TEXTS) >= _TEXTS_KEPT:

@@ -118,7 +118,8 @@ def _link(doc: Document, by_id: Mapping[str, Document]) -> str | None:
 
 
 def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -> dict[str, Slot]:
-    """Every servable version's successor and window end (doc_id -> slot); pure.
+    """Every servable version's successor and window end (doc_id -> slot); pure. The doc ids
+    are distinct (a family's rows, or what its source declares for them).
 
     The timeline's members are the servable versions and the superseded ones that name their
     successor (boundaries: an earlier version ends where they begin); only the servable ones
@@ -211,7 +212,8 @@ def in_force_winner(docs: Iterable[Document], now: datetime) -> Document | None:
 def settle(
     docs: Iterable[Document], now: datetime, *, unknown_siblings: str = "supersede"
 ) -> dict[str, Document]:
-    """Return every version as it should stand at ``now`` (doc_id -> document).
+    """Return every version as it should stand at ``now`` (doc_id -> document); ``docs`` have
+    distinct doc ids.
 
     Servable versions get their window end from ``timeline`` and keep their state while it
     is open (with ``superseded_by`` empty: only ``effective_to`` is written early); once it

@@ -73,5 +73,6 @@ def test_a_paired_ratio_is_each_check_over_the_scrolls_around_it(
     from bench.phases import paired_ratios  # noqa: PLC0415
 
     assert paired_ratios([3.0, 9.0], [1.0, 2.0, 4.0]) == [2.0, 3.0]
+    assert paired_ratios([3.0, 9.0], [0.0, 0.0, 4.0]) == [4.5]  # (no time: no ratio)
     with pytest.raises(ValueError, match="one more scroll"):
         paired_ratios([3.0], [1.0])

@@ -288,9 +288,9 @@ def test_sqlite_datetime_text_of_any_shape_reads_as_its_instant_in_utc(text: str
 
 
 def test_document_from_values_is_the_dataclass_by_name() -> None:
-    """The table's reader builds a ``Document`` positionally: each column lands in the field
-    of its name, whatever order the dataclass declares its fields in (distinct values for
-    every field, so a swap of any two shows)."""
+    """The table's reader builds a ``Document`` positionally, in the dataclass's field order:
+    each column lands in the field of its name (distinct values for every field, so a swap of
+    any two shows)."""
     values = {name: f"value of {name}" for name in _DOC_FIELDS}
     values |= {
         "doc_version": 7,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given, settings
@@ -203,32 +204,42 @@ def test_payload_dates_are_spelt_as_rfc3339_utc(instant: datetime, offset: int |
     assert parse_instant(spelt) == at
 
 
+_ZONES = [None, UTC, timezone(timedelta(hours=-5)), timezone(timedelta(minutes=330))]
+_ZONES += [ZoneInfo("America/New_York"), ZoneInfo("Europe/Berlin")]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
         st.tuples(
             st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
-            st.one_of(st.none(), st.sampled_from([-300, -1, 0, 1, 330, 600])),
+            st.sampled_from(_ZONES),
+            st.sampled_from([0, 1]),
         ),
         max_size=40,
     ),
     st.integers(min_value=1, max_value=6),
 )
 def test_instant_text_is_rfc3339_of_each_instant_whatever_it_remembers(
-    instants: list[tuple[datetime, int | None]], kept: int
+    instants: list[tuple[datetime, Any, int]], kept: int
 ) -> None:
     """The remembered text of an instant is ``rfc3339`` of it: for naive and aware values, the
-    same instant in other zones, repeats, and a memory small enough to be cleared mid-way."""
-    values = [
-        at if offset is None else at.replace(tzinfo=timezone(timedelta(minutes=offset)))
-        for at, offset in instants
-    ]
+    same instant in other zones, the two readings of a local time a daylight-saving change
+    repeats (``fold``), repeats, and a memory small enough to be emptied mid-way."""
+    values = [at.replace(tzinfo=zone, fold=fold) for at, zone, fold in instants]
+    # The hour a zone's clocks go back, read both ways: equal as keys, an hour apart.
+    autumn = datetime(2024, 11, 3, 1, 30, tzinfo=ZoneInfo("America/New_York"))
+    values += [autumn, autumn.replace(fold=1), autumn.astimezone(UTC)]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(payload_module, "_TEXTS_KEPT", kept)
         patch.setattr(payload_module, "_TEXTS", {})
         for value in values + values[::-1]:
             assert instant_text(value) == rfc3339(value)
             assert len(payload_module._TEXTS) <= kept
+        # What it remembers are UTC instants, each under its own text.
+        assert all(
+            at.tzinfo is UTC and text == rfc3339(at) for at, text in payload_module._TEXTS.items()
+        )
 
 
 @settings(max_examples=500, deadline=None)

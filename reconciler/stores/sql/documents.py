@@ -20,6 +20,11 @@ from reconciler.stores.sql.connection import now
 #: The table's columns of a document, in the order of ``Document``'s fields (the order the
 #: stream selects them in, so a row is built positionally: ``document_from_values``).
 _DOC_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(Document))
+if _DOC_FIELDS[5:7] != ("version_state", "effective_to"):  # what the reader converts, by place
+    raise RuntimeError(
+        "document_from_values converts Document's 6th and 7th fields as version_state and "
+        f"effective_to; the dataclass now declares {_DOC_FIELDS[5:7]} there: update both"
+    )
 
 
 def document_from_row(row: Any) -> Document:
