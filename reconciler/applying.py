@@ -35,7 +35,7 @@ from reconciler.errors import IndexWriteError
 from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
 from reconciler.planning import PayloadTarget, Plan, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable
-from reconciler.views import normalize
+from reconciler.views import Variant, normalize
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,27 @@ class ApplyResult:
 def managed(payload: Mapping[str, Any]) -> dict[str, Any]:
     """The managed keys present in a logical payload (absent keys stay absent)."""
     return {key: payload[key] for key in MANAGED_KEYS if key in payload}
+
+
+def still_differs(
+    payload: Mapping[str, Any], target: PayloadTarget, expected: Variant | None
+) -> tuple[dict[str, Any], Variant] | None:
+    """A point's managed payload and its canonical form (what its points are grouped by),
+    when it does not carry what ``target`` writes yet (``planning.needs_write``); ``None``
+    when it does. ``expected`` is ``normalize(target.payload)``, worked out once a target
+    (``None`` for a partial target): a point is canonicalised once, not three times."""
+    before = managed(payload)
+    if target.partial:
+        if not needs_write(payload, target):
+            return None
+        return before, normalize(before)
+    key = normalize(before)  # (absent keys read as None, as in the whole payload)
+    return None if key == expected else (before, key)
+
+
+def expected_of(target: PayloadTarget) -> Variant | None:
+    """``normalize(target.payload)`` for ``still_differs`` (``None`` for a partial target)."""
+    return None if target.partial else normalize(target.payload)
 
 
 class Located(Protocol):
@@ -195,13 +216,15 @@ class Applier:
         for doc_id, ids, payload, reason in groups:
             partial = set(payload) != set(MANAGED_KEYS)
             target = PayloadTarget(doc_id, None, payload, len(ids), (reason,), partial=partial)
+            expected = expected_of(target)
             for start in range(0, len(ids), max(self.batch_points, 1)):
                 variants: dict[Any, _Group] = {}
                 for state in self.index.retrieve(ids[start : start + self.batch_points]):
-                    if not needs_write(state.payload, target):
+                    differs = still_differs(state.payload, target, expected)
+                    if differs is None:
                         continue
-                    before = managed(state.payload)
-                    group = variants.setdefault(normalize(before), _Group(target, before))
+                    before, key = differs
+                    group = variants.setdefault(key, _Group(target, before))
                     group.point_ids.append(state.point_id)
                     size += 1
                 batch += variants.values()
@@ -307,12 +330,13 @@ class Applier:
         groups: list[_Group] = []
         for target, ids in pending:
             variants: dict[Any, _Group] = {}
+            expected = expected_of(target)
             for point_id in ids:
                 payload = states.get(point_id)
-                if payload is None or not needs_write(payload, target):
+                differs = None if payload is None else still_differs(payload, target, expected)
+                if differs is None:
                     continue  # deleted, or repaired by someone else since the scan
-                before = managed(payload)
-                key = normalize(before)
+                before, key = differs
                 group = variants.get(key)
                 if group is None:
                     group = variants[key] = _Group(target=target, before=before)
@@ -331,6 +355,7 @@ class Applier:
         ``batch_points``. Held points are capped at ``max_pending`` to bound memory.
         """
         by_doc = {t.doc_id: t for t in targets}
+        expected_by_doc = {t.doc_id: expected_of(t) for t in targets}
         remaining = {t.doc_id: t.points for t in targets}
         held: dict[str | None, dict[Any, _Group]] = {}
         held_size = 0
@@ -342,11 +367,15 @@ class Applier:
             if self.progress is not None and scanned % self.scroll_batch == 0:
                 self.progress(scanned)
             target = by_doc.get(chunk.doc_id)
-            if target is None or not needs_write(chunk.payload, target):
+            differs = (
+                None
+                if target is None
+                else still_differs(chunk.payload, target, expected_by_doc[chunk.doc_id])
+            )
+            if target is None or differs is None:
                 continue
-            before = managed(chunk.payload)
+            before, key = differs
             groups = held.setdefault(chunk.doc_id, {})
-            key = normalize(before)
             group = groups.get(key)
             if group is None:
                 group = groups[key] = _Group(target=target, before=before)

@@ -23,9 +23,8 @@ from reconciler.model import (
     SourceDocument,
     SourceProblem,
     parse_instant,
-    rfc3339,
 )
-from reconciler.payload import payload_for
+from reconciler.payload import instant_text, payload_for
 from reconciler.settling import settle
 
 #: A managed payload in canonical, hashable form: ((key, value), ...) over MANAGED_KEYS,
@@ -43,7 +42,7 @@ def normalize(payload: Mapping[str, Any]) -> Variant:
         if key in _DATE_KEYS and isinstance(value, str):
             # An unparseable date stays as found: it differs, so it is drift.
             with contextlib.suppress(ValueError):
-                value = rfc3339(parse_instant(value))
+                value = instant_text(parse_instant(value))
         elif key == "doc_version" and isinstance(value, float) and value.is_integer():
             value = int(value)
         elif isinstance(value, list):
