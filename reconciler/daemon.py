@@ -164,11 +164,12 @@ def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = Fal
             max_instances=1,
             misfire_grace_time=None,
         )
-    GracefulStop(scheduler).install()
+    stop = GracefulStop(scheduler)
+    stop.install()
     for job in scheduler.get_jobs():
         log.info("job %s: %s", job.id, job.trigger)
     try:
-        scheduler.start()  # blocks until shutdown
+        stop.run()  # blocks until a signal, then until the running job is recorded
     finally:
         server.shutdown()
         server.server_close()

@@ -16,6 +16,7 @@ from datetime import UTC
 from types import FrameType
 from typing import Any
 
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
@@ -116,6 +117,7 @@ class GracefulStop:
     def __init__(self, scheduler: BaseScheduler) -> None:
         self.scheduler = scheduler
         self.stopping = threading.Event()
+        self._shutdown: threading.Thread | None = None
 
     def install(self) -> None:
         """Register the handlers (main thread only)."""
@@ -128,7 +130,27 @@ class GracefulStop:
         self.stopping.set()
         log.info("%s received: stopping after the running job", signal.Signals(signum).name)
         # Not from inside the handler's frame: shutdown(wait=True) joins the job threads.
-        threading.Thread(target=self.scheduler.shutdown, kwargs={"wait": True}).start()
+        self._shutdown = threading.Thread(
+            target=self.scheduler.shutdown, kwargs={"wait": True}, name="shutdown"
+        )
+        self._shutdown.start()
+
+    def run(self) -> None:
+        """``scheduler.start()`` (it blocks), and once stopped by a signal, wait for the
+        running job to finish and be recorded before returning (the caller closes the stores).
+
+        APScheduler 3's ``shutdown`` marks the scheduler stopped before it takes its locks,
+        so its main loop can stop before the running job has finished, or fail to remove a
+        one-off job it has just started (``JobLookupError``, seen with ``serve --run-now``
+        under load); either way the shutdown thread is still waiting for that job."""
+        try:
+            self.scheduler.start()
+        except JobLookupError:
+            if not self.stopping.is_set():
+                raise
+            log.debug("scheduler stopped while removing a finished one-off job")
+        if self.stopping.is_set() and self._shutdown is not None:
+            self._shutdown.join()
 
 
 def blocking_scheduler() -> BlockingScheduler:

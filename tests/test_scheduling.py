@@ -3,7 +3,10 @@ no overlapping runs; and the job runner's lease, failure and metrics behaviour."
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,11 +15,18 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEve
 from apscheduler.executors import base as executor_base
 from apscheduler.executors.debug import DebugExecutor
 from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers import base as scheduler_base
 from apscheduler.schedulers.base import BaseScheduler
 
 from reconciler.clock import ManualClock
-from reconciler.scheduling import JobSpec, add_jobs, cron_day_of_week, cron_trigger
+from reconciler.scheduling import (
+    GracefulStop,
+    JobSpec,
+    add_jobs,
+    cron_day_of_week,
+    cron_trigger,
+)
 
 
 def next_fire_times(expression: str, start: datetime, count: int) -> list[datetime]:
@@ -176,3 +186,39 @@ def test_overlapping_runs_are_refused(clock: ManualClock) -> None:
     finally:
         release.set()
         scheduler.shutdown()
+
+
+class _RacyScheduler:
+    """What APScheduler 3 does when a signal stops it while its loop removes a one-off job it
+    has just started: ``shutdown`` (on another thread) marks it stopped at once, the loop's
+    ``remove_job`` then fails, and the shutdown is still waiting for the job."""
+
+    def __init__(self, stop: Callable[[], None] | None) -> None:
+        self.stop = stop
+        self.done: list[str] = []
+
+    def start(self) -> None:
+        if self.stop is not None:
+            self.stop()  # the signal arrives while the loop runs
+        raise JobLookupError("full-at-start")
+
+    def shutdown(self, wait: bool = True) -> None:
+        time.sleep(0.2)  # the running job finishing
+        self.done.append(f"shut down (wait={wait})")
+
+
+def test_a_signal_stop_returns_once_the_running_job_is_done() -> None:
+    scheduler = _RacyScheduler(None)
+    stop = GracefulStop(scheduler)  # type: ignore[arg-type]
+    scheduler.stop = lambda: stop._handle(signal.SIGTERM, None)
+
+    stop.run()  # no JobLookupError out of it: the stop was asked for
+
+    assert scheduler.done == ["shut down (wait=True)"]  # and the job had finished
+
+
+def test_a_job_lookup_error_without_a_stop_is_not_hidden() -> None:
+    stop = GracefulStop(_RacyScheduler(None))  # type: ignore[arg-type]
+
+    with pytest.raises(JobLookupError):
+        stop.run()
