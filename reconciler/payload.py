@@ -91,6 +91,9 @@ class KeyMap:
 
     prefix: str = ""
     renames: Mapping[str, str] = field(default_factory=dict)
+    #: (logical key, stored leaf name) of every key, worked out once (``from_point`` reads
+    #: them for every point a repair re-reads).
+    _stored: tuple[tuple[str, str], ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.renames) - set(ALL_KEYS))
@@ -98,6 +101,7 @@ class KeyMap:
             raise ValueError(f"unknown payload key(s) to rename: {', '.join(unknown)}")
         if self.prefix and not self.prefix.endswith("."):
             object.__setattr__(self, "prefix", self.prefix + ".")
+        object.__setattr__(self, "_stored", tuple((key, self.name(key)) for key in ALL_KEYS))
 
     def name(self, key: str) -> str:
         """The stored (renamed) leaf name of a logical key."""
@@ -132,7 +136,7 @@ class KeyMap:
                 node = node.get(part) if isinstance(node, Mapping) else None
         if not isinstance(node, Mapping):
             return {}
-        return {key: node[self.name(key)] for key in ALL_KEYS if self.name(key) in node}
+        return {key: node[stored] for key, stored in self._stored if stored in node}
 
     def managed_paths(self) -> list[str]:
         """Dotted paths of every key a scroll reads (identity plus managed)."""

@@ -4,14 +4,18 @@ raising. Real SQLite files and the real PostgreSQL, real processes."""
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from reconciler.model import VersionState, jsonable
 from reconciler.stores import audit
 from reconciler.stores.schema import AuditRow
 from reconciler.stores.sql import SqlDocumentTable
@@ -115,3 +119,55 @@ def test_verify_names_an_unreadable_entry(sqlite_url: str) -> None:
         assert all("cannot be read" in p for p in result.problems)
     finally:
         table.close()
+
+
+_PLAIN = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.text(max_size=8),
+        st.datetimes(timezones=st.just(UTC)),
+        st.sampled_from(list(VersionState)),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(max_size=10),
+    st.one_of(st.none(), st.text(max_size=10)),
+    st.sampled_from(["intent", "payload", "table"]),
+    _PLAIN,
+    _PLAIN,
+)
+def test_an_entry_hash_is_sha256_of_the_previous_and_the_canonical_body(
+    run_id: str, reason: str | None, target_type: str, before: object, after: object
+) -> None:
+    """The chain's hash, however an append computes it: sha256 over the previous hash and the
+    canonical JSON of the entry's content (what ``verify`` recomputes from the stored rows)."""
+    at = datetime(2026, 12, 1, 23, 0, tzinfo=UTC)
+    entry = audit.AuditEntry(run_id, at, "cli", reason, target_type, "doc", before, after)
+    body = audit.canonical(
+        {
+            "run_id": run_id,
+            "at": "2026-12-01T23:00:00Z",
+            "actor": "cli",
+            "reason": reason,
+            "target_type": target_type,
+            "target": "doc",
+            "before": before,
+            "after": after,
+        }
+    )
+    expected = hashlib.sha256(f"{'0' * 64}\n{body}".encode()).hexdigest()
+
+    assert audit.entry_hash_of("0" * 64, entry) == expected
+    plain = jsonable(before), jsonable(after)
+    assert audit._hash_of("0" * 64, entry, *plain) == expected

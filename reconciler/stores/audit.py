@@ -48,17 +48,27 @@ def canonical(value: Any) -> str:
 
 def entry_hash_of(prev_hash: str, entry: AuditEntry) -> str:
     """sha256 over the previous hash and the entry's content."""
-    body = canonical(
+    return _hash_of(prev_hash, entry, jsonable(entry.before), jsonable(entry.after))
+
+
+def _hash_of(prev_hash: str, entry: AuditEntry, before: Any, after: Any) -> str:
+    """``entry_hash_of``, given the entry's before and after already made plain
+    (``jsonable``, which leaves a plain value as it is): an append makes them plain once, for
+    the hash and for the row alike."""
+    body = json.dumps(
         {
-            "run_id": entry.run_id,
+            "run_id": jsonable(entry.run_id),
             "at": rfc3339(entry.at),
-            "actor": entry.actor,
-            "reason": entry.reason,
-            "target_type": entry.target_type,
-            "target": entry.target,
-            "before": entry.before,
-            "after": entry.after,
-        }
+            "actor": jsonable(entry.actor),
+            "reason": jsonable(entry.reason),
+            "target_type": jsonable(entry.target_type),
+            "target": jsonable(entry.target),
+            "before": before,
+            "after": after,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
     )
     return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
 
@@ -92,7 +102,8 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     prev = head.entry_hash
     rows: list[dict[str, Any]] = []
     for entry in entries:
-        digest = entry_hash_of(prev, entry)
+        before, after = jsonable(entry.before), jsonable(entry.after)
+        digest = _hash_of(prev, entry, before, after)
         rows.append(
             {
                 "run_id": entry.run_id,
@@ -101,8 +112,8 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
                 "reason": entry.reason,
                 "target_type": entry.target_type,
                 "target": entry.target,
-                "before": jsonable(entry.before),
-                "after": jsonable(entry.after),
+                "before": before,
+                "after": after,
                 "prev_hash": prev,
                 "entry_hash": digest,
             }
