@@ -16,8 +16,9 @@ from datetime import UTC
 from types import FrameType
 from typing import Any
 
+from apscheduler.events import EVENT_SCHEDULER_STARTED, SchedulerEvent
 from apscheduler.jobstores.base import JobLookupError
-from apscheduler.schedulers.base import BaseScheduler
+from apscheduler.schedulers.base import STATE_STOPPED, BaseScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
 
@@ -123,12 +124,24 @@ class GracefulStop:
         """Register the handlers (main thread only)."""
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
+        # A signal before the scheduler has started stops it as soon as it has.
+        self.scheduler.add_listener(self._started, EVENT_SCHEDULER_STARTED)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         if self.stopping.is_set():
             return
         self.stopping.set()
         log.info("%s received: stopping after the running job", signal.Signals(signum).name)
+        if self.scheduler.state != STATE_STOPPED:
+            self._stop()
+        # (else not started yet: ``_started`` stops it once it has; both run on the main
+        # thread, so exactly one of them does)
+
+    def _started(self, _event: SchedulerEvent) -> None:
+        if self.stopping.is_set() and self._shutdown is None:
+            self._stop()
+
+    def _stop(self) -> None:
         # Not from inside the handler's frame: shutdown(wait=True) joins the job threads.
         self._shutdown = threading.Thread(
             target=self.scheduler.shutdown, kwargs={"wait": True}, name="shutdown"
@@ -149,8 +162,9 @@ class GracefulStop:
             if not self.stopping.is_set():
                 raise
             log.debug("scheduler stopped while removing a finished one-off job")
-        if self.stopping.is_set() and self._shutdown is not None:
-            self._shutdown.join()
+        finally:
+            if self.stopping.is_set() and self._shutdown is not None:
+                self._shutdown.join()
 
 
 def blocking_scheduler() -> BlockingScheduler:

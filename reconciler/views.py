@@ -41,7 +41,7 @@ def normalize(payload: Mapping[str, Any]) -> Variant:
         value = payload.get(key)
         if key in _DATE_KEYS and isinstance(value, str):
             # An unparseable date stays as found: it differs, so it is drift.
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, OverflowError):  # (a year 1 or 9999 offset)
                 value = instant_text(parse_instant(value))
         elif key == "doc_version" and isinstance(value, float) and value.is_integer():
             value = int(value)

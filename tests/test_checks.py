@@ -855,6 +855,15 @@ def test_payload_normalize_equates_date_spellings_and_float_versions() -> None:
     assert normalize(spelled) == expected_variant(a)
 
 
+def test_payload_dates_out_of_range_in_utc_stay_as_found() -> None:
+    """A date text whose instant falls outside years 1-9999 once made UTC is kept as found
+    (drift), not an error that stops the applier's re-read."""
+    a = row("a")
+    for text in ("0001-01-01T00:30:00+01:00", "9999-12-31T23:00:00-02:00"):
+        found = dict(normalize({**payload_for(a), "effective_from": text}))
+        assert found["effective_from"] == text
+
+
 def test_payload_absent_non_nullable_key_is_drift() -> None:
     a = row("a")
     missing_state = {k: v for k, v in payload_for(a).items() if k != "version_state"}

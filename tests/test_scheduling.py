@@ -24,6 +24,7 @@ from reconciler.scheduling import (
     GracefulStop,
     JobSpec,
     add_jobs,
+    blocking_scheduler,
     cron_day_of_week,
     cron_trigger,
 )
@@ -193,6 +194,8 @@ class _RacyScheduler:
     has just started: ``shutdown`` (on another thread) marks it stopped at once, the loop's
     ``remove_job`` then fails, and the shutdown is still waiting for the job."""
 
+    state = scheduler_base.STATE_RUNNING
+
     def __init__(self, stop: Callable[[], None] | None) -> None:
         self.stop = stop
         self.done: list[str] = []
@@ -222,3 +225,22 @@ def test_a_job_lookup_error_without_a_stop_is_not_hidden() -> None:
 
     with pytest.raises(JobLookupError):
         stop.run()
+
+
+def test_a_signal_before_the_scheduler_has_started_stops_it_once_started() -> None:
+    """SIGTERM while ``serve`` still sets up (handlers installed, scheduler not started): the
+    scheduler stops as soon as it has started, instead of running on deaf to later signals."""
+    scheduler = blocking_scheduler()
+    stop = GracefulStop(scheduler)
+    handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        stop.install()
+        stop._handle(signal.SIGTERM, None)  # (as the signal would, before run())
+        runner = threading.Thread(target=stop.run, daemon=True)
+        runner.start()
+        runner.join(timeout=10)
+        assert not runner.is_alive()
+        assert scheduler.state == scheduler_base.STATE_STOPPED
+    finally:
+        signal.signal(signal.SIGTERM, handlers[0])
+        signal.signal(signal.SIGINT, handlers[1])
