@@ -367,12 +367,10 @@ class Applier:
             if self.progress is not None and scanned % self.scroll_batch == 0:
                 self.progress(scanned)
             target = by_doc.get(chunk.doc_id)
-            differs = (
-                None
-                if target is None
-                else still_differs(chunk.payload, target, expected_by_doc[chunk.doc_id])
-            )
-            if target is None or differs is None:
+            if target is None:
+                continue
+            differs = still_differs(chunk.payload, target, expected_by_doc[chunk.doc_id])
+            if differs is None:
                 continue
             before, key = differs
             groups = held.setdefault(chunk.doc_id, {})

@@ -660,8 +660,8 @@ class Reconciler:
         left = set(checks.revisit)
         revisit = left | set(new_by_family)
         drifted = scan.chunks.drifted_ids()
-        for start in range(0, len(drifted), 500):  # (their families only, never all rows)
-            found = self.table.get_documents(drifted[start : start + 500])
+        for start in range(0, len(drifted), DRIFTED_LOOKUP):  # (their families, a batch at a time)
+            found = self.table.get_documents(drifted[start : start + DRIFTED_LOOKUP])
             revisit |= {row.doc_family_id for row in found.values()}
         if drifted and scope is not None:  # (a row moved to another family since the first pass)
             revisit &= scope
@@ -881,6 +881,8 @@ class Reconciler:
 #: more stream of the table that skips the others (a long ``IN`` list is slow to plan, and
 #: SQLite caps its bound parameters).
 REVISIT_BY_NAME = 500
+#: Drifted documents whose rows are looked up at once, for their families.
+DRIFTED_LOOKUP = 500
 
 
 def family_view(

@@ -43,7 +43,12 @@ GENESIS = "0" * 64
 
 def canonical(value: Any) -> str:
     """The JSON text that is hashed (sorted keys, no spaces; stable across JSON and JSONB)."""
-    return json.dumps(jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _canonical_plain(jsonable(value))
+
+
+def _canonical_plain(plain: Any) -> str:
+    """``canonical`` of a value already made plain (``jsonable``)."""
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def entry_hash_of(prev_hash: str, entry: AuditEntry) -> str:
@@ -55,7 +60,7 @@ def _hash_of(prev_hash: str, entry: AuditEntry, before: Any, after: Any) -> str:
     """``entry_hash_of``, given the entry's before and after already made plain
     (``jsonable``, which leaves a plain value as it is): an append makes them plain once, for
     the hash and for the row alike."""
-    body = json.dumps(
+    body = _canonical_plain(
         {
             "run_id": jsonable(entry.run_id),
             "at": rfc3339(entry.at),
@@ -65,10 +70,7 @@ def _hash_of(prev_hash: str, entry: AuditEntry, before: Any, after: Any) -> str:
             "target": jsonable(entry.target),
             "before": before,
             "after": after,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
+        }
     )
     return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
 
