@@ -547,9 +547,8 @@ class Reconciler:
             return frozenset({family})
         if options.families is not None:
             in_sources = set(sources.family_of.values())
-            unknown = sorted(
-                f for f in options.families if f not in in_sources and not self.table.has_family(f)
-            )
+            named = options.families - in_sources
+            unknown = sorted(named - self.table.known_families(named))
             if unknown:
                 raise NotFound(
                     f"no such family: {', '.join(map(repr, unknown))} is neither in the "

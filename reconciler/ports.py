@@ -215,8 +215,8 @@ class DocumentRows(Protocol):
         """Stream documents ordered by family, version and id (never all at once)."""
         ...
 
-    def has_family(self, family: str) -> bool:
-        """Whether any document row belongs to ``family``."""
+    def known_families(self, families: Iterable[str]) -> set[str]:
+        """Those of ``families`` that at least one document row belongs to."""
         ...
 
     def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:

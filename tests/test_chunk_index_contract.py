@@ -302,6 +302,24 @@ class TestChunkIndexContract:
         assert list(harness.index.scan_managed(doc_ids=[])) == []
         assert list(harness.index.scan_managed(doc_ids=["handbook:nope"])) == []
 
+    def test_doc_ids_in_filters_of_a_few_ids_each_select_each_point_once(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        # Engines with a payload index select documents' points a few doc ids per filter
+        # (``doc_filter_batch``); the fake and local mode take them all at once.
+        if hasattr(harness.index, "doc_filter_batch"):
+            harness.index.doc_filter_batch = 2
+        wanted = [f"handbook:doc-{n}" for n in range(DOCS)] + ["handbook:nope", "handbook:doc-0"]
+        expected = sorted(pid for pids in seeded.by_doc.values() for pid in pids)
+
+        states = list(harness.index.scroll(batch_size=2, doc_ids=wanted))
+        rows = list(_rows(harness.index.scan_managed(batch_size=2, doc_ids=wanted)))
+
+        assert sorted(str(s.point_id) for s in states) == expected
+        assert sorted(str(pid) for pid, _d, _v in rows) == expected
+        for pid, doc_id, _values in rows:
+            assert doc_id == seeded.logical[str(pid)]["doc_id"]
+
     def test_scan_managed_of_a_point_without_the_keys(
         self, harness: Harness, seeded: Seeded
     ) -> None:

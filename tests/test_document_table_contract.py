@@ -52,8 +52,10 @@ def request(n: int) -> ReingestRequest:
 def test_documents_by_id_family_and_stream(table: DocumentTable) -> None:
     table.upsert_documents([document(n) for n in (3, 0, 2, 1)])
     assert set(table.get_documents(["h:doc-1", "h:doc-9"])) == {"h:doc-1"}
-    assert table.has_family("h:fam-1")
-    assert not table.has_family("h:fam-9")
+    assert table.known_families(["h:fam-1", "h:fam-9", "h:fam-1"]) == {"h:fam-1"}
+    assert table.known_families([]) == set()
+    many = [f"h:fam-{n}" for n in range(1200)]  # more than one query's worth
+    assert table.known_families(many) == {"h:fam-0", "h:fam-1"}
     streamed = [d.doc_id for d in table.iter_documents(batch_size=2)]
     assert streamed == ["h:doc-0", "h:doc-1", "h:doc-2", "h:doc-3"]
     assert [d.doc_id for d in table.iter_documents(doc_ids=["h:doc-2"])] == ["h:doc-2"]

@@ -45,8 +45,10 @@ from reconciler.model import (
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import (
+    DOC_FILTER_BATCH,
     check_batch_size,
     check_payload_index,
+    doc_id_batches,
     facet_counts,
     managed_page,
     pages,
@@ -101,6 +103,8 @@ class EdgeChunkIndex:
         self._scan_names = tuple(keys.name(key) for key in ("doc_id", *MANAGED_KEYS))
         #: Payload update calls that reached the shard (one per batch, as on qdrant-client).
         self.update_calls = 0
+        #: Doc ids under one doc_id filter when a scroll selects documents' points.
+        self.doc_filter_batch = DOC_FILTER_BATCH
         self._shard: qe.EdgeShard | None = None
         self._closed = False
         self._load()  # an existing shard is opened (and locked) now, so a held one says so
@@ -178,16 +182,14 @@ class EdgeChunkIndex:
         self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
     ) -> Iterator[Sequence[qe.Record]]:
         """Payload-only scroll pages (``paths``, by default identity and managed keys), under a
-        doc_id filter."""
+        doc_id filter (``DOC_FILTER_BATCH`` ids at a time: in point id order within each)."""
         check_batch_size(batch_size)
-        scroll_filter: qe.Filter | None = None
-        if doc_ids is not None:
-            wanted = sorted(set(doc_ids))
-            if not wanted:
-                return
-            scroll_filter = self._doc_filter(wanted)
         selector = qe.PayloadSelector.Include(paths or self.keys.managed_paths())
-        yield from self._pages(batch_size, selector, scroll_filter)
+        if doc_ids is None:
+            yield from self._pages(batch_size, selector)
+            return
+        for wanted in doc_id_batches(doc_ids, self.doc_filter_batch):  # (cheap a page)
+            yield from self._pages(batch_size, selector, self._doc_filter(wanted))
 
     def _pages(
         self, limit: int, selector: qe.PayloadSelector, scroll_filter: qe.Filter | None = None

@@ -39,9 +39,11 @@ from reconciler.model import (
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import (
+    DOC_FILTER_BATCH,
     PAYLOAD_SCHEMAS,
     check_batch_size,
     check_payload_index,
+    doc_id_batches,
     managed_page,
     pages,
 )
@@ -127,6 +129,9 @@ class QdrantChunkIndex:
         options = client.init_options
         self._local = options.get("path") is not None or options.get("location") == ":memory:"
         self._where = "local mode" if self._local else _redacted_url(options)
+        #: Doc ids under one doc_id filter when a scroll selects documents' points (``None``:
+        #: all at once, for local mode, which tests every point in Python for each page).
+        self.doc_filter_batch: int | None = None if self._local else DOC_FILTER_BATCH
         self._logical_by_path = {keys.path(key): key for key in ALL_KEYS}
         self._prefix_parts = tuple(keys.prefix[:-1].split(".")) if keys.prefix else ()
         #: Stored names of what the lean scan reads: doc_id, then the managed keys.
@@ -171,22 +176,29 @@ class QdrantChunkIndex:
         self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
     ) -> Iterator[Sequence[models.Record]]:
         """Payload-only scroll pages (``paths``, by default identity and managed keys), under a
-        doc_id filter."""
+        doc_id filter: on a server ``DOC_FILTER_BATCH`` ids at a time (in point id order within
+        each); local mode, which filters every point in Python for each page, all at once."""
         check_batch_size(batch_size)
-        scroll_filter: models.Filter | None = None
-        if doc_ids is not None:
-            wanted = sorted(set(doc_ids))
-            if not wanted:
-                return
-            scroll_filter = models.Filter(
+        selector = models.PayloadSelectorInclude(include=paths or self.keys.managed_paths())
+        if doc_ids is None:
+            yield from self._filtered_pages(batch_size, selector, None)
+            return
+        for wanted in doc_id_batches(doc_ids, self.doc_filter_batch or max(len(doc_ids), 1)):
+            doc_filter = models.Filter(
                 must=[
                     models.FieldCondition(
                         key=self.keys.path("doc_id"), match=models.MatchAny(any=wanted)
                     )
                 ]
             )
-        selector = models.PayloadSelectorInclude(include=paths or self.keys.managed_paths())
+            yield from self._filtered_pages(batch_size, selector, doc_filter)
 
+    def _filtered_pages(
+        self,
+        batch_size: int,
+        selector: models.PayloadSelectorInclude,
+        scroll_filter: models.Filter | None,
+    ) -> Iterator[Sequence[models.Record]]:
         def fetch(offset: Any) -> tuple[list[models.Record], Any]:
             with self._reading("scrolling"):
                 return self.client.scroll(

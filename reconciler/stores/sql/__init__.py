@@ -120,9 +120,9 @@ class SqlDocumentTable:
             batch_size=batch_size, source=source, families=families, doc_ids=doc_ids
         )
 
-    def has_family(self, family: str) -> bool:
-        """Whether any document row belongs to ``family``."""
-        return self.documents.has_family(family)
+    def known_families(self, families: Iterable[str]) -> set[str]:
+        """Those of ``families`` that at least one document row belongs to."""
+        return self.documents.known_families(families)
 
     def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
         """Documents by id (missing ids are absent)."""

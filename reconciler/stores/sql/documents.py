@@ -111,12 +111,20 @@ class SqlDocuments:
             for row in result:
                 yield document_from_values(row)
 
-    def has_family(self, family: str) -> bool:
-        """Whether any document row belongs to ``family``."""
+    def known_families(self, families: Iterable[str]) -> set[str]:
+        """Those of ``families`` that at least one document row belongs to (500 per query)."""
+        wanted = sorted(set(families))
         columns = DocumentRow.__table__.c
-        stmt = select(columns.doc_id).where(columns.doc_family_id == family).limit(1)
+        found: set[str] = set()
         with self.engine.connect() as conn:
-            return conn.execute(stmt).first() is not None
+            for start in range(0, len(wanted), 500):
+                stmt = (
+                    select(columns.doc_family_id)
+                    .where(columns.doc_family_id.in_(wanted[start : start + 500]))
+                    .distinct()
+                )
+                found.update(conn.scalars(stmt))
+        return found
 
     def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
         """Documents by id (missing ids are absent)."""
