@@ -94,6 +94,72 @@ def expected_of(target: PayloadTarget) -> Variant | None:
     return None if target.partial else normalize(target.payload)
 
 
+class Differs:
+    """``still_differs`` for the points of one target, remembered by a point's managed values,
+    with the keys a write must send to such a point.
+
+    A document's drifted chunks usually carry one same stale payload: the first is compared
+    and canonicalised, the others reuse its answer. The memory is keyed by the values, their
+    types and which keys are present, so a reused answer (and the ``before`` it carries) is
+    exactly what the point would get. A point with an unhashable value (a list) is judged alone.
+    """
+
+    __slots__ = ("_expected", "_seen", "target")
+
+    def __init__(self, target: PayloadTarget) -> None:
+        self.target = target
+        self._expected = expected_of(target)
+        self._seen: dict[tuple[Any, ...], Differing | None] = {}
+
+    def __call__(self, payload: Mapping[str, Any]) -> Differing | None:
+        """``still_differs(payload, target, expected)``, and the keys to send it
+        (``changed_keys``; ``None`` for a partial target: all of its keys)."""
+        if self.target.partial:
+            found = still_differs(payload, self.target, None)
+            return None if found is None else (*found, None)
+        values = tuple(map(payload.get, MANAGED_KEYS))
+        try:
+            spelling = (
+                values,
+                tuple(map(type, values)),
+                tuple(map(payload.__contains__, MANAGED_KEYS)),
+            )
+            return self._seen[spelling]
+        except KeyError:
+            judged = self._seen[spelling] = self._judge(payload)
+            return judged
+        except TypeError:  # an unhashable value
+            return self._judge(payload)
+
+    def _judge(self, payload: Mapping[str, Any]) -> Differing | None:
+        found = still_differs(payload, self.target, self._expected)
+        if found is None:
+            return None
+        return (*found, changed_keys(payload, self.target.payload))
+
+
+#: What ``Differs`` says of a point that needs writing: its managed payload, its canonical
+#: form, and the keys to send it (``None``: every key of the target).
+Differing = tuple[dict[str, Any], Variant, frozenset[str] | None]
+
+
+def changed_keys(payload: Mapping[str, Any], written: Mapping[str, Any]) -> frozenset[str]:
+    """The keys of ``written`` a point (its logical ``payload``) does not hold exactly: the
+    value itself, of the same type (``1.0`` is not ``1``), or, for ``None``, no key at all
+    (``None`` removes a key). Sending only these leaves the point as sending all would; each
+    key sent costs Edge and Qdrant a payload index update where the key is indexed."""
+    return frozenset(key for key, value in written.items() if not _holds(payload, key, value))
+
+
+def _holds(payload: Mapping[str, Any], key: str, value: Any) -> bool:
+    if value is None:
+        return key not in payload
+    if key not in payload:
+        return False
+    held = payload[key]
+    return type(held) is type(value) and bool(held == value)
+
+
 class Located(Protocol):
     """What the check's scan kept about where drift is (``views.ChunkTally``)."""
 
@@ -111,6 +177,20 @@ class _Group:
     target: PayloadTarget
     before: dict[str, Any]
     point_ids: list[str | int] = field(default_factory=list)
+    #: The target's keys some point of the group does not hold (empty: all, unknown).
+    keys: set[str] = field(default_factory=set)
+
+    def add(self, point_id: str | int, keys: frozenset[str] | None) -> None:
+        """One more point, which needs ``keys`` sent (``None``: all of them)."""
+        self.point_ids.append(point_id)
+        self.keys.update(self.target.payload if keys is None else keys)
+
+    def payload(self) -> dict[str, Any]:
+        """What the write sends: the target's keys some point does not hold, in its order."""
+        keys = self.keys
+        if not keys:
+            return dict(self.target.payload)
+        return {key: value for key, value in self.target.payload.items() if key in keys}
 
 
 class Applier:
@@ -330,17 +410,17 @@ class Applier:
         groups: list[_Group] = []
         for target, ids in pending:
             variants: dict[Any, _Group] = {}
-            expected = expected_of(target)
+            compare = Differs(target)
             for point_id in ids:
                 payload = states.get(point_id)
-                differs = None if payload is None else still_differs(payload, target, expected)
+                differs = None if payload is None else compare(payload)
                 if differs is None:
                     continue  # deleted, or repaired by someone else since the scan
-                before, key = differs
+                before, key, keys = differs
                 group = variants.get(key)
                 if group is None:
                     group = variants[key] = _Group(target=target, before=before)
-                group.point_ids.append(point_id)
+                group.add(point_id, keys)
             groups += variants.values()
         return groups
 
@@ -355,7 +435,7 @@ class Applier:
         ``batch_points``. Held points are capped at ``max_pending`` to bound memory.
         """
         by_doc = {t.doc_id: t for t in targets}
-        expected_by_doc = {t.doc_id: expected_of(t) for t in targets}
+        compare_by_doc = {t.doc_id: Differs(t) for t in targets}
         remaining = {t.doc_id: t.points for t in targets}
         held: dict[str | None, dict[Any, _Group]] = {}
         held_size = 0
@@ -369,15 +449,15 @@ class Applier:
             target = by_doc.get(chunk.doc_id)
             if target is None:
                 continue
-            differs = still_differs(chunk.payload, target, expected_by_doc[chunk.doc_id])
+            differs = compare_by_doc[chunk.doc_id](chunk.payload)
             if differs is None:
                 continue
-            before, key = differs
+            before, key, keys = differs
             groups = held.setdefault(chunk.doc_id, {})
             group = groups.get(key)
             if group is None:
                 group = groups[key] = _Group(target=target, before=before)
-            group.point_ids.append(chunk.point_id)
+            group.add(chunk.point_id, keys)
             held_size += 1
             remaining[chunk.doc_id] -= 1
             if remaining[chunk.doc_id] <= 0:  # all of this document's points are here
@@ -406,10 +486,10 @@ class Applier:
                 with contextlib.suppress(Exception):
                     self.confirm(now=now)  # the batch before was written: say so, then stop
                 raise
+        # (each group sends only the keys some point of it does not hold: the same points
+        # after, fewer payload index updates; the intent records the whole target payload)
         writes = [
-            PayloadWrite(
-                point_ids=tuple(g.point_ids), payload=dict(g.target.payload), doc_id=g.target.doc_id
-            )
+            PayloadWrite(point_ids=tuple(g.point_ids), payload=g.payload(), doc_id=g.target.doc_id)
             for g in groups
         ]
         # The intents (and the confirmation of the batch before) go first, in one commit.

@@ -360,8 +360,20 @@ class Finding:
         }
 
 
+#: Types ``jsonable`` leaves as they are, matched exactly (a subclass, an ``IntEnum`` say,
+#: goes the long way).
+_PLAIN_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def jsonable(value: Any) -> Any:
     """Plain JSON-ready values: datetimes as RFC 3339, enums as their value."""
+    kind = type(value)
+    if kind in _PLAIN_LEAVES:  # (the usual values first: an audit entry is mostly these)
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
+    if kind is list:
+        return [jsonable(v) for v in value]
     if isinstance(value, datetime):
         return rfc3339(value)
     if isinstance(value, enum.Enum):

@@ -17,6 +17,7 @@ all, so that the applier can write by id without scanning again.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import zlib
 from array import array
 from collections.abc import Callable, Mapping, Sequence
@@ -89,6 +90,9 @@ class ChunkTally:
         #: 64-bit keys more than one row has (told apart by the second key).
         self._shared: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._variants: dict[int, dict[Variant, int]] = {}
+        #: slot -> the drifted variant of each spelling (values and their types) met, for the
+        #: documents with a variant: a document's stale chunks are normalised once.
+        self._spelt: dict[int, dict[tuple[Any, ...], Variant]] = {}
         #: slot -> doc id, for the documents with a variant.
         self._drifted: dict[int, str] = {}
         self._orphans: dict[Any, ChunkAggregate] = {}
@@ -241,24 +245,37 @@ class ChunkTally:
     ) -> None:
         """A chunk whose raw values differ from its row's (or that has no row): normalise.
         (A registered document's chunk is already counted.)"""
-        variant = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
-        if slot is not None:
-            if _fingerprint((doc_id, *variant_values(variant))) == self._fingerprints[slot]:
+        if slot is None:
+            variant = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
+            orphan = self._orphans.get(doc_id)
+            if orphan is None:
+                orphan = self._orphans[doc_id] = ChunkAggregate()
+            orphan.count += 1
+            orphan.variants[variant] = orphan.variants.get(variant, 0) + 1
+            self._keep(self._orphan_ids, doc_id, point_id)
+            return
+        # Values equal with equal types normalise alike: a spelling met before on this
+        # (drifted) document is the variant it was then.
+        spelling = (values, tuple(map(type, values)))
+        spelt = self._spelt.get(slot)
+        try:
+            found = None if spelt is None else spelt.get(spelling)
+        except TypeError:  # an unhashable value (a list): normalised each time
+            found = None
+        if found is None:
+            found = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
+            if _fingerprint((doc_id, *variant_values(found))) == self._fingerprints[slot]:
                 self._matching[slot] += 1  # the same meaning, spelt differently
                 return
-            counts = self._variants.get(slot)
-            if counts is None:
-                counts = self._variants[slot] = {}
-                self._drifted[slot] = doc_id
-            counts[variant] = counts.get(variant, 0) + 1
-            self._keep(self._slot_ids, slot, point_id)
-            return
-        orphan = self._orphans.get(doc_id)
-        if orphan is None:
-            orphan = self._orphans[doc_id] = ChunkAggregate()
-        orphan.count += 1
-        orphan.variants[variant] = orphan.variants.get(variant, 0) + 1
-        self._keep(self._orphan_ids, doc_id, point_id)
+            # (only drifted documents' spellings: memory grows as ``_variants`` does)
+            with contextlib.suppress(TypeError):  # (an unhashable value: not kept)
+                self._spelt.setdefault(slot, {})[spelling] = found
+        counts = self._variants.get(slot)
+        if counts is None:
+            counts = self._variants[slot] = {}
+            self._drifted[slot] = doc_id
+        counts[found] = counts.get(found, 0) + 1
+        self._keep(self._slot_ids, slot, point_id)
 
     def _keep(self, ids: dict[Any, list[str | int]], key: Any, point_id: str | int) -> None:
         if not self.ids_complete:

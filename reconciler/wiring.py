@@ -6,14 +6,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from connectors.base import SystemOfRecord
 from reconciler.errors import ConfigError
 from reconciler.ports import ChunkIndex
 from reconciler.settings import Settings
 from reconciler.sources import build_source
-from reconciler.stores.qdrant import QdrantChunkIndex, connect
 from reconciler.stores.sql import SqlDocumentTable
+
+if TYPE_CHECKING:
+    from reconciler.stores.qdrant import QdrantChunkIndex
 
 
 def open_table(settings: Settings, *, create: bool = False) -> SqlDocumentTable:
@@ -61,6 +64,9 @@ def open_qdrant_index(settings: Settings, *, needed_by: str | None = None) -> Qd
             ],
             origin=settings.origin,
         )
+    # (imported here: qdrant-client takes ~0.6 s to import, which an Edge deployment never needs)
+    from reconciler.stores.qdrant import QdrantChunkIndex, connect  # noqa: PLC0415
+
     client = connect(path=cfg.path, url=cfg.url, api_key=cfg.api_key(), timeout=cfg.timeout)
     return QdrantChunkIndex(
         client, collection=cfg.collection, keys=cfg.key_map, text_key=cfg.text_key

@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 from acceptance_kit import Deployment
+from hypothesis import given
+from hypothesis import strategies as st
 
 from connectors.vault import VaultSource
-from reconciler.applying import Applier
+from reconciler.applying import Applier, Differs, expected_of, still_differs
 from reconciler.embedding import make_embedder
 from reconciler.engine import Guard, Options, Reconciler
 from reconciler.ingesting import Ingestor
@@ -32,6 +34,7 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.payload import payload_for, payload_values
+from reconciler.planning import PayloadTarget
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.tally import ChunkTally
@@ -293,3 +296,85 @@ def test_the_tally_reads_as_scan_chunks_always_did() -> None:
         tally["hb:b"]
     with pytest.raises(RuntimeError, match="registered before"):
         tally.expect("hb:c", payload_values(_row()))
+
+
+# -- the applier's remembered comparison ---------------------------------------------------
+
+_STALE_VALUES = {
+    "doc_version": st.sampled_from([1, 1.0, True, 2, 2.5, "1", None, [1]]),
+    "version_state": st.sampled_from(["current", "superseded", "retired", None, 0]),
+    "superseded_by": st.sampled_from([None, "h:doc-2", "", ["h:doc-2"]]),
+    "effective_from": st.sampled_from(
+        [
+            "2024-01-02T00:00:00Z",
+            "2024-01-02T00:00:00+00:00",
+            "2024-01-02T01:00:00+01:00",
+            "2024-01-03",
+            "not a date",
+            None,
+        ]
+    ),
+    "quarantined": st.sampled_from([False, 0, True, 1, None, float("nan")]),
+}
+
+
+def _set_payload(payload: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+    """What Qdrant's set_payload leaves (a None value removes the key), as the contract
+    suite holds every adapter to."""
+    after = dict(payload)
+    for key, value in written.items():
+        if value is None:
+            after.pop(key, None)
+        else:
+            after[key] = value
+    return after
+
+
+def _exactly(payload: dict[str, Any]) -> list[tuple[str, type, str]]:
+    return sorted((key, type(value), repr(value)) for key, value in payload.items())
+
+
+@given(
+    payloads=st.lists(
+        st.fixed_dictionaries({}, optional=dict(_STALE_VALUES)).flatmap(
+            lambda stale: st.sets(st.sampled_from(MANAGED_KEYS), max_size=2).map(
+                lambda gone: (stale, gone)
+            )
+        ),
+        max_size=12,
+    ),
+    partial=st.booleans(),
+)
+def test_the_remembered_comparison_answers_as_still_differs_for_every_point(
+    payloads: list[tuple[dict[str, Any], set[str]]], partial: bool
+) -> None:
+    row = Document(
+        doc_id="h:doc-1",
+        source="h",
+        source_key="doc-1.md",
+        doc_family_id="h:fam",
+        doc_version=1,
+        version_state=VersionState.CURRENT,
+        effective_from=datetime(2024, 1, 2, tzinfo=UTC),
+        doc_class="policy",
+    )
+    written = {"quarantined": True, "quarantine_reason": "orphan"} if partial else payload_for(row)
+    target = PayloadTarget("h:doc-1", "h:fam", written, len(payloads), ("drift",), partial)
+    compare = Differs(target)
+    base = {k: v for k, v in payload_for(row).items() if v is not None}  # as stored
+    for stale, gone in payloads:
+        payload = {k: v for k, v in {**base, **stale}.items() if k not in gone}
+        remembered = compare(payload)
+        alone = still_differs(payload, target, expected_of(target))
+        assert (remembered is None) == (alone is None)
+        if remembered is None or alone is None:
+            continue
+        before, key, keys = remembered
+        # The same group (its key equal as a dict key) and the point's own before.
+        assert key == alone[1]
+        assert hash(key) == hash(alone[1])
+        assert _exactly(before) == _exactly(alone[0])
+        # Sending only the keys it names leaves the point as sending the whole payload.
+        sent = written if keys is None else {k: v for k, v in written.items() if k in keys}
+        assert sent
+        assert _exactly(_set_payload(payload, sent)) == _exactly(_set_payload(payload, written))

@@ -4,8 +4,10 @@ raising. Real SQLite files and the real PostgreSQL, real processes."""
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import multiprocessing
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import pytest
@@ -15,7 +17,7 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from reconciler.model import VersionState, jsonable
+from reconciler.model import VersionState, jsonable, rfc3339
 from reconciler.stores import audit
 from reconciler.stores.schema import AuditRow
 from reconciler.stores.sql import SqlDocumentTable
@@ -171,3 +173,50 @@ def test_an_entry_hash_is_sha256_of_the_previous_and_the_canonical_body(
     assert audit.entry_hash_of("0" * 64, entry) == expected
     plain = jsonable(before), jsonable(after)
     assert audit._hash_of("0" * 64, entry, *plain) == expected
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+class _Word(str):
+    pass
+
+
+def _jsonable_as_specified(value: object) -> object:
+    """``jsonable`` as its docstring defines it, without the fast paths."""
+    if isinstance(value, datetime):
+        return rfc3339(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable_as_specified(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable_as_specified(v) for v in value]
+    return value
+
+
+_ODD = st.recursive(
+    st.one_of(
+        _PLAIN,
+        st.floats(allow_nan=False),
+        st.just(_Level.LOW),
+        st.text(max_size=4).map(_Word),
+        st.frozensets(st.integers(), max_size=3),
+    ),
+    lambda inner: st.one_of(
+        st.dictionaries(
+            st.one_of(st.integers(), st.text(max_size=3).map(_Word)), inner, max_size=3
+        ),
+        st.lists(inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ODD)
+def test_jsonable_fast_paths_give_what_its_definition_gives(value: object) -> None:
+    made = jsonable(value)
+    assert made == _jsonable_as_specified(value)
+    assert repr(made) == repr(_jsonable_as_specified(value))  # types too (1 and True, _Word)

@@ -267,3 +267,32 @@ def test_what_payload_for_writes_is_already_normal(
         quarantined=quarantined,
     )
     assert variant_values(expected_variant(doc)) == payload_values(doc)
+
+
+def test_a_spelling_remembered_on_a_drifted_document_is_told_apart_by_its_types() -> None:
+    # A drifted document's stale spellings are normalised once and remembered. ``True`` and
+    # ``1.0`` are equal values (and so are ``0`` and ``False``), but only ``1.0`` means the
+    # row's version 1: each is judged on its own.
+    row = _row("hb:doc-0", 0)  # version 1, current, not quarantined
+    good = dict(zip(MANAGED_KEYS, payload_values(row), strict=True))
+    spellings = [
+        {"doc_version": True},
+        {"doc_version": 1.0},
+        {"doc_version": True},
+        {"quarantined": 0},
+        {"quarantined": False},
+        {"quarantined": 0},
+    ]
+    chunks = [
+        (f"p{n}", row.doc_id, tuple({**good, **changed}.get(k) for k in MANAGED_KEYS))
+        for n, changed in enumerate(spellings)
+    ]
+    tally = ChunkTally()
+    tally.expect(row.doc_id, payload_values(row))
+    for page in _pages(chunks, 2):
+        tally.add_page(page)
+
+    aggregate = tally.get(row.doc_id)
+    assert aggregate is not None
+    assert (aggregate.count, aggregate.matching) == (6, 2)
+    assert tally.mismatching_ids(row.doc_id) == ["p0", "p2", "p3", "p5"]
