@@ -14,6 +14,8 @@ import io
 import json
 import pstats
 import random
+import resource
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -65,6 +67,7 @@ PHASES = (
     "verify",
     "repair",
     "repair-all",
+    "repair-cli",
     "embed",
     "langchain",
 )
@@ -455,6 +458,52 @@ def measure(
         stores.close()
 
 
+def repair_cli(layout: Layout, docs: int, *, engine: str = "local") -> dict[str, Any]:
+    """``reconciler repair --family F1 --family F2 ...`` over the families of the drifted
+    documents, as an operator runs it: the console command in a fresh process, timed from
+    spawn to exit (interpreter, imports, opening the stores, the run, closing them). Its
+    config names the corpus's table and index; no source, so the family and hash checks have
+    nothing to read."""
+    families = sorted({family_of(target) for target in drift_targets(layout, docs)})
+    # (TOML basic strings take JSON's escapes: a path with a quote or a backslash survives)
+    if engine == "edge":
+        index = f'engine = "edge"\npath = {json.dumps(str(layout.root / "edge"))}\n'
+    else:
+        index = f"path = {json.dumps(layout.qdrant_path)}\n"
+    config = layout.root / "bench-cli.toml"
+    config.write_text(
+        f"[table]\nurl = {json.dumps(layout.table_url)}\n\n"
+        f"[index]\n{index}collection = {json.dumps(COLLECTION)}\n"
+    )
+    command = [sys.executable, "-m", "reconciler.cli", "--config", str(config)]
+    command += ["--format", "json", "repair"]
+    for family in families:
+        command += ["--family", family]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    # (a timeout: a command left behind would keep the shard's lock)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=3600)
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"reconciler repair exited {done.returncode}:\n{done.stderr.strip()[-2000:]}"
+        )
+    report = json.loads(done.stdout)
+    return {
+        "seconds": seconds,
+        "cpu_seconds": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+        "runs": 1,
+        "families": len(families),
+        "points_written": int(report["writes"]["points"]),
+        "chunks": int(report["summary"].get("payload", {}).get("checked", 0)),
+        # The command's own peak RSS (ru_maxrss of the largest child, KiB on Linux); its
+        # imports are not this process's, so no "over imports" figure.
+        "peak": after.ru_maxrss / 1024,
+        "command": True,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one phase and print its JSON result."""
     parser = argparse.ArgumentParser(prog="python -m bench.phases")
@@ -478,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
         result = build(layout, engine=args.engine)
     elif args.phase == "drift":
         result = drift(layout, args.repair_docs, engine=args.engine)
+    elif args.phase == "repair-cli":
+        result = repair_cli(layout, args.repair_docs, engine=args.engine)
     elif args.phase == "embed":
         from bench.models import embed  # noqa: PLC0415 - torch only when asked for
 

@@ -35,7 +35,7 @@ from reconciler.errors import IndexWriteError
 from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
 from reconciler.planning import PayloadTarget, Plan, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable
-from reconciler.views import Variant, normalize
+from reconciler.views import Variant, normalize, same_variant
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def still_differs(
             return None
         return before, normalize(before)
     key = normalize(before)  # (absent keys read as None, as in the whole payload)
-    return None if key == expected else (before, key)
+    return None if expected is not None and same_variant(key, expected) else (before, key)
 
 
 def expected_of(target: PayloadTarget) -> Variant | None:

@@ -548,7 +548,7 @@ class Reconciler:
         if options.families is not None:
             in_sources = set(sources.family_of.values())
             named = options.families - in_sources
-            unknown = sorted(named - self.table.known_families(named))
+            unknown = sorted(named - self.table.known_families(named)) if named else []
             if unknown:
                 raise NotFound(
                     f"no such family: {', '.join(map(repr, unknown))} is neither in the "

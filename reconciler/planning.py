@@ -26,7 +26,7 @@ from reconciler.model import (
     ReingestRequest,
 )
 from reconciler.payload import payload_for
-from reconciler.views import ChunkAggregate, FamilyView, expected_variant, normalize
+from reconciler.views import ChunkAggregate, FamilyView, expected_variant, normalize, same_variant
 
 #: Order in which row changes are merged; later wins (the source has the last word).
 MERGE_ORDER = {"siblings": 0, "dates": 1, "family": 2}
@@ -181,7 +181,9 @@ def _points_to_write(after: Document, aggregate: ChunkAggregate | None, before: 
     if target == expected_variant(before):
         return aggregate.drifted
     # Every chunk that matched the old row now differs, plus drifted ones that differ too.
-    return aggregate.matching + sum(n for v, n in aggregate.variants.items() if v != target)
+    return aggregate.matching + sum(
+        n for v, n in aggregate.variants.items() if not same_variant(v, target)
+    )
 
 
 def plan_family(
@@ -282,8 +284,11 @@ def outstanding(finding: Finding, *, applied: bool) -> bool:
 def needs_write(current: Mapping[str, Any], target: PayloadTarget) -> bool:
     """Whether a point's logical payload differs from what the target sets."""
     if target.partial:
-        return any(current.get(k) != v for k, v in target.payload.items())
-    return normalize(current) != normalize(target.payload)
+        return any(
+            type(current.get(k)) is not type(v) or current.get(k) != v
+            for k, v in target.payload.items()
+        )
+    return not same_variant(normalize(current), normalize(target.payload))
 
 
 def plan_indexes(findings: Iterable[Finding]) -> Plan:

@@ -51,6 +51,15 @@ def normalize(payload: Mapping[str, Any]) -> Variant:
     return tuple(items)
 
 
+def same_variant(found: Variant, expected: Variant) -> bool:
+    """Whether two canonical payloads are the same, value and type: ``1 == True`` and
+    ``0 == False`` in Python, not in a payload (``quarantined: 0`` is not ``False``), as the
+    scan's ``fingerprint`` holds. ``normalize`` has made an integral float version an int."""
+    return found == expected and all(
+        type(a) is type(b) for (_ka, a), (_kb, b) in zip(found, expected, strict=True)
+    )
+
+
 def digest(variant: Variant) -> bytes:
     """A 16-byte fingerprint of a canonical payload."""
     return hashlib.blake2b(repr(variant).encode("utf-8"), digest_size=16).digest()

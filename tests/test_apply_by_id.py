@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connectors.vault import VaultSource
-from reconciler.applying import Applier, Differs, expected_of, still_differs
+from reconciler.applying import Applier, Differs, _Group, expected_of, still_differs
 from reconciler.embedding import make_embedder
 from reconciler.engine import Guard, Options, Reconciler
 from reconciler.ingesting import Ingestor
@@ -378,3 +378,95 @@ def test_the_remembered_comparison_answers_as_still_differs_for_every_point(
         sent = written if keys is None else {k: v for k, v in written.items() if k in keys}
         assert sent
         assert _exactly(_set_payload(payload, sent)) == _exactly(_set_payload(payload, written))
+
+
+@pytest.mark.parametrize(
+    "stale",
+    [{"quarantined": 0}, {"doc_version": True}, {"doc_version": True, "quarantined": 0}],
+    ids=["quarantined-0", "version-True", "both"],
+)
+def test_a_value_equal_in_python_but_of_another_type_is_repaired_and_stays_repaired(
+    world: World, stale: dict[str, Any]
+) -> None:
+    # ``0 == False`` and ``True == 1`` in Python, not in a payload: the check reports such a
+    # chunk, so apply must write it (it once skipped it as already right, and every later
+    # check reported it again).
+    row = world.table.get_documents(["hb:expenses-v1"])["hb:expenses-v1"]
+    assert (row.doc_version, row.quarantined) == (1, False)  # so True == 1 and 0 == False
+    ids = world.drift_payload("hb:expenses-v1", **stale)
+    assert world.run("check").findings  # reported
+
+    applied = world.run("apply")
+
+    assert applied.applied is not None
+    assert applied.applied.points == len(ids)
+    assert not world.run("check").findings
+    for chunk in world.index.retrieve(ids):
+        assert type(chunk.payload["quarantined"]) is bool
+        assert type(chunk.payload["doc_version"]) is int
+
+
+def _current_row() -> Document:
+    return Document(
+        doc_id="h:doc-1",
+        source="h",
+        source_key="doc-1.md",
+        doc_family_id="h:fam",
+        doc_version=1,
+        version_state=VersionState.CURRENT,
+        effective_from=datetime(2024, 1, 2, tzinfo=UTC),
+        doc_class="policy",
+    )
+
+
+def test_a_remembered_answer_is_one_of_equal_values_of_the_same_type_only() -> None:
+    written = payload_for(_current_row())
+    stored = {k: v for k, v in written.items() if v is not None}
+    compare = Differs(PayloadTarget("h:doc-1", "h:fam", written, 2, ("drift",)))
+
+    first = compare({**stored, "version_state": "superseded"})
+    second = compare({**stored, "version_state": "superseded", "doc_version": True})
+
+    assert first is not None
+    assert second is not None
+    assert first[2] == {"version_state"}
+    assert second[2] == {"version_state", "doc_version"}  # True is not the version 1
+
+
+def test_a_remembered_answer_is_one_of_the_same_keys_present_only() -> None:
+    written = payload_for(_current_row())  # superseded_by None: no such key on the point
+    stored = {k: v for k, v in written.items() if v is not None}
+    compare = Differs(PayloadTarget("h:doc-1", "h:fam", written, 2, ("drift",)))
+
+    absent = compare({**stored, "version_state": "superseded"})
+    present = compare({**stored, "version_state": "superseded", "superseded_by": None})
+
+    assert absent is not None
+    assert present is not None
+    assert "superseded_by" not in absent[0]
+    assert absent[2] == {"version_state"}
+    assert present[0]["superseded_by"] is None
+    assert present[2] == {"version_state", "superseded_by"}  # a null key to remove
+
+
+def test_a_group_of_two_spellings_sends_what_either_lacks() -> None:
+    written = payload_for(_current_row())
+    stored = {k: v for k, v in written.items() if v is not None}
+    target = PayloadTarget("h:doc-1", "h:fam", written, 2, ("drift",))
+    compare = Differs(target)
+    # Both read as the same stale variant; each lacks a different key exactly.
+    one = {**stored, "version_state": "superseded", "doc_version": 1.0}
+    two = {**stored, "version_state": "superseded", "effective_from": "2024-01-02T00:00:00+00:00"}
+    found = [compare(one), compare(two)]
+    assert found[0] is not None
+    assert found[1] is not None
+    assert found[0][1] == found[1][1]  # one group
+
+    group = _Group(target=target, before=found[0][0])
+    group.add("p1", found[0][2])
+    group.add("p2", found[1][2])
+
+    sent = group.payload()
+    assert set(sent) == {"version_state", "doc_version", "effective_from"}
+    for point in (one, two):
+        assert _exactly(_set_payload(point, sent)) == _exactly(_set_payload(point, written))

@@ -42,8 +42,12 @@ def test_a_small_local_bench_runs_and_converges(tmp_path: Path) -> None:
         "| apply |",
         "| check after apply |",
         "| repair --doc (on demand) |",
+        "| reconciler repair --family F1 ... (the command) |",
     ):
         assert label in table
+    # The command, run as an operator runs it, wrote the drifted documents' points.
+    assert "the console command timed from spawn to exit" in table
+    assert "; 400 points written," in table
     assert "zero drift ✓" in table
     assert "paired, each check over the bare scrolls just before and after it: median" in table
     assert "repaired 40 docs: 400 points in 40 set_payload operations" in table
@@ -64,6 +68,7 @@ def test_the_edge_engine_runs_or_says_why_not(tmp_path: Path) -> None:
     assert "engine edge" in done.stdout
     assert done.returncode == 0, done.stderr
     assert "zero drift ✓" in done.stdout
+    assert "; 400 points written," in done.stdout  # `reconciler repair` on the Edge shard
 
 
 def test_a_paired_ratio_is_each_check_over_the_scrolls_around_it(

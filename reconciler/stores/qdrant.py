@@ -183,7 +183,7 @@ class QdrantChunkIndex:
         if doc_ids is None:
             yield from self._filtered_pages(batch_size, selector, None)
             return
-        for wanted in doc_id_batches(doc_ids, self.doc_filter_batch or max(len(doc_ids), 1)):
+        for wanted in doc_id_batches(doc_ids, self.doc_filter_batch):
             doc_filter = models.Filter(
                 must=[
                     models.FieldCondition(
