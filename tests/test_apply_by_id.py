@@ -348,16 +348,7 @@ def _exactly(payload: dict[str, Any]) -> list[tuple[str, type, str]]:
 def test_the_remembered_comparison_answers_as_still_differs_for_every_point(
     payloads: list[tuple[dict[str, Any], set[str]]], partial: bool
 ) -> None:
-    row = Document(
-        doc_id="h:doc-1",
-        source="h",
-        source_key="doc-1.md",
-        doc_family_id="h:fam",
-        doc_version=1,
-        version_state=VersionState.CURRENT,
-        effective_from=datetime(2024, 1, 2, tzinfo=UTC),
-        doc_class="policy",
-    )
+    row = _current_row()
     written = {"quarantined": True, "quarantine_reason": "orphan"} if partial else payload_for(row)
     target = PayloadTarget("h:doc-1", "h:fam", written, len(payloads), ("drift",), partial)
     compare = Differs(target)
