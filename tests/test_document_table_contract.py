@@ -207,3 +207,34 @@ def test_findings_are_kept_per_run(table: DocumentTable) -> None:
     [stored] = table.findings_of(run)
     assert (stored["check"], stored["kind"], stored["doc_id"]) == ("dates", "expired", "h:doc-0")
     assert table.findings_of("other") == []
+
+
+def test_many_findings_are_kept_in_order_with_their_values(table: DocumentTable) -> None:
+    run = table.start_run(mode="check", actor="cli")
+    findings = [
+        Finding(
+            check="payload",
+            kind="payload_drift",
+            severity=Severity.CRITICAL,
+            family=None if n % 3 == 0 else f"h:fam-{n}",
+            doc_id=f"h:doc-{n}",
+            expected=None if n % 2 else {"doc_version": n, "nested": ["a\x00b"]},
+            actual=[n, None] if n % 2 else "é",
+            action=None,
+        )
+        for n in range(250)
+    ]
+    table.record_findings(run, findings)
+
+    stored = table.findings_of(run)
+    assert [f["doc_id"] for f in stored] == [f"h:doc-{n}" for n in range(250)]
+    for n, found in enumerate(stored):
+        assert found["family"] == (None if n % 3 == 0 else f"h:fam-{n}")
+        assert found["actual"] == ([n, None] if n % 2 else "é")
+        if n % 2:
+            assert found["expected"] is None
+        else:
+            assert found["expected"]["doc_version"] == n
+            assert "\x00" not in found["expected"]["nested"][0]  # spelt out, storable
+    table.record_findings(run, [])  # nothing to store: no error, nothing added
+    assert len(table.findings_of(run)) == 250

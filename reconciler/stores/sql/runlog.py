@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import storable
@@ -168,11 +168,15 @@ class SqlRunLog:
         """Store a run's findings (``Finding`` values) and whether each still holds."""
         flags = list(outstanding) if outstanding is not None else [True] * len(findings)
         rows = [
-            FindingRow(run_id=run_id, outstanding=flag, **_without_nul(f.to_json()))
+            {"run_id": run_id, "outstanding": flag, **_without_nul(f.to_json())}
             for f, flag in zip(findings, flags, strict=True)
         ]
+        if not rows:
+            return
+        # One executemany (no ORM object and unit of work a finding: a repair of 4,000
+        # documents records 4,000 of them).
         with self._sessions.begin() as session:
-            session.add_all(rows)
+            session.execute(insert(FindingRow), rows)
 
     def findings_of(self, run_id: str) -> list[dict[str, Any]]:
         """The findings a run recorded."""
