@@ -303,12 +303,12 @@ def test_the_tally_reads_as_scan_chunks_always_did() -> None:
 _STALE_VALUES = {
     "doc_version": st.sampled_from([1, 1.0, True, 2, 2.5, "1", None, [1]]),
     "version_state": st.sampled_from(["current", "superseded", "retired", None, 0]),
-    "superseded_by": st.sampled_from([None, "h:doc-2", "", ["h:doc-2"]]),
+    "superseded_by": st.sampled_from([None, "hb:b", "", ["hb:b"]]),
     "effective_from": st.sampled_from(
         [
-            "2024-01-02T00:00:00Z",
-            "2024-01-02T00:00:00+00:00",
-            "2024-01-02T01:00:00+01:00",
+            "2024-01-01T00:00:00Z",
+            "2024-01-01T00:00:00+00:00",
+            "2024-01-01T01:00:00+01:00",
             "2024-01-03",
             "not a date",
             None,
@@ -348,9 +348,9 @@ def _exactly(payload: dict[str, Any]) -> list[tuple[str, type, str]]:
 def test_the_remembered_comparison_answers_as_still_differs_for_every_point(
     payloads: list[tuple[dict[str, Any], set[str]]], partial: bool
 ) -> None:
-    row = _current_row()
+    row = _row()
     written = {"quarantined": True, "quarantine_reason": "orphan"} if partial else payload_for(row)
-    target = PayloadTarget("h:doc-1", "h:fam", written, len(payloads), ("drift",), partial)
+    target = PayloadTarget("hb:a", "hb:a", written, len(payloads), ("drift",), partial)
     compare = Differs(target)
     base = {k: v for k, v in payload_for(row).items() if v is not None}  # as stored
     for stale, gone in payloads:
@@ -397,23 +397,10 @@ def test_a_value_equal_in_python_but_of_another_type_is_repaired_and_stays_repai
         assert type(chunk.payload["doc_version"]) is int
 
 
-def _current_row() -> Document:
-    return Document(
-        doc_id="h:doc-1",
-        source="h",
-        source_key="doc-1.md",
-        doc_family_id="h:fam",
-        doc_version=1,
-        version_state=VersionState.CURRENT,
-        effective_from=datetime(2024, 1, 2, tzinfo=UTC),
-        doc_class="policy",
-    )
-
-
 def test_a_remembered_answer_is_one_of_equal_values_of_the_same_type_only() -> None:
-    written = payload_for(_current_row())
+    written = payload_for(_row())
     stored = {k: v for k, v in written.items() if v is not None}
-    compare = Differs(PayloadTarget("h:doc-1", "h:fam", written, 2, ("drift",)))
+    compare = Differs(PayloadTarget("hb:a", "hb:a", written, 2, ("drift",)))
 
     first = compare({**stored, "version_state": "superseded"})
     second = compare({**stored, "version_state": "superseded", "doc_version": True})
@@ -425,9 +412,9 @@ def test_a_remembered_answer_is_one_of_equal_values_of_the_same_type_only() -> N
 
 
 def test_a_remembered_answer_is_one_of_the_same_keys_present_only() -> None:
-    written = payload_for(_current_row())  # superseded_by None: no such key on the point
+    written = payload_for(_row())  # superseded_by None: no such key on the point
     stored = {k: v for k, v in written.items() if v is not None}
-    compare = Differs(PayloadTarget("h:doc-1", "h:fam", written, 2, ("drift",)))
+    compare = Differs(PayloadTarget("hb:a", "hb:a", written, 2, ("drift",)))
 
     absent = compare({**stored, "version_state": "superseded"})
     present = compare({**stored, "version_state": "superseded", "superseded_by": None})
@@ -441,13 +428,13 @@ def test_a_remembered_answer_is_one_of_the_same_keys_present_only() -> None:
 
 
 def test_a_group_of_two_spellings_sends_what_either_lacks() -> None:
-    written = payload_for(_current_row())
+    written = payload_for(_row())
     stored = {k: v for k, v in written.items() if v is not None}
-    target = PayloadTarget("h:doc-1", "h:fam", written, 2, ("drift",))
+    target = PayloadTarget("hb:a", "hb:a", written, 2, ("drift",))
     compare = Differs(target)
     # Both read as the same stale variant; each lacks a different key exactly.
     one = {**stored, "version_state": "superseded", "doc_version": 1.0}
-    two = {**stored, "version_state": "superseded", "effective_from": "2024-01-02T00:00:00+00:00"}
+    two = {**stored, "version_state": "superseded", "effective_from": "2024-01-01T00:00:00+00:00"}
     found = [compare(one), compare(two)]
     assert found[0] is not None
     assert found[1] is not None
