@@ -279,3 +279,66 @@ def test_a_failed_write_says_how_far_it_got(tmp_path: Path) -> None:
             )
     finally:
         index.close()
+
+
+# -- reading ahead -----------------------------------------------------------------------------
+
+
+def test_a_scroll_of_many_documents_reads_the_payload_files_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At ``prefetch_docs`` documents and more, a selecting scroll first asks the kernel to
+    read the shard's files ahead, never the vectors' (payload-only work does not read them);
+    below it, and for a failing or missing call, the scroll is the same."""
+    import os  # noqa: PLC0415
+
+    index = EdgeChunkIndex(tmp_path / "ahead")
+    index.ensure_collection(dim=2)
+    index.upsert_chunks(
+        ChunkRecord(
+            point_id=n,  # type: ignore[arg-type]
+            chunk_id=f"d{n % 4}#{n}",
+            text="t" * 200,
+            vector=(1.0, float(n)),
+            payload={"doc_id": f"d{n % 4}", "version_state": "current"},
+        )
+        for n in range(1, 41)
+    )
+    index.shard.flush()
+    advised: list[tuple[str, int]] = []
+    real = os.posix_fadvise
+
+    def spy(fd: int, offset: int, length: int, advice: int) -> None:
+        advised.append((os.readlink(f"/proc/self/fd/{fd}"), advice))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", spy)
+    index.prefetch_docs = 3
+    try:
+
+        def selected(docs: list[str]) -> list[int]:
+            return sorted(int(s.point_id) for s in index.scroll(batch_size=7, doc_ids=docs))
+
+        two = selected(["d0", "d1"])
+        assert two == [n for n in range(1, 41) if n % 4 in (0, 1)]
+        assert advised == []  # below the threshold: no reading ahead
+        three = selected(["d0", "d1", "d2"])
+        assert three == [n for n in range(1, 41) if n % 4 != 3]
+        files = {Path(path) for path, _advice in advised}
+        segments = (tmp_path / "ahead" / "segments").resolve()
+        assert files
+        assert all(segments in f.parents for f in files)
+        assert {advice for _path, advice in advised} == {os.POSIX_FADV_WILLNEED}
+        assert not any(part.startswith("vector_") for f in files for part in f.parts)
+        assert any("payload_storage" in f.parts for f in files)
+
+        def refused(*_args: object) -> None:
+            raise OSError(22, "Invalid argument")
+
+        monkeypatch.setattr(os, "posix_fadvise", refused)
+        assert selected(["d0", "d1", "d2"]) == three
+        monkeypatch.delattr(os, "posix_fadvise")
+        assert selected(["d0", "d1", "d2"]) == three
+        assert index._prefetch() == 0
+    finally:
+        index.close()

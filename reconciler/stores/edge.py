@@ -23,9 +23,11 @@ Edge is single-process: a loaded shard holds an exclusive lock (its write-ahead 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
+import os
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -81,6 +83,13 @@ _LOCKED = "WouldBlock"
 _MISSING_POINT = "No point with id"
 #: A point id as Edge takes it.
 _EdgeId = int | uuid.UUID | str
+#: A scroll that selects at least this many documents first asks the kernel to read the
+#: shard's payload files ahead (``_prefetch``). Their points lie all over those files; a page
+#: cache that no longer holds the shard otherwise reads them a page at a time, which on a
+#: disk costs several times one sequential read of the files (at 1M chunks here: 3.3 s cold
+#: against 0.5 s for the files' 600 MB). Below it, the few pages a handful of documents need
+#: cost less than reading the files.
+PREFETCH_DOCS = 1000
 
 
 class EdgeChunkIndex:
@@ -105,6 +114,8 @@ class EdgeChunkIndex:
         self.update_calls = 0
         #: Doc ids under one doc_id filter when a scroll selects documents' points.
         self.doc_filter_batch = DOC_FILTER_BATCH
+        #: Documents a scroll selects from which the payload files are read ahead first.
+        self.prefetch_docs = PREFETCH_DOCS
         self._shard: qe.EdgeShard | None = None
         self._closed = False
         self._load()  # an existing shard is opened (and locked) now, so a held one says so
@@ -188,8 +199,35 @@ class EdgeChunkIndex:
         if doc_ids is None:
             yield from self._pages(batch_size, selector)
             return
+        if len(doc_ids) >= self.prefetch_docs:
+            self._prefetch()
         for wanted in doc_id_batches(doc_ids, self.doc_filter_batch):  # (cheap a page)
             yield from self._pages(batch_size, selector, self._doc_filter(wanted))
+
+    def _prefetch(self) -> int:
+        """Ask the kernel to read the shard's files ahead, but for vectors (payload-only work
+        never reads them): ``posix_fadvise(WILLNEED)``, which queues the reads and returns.
+        Best effort: where the call or a file is missing, nothing happens. Returns the bytes
+        asked for."""
+        advise = getattr(os, "posix_fadvise", None)
+        segments = self.path / "segments"
+        if advise is None or not segments.is_dir():
+            return 0
+        asked = 0
+        for folder, subfolders, files in os.walk(segments):
+            subfolders[:] = [d for d in subfolders if not d.startswith("vector_")]
+            for name in files:
+                if name.startswith("vector_"):
+                    continue
+                with contextlib.suppress(OSError):
+                    fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+                    try:
+                        advise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+                        asked += os.fstat(fd).st_size
+                    finally:
+                        os.close(fd)
+        log.debug("edge prefetch %s: %d byte(s) asked for", self.path, asked)
+        return asked
 
     def _pages(
         self, limit: int, selector: qe.PayloadSelector, scroll_filter: qe.Filter | None = None
