@@ -21,7 +21,8 @@ from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.filters import default_edge_filter, default_filter, filter_terms
 from reconciler.model import ChunkRecord, PayloadWrite
 from reconciler.payload import KeyMap
-from reconciler.stores.edge import EdgeChunkIndex
+from reconciler.stores import edge as edge_module
+from reconciler.stores.edge import EdgeChunkIndex, available_memory
 from reconciler.stores.qdrant import QdrantChunkIndex
 
 LAYOUTS = {
@@ -287,9 +288,10 @@ def test_a_failed_write_says_how_far_it_got(tmp_path: Path) -> None:
 def test_a_scroll_of_many_documents_reads_the_payload_files_ahead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """At ``prefetch_docs`` documents and more, a selecting scroll first asks the kernel to
-    read the shard's files ahead, never the vectors' (payload-only work does not read them);
-    below it, and for a failing or missing call, the scroll is the same."""
+    """A whole scroll, and one selecting ``prefetch_docs`` documents or more, first asks the
+    kernel to read the shard's files ahead, never the vectors' (payload-only work does not read
+    them), unless they would fill half the memory available; below it, when too large, and for
+    a failing or missing call, the scroll is the same."""
     import os  # noqa: PLC0415
 
     index = EdgeChunkIndex(tmp_path / "ahead")
@@ -331,6 +333,21 @@ def test_a_scroll_of_many_documents_reads_the_payload_files_ahead(
         assert {advice for _path, advice in advised} == {os.POSIX_FADV_WILLNEED}
         assert not any(part.startswith("vector_") for f in files for part in f.parts)
         assert any("payload_storage" in f.parts for f in files)
+        size = sum(os.stat(f).st_size for f in files)
+        assert index._prefetch() == size
+        advised.clear()
+        assert sorted(int(s.point_id) for s in index.scroll(batch_size=7)) == list(range(1, 41))
+        assert {Path(path) for path, _advice in advised} == files  # the whole shard: always
+
+        # Files that would fill half the memory available, or no figure: not read ahead.
+        for room in (2 * size - 1, None):
+            monkeypatch.setattr(edge_module, "available_memory", lambda room=room: room)
+            advised.clear()
+            assert selected(["d0", "d1", "d2"]) == three
+            assert sorted(int(s.point_id) for s in index.scroll(batch_size=7)) == list(range(1, 41))
+            assert advised == []
+        monkeypatch.setattr(edge_module, "available_memory", lambda: 2 * size)
+        assert index._prefetch() == size
 
         def refused(*_args: object) -> None:
             raise OSError(22, "Invalid argument")
@@ -342,3 +359,12 @@ def test_a_scroll_of_many_documents_reads_the_payload_files_ahead(
         assert index._prefetch() == 0
     finally:
         index.close()
+
+
+def test_the_memory_available_is_read_from_the_system() -> None:
+    """``MemAvailable`` on Linux: more than nothing, less than all of the machine."""
+    import os  # noqa: PLC0415
+
+    room = available_memory()
+    assert room is not None
+    assert 0 < room <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
