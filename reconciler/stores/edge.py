@@ -28,6 +28,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -487,8 +488,14 @@ def _is_shard(path: Path) -> bool:
     return any((path / marker).exists() for marker in _SHARD_MARKERS)
 
 
+#: A UUID in its canonical spelling (what Edge and qdrant-client hand back): taken as it is.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _edge_id(point_id: str | int) -> str | int:
     """A point id as Edge takes it: an unsigned integer or a UUID string."""
+    if type(point_id) is str and _CANONICAL_UUID.fullmatch(point_id):
+        return point_id  # (the usual id: a quarter of the cost of parsing it)
     if isinstance(point_id, bool) or not isinstance(point_id, int | str):
         raise TypeError(f"a point id is an int or a UUID string, not {type(point_id).__name__}")
     if isinstance(point_id, int) and point_id < 0:
