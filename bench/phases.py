@@ -68,6 +68,7 @@ PHASES = (
     "repair",
     "repair-all",
     "repair-cli",
+    "optimize",
     "embed",
     "langchain",
 )
@@ -275,6 +276,37 @@ def build(layout: Layout, *, engine: str = "local") -> dict[str, Any]:
 
         rows_written, points = clock.time(write)
         return {"rows": rows_written, "points": points, **clock.as_dict()}
+    finally:
+        stores.close()
+
+
+def optimize(layout: Layout, *, on_disk_indexes: bool = False) -> dict[str, Any]:
+    """Run Qdrant Edge's optimizers on the shard, as a deployment that searches a large shard
+    does (its appendable segment becomes an indexed, immutable one, HNSW graph included), and
+    with ``on_disk_indexes`` re-create its payload indexes memory-mapped (``on_disk``) rather
+    than loaded into memory. Edge only: local mode has neither."""
+    import qdrant_edge as qe  # noqa: PLC0415 - the edge extra
+
+    stores = Stores(layout, engine="edge")
+    try:
+        shard = stores.index.shard
+        clock = Clock()
+        optimized = bool(clock.time(shard.optimize))
+        recreated = 0
+        if on_disk_indexes:
+            params = {
+                qe.PayloadSchemaType.Keyword: qe.KeywordIndexParams,
+                qe.PayloadSchemaType.Datetime: qe.DatetimeIndexParams,
+                qe.PayloadSchemaType.Bool: qe.BoolIndexParams,
+                qe.PayloadSchemaType.Integer: qe.IntegerIndexParams,
+            }
+            for path, info in shard.info().payload_schema.items():
+                kind = params.get(info.data_type)
+                if kind is not None:
+                    shard.update(qe.UpdateOperation.create_field_index(path, kind(on_disk=True)))
+                    recreated += 1
+        shard.flush()
+        return {"optimized": optimized, "on_disk_indexes": recreated, **clock.as_dict()}
     finally:
         stores.close()
 
@@ -519,6 +551,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=2000, help="embed: chunks timed")
     parser.add_argument("--lc-docs", type=int, default=300, help="langchain: documents")
     parser.add_argument("--lc-changed", type=int, default=100, help="langchain: changed docs")
+    parser.add_argument(
+        "--on-disk-indexes",
+        action="store_true",
+        help="optimize: re-create the payload indexes memory-mapped",
+    )
     args = parser.parse_args(argv)
     layout = Layout(root=args.root, requested=args.size, dim=args.dim, seed=args.seed)
     baseline = memory.rss()
@@ -529,6 +566,10 @@ def main(argv: list[str] | None = None) -> int:
         result = drift(layout, args.repair_docs, engine=args.engine)
     elif args.phase == "repair-cli":
         result = repair_cli(layout, args.repair_docs, engine=args.engine)
+    elif args.phase == "optimize":
+        if args.engine != "edge":
+            parser.error("optimize: Qdrant Edge only (--engine edge)")
+        result = optimize(layout, on_disk_indexes=args.on_disk_indexes)
     elif args.phase == "embed":
         from bench.models import embed  # noqa: PLC0415 - torch only when asked for
 

@@ -81,3 +81,40 @@ def test_a_paired_ratio_is_each_check_over_the_scrolls_around_it(
     assert paired_ratios([3.0, 9.0], [0.0, 0.0, 4.0]) == [4.5]  # (no time: no ratio)
     with pytest.raises(ValueError, match="one more scroll"):
         paired_ratios([3.0], [1.0])
+
+
+def test_the_optimize_phase_leaves_a_shard_the_reconciler_still_repairs(tmp_path: Path) -> None:
+    """``bench.phases optimize --on-disk-indexes``: the payload indexes become memory-mapped
+    ones, every one the filter needs is still there, and drift is still found and repaired."""
+    import json  # noqa: PLC0415
+
+    import qdrant_edge as qe  # noqa: PLC0415 - the test extra installs it
+
+    def phase(*args: str) -> dict[str, object]:
+        command = [sys.executable, "-m", "bench.phases", *args, str(tmp_path), "1500"]
+        done = subprocess.run(
+            [*command, "--engine=edge", "--repair-docs=40"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout))
+
+    phase("build")
+    optimized = phase("optimize", "--on-disk-indexes")
+    assert optimized["on_disk_indexes"] == 6
+    shard = qe.EdgeShard.load(str(tmp_path / "edge" / "bench"))
+    try:
+        schema = shard.info().payload_schema
+        assert {info.params.on_disk for info in schema.values()} == {True}
+    finally:
+        shard.close()
+    phase("drift")
+    repaired = phase("repair-cli")
+    assert repaired["points_written"] == 400
+    checked = phase("check")
+    assert checked["findings"] == 0

@@ -285,15 +285,13 @@ def test_a_failed_write_says_how_far_it_got(tmp_path: Path) -> None:
 # -- reading ahead -----------------------------------------------------------------------------
 
 
-def test_a_scroll_of_many_documents_reads_the_payload_files_ahead(
+def test_a_scroll_of_many_documents_reads_the_shard_files_ahead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A whole scroll, and one selecting ``prefetch_docs`` documents or more, first asks the
-    kernel to read the shard's files ahead, never the vectors' (payload-only work does not read
-    them), unless they would fill half the memory available; below it, when too large, and for
-    a failing or missing call, the scroll is the same."""
-    import os  # noqa: PLC0415
-
+    """A whole scroll, and one selecting at least a document per ``read_ahead_bytes_per_doc``
+    of the shard's files, first reads those files through, never the vectors' (payload-only
+    work does not read them), unless they would fill half the memory available; fewer
+    documents, files too large, or a file that cannot be read: the same scroll."""
     index = EdgeChunkIndex(tmp_path / "ahead")
     index.ensure_collection(dim=2)
     index.upsert_chunks(
@@ -307,58 +305,67 @@ def test_a_scroll_of_many_documents_reads_the_payload_files_ahead(
         for n in range(1, 41)
     )
     index.shard.flush()
-    advised: list[tuple[str, int]] = []
-    real = os.posix_fadvise
+    read: list[str] = []
+    real = edge_module._read_through
 
-    def spy(fd: int, offset: int, length: int, advice: int) -> None:
-        advised.append((os.readlink(f"/proc/self/fd/{fd}"), advice))
-        real(fd, offset, length, advice)
+    def spy(path: str, chunk: bytearray) -> int:
+        read.append(path)
+        return real(path, chunk)
 
-    monkeypatch.setattr(os, "posix_fadvise", spy)
-    index.prefetch_docs = 3
+    monkeypatch.setattr(edge_module, "_read_through", spy)
+    segments = tmp_path / "ahead" / "segments"
+    files = {
+        f
+        for f in segments.rglob("*")
+        if f.is_file() and not any(p.startswith("vector_") for p in f.relative_to(segments).parts)
+    }
+    size = sum(f.stat().st_size for f in files)
+    assert files
+    assert any("payload_storage" in f.parts for f in files)
+    # Three documents are enough to read the files ahead, two are not.
+    index.read_ahead_bytes_per_doc = size // 3 + 1
     try:
 
         def selected(docs: list[str]) -> list[int]:
             return sorted(int(s.point_id) for s in index.scroll(batch_size=7, doc_ids=docs))
 
+        def whole() -> list[int]:
+            return sorted(int(s.point_id) for s in index.scroll(batch_size=7))
+
         two = selected(["d0", "d1"])
         assert two == [n for n in range(1, 41) if n % 4 in (0, 1)]
-        assert advised == []  # below the threshold: no reading ahead
+        assert read == []  # too few documents: no reading ahead
         three = selected(["d0", "d1", "d2"])
         assert three == [n for n in range(1, 41) if n % 4 != 3]
-        files = {Path(path) for path, _advice in advised}
-        segments = (tmp_path / "ahead" / "segments").resolve()
-        assert files
-        assert all(segments in f.parents for f in files)
-        assert {advice for _path, advice in advised} == {os.POSIX_FADV_WILLNEED}
-        assert not any(part.startswith("vector_") for f in files for part in f.parts)
-        assert any("payload_storage" in f.parts for f in files)
-        size = sum(os.stat(f).st_size for f in files)
-        assert index._prefetch() == size
-        advised.clear()
-        assert sorted(int(s.point_id) for s in index.scroll(batch_size=7)) == list(range(1, 41))
-        assert {Path(path) for path, _advice in advised} == files  # the whole shard: always
+        assert {Path(p) for p in read} == files
+        assert len(read) == len(files)
+        read.clear()
+        assert whole() == list(range(1, 41))
+        assert {Path(p) for p in read} == files  # the whole shard, whatever the threshold
+        assert index._read_ahead(None) == size
 
         # Files that would fill half the memory available, or no figure: not read ahead.
         for room in (2 * size - 1, None):
             monkeypatch.setattr(edge_module, "available_memory", lambda room=room: room)
-            advised.clear()
+            read.clear()
             assert selected(["d0", "d1", "d2"]) == three
-            assert sorted(int(s.point_id) for s in index.scroll(batch_size=7)) == list(range(1, 41))
-            assert advised == []
+            assert whole() == list(range(1, 41))
+            assert read == []
         monkeypatch.setattr(edge_module, "available_memory", lambda: 2 * size)
-        assert index._prefetch() == size
+        assert index._read_ahead(3) == size
 
-        def refused(*_args: object) -> None:
-            raise OSError(22, "Invalid argument")
-
-        monkeypatch.setattr(os, "posix_fadvise", refused)
-        assert selected(["d0", "d1", "d2"]) == three
-        monkeypatch.delattr(os, "posix_fadvise")
-        assert selected(["d0", "d1", "d2"]) == three
-        assert index._prefetch() == 0
+        # A file that cannot be read is skipped, and the scroll is the same.
+        unreadable = sorted(files)[0]
+        monkeypatch.setattr(
+            edge_module,
+            "_read_through",
+            lambda path, chunk: 0 if Path(path) == unreadable else real(path, chunk),
+        )
+        assert index._read_ahead(None) == size - unreadable.stat().st_size
+        assert whole() == list(range(1, 41))
     finally:
         index.close()
+    assert real(str(tmp_path / "no such file"), bytearray(8)) == 0
 
 
 def test_the_memory_available_is_read_from_the_system() -> None:
