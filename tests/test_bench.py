@@ -20,8 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _bench(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return _python("-m", "bench", "--repeat=1", f"--tmpdir={tmp_path}", *args)
+
+
+def _python(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python ARGS`` from the checkout (the harness is not installed)."""
     return subprocess.run(
-        [sys.executable, "-m", "bench", "--repeat=1", f"--tmpdir={tmp_path}", *args],
+        [sys.executable, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -91,16 +96,8 @@ def test_the_optimize_phase_leaves_a_shard_the_reconciler_still_repairs(tmp_path
     import qdrant_edge as qe  # noqa: PLC0415 - the test extra installs it
 
     def phase(*args: str) -> dict[str, object]:
-        command = [sys.executable, "-m", "bench.phases", *args, str(tmp_path), "1500"]
-        done = subprocess.run(
-            [*command, "--engine=edge", "--repair-docs=40"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
-            check=False,
-        )
+        where = (str(tmp_path), "1500", "--engine=edge", "--repair-docs=40")
+        done = _python("-m", "bench.phases", *args, *where)
         assert done.returncode == 0, done.stderr
         return dict(json.loads(done.stdout))
 

@@ -94,7 +94,7 @@ _EdgeId = int | uuid.UUID | str
 #: anyway: in order first, it took 8.9 s instead of 16.7.
 READ_AHEAD_BYTES_PER_DOC = 192 * 1024
 #: Bytes read at a time when reading the files through (the pages land in the page cache).
-_READ_AHEAD_CHUNK = 4 << 20
+_READ_AHEAD_CHUNK = 1 << 20
 
 
 class EdgeChunkIndex:
