@@ -12,6 +12,9 @@ How it maps onto the port, and onto what qdrant-client does:
   include-selectors of dotted paths); a ``None`` value removes the key, as on qdrant-client;
 * payload indexes: real ones (``create_field_index``), listed by ``info().payload_schema``;
 * ``facet``: Edge facets only an indexed key; an unindexed one is counted by a scroll;
+* reading ahead: before a whole scroll or one of many documents, the shard's files but the
+  vectors' are read through once, in order (``_read_ahead``), so that a page cache that has
+  let them go is refilled by one sequential read rather than a page at a time;
 * errors: Edge raises bare ``Exception``s. A shard another process (or another open in this
   one) holds is ``IndexUnavailable`` saying so; any other failure of a read is
   ``IndexUnavailable``, of a write ``IndexWriteError`` with ``points_written``, as the
