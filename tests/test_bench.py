@@ -89,8 +89,10 @@ def test_a_paired_ratio_is_each_check_over_the_scrolls_around_it(
 
 
 def test_the_optimize_phase_leaves_a_shard_the_reconciler_still_repairs(tmp_path: Path) -> None:
-    """``bench.phases optimize --on-disk-indexes``: the payload indexes become memory-mapped
-    ones, every one the filter needs is still there, and drift is still found and repaired."""
+    """``bench.phases optimize --on-disk-indexes``: Edge's optimiser makes the corpus one
+    indexed, immutable segment (the threshold lowered so that 1,500 chunks are above it), the
+    payload indexes become memory-mapped ones, every one the filter needs is still there, and
+    drift is still found and repaired."""
     import json  # noqa: PLC0415
 
     import qdrant_edge as qe  # noqa: PLC0415 - the test extra installs it
@@ -102,9 +104,17 @@ def test_the_optimize_phase_leaves_a_shard_the_reconciler_still_repairs(tmp_path
         return dict(json.loads(done.stdout))
 
     phase("build")
+    shard_path = tmp_path / "edge" / "bench"
+    vectors = qe.EdgeVectorParams(size=16, distance=qe.Distance.Cosine)
+    lowered = qe.EdgeOptimizersConfig(indexing_threshold=1)  # (KB)
+    qe.EdgeShard.load(str(shard_path), qe.EdgeConfig(vectors=vectors, optimizers=lowered)).close()
     optimized = phase("optimize", "--on-disk-indexes")
+    assert optimized["optimized"] is True
     assert optimized["on_disk_indexes"] == 6
-    shard = qe.EdgeShard.load(str(tmp_path / "edge" / "bench"))
+    # One indexed, immutable segment (beside it Edge keeps an empty appendable one for writes).
+    (segment,) = (s for s in (shard_path / "segments").iterdir() if (s / "vector_index").is_dir())
+    assert not list(segment.glob("mutable_*"))
+    shard = qe.EdgeShard.load(str(shard_path))
     try:
         schema = shard.info().payload_schema
         assert {info.params.on_disk for info in schema.values()} == {True}

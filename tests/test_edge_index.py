@@ -249,6 +249,10 @@ def test_integer_and_uuid_ids_round_trip_exactly(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="unsigned integers or UUIDs"):
             index.retrieve(["not-a-uuid"])
         with pytest.raises(ValueError, match="unsigned integers or UUIDs"):
+            index.retrieve([f"{ids[3]}x"])  # canonical, then more: not an id
+        # Another spelling of a UUID is taken too, and names the same point.
+        assert [s.point_id for s in index.retrieve([str(ids[3]).upper()])] == [ids[3]]
+        with pytest.raises(ValueError, match="unsigned integers or UUIDs"):
             index.retrieve([-1])
     finally:
         index.close()
@@ -289,9 +293,12 @@ def test_a_scroll_of_many_documents_reads_the_shard_files_ahead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A whole scroll, and one selecting at least a document per ``read_ahead_bytes_per_doc``
-    of the shard's files, first reads those files through, never the vectors' (payload-only
-    work does not read them), unless they would fill half the memory available; fewer
-    documents, files too large, or a file that cannot be read: the same scroll."""
+    of the shard's files (bytes on disk), first reads those files through, once an open,
+    never the vectors' (payload-only work does not read them), unless they would fill half the
+    memory available; fewer documents, files too large, a file that cannot be read or is not
+    a regular file: the same scroll. The check's lean scan reads ahead as the scroll does."""
+    import os  # noqa: PLC0415
+
     index = EdgeChunkIndex(tmp_path / "ahead")
     index.ensure_collection(dim=2)
     index.upsert_chunks(
@@ -313,17 +320,28 @@ def test_a_scroll_of_many_documents_reads_the_shard_files_ahead(
         return real(path, chunk)
 
     monkeypatch.setattr(edge_module, "_read_through", spy)
+    monkeypatch.setattr(edge_module, "available_memory", lambda: 1 << 40)
     segments = tmp_path / "ahead" / "segments"
+    assert any(d.name.startswith("vector_") for d in segments.rglob("*") if d.is_dir())
     files = {
         f
         for f in segments.rglob("*")
         if f.is_file() and not any(p.startswith("vector_") for p in f.relative_to(segments).parts)
     }
-    size = sum(f.stat().st_size for f in files)
     assert files
     assert any("payload_storage" in f.parts for f in files)
+    size = sum(f.stat().st_size for f in files)  # (what reading them reads)
+    on_disk = sum(min(f.stat().st_size, f.stat().st_blocks * 512) for f in files)
+    # A FIFO and a dangling link among them: neither read nor in the way.
+    os.mkfifo(segments / "a-fifo")
+    (segments / "a-dangling-link").symlink_to(tmp_path / "nowhere")
+
+    def again() -> None:  # (as a new open would)
+        index._read_ahead_done = False
+        read.clear()
+
     # Three documents are enough to read the files ahead, two are not.
-    index.read_ahead_bytes_per_doc = size // 3 + 1
+    index.read_ahead_bytes_per_doc = on_disk // 3 + 1
     try:
 
         def selected(docs: list[str]) -> list[int]:
@@ -341,17 +359,32 @@ def test_a_scroll_of_many_documents_reads_the_shard_files_ahead(
         assert len(read) == len(files)
         read.clear()
         assert whole() == list(range(1, 41))
+        assert read == []  # once an open
+        again()
+        assert whole() == list(range(1, 41))
         assert {Path(p) for p in read} == files  # the whole shard, whatever the threshold
+        again()
+        assert sum(len(page.rows) for page in index.scan_managed(batch_size=7)) == 40
+        assert {Path(p) for p in read} == files  # the check's scan
+        again()
         assert index._read_ahead(None) == size
 
+        # At the threshold exactly: one document per byte on disk.
+        index.read_ahead_bytes_per_doc = 1
+        again()
+        assert index._read_ahead(on_disk - 1) == 0
+        assert index._read_ahead(on_disk) == size
+        index.read_ahead_bytes_per_doc = on_disk // 3 + 1
+
         # Files that would fill half the memory available, or no figure: not read ahead.
-        for room in (2 * size - 1, None):
+        for room in (2 * on_disk - 1, None):
             monkeypatch.setattr(edge_module, "available_memory", lambda room=room: room)
-            read.clear()
+            again()
             assert selected(["d0", "d1", "d2"]) == three
             assert whole() == list(range(1, 41))
             assert read == []
-        monkeypatch.setattr(edge_module, "available_memory", lambda: 2 * size)
+        monkeypatch.setattr(edge_module, "available_memory", lambda: 2 * on_disk)
+        again()
         assert index._read_ahead(3) == size
 
         # A file that cannot be read is skipped, and the scroll is the same.
@@ -361,17 +394,45 @@ def test_a_scroll_of_many_documents_reads_the_shard_files_ahead(
             "_read_through",
             lambda path, chunk: 0 if Path(path) == unreadable else real(path, chunk),
         )
+        again()
         assert index._read_ahead(None) == size - unreadable.stat().st_size
         assert whole() == list(range(1, 41))
     finally:
         index.close()
     assert real(str(tmp_path / "no such file"), bytearray(8)) == 0
+    with pytest.raises(IndexUnavailable, match="was closed"):
+        index._read_ahead(None)  # a closed index reads nothing
 
 
-def test_the_memory_available_is_read_from_the_system() -> None:
-    """``MemAvailable`` on Linux: more than nothing, less than all of the machine."""
+def test_the_memory_available_is_linux_s_figure_within_a_container_s_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``MemAvailable`` (KiB) in bytes; the free pages when it is missing; no more than a
+    cgroup v2 limit leaves (none when the limit is ``max``); ``None`` when nothing is known."""
     import os  # noqa: PLC0415
 
-    room = available_memory()
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 900 kB\nMemFree: 300 kB\nMemAvailable: 500 kB\n")
+    limit, used = tmp_path / "memory.max", tmp_path / "memory.current"
+    monkeypatch.setattr(edge_module, "MEMINFO", str(meminfo))
+    monkeypatch.setattr(edge_module, "CGROUP_MEMORY", (str(limit), str(used)))
+    assert available_memory() == 500 * 1024  # (no cgroup files: no limit)
+    limit.write_text("max\n")
+    used.write_text("100\n")
+    assert available_memory() == 500 * 1024
+    limit.write_text(f"{300 * 1024}\n")
+    assert available_memory() == 300 * 1024 - 100
+    limit.write_text(f"{900 * 1024}\n")
+    assert available_memory() == 500 * 1024
+    used.write_text(f"{2000 * 1024}\n")
+    assert available_memory() == 0  # (over its limit: no room)
+    limit.unlink()
+    meminfo.write_text("MemTotal: 900 kB\nMemFree: 300 kB\n")
+    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert abs(available_memory() - free) <= 64 << 20  # type: ignore[operator]
+    monkeypatch.setattr(os, "sysconf", lambda name: (_ for _ in ()).throw(ValueError(name)))
+    assert available_memory() is None
+    monkeypatch.undo()
+    room = available_memory()  # this machine's own figure
     assert room is not None
     assert 0 < room <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

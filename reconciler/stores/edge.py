@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import re
+import stat
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -88,13 +89,14 @@ _MISSING_POINT = "No point with id"
 #: A point id as Edge takes it.
 _EdgeId = int | uuid.UUID | str
 #: A scroll of the whole shard, or one that selects at least one document per this many bytes
-#: of the shard's files, first reads those files through (``_read_ahead``). A page cache that
-#: no longer holds the shard otherwise serves a scoped scroll's points, which lie all over the
-#: files, a page at a time. On this project's bench machine (1M chunks, 600 MB of files) the
-#: scroll of 11,661 documents took 3.3 s cold against 1.2 s warm, about 180 µs more a
-#: document, while reading the files in order took 0.5-0.7 s: the reading pays from about one
-#: document per 180 KiB of files (3,300 documents there). A whole scroll reads every page
-#: anyway: in order first, it took 8.9 s instead of 16.7.
+#: of the shard's files, first reads those files through (``_read_ahead``), once an open. A
+#: page cache that no longer holds the shard otherwise serves a scoped scroll's points, which
+#: lie all over the files, a page at a time. On this project's bench machine (1M chunks, 600 MB
+#: of files) the scroll of 11,661 documents took 3.3 s cold against 1.2 s warm, about 180 µs
+#: more a document, while reading the files in order took 0.5-0.7 s: the reading pays from
+#: about one document per 180 KiB of files; rounded up to 192 KiB, a little on the side of not
+#: reading (about 3,100 documents there). A whole scroll reads every page anyway: in order
+#: first, it took 8.9 s instead of 16.7.
 READ_AHEAD_BYTES_PER_DOC = 192 * 1024
 #: Bytes read at a time when reading the files through (the pages land in the page cache).
 _READ_AHEAD_CHUNK = 1 << 20
@@ -125,6 +127,9 @@ class EdgeChunkIndex:
         #: Bytes of the shard's files per document selected below which a scroll that selects
         #: documents does not read the files ahead.
         self.read_ahead_bytes_per_doc = READ_AHEAD_BYTES_PER_DOC
+        #: Whether this open has read the shard's files ahead (once is enough: an apply's
+        #: scrolls of changed documents come after its check's whole scroll).
+        self._read_ahead_done = False
         self._shard: qe.EdgeShard | None = None
         self._closed = False
         self._load()  # an existing shard is opened (and locked) now, so a held one says so
@@ -215,17 +220,19 @@ class EdgeChunkIndex:
     def _read_ahead(self, documents: int | None) -> int:
         """Before a whole scroll (``documents`` None) or one selecting that many documents,
         read the shard's files through, but the vectors' (payload-only work never reads them),
-        so that the scroll finds their pages in the page cache. Not for a scroll of fewer
-        documents than one per ``read_ahead_bytes_per_doc`` of the files, and not when the
-        files would take more than half the memory available (they would push each other out
-        before the scroll reached them). Best effort: a file that cannot be read is skipped.
-        Returns the bytes read.
+        so that the scroll finds their pages in the page cache; once an open. Not for a scroll
+        of fewer documents than one per ``read_ahead_bytes_per_doc`` of the files, and not when
+        the files would take more than half the memory available (they would push each other
+        out before the scroll reached them). Sizes are the bytes on disk (Edge preallocates
+        sparse files). Best effort: a file that cannot be read is skipped, and only regular
+        files are read. Returns the bytes read.
 
         (Read, not only advised: ``posix_fadvise(WILLNEED)`` queues the same reads without
         waiting, but pages nobody has touched are the first a reclaiming kernel takes back,
         and on the bench machine most were gone before the scroll came to them.)"""
+        self._check_open()
         segments = self.path / "segments"
-        if not segments.is_dir():
+        if self._read_ahead_done or not segments.is_dir():
             return 0
         found: list[tuple[str, int]] = []
         for folder, subfolders, files in os.walk(segments):
@@ -233,7 +240,9 @@ class EdgeChunkIndex:
             for name in files:
                 with contextlib.suppress(OSError):
                     path = os.path.join(folder, name)
-                    found.append((path, os.stat(path).st_size))
+                    status = os.stat(path)
+                    if stat.S_ISREG(status.st_mode):
+                        found.append((path, min(status.st_size, status.st_blocks * 512)))
         total = sum(size for _path, size in found)
         if documents is not None and documents * self.read_ahead_bytes_per_doc < total:
             return 0  # a few documents: their own pages cost less than the files
@@ -245,6 +254,7 @@ class EdgeChunkIndex:
             return 0
         chunk = bytearray(_READ_AHEAD_CHUNK)
         done = sum(_read_through(path, chunk) for path, _size in found)
+        self._read_ahead_done = True
         log.debug("edge read-ahead %s: %d byte(s) read", self.path, done)
         return done
 
@@ -485,19 +495,33 @@ def _read_through(path: str, chunk: bytearray) -> int:
     return done
 
 
+#: Where Linux says how much memory is available, and a cgroup v2 container's own limit.
+MEMINFO = "/proc/meminfo"
+CGROUP_MEMORY = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current")
+
+
 def available_memory() -> int | None:
-    """Bytes of memory available for new pages without swapping (Linux's ``MemAvailable``,
-    else the free pages ``sysconf`` counts); ``None`` where neither is known."""
+    """Bytes of memory available for new pages without swapping: Linux's ``MemAvailable``,
+    else the free pages ``sysconf`` counts, and no more than what a cgroup v2 limit leaves
+    this container; ``None`` where none of it is known."""
+    room: int | None = None
     with (
         contextlib.suppress(OSError, ValueError, IndexError),
-        open("/proc/meminfo", encoding="ascii") as meminfo,
+        open(MEMINFO, encoding="ascii") as info,
     ):
-        for line in meminfo:
+        for line in info:
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    with contextlib.suppress(AttributeError, ValueError, OSError):
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return None
+                room = int(line.split()[1]) * 1024
+                break
+    if room is None:
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            room = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    with contextlib.suppress(OSError, ValueError):
+        limit, used = (Path(p).read_text(encoding="ascii").strip() for p in CGROUP_MEMORY)
+        if limit != "max":
+            left = max(int(limit) - int(used), 0)
+            room = left if room is None else min(room, left)
+    return room
 
 
 def _is_shard(path: Path) -> bool:
