@@ -50,18 +50,9 @@ from urllib.parse import urlsplit
 from pydantic import Field, PlainValidator
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
-from connectors.frontmatter import (
-    SUFFIX,
-    Note,
-    NoteRefused,
-    admit_note,
-    content_hash,
-    parse_note,
-    refuse_duplicates,
-    resolve_links,
-)
+from connectors.frontmatter import NoteRefused, content_hash
+from connectors.linking import admit_note, refuse_duplicates, resolve_links, unused_mappings
 from connectors.options import (
-    ConnectorOptions,
     ConnectorSettings,
     Loc,
     checked_url,
@@ -69,6 +60,13 @@ from connectors.options import (
     invalid,
     load,
     text,
+)
+from connectors.vocabulary import (
+    Note,
+    Vocabulary,
+    VocabularyOptions,
+    glob_problem,
+    vocabulary_rules,
 )
 from reconciler.model import ProblemKind, SourceDocument, SourceProblem, SourceSnapshot
 
@@ -167,6 +165,7 @@ class GitSource:
         branch: str | None = None,
         subdir: str | None = None,
         glob: str = DEFAULT_GLOB,
+        vocabulary: Vocabulary | None = None,
         effective_from: str = "frontmatter",
         cache_dir: Path | str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
@@ -184,6 +183,7 @@ class GitSource:
         self.branch = branch or None
         self.subdir = _clean_subdir(subdir)
         self.glob = glob
+        self.vocabulary = vocabulary or Vocabulary(include=(glob,))
         self.effective_from = effective_from
         self.cache_dir = (
             Path(cache_dir).expanduser()
@@ -194,7 +194,6 @@ class GitSource:
         )
         self.timeout = float(timeout)
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._pattern = _glob_regex(glob)
         self._env = {k: v for k, v in os.environ.items() if k not in _LOCAL_ENV}
         self._env.update(LC_ALL="C", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
         #: source_key -> (git dir, blob id, relative path), from the last scan.
@@ -221,6 +220,7 @@ class GitSource:
             branch=options.branch,
             subdir=options.subdir,
             glob=options.glob,
+            vocabulary=options.vocabulary((options.glob,)),
             effective_from=options.effective_from,
             cache_dir=options.cache_dir,
             timeout=options.timeout,
@@ -234,10 +234,10 @@ class GitSource:
         git_dir = self._repository()
         ref, commit = self._tip(git_dir)
         problems: list[SourceProblem] = []
-        selected = self._select(git_dir, commit, problems)
+        selected, sidecars = self._select(git_dir, commit, problems)
         histories = self._history(git_dir, commit, selected)
         keys = self._identities(histories)
-        blobs = self._read_blobs(git_dir, selected.values())
+        blobs = self._read_blobs(git_dir, [*selected.values(), *sidecars.values()])
 
         notes: list[Note] = []
         refused: set[str] = set()
@@ -259,7 +259,8 @@ class GitSource:
                 )
                 continue
             try:
-                note = parse_note(rel, data, default_key=keys[path])
+                sidecar = self._sidecar(rel, sidecars, blobs)
+                note = self.vocabulary.read(rel, data, default_key=keys[path], sidecar=sidecar)
             except NoteRefused as exc:
                 refused.add(rel)
                 problems.append(self._problem(exc.kind, exc.message, rel, key=keys[path]))
@@ -287,9 +288,18 @@ class GitSource:
             doc_id=self._doc_id,
         )
         successors, link_problems = resolve_links(
-            notes, refused, name=self.name, problem=self._problem, place="the repository"
+            notes,
+            refused,
+            name=self.name,
+            problem=self._problem,
+            place="the repository",
+            vocabulary=self.vocabulary,
         )
         problems.extend(link_problems)
+        problems.extend(
+            self._problem(ProblemKind.UNUSED_MAPPING, message, None, field=name)
+            for name, message in unused_mappings(self.vocabulary, notes)
+        )
         times = self._commit_times(
             git_dir,
             {
@@ -355,7 +365,7 @@ class GitSource:
             data = self._read_blobs(git_dir, [oid]).get(oid)
             if data is None:
                 raise DocumentUnreadable(f"{self.name}: blob {oid} of {rel} is missing")
-            return parse_note(rel, data, default_key=source_key).body
+            return self.vocabulary.read(rel, data, default_key=source_key).body
         except (SourceUnavailable, NoteRefused) as exc:
             raise DocumentUnreadable(f"{self.name}: cannot read {rel}: {exc}") from exc
 
@@ -488,19 +498,26 @@ class GitSource:
         )
         return ref, out.decode("ascii").strip()
 
-    def _select(self, git_dir: Path, commit: str, problems: list[SourceProblem]) -> dict[str, str]:
-        """Path in the repository -> blob id of every file of the source at ``commit``."""
+    def _select(
+        self, git_dir: Path, commit: str, problems: list[SourceProblem]
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """Path in the repository -> blob id of every file of the source at ``commit``, and
+        of every file that is the sidecar of one of them."""
         out = self._git(
             "ls-tree", "-r", "-z", "--full-tree", commit, git_dir=git_dir, what="the tree"
         )
         selected: dict[str, str] = {}
         links: dict[str, str] = {}
+        files: dict[str, str] = {}
+        wants_sidecars = self.vocabulary.sidecar_path("x") is not None
         for record in out.split(b"\0"):
             if not record:
                 continue
             meta, _, raw = record.partition(b"\t")
             mode, kind, oid = meta.split(b" ")
             path = raw.decode("utf-8", "surrogateescape")
+            if wants_sidecars and kind == b"blob" and mode in _FILE_MODES:
+                files[path] = oid.decode("ascii")
             if kind != b"blob" or not self._selects(path):
                 continue
             if not _decodes(raw):
@@ -519,7 +536,26 @@ class GitSource:
             targets = self._read_blobs(git_dir, links.values())
             for path in sorted(links):
                 self._check_link(path, targets.get(links[path]), problems)
-        return selected
+        sidecars: dict[str, str] = {}
+        for path in selected if wants_sidecars else ():
+            where = self.vocabulary.sidecar_path(self._rel(path))
+            if where is not None and self._repo_path(where) in files:
+                sidecars[where] = files[self._repo_path(where)]
+        return selected, sidecars
+
+    def _sidecar(
+        self, rel: str, sidecars: Mapping[str, str], blobs: Mapping[str, bytes | None]
+    ) -> bytes | None:
+        """The content of the sidecar of the document at ``rel`` (None: it has none)."""
+        where = self.vocabulary.sidecar_path(rel)
+        if where is None or where not in sidecars:
+            return None
+        data = blobs.get(sidecars[where])
+        if data is None:
+            raise NoteRefused(
+                ProblemKind.UNREADABLE, f"sidecar {where}: blob {sidecars[where]} is missing"
+            )
+        return data
 
     def _check_link(self, path: str, target: bytes | None, problems: list[SourceProblem]) -> None:
         """A symlink is never followed; one pointing out of the source is a problem."""
@@ -640,7 +676,8 @@ class GitSource:
         """Each tip file's default key: its first path in the source; the oldest claim wins."""
         claims: dict[str, list[str]] = {}
         for path, history in histories.items():
-            claims.setdefault(self._rel(history.first_path).removesuffix(SUFFIX), []).append(path)
+            key = self.vocabulary.default_key(self._rel(history.first_path))
+            claims.setdefault(key, []).append(path)
         keys: dict[str, str] = {}
         for key, paths in claims.items():
             paths.sort(key=lambda p: (-histories[p].first_order, p))
@@ -664,7 +701,7 @@ class GitSource:
                 if oid is not None and oid not in bodies
             }
             for oid, data in self._read_blobs(git_dir, needed).items():
-                bodies[oid] = _body(data)
+                bodies[oid] = self.vocabulary.body(data) if data is not None else None
             following: dict[str, int] = {}
             for path, at in cursor.items():
                 when, old, new = wanted[path][at]
@@ -762,11 +799,15 @@ class GitSource:
             if not path.startswith(self.subdir + "/"):
                 return False
             path = path[len(self.subdir) + 1 :]
-        return self._pattern.match(path) is not None
+        return self.vocabulary.selects(path)
 
     def _rel(self, path: str) -> str:
         """A repository path relative to ``subdir`` (the source's root)."""
         return path[len(self.subdir) + 1 :] if self.subdir else path
+
+    def _repo_path(self, rel: str) -> str:
+        """A path relative to the source's root as a path in the repository."""
+        return f"{self.subdir}/{rel}" if self.subdir else rel
 
     @property
     def _shown_url(self) -> str:
@@ -822,12 +863,9 @@ def _subdir(value: Any) -> str:
 
 
 def _glob(value: Any) -> str:
-    if _text(value).startswith("/") or ".." in value.split("/"):
-        raise invalid("must be relative to the source folder, like '**/*.md'")
-    try:
-        _glob_regex(value)
-    except re.error as exc:
-        raise invalid(f"is not a valid pattern: {exc}") from None
+    problem = glob_problem(_text(value))
+    if problem is not None:
+        raise invalid(problem)
     return str(value)
 
 
@@ -847,8 +885,9 @@ def _timeout(value: Any) -> float:
     return seconds
 
 
-class GitOptions(ConnectorOptions):
-    """``[sources.options]`` of a git source (docs/connectors/git.md)."""
+class GitOptions(VocabularyOptions):
+    """``[sources.options]`` of a git source (docs/connectors/git.md): where the documents
+    are, and how they are read (docs/connectors/mapping.md)."""
 
     unknown_option: ClassVar[str] = "unknown option for a git source"
 
@@ -898,66 +937,18 @@ class GitSettings(ConnectorSettings):
             )
         if "cache_dir" in options and not given.get("url"):
             problems.append((("options", "cache_dir"), "cache_dir applies to url sources only"))
-        return problems
+        if "glob" in options and "include" in options:
+            problems.append(
+                (("options", "glob"), "set include (a list of globs) or glob, not both")
+            )
+        return problems + vocabulary_rules(options)
 
 
 def _clean_subdir(subdir: str | None) -> str:
     return (subdir or "").replace("\\", "/").strip("/")
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a path glob: ``*`` and ``?`` stay within a folder, ``**`` spans folders.
-
-    As in Python's ``glob``, wildcards do not match names that start with a dot (``.github``),
-    unless the pattern spells the dot.
-    """
-    parts = pattern.split("/")
-    out = ""
-    for position, part in enumerate(parts):
-        last = position == len(parts) - 1
-        if part == "**":
-            out += r"(?!\.)[^/]+(?:/(?!\.)[^/]+)*" if last else r"(?:(?!\.)[^/]+/)*"
-            continue
-        out += _component(part) + ("" if last else "/")
-    return re.compile(out + r"\Z", re.DOTALL)
-
-
-def _component(part: str) -> str:
-    out = r"(?!\.)" if part[:1] in {"*", "?", "["} else ""
-    index = 0
-    while index < len(part):
-        char = part[index]
-        index += 1
-        if char == "*":
-            out += "[^/]*"
-        elif char == "?":
-            out += "[^/]"
-        elif char == "[":
-            end = part.find("]", index + 1 if part[index : index + 1] in {"!", "]"} else index)
-            if end < 0:
-                out += re.escape(char)
-                continue
-            body = part[index:end]
-            index = end + 1
-            negate = body.startswith("!")
-            body = body[1:] if negate else body
-            out += "[" + ("^/" if negate else "") + body.replace("\\", "\\\\") + "]"
-        else:
-            out += re.escape(char)
-    return out
-
-
 # -- small helpers -------------------------------------------------------------------------
-
-
-def _body(data: bytes | None) -> str | None:
-    """A blob's normalised body, or None when it cannot be parsed."""
-    if data is None:
-        return None
-    try:
-        return parse_note("", data, default_key="").body
-    except NoteRefused:
-        return None
 
 
 def _decodes(raw: bytes) -> bool:

@@ -32,6 +32,7 @@ __all__ = [
     "Record",
     "RecordRefused",
     "assemble",
+    "break_cycles",
     "cycles",
     "intake",
     "keep",
@@ -167,18 +168,10 @@ def assemble(
                 )
             )
             log.debug("%s: %s dangles", source, doc_id)
-    for cycle in cycles(successors):
-        chain = " -> ".join([*cycle, cycle[0]])
-        for key in cycle:
-            del successors[key]
-            problems.append(
-                problem(
-                    source,
-                    ProblemKind.SUPERSESSION_CYCLE,
-                    f"superseded_by forms a cycle ({chain}); ignored",
-                    key=key,
-                )
-            )
+    problems.extend(
+        problem(source, ProblemKind.SUPERSESSION_CYCLE, message, key=key)
+        for key, message in break_cycles(successors)
+    )
     return tuple(
         SourceDocument(
             source=source,
@@ -369,11 +362,13 @@ def shown(value: object) -> str:
 # -- dates ---------------------------------------------------------------------------------
 
 
-def parse_date(value: object) -> datetime:
+def parse_date(value: object, formats: Sequence[str] = ()) -> datetime:
     """A date or an instant as an aware UTC datetime; ValueError when it is neither.
 
     Accepts ``datetime`` (naive means UTC) and ``date`` values (a database column) and strings:
-    ``YYYY-MM-DD`` (midnight UTC) or an RFC 3339 / ISO 8601 date-time (``Z`` allowed).
+    ``YYYY-MM-DD`` (midnight UTC) or an RFC 3339 / ISO 8601 date-time (``Z`` allowed), else
+    the first of ``formats`` (``strptime`` formats such as ``%d-%b-%Y``; naive means UTC) that
+    reads the whole string.
     """
     if isinstance(value, datetime):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -387,33 +382,54 @@ def parse_date(value: object) -> datetime:
             return parse_instant(text)
         except (ValueError, OverflowError):
             pass
+        for form in formats:
+            try:
+                parsed = datetime.strptime(text, form)
+            except (ValueError, OverflowError):
+                continue
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     raise ValueError(f"not a date or an ISO 8601 date-time: {shown(value)}")
 
 
 def read_date(
-    value: object, key: str, invalid: list[tuple[str, str]], *, field: str | None = None
+    value: object,
+    key: str,
+    invalid: list[tuple[str, str]],
+    *,
+    field: str | None = None,
+    formats: Sequence[str] = (),
 ) -> datetime | None:
     """``value`` (None: absent) as a date; None with an ``invalid`` entry when it is not one.
 
     ``key`` names the value in the message; ``field`` is the ``SourceDocument`` field it
-    fills (default ``key``).
+    fills (default ``key``); ``formats`` are tried after ISO 8601 (``parse_date``).
     """
     if value is None:
         return None
     try:
-        return parse_date(value)
+        return parse_date(value, formats)
     except ValueError:
+        accepted = "a date or an ISO 8601 date-time"
+        if formats:
+            accepted += " or in one of the formats " + ", ".join(repr(f) for f in formats)
         invalid.append(
-            (
-                field or key,
-                f"{key} must be a date or an ISO 8601 date-time, got {shown(value)}; "
-                "taken as absent",
-            )
+            (field or key, f"{key} must be {accepted}, got {shown(value)}; taken as absent")
         )
         return None
 
 
 # -- supersession --------------------------------------------------------------------------
+
+
+def break_cycles(successors: dict[str, str]) -> list[tuple[str, str]]:
+    """Drop every link that is part of a cycle from ``successors``; (key, message) of each."""
+    dropped: list[tuple[str, str]] = []
+    for cycle in cycles(successors):
+        chain = " -> ".join([*cycle, cycle[0]])
+        for key in cycle:
+            del successors[key]
+            dropped.append((key, f"superseded_by forms a cycle ({chain}); ignored"))
+    return dropped
 
 
 def cycles(successors: Mapping[str, str]) -> Iterator[list[str]]:

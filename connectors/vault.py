@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
@@ -34,24 +34,17 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field
 
 from connectors.base import DocumentUnreadable, SourceUnavailable
-from connectors.frontmatter import (
-    SUFFIX,
-    Note,
-    NoteRefused,
-    admit_note,
-    content_hash,
-    parse_note,
-    refuse_duplicates,
-    resolve_links,
-)
+from connectors.frontmatter import NoteRefused, content_hash
+from connectors.linking import admit_note, refuse_duplicates, resolve_links, unused_mappings
 from connectors.options import (
-    ConnectorOptions,
     ConnectorSettings,
+    Loc,
     config_problems,
     load,
     text,
     unset,
 )
+from connectors.vocabulary import Note, Vocabulary, VocabularyOptions, vocabulary_rules
 from reconciler.model import (
     ProblemKind,
     SourceDocument,
@@ -64,8 +57,13 @@ __all__ = ["VaultOptions", "VaultSettings", "VaultSource"]
 log = logging.getLogger(__name__)
 
 
-class VaultOptions(ConnectorOptions):
-    """A vault source takes no options."""
+#: The notes of a vault whose options name no ``include``.
+DEFAULT_INCLUDE = ("**/*.md",)
+
+
+class VaultOptions(VocabularyOptions):
+    """How a vault's documents are found and read (docs/connectors/mapping.md); by default
+    every ``*.md`` note, with YAML frontmatter under the project's own key names."""
 
     unknown_option: ClassVar[str] = "unknown option for a vault source"
 
@@ -79,6 +77,11 @@ class VaultSettings(ConnectorSettings):
     url: Annotated[None, unset("a vault source reads a folder: set path, not url")] = None
     options: VaultOptions = Field(default_factory=VaultOptions)
 
+    @classmethod
+    def rules(cls, given: Mapping[str, Any], options: Mapping[str, Any]) -> list[tuple[Loc, str]]:
+        """The vocabulary's rules across options."""
+        return vocabulary_rules(options)
+
 
 class VaultSource:
     """A folder of markdown notes with YAML frontmatter (Obsidian-compatible)."""
@@ -88,10 +91,12 @@ class VaultSource:
         name: str,
         path: Path | str,
         *,
+        vocabulary: Vocabulary | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.name = name
         self.path = Path(path)
+        self.vocabulary = vocabulary or Vocabulary(include=DEFAULT_INCLUDE)
         self._clock = clock or (lambda: datetime.now(UTC))
         self._paths: dict[str, str] = {}  # source_key -> relative path, from the last scan
 
@@ -107,7 +112,9 @@ class VaultSource:
     def from_settings(cls, settings: Any) -> VaultSource:
         """Build from a ``[[sources]]`` entry (type "vault")."""
         config = load(VaultSettings, settings)
-        return cls(settings.name, config.path)
+        return cls(
+            settings.name, config.path, vocabulary=config.options.vocabulary(DEFAULT_INCLUDE)
+        )
 
     # -- the SystemOfRecord contract -------------------------------------------------------
 
@@ -122,7 +129,7 @@ class VaultSource:
         duplicates: dict[str, list[str]] = {}
         for rel in self._walk(root, problems):
             try:
-                note = parse_note(rel, _read_bytes(root / rel))
+                note = self._read(root, rel)
             except OSError as exc:
                 refused.add(rel)
                 problems.append(
@@ -155,9 +162,18 @@ class VaultSource:
             doc_id=self._doc_id,
         )
         successors, link_problems = resolve_links(
-            notes, refused, name=self.name, problem=self._problem, place="the vault"
+            notes,
+            refused,
+            name=self.name,
+            problem=self._problem,
+            place="the vault",
+            vocabulary=self.vocabulary,
         )
         problems.extend(link_problems)
+        problems.extend(
+            self._problem(ProblemKind.UNUSED_MAPPING, message, None, field=name)
+            for name, message in unused_mappings(self.vocabulary, notes)
+        )
         documents = tuple(
             SourceDocument(
                 source=self.name,
@@ -247,7 +263,7 @@ class VaultSource:
                         self._check_link(root, Path(entry.path), rel, problems)
                     elif entry.is_dir(follow_symlinks=False):
                         pending.append((Path(entry.path), rel + "/"))
-                    elif entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False):
+                    elif self.vocabulary.selects(rel) and entry.is_file(follow_symlinks=False):
                         found.append(rel)
                 except OSError as exc:
                     problems.append(
@@ -276,7 +292,7 @@ class VaultSource:
                 "vault %s: skipping symlink %s (its target is scanned itself)", self.name, rel
             )
             return
-        if rel.endswith(SUFFIX) or target.is_dir():
+        if self.vocabulary.selects(rel) or target.is_dir():
             problems.append(
                 self._problem(
                     ProblemKind.LINK_OUTSIDE_ROOT,
@@ -292,10 +308,25 @@ class VaultSource:
         if rel is None:
             return None
         try:
-            note = parse_note(rel, _read_bytes(self.path / rel))
+            note = self._read(self.path, rel)
         except (OSError, NoteRefused):
             return None
         return note.body if note.key == source_key else None
+
+    def _read(self, root: Path, rel: str) -> Note:
+        """Parse the note at ``rel``, with its sidecar file when the vocabulary has one."""
+        sidecar: bytes | None = None
+        where = self.vocabulary.sidecar_path(rel)
+        if where is not None:
+            try:
+                sidecar = _read_bytes(root / where)
+            except FileNotFoundError:
+                sidecar = None
+            except OSError as exc:
+                raise NoteRefused(
+                    ProblemKind.UNREADABLE, f"cannot read sidecar {where}: {_reason(exc)}"
+                ) from exc
+        return self.vocabulary.read(rel, _read_bytes(root / rel), sidecar=sidecar)
 
     def _doc_id(self, key: str) -> str:
         return f"{self.name}:{key}"
@@ -312,8 +343,10 @@ class VaultSource:
         log.debug("vault %s: %s %s: %s", self.name, kind.value, path, message)
         if doc_id is not None:
             key: str | None = doc_id[len(self.name) + 1 :]
-        else:  # a refused note: its default id, which matches its row unless it declared one
-            key = path[: -len(SUFFIX)] if path and path.endswith(SUFFIX) else None
+        elif path is not None and self.vocabulary.selects(path):
+            key = self.vocabulary.default_key(path)  # a refused note: its default id
+        else:  # a folder, or the whole source
+            key = None
         return SourceProblem(
             source=self.name,
             kind=kind,

@@ -196,7 +196,12 @@ class ProblemKind(enum.StrEnum):
     DANGLING_SUPERSEDED_BY = "dangling_superseded_by"
     SELF_SUPERSESSION = "self_supersession"
     SUPERSESSION_CYCLE = "supersession_cycle"
+    #: Forward (``superseded_by``) and reverse (``replaces``) links that do not agree, or
+    #: that name several successors for one version.
+    CONFLICTING_LINKS = "conflicting_links"
     LINK_OUTSIDE_ROOT = "link_outside_root"
+    #: A configured key name that no document of the source holds (a mapping mistake).
+    UNUSED_MAPPING = "unused_mapping"
 
 
 @dataclass(frozen=True, slots=True)

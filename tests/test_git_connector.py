@@ -19,8 +19,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
-from connectors.git import GitSource, _glob_regex
+from connectors.git import GitSource
 from connectors.testing import SystemOfRecordContract
+from connectors.vocabulary import Vocabulary
 from reconciler.cli import cli
 from reconciler.families import resolve_families
 from reconciler.model import ProblemKind, SourceDocument, SourceSnapshot, VersionState
@@ -226,7 +227,7 @@ def test_subdir_and_glob_select_the_files(repo: Repo) -> None:
     ],
 )
 def test_glob(pattern: str, path: str, matches: bool) -> None:
-    assert (_glob_regex(pattern).match(path) is not None) is matches
+    assert Vocabulary(include=(pattern,)).selects(path) is matches
 
 
 def test_branch_option_and_default_head_branch(repo: Repo) -> None:

@@ -30,7 +30,10 @@ _SUPERSESSION_PROBLEMS = {
     ProblemKind.DANGLING_SUPERSEDED_BY,
     ProblemKind.SELF_SUPERSESSION,
     ProblemKind.SUPERSESSION_CYCLE,
+    ProblemKind.CONFLICTING_LINKS,
 }
+#: Problems that take one field of a document as absent: its registered value is kept.
+_FIELD_PROBLEMS = {ProblemKind.INVALID_FIELD, ProblemKind.CONFLICTING_LINKS}
 #: Problems the hash check reports as ``source_unreadable``.
 UNREADABLE_PROBLEMS = {ProblemKind.UNREADABLE, ProblemKind.UNDECODABLE}
 
@@ -66,17 +69,18 @@ def problem_findings(problems: Iterable[SourceProblem], family: str | None) -> l
                     "message": problem.message,
                     **({"field": problem.field} if problem.field else {}),
                 },
-                action=(
-                    "none: fix the document in the source; "
-                    + (
-                        f"its registered {problem.field} is kept"
-                        if problem.field
-                        else "its registered state is kept"
-                    )
-                ),
+                action=_problem_action(problem),
             )
         )
     return findings
+
+
+def _problem_action(problem: SourceProblem) -> str:
+    if problem.kind is ProblemKind.CONFLICTING_LINKS and not problem.field:
+        return "none: fix the links in the source; the successor both links name is used"
+    if problem.field:
+        return f"none: fix the document in the source; its registered {problem.field} is kept"
+    return "none: fix the document in the source; its registered state is kept"
 
 
 def unregistered_findings(problems: Iterable[SourceProblem]) -> list[Finding]:
@@ -209,7 +213,7 @@ def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
 
 def _unread(problems: Iterable[SourceProblem]) -> set[str]:
     """Fields of a document the connector took as absent (a typo)."""
-    return {p.field for p in problems if p.kind is ProblemKind.INVALID_FIELD and p.field}
+    return {p.field for p in problems if p.kind in _FIELD_PROBLEMS and p.field}
 
 
 def _missing_since(view: FamilyView, ctx: CheckContext, row: Document) -> datetime:

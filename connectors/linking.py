@@ -1,0 +1,318 @@
+"""Supersession links across one file source: which note each note's links name, forward and
+reverse, and one successor per version where the links agree.
+
+Shared by the vault and the git connector. A note names its successors (``superseded_by``) and
+the versions it replaces (``replaces``, the reverse link: each one named is superseded by the
+note). Both are spelled as the source spells them (``connectors.vocabulary``): an id, an id
+through ``id_template`` (``600`` -> ``pep-0600``), a path relative to the note or to the root,
+a folder holding one document, a markdown link, an Obsidian wikilink. Here they are resolved
+to notes and merged into one successor per version, never guessed:
+
+- one successor named, forward or reverse, or both naming the same one: taken;
+- several named, and exactly one of them named both ways: that one is taken, the others are
+  a ``conflicting_links`` problem;
+- otherwise (forward and reverse disagree, or several with nothing to choose between them): a
+  ``conflicting_links`` problem for the field, and no successor is taken this scan (a
+  registered document keeps its registered one);
+- a link that names no note, the note itself, or a cycle: dropped with a problem, as always.
+
+Pure: notes in, successors and problems out.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from connectors.frontmatter import SUFFIX
+from connectors.records import break_cycles
+from connectors.vocabulary import Link, Note, Vocabulary
+from reconciler.model import ProblemKind, SourceProblem
+
+__all__ = ["ProblemFactory", "admit_note", "refuse_duplicates", "resolve_links"]
+
+#: Builds a connector's ``SourceProblem``: (kind, message, path, doc_id, field=...).
+ProblemFactory = Callable[..., SourceProblem]
+
+
+def admit_note(
+    note: Note,
+    rel: str,
+    *,
+    doc_id: str,
+    kept: dict[str, Note],
+    refused: set[str],
+    problems: list[SourceProblem],
+    problem: ProblemFactory,
+    duplicates: dict[str, list[str]],
+) -> bool:
+    """Record a parsed note's field problems; keep it unless its id is already taken (then
+    ``duplicates`` records both paths, for ``refuse_duplicates``)."""
+    problems.extend(
+        problem(ProblemKind.INVALID_FIELD, message, rel, doc_id, field=name)
+        for name, message in note.invalid
+    )
+    first = kept.get(note.key)
+    if first is not None:
+        duplicates.setdefault(note.key, [first.path]).append(rel)
+        refused.add(rel)
+        return False
+    kept[note.key] = note
+    return True
+
+
+def refuse_duplicates(
+    notes: list[Note],
+    duplicates: Mapping[str, list[str]],
+    *,
+    refused: set[str],
+    problems: list[SourceProblem],
+    problem: ProblemFactory,
+    doc_id: Callable[[str], str],
+) -> list[Note]:
+    """Refuse every note of an id that several notes declare, naming all of them: none of
+    them displaces the document registered under that id (which keeps its state)."""
+    for key, paths in duplicates.items():
+        for rel in paths:
+            problems.append(
+                problem(
+                    ProblemKind.DUPLICATE_ID,
+                    f"id {key!r} is declared by {len(paths)} notes ({', '.join(paths)}); none "
+                    "of them is taken until only one declares it",
+                    rel,
+                    doc_id(key),
+                )
+            )
+            refused.add(rel)
+    return [note for note in notes if note.key not in duplicates]
+
+
+def unused_mappings(vocabulary: Vocabulary, notes: Iterable[Note]) -> list[tuple[str, str]]:
+    """(field, message) for each field the configuration maps that no document holds."""
+    found: set[str] = set()
+    any_note = False
+    for note in notes:
+        any_note = True
+        found |= note.found
+    if not any_note:
+        return []
+    return [
+        (
+            name,
+            f"fields.{name} = {list(vocabulary.keys[name])!r}: no document of the source holds "
+            "this key; check its spelling (or remove the mapping if the source never writes it)",
+        )
+        for name in sorted(vocabulary.mapped - found)
+    ]
+
+
+@dataclass(frozen=True)
+class _Index:
+    """Where a link can land: note keys by id, by path, by stem and by folder."""
+
+    ids: frozenset[str]
+    paths: Mapping[str, str]
+    stems: Mapping[str, tuple[str, ...]]
+    folders: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, notes: Iterable[Note]) -> _Index:
+        paths: dict[str, str] = {}
+        stems: dict[str, list[str]] = defaultdict(list)
+        folders: dict[str, list[str]] = defaultdict(list)
+        keys = set()
+        for note in notes:
+            keys.add(note.key)
+            paths[note.path] = note.key
+            paths.setdefault(note.path.removesuffix(SUFFIX), note.key)
+            folder, name = posixpath.split(note.path)
+            if "." in name.lstrip("."):
+                stems[posixpath.join(folder, name.rsplit(".", 1)[0])].append(note.key)
+            folders[folder].append(note.key)
+        return cls(
+            ids=frozenset(keys),
+            paths=paths,
+            stems={k: tuple(v) for k, v in stems.items()},
+            folders={k: tuple(v) for k, v in folders.items()},
+        )
+
+    def at(self, path: str) -> str | None:
+        """The note at a path: exact, without ``.md``, by stem, or the one note of a folder."""
+        path = posixpath.normpath(path) if path else path
+        if not path or path.startswith("../") or path == "..":
+            return None
+        if path in self.paths:
+            return self.paths[path]
+        for table in (self.stems, self.folders):
+            found = table.get(path, ())
+            if len(found) == 1:
+                return found[0]
+        return None
+
+
+class _Resolver:
+    def __init__(
+        self, notes: list[Note], vocabulary: Vocabulary, name: str, refused: set[str], place: str
+    ) -> None:
+        self.index = _Index.of(notes)
+        self.vocabulary = vocabulary
+        self.name = name
+        self.refused = refused
+        self.place = place
+
+    def resolve(self, link: Link, note: Note, what: str) -> tuple[str | None, str]:
+        """(key, "") or (None, why the link names nothing)."""
+        target = link.target.removeprefix("./")
+        here = posixpath.dirname(note.path)
+        candidates: list[str | None] = []
+        if link.kind == "wikilink":  # Obsidian resolves links by path first
+            stem = target.removesuffix(SUFFIX)
+            candidates = [self.index.paths.get(target), self.index.paths.get(stem)]
+            candidates.append(target if target in self.index.ids else None)
+        elif link.kind == "markdown":  # relative to the note, as a markdown renderer does
+            if not target.startswith("/"):
+                candidates.append(self.index.at(posixpath.join(here, target)))
+            candidates.append(self.index.at(target.lstrip("/")))
+        else:  # "the successor's id or path": ids first
+            unqualified = target.removeprefix(f"{self.name}:")
+            for token in dict.fromkeys([target, unqualified]):
+                made = self.vocabulary.id_of(token)
+                if made is not None and made in self.index.ids:
+                    candidates.append(made)
+                if token in self.index.ids:
+                    candidates.append(token)
+            candidates.append(self.index.at(target.lstrip("/")))
+            if not target.startswith("/"):
+                candidates.append(self.index.at(posixpath.join(here, target)))
+        for key in candidates:
+            if key is not None:
+                return key, ""
+        shown = link.shown()
+        if link.kind == "wikilink":
+            # Obsidian resolves [[Name]] and [[folder/Name]] by the end of the path, if unique.
+            stem = target.removesuffix(SUFFIX)
+            matches = sorted(
+                {key for path, key in self.index.paths.items() if path.endswith(f"/{stem}{SUFFIX}")}
+            )
+            if len(matches) == 1:
+                return matches[0], ""
+            if len(matches) > 1:
+                return None, f"{what} {shown} is ambiguous: {', '.join(matches)}; ignored"
+        stem = target.removesuffix(SUFFIX)
+        if f"{stem}{SUFFIX}" in self.refused or target in self.refused:
+            return None, f"{what} {shown} names a note that was not taken; ignored"
+        return None, f"{what} {shown} names no note in {self.place}; ignored"
+
+
+def resolve_links(
+    notes: list[Note],
+    refused: set[str],
+    *,
+    name: str,
+    problem: ProblemFactory,
+    place: str = "the source",
+    vocabulary: Vocabulary | None = None,
+) -> tuple[dict[str, str], list[SourceProblem]]:
+    """Map each note's key to its one successor's key (module docstring); problems found.
+
+    ``refused`` holds the paths of notes that were not taken (a link to one is named so);
+    ``name`` is the source's name (a full ``<name>:<id>`` doc id is accepted as a target);
+    ``place`` names the source in messages ("the vault").
+    Returns the successors and the problems, in note order then cycle order.
+    """
+    resolver = _Resolver(notes, vocabulary or Vocabulary(), name, refused, place)
+    problems: list[SourceProblem] = []
+    paths = {note.key: note.path for note in notes}
+    forward: dict[str, list[str]] = {}
+    reverse: dict[str, list[str]] = defaultdict(list)
+    for note in notes:
+        doc_id = f"{name}:{note.key}"
+        for what, links in (("superseded_by", note.links), ("replaces", note.replaces)):
+            for link in links:
+                key, why = resolver.resolve(link, note, what)
+                if key is None:
+                    problems.append(
+                        problem(ProblemKind.DANGLING_SUPERSEDED_BY, why, note.path, doc_id)
+                    )
+                elif key == note.key:
+                    problems.append(
+                        problem(
+                            ProblemKind.SELF_SUPERSESSION,
+                            f"{what} names the note itself; ignored",
+                            note.path,
+                            doc_id,
+                        )
+                    )
+                elif what == "superseded_by":
+                    named = forward.setdefault(note.key, [])
+                    if key not in named:
+                        named.append(key)
+                elif note.key not in reverse[key]:
+                    reverse[key].append(note.key)
+    successors: dict[str, str] = {}
+    for note in notes:
+        ahead = forward.get(note.key, [])
+        behind = reverse.get(note.key, [])
+        if not ahead and not behind:
+            continue
+        chosen, why = _one_successor(ahead, behind)
+        doc_id = f"{name}:{note.key}"
+        if chosen is not None:
+            successors[note.key] = chosen
+        if why:
+            problems.append(
+                problem(
+                    ProblemKind.CONFLICTING_LINKS,
+                    why,
+                    note.path,
+                    doc_id,
+                    field=None if chosen is not None else "superseded_by",
+                )
+            )
+    problems.extend(
+        problem(ProblemKind.SUPERSESSION_CYCLE, message, paths[key], f"{name}:{key}")
+        for key, message in break_cycles(successors)
+    )
+    return successors, problems
+
+
+def _one_successor(ahead: list[str], behind: list[str]) -> tuple[str | None, str]:
+    """(the successor, what was left out and why) from the forward and reverse links."""
+    both = [key for key in ahead if key in behind]
+    if not behind:
+        if len(ahead) == 1:
+            return ahead[0], ""
+        return None, (
+            f"superseded_by names several successors ({', '.join(ahead)}) and none of them "
+            "declares it replaces this one; a version has one successor here, so none is taken"
+        )
+    if not ahead:
+        if len(behind) == 1:
+            return behind[0], ""
+        return None, (
+            f"several documents declare they replace this one ({', '.join(behind)}) and it "
+            "names no successor itself; a version has one successor here, so none is taken"
+        )
+    if len(both) == 1:
+        others = [key for key in [*ahead, *behind] if key != both[0]]
+        if not others:
+            return both[0], ""
+        return both[0], (
+            f"taken: {both[0]}, named by superseded_by and by its replaces; left out: "
+            + ", ".join(
+                f"{key} ({'superseded_by' if key in ahead else 'replaces'} only)"
+                for key in dict.fromkeys(others)
+            )
+        )
+    if not both:
+        return None, (
+            f"superseded_by names {', '.join(ahead)} but {', '.join(behind)} declare"
+            f"{'s' if len(behind) == 1 else ''} it replaces this one; the links disagree, so "
+            "no successor is taken"
+        )
+    return None, (
+        f"superseded_by names {', '.join(ahead)}, and {', '.join(both)} each declare they "
+        "replace this one; a version has one successor here, so none is taken"
+    )
