@@ -1,0 +1,228 @@
+"""Acceptance of issue 22: real systems of record read by configuration alone.
+
+The presets shipped in ``examples/`` (their config files as they are, only the table's URL and
+the source's place rewritten) reconcile real documents through the CLI: ``init``, ``ingest``,
+``run``. What ``default_filter()`` then serves is compared with what the documents' own
+headers say, read here by a plain line reader of this file (never by the code under test):
+
+- PEPs (``examples/peps``): a PEP is served when its ``Status`` is Final, Active, Accepted or
+  Provisional and no PEP that comes into force (anything but Draft, Deferred, Withdrawn,
+  Rejected) succeeds it, by its own ``Superseded-By`` or by the other's ``Replaces``;
+  through the vault and the git connector, on SQLite and PostgreSQL; and across history:
+  the repository as it was at the end of 2015, then as it is today.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from acceptance_kit import Deployment
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+PEPS = EXAMPLES / "peps"
+SERVED_STATUSES = {"Final", "Active", "Accepted", "Provisional"}
+NEVER_IN_FORCE = {"Draft", "Deferred", "Withdrawn", "Rejected", "April Fool!"}
+
+
+# -- labels, from the headers alone -------------------------------------------------------
+
+
+def pep_headers(path: Path) -> dict[str, str]:
+    """The header block of a PEP file: ``Name: value`` lines up to the first blank line."""
+    found: dict[str, str] = {}
+    last = ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            break
+        if line[:1] in {" ", "\t"} and last:
+            found[last] += " " + line.strip()
+            continue
+        name, _, value = line.partition(":")
+        last = name.strip()
+        found[last] = value.strip()
+    return found
+
+
+@dataclass(frozen=True)
+class PepLabels:
+    """What the headers of a folder of PEPs say: status, successors, and the served set."""
+
+    status: Mapping[int, str]
+    #: number -> the numbers that succeed it (its Superseded-By, and every PEP replacing it).
+    successors: Mapping[int, frozenset[int]]
+    served: frozenset[str]
+
+    @classmethod
+    def of(cls, folder: Path) -> PepLabels:
+        headers = {}
+        for path in sorted(folder.glob("**/pep-*")):
+            found = pep_headers(path)
+            if found.get("PEP", "").isdigit() and int(found["PEP"]) != 0:
+                headers[int(found["PEP"])] = found
+        numbers = lambda text: [int(n) for n in re.findall(r"[0-9]+", text or "")]  # noqa: E731
+        successors: dict[int, set[int]] = {n: set() for n in headers}
+        for number, found in headers.items():
+            successors[number].update(
+                n for n in numbers(found.get("Superseded-By", "")) if n in headers
+            )
+            for old in numbers(found.get("Replaces", "")):
+                if old in headers:
+                    successors[old].add(number)
+        status = {n: found.get("Status", "") for n, found in headers.items()}
+        served = frozenset(
+            f"peps:pep-{n:04d}"
+            for n in headers
+            if status[n] in SERVED_STATUSES
+            and not any(status[s] not in NEVER_IN_FORCE for s in successors[n])
+        )
+        return cls(
+            status=status,
+            successors={n: frozenset(s) for n, s in successors.items()},
+            served=served,
+        )
+
+
+def test_the_pep_fixture_is_large_enough_and_closed_under_its_links() -> None:
+    labels = PepLabels.of(PEPS / "head")
+    assert len(labels.status) >= 60
+    for number, found in ((n, pep_headers(p)) for n, p in _pep_files(PEPS / "head")):
+        for key in ("Superseded-By", "Replaces"):
+            named = [int(n) for n in re.findall(r"[0-9]+", found.get(key, ""))]
+            assert set(named) <= set(labels.status), (number, key, named)
+    assert {"Final", "Active", "Superseded", "Withdrawn", "Rejected", "Draft"} <= set(
+        labels.status.values()
+    )
+    assert 0 < len(labels.served) < len(labels.status)
+
+
+def _pep_files(folder: Path) -> list[tuple[int, Path]]:
+    return [
+        (int(pep_headers(p)["PEP"]), p)
+        for p in sorted(folder.glob("**/pep-*"))
+        if pep_headers(p).get("PEP", "").isdigit()
+    ]
+
+
+# -- deployments of a preset ---------------------------------------------------------------
+
+
+class Git:
+    """A git repository in a temp folder, isolated from the user's git configuration."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self("-c", "init.defaultBranch=main", "init", "-q")
+        self("config", "user.name", "PEP Editors")
+        self("config", "user.email", "peps@example.com")
+
+    def __call__(self, *args: str, when: datetime | None = None) -> str:
+        env = {
+            **os.environ,
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+        if when is not None:
+            stamp = f"@{int(when.timestamp())} +0000"
+            env.update(GIT_AUTHOR_DATE=stamp, GIT_COMMITTER_DATE=stamp)
+        done = subprocess.run(
+            ["git", *args], cwd=self.root, env=env, capture_output=True, text=True, check=True
+        )
+        return done.stdout
+
+    def commit_tree(self, snapshot: Path, message: str, when: datetime) -> None:
+        """Make the work tree exactly ``snapshot``'s files and commit them."""
+        for child in self.root.iterdir():
+            if child.name != ".git":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        shutil.copytree(snapshot, self.root, dirs_exist_ok=True)
+        self("add", "-A")
+        self("commit", "-q", "--allow-empty", "-m", message, when=when)
+
+
+def preset(
+    deploy: Deployment, name: str, *, connector: str, documents: str, guard: float = 0.2
+) -> None:
+    """Write ``examples/<name>/reconciler.toml`` into the deployment as shipped, with its own
+    table URL, the source's type and path rewritten, and the guard's fraction."""
+    text = (EXAMPLES / name / "reconciler.toml").read_text(encoding="utf-8")
+    text = re.sub(r'(?m)^url = "sqlite:///reconciler.db"$', f'url = "{deploy.table_url}"', text)
+    text = re.sub(r'(?m)^type = "vault"$', f'type = "{connector}"', text, count=1)
+    text = re.sub(r'(?m)^path = "(?!qdrant)[^"]*"$', f'path = "{documents}"', text, count=1)
+    text += f"\n[guard]\nmax_changed_fraction = {guard}\n"
+    deploy.config.write_text(text, encoding="utf-8")
+
+
+def cycle(deploy: Deployment, *commands: str) -> None:
+    for command in commands:
+        result = deploy.cli(command)
+        assert result.exit_code in {0, 2}, (command, result.output)
+
+
+def superseded_by(deploy: Deployment) -> dict[str, str | None]:
+    return {doc_id: row["superseded_by"] for doc_id, row in deploy.rows().items()}
+
+
+# -- PEPs ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("deploy", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize("connector", ["vault", "git"])
+def test_peps_by_configuration_alone_serve_what_their_headers_say(
+    deploy: Deployment, connector: str, tmp_path: Path
+) -> None:
+    if connector == "vault":
+        shutil.copytree(PEPS / "head", tmp_path / "peps-checkout")
+    else:
+        Git(tmp_path / "peps-checkout").commit_tree(
+            PEPS / "head", "today's PEPs", datetime(2026, 8, 22, tzinfo=UTC)
+        )
+    preset(deploy, "peps", connector=connector, documents="peps-checkout")
+    cycle(deploy, "init", "ingest", "run")
+
+    labels = PepLabels.of(PEPS / "head")
+    assert deploy.served() == labels.served
+    links = superseded_by(deploy)
+    assert len(links) == len(labels.status)
+    for number, status in labels.status.items():
+        if status != "Superseded":
+            continue
+        named = {f"peps:pep-{n:04d}" for n in labels.successors[number]}
+        assert links[f"peps:pep-{number:04d}"] in (named or {None}), number
+    # the run left nothing to repair: a second run writes nothing
+    code, second = deploy.json("run")
+    assert code in {0, 2}
+    assert set(second["writes"].values()) == {0}
+
+
+def test_peps_history_from_2015_to_today(deploy: Deployment, tmp_path: Path) -> None:
+    """The repository as it was at the end of 2015, ingested; the checkout moved to today:
+    ``run`` retires nothing still Final today; after ``ingest`` (the new and edited PEPs),
+    ``run`` serves exactly what today's headers say."""
+    repo = Git(tmp_path / "peps-checkout")
+    repo.commit_tree(
+        PEPS / "2015", "the PEPs at the end of 2015", datetime(2015, 12, 27, tzinfo=UTC)
+    )
+    preset(deploy, "peps", connector="git", documents="peps-checkout", guard=1.0)
+    cycle(deploy, "init", "ingest", "run")
+    assert deploy.served() == PepLabels.of(PEPS / "2015").served
+
+    repo.commit_tree(PEPS / "head", "today's PEPs", datetime(2026, 8, 22, tzinfo=UTC))
+    today = PepLabels.of(PEPS / "head")
+    cycle(deploy, "run")
+    rows = deploy.rows()
+    final_today = {f"peps:pep-{n:04d}" for n, s in today.status.items() if s == "Final"}
+    retired = {doc_id for doc_id, row in rows.items() if row["version_state"] == "retired"}
+    assert not (retired & final_today)
+
+    cycle(deploy, "ingest", "run")
+    assert deploy.served() == today.served
