@@ -186,6 +186,9 @@ class _Resolver:
             candidates.append(self.index.at(target.lstrip("/")))
             if not target.startswith("/"):
                 candidates.append(self.index.at(posixpath.join(here, target)))
+        if link.fallback is not None and not any(candidates):
+            made = self.vocabulary.id_of(link.fallback)
+            candidates += [made if made in self.index.ids else None]
         for key in candidates:
             if key is not None:
                 return key, ""

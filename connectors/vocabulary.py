@@ -72,11 +72,13 @@ SIDECAR_PLACEHOLDERS = frozenset({"dir", "name", "stem", "path"})
 _GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.FORCEUNIX
 _DIGITS = re.compile(r"[0-9]+")
 _WIKILINK = re.compile(r"\[\[([^\[\]]*)\]\]")
-_MARKDOWN_LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
+_MARKDOWN_LINK = re.compile(r"\[([^\]]*)\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
 _HEADER_LINE = re.compile(r"[!-9;-~]+:")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _SAMPLE_DATE = datetime(2001, 7, 5, 13, 45, 30)
 _LINK_FIELDS = frozenset({"superseded_by", "replaces"})
+#: Fields whose lines in a body are taken out of its content (``_body_meta``).
+_STATE_FIELDS = frozenset({"status", "effective_from", "effective_to", *_LINK_FIELDS})
 
 
 # -- options -------------------------------------------------------------------------------
@@ -255,6 +257,10 @@ def _link_pattern(value: Any) -> str:
     return str(value)
 
 
+def _empty_values(value: Any) -> list[str]:
+    return _strings(value, "values that mean none, like 'n/a'")
+
+
 class VocabularyOptions(ConnectorOptions):
     """How a file source's documents are found and read (docs/connectors/mapping.md)."""
 
@@ -271,6 +277,9 @@ class VocabularyOptions(ConnectorOptions):
     date_formats: Annotated[list[str], PlainValidator(_date_formats)] = Field(default_factory=list)
     id_template: Annotated[str, PlainValidator(_id_template)] | None = None
     link_pattern: Annotated[str, PlainValidator(_link_pattern)] | None = None
+    empty_values: Annotated[list[str], PlainValidator(_empty_values)] = Field(
+        default_factory=list
+    )
 
     def vocabulary(self, default_include: Sequence[str]) -> Vocabulary:
         """The compiled vocabulary; ``default_include`` when ``include`` is not given."""
@@ -291,6 +300,7 @@ class VocabularyOptions(ConnectorOptions):
             date_formats=tuple(self.date_formats),
             id_template=self.id_template,
             link_pattern=re.compile(self.link_pattern) if self.link_pattern else None,
+            empty_values=frozenset(v.strip().lower() for v in self.empty_values),
         )
 
 
@@ -346,6 +356,9 @@ class Link:
     target: str
     #: ``plain``, ``wikilink`` or ``markdown``.
     kind: str = "plain"
+    #: A markdown link's text through ``link_pattern`` (``9. Use X`` -> ``9``): tried as a
+    #: plain id when the link's target names no document (a file renamed since).
+    fallback: str | None = None
 
     @property
     def wikilink(self) -> bool:
@@ -405,6 +418,19 @@ class Vocabulary:
     date_formats: tuple[str, ...] = ()
     id_template: str | None = None
     link_pattern: re.Pattern[str] | None = None
+    #: Values that mean "none" in any field (``n/a``, ``TBD``), compared without case.
+    empty_values: frozenset[str] = frozenset()
+
+    def without_empty(self, value: Any) -> Any:
+        """``value`` with the items that mean "none" taken out (None when nothing is left)."""
+        if not self.empty_values:
+            return value
+        if isinstance(value, str):
+            return None if value.strip().lower() in self.empty_values else value
+        if isinstance(value, list):
+            kept = [item for item in value if self.without_empty(item) is not None]
+            return kept or None
+        return value
 
     # -- which files -----------------------------------------------------------------------
 
@@ -515,6 +541,7 @@ class _Reading:
             keys = (name,) if reader == "body" else self.vocabulary.keys.get(name, (name,))
             for key in keys:
                 value = meta.get(key.lower() if reader == "headers" else key)
+                value = self.vocabulary.without_empty(value)
                 if value is None or value in ("", []):
                     continue
                 if reader == "body" and name not in _LINK_FIELDS:
@@ -637,17 +664,21 @@ class _Reading:
                 continue
             markdown = _MARKDOWN_LINK.search(token)
             if markdown is not None:
-                target = unquote(markdown.group(1).split("#", 1)[0]).strip()
+                target = unquote(markdown.group(2).split("#", 1)[0]).strip()
                 if target and not _SCHEME.match(target):
-                    links.append(Link(target, "markdown"))
+                    label = self._by_pattern(markdown.group(1))
+                    links.append(Link(target, "markdown", fallback=label))
                     continue
-            pattern = self.vocabulary.link_pattern
-            if pattern is not None:
-                match = pattern.search(token)
-                if match is not None:
-                    token = match.group("id") if "id" in pattern.groupindex else match.group(0)
-            links.append(Link(token.strip(), "plain"))
+            links.append(Link((self._by_pattern(token) or token).strip(), "plain"))
         return [link for link in links if link.target]
+
+    def _by_pattern(self, text: str) -> str | None:
+        """The id ``link_pattern`` finds in ``text`` (its ``id`` group, else the match)."""
+        pattern = self.vocabulary.link_pattern
+        match = pattern.search(text) if pattern is not None else None
+        if match is None or pattern is None:
+            return None
+        return match.group("id") if "id" in pattern.groupindex else match.group(0)
 
 
 def _split_links(text: str) -> list[str]:
@@ -727,17 +758,19 @@ def _sidecar_meta(data: bytes | None, where: str) -> Mapping[str, Any]:
 
 def _body_meta(body: str, patterns: Sequence[re.Pattern[str]]) -> tuple[dict[str, Any], str]:
     """Fields the body patterns capture (a list per group), and the body without the lines
-    they matched: metadata lines are not content, so changing one is no in-place edit."""
+    that gave a version's state (status, links, dates): those change when a version is cut
+    or replaced, and are no in-place edit of its content. Lines that give only an id, a
+    title or a class stay in the content."""
     meta: dict[str, list[str]] = {}
     spans: list[tuple[int, int]] = []
     for pattern in patterns:
         for match in pattern.finditer(body):
-            captured = False
+            state = False
             for name, value in match.groupdict().items():
                 if value is not None and value.strip():
                     meta.setdefault(name, []).append(value.strip())
-                    captured = True
-            if captured and match.end() > match.start():
+                    state = state or name in _STATE_FIELDS
+            if state and match.end() > match.start():
                 spans.append(match.span())
     if not spans:
         return dict(meta), body

@@ -9,7 +9,13 @@ headers say, read here by a plain line reader of this file (never by the code un
   Provisional and no PEP that comes into force (anything but Draft, Deferred, Withdrawn,
   Rejected) succeeds it, by its own ``Superseded-By`` or by the other's ``Replaces``;
   through the vault and the git connector, on SQLite and PostgreSQL; and across history:
-  the repository as it was at the end of 2015, then as it is today.
+  the repository as it was at the end of 2015, then as it is today;
+- KEPs (``examples/kep``): each ``README.md`` with its sidecar ``kep.yaml`` (read here with
+  ``yaml.safe_load``): served when its ``status`` is implementable or implemented and no KEP
+  in force names it in ``replaces`` or is named by its ``superseded-by``;
+- ADRs (``examples/adr``): the ``## Status`` section of each record (read here line by
+  line): served when it says ``Accepted`` and no record in force supersedes it, by its own
+  ``Superseded by [N. ...]`` or the other's ``Supersedes [M. ...]``.
 """
 
 from __future__ import annotations
@@ -24,10 +30,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 from acceptance_kit import Deployment
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PEPS = EXAMPLES / "peps"
+KEPS = EXAMPLES / "kep" / "docs"
+ADRS = EXAMPLES / "adr" / "docs"
 SERVED_STATUSES = {"Final", "Active", "Accepted", "Provisional"}
 NEVER_IN_FORCE = {"Draft", "Deferred", "Withdrawn", "Rejected", "April Fool!"}
 
@@ -139,6 +148,14 @@ class Git:
         )
         return done.stdout
 
+    @classmethod
+    def commit_all(cls, root: Path, message: str) -> None:
+        """Commit every change of the work tree at ``root``."""
+        repo = cls.__new__(cls)
+        repo.root = root
+        repo("add", "-A")
+        repo("commit", "-q", "-m", message)
+
     def commit_tree(self, snapshot: Path, message: str, when: datetime) -> None:
         """Make the work tree exactly ``snapshot``'s files and commit them."""
         for child in self.root.iterdir():
@@ -226,3 +243,119 @@ def test_peps_history_from_2015_to_today(deploy: Deployment, tmp_path: Path) -> 
 
     cycle(deploy, "ingest", "run")
     assert deploy.served() == today.served
+
+
+# -- KEPs: a sidecar file per document -------------------------------------------------------
+
+
+def kep_labels(root: Path) -> tuple[dict[str, str], frozenset[str]]:
+    """(doc id -> status, the served doc ids) from the kep.yaml files alone."""
+    keps: dict[str, dict[str, object]] = {}
+    for sidecar in sorted(root.glob("keps/**/kep.yaml")):
+        folder = sidecar.parent.relative_to(root).as_posix()
+        keps[folder] = yaml.safe_load(sidecar.read_text(encoding="utf-8"))
+
+    def named(value: object) -> list[str]:
+        items = value if isinstance(value, list) else [value] if value else []
+        return [str(item).strip("/") for item in items if str(item).strip("/") in keps]
+
+    successors: dict[str, set[str]] = {folder: set() for folder in keps}
+    for folder, meta in keps.items():
+        successors[folder].update(named(meta.get("superseded-by")))
+        for old in named(meta.get("replaces")):
+            successors[old].add(folder)
+    status = {folder: str(meta.get("status")) for folder, meta in keps.items()}
+    in_force = {"implementable", "implemented"}
+    never = {"provisional", "deferred", "rejected", "withdrawn"}
+    served = frozenset(
+        f"keps:{folder}/README"
+        for folder in keps
+        if status[folder] in in_force
+        and not any(status[s] not in never for s in successors[folder])
+    )
+    return {f"keps:{folder}/README": s for folder, s in status.items()}, served
+
+
+@pytest.mark.parametrize("connector", ["vault", "git"])
+def test_keps_read_from_their_sidecar_files(
+    deploy: Deployment, connector: str, tmp_path: Path
+) -> None:
+    if connector == "vault":
+        shutil.copytree(KEPS, tmp_path / "enhancements")
+    else:
+        Git(tmp_path / "enhancements").commit_tree(
+            KEPS, "the KEPs", datetime(2026, 7, 24, tzinfo=UTC)
+        )
+    preset(deploy, "kep", connector=connector, documents="enhancements")
+    cycle(deploy, "init", "ingest", "run")
+    status, served = kep_labels(KEPS)
+    assert set(deploy.rows()) == set(status)
+    assert deploy.served() == served
+    assert "keps:keps/sig-cli/2377-Kustomize/README" not in served  # superseded-by, not status
+    links = superseded_by(deploy)
+    assert links["keps:keps/sig-auth/3130-kms-observability/README"] == (
+        "keps:keps/sig-auth/3299-kms-v2-improvements/README"  # only the newer one says so
+    )
+
+
+# -- ADRs: lines of the body -----------------------------------------------------------------
+
+
+def adr_labels(root: Path) -> tuple[dict[str, list[str]], frozenset[str]]:
+    """(doc id -> the lines of its Status section, the served doc ids), read line by line."""
+    sections: dict[int, list[str]] = {}
+    for path in sorted(root.glob("doc/adr/[0-9]*.md")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        start = lines.index("## Status") + 1
+        end = next(i for i in range(start, len(lines)) if lines[i].startswith("## "))
+        sections[int(path.name[:4])] = [line for line in lines[start:end] if line.strip()]
+    successors: dict[int, set[int]] = {n: set() for n in sections}
+    for number, lines in sections.items():
+        for line in lines:
+            if line.startswith("Superseded by ["):
+                successors[number].add(int(line.split("[", 1)[1].split(".", 1)[0]))
+            if line.startswith("Supersedes ["):
+                successors[int(line.split("[", 1)[1].split(".", 1)[0])].add(number)
+    served = frozenset(
+        f"adr:adr-{n:04d}"
+        for n, lines in sections.items()
+        if "Accepted" in lines and not successors[n]
+    )
+    return {f"adr:adr-{n:04d}": lines for n, lines in sections.items()}, served
+
+
+@pytest.mark.parametrize("connector", ["vault", "git"])
+def test_adrs_read_from_lines_of_their_body(
+    deploy: Deployment, connector: str, tmp_path: Path
+) -> None:
+    if connector == "vault":
+        shutil.copytree(ADRS, tmp_path / "repo")
+    else:
+        Git(tmp_path / "repo").commit_tree(ADRS, "the ADRs", datetime(2025, 4, 16, tzinfo=UTC))
+    preset(deploy, "adr", connector=connector, documents="repo")
+    cycle(deploy, "init", "ingest", "run")
+    sections, served = adr_labels(ADRS)
+    assert set(deploy.rows()) == set(sections)
+    assert deploy.served() == served
+    links = superseded_by(deploy)
+    assert links["adr:adr-0007"] == "adr:adr-0008"
+    # 0008's link to 0009 names a file renamed since: its text's number resolves it
+    assert links["adr:adr-0008"] == "adr:adr-0009"
+    code, report = deploy.json("check")
+    assert code == 0, report["findings"]
+
+    # superseding a decision is an edit of its status lines, not of its content
+    record = tmp_path / "repo" / "doc" / "adr" / "0006-use-typer-for-cli.md"
+    record.write_text(
+        record.read_text(encoding="utf-8").replace(
+            "Accepted", "Superseded by [9. Use Wireup for DI](0009-use-wireup-for-di-again.md)"
+        ),
+        encoding="utf-8",
+    )
+    if connector == "git":
+        Git.commit_all(tmp_path / "repo", "supersede 6")
+    code, report = deploy.json("run")
+    assert {(f["check"], f["kind"]) for f in report["findings"]} == {
+        ("family", "successor_not_marked")  # and no hash/in_place_edit
+    }
+    assert "adr:adr-0006" not in deploy.served()

@@ -468,3 +468,42 @@ def test_a_mapped_key_that_no_document_holds_is_one_problem_of_the_source(root: 
         "fields.doc_class = ['Typ']" in next(p for p in mistakes if p.field == "doc_class").message
     )
     assert doc(snapshot, "pep-0001").state is VersionState.CURRENT  # the scan goes on
+
+
+def test_values_that_mean_none_are_no_value(root: Path) -> None:
+    options = {
+        "include": ["*/README.md"],
+        "readers": ["sidecar"],
+        "sidecar": "{dir}/meta.yaml",
+        "empty_values": ["n/a", "TBD"],
+    }
+    write(root, "a/README.md", "A")
+    write(root, "a/meta.yaml", "status: current\nsuperseded_by: [N/A]\nreplaces: tbd\n")
+    snapshot = source(root, options).scan()
+    assert doc(snapshot, "a/README").superseded_by is None
+    assert snapshot.problems == ()
+    without = source(root, {key: v for key, v in options.items() if key != "empty_values"})
+    assert {p.kind for p in without.scan().problems} == {ProblemKind.DANGLING_SUPERSEDED_BY}
+
+
+def test_a_markdown_link_to_a_renamed_file_resolves_by_its_text_only_with_a_pattern(
+    root: Path,
+) -> None:
+    options: dict[str, Any] = {
+        "include": ["adr/*.md"],
+        "readers": ["body"],
+        "body_patterns": [
+            r"^# (?P<id>\d+)\. (?P<title>.+)$",
+            r"^Superseded by (?P<superseded_by>.+)$",
+        ],
+        "id_template": "adr-{:04d}",
+    }
+    write(root, "adr/0001-a.md", "# 1. A\n\nSuperseded by [2. B](0002-b.md)\n\nText of A.\n")
+    write(root, "adr/0002-b-renamed.md", "# 2. B\n\nText of B.\n")
+    no_pattern = source(root, options).scan()
+    assert doc(no_pattern, "adr-0001").superseded_by is None
+    assert [p.kind for p in no_pattern.problems] == [ProblemKind.DANGLING_SUPERSEDED_BY]
+    with_pattern = source(root, {**options, "link_pattern": r"^(?P<id>\d+)\."}).scan()
+    assert doc(with_pattern, "adr-0001").superseded_by == "kb:adr-0002"
+    # the title line stays in the content; the status line does not
+    assert doc(with_pattern, "adr-0001").content_hash == content_hash("# 1. A\n\n\nText of A.")
