@@ -24,8 +24,6 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,70 +31,15 @@ import pytest
 import yaml
 from acceptance_kit import Deployment
 
+from bench.peps import PepLabels, pep_headers
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PEPS = EXAMPLES / "peps"
 KEPS = EXAMPLES / "kep" / "docs"
 ADRS = EXAMPLES / "adr" / "docs"
-SERVED_STATUSES = {"Final", "Active", "Accepted", "Provisional"}
-NEVER_IN_FORCE = {"Draft", "Deferred", "Withdrawn", "Rejected", "April Fool!"}
 
 
-# -- labels, from the headers alone -------------------------------------------------------
-
-
-def pep_headers(path: Path) -> dict[str, str]:
-    """The header block of a PEP file: ``Name: value`` lines up to the first blank line."""
-    found: dict[str, str] = {}
-    last = ""
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            break
-        if line[:1] in {" ", "\t"} and last:
-            found[last] += " " + line.strip()
-            continue
-        name, _, value = line.partition(":")
-        last = name.strip()
-        found[last] = value.strip()
-    return found
-
-
-@dataclass(frozen=True)
-class PepLabels:
-    """What the headers of a folder of PEPs say: status, successors, and the served set."""
-
-    status: Mapping[int, str]
-    #: number -> the numbers that succeed it (its Superseded-By, and every PEP replacing it).
-    successors: Mapping[int, frozenset[int]]
-    served: frozenset[str]
-
-    @classmethod
-    def of(cls, folder: Path) -> PepLabels:
-        headers = {}
-        for path in sorted(folder.glob("**/pep-*")):
-            found = pep_headers(path)
-            if found.get("PEP", "").isdigit() and int(found["PEP"]) != 0:
-                headers[int(found["PEP"])] = found
-        numbers = lambda text: [int(n) for n in re.findall(r"[0-9]+", text or "")]  # noqa: E731
-        successors: dict[int, set[int]] = {n: set() for n in headers}
-        for number, found in headers.items():
-            successors[number].update(
-                n for n in numbers(found.get("Superseded-By", "")) if n in headers
-            )
-            for old in numbers(found.get("Replaces", "")):
-                if old in headers:
-                    successors[old].add(number)
-        status = {n: found.get("Status", "") for n, found in headers.items()}
-        served = frozenset(
-            f"peps:pep-{n:04d}"
-            for n in headers
-            if status[n] in SERVED_STATUSES
-            and not any(status[s] not in NEVER_IN_FORCE for s in successors[n])
-        )
-        return cls(
-            status=status,
-            successors={n: frozenset(s) for n, s in successors.items()},
-            served=served,
-        )
+# -- labels, from the headers alone (bench/peps.py reads them, with a plain line reader) ------
 
 
 def test_the_pep_fixture_is_large_enough_and_closed_under_its_links() -> None:

@@ -1,0 +1,308 @@
+"""``python -m bench.peps CHECKOUT``: the PEPs preset over a whole clone of python/peps.
+
+Reads the repository by configuration alone (``examples/peps/reconciler.toml``, the source's
+type and path rewritten), through the console script as a person runs it: ``init``,
+``ingest``, ``run``, and a second ``run``. Then compares what ``default_filter()`` serves with
+what the PEPs' own headers say, read here by a plain line reader (``PepLabels``; never by the
+code under test): a PEP is served when its ``Status`` is Final, Active, Accepted or Provisional
+and no PEP that comes into force succeeds it, by its own ``Superseded-By`` or by the other's
+``Replaces``. Prints served / hidden / mismatched counts, the findings by kind and the time of
+each command.
+
+With ``--history COMMIT`` (git only), the deployment first ingests the repository as it was
+at ``COMMIT`` (e.g. the last of 2015), then moves the branch to the checkout's HEAD and runs:
+nothing still Final at HEAD may be retired, and after ``ingest`` and ``run`` the served set is
+compared with HEAD's headers.
+
+    .venv/bin/python -m bench.peps ~/src/peps                       # git connector
+    .venv/bin/python -m bench.peps ~/src/peps --connector vault     # the checkout's files
+    .venv/bin/python -m bench.peps ~/src/peps --history $(git -C ~/src/peps rev-list -1 \\
+        --before=2016-01-01 HEAD)
+
+Outside CI: it needs a clone of the repository (about 750 PEPs, 14k chunks; Qdrant local mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+PRESET = Path(__file__).resolve().parent.parent / "examples" / "peps" / "reconciler.toml"
+SERVED_STATUSES = frozenset({"Final", "Active", "Accepted", "Provisional"})
+NEVER_IN_FORCE = frozenset({"Draft", "Deferred", "Withdrawn", "Rejected", "April Fool!"})
+
+
+# -- labels, from the headers alone -------------------------------------------------------
+
+
+def pep_headers(path: Path) -> dict[str, str]:
+    """The header block of a PEP file: ``Name: value`` lines up to the first blank line."""
+    found: dict[str, str] = {}
+    last = ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            break
+        if line[:1] in {" ", "\t"} and last:
+            found[last] += " " + line.strip()
+            continue
+        name, _, value = line.partition(":")
+        last = name.strip()
+        found[last] = value.strip()
+    return found
+
+
+@dataclass(frozen=True)
+class PepLabels:
+    """What the headers of a folder of PEPs say: status, successors, and the served set."""
+
+    status: Mapping[int, str]
+    #: number -> the numbers that succeed it (its Superseded-By, and every PEP replacing it).
+    successors: Mapping[int, frozenset[int]]
+    served: frozenset[str]
+
+    @classmethod
+    def of(cls, folder: Path, source: str = "peps") -> PepLabels:
+        """The labels of every ``pep-*`` file below ``folder`` (PEP 0, the index, left out)."""
+        headers = {}
+        for path in sorted(folder.glob("**/pep-*")):
+            if path.suffix not in {".rst", ".txt"}:
+                continue
+            found = pep_headers(path)
+            if found.get("PEP", "").isdigit() and int(found["PEP"]) != 0:
+                headers[int(found["PEP"])] = found
+        successors: dict[int, set[int]] = {n: set() for n in headers}
+        for number, found in headers.items():
+            successors[number].update(
+                n for n in _numbers(found.get("Superseded-By", "")) if n in headers
+            )
+            for old in _numbers(found.get("Replaces", "")):
+                if old in headers:
+                    successors[old].add(number)
+        status = {n: found.get("Status", "") for n, found in headers.items()}
+        served = frozenset(
+            f"{source}:pep-{n:04d}"
+            for n in headers
+            if status[n] in SERVED_STATUSES
+            and not any(status[s] not in NEVER_IN_FORCE for s in successors[n])
+        )
+        return cls(
+            status=status,
+            successors={n: frozenset(s) for n, s in successors.items()},
+            served=served,
+        )
+
+
+def _numbers(text: str) -> list[int]:
+    return [int(n) for n in re.findall(r"[0-9]+", text)]
+
+
+# -- a deployment of the preset -------------------------------------------------------------
+
+
+def write_config(folder: Path, *, connector: str, documents: Path, table_url: str) -> Path:
+    """The preset as shipped, with its table, the source's type and path rewritten."""
+    text = PRESET.read_text(encoding="utf-8")
+    text = re.sub(r'(?m)^url = "sqlite:///reconciler.db"$', f'url = "{table_url}"', text)
+    text = re.sub(r'(?m)^type = "vault"$', f'type = "{connector}"', text, count=1)
+    text = re.sub(r'(?m)^path = "head"$', f'path = "{documents}"', text, count=1)
+    config = folder / "reconciler.toml"
+    config.write_text(text, encoding="utf-8")
+    return config
+
+
+def reconciler(config: Path, *args: str) -> tuple[int, Any, float]:
+    """Run the console script; (exit code, its JSON output or None, wall seconds)."""
+    script = Path(sys.executable).with_name("reconciler")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "reconciler.cli"]
+    started = time.perf_counter()
+    done = subprocess.run(
+        [*command, "--config", str(config), "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    try:
+        data = json.loads(done.stdout) if done.stdout.strip() else None
+    except json.JSONDecodeError:
+        data = None
+    if done.returncode not in {0, 2, 4}:
+        sys.exit(f"reconciler {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done.returncode, data, seconds
+
+
+def served(config: Path) -> set[str]:
+    """doc ids of the chunks ``default_filter()`` returns now."""
+    from reconciler import default_filter  # noqa: PLC0415 (after the commands: local mode locks)
+    from reconciler.settings import load_settings  # noqa: PLC0415
+    from reconciler.wiring import stores  # noqa: PLC0415
+
+    found: set[str] = set()
+    with stores(load_settings(config)) as opened:
+        client = opened.index.client  # type: ignore[attr-defined]
+        offset = None
+        while True:
+            points, offset = client.scroll(
+                opened.index.collection,  # type: ignore[attr-defined]
+                scroll_filter=default_filter(),
+                limit=1000,
+                offset=offset,
+                with_payload=["doc_id"],
+            )
+            found.update(str(p.payload["doc_id"]) for p in points)
+            if offset is None:
+                return found
+
+
+def table_states(config: Path) -> dict[str, str]:
+    """doc id -> version_state, from the document table."""
+    from sqlalchemy import create_engine, text  # noqa: PLC0415
+
+    from reconciler.settings import load_settings  # noqa: PLC0415
+
+    engine = create_engine(load_settings(config).table.resolved_url())
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT doc_id, version_state FROM documents"))
+            return {str(doc_id): str(state) for doc_id, state in rows}
+    finally:
+        engine.dispose()
+
+
+def snapshot_of(repo: Path, commit: str, into: Path) -> Path:
+    """The files of ``commit`` in ``into`` (``git archive``), for its labels."""
+    data = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", commit],
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as archive:
+        archive.extractall(into, filter="data")
+    return into
+
+
+def compare(config: Path, labels: PepLabels) -> dict[str, Any]:
+    got = served(config)
+    return {
+        "documents (headers)": len(labels.status),
+        "documents (table)": len(table_states(config)),
+        "served (headers)": len(labels.served),
+        "served (reconciler)": len(got),
+        "hidden (headers)": len(labels.status) - len(labels.served),
+        "served, not in force by the headers": sorted(got - labels.served),
+        "in force by the headers, not served": sorted(labels.served - got),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.peps", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("checkout", type=Path, help="a clone of github.com/python/peps")
+    parser.add_argument("--connector", choices=["git", "vault"], default="git")
+    parser.add_argument("--table", default="sqlite:///reconciler.db", help="the table's URL")
+    parser.add_argument("--history", metavar="COMMIT", help="ingest COMMIT first (git only)")
+    parser.add_argument("--keep", action="store_true", help="keep the deployment folder")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    checkout = args.checkout.resolve()
+    if args.history and args.connector != "git":
+        parser.error("--history needs --connector git")
+    folder = Path(tempfile.mkdtemp(prefix="bench-peps-"))
+    results: dict[str, Any] = {"checkout": str(checkout), "connector": args.connector}
+    timings: dict[str, float] = {}
+    try:
+        documents = checkout
+        if args.history:
+            documents = folder / "peps.git"
+            subprocess.run(
+                ["git", "clone", "-q", "--bare", str(checkout), str(documents)], check=True
+            )
+            head = subprocess.run(
+                ["git", "-C", str(checkout), "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            branch = subprocess.run(
+                ["git", "-C", str(documents), "symbolic-ref", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            subprocess.run(
+                ["git", "-C", str(documents), "update-ref", branch, args.history], check=True
+            )
+        config = write_config(
+            folder, connector=args.connector, documents=documents, table_url=args.table
+        )
+        findings: Counter[str] = Counter()
+        for step in ("init", "ingest", "run", "run again"):
+            _, data, timings[step] = reconciler(config, step.split()[0])
+            if step == "run" and data:
+                findings.update(f"{f['check']}/{f['kind']}" for f in data.get("findings", []))
+            if step == "run again" and data:
+                results["second run writes"] = data.get("writes")
+        if args.history:
+            old = PepLabels.of(snapshot_of(checkout, args.history, folder / "then"))
+            results["at COMMIT"] = compare(config, old)
+            subprocess.run(["git", "-C", str(documents), "update-ref", branch, head], check=True)
+            _, data, timings["run after the move"] = reconciler(config, "run")
+            if data:
+                results["findings after the move"] = dict(
+                    Counter(f"{f['check']}/{f['kind']}" for f in data.get("findings", []))
+                )
+            labels = PepLabels.of(checkout)
+            final = {f"peps:pep-{n:04d}" for n, s in labels.status.items() if s == "Final"}
+            states = table_states(config)
+            results["Final at HEAD, retired after the move"] = sorted(
+                d for d, s in states.items() if s == "retired" and d in final
+            )
+            for step in ("ingest", "run"):
+                _, _, timings[f"{step} at HEAD"] = reconciler(config, step)
+        results["findings of the first run"] = dict(sorted(findings.items()))
+        results["compared"] = compare(config, PepLabels.of(checkout))
+        results["seconds"] = {k: round(v, 2) for k, v in timings.items()}
+    finally:
+        if args.keep:
+            print(f"deployment kept in {folder}", file=sys.stderr)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+    _print(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    mismatched = results["compared"]
+    return (
+        1
+        if mismatched["served, not in force by the headers"]
+        or mismatched["in force by the headers, not served"]
+        else 0
+    )
+
+
+def _print(results: Mapping[str, Any], indent: str = "") -> None:
+    for key, value in results.items():
+        if isinstance(value, Mapping):
+            print(f"{indent}{key}:")
+            _print(value, indent + "  ")
+        else:
+            print(f"{indent}{key:<40} {value}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
