@@ -194,9 +194,13 @@ def _fields(value: Any) -> dict[str, list[str]]:
             wrong.append(((str(name),), f"is not a field; the fields are {', '.join(FIELDS)}"))
             continue
         listed = [keys] if isinstance(keys, str) else keys
-        if not isinstance(listed, list) or not listed or not all(_filled(k) for k in listed):
+        if not isinstance(listed, list) or not all(_filled(k) for k in listed):
             wrong.append(
-                ((str(name),), "must be a key name, or a list of key names to try in turn")
+                (
+                    (str(name),),
+                    "must be a key name, a list of key names to try in turn, or [] for a "
+                    "field the source does not write",
+                )
             )
             continue
         out[str(name)] = [str(k).strip() for k in listed]
@@ -292,7 +296,7 @@ class VocabularyOptions(ConnectorOptions):
             sidecar=self.sidecar,
             body_patterns=tuple(re.compile(p, re.MULTILINE) for p in self.body_patterns),
             keys=MappingProxyType(keys),
-            mapped=frozenset(self.fields),
+            mapped=frozenset(name for name, given in self.fields.items() if given),
             status_map=MappingProxyType(
                 {str(k): VersionState(v.lower()) for k, v in (self.status_map or {}).items()}
             ),
@@ -548,7 +552,7 @@ class _Reading:
                     value = value[0]  # a single field: the first line that gives it
                 self.found.add(name)
                 return value, key
-        return None, self.vocabulary.keys.get(name, (name,))[0]
+        return None, (*self.vocabulary.keys.get(name, ()), name)[0]
 
     def single(self, name: str, field: str | None = None) -> tuple[str | None, str]:
         value, key = self.raw(name)

@@ -507,3 +507,13 @@ def test_a_markdown_link_to_a_renamed_file_resolves_by_its_text_only_with_a_patt
     assert doc(with_pattern, "adr-0001").superseded_by == "kb:adr-0002"
     # the title line stays in the content; the status line does not
     assert doc(with_pattern, "adr-0001").content_hash == content_hash("# 1. A\n\n\nText of A.")
+
+
+def test_a_field_mapped_to_nothing_is_not_read_nor_reported(root: Path) -> None:
+    write(root, "peps/pep-0001.rst", pep(1, "Active", Version="$Revision$"))
+    read = source(root, PEP_OPTIONS).scan()
+    assert doc(read, "pep-0001").version is None
+    assert [p.field for p in read.problems if p.kind is ProblemKind.INVALID_FIELD] == ["version"]
+    options = {**PEP_OPTIONS, "fields": {**PEP_OPTIONS["fields"], "version": []}}
+    off = source(root, options).scan()
+    assert [p.kind for p in off.problems if p.field == "version"] == []
