@@ -9,6 +9,7 @@ the git connector shares (tests/test_acceptance_vocabulary.py runs both on real 
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,9 +20,13 @@ from hypothesis import strategies as st
 
 from connectors.base import ConnectorConfigError
 from connectors.frontmatter import NoteRefused, content_hash
+from connectors.testing import SystemOfRecordContract
 from connectors.vault import VaultSource
 from connectors.vocabulary import Vocabulary, VocabularyOptions
 from reconciler.model import ProblemKind, SourceDocument, SourceSnapshot, VersionState
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+PRESETS = {"peps": "head", "kep": "docs", "adr": "docs"}
 
 PEP_OPTIONS: dict[str, Any] = {
     "include": ["peps/pep-*.rst"],
@@ -517,3 +522,31 @@ def test_a_field_mapped_to_nothing_is_not_read_nor_reported(root: Path) -> None:
     options = {**PEP_OPTIONS, "fields": {**PEP_OPTIONS["fields"], "version": []}}
     off = source(root, options).scan()
     assert [p.kind for p in off.problems if p.field == "version"] == []
+
+
+# -- the presets keep the source contract --------------------------------------------------
+
+
+@pytest.fixture(params=sorted(PRESETS))
+def preset_source(request: pytest.FixtureRequest) -> VaultSource:
+    """A vault over a preset's real documents, configured by its shipped reconciler.toml."""
+    config = tomllib.loads((EXAMPLES / request.param / "reconciler.toml").read_text("utf-8"))
+    [entry_] = config["sources"]
+    folder = EXAMPLES / request.param / PRESETS[request.param]
+    return VaultSource.from_settings(
+        SimpleNamespace(name=entry_["name"], path=str(folder), url=None, options=entry_["options"])
+    )
+
+
+class TestPresetContract(SystemOfRecordContract):
+    """Each preset, as shipped, is a system of record like any other."""
+
+    @pytest.fixture
+    def source(self, preset_source: VaultSource) -> VaultSource:
+        return preset_source
+
+    @pytest.fixture
+    def unavailable_source(self, preset_source: VaultSource, tmp_path: Path) -> VaultSource:
+        return VaultSource(
+            preset_source.name, tmp_path / "gone", vocabulary=preset_source.vocabulary
+        )
