@@ -133,6 +133,8 @@ _REF = re.compile(
 _USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
 _FILE_MODES = {b"100644", b"100755"}
 _LINK_MODE = b"120000"
+#: Stands for a sidecar that is a symlink or lies behind one (never read).
+_LINKED = "symlink"
 
 
 def default_cache_dir(name: str) -> Path:
@@ -237,7 +239,8 @@ class GitSource:
         selected, sidecars = self._select(git_dir, commit, problems)
         histories = self._history(git_dir, commit, selected)
         keys = self._identities(histories)
-        blobs = self._read_blobs(git_dir, [*selected.values(), *sidecars.values()])
+        sidecar_blobs = [oid for oid in sidecars.values() if oid != _LINKED]
+        blobs = self._read_blobs(git_dir, [*selected.values(), *sidecar_blobs])
 
         notes: list[Note] = []
         refused: set[str] = set()
@@ -509,6 +512,7 @@ class GitSource:
         selected: dict[str, str] = {}
         links: dict[str, str] = {}
         files: dict[str, str] = {}
+        linked: set[str] = set()  # symlinks, for sidecars that are one or lie behind one
         wants_sidecars = self.vocabulary.sidecar_path("x") is not None
         for record in out.split(b"\0"):
             if not record:
@@ -518,6 +522,8 @@ class GitSource:
             path = raw.decode("utf-8", "surrogateescape")
             if wants_sidecars and kind == b"blob" and mode in _FILE_MODES:
                 files[path] = oid.decode("ascii")
+            elif wants_sidecars and mode == _LINK_MODE:
+                linked.add(path)
             if kind != b"blob" or not self._selects(path):
                 continue
             if not _decodes(raw):
@@ -539,8 +545,14 @@ class GitSource:
         sidecars: dict[str, str] = {}
         for path in selected if wants_sidecars else ():
             where = self.vocabulary.sidecar_path(self._rel(path))
-            if where is not None and self._repo_path(where) in files:
-                sidecars[where] = files[self._repo_path(where)]
+            if where is None:
+                continue
+            full = self._repo_path(where)
+            parts = full.split("/")
+            if any("/".join(parts[:n]) in linked for n in range(1, len(parts) + 1)):
+                sidecars[where] = _LINKED
+            elif full in files:
+                sidecars[where] = files[full]
         return selected, sidecars
 
     def _sidecar(
@@ -550,6 +562,11 @@ class GitSource:
         where = self.vocabulary.sidecar_path(rel)
         if where is None or where not in sidecars:
             return None
+        if sidecars[where] == _LINKED:
+            raise NoteRefused(
+                ProblemKind.LINK_OUTSIDE_ROOT,
+                f"sidecar {where} is a symbolic link or lies behind one; not read",
+            )
         data = blobs.get(sidecars[where])
         if data is None:
             raise NoteRefused(

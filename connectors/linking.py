@@ -33,6 +33,9 @@ from reconciler.model import ProblemKind, SourceProblem
 
 __all__ = ["ProblemFactory", "admit_note", "refuse_duplicates", "resolve_links"]
 
+#: Links are not expected in every source (a young corpus has no supersession yet): a link
+#: mapping no document uses is not reported; a link that names nothing is.
+_LINK_FIELDS = frozenset({"superseded_by", "replaces"})
 #: Builds a connector's ``SourceProblem``: (kind, message, path, doc_id, field=...).
 ProblemFactory = Callable[..., SourceProblem]
 
@@ -90,7 +93,8 @@ def refuse_duplicates(
 
 
 def unused_mappings(vocabulary: Vocabulary, notes: Iterable[Note]) -> list[tuple[str, str]]:
-    """(field, message) for each field the configuration maps that no document holds."""
+    """(field, message) for each field the configuration maps that no document holds (link
+    fields aside)."""
     found: set[str] = set()
     any_note = False
     for note in notes:
@@ -104,7 +108,7 @@ def unused_mappings(vocabulary: Vocabulary, notes: Iterable[Note]) -> list[tuple
             f"fields.{name} = {list(vocabulary.keys[name])!r}: no document of the source holds "
             "this key; check its spelling (or remove the mapping if the source never writes it)",
         )
-        for name in sorted(vocabulary.mapped - found)
+        for name in sorted(vocabulary.mapped - found - _LINK_FIELDS)
     ]
 
 
@@ -175,9 +179,9 @@ class _Resolver:
             if not target.startswith("/"):
                 candidates.append(self.index.at(posixpath.join(here, target)))
             candidates.append(self.index.at(target.lstrip("/")))
-        else:  # "the successor's id or path": ids first
+        else:  # "the successor's id or path": ids first, the one link_pattern finds first
             unqualified = target.removeprefix(f"{self.name}:")
-            for token in dict.fromkeys([target, unqualified]):
+            for token in dict.fromkeys([t for t in (link.fallback, target, unqualified) if t]):
                 made = self.vocabulary.id_of(token)
                 if made is not None and made in self.index.ids:
                     candidates.append(made)
@@ -186,7 +190,7 @@ class _Resolver:
             candidates.append(self.index.at(target.lstrip("/")))
             if not target.startswith("/"):
                 candidates.append(self.index.at(posixpath.join(here, target)))
-        if link.fallback is not None and not any(candidates):
+        if link.kind == "markdown" and link.fallback is not None and not any(candidates):
             made = self.vocabulary.id_of(link.fallback)
             candidates += [made if made in self.index.ids else None]
         for key in candidates:
@@ -230,6 +234,7 @@ def resolve_links(
     paths = {note.key: note.path for note in notes}
     forward: dict[str, list[str]] = {}
     reverse: dict[str, list[str]] = defaultdict(list)
+    unresolved: dict[str, list[str]] = defaultdict(list)  # forward links that named nothing
     for note in notes:
         doc_id = f"{name}:{note.key}"
         for what, links in (("superseded_by", note.links), ("replaces", note.replaces)):
@@ -239,6 +244,8 @@ def resolve_links(
                     problems.append(
                         problem(ProblemKind.DANGLING_SUPERSEDED_BY, why, note.path, doc_id)
                     )
+                    if what == "superseded_by":
+                        unresolved[note.key].append(link.shown())
                 elif key == note.key:
                     problems.append(
                         problem(
@@ -261,6 +268,14 @@ def resolve_links(
         if not ahead and not behind:
             continue
         chosen, why = _one_successor(ahead, behind)
+        if behind and unresolved.get(note.key):
+            # its own superseded_by names something this scan could not take: the reverse
+            # links alone do not decide for it
+            chosen, why = None, (
+                f"superseded_by {', '.join(unresolved[note.key])} names no document taken "
+                f"this scan, while {', '.join(behind)} declare"
+                f"{'s' if len(behind) == 1 else ''} it replaces this one; no successor is taken"
+            )
         doc_id = f"{name}:{note.key}"
         if chosen is not None:
             successors[note.key] = chosen

@@ -314,12 +314,23 @@ class VaultSource:
         return note.body if note.key == source_key else None
 
     def _read(self, root: Path, rel: str) -> Note:
-        """Parse the note at ``rel``, with its sidecar file when the vocabulary has one."""
+        """Parse the note at ``rel``, with its sidecar file when the vocabulary has one.
+
+        A sidecar that is a symbolic link, or lies behind one, refuses the note (its row
+        keeps its state): following it could read metadata from outside the vault.
+        """
         sidecar: bytes | None = None
         where = self.vocabulary.sidecar_path(rel)
         if where is not None:
+            base = os.path.realpath(root)
+            lexical = os.path.normpath(os.path.join(base, where))
+            if os.path.lexists(lexical) and os.path.realpath(lexical) != lexical:
+                raise NoteRefused(
+                    ProblemKind.LINK_OUTSIDE_ROOT,
+                    f"sidecar {where} is a symbolic link or lies behind one; not read",
+                )
             try:
-                sidecar = _read_bytes(root / where)
+                sidecar = _read_bytes(Path(lexical))
             except FileNotFoundError:
                 sidecar = None
             except OSError as exc:

@@ -23,7 +23,7 @@ import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from email import policy
 from email.parser import HeaderParser
 from types import MappingProxyType
@@ -42,7 +42,7 @@ from connectors.frontmatter import (
     split,
     yaml_problem,
 )
-from connectors.options import ConnectorOptions, Loc, StatusMap, invalid, refuse
+from connectors.options import ConnectorOptions, Loc, invalid, refuse
 from connectors.records import FIELDS as RECORD_FIELDS
 from connectors.records import read_date, shown
 from reconciler.model import ProblemKind, VersionState
@@ -75,7 +75,7 @@ _WIKILINK = re.compile(r"\[\[([^\[\]]*)\]\]")
 _MARKDOWN_LINK = re.compile(r"\[([^\]]*)\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
 _HEADER_LINE = re.compile(r"[!-9;-~]+:")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_SAMPLE_DATE = datetime(2001, 7, 5, 13, 45, 30)
+_SAMPLE_DATE = datetime(2001, 7, 5, 13, 45, 30, tzinfo=UTC)
 _LINK_FIELDS = frozenset({"superseded_by", "replaces"})
 #: Fields whose lines in a body are taken out of its content (``_body_meta``).
 _STATE_FIELDS = frozenset({"status", "effective_from", "effective_to", *_LINK_FIELDS})
@@ -84,10 +84,10 @@ _STATE_FIELDS = frozenset({"status", "effective_from", "effective_to", *_LINK_FI
 # -- options -------------------------------------------------------------------------------
 
 
-def _strings(value: Any, what: str) -> list[str]:
+def _strings(value: Any, what: str, *, empty: bool = True) -> list[str]:
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, list) or not value:
+    if not isinstance(value, list) or (not value and not empty):
         raise invalid(f"a list of {what}")
     wrong = [((i,), f"must be {what[:-1]}") for i, v in enumerate(value) if not _filled(v)]
     if wrong:
@@ -111,7 +111,7 @@ def glob_problem(pattern: str) -> str | None:
 
 
 def _globs(value: Any) -> list[str]:
-    patterns = _strings(value, "path globs")
+    patterns = _strings(value, "path globs")  # include = [] is refused by the rules
     wrong: list[tuple[Loc, str]] = [
         ((index,), problem)
         for index, pattern in enumerate(patterns)
@@ -123,7 +123,7 @@ def _globs(value: Any) -> list[str]:
 
 
 def _readers(value: Any) -> list[str]:
-    names = _strings(value, "reader names")
+    names = _strings(value, "reader names", empty=False)
     wrong: list[tuple[Loc, str]] = [
         ((i,), f"must be one of {', '.join(READERS)}, got {name!r}")
         for i, name in enumerate(names)
@@ -209,6 +209,33 @@ def _fields(value: Any) -> dict[str, list[str]]:
     return out
 
 
+def _status_words(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise invalid("a table mapping source status values to version states")
+    wrong: list[tuple[Loc, str]] = []
+    seen: dict[str, tuple[str, str]] = {}
+    for word, state in value.items():
+        try:
+            _state(state)
+        except Exception:
+            allowed = "|".join(s.value for s in VersionState)
+            wrong.append(((str(word),), f"must be one of {allowed}, got {shown(state)}"))
+            continue
+        other = seen.get(str(word).lower())
+        if other is not None and other[1] != str(state).lower():
+            wrong.append(
+                (
+                    (str(word),),
+                    f"{word!r} and {other[0]!r} differ only in case (matched without case "
+                    "when no word matches exactly) but map to different states",
+                )
+            )
+        seen[str(word).lower()] = (str(word), str(state).lower())
+    if wrong:
+        raise refuse(wrong)
+    return {str(word): str(state) for word, state in value.items()}
+
+
 def _state(value: Any) -> str:
     allowed = [state.value for state in VersionState]
     if not isinstance(value, str) or value.lower() not in allowed:
@@ -244,7 +271,7 @@ def _id_template(value: Any) -> str:
         raise invalid("needs exactly one placeholder, {} or {id} (e.g. 'pep-{:04d}')")
     try:
         _format(template, "600")
-    except (ValueError, TypeError, IndexError, KeyError) as exc:
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:
         raise invalid(f"cannot format the id 600: {exc}") from None
     return template
 
@@ -276,7 +303,7 @@ class VocabularyOptions(ConnectorOptions):
     sidecar: Annotated[str, PlainValidator(_sidecar)] | None = None
     body_patterns: Annotated[list[str], PlainValidator(_patterns)] = Field(default_factory=list)
     fields: Annotated[dict[str, list[str]], PlainValidator(_fields)] = Field(default_factory=dict)
-    status_map: StatusMap | None = None
+    status_map: Annotated[dict[str, str], PlainValidator(_status_words)] | None = None
     status_default: Annotated[str, PlainValidator(_state)] | None = None
     date_formats: Annotated[list[str], PlainValidator(_date_formats)] = Field(default_factory=list)
     id_template: Annotated[str, PlainValidator(_id_template)] | None = None
@@ -311,6 +338,8 @@ class VocabularyOptions(ConnectorOptions):
 def vocabulary_rules(options: Mapping[str, Any]) -> list[tuple[Loc, str]]:
     """Problems across the vocabulary's options, read from the raw ``[sources.options]``."""
     problems: list[tuple[Loc, str]] = []
+    if options.get("include") == []:
+        problems.append((("options", "include"), "names no file: give at least one glob"))
     readers = options.get("readers", ["frontmatter"])
     readers = [readers] if isinstance(readers, str) else readers
     if not isinstance(readers, list):
@@ -360,8 +389,9 @@ class Link:
     target: str
     #: ``plain``, ``wikilink`` or ``markdown``.
     kind: str = "plain"
-    #: A markdown link's text through ``link_pattern`` (``9. Use X`` -> ``9``): tried as a
-    #: plain id when the link's target names no document (a file renamed since).
+    #: The id ``link_pattern`` finds: in a plain link, tried (through ``id_template``) before
+    #: the link as written; in a markdown link's text (``9. Use X`` -> ``9``), tried when the
+    #: link's target names no document (a file renamed since).
     fallback: str | None = None
 
     @property
@@ -520,7 +550,7 @@ class Vocabulary:
             return token
         try:
             return _format(self.id_template, token)
-        except (ValueError, TypeError, IndexError, KeyError):
+        except (ValueError, TypeError, IndexError, KeyError, OverflowError):
             return None
 
 
@@ -540,6 +570,11 @@ class _Reading:
 
     def raw(self, name: str) -> tuple[Any, str]:
         """(value, the key it was read under) from the first reader that holds the field."""
+        value, key, _ = self.read_raw(name)
+        return value, key
+
+    def read_raw(self, name: str) -> tuple[Any, str, str | None]:
+        """(value, key, the reader that gave it) from the first reader holding the field."""
         for reader in self.vocabulary.readers:
             meta = self.metas.get(reader, {})
             keys = (name,) if reader == "body" else self.vocabulary.keys.get(name, (name,))
@@ -551,8 +586,8 @@ class _Reading:
                 if reader == "body" and name not in _LINK_FIELDS:
                     value = value[0]  # a single field: the first line that gives it
                 self.found.add(name)
-                return value, key
-        return None, (*self.vocabulary.keys.get(name, ()), name)[0]
+                return value, key, reader
+        return None, (*self.vocabulary.keys.get(name, ()), name)[0], None
 
     def single(self, name: str, field: str | None = None) -> tuple[str | None, str]:
         value, key = self.raw(name)
@@ -634,9 +669,11 @@ class _Reading:
         return read_date(value, key, self.invalid, field=name, formats=self.vocabulary.date_formats)
 
     def links(self, name: str) -> tuple[Link, ...]:
-        value, key = self.raw(name)
+        value, key, reader = self.read_raw(name)
         if value is None:
             return ()
+        # YAML writes several values as a list; a header or a line of text as "345, 376".
+        split = reader in {"headers", "body"}
         found: list[Link] = []
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, list) and len(item) == 1 and isinstance(item[0], str):
@@ -646,16 +683,16 @@ class _Reading:
                     (name, f"{key} must name documents, got {shown(item)}; taken as absent")
                 )
                 continue
-            found.extend(self._parse_links(item, name, key))
+            found.extend(self._parse_links(item, name, key, split=split))
         unique: list[Link] = []
         for link in found:
             if link not in unique:
                 unique.append(link)
         return tuple(unique)
 
-    def _parse_links(self, text: str, name: str, key: str) -> list[Link]:
+    def _parse_links(self, text: str, name: str, key: str, *, split: bool) -> list[Link]:
         links: list[Link] = []
-        for token in _split_links(text):
+        for token in _split_links(text) if split else [text.strip()]:
             wikilink = _WIKILINK.fullmatch(token)
             if wikilink is not None:
                 target = re.split(r"[|#^]", wikilink.group(1), maxsplit=1)[0].strip()
@@ -673,7 +710,7 @@ class _Reading:
                     label = self._by_pattern(markdown.group(1))
                     links.append(Link(target, "markdown", fallback=label))
                     continue
-            links.append(Link((self._by_pattern(token) or token).strip(), "plain"))
+            links.append(Link(token.strip(), "plain", fallback=self._by_pattern(token)))
         return [link for link in links if link.target]
 
     def _by_pattern(self, text: str) -> str | None:
@@ -762,9 +799,10 @@ def _sidecar_meta(data: bytes | None, where: str) -> Mapping[str, Any]:
 
 def _body_meta(body: str, patterns: Sequence[re.Pattern[str]]) -> tuple[dict[str, Any], str]:
     """Fields the body patterns capture (a list per group), and the body without the lines
-    that gave a version's state (status, links, dates): those change when a version is cut
-    or replaced, and are no in-place edit of its content. Lines that give only an id, a
-    title or a class stay in the content."""
+    that gave a version's state (status, links, dates), each with the blank line that set it
+    apart: those change when a version is cut or replaced (adr-tools adds a "Superseded by"
+    paragraph), and are no in-place edit of its content. Lines that give only an id, a title
+    or a class stay in the content."""
     meta: dict[str, list[str]] = {}
     spans: list[tuple[int, int]] = []
     for pattern in patterns:
@@ -778,11 +816,18 @@ def _body_meta(body: str, patterns: Sequence[re.Pattern[str]]) -> tuple[dict[str
                 spans.append(match.span())
     if not spans:
         return dict(meta), body
-    kept: list[str] = []
+    lines = body.split("\n")
+    dropped: set[int] = set()
     offset = 0
-    for line in body.split("\n"):
+    for index, line in enumerate(lines):
         start, end = offset, offset + len(line)
         offset = end + 1
-        if not any(a <= end and b > start for a, b in spans):
-            kept.append(line)
+        if any(a <= end and b > start for a, b in spans):
+            dropped.add(index)
+    for index in sorted(dropped):  # and the blank line that set it apart, after or else before
+        for near in (index + 1, index - 1):
+            if 0 <= near < len(lines) and near not in dropped and not lines[near].strip():
+                dropped.add(near)
+                break
+    kept = [line for index, line in enumerate(lines) if index not in dropped]
     return dict(meta), normalise_body("\n".join(kept))

@@ -32,6 +32,7 @@ import yaml
 from acceptance_kit import Deployment
 
 from bench.peps import PepLabels, pep_headers
+from reconciler.model import VersionState
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PEPS = EXAMPLES / "peps"
@@ -302,3 +303,33 @@ def test_adrs_read_from_lines_of_their_body(
         ("family", "successor_not_marked")  # and no hash/in_place_edit
     }
     assert "adr:adr-0006" not in deploy.served()
+
+
+def test_git_reads_sidecars_from_the_commit_and_never_through_a_symlink(tmp_path: Path) -> None:
+    from connectors.git import GitSource  # noqa: PLC0415
+    from connectors.vocabulary import VocabularyOptions  # noqa: PLC0415
+
+    repo = Git(tmp_path / "repo")
+    (repo.root / "a").mkdir()
+    (repo.root / "a" / "README.md").write_text("A\n", encoding="utf-8")
+    (repo.root / "a" / "kep.yaml").write_text("status: replaced\n", encoding="utf-8")
+    (repo.root / "b").mkdir()
+    (repo.root / "b" / "README.md").write_text("B\n", encoding="utf-8")
+    (repo.root / "b" / "kep.yaml").symlink_to("../a/kep.yaml")
+    repo("add", "-A")
+    repo("commit", "-q", "-m", "two KEPs")
+    vocabulary = VocabularyOptions.model_validate(
+        {
+            "include": ["*/README.md"],
+            "readers": ["sidecar"],
+            "sidecar": "{dir}/kep.yaml",
+            "status_map": {"replaced": "superseded"},
+        }
+    ).vocabulary(("**/*.md",))
+    snapshot = GitSource("k", repo.root, vocabulary=vocabulary).scan()
+    assert [(d.source_key, d.state) for d in snapshot.documents] == [
+        ("a/README", VersionState.SUPERSEDED)
+    ]
+    [problem] = snapshot.problems
+    assert problem.path == "b/README.md"
+    assert "sidecar b/kep.yaml is a symbolic link" in problem.message

@@ -170,7 +170,7 @@ def test_metadata_edits_are_not_content_edits_in_any_reader() -> None:
     assert c.invalid[0][0] == "state"
     assert d.state is VersionState.SUPERSEDED
     assert [link.target for link in d.links] == ["3"]
-    assert c.body == d.body == "# 1. Use X\n\n\nWe use X."
+    assert c.body == d.body == "# 1. Use X\n\nWe use X."
 
 
 # -- sidecar files -------------------------------------------------------------------------
@@ -467,7 +467,7 @@ def test_a_mapped_key_that_no_document_holds_is_one_problem_of_the_source(root: 
     options = {**PEP_OPTIONS, "fields": {**PEP_OPTIONS["fields"], "doc_class": "Typ"}}
     snapshot = source(root, options).scan()
     mistakes = [p for p in snapshot.problems if p.kind is ProblemKind.UNUSED_MAPPING]
-    assert {p.field for p in mistakes} == {"doc_class", "superseded_by", "replaces"}
+    assert {p.field for p in mistakes} == {"doc_class"}  # links: a young corpus has none
     assert all(p.doc_id is None and p.path is None for p in mistakes)
     assert (
         "fields.doc_class = ['Typ']" in next(p for p in mistakes if p.field == "doc_class").message
@@ -511,7 +511,7 @@ def test_a_markdown_link_to_a_renamed_file_resolves_by_its_text_only_with_a_patt
     with_pattern = source(root, {**options, "link_pattern": r"^(?P<id>\d+)\."}).scan()
     assert doc(with_pattern, "adr-0001").superseded_by == "kb:adr-0002"
     # the title line stays in the content; the status line does not
-    assert doc(with_pattern, "adr-0001").content_hash == content_hash("# 1. A\n\n\nText of A.")
+    assert doc(with_pattern, "adr-0001").content_hash == content_hash("# 1. A\n\nText of A.")
 
 
 def test_a_field_mapped_to_nothing_is_not_read_nor_reported(root: Path) -> None:
@@ -550,3 +550,107 @@ class TestPresetContract(SystemOfRecordContract):
         return VaultSource(
             preset_source.name, tmp_path / "gone", vocabulary=preset_source.vocabulary
         )
+
+
+# -- what the review found -------------------------------------------------------------------
+
+
+def test_a_yaml_string_is_one_link_a_header_value_is_a_list(root: Path) -> None:
+    write(root, "a.md", '---\nsuperseded_by: "Policy, v2.md"\n---\nA')
+    write(root, "Policy, v2.md", "B")
+    snapshot = VaultSource("kb", root).scan()
+    assert doc(snapshot, "a").superseded_by == "kb:Policy, v2"  # as before vocabularies
+    assert snapshot.problems == ()
+
+
+def test_adding_a_superseded_by_paragraph_is_no_content_edit() -> None:
+    vocab = vocabulary(
+        readers=["body"],
+        body_patterns=[r"^(?P<status>Accepted)$", r"^Superseded by (?P<superseded_by>.+)$"],
+    )
+    before = "# 8. X\n\n## Status\n\nAccepted\n\n## Context\n\nText.\n"
+    replaced = "# 8. X\n\n## Status\n\nSuperseded by [9. Y](0009-y.md)\n\n## Context\n\nText.\n"
+    both = (
+        "# 8. X\n\n## Status\n\nAccepted\n\nSuperseded by [9. Y](0009-y.md)\n\n## Context\n\n"
+        "Text.\n"
+    )
+    bodies = {vocab.read("x.md", text.encode()).body for text in (before, replaced, both)}
+    assert bodies == {"# 8. X\n\n## Status\n\n## Context\n\nText."}
+
+
+def test_a_forward_link_to_a_refused_note_lets_no_reverse_link_decide(root: Path) -> None:
+    write(root, "x.md", "---\nsuperseded_by: y\n---\nX")
+    write(root, "y.md", "---\nreplaces: x\nstatus: [unclosed\n---\nY")
+    write(root, "z.md", "---\nreplaces: x\n---\nZ")
+    snapshot = VaultSource("kb", root).scan()
+    assert doc(snapshot, "x").superseded_by is None
+    conflict = next(p for p in snapshot.problems if p.kind is ProblemKind.CONFLICTING_LINKS)
+    assert conflict.field == "superseded_by"  # the registered successor is kept
+    assert conflict.doc_id == "kb:x"
+
+
+def test_link_pattern_does_not_hide_the_link_as_written(root: Path) -> None:
+    options = {"link_pattern": r"ADR-(?P<id>[0-9]+)"}
+    write(root, "a.md", "---\nsuperseded_by: docs/ADR-12-foo.md\n---\nA")
+    write(root, "docs/ADR-12-foo.md", "B")
+    snapshot = source(root, options).scan()
+    assert doc(snapshot, "a").superseded_by == "kb:docs/ADR-12-foo"
+
+
+def test_empty_lists_and_offsets_in_dates_are_accepted_at_load() -> None:
+    given = {
+        "exclude": [],
+        "body_patterns": [],
+        "date_formats": ["%Y-%m-%d %H:%M %z"],
+        "empty_values": [],
+    }
+    assert VaultSource.config_problems(entry(given)) == []
+    note = vocabulary(
+        readers=["headers"], fields={"effective_from": "Date"}, date_formats=["%Y-%m-%d %H:%M %z"]
+    ).read("x", b"Date: 2026-01-02 10:00 +0200\n\nB")
+    assert str(note.effective_from) == "2026-01-02 08:00:00+00:00"
+    assert dict(VaultSource.config_problems(entry({"include": []}))) == {
+        "options.include": "names no file: give at least one glob"
+    }
+
+
+def test_an_id_the_template_cannot_format_is_a_refused_document_not_a_crash(
+    root: Path,
+) -> None:
+    options = {"fields": {"id": "num"}, "id_template": "x{:c}"}
+    write(root, "a.md", "---\nnum: '99999999'\n---\nA")
+    write(root, "b.md", "---\nnum: '66'\n---\nB")
+    snapshot = source(root, options).scan()
+    assert [d.source_key for d in snapshot.documents] == ["xB"]
+    assert [p.kind for p in snapshot.problems] == [ProblemKind.INVALID_FIELD]
+
+
+def test_status_words_that_differ_only_in_case_must_agree() -> None:
+    problems = dict(
+        VaultSource.config_problems(entry({"status_map": {"Final": "current", "final": "draft"}}))
+    )
+    assert "differ only in case" in problems["options.status_map.final"]
+    assert (
+        VaultSource.config_problems(entry({"status_map": {"Final": "current", "FINAL": "current"}}))
+        == []
+    )
+
+
+def test_a_sidecar_that_is_a_link_or_lies_behind_one_is_never_read(
+    root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    write(outside, "kep.yaml", "title: SECRET\nstatus: current\n")
+    options = {"include": ["*/README.md"], "readers": ["sidecar"], "sidecar": "{dir}/kep.yaml"}
+    write(root, "a/README.md", "A")
+    (root / "a" / "kep.yaml").symlink_to(outside / "kep.yaml")
+    write(root, "b/README.md", "B")
+    (root / "b" / "meta").symlink_to(outside, target_is_directory=True)
+    itself = {**options, "include": ["a/README.md"]}
+    behind = {**options, "include": ["b/README.md"], "sidecar": "{dir}/meta/kep.yaml"}
+    for chosen in (itself, behind):
+        snapshot = source(root, chosen).scan()
+        assert snapshot.documents == ()
+        [problem] = [p for p in snapshot.problems if (p.path or "").endswith("README.md")]
+        assert problem.kind is ProblemKind.LINK_OUTSIDE_ROOT
+        assert "symbolic link or lies behind one" in problem.message
