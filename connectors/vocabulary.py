@@ -581,8 +581,8 @@ class _Reading:
             for key in keys:
                 value = meta.get(key.lower() if reader == "headers" else key)
                 value = self.vocabulary.without_empty(value)
-                if value is None or value in ("", []):
-                    continue
+                if value is None or value == "" or (value == [] and name in _LINK_FIELDS):
+                    continue  # an empty list is no link; elsewhere it is no single value
                 if reader == "body" and name not in _LINK_FIELDS:
                     value = value[0]  # a single field: the first line that gives it
                 self.found.add(name)

@@ -654,3 +654,14 @@ def test_a_sidecar_that_is_a_link_or_lies_behind_one_is_never_read(
         [problem] = [p for p in snapshot.problems if (p.path or "").endswith("README.md")]
         assert problem.kind is ProblemKind.LINK_OUTSIDE_ROOT
         assert "symbolic link or lies behind one" in problem.message
+
+
+@pytest.mark.parametrize(("field", "kind"), [("id", "refused"), ("title", "invalid")])
+def test_an_empty_list_is_no_single_value(root: Path, field: str, kind: str) -> None:
+    write(root, "a.md", f"---\n{field}: []\nsuperseded_by: []\n---\nA")
+    snapshot = VaultSource("kb", root).scan()
+    if kind == "refused":  # as before vocabularies: an id must be a string
+        assert snapshot.documents == ()
+    else:
+        assert doc(snapshot, "a").title is None
+    assert [p.kind for p in snapshot.problems] == [ProblemKind.INVALID_FIELD]
