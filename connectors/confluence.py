@@ -66,7 +66,7 @@ from connectors.options import (
     text,
     unset,
 )
-from connectors.records import cycles, parse_date, read_date, shown
+from connectors.records import break_cycles, parse_date, read_date, shown
 from reconciler.model import (
     ProblemKind,
     SourceDocument,
@@ -846,18 +846,15 @@ class ConfluenceSource:
                         doc_id,
                     )
                 )
-        for cycle in cycles(successors):
-            chain = " -> ".join([*cycle, cycle[0]])
-            for page_id in cycle:
-                del successors[page_id]
-                problems.append(
-                    self._problem(
-                        ProblemKind.SUPERSESSION_CYCLE,
-                        f"{self.successor_property} forms a cycle ({chain}); ignored",
-                        by_id[page_id].page,
-                        self._doc_id(page_id),
-                    )
+        for page_id, message in break_cycles(successors, self.successor_property):
+            problems.append(
+                self._problem(
+                    ProblemKind.SUPERSESSION_CYCLE,
+                    message,
+                    by_id[page_id].page,
+                    self._doc_id(page_id),
                 )
+            )
         grew = True
         while grew:  # a page superseded by a held-back page is held back too
             grew = False

@@ -33,6 +33,7 @@ __all__ = [
     "RecordRefused",
     "assemble",
     "break_cycles",
+    "cycle_message",
     "cycles",
     "intake",
     "keep",
@@ -421,14 +422,29 @@ def read_date(
 # -- supersession --------------------------------------------------------------------------
 
 
-def break_cycles(successors: dict[str, str]) -> list[tuple[str, str]]:
-    """Drop every link that is part of a cycle from ``successors``; (key, message) of each."""
+#: How many members of a cycle its message names (a message per member: a cycle of 1,000
+#: would otherwise write a million ids into one run's findings).
+CYCLE_SHOWN = 6
+
+
+def cycle_message(cycle: Sequence[str], what: str = "superseded_by") -> str:
+    """``what`` forms a cycle: its length and at most ``CYCLE_SHOWN`` of its members."""
+    shown = list(cycle) if len(cycle) <= CYCLE_SHOWN else [*cycle[:3], "…", *cycle[-2:]]
+    chain = " -> ".join([*shown, cycle[0]])
+    return f"{what} forms a cycle of {len(cycle)} ({chain}); ignored"
+
+
+def break_cycles(
+    successors: dict[str, str], what: str = "superseded_by"
+) -> list[tuple[str, str]]:
+    """Drop every link that is part of a cycle from ``successors``; (key, message) of each,
+    each message of bounded length (``cycle_message``)."""
     dropped: list[tuple[str, str]] = []
     for cycle in cycles(successors):
-        chain = " -> ".join([*cycle, cycle[0]])
+        message = cycle_message(cycle, what)
         for key in cycle:
             del successors[key]
-            dropped.append((key, f"superseded_by forms a cycle ({chain}); ignored"))
+            dropped.append((key, message))
     return dropped
 
 

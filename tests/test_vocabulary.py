@@ -665,3 +665,18 @@ def test_an_empty_list_is_no_single_value(root: Path, field: str, kind: str) -> 
     else:
         assert doc(snapshot, "a").title is None
     assert [p.kind for p in snapshot.problems] == [ProblemKind.INVALID_FIELD]
+
+
+def test_a_long_cycle_gives_findings_linear_in_its_length(root: Path) -> None:
+    """Issue 24: a 1,000-note cycle once wrote every id into every member's message."""
+    size = 1000
+    for n in range(size):
+        write(root, f"n{n}.md", f"---\nsuperseded_by: n{(n + 1) % size}\n---\nN{n}")
+    snapshot = VaultSource("kb", root).scan()
+    cycles = [p for p in snapshot.problems if p.kind is ProblemKind.SUPERSESSION_CYCLE]
+    assert len(cycles) == size
+    assert all(d.superseded_by is None for d in snapshot.documents)
+    assert max(len(p.message) for p in cycles) < 120
+    assert cycles[0].message == (
+        "superseded_by forms a cycle of 1000 (n0 -> n1 -> n2 -> … -> n998 -> n999 -> n0); ignored"
+    )
