@@ -1,8 +1,11 @@
 """HTTP hygiene shared by the HTTP connectors: one ``requests.Session`` per connector with
 connect/read timeouts and urllib3 ``Retry`` (429 and 5xx, ``Retry-After`` honoured,
-exponential backoff with jitter, GET only), and every failure mapped once, here, to the
-connector contract's errors: ``SourceUnavailable`` (stop this source, retry later),
-``DocumentUnreadable`` (skip this document), ``ConnectorConfigError`` (fix the config).
+exponential backoff with jitter, GET only), bounds on every answer (a whole-request
+``deadline``, however slowly the server trickles bytes, and ``max_response_bytes``, however
+large its listing), redirects to another host refused unless ``redirect_hosts`` names it,
+and every failure mapped once, here, to the connector contract's errors:
+``SourceUnavailable`` (stop this source, retry later), ``DocumentUnreadable`` (skip this
+document), ``ConnectorConfigError`` (fix the config).
 
 The waits between retries (``Retry-After``, backoff) are taken on the policy's ``clock``
 (``reconciler.clock``, the real one by default): a test passes a ``ManualClock`` and a
@@ -13,12 +16,14 @@ from __future__ import annotations
 import email.utils
 import logging
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3 import BaseHTTPResponse
 from urllib3.exceptions import ReadTimeoutError
@@ -42,14 +47,53 @@ class HttpPolicy:
     backoff_factor: float = 0.5
     backoff_max: float = 30.0
     backoff_jitter: float = 0.25
+    #: Seconds one request may take in all, its body included (a server that trickles a
+    #: byte every few seconds never trips ``read_timeout``). Real time, as sockets are.
+    deadline: float = 120.0
+    #: Bytes one answer may hold (decompressed), checked as it arrives.
+    max_response_bytes: int = 256 * 1024 * 1024
+    #: Hosts besides the request's own that a redirect may lead to.
+    redirect_hosts: frozenset[str] = frozenset()
     #: Where the waits between retries are taken (not part of the policy's value).
     clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> HttpPolicy:
-        """Read ``connect_timeout``, ``read_timeout``, ``retries``, ``backoff_factor``."""
-        fields = {"connect_timeout", "read_timeout", "retries", "backoff_factor", "backoff_max"}
-        return cls(**{k: options[k] for k in fields if k in options})
+        """Read the options of ``options.HttpPolicyOptions`` that are given."""
+        fields = {
+            "connect_timeout",
+            "read_timeout",
+            "retries",
+            "backoff_factor",
+            "backoff_max",
+            "deadline",
+            "max_response_bytes",
+        }
+        given: dict[str, Any] = {k: options[k] for k in fields if k in options}
+        if options.get("redirect_hosts"):
+            given["redirect_hosts"] = frozenset(h.lower() for h in options["redirect_hosts"])
+        return cls(**given)
+
+
+class RedirectRefused(requests.exceptions.RequestException):
+    """A redirect to a host the policy does not allow."""
+
+
+class _Session(requests.Session):
+    """A session that follows a redirect only to the same host (or one it is told of)."""
+
+    redirect_hosts: frozenset[str] = frozenset()
+
+    def get_redirect_target(self, resp: requests.Response) -> str | None:
+        target = super().get_redirect_target(resp)
+        if target is None:
+            return None
+        here, there = urlsplit(resp.url), urlsplit(urljoin(resp.url, target))
+        same = (here.hostname, here.port) == (there.hostname, there.port)
+        downgrade = here.scheme == "https" and there.scheme != "https"
+        if (not same and (there.hostname or "").lower() not in self.redirect_hosts) or downgrade:
+            raise RedirectRefused(redact(urljoin(resp.url, target)), response=resp)
+        return target
 
 
 class ClockedRetry(Retry):
@@ -105,7 +149,8 @@ def make_session(policy: HttpPolicy, *, user_agent: str = "corpus-reconciler") -
         clock=policy.clock,
     )
     adapter = HTTPAdapter(max_retries=retry)
-    session = requests.Session()
+    session = _Session()
+    session.redirect_hosts = policy.redirect_hosts
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     session.headers["User-Agent"] = user_agent
@@ -164,13 +209,20 @@ def get_response(
     a timeout, not as a connection failure.
     """
     where = redact(url)
+    started = time.monotonic()
     try:
         response = session.get(
             url,
             params=params,
             headers=dict(headers or {}),
             timeout=(policy.connect_timeout, policy.read_timeout),
+            stream=True,  # the body is read below, within the deadline and the size limit
         )
+    except RedirectRefused as exc:
+        raise SourceUnavailable(
+            f"{source}: {where} redirects to {exc}, another host: refused (add its host to "
+            "options.redirect_hosts if the move is expected, or point url at it)"
+        ) from None
     except requests.exceptions.RetryError as exc:
         raise SourceUnavailable(f"{source}: {where} kept failing after retries ({exc})") from None
     except requests.exceptions.Timeout:
@@ -193,6 +245,10 @@ def get_response(
             f"{source}: request to {where} failed: {type(exc).__name__}"
         ) from None
     status = response.status_code
+    if status >= 400:
+        response.close()
+    else:
+        _read_body(response, policy, started, where=where, source=source, document=document)
     if status in (401, 403):
         raise ConnectorConfigError(
             f"{source}: {where} answered {status} ({'unauthorised' if status == 401 else 'forbidden'}): "
@@ -205,6 +261,52 @@ def get_response(
     if status >= 400:
         raise SourceUnavailable(f"{source}: {where} answered {status} after retries; retry later")
     return response
+
+
+def _read_body(
+    response: requests.Response,
+    policy: HttpPolicy,
+    started: float,
+    *,
+    where: str,
+    source: str,
+    document: str | None,
+) -> None:
+    """Read the body into the response within ``policy.deadline`` and
+    ``policy.max_response_bytes``; the source's (or the document's) error otherwise."""
+    fail = DocumentUnreadable if document is not None else SourceUnavailable
+    about = f"{source}: {document}: " if document is not None else f"{source}: "
+    limit = policy.max_response_bytes
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        response.close()
+        raise fail(
+            f"{about}{where} answers {int(declared):,} bytes, more than max_response_bytes "
+            f"({limit:,}); not read (raise max_response_bytes, or a smaller page_size)"
+        )
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        # read1: whatever has arrived, so the deadline is checked between any two bytes
+        # (iter_content's read(n) would wait for n bytes, or the whole trickled body).
+        while chunk := response.raw.read1(64 * 1024, decode_content=True):
+            size += len(chunk)
+            if size > limit:
+                raise fail(
+                    f"{about}{where} answered more than max_response_bytes ({limit:,}); not "
+                    "read (raise max_response_bytes, or a smaller page_size)"
+                )
+            if time.monotonic() - started > policy.deadline:
+                raise fail(
+                    f"{about}{where} took longer than the deadline ({policy.deadline:g}s) "
+                    f"after {size:,} bytes; retry later or raise deadline"
+                )
+            chunks.append(chunk)
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+        raise fail(f"{about}{where}: the answer broke off ({type(exc).__name__})") from None
+    finally:
+        response.close()
+    response._content = b"".join(chunks)  # what .content, .text and .json() then read
 
 
 def base_url_problems(url: str, *, example: str, credentials: str) -> list[tuple[str, str]]:

@@ -316,6 +316,15 @@ def _status_map(value: Any) -> dict[str, str]:
 StatusMap = Annotated[dict[str, str], PlainValidator(_status_map)]
 
 
+def _hosts(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(h, str) and h.strip() for h in value):
+        raise invalid("a list of host names, like ['docs.example.com']")
+    wrong = [h for h in value if "/" in h or ":" in h]
+    if wrong:
+        raise invalid(f"host names only, without scheme or port: {wrong[0]!r}")
+    return [h.strip().lower() for h in value]
+
+
 class HttpPolicyOptions(ConnectorOptions):
     """Timeouts and retries of an HTTP connector's session (``httpclient.HttpPolicy``)."""
 
@@ -324,6 +333,9 @@ class HttpPolicyOptions(ConnectorOptions):
     retries: NonNegativeInt | None = None
     backoff_factor: NonNegativeSeconds | None = None
     backoff_max: NonNegativeSeconds | None = None
+    deadline: PositiveSeconds | None = None
+    max_response_bytes: PositiveInt | None = None
+    redirect_hosts: Annotated[list[str], PlainValidator(_hosts)] | None = None
 
     def policy_options(self) -> dict[str, Any]:
         """The policy settings given (for ``HttpPolicy.from_options``)."""
