@@ -29,6 +29,7 @@ from reconciler.model import (
 
 __all__ = [
     "FIELDS",
+    "DateOutOfRange",
     "Record",
     "RecordRefused",
     "assemble",
@@ -371,25 +372,36 @@ def parse_date(value: object, formats: Sequence[str] = ()) -> datetime:
     the first of ``formats`` (``strptime`` formats such as ``%d-%b-%Y``; naive means UTC) that
     reads the whole string.
     """
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    try:
+        if isinstance(value, datetime):
+            return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if isinstance(value, date):
+            return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    except OverflowError:
+        raise DateOutOfRange(f"{shown(value)} lies outside the years 1-9999 in UTC") from None
     if isinstance(value, str) and value.strip():
         text = value.strip()
-        try:
-            if _DATE.fullmatch(text):
-                return datetime.fromisoformat(text).replace(tzinfo=UTC)
-            return parse_instant(text)
-        except (ValueError, OverflowError):
-            pass
-        for form in formats:
+        for form in (None, *formats):
             try:
+                if form is None:
+                    if _DATE.fullmatch(text):
+                        return datetime.fromisoformat(text).replace(tzinfo=UTC)
+                    return parse_instant(text)
                 parsed = datetime.strptime(text, form)
-            except (ValueError, OverflowError):
+                return (
+                    parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+                )
+            except ValueError:
                 continue
-            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+            except OverflowError:  # it reads, but its offset takes it past 9999 (or before 1)
+                raise DateOutOfRange(
+                    f"{shown(value)} lies outside the years 1-9999 in UTC"
+                ) from None
     raise ValueError(f"not a date or an ISO 8601 date-time: {shown(value)}")
+
+
+class DateOutOfRange(ValueError):
+    """A date that reads as one, but lies outside what a UTC datetime can hold."""
 
 
 def read_date(
@@ -409,6 +421,9 @@ def read_date(
         return None
     try:
         return parse_date(value, formats)
+    except DateOutOfRange as exc:
+        invalid.append((field or key, f"{key} {exc}; taken as absent"))
+        return None
     except ValueError:
         accepted = "a date or an ISO 8601 date-time"
         if formats:
@@ -434,9 +449,7 @@ def cycle_message(cycle: Sequence[str], what: str = "superseded_by") -> str:
     return f"{what} forms a cycle of {len(cycle)} ({chain}); ignored"
 
 
-def break_cycles(
-    successors: dict[str, str], what: str = "superseded_by"
-) -> list[tuple[str, str]]:
+def break_cycles(successors: dict[str, str], what: str = "superseded_by") -> list[tuple[str, str]]:
     """Drop every link that is part of a cycle from ``successors``; (key, message) of each,
     each message of bounded length (``cycle_message``)."""
     dropped: list[tuple[str, str]] = []

@@ -78,3 +78,17 @@ def test_record_from_reads_a_flat_record() -> None:
     assert record.effective_from == datetime(2024, 1, 1, tzinfo=UTC)
     assert record.effective_to is None
     assert [name for name, _ in record.invalid] == ["effective_to"]
+
+
+def test_a_date_its_offset_takes_past_9999_says_so() -> None:
+    """Issue 24: such a date read as 'not a date', which sent people looking for a typo."""
+    invalid: list[tuple[str, str]] = []
+    assert read_date("9999-12-31T23:00:00-05:00", "effective_to", invalid) is None
+    assert invalid == [
+        (
+            "effective_to",
+            "effective_to '9999-12-31T23:00:00-05:00' lies outside the years 1-9999 in UTC; "
+            "taken as absent",
+        )
+    ]
+    assert str(parse_date("9999-12-31T23:00:00+05:00")) == "9999-12-31 18:00:00+00:00"
