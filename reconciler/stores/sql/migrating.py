@@ -137,9 +137,29 @@ class SqlSchema:
         from alembic import command  # noqa: PLC0415
 
         config = _alembic_config()
-        with self.engine.begin() as conn:
-            config.attributes["connection"] = conn
-            command.upgrade(config, "head")
+        if self.engine.dialect.name != "sqlite":
+            with self.engine.begin() as conn:  # PostgreSQL: DDL is transactional
+                config.attributes["connection"] = conn
+                command.upgrade(config, "head")
+            return self.schema_status()
+        with self.engine.connect() as conn:
+            # pysqlite runs DDL outside any transaction (each statement commits): a kill
+            # mid-upgrade left half a revision, for good. Here the whole upgrade is one
+            # transaction of SQLite's own, which a kill rolls back.
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            previous = raw.isolation_level
+            raw.isolation_level = None
+            try:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                config.attributes["connection"] = conn
+                command.upgrade(config, "head")
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+            finally:
+                raw.isolation_level = previous
         return self.schema_status()
 
 
