@@ -81,8 +81,9 @@ class CollectionMissing(IndexUnavailable):
 
 
 class StoreFault(ReconcilerError):
-    """The document table's disk is full or failing, or its file is corrupt: not a network
-    problem, and retrying will not help until it is fixed."""
+    """A store's disk is full or failing (the document table's, or a Qdrant Edge shard's), or
+    its file is corrupt: not a network problem, and retrying will not help until it is
+    fixed."""
 
 
 class IndexWriteError(ReconcilerError):
