@@ -92,6 +92,7 @@ class _Session(requests.Session):
         same = (here.hostname, here.port) == (there.hostname, there.port)
         downgrade = here.scheme == "https" and there.scheme != "https"
         if (not same and (there.hostname or "").lower() not in self.redirect_hosts) or downgrade:
+            resp.close()  # a streamed answer holds its connection until closed
             raise RedirectRefused(redact(urljoin(resp.url, target)), response=resp)
         return target
 

@@ -91,13 +91,17 @@ def test_a_server_that_trickles_bytes_is_cut_at_the_deadline(servers: list[RawSe
     servers.append(server)
     policy = HttpPolicy(read_timeout=1.0, deadline=0.5, retries=0)
     started = time.monotonic()
-    with pytest.raises(SourceUnavailable, match=r"took longer than the deadline \(0.5s\)"):
-        get_json(make_session(policy), server.url, policy=policy, source="reg")
+    with (
+        make_session(policy) as session,
+        pytest.raises(SourceUnavailable, match=r"took longer than the deadline \(0.5s\)"),
+    ):
+        get_json(session, server.url, policy=policy, source="reg")
     assert time.monotonic() - started < 3.0
-    with pytest.raises(DocumentUnreadable, match="reg: doc-1: "):
-        get_response(
-            make_session(policy), server.url, policy=policy, source="reg", document="doc-1"
-        )
+    with (
+        make_session(policy) as session,
+        pytest.raises(DocumentUnreadable, match="reg: doc-1: "),
+    ):
+        get_response(session, server.url, policy=policy, source="reg", document="doc-1")
 
 
 def test_an_answer_larger_than_the_limit_is_refused_declared_or_not(
@@ -110,10 +114,16 @@ def test_an_answer_larger_than_the_limit_is_refused_declared_or_not(
     )
     servers += [declared, flood]
     policy = HttpPolicy(retries=0, max_response_bytes=1024 * 1024)
-    with pytest.raises(SourceUnavailable, match="answers 2,147,483,648 bytes, more than"):
-        get_json(make_session(policy), declared.url, policy=policy, source="reg")
-    with pytest.raises(SourceUnavailable, match=r"more than max_response_bytes \(1,048,576\)"):
-        get_json(make_session(policy), flood.url, policy=policy, source="reg")
+    with (
+        make_session(policy) as session,
+        pytest.raises(SourceUnavailable, match="answers 2,147,483,648 bytes, more than"),
+    ):
+        get_json(session, declared.url, policy=policy, source="reg")
+    with (
+        make_session(policy) as session,
+        pytest.raises(SourceUnavailable, match=r"more than max_response_bytes \(1,048,576\)"),
+    ):
+        get_json(session, flood.url, policy=policy, source="reg")
 
 
 def test_a_registry_whose_listing_is_too_large_is_unavailable_not_empty(
@@ -129,6 +139,7 @@ def test_a_registry_whose_listing_is_too_large_is_unavailable_not_empty(
     )
     with pytest.raises(SourceUnavailable, match="max_response_bytes"):
         source.scan()
+    source.close()
 
 
 def _redirect(httpserver: HTTPServer, to: str) -> str:
@@ -143,19 +154,24 @@ def test_a_redirect_to_another_host_is_refused_unless_allowed(httpserver: HTTPSe
     other = f"http://127.0.0.1:{httpserver.port}/moved/documents"  # served as "localhost"
     url = _redirect(httpserver, other)
     policy = HttpPolicy(retries=0)
-    with pytest.raises(SourceUnavailable, match="another host: refused") as refused:
-        get_json(make_session(policy), url, policy=policy, source="reg")
+    with (
+        make_session(policy) as session,
+        pytest.raises(SourceUnavailable, match="another host: refused") as refused,
+    ):
+        get_json(session, url, policy=policy, source="reg")
     assert "options.redirect_hosts" in str(refused.value)
     assert [r.path for r, _ in httpserver.log] == ["/reg/documents"]  # never asked
     allowed = HttpPolicy(retries=0, redirect_hosts=frozenset({"127.0.0.1"}))
-    data, _ = get_json(make_session(allowed), url, policy=allowed, source="reg")
+    with make_session(allowed) as session:
+        data, _ = get_json(session, url, policy=allowed, source="reg")
     assert data == {"documents": []}
 
 
 def test_a_redirect_on_the_same_host_is_followed(httpserver: HTTPServer) -> None:
     url = _redirect(httpserver, httpserver.url_for("/moved/documents"))
     policy = HttpPolicy(retries=0)
-    data, _ = get_json(make_session(policy), url, policy=policy, source="reg")
+    with make_session(policy) as session:
+        data, _ = get_json(session, url, policy=policy, source="reg")
     assert data == {"documents": []}
 
 
