@@ -3,7 +3,7 @@ exit codes (see ``EXIT_CODES``).
 
 Start-up matters (every cron run and every ``--help`` pays it): this module imports only click
 and light modules of its own; each command imports the operations it needs when it runs.
-``tests/test_cli_startup.py`` holds that line, ``python -m bench.startup`` measures it.
+``tests/e2e/test_cli.py`` holds that line, ``python -m bench.startup`` measures it.
 """
 
 from __future__ import annotations

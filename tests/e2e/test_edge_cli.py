@@ -77,7 +77,7 @@ def test_a_command_on_a_shard_held_elsewhere_is_refused_clearly(tmp_path: Path) 
     deploy = Deployment(tmp_path, engine="edge")
     deploy.family("travel", 1)
     deploy.init_ingest()
-    # another reader holds the shard (another process behaves the same: tests/test_edge_index.py)
+    # another reader holds the shard (another process behaves the same: tests/integration/test_edge_index.py)
     holder = qe.EdgeShard.load(str(tmp_path / "shards" / "corpus"))
     try:
         result = deploy.cli("check")

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from exposition_kit import Exposition, input_series
 
-ALERTS = Path(__file__).resolve().parents[1] / "config" / "alerts"
+ALERTS = Path(__file__).resolve().parents[2] / "config" / "alerts"
 RULES = ALERTS / "reconciler.rules.yml"
 ALERT_NAMES = [rule["alert"] for rule in yaml.safe_load(RULES.read_text())["groups"][0]["rules"]]
 

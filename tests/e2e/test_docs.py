@@ -12,7 +12,7 @@ from reconciler import cli
 from reconciler.checks import CHECKS
 from reconciler.model import IDENTITY_KEYS, MANAGED_KEYS, MANAGED_QUARANTINE_REASONS, VersionState
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 CONTRACTS = (ROOT / "docs" / "contracts.md").read_text(encoding="utf-8")

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_kit import examples
 from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -141,7 +142,7 @@ _PLAIN = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.text(max_size=10),
     st.one_of(st.none(), st.text(max_size=10)),
@@ -214,7 +215,7 @@ _ODD = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_ODD)
 def test_jsonable_fast_paths_give_what_its_definition_gives(value: object) -> None:
     made = jsonable(value)

@@ -1052,7 +1052,7 @@ def test_end_to_end_partial_scan_tombstones_nothing_and_supersession_is_repaired
 
 
 def test_the_documented_examples_load(tmp_path: Path) -> None:
-    doc = (Path(__file__).parents[1] / "docs/connectors/confluence.md").read_text("utf-8")
+    doc = (Path(__file__).parents[2] / "docs/connectors/confluence.md").read_text("utf-8")
     blocks = re.findall(r"```toml\n(.*?)```", doc, re.S)
     assert len(blocks) == 2
     config = tmp_path / "reconciler.toml"

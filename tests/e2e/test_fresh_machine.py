@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "install-system-packages"
 #: Nothing listens on port 1 of loopback.
 NOWHERE = "postgresql+psycopg://postgres@127.0.0.1:1/postgres"
@@ -93,7 +93,7 @@ def test_with_everything_there_the_script_is_silent(tmp_path: Path) -> None:
 def test_a_session_with_no_postgresql_starts_an_embedded_one(tmp_path: Path) -> None:
     """The PostgreSQL table tests, in a session of their own whose RECONCILER_TEST_PG points
     where nothing answers: they run on an embedded server the session starts and removes."""
-    test = "tests/test_table.py::test_fresh_database_needs_init_then_reaches_head"
+    test = "tests/integration/test_table.py::test_fresh_database_needs_init_then_reaches_head"
     basetemp = f"--basetemp={tmp_path / 'session'}"
     result = subprocess.run(
         [

@@ -18,7 +18,7 @@ from reconciler.demo import QUESTIONS, SOURCE
 from reconciler.evaluating import GoldenError, evaluate, load_golden
 from reconciler.settings import load_settings
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "golden" / "handbook.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "golden" / "handbook.yaml"
 SENTINEL = "9999-12-31T00:00:00Z"
 
 

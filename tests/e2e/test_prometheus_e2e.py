@@ -15,7 +15,7 @@ import requests
 from acceptance_kit import Deployment, day
 from exposition_kit import free_port
 
-RULES = Path(__file__).resolve().parents[1] / "config" / "alerts" / "reconciler.rules.yml"
+RULES = Path(__file__).resolve().parents[2] / "config" / "alerts" / "reconciler.rules.yml"
 
 
 def wait_for(what: str, condition: Callable[[], bool], timeout: float = 60.0) -> None:

@@ -16,8 +16,8 @@ from exposition_kit import Exposition, exposition_names
 
 from reconciler.cli import cli
 
-DEPLOY = Path(__file__).resolve().parents[1] / "config" / "deploy"
-ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = Path(__file__).resolve().parents[2] / "config" / "deploy"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def real_series(

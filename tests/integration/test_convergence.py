@@ -43,6 +43,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_kit import examples
 
 from connectors.base import SourceUnavailable
 from reconciler.deriving import expected_document
@@ -579,7 +580,7 @@ def assert_converged(world: World, corpus: Corpus) -> None:
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -590,7 +591,7 @@ def test_apply_converges(engine: str, corpus: Corpus) -> None:
         assert_converged(world, corpus)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpora(drifted=False))
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_consistent_corpus_only_lacks_payload_indexes(engine: str, corpus: Corpus) -> None:
@@ -604,7 +605,7 @@ def test_a_consistent_corpus_only_lacks_payload_indexes(engine: str, corpus: Cor
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -21,7 +21,7 @@ from reconciler.stores.sql import _alembic_config
 from reconciler.views import normalize
 from reconciler.wiring import stores
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: The schema revision this build creates.
 HEAD = ScriptDirectory.from_config(_alembic_config()).get_current_head()
 

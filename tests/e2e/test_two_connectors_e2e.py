@@ -7,8 +7,8 @@ from pathlib import Path
 
 from acceptance_kit import Deployment, body, day, kinds, writes_zero
 from pytest_httpserver import HTTPServer
+from registry_kit import FakeRegistry
 from sqlalchemy import create_engine, text
-from test_http_connector import FakeRegistry
 
 
 def sql_table(url: str, *statements: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 from reconciler.errors import ConfigError
 from reconciler.settings import load_settings, parse_duration
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "reconciler.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "reconciler.example.toml"
 
 
 def write(tmp_path: Path, body: str) -> Path:
