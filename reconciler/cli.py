@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from connectors.base import ConnectorError
 from reconciler.errors import (
     AmbiguousRunId,
     CollectionMissing,
@@ -34,6 +33,7 @@ from reconciler.errors import (
 )
 from reconciler.logs import configure
 from reconciler.model import CHECK_NAMES, parse_instant
+from reconciler.ports.source import ConnectorError
 from reconciler.rendering import PER_KIND, progress_display
 from reconciler.sharding import Shard
 

@@ -22,7 +22,6 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Any
 
-from connectors.base import ConnectorError, SystemOfRecord
 from reconciler.applying import Applier, ApplyResult
 from reconciler.checks import CHECKS, FAMILY_CHECKS, SOURCE_CHECKS
 from reconciler.checks.family import UNREADABLE_PROBLEMS, declared_family, unregistered_findings
@@ -56,6 +55,7 @@ from reconciler.planning import (
     plan_orphan,
 )
 from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.ports.source import ConnectorError, SystemOfRecord
 from reconciler.runs import error_text
 from reconciler.screening import screen
 from reconciler.sharding import Shard

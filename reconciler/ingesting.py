@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from connectors.base import ConnectorError, DocumentUnreadable, SourceUnavailable, SystemOfRecord
 from reconciler.chunking import chunk_markdown
 from reconciler.deriving import expected_document, version_ordinals
 from reconciler.embedding import Embedder
@@ -31,6 +30,12 @@ from reconciler.model import (
 )
 from reconciler.payload import chunk_payload
 from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.ports.source import (
+    ConnectorError,
+    DocumentUnreadable,
+    SourceUnavailable,
+    SystemOfRecord,
+)
 from reconciler.runs import recorded
 from reconciler.screening import screen
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from connectors.base import SystemOfRecord
 from reconciler.errors import ConfigError
 from reconciler.ports import ChunkIndex
+from reconciler.ports.source import SystemOfRecord
 from reconciler.settings import Settings
 from reconciler.sources import build_source
 from reconciler.stores.sql import SqlDocumentTable

@@ -1,6 +1,7 @@
 """The plug points of the engine: the document table, the chunk index, the systems of record.
 
-Adapters live in ``reconciler.stores`` and ``connectors``; the logic sees only these Protocols.
+Adapters live in ``reconciler.stores`` and ``connectors``; the logic sees only these Protocols
+(the systems of record's, ``SystemOfRecord`` and its errors, in ``reconciler.ports.source``).
 ``DocumentTable`` is the sum of four roles (documents, run log, outbox, audit log), each a
 Protocol of its own; the SQL adapter implements each role as one repository class
 (``reconciler.stores.sql``). Rows the table hands back (runs, source status, queued re-ingest
@@ -14,7 +15,6 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from connectors.base import SystemOfRecord
 from reconciler.model import (
     AuditEntry,
     ChunkRecord,
@@ -27,6 +27,7 @@ from reconciler.model import (
     Verification,
 )
 from reconciler.payload import KeyMap
+from reconciler.ports.source import SystemOfRecord
 
 __all__ = [
     "AuditLog",
