@@ -42,9 +42,10 @@ from bench.corpus import (
 )
 from reconciler.applying import Applier
 from reconciler.checks.index import REQUIRED_INDEXES
-from reconciler.engine import Guard, Options, Reconciler, Report
 from reconciler.ingesting import point_id_for
 from reconciler.model import PayloadWrite, RunMode
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import Guard, Options, Report
 from reconciler.ports import ChunkIndex
 from reconciler.stores.qdrant import QdrantChunkIndex, connect
 from reconciler.stores.sql import SqlDocumentTable

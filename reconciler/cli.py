@@ -38,8 +38,8 @@ from reconciler.rendering import PER_KIND, progress_display
 from reconciler.sharding import Shard
 
 if TYPE_CHECKING:
-    from reconciler.engine import Report
     from reconciler.metrics import LiveMetrics
+    from reconciler.pipeline.values import Report
     from reconciler.settings import Settings
 
 log = logging.getLogger(__name__)

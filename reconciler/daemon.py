@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.engine import Report
 from reconciler.errors import LeaseBusy, StoreFault
 from reconciler.metrics import LiveMetrics, build_registry, export
 from reconciler.operations import engine_options, reconcile
+from reconciler.pipeline.values import Report
 from reconciler.scheduling import GracefulStop, JobSpec, add_jobs, blocking_scheduler
 from reconciler.settings import Settings
 from reconciler.sharding import Shard

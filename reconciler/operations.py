@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.engine import WRITING_MODES, Guard, Options, Reconciler, Report
 from reconciler.errors import (
     AmbiguousRunId,
     CollectionMissing,
@@ -23,6 +22,8 @@ from reconciler.errors import (
 )
 from reconciler.leasing import HeldLease, lease_name, make_lease
 from reconciler.model import RunMode, RunStatus, jsonable
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
 from reconciler.ports import DocumentTable
 from reconciler.recovery import resolve_interrupted
 from reconciler.rollback import rollback

@@ -11,8 +11,9 @@ from acceptance_kit import Deployment, instant, kinds, writes_zero
 from connectors.vault import VaultSource
 from reconciler.checks.index import REQUIRED_INDEXES
 from reconciler.embedding import make_embedder
-from reconciler.engine import Options, Reconciler
 from reconciler.ingesting import Ingestor
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import Options
 from reconciler.stores import audit
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable

@@ -278,6 +278,7 @@ HEAVY = (
     "reconciler.settings",
     "reconciler.operations",
     "reconciler.engine",
+    "reconciler.pipeline",
     "connectors.options",
 )
 

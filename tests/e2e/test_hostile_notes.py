@@ -26,8 +26,9 @@ from sqlalchemy import create_engine, text
 from connectors.vault import VaultSource
 from reconciler import default_filter
 from reconciler.embedding import HashingEmbedder
-from reconciler.engine import Guard, Options, Reconciler
 from reconciler.ingesting import Ingestor
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import Guard, Options
 from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 

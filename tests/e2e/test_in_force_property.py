@@ -42,8 +42,9 @@ from qdrant_client import QdrantClient
 from connectors.vault import VaultSource
 from reconciler import default_filter
 from reconciler.embedding import HashingEmbedder
-from reconciler.engine import Guard, Options, Reconciler
 from reconciler.ingesting import Ingestor
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import Guard, Options
 from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 

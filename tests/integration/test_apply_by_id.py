@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from connectors.vault import VaultSource
 from reconciler.applying import Applier, Differs, _Group, expected_of, still_differs
 from reconciler.embedding import make_embedder
-from reconciler.engine import Guard, Options, Reconciler
 from reconciler.ingesting import Ingestor
 from reconciler.model import (
     MANAGED_KEYS,
@@ -34,6 +33,8 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.payload import payload_for, payload_values
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import Guard, Options
 from reconciler.planning import PayloadTarget
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable

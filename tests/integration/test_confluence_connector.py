@@ -38,9 +38,10 @@ from connectors.httpclient import HttpPolicy
 from connectors.testing import SystemOfRecordContract
 from reconciler.clock import ManualClock
 from reconciler.embedding import HashingEmbedder
-from reconciler.engine import Guard, Options, Reconciler
 from reconciler.ingesting import Ingestor
 from reconciler.model import ProblemKind, VersionState
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import Guard, Options
 from reconciler.settings import load_settings
 from reconciler.sources import build_source, connector_class
 from reconciler.stores.memory import InMemoryChunkIndex

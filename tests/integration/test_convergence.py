@@ -47,7 +47,6 @@ from hypothesis_kit import examples
 
 from connectors.base import SourceUnavailable
 from reconciler.deriving import expected_document
-from reconciler.engine import Guard, Options, Reconciler, Report
 from reconciler.model import (
     MANAGED_KEYS,
     OPEN_END,
@@ -61,6 +60,8 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.payload import chunk_payload, payload_for
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import Guard, Options, Report
 from reconciler.planning import PAYLOAD_KINDS
 from reconciler.settling import UNKNOWN_SIBLINGS_POLICIES
 from reconciler.stores.edge import EdgeChunkIndex
@@ -651,7 +652,7 @@ def test_checking_families_in_the_first_pass_changes_nothing(
     with loaded(corpus) as world:
         options = dataclasses.replace(options, ttls=world.ttls)
         engine = world.engine
-        with mock.patch("reconciler.engine.REVISIT_BY_NAME", 500 if by_name else 0):
+        with mock.patch("reconciler.pipeline.running.REVISIT_BY_NAME", 500 if by_name else 0):
             report = engine.run(options)
         sources = engine.read_sources(options, NOW)
         scan = engine.scan(options, engine.scope(options, sources))

@@ -14,18 +14,12 @@ from acceptance_kit import Deployment
 from connectors.vault import VaultSource
 from reconciler.clock import ManualClock
 from reconciler.embedding import make_embedder
-from reconciler.engine import (
-    FamilyChecks,
-    Guard,
-    GuardDecision,
-    Options,
-    Reconciler,
-    Totals,
-    check_family,
-    decide,
-)
 from reconciler.ingesting import Ingestor
 from reconciler.model import Document, PayloadWrite, RunMode, VersionState
+from reconciler.pipeline.checking import FamilyChecks, check_family
+from reconciler.pipeline.guarding import decide
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import Guard, GuardDecision, Options, Totals
 from reconciler.planning import Plan, RowUpdate
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable

@@ -23,15 +23,17 @@ CONTRACTS = {
 
 #: (the module to add the import to, the module it imports, the contract that must refuse it).
 FORBIDDEN = [
-    ("reconciler/engine.py", "reconciler.wiring", "layers"),
-    ("reconciler/engine.py", "reconciler.cli", "layers"),
-    ("reconciler/engine.py", "reconciler.leasing", "layers"),
+    # the engine: reconciler.pipeline (Reconciler in pipeline.running)
+    ("reconciler/pipeline/running.py", "reconciler.wiring", "layers"),
+    ("reconciler/pipeline/running.py", "reconciler.cli", "layers"),
+    ("reconciler/pipeline/running.py", "reconciler.leasing", "layers"),
     ("reconciler/recovery.py", "reconciler.wiring", "layers"),
     ("reconciler/tally.py", "reconciler.stores.qdrant", "core"),
     ("reconciler/model.py", "reconciler.settings", "core"),
     ("reconciler/ports/__init__.py", "connectors.vault", "core"),
     ("reconciler/checks/family.py", "reconciler.planning", "layers"),
-    ("connectors/http.py", "reconciler.engine", "connectors"),
+    ("connectors/http.py", "reconciler.pipeline.running", "connectors"),
+    ("reconciler/pipeline/values.py", "reconciler.pipeline.guarding", "pipeline"),
     ("reconciler/planning.py", "sqlalchemy", "drivers"),
     ("reconciler/operations.py", "reconciler.stores.sql", "composition"),
     ("reconciler/cli.py", "reconciler.stores.qdrant", "composition"),
