@@ -21,11 +21,11 @@ from typing import Any
 from reconciler.errors import CollectionMissing
 from reconciler.model import OPEN_END, OPEN_START, Document, RunMode, VersionState, parse_instant
 from reconciler.payload import KeyMap
-from reconciler.runs import recorded
 from reconciler.settings import Settings
 from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.wiring import open_qdrant_index, open_table
+from reconciler.writing.runs import recorded
 
 log = logging.getLogger(__name__)
 

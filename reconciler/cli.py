@@ -650,7 +650,7 @@ def rollback_command(obj: CliState, run_id: str, cascade: bool, dry_run: bool) -
     """
     from reconciler.operations import rollback_run
     from reconciler.rendering import render_rollback
-    from reconciler.rollback import RollbackRefused
+    from reconciler.writing.rollback import RollbackRefused
 
     with errors_mapped():
         try:

@@ -36,8 +36,8 @@ from reconciler.ports.source import (
     SourceUnavailable,
     SystemOfRecord,
 )
-from reconciler.runs import recorded
 from reconciler.screening import screen
+from reconciler.writing.runs import recorded
 
 log = logging.getLogger(__name__)
 

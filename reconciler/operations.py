@@ -25,12 +25,12 @@ from reconciler.model import RunMode, RunStatus, jsonable
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
 from reconciler.ports import DocumentTable
-from reconciler.recovery import resolve_interrupted
-from reconciler.rollback import rollback
-from reconciler.runs import finish_failed
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
 from reconciler.wiring import build_sources, open_index, open_table, schema_revision, stores
+from reconciler.writing.recovery import resolve_interrupted
+from reconciler.writing.rollback import rollback
+from reconciler.writing.runs import finish_failed
 
 if TYPE_CHECKING:
     from reconciler.ingesting import IngestProgress

@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from reconciler.applying import Applier, ApplyResult
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.model import (
@@ -24,7 +23,8 @@ from reconciler.planning import (
     outstanding,
 )
 from reconciler.ports import ChunkIndex, DocumentTable
-from reconciler.runs import error_text
+from reconciler.writing.applying import Applier, ApplyResult
+from reconciler.writing.runs import error_text
 
 log = logging.getLogger(__name__)
 

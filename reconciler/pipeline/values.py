@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.applying import ApplyResult
 from reconciler.checks import CHECKS
 from reconciler.model import (
     Finding,
@@ -26,6 +25,7 @@ from reconciler.planning import (
 from reconciler.sharding import Shard
 from reconciler.tally import ChunkTally, Registered
 from reconciler.views import SourceState
+from reconciler.writing.applying import ApplyResult
 
 #: Modes that apply their plan (under the guard).
 WRITING_MODES = frozenset(mode for mode in RunMode if mode.writes)

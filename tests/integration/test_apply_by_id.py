@@ -20,7 +20,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connectors.vault import VaultSource
-from reconciler.applying import Applier, Differs, _Group, expected_of, still_differs
 from reconciler.embedding import make_embedder
 from reconciler.ingesting import Ingestor
 from reconciler.model import (
@@ -40,6 +39,8 @@ from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.tally import ChunkTally
 from reconciler.views import digest, expected_variant, fingerprint, normalize
+from reconciler.writing.applying import Applier
+from reconciler.writing.differs import Differs, WriteGroup, expected_of, still_differs
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 FAMILIES = ("expenses", "travel", "leave", "vpn", "onboarding")
@@ -441,7 +442,7 @@ def test_a_group_of_two_spellings_sends_what_either_lacks() -> None:
     assert found[1] is not None
     assert found[0][1] == found[1][1]  # one group
 
-    group = _Group(target=target, before=found[0][0])
+    group = WriteGroup(target=target, before=found[0][0])
     group.add("p1", found[0][2])
     group.add("p2", found[1][2])
 

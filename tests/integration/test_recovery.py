@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 
 from reconciler.model import OPEN_END, Document, VersionState
 from reconciler.payload import chunk_payload, payload_for
-from reconciler.recovery import resolve_interrupted
-from reconciler.rollback import rollback
 from reconciler.stores import audit
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.writing.recovery import resolve_interrupted
+from reconciler.writing.rollback import rollback
 
 AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
 

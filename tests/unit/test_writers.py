@@ -40,7 +40,7 @@ WRITER_METHODS = frozenset(
 #: module -> the writer methods it may call.
 WRITERS = {
     # a plan's writes: audit intent, rows with their outbox, payloads, indexes
-    "reconciler/applying.py": {
+    "reconciler/writing/applying.py": {
         "append_audit",
         "create_payload_index",
         "set_payloads",
@@ -57,10 +57,10 @@ WRITERS = {
         "touch_identities",
     },
     # every other command's run record (``recorded``)
-    "reconciler/runs.py": {"finish_run", "start_run"},
+    "reconciler/writing/runs.py": {"finish_run", "start_run"},
     # a killed run finished from its intents
-    "reconciler/recovery.py": {"append_audit", "finish_run", "set_run_counts"},
-    "reconciler/rollback.py": {"write_rows_and_outbox"},
+    "reconciler/writing/recovery.py": {"append_audit", "finish_run", "set_run_counts"},
+    "reconciler/writing/rollback.py": {"write_rows_and_outbox"},
     # the reference ingestion (the only code that embeds) and the adoption of a collection
     "reconciler/ingesting.py": {
         "delete_document_chunks",

@@ -1,4 +1,4 @@
-"""The only module that writes: row updates, payload writes, indexes — each audited.
+"""Applies a plan: row updates, payload writes, indexes — each audited.
 
 Order: table changes (rows, re-ingest requests, their audit entries) in one transaction; then
 payloads in batches of point ids through ``batch_update_points``; then payload indexes.
@@ -27,15 +27,21 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from reconciler.errors import IndexWriteError
 from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
 from reconciler.planning import PayloadTarget, Plan, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable
-from reconciler.views import Variant, normalize, same_variant
+from reconciler.writing.differs import (
+    Differs,
+    Located,
+    WriteGroup,
+    expected_of,
+    still_differs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,131 +72,6 @@ class ApplyResult:
             "index": self.indexes,
             "audit_head": self.audit_head,
         }
-
-
-def managed(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The managed keys present in a logical payload (absent keys stay absent)."""
-    return {key: payload[key] for key in MANAGED_KEYS if key in payload}
-
-
-def still_differs(
-    payload: Mapping[str, Any], target: PayloadTarget, expected: Variant | None
-) -> tuple[dict[str, Any], Variant] | None:
-    """A point's managed payload and its canonical form (what its points are grouped by),
-    when it does not carry what ``target`` writes yet (``planning.needs_write``); ``None``
-    when it does. ``expected`` is ``normalize(target.payload)``, worked out once a target
-    (``None`` for a partial target): a point is canonicalised once, not three times."""
-    before = managed(payload)
-    if target.partial:
-        if not needs_write(payload, target):
-            return None
-        return before, normalize(before)
-    key = normalize(before)  # (absent keys read as None, as in the whole payload)
-    return None if expected is not None and same_variant(key, expected) else (before, key)
-
-
-def expected_of(target: PayloadTarget) -> Variant | None:
-    """``normalize(target.payload)`` for ``still_differs`` (``None`` for a partial target)."""
-    return None if target.partial else normalize(target.payload)
-
-
-class Differs:
-    """``still_differs`` for the points of one target, remembered by a point's managed values,
-    with the keys a write must send to such a point.
-
-    A document's drifted chunks usually carry one same stale payload: the first is compared
-    and canonicalised, the others reuse its answer. The memory is keyed by the values, their
-    types and which keys are present, so a reused answer (and the ``before`` it carries) is
-    exactly what the point would get. A point with an unhashable value (a list) is judged alone.
-    """
-
-    __slots__ = ("_expected", "_seen", "target")
-
-    def __init__(self, target: PayloadTarget) -> None:
-        self.target = target
-        self._expected = expected_of(target)
-        self._seen: dict[tuple[Any, ...], Differing | None] = {}
-
-    def __call__(self, payload: Mapping[str, Any]) -> Differing | None:
-        """``still_differs(payload, target, expected)``, and the keys to send it
-        (``changed_keys``; ``None`` for a partial target: all of its keys)."""
-        if self.target.partial:
-            found = still_differs(payload, self.target, None)
-            return None if found is None else (*found, None)
-        values = tuple(map(payload.get, MANAGED_KEYS))
-        try:
-            spelling = (
-                values,
-                tuple(map(type, values)),
-                tuple(map(payload.__contains__, MANAGED_KEYS)),
-            )
-            return self._seen[spelling]
-        except KeyError:
-            judged = self._seen[spelling] = self._judge(payload)
-            return judged
-        except TypeError:  # an unhashable value
-            return self._judge(payload)
-
-    def _judge(self, payload: Mapping[str, Any]) -> Differing | None:
-        found = still_differs(payload, self.target, self._expected)
-        if found is None:
-            return None
-        return (*found, changed_keys(payload, self.target.payload))
-
-
-#: What ``Differs`` says of a point that needs writing: its managed payload, its canonical
-#: form, and the keys to send it (``None``: every key of the target).
-Differing = tuple[dict[str, Any], Variant, frozenset[str] | None]
-
-
-def changed_keys(payload: Mapping[str, Any], written: Mapping[str, Any]) -> frozenset[str]:
-    """The keys of ``written`` a point (its logical ``payload``) does not hold exactly: the
-    value itself, of the same type (``1.0`` is not ``1``), or, for ``None``, no key at all
-    (``None`` removes a key). Sending only these leaves the point as sending all would; each
-    key sent costs Edge and Qdrant a payload index update where the key is indexed."""
-    return frozenset(key for key, value in written.items() if not _holds(payload, key, value))
-
-
-def _holds(payload: Mapping[str, Any], key: str, value: Any) -> bool:
-    if value is None:
-        return key not in payload
-    if key not in payload:
-        return False
-    held = payload[key]
-    return type(held) is type(value) and bool(held == value)
-
-
-class Located(Protocol):
-    """What the check's scan kept about where drift is (``views.ChunkTally``)."""
-
-    def matches(self, doc_id: str | None, payload: Mapping[str, Any]) -> bool:
-        """Whether ``payload`` is what the scan compared ``doc_id``'s chunks with."""
-        ...
-
-    def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
-        """Ids of the chunks that differed (``None``: not all kept)."""
-        ...
-
-
-@dataclass
-class _Group:
-    target: PayloadTarget
-    before: dict[str, Any]
-    point_ids: list[str | int] = field(default_factory=list)
-    #: The target's keys some point of the group does not hold (empty: all, unknown).
-    keys: set[str] = field(default_factory=set)
-
-    def add(self, point_id: str | int, keys: frozenset[str] | None) -> None:
-        """One more point, which needs ``keys`` sent (``None``: all of them)."""
-        self.point_ids.append(point_id)
-        self.keys.update(self.target.payload if keys is None else keys)
-
-    def payload(self) -> dict[str, Any]:
-        """What the write sends: the target's keys some point does not hold, in its order."""
-        keys = self.keys
-        if not keys:
-            return dict(self.target.payload)
-        return {key: value for key, value in self.target.payload.items() if key in keys}
 
 
 class Applier:
@@ -291,20 +172,20 @@ class Applier:
         """Set ``payload`` on the given points of each (doc_id, point ids, payload, reason)
         group (rollback): each point is re-read by id, written only if it differs, and audited
         with its exact value before."""
-        batch: list[_Group] = []
+        batch: list[WriteGroup] = []
         size = 0
         for doc_id, ids, payload, reason in groups:
             partial = set(payload) != set(MANAGED_KEYS)
             target = PayloadTarget(doc_id, None, payload, len(ids), (reason,), partial=partial)
             expected = expected_of(target)
             for start in range(0, len(ids), max(self.batch_points, 1)):
-                variants: dict[Any, _Group] = {}
+                variants: dict[Any, WriteGroup] = {}
                 for state in self.index.retrieve(ids[start : start + self.batch_points]):
                     differs = still_differs(state.payload, target, expected)
                     if differs is None:
                         continue
                     before, key = differs
-                    group = variants.setdefault(key, _Group(target, before))
+                    group = variants.setdefault(key, WriteGroup(target, before))
                     group.point_ids.append(state.point_id)
                     size += 1
                 batch += variants.values()
@@ -399,7 +280,7 @@ class Applier:
         if pending:
             self._flush(self._reread(pending), now=now)
 
-    def _reread(self, pending: list[tuple[PayloadTarget, list[str | int]]]) -> list[_Group]:
+    def _reread(self, pending: list[tuple[PayloadTarget, list[str | int]]]) -> list[WriteGroup]:
         """The groups (one per document and prior payload) of the points that still differ."""
         wanted = [pid for _target, ids in pending for pid in ids]
         states: dict[str | int, Mapping[str, Any]] = {}
@@ -407,9 +288,9 @@ class Applier:
         for start in range(0, len(wanted), step):
             for state in self.index.retrieve(wanted[start : start + step]):
                 states[state.point_id] = state.payload
-        groups: list[_Group] = []
+        groups: list[WriteGroup] = []
         for target, ids in pending:
-            variants: dict[Any, _Group] = {}
+            variants: dict[Any, WriteGroup] = {}
             compare = Differs(target)
             for point_id in ids:
                 payload = states.get(point_id)
@@ -419,7 +300,7 @@ class Applier:
                 before, key, keys = differs
                 group = variants.get(key)
                 if group is None:
-                    group = variants[key] = _Group(target=target, before=before)
+                    group = variants[key] = WriteGroup(target=target, before=before)
                 group.add(point_id, keys)
             groups += variants.values()
         return groups
@@ -437,9 +318,9 @@ class Applier:
         by_doc = {t.doc_id: t for t in targets}
         compare_by_doc = {t.doc_id: Differs(t) for t in targets}
         remaining = {t.doc_id: t.points for t in targets}
-        held: dict[str | None, dict[Any, _Group]] = {}
+        held: dict[str | None, dict[Any, WriteGroup]] = {}
         held_size = 0
-        ready: list[_Group] = []
+        ready: list[WriteGroup] = []
         ready_size = 0
         scanned = 0
         for chunk in self.index.scroll(batch_size=self.scroll_batch, doc_ids=doc_ids):
@@ -456,7 +337,7 @@ class Applier:
             groups = held.setdefault(chunk.doc_id, {})
             group = groups.get(key)
             if group is None:
-                group = groups[key] = _Group(target=target, before=before)
+                group = groups[key] = WriteGroup(target=target, before=before)
             group.add(chunk.point_id, keys)
             held_size += 1
             remaining[chunk.doc_id] -= 1
@@ -476,7 +357,7 @@ class Applier:
         for start in range(0, len(rest), max(self.batch_points, 1)):
             self._flush(rest[start : start + self.batch_points], now=now)
 
-    def _flush(self, groups: list[_Group], *, now: datetime) -> None:
+    def _flush(self, groups: list[WriteGroup], *, now: datetime) -> None:
         if not groups:
             return
         if self.keep_writing is not None:
@@ -530,7 +411,7 @@ class Applier:
         self.result.payload_writes += len(groups)
         self.result.points += sum(len(g.point_ids) for g in groups)
 
-    def _written(self, groups: list[_Group]) -> list[_Group]:
+    def _written(self, groups: list[WriteGroup]) -> list[WriteGroup]:
         """After a failed batch: which points now carry the target payload (re-read by id)."""
         confirmed = []
         for group in groups:
@@ -541,10 +422,10 @@ class Applier:
                 if pid in states and not needs_write(states[pid].payload, group.target)
             ]
             if written:
-                confirmed.append(_Group(group.target, group.before, written))
+                confirmed.append(WriteGroup(group.target, group.before, written))
         return confirmed
 
-    def _entries(self, groups: list[_Group], now: datetime) -> list[AuditEntry]:
+    def _entries(self, groups: list[WriteGroup], now: datetime) -> list[AuditEntry]:
         return [
             AuditEntry(
                 run_id=self.run_id,

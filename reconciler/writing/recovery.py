@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.applying import CONFIRM, INTENT
 from reconciler.model import MANAGED_KEYS, AuditEntry, RunStatus, jsonable
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.writing.applying import CONFIRM, INTENT
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.applying import INTENT, Applier
 from reconciler.errors import ReconcilerError
 from reconciler.model import (
     MANAGED_KEYS,
@@ -38,7 +37,8 @@ from reconciler.model import (
 )
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex, DocumentTable
-from reconciler.runs import recorded
+from reconciler.writing.applying import INTENT, Applier
+from reconciler.writing.runs import recorded
 
 ROW = "row"
 ROLLBACK = RunMode.ROLLBACK
