@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from reconciler.chunking import chunk_markdown
-from reconciler.deriving import expected_document, version_ordinals
 from reconciler.embedding import Embedder
-from reconciler.families import resolve_families
 from reconciler.model import (
     ChunkRecord,
     Document,
@@ -36,7 +34,9 @@ from reconciler.ports.source import (
     SourceUnavailable,
     SystemOfRecord,
 )
-from reconciler.screening import screen
+from reconciler.rules.declared_state import expected_document, version_ordinals
+from reconciler.rules.identity import resolve_families
+from reconciler.rules.storable import screen
 from reconciler.writing.runs import recorded
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from reconciler.model import (
     parse_instant,
 )
 from reconciler.payload import instant_text, payload_for
-from reconciler.settling import settle
+from reconciler.rules.time_rule import settle
 
 #: A managed payload in canonical, hashable form: ((key, value), ...) over MANAGED_KEYS,
 #: an absent key read as None (Qdrant removes a key written as null).
@@ -136,7 +136,7 @@ class CheckContext:
     now: datetime
     sources: Mapping[str, SourceState]
     successor_policy: str = "supersede"
-    #: ``[policy] unknown_siblings``: "supersede" or "report" (see ``settling``).
+    #: ``[policy] unknown_siblings``: "supersede" or "report" (see ``rules.time_rule``).
     unknown_siblings: str = "supersede"
     missing_grace: timedelta = timedelta(days=7)
 

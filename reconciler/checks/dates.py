@@ -7,7 +7,7 @@ from datetime import datetime
 
 from reconciler.checks.common import STATE_FIELDS, diff
 from reconciler.model import Finding, Severity, VersionState, rfc3339
-from reconciler.settling import row_served, start_of
+from reconciler.rules.time_rule import row_served, start_of
 from reconciler.views import CheckContext, FamilyView
 
 CHECK = "dates"

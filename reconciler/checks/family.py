@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import cast
 
 from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
-from reconciler.deriving import declared_document, declared_state, with_registered
 from reconciler.model import (
     SERVABLE_STATES,
     Document,
@@ -22,7 +21,8 @@ from reconciler.model import (
     VersionState,
     rfc3339,
 )
-from reconciler.settling import in_force_winner, settle
+from reconciler.rules.declared_state import declared_document, declared_state, with_registered
+from reconciler.rules.time_rule import in_force_winner, settle
 from reconciler.views import CheckContext, FamilyView
 
 CHECK = "family"

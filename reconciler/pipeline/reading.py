@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from reconciler.checks import SOURCE_CHECKS
-from reconciler.families import resolve_families
 from reconciler.model import (
     SourceDocument,
     SourceProblem,
@@ -24,7 +23,8 @@ from reconciler.pipeline.values import (
 )
 from reconciler.ports import DocumentTable
 from reconciler.ports.source import ConnectorError, SystemOfRecord
-from reconciler.screening import screen
+from reconciler.rules.identity import resolve_families
+from reconciler.rules.storable import screen
 from reconciler.views import SourceState
 
 log = logging.getLogger(__name__)

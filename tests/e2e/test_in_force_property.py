@@ -10,7 +10,7 @@ ingested by the reference ingestion into a real SQLite table and a Qdrant collec
 with the real ``default_filter``.
 
 The oracle below is written from the rule as docs/engine.md states it, instant by instant,
-independently of ``reconciler.settling``: at ``t``, of the candidate versions that have
+independently of ``reconciler.rules.time_rule``: at ``t``, of the candidate versions that have
 started (and whose own declaration leaves them a window at all), the latest — by start, then
 version, then id — is in force, unless its declared window has closed. Candidates are the
 servable declarations (``current``, ``pending``, ``unknown``, no status) and the superseded

@@ -46,7 +46,6 @@ from hypothesis import strategies as st
 from hypothesis_kit import examples
 
 from connectors.base import SourceUnavailable
-from reconciler.deriving import expected_document
 from reconciler.model import (
     MANAGED_KEYS,
     OPEN_END,
@@ -63,7 +62,8 @@ from reconciler.payload import chunk_payload, payload_for
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options, Report
 from reconciler.planning import PAYLOAD_KINDS
-from reconciler.settling import UNKNOWN_SIBLINGS_POLICIES
+from reconciler.rules.declared_state import expected_document
+from reconciler.rules.time_rule import UNKNOWN_SIBLINGS_POLICIES
 from reconciler.stores.edge import EdgeChunkIndex
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable

@@ -32,6 +32,8 @@ FORBIDDEN = [
     ("reconciler/writing/differs.py", "reconciler.writing.applying", "writing"),
     ("reconciler/tally.py", "reconciler.stores.qdrant", "core"),
     ("reconciler/model.py", "reconciler.settings", "core"),
+    ("reconciler/rules/time_rule.py", "reconciler.views", "layers"),
+    ("reconciler/rules/time_rule.py", "reconciler.rules.declared_state", "rules"),
     ("reconciler/ports/__init__.py", "connectors.vault", "core"),
     ("reconciler/checks/family.py", "reconciler.planning", "layers"),
     ("connectors/http.py", "reconciler.pipeline.running", "connectors"),

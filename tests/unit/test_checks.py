@@ -36,7 +36,7 @@ from reconciler.model import (
 )
 from reconciler.payload import chunk_payload, payload_for
 from reconciler.planning import desired_row, needs_write, plan_family, plan_orphan
-from reconciler.settling import in_force_winner, settle
+from reconciler.rules.time_rule import in_force_winner, settle
 from reconciler.views import (
     CheckContext,
     ChunkAggregate,

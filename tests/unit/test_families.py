@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.families import FamilyAssignment, resolve_families
 from reconciler.model import SourceDocument
+from reconciler.rules.identity import FamilyAssignment, resolve_families
 
 
 def sd(

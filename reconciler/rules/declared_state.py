@@ -19,7 +19,7 @@ from reconciler.model import (
     VersionState,
     utc,
 )
-from reconciler.settling import NEVER_IN_FORCE, settle
+from reconciler.rules.time_rule import NEVER_IN_FORCE, settle
 
 
 def declared_state(source_doc: SourceDocument, *, as_of: datetime) -> VersionState:
