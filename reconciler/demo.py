@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ class Note:
     """One handbook note: its file, its frontmatter and its body."""
 
     path: str
-    front: dict[str, str]
+    front: Mapping[str, str]
     body: str
 
 

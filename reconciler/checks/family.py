@@ -115,11 +115,11 @@ class Declared:
     """What the source says a family's rows should be, after time is applied."""
 
     #: doc_id -> expected row, for the rows whose source was read and holds them.
-    rows: dict[str, Document]
+    rows: Mapping[str, Document]
     #: Every row's input to ``settle`` (declared where judged, else the row as it is).
-    inputs: list[Document]
+    inputs: tuple[Document, ...]
     #: doc_id -> successor doc_id that has no row yet.
-    successors_not_ingested: dict[str, str]
+    successors_not_ingested: Mapping[str, str]
 
 
 def declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
@@ -202,7 +202,7 @@ def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
         settled = settle(declared, ctx.now, unknown_siblings=ctx.unknown_siblings)
     return Declared(
         rows={doc_id: settled[doc_id] for doc_id in judged},
-        inputs=declared,
+        inputs=tuple(declared),
         successors_not_ingested=not_ingested_successor,
     )
 

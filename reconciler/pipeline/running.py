@@ -137,7 +137,7 @@ class Reconciler:
             mode=options.mode,
             started_at=started_at,
             finished_at=self.clock.now(),
-            findings=findings,
+            findings=tuple(findings),
             plan=plan,
             summary={check: dict(counts) for check, counts in assessment.summary.items()},
             refused=decision.refused,

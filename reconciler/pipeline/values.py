@@ -184,18 +184,18 @@ class Report:
     mode: RunMode
     started_at: datetime
     finished_at: datetime | None = None
-    findings: list[Finding] = field(default_factory=list)
+    findings: tuple[Finding, ...] = ()
     plan: Plan = field(default_factory=Plan)
-    summary: dict[str, dict[str, int]] = field(default_factory=dict)
+    summary: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     refused: bool = False
     forced: bool = False
-    guard: dict[str, Any] = field(default_factory=dict)
+    guard: Mapping[str, Any] = field(default_factory=dict)
     applied: ApplyResult | None = None
     sources: Mapping[str, SourceState] = field(default_factory=dict)
     chunks_scanned: int = 0
     error: str | None = None
     #: Seconds spent in each check (summed over families).
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def drift(self) -> bool:
@@ -241,10 +241,10 @@ class Report:
             "finished_at": (self.finished_at or self.started_at).isoformat(),
             "findings": [f.to_json() for f in self.findings],
             "writes": self.writes(),
-            "summary": self.summary,
+            "summary": {check: dict(counts) for check, counts in self.summary.items()},
             "refused": self.refused,
             "forced": self.forced,
-            "guard": self.guard,
+            "guard": dict(self.guard),
             "error": self.error,
             "status": self.status(),
             "unread_sources": self.unread_sources,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -221,7 +221,7 @@ class Applier:
     # -- payloads --------------------------------------------------------------------------
 
     def _payloads(
-        self, targets: list[PayloadTarget], *, now: datetime, located: Located | None
+        self, targets: Sequence[PayloadTarget], *, now: datetime, located: Located | None
     ) -> None:
         """Write each target's differing points: by the ids the scan kept where they are all
         that can differ, else through the doc_id filter (else, for chunks without a doc_id

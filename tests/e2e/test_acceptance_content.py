@@ -211,7 +211,7 @@ def test_missing_payload_indexes_are_created(tmp_path: Path) -> None:
         )
 
         again = engine.run(Options(mode="check"))
-        assert again.findings == []
+        assert again.findings == ()
         assert again.summary["index"] == {"checked": len(REQUIRED_INDEXES), "findings": 0}
     finally:
         table.close()

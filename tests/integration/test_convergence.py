@@ -533,7 +533,7 @@ def assert_converged(world: World, corpus: Corpus) -> None:
     assert leftovers == [], _describe(corpus, first) + "\nafter apply:\n" + _describe(corpus, check)
     plan = check.plan
     writes = (plan.row_updates, plan.payload_targets, plan.indexes)
-    assert writes == ([], [], []), _describe(corpus, check)
+    assert writes == ((), (), ()), _describe(corpus, check)
     for request in plan.reingests:
         assert request.doc_id in queued
         row = rows.get(request.doc_id)
@@ -601,8 +601,8 @@ def test_a_consistent_corpus_only_lacks_payload_indexes(engine: str, corpus: Cor
         assert {f.kind for f in report.findings} <= {"payload_index_missing"}, _describe(
             corpus, report
         )
-        assert report.plan.row_updates == []
-        assert report.plan.payload_targets == []
+        assert report.plan.row_updates == ()
+        assert report.plan.payload_targets == ()
 
 
 @settings(

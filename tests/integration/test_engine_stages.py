@@ -151,7 +151,7 @@ def test_the_guard_decides_from_values_alone(
     mode: str, force: bool, changed: int, refused: bool, forced: bool, tripped: list[str] | None
 ) -> None:
     options = Options(mode=mode, force=force)
-    plan = Plan(row_updates=[_update(i) for i in range(changed)])
+    plan = Plan(row_updates=tuple(_update(i) for i in range(changed)))
     readable = {"s": SourceState("s", readable=True, scanned=True, documents=100)}
     decision = decide(options, Totals(100, {"s": 100}, 1000), plan, readable)
     assert (decision.refused, decision.forced) == (refused, forced)

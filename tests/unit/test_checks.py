@@ -1250,7 +1250,7 @@ def test_plan_family_payload_only_repair_counts_drifted_points() -> None:
     chunks = {a.doc_id: aggregate(a, 3, ({"version_state": "superseded"}, 2))}
     v = view([a], chunks=chunks)
     plan = plan_family(v, check_payload(v, ctx()))
-    assert plan.row_updates == []
+    assert plan.row_updates == ()
     [target] = plan.payload_targets
     assert target.doc_id == a.doc_id
     assert target.payload == payload_for(a)
@@ -1296,8 +1296,8 @@ def test_plan_family_quarantine_and_reingest() -> None:
 def test_plan_family_reingest_without_row_writes_nothing_else() -> None:
     v = view([], sources=[src("new")])
     plan = plan_family(v, check_family(v, ctx()))
-    assert plan.row_updates == []
-    assert plan.payload_targets == []
+    assert plan.row_updates == ()
+    assert plan.payload_targets == ()
     assert [r.reason for r in plan.reingests] == ["not_ingested"]
 
 
@@ -1314,7 +1314,7 @@ def test_plan_family_no_points_when_the_document_has_no_chunks() -> None:
     v = view([a], [src("a", state=RETIRED)])
     plan = plan_family(v, check_family(v, family_ctx([a])))
     assert len(plan.row_updates) == 1
-    assert plan.payload_targets == []
+    assert plan.payload_targets == ()
 
 
 def test_plan_orphan_counts_points_not_already_quarantined() -> None:
