@@ -32,7 +32,7 @@ def init(obj: CliState) -> None:
     Safe to run again: an up-to-date database is left alone, an older one is upgraded, one
     migrated by a newer build is refused.
     """
-    from reconciler.operations import initialise
+    from reconciler.app.operations import initialise
 
     with errors_mapped():
         data = initialise(obj.settings)
@@ -54,7 +54,7 @@ def ingest(obj: CliState, source_names: tuple[str, ...], outbox_only: bool) -> N
     already registered are left as they are (their state is the reconciler's job). Exits 1 when
     a source could not be read; what was read is still ingested.
     """
-    from reconciler.operations import ingest_sources
+    from reconciler.app.operations import ingest_sources
     from reconciler.rendering import render_ingest
 
     with errors_mapped(), progress_display(obj.progress) as progress:
@@ -70,7 +70,7 @@ def ingest(obj: CliState, source_names: tuple[str, ...], outbox_only: bool) -> N
 @click.pass_obj
 def status(obj: CliState) -> None:
     """Documents by state, chunks, families, sources and the last runs."""
-    from reconciler.operations import gather_status
+    from reconciler.app.operations import gather_status
     from reconciler.rendering import render_status
 
     with errors_mapped():
@@ -90,8 +90,8 @@ def bootstrap_command(obj: CliState, dry_run: bool) -> None:
     payload keys. [bootstrap] preset = langchain | llamaindex | native sets the payload layout.
     Running it again creates nothing.
     """
-    from reconciler.bootstrap import bootstrap as adopt_collection
-    from reconciler.bootstrap import render_bootstrap
+    from reconciler.app.bootstrap import bootstrap as adopt_collection
+    from reconciler.app.bootstrap import render_bootstrap
 
     with errors_mapped():
         data = adopt_collection(obj.settings, dry_run=dry_run)

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 def _reconcile(obj: CliState, mode: str, **kwargs: Any) -> Report:
-    from reconciler.operations import engine_options, reconcile, report_data
+    from reconciler.app.operations import engine_options, reconcile, report_data
     from reconciler.rendering import render_report
 
     with errors_mapped():
@@ -63,7 +63,7 @@ def _reconcile(obj: CliState, mode: str, **kwargs: Any) -> Report:
 def _export(obj: CliState, report: Report | None) -> None:
     """A cron run leaves its metrics for node_exporter or a Pushgateway (if configured)."""
 
-    from reconciler.daemon import export_run_metrics
+    from reconciler.app.daemon import export_run_metrics
 
     def observe(live: LiveMetrics) -> None:
         if report is not None and report.finished_at is not None:

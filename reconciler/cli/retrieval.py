@@ -43,7 +43,7 @@ def demo(obj: CliState, directory: Path) -> None:
     default_filter() before and after `plan` + `apply`, and leaves a config to go on with.
     Finishes in seconds; nothing outside DIR is touched.
     """
-    from reconciler.demo import run_demo
+    from reconciler.app.demo import run_demo
 
     with errors_mapped():
         try:
@@ -87,7 +87,7 @@ def eval_command(
     cases is "uncovered". Exit 0 when all is well, 2 when a slice cites a document it must not
     or regresses against --baseline (for CI), 1 on error (e.g. a malformed golden file).
     """
-    from reconciler.evaluating import evaluate, render_eval, write_baseline
+    from reconciler.app.evaluating import evaluate, render_eval, write_baseline
 
     with errors_mapped():
         data = evaluate(obj.settings, golden, k=k, baseline=baseline)

@@ -35,7 +35,7 @@ def serve(obj: CliState, shard: Shard | None, run_now: bool) -> None:
     a time per shard: a job that finds the lease held by another process skips. SIGTERM or
     SIGINT stop it after the running job has finished and been recorded.
     """
-    from reconciler.daemon import serve as run_daemon
+    from reconciler.app.daemon import serve as run_daemon
 
     with errors_mapped():
         run_daemon(obj.settings, shard=shard, run_now=run_now)

@@ -276,7 +276,7 @@ HEAVY = (
     "yaml",
     "frontmatter",
     "reconciler.settings",
-    "reconciler.operations",
+    "reconciler.app.operations",
     "reconciler.engine",
     "reconciler.pipeline",
     "connectors.options",

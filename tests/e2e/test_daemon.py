@@ -16,9 +16,9 @@ import requests
 from acceptance_kit import Deployment
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.daemon import Runner, http_app, job_specs, start_http
+from reconciler.app.daemon import Runner, http_app, job_specs, start_http
+from reconciler.app.leasing import lease_name, make_lease
 from reconciler.errors import StoreFault
-from reconciler.leasing import lease_name, make_lease
 from reconciler.metrics import build_registry
 from reconciler.stores.sql import SqlDocumentTable
 
@@ -248,7 +248,7 @@ def test_a_storage_fault_shows_in_healthz_and_run_log_readable(
     def full(*_args: object, **_kwargs: object) -> None:
         raise StoreFault("document table at x.db: disk full (database or disk is full)")
 
-    monkeypatch.setattr("reconciler.daemon.reconcile", full)
+    monkeypatch.setattr("reconciler.app.daemon.reconcile", full)
     assert runner(job_specs(settings)[0]) is None
     assert not live.healthy
     assert "disk full" in (live.problem or "")

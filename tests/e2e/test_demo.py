@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from reconciler.app.demo import QUESTIONS
 from reconciler.cli import cli
-from reconciler.demo import QUESTIONS
 
 
 def test_demo_tells_the_story_with_real_numbers(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ import yaml
 from click.testing import CliRunner, Result
 from qdrant_client import QdrantClient, models
 
+from reconciler.app.demo import QUESTIONS, SOURCE
+from reconciler.app.evaluating import GoldenError, evaluate, load_golden
 from reconciler.cli import cli
-from reconciler.demo import QUESTIONS, SOURCE
-from reconciler.evaluating import GoldenError, evaluate, load_golden
 from reconciler.settings import load_settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "golden" / "handbook.yaml"

@@ -49,7 +49,7 @@ def test_parallel_shards_extend_one_audit_chain(deploy: Deployment) -> None:
     gate = deploy.root / "go"
     code = (
         "import pathlib, sys, time\n"
-        "import reconciler.operations, reconciler.pipeline.running, reconciler.writing.applying\n"
+        "import reconciler.app.operations, reconciler.pipeline.running, reconciler.writing.applying\n"
         "import reconciler.stores.sql, reconciler.stores.qdrant\n"
         "from reconciler.cli import main\n"
         "pathlib.Path(sys.argv[1]).touch()\n"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from acceptance_kit import Deployment, writes_zero
 
+from reconciler.app.operations import engine_options, reconcile
 from reconciler.errors import LeaseLost
-from reconciler.operations import engine_options, reconcile
 from reconciler.payload import payload_for
 
 DIALECTS = pytest.mark.parametrize("deploy", ["sqlite", "postgresql"], indirect=True)

@@ -36,6 +36,7 @@ from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnav
 from connectors.confluence import ConfluenceSource
 from connectors.httpclient import HttpPolicy
 from connectors.testing import SystemOfRecordContract
+from reconciler.app.wiring import build_sources
 from reconciler.clock import ManualClock
 from reconciler.embedding import HashingEmbedder
 from reconciler.ingesting import Ingestor
@@ -46,7 +47,6 @@ from reconciler.settings import load_settings
 from reconciler.sources import build_source, connector_class
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.wiring import build_sources
 
 USER, TOKEN = "bot@example.com", "s3cr3t-token-7Qx9"
 CLOUD_SPACES = {"ENG": "98301", "OPS": "98302"}

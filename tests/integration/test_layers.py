@@ -24,10 +24,10 @@ CONTRACTS = {
 #: (the module to add the import to, the module it imports, the contract that must refuse it).
 FORBIDDEN = [
     # the engine: reconciler.pipeline (Reconciler in pipeline.running)
-    ("reconciler/pipeline/running.py", "reconciler.wiring", "layers"),
+    ("reconciler/pipeline/running.py", "reconciler.app.wiring", "layers"),
     ("reconciler/pipeline/running.py", "reconciler.cli", "layers"),
-    ("reconciler/pipeline/running.py", "reconciler.leasing", "layers"),
-    ("reconciler/writing/recovery.py", "reconciler.wiring", "layers"),
+    ("reconciler/pipeline/running.py", "reconciler.app.leasing", "layers"),
+    ("reconciler/writing/recovery.py", "reconciler.app.wiring", "layers"),
     ("reconciler/writing/applying.py", "reconciler.pipeline.running", "layers"),
     ("reconciler/writing/differs.py", "reconciler.writing.applying", "writing"),
     ("reconciler/tally.py", "reconciler.stores.qdrant", "core"),
@@ -39,7 +39,9 @@ FORBIDDEN = [
     ("connectors/http.py", "reconciler.pipeline.running", "connectors"),
     ("reconciler/pipeline/values.py", "reconciler.pipeline.guarding", "pipeline"),
     ("reconciler/planning.py", "sqlalchemy", "drivers"),
-    ("reconciler/operations.py", "reconciler.stores.sql", "composition"),
+    ("reconciler/app/operations.py", "reconciler.cli.group", "layers"),
+    ("reconciler/pipeline/reading.py", "reconciler.stores.sql", "composition"),
+    ("reconciler/app/wiring.py", "reconciler.app.operations", "app"),
     ("reconciler/cli/reconcile.py", "reconciler.stores.qdrant", "composition"),
     ("reconciler/cli/group.py", "reconciler.cli.reconcile", "cli"),
     # the cycle settings -> sources -> settings, which a type annotation once made

@@ -16,8 +16,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from reconciler.clock import ManualClock
-from reconciler.leasing import (
+from reconciler.app.leasing import (
     AdvisoryLease,
     HeldLease,
     Lease,
@@ -25,6 +24,7 @@ from reconciler.leasing import (
     lease_name,
     make_lease,
 )
+from reconciler.clock import ManualClock
 from reconciler.stores.schema import LeaseRow
 from reconciler.stores.sql import SqlDocumentTable
 
@@ -141,7 +141,7 @@ CONTENDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from reconciler.leasing import HeldLease, lease_name, make_lease
+    from reconciler.app.leasing import HeldLease, lease_name, make_lease
     from reconciler.stores.sql import SqlDocumentTable
     table = SqlDocumentTable.from_url(sys.argv[1])
     done = Path(sys.argv[2])

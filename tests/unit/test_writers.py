@@ -71,9 +71,9 @@ WRITERS = {
         "upsert_chunks",
         "upsert_documents",
     },
-    "reconciler/bootstrap.py": {"record_identities", "upsert_documents"},
+    "reconciler/app/bootstrap.py": {"record_identities", "upsert_documents"},
     # a run that failed before the engine recorded it
-    "reconciler/operations.py": {"start_run"},
+    "reconciler/app/operations.py": {"start_run"},
 }
 
 

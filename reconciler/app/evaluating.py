@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from reconciler.app.wiring import open_qdrant_index
 from reconciler.embedding import make_embedder
 from reconciler.errors import ReconcilerError
 from reconciler.filters import default_filter
 from reconciler.rendering import table
 from reconciler.settings import Settings
-from reconciler.wiring import open_qdrant_index
 
 if TYPE_CHECKING:
     from reconciler.stores.qdrant import QdrantChunkIndex

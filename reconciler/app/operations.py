@@ -10,6 +10,8 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from reconciler.app.leasing import HeldLease, lease_name, make_lease
+from reconciler.app.wiring import build_sources, open_index, open_table, schema_revision, stores
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import (
@@ -20,14 +22,12 @@ from reconciler.errors import (
     LeaseLost,
     NotFound,
 )
-from reconciler.leasing import HeldLease, lease_name, make_lease
 from reconciler.model import RunMode, RunStatus, jsonable
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
 from reconciler.ports import DocumentTable
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
-from reconciler.wiring import build_sources, open_index, open_table, schema_revision, stores
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.rollback import rollback
 from reconciler.writing.runs import finish_failed

@@ -13,17 +13,17 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
+from reconciler.app.operations import engine_options, reconcile
+from reconciler.app.wiring import open_table
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import LeaseBusy, StoreFault
 from reconciler.metrics import LiveMetrics, build_registry, export
-from reconciler.operations import engine_options, reconcile
 from reconciler.pipeline.values import Report
 from reconciler.scheduling import GracefulStop, JobSpec, add_jobs, blocking_scheduler
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.wiring import open_table
 
 log = logging.getLogger(__name__)
 

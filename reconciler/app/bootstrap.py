@@ -18,13 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from reconciler.app.wiring import open_qdrant_index, open_table
 from reconciler.errors import CollectionMissing
 from reconciler.model import OPEN_END, OPEN_START, Document, RunMode, VersionState, parse_instant
 from reconciler.payload import KeyMap
 from reconciler.settings import Settings
 from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.wiring import open_qdrant_index, open_table
 from reconciler.writing.runs import recorded
 
 log = logging.getLogger(__name__)
