@@ -18,6 +18,13 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.check_inputs import (
+    ChunkAggregate,
+    FamilyView,
+    expected_variant,
+    normalize,
+    same_variant,
+)
 from reconciler.checks.common import STATE_FIELDS
 from reconciler.model import (
     MANAGED_QUARANTINE_REASONS,
@@ -26,7 +33,6 @@ from reconciler.model import (
     ReingestRequest,
 )
 from reconciler.payload import payload_for
-from reconciler.views import ChunkAggregate, FamilyView, expected_variant, normalize, same_variant
 
 #: Order in which row changes are merged; later wins (the source has the last word).
 MERGE_ORDER = {"siblings": 0, "dates": 1, "family": 2}

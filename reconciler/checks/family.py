@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
 
+from reconciler.check_inputs import CheckContext, FamilyView
 from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
 from reconciler.model import (
     SERVABLE_STATES,
@@ -23,7 +24,6 @@ from reconciler.model import (
 )
 from reconciler.rules.declared_state import declared_document, declared_state, with_registered
 from reconciler.rules.time_rule import in_force_winner, settle
-from reconciler.views import CheckContext, FamilyView
 
 CHECK = "family"
 _SUPERSESSION_PROBLEMS = {

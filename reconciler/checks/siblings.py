@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from reconciler.check_inputs import CheckContext, FamilyView
 from reconciler.checks.common import STATE_FIELDS, diff
 from reconciler.model import OPEN_START, Document, Finding, Severity
 from reconciler.rules.time_rule import (
@@ -20,7 +21,6 @@ from reconciler.rules.time_rule import (
     row_served,
     start_of,
 )
-from reconciler.views import CheckContext, FamilyView
 
 CHECK = "siblings"
 

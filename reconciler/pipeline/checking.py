@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from reconciler.check_inputs import CheckContext, ChunkAggregate, FamilyView
 from reconciler.checks import CHECKS, FAMILY_CHECKS
 from reconciler.checks.family import declared_family
 from reconciler.model import (
@@ -26,7 +27,6 @@ from reconciler.planning import (
     changes_a_row,
     plan_family,
 )
-from reconciler.views import CheckContext, ChunkAggregate, FamilyView
 
 
 def family_view(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from reconciler.check_inputs import SourceState
 from reconciler.model import (
     AuditEntry,
     Finding,
@@ -18,7 +19,6 @@ from reconciler.pipeline.values import (
 from reconciler.planning import (
     Plan,
 )
-from reconciler.views import SourceState
 
 
 def decide(

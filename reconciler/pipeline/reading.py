@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
+from reconciler.check_inputs import SourceState
 from reconciler.checks import SOURCE_CHECKS
 from reconciler.model import (
     SourceDocument,
@@ -25,7 +26,6 @@ from reconciler.ports import DocumentTable
 from reconciler.ports.source import ConnectorError, SystemOfRecord
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
-from reconciler.views import SourceState
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,13 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Any
 
+from reconciler.check_inputs import ChunkAggregate, FamilyView
 from reconciler.checks import CHECKS
 from reconciler.checks.family import UNREADABLE_PROBLEMS, unregistered_findings
 from reconciler.checks.hash import check_source, unreadable_findings
 from reconciler.checks.index import check_index
 from reconciler.checks.payload import check_orphans
+from reconciler.chunk_tally import ChunkTally
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import NotFound
 from reconciler.model import (
@@ -54,8 +56,6 @@ from reconciler.planning import (
 )
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.ports.source import SystemOfRecord
-from reconciler.tally import ChunkTally
-from reconciler.views import ChunkAggregate, FamilyView
 
 log = logging.getLogger(__name__)
 

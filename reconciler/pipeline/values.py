@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.check_inputs import SourceState
 from reconciler.checks import CHECKS
+from reconciler.chunk_tally import ChunkTally, Registered
 from reconciler.model import (
     Finding,
     RunMode,
@@ -23,8 +25,6 @@ from reconciler.planning import (
     Plan,
 )
 from reconciler.sharding import Shard
-from reconciler.tally import ChunkTally, Registered
-from reconciler.views import SourceState
 from reconciler.writing.applying import ApplyResult
 
 #: Modes that apply their plan (under the guard).

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from reconciler.check_inputs import Variant, normalize, same_variant
 from reconciler.model import MANAGED_KEYS
 from reconciler.planning import PayloadTarget, needs_write
-from reconciler.views import Variant, normalize, same_variant
 
 
 def managed(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -107,7 +107,7 @@ def _holds(payload: Mapping[str, Any], key: str, value: Any) -> bool:
 
 
 class Located(Protocol):
-    """What the check's scan kept about where drift is (``views.ChunkTally``)."""
+    """What the check's scan kept about where drift is (``chunk_tally.ChunkTally``)."""
 
     def matches(self, doc_id: str | None, payload: Mapping[str, Any]) -> bool:
         """Whether ``payload`` is what the scan compared ``doc_id``'s chunks with."""

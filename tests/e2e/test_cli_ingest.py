@@ -15,11 +15,11 @@ from click.testing import CliRunner, Result
 from sqlalchemy import create_engine, text
 
 from reconciler.app.wiring import stores
+from reconciler.check_inputs import normalize
 from reconciler.cli import cli
 from reconciler.payload import payload_for
 from reconciler.settings import load_settings
 from reconciler.stores.sql import _alembic_config
-from reconciler.views import normalize
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The schema revision this build creates.

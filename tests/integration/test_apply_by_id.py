@@ -20,6 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connectors.vault import VaultSource
+from reconciler.check_inputs import digest, expected_variant, fingerprint, normalize
+from reconciler.chunk_tally import ChunkTally
 from reconciler.embedding import make_embedder
 from reconciler.ingesting import Ingestor
 from reconciler.model import (
@@ -37,8 +39,6 @@ from reconciler.pipeline.values import Guard, Options
 from reconciler.planning import PayloadTarget
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.tally import ChunkTally
-from reconciler.views import digest, expected_variant, fingerprint, normalize
 from reconciler.writing.applying import Applier
 from reconciler.writing.differs import Differs, WriteGroup, expected_of, still_differs
 

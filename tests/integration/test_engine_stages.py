@@ -12,6 +12,7 @@ import pytest
 from acceptance_kit import Deployment
 
 from connectors.vault import VaultSource
+from reconciler.check_inputs import CheckContext, SourceState
 from reconciler.clock import ManualClock
 from reconciler.embedding import make_embedder
 from reconciler.ingesting import Ingestor
@@ -23,7 +24,6 @@ from reconciler.pipeline.values import Guard, GuardDecision, Options, Totals
 from reconciler.planning import Plan, RowUpdate
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.views import CheckContext, SourceState
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

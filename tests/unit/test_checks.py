@@ -15,6 +15,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.check_inputs import (
+    CheckContext,
+    ChunkAggregate,
+    FamilyView,
+    SourceState,
+    expected_variant,
+    normalize,
+)
 from reconciler.checks.dates import check_dates
 from reconciler.checks.family import check_family, declared_family
 from reconciler.checks.hash import check_hash, check_source
@@ -37,14 +45,6 @@ from reconciler.model import (
 from reconciler.payload import chunk_payload, payload_for
 from reconciler.planning import desired_row, needs_write, plan_family, plan_orphan
 from reconciler.rules.time_rule import in_force_winner, settle
-from reconciler.views import (
-    CheckContext,
-    ChunkAggregate,
-    FamilyView,
-    SourceState,
-    expected_variant,
-    normalize,
-)
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)
 DAY = timedelta(days=1)

@@ -21,6 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler import payload as payload_module
+from reconciler.check_inputs import (
+    ChunkAggregate,
+    Variant,
+    digest,
+    expected_variant,
+    normalize,
+    variant_values,
+)
+from reconciler.chunk_tally import ChunkTally
 from reconciler.model import (
     MANAGED_KEYS,
     Document,
@@ -31,15 +40,6 @@ from reconciler.model import (
     utc,
 )
 from reconciler.payload import instant_text, payload_values
-from reconciler.tally import ChunkTally
-from reconciler.views import (
-    ChunkAggregate,
-    Variant,
-    digest,
-    expected_variant,
-    normalize,
-    variant_values,
-)
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 IDS = [f"hb:doc-{n}" for n in range(12)] + ["hb:é", "hb:dóc-1", "hb:doc-1 "]

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from reconciler.check_inputs import ChunkAggregate, Variant, fingerprint, normalize, variant_values
 from reconciler.model import MANAGED_KEYS, ManagedPage
-from reconciler.views import ChunkAggregate, Variant, fingerprint, normalize, variant_values
 
 __all__ = ["ChunkTally", "Registered", "check_key"]
 
