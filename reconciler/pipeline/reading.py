@@ -22,7 +22,7 @@ from reconciler.pipeline.values import (
     Options,
     SourcesRead,
 )
-from reconciler.ports import DocumentTable
+from reconciler.ports import DocumentReader
 from reconciler.ports.source import ConnectorError, SystemOfRecord
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def read_sources(
-    table: DocumentTable, sources: Sequence[SystemOfRecord], options: Options, now: datetime
+    table: DocumentReader, sources: Sequence[SystemOfRecord], options: Options, now: datetime
 ) -> SourcesRead:
     """Scan every source (when a check needs them) and give each document its family."""
     read = bool(options.checks & SOURCE_CHECKS)
@@ -125,7 +125,7 @@ def read_sources(
     )
 
 
-def identify(table: DocumentTable, source: str, snapshot: SourceSnapshot) -> list[SourceProblem]:
+def identify(table: DocumentReader, source: str, snapshot: SourceSnapshot) -> list[SourceProblem]:
     """Each problem with the identity of the document it is about, where one is known.
 
     A file that cannot be parsed has no id of its own: it is the document last seen at

@@ -35,6 +35,7 @@ FORBIDDEN = [
     ("reconciler/rules/time_rule.py", "reconciler.check_inputs", "layers"),
     ("reconciler/rules/time_rule.py", "reconciler.rules.declared_state", "rules"),
     ("reconciler/ports/__init__.py", "connectors.vault", "core"),
+    ("reconciler/ports/table.py", "reconciler.ports.index", "ports"),
     ("reconciler/checks/family.py", "reconciler.planning", "layers"),
     ("connectors/http.py", "reconciler.pipeline.running", "connectors"),
     ("reconciler/pipeline/values.py", "reconciler.pipeline.guarding", "pipeline"),
