@@ -149,8 +149,8 @@ def reconciler(config: Path, *args: str) -> tuple[int, Any, float]:
 def served(config: Path) -> set[str]:
     """doc ids of the chunks ``default_filter()`` returns now."""
     from reconciler import default_filter  # noqa: PLC0415 (after the commands: local mode locks)
+    from reconciler.app.wiring import stores  # noqa: PLC0415
     from reconciler.settings import load_settings  # noqa: PLC0415
-    from reconciler.wiring import stores  # noqa: PLC0415
 
     found: set[str] = set()
     with stores(load_settings(config)) as opened:

@@ -40,14 +40,15 @@ from bench.corpus import (
     drift_targets,
     family_of,
 )
-from reconciler.applying import Applier
 from reconciler.checks.index import REQUIRED_INDEXES
-from reconciler.engine import Guard, Options, Reconciler, Report
 from reconciler.ingesting import point_id_for
 from reconciler.model import PayloadWrite, RunMode
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import Guard, Options, Report
 from reconciler.ports import ChunkIndex
 from reconciler.stores.qdrant import QdrantChunkIndex, connect
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.writing.applying import Applier
 
 #: The checks that need no system of record (family and hash read the sources).
 CHECKS = frozenset({"payload", "siblings", "dates", "ttl", "index"})

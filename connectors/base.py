@@ -1,50 +1,18 @@
-"""The contract every system-of-record connector honours, and its error types.
+"""The contract every system-of-record connector honours, and its error types: defined in
+``reconciler.ports.source`` (the engine's ports), re-exported here for connectors."""
 
-Errors are grouped by what the caller does with them::
+from reconciler.ports.source import (
+    ConnectorConfigError,
+    ConnectorError,
+    DocumentUnreadable,
+    SourceUnavailable,
+    SystemOfRecord,
+)
 
-    ConnectorError                  base; never raised itself
-    ├── SourceUnavailable           stop this source for this run, retry later; its documents
-    │                               keep their state (an unreadable source is never an empty one)
-    ├── DocumentUnreadable          skip this one document; the rest of the scan goes on
-    └── ConnectorConfigError        fatal: the configuration is wrong, fix it and start again
-
-Per-document problems found during a scan (bad frontmatter, a dangling ``superseded_by``) are
-not exceptions: they are ``SourceProblem`` values in the ``SourceSnapshot``.
-"""
-
-from __future__ import annotations
-
-from typing import Protocol, runtime_checkable
-
-from reconciler.model import SourceSnapshot
-
-
-class ConnectorError(Exception):
-    """Base of every connector error."""
-
-
-class SourceUnavailable(ConnectorError):
-    """The source could not be read at all this time: stop this source, retry later."""
-
-
-class DocumentUnreadable(ConnectorError):
-    """One document could not be read: skip it, keep going."""
-
-
-class ConnectorConfigError(ConnectorError):
-    """The connector's configuration is wrong: fatal until fixed."""
-
-
-@runtime_checkable
-class SystemOfRecord(Protocol):
-    """A system of record: where documents live and which version is in force is decided."""
-
-    name: str
-
-    def scan(self) -> SourceSnapshot:
-        """Read every document's metadata and content hash; raise SourceUnavailable on outage."""
-        ...
-
-    def read_body(self, source_key: str) -> str:
-        """Return one document's body text (for ingestion); raise DocumentUnreadable."""
-        ...
+__all__ = [
+    "ConnectorConfigError",
+    "ConnectorError",
+    "DocumentUnreadable",
+    "SourceUnavailable",
+    "SystemOfRecord",
+]

@@ -21,7 +21,7 @@
     │                               the given id (prefix)
     └── AmbiguousRunId              fix the command: a run id prefix matches several runs
 
-Connector errors live in ``connectors.base``.
+Connector errors live in ``reconciler.ports.source`` (re-exported by ``connectors.base``).
 """
 
 from __future__ import annotations

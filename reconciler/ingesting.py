@@ -16,11 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from connectors.base import ConnectorError, DocumentUnreadable, SourceUnavailable, SystemOfRecord
 from reconciler.chunking import chunk_markdown
-from reconciler.deriving import expected_document, version_ordinals
 from reconciler.embedding import Embedder
-from reconciler.families import resolve_families
 from reconciler.model import (
     ChunkRecord,
     Document,
@@ -31,8 +28,16 @@ from reconciler.model import (
 )
 from reconciler.payload import chunk_payload
 from reconciler.ports import ChunkIndex, DocumentTable
-from reconciler.runs import recorded
-from reconciler.screening import screen
+from reconciler.ports.source import (
+    ConnectorError,
+    DocumentUnreadable,
+    SourceUnavailable,
+    SystemOfRecord,
+)
+from reconciler.rules.declared_state import expected_document, version_ordinals
+from reconciler.rules.identity import resolve_families
+from reconciler.rules.storable import screen
+from reconciler.writing.runs import recorded
 
 log = logging.getLogger(__name__)
 

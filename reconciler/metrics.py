@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -224,7 +224,7 @@ class LiveMetrics:
             registry=self.registry,
         )
 
-    def observe(self, *, timings: dict[str, float], total: float) -> None:
+    def observe(self, *, timings: Mapping[str, float], total: float) -> None:
         """Record one run's durations."""
         for check, seconds in timings.items():
             self.duration.labels(check=check).observe(seconds)

@@ -15,9 +15,16 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from reconciler.check_inputs import (
+    ChunkAggregate,
+    FamilyView,
+    expected_variant,
+    normalize,
+    same_variant,
+)
 from reconciler.checks.common import STATE_FIELDS
 from reconciler.model import (
     MANAGED_QUARANTINE_REASONS,
@@ -26,7 +33,6 @@ from reconciler.model import (
     ReingestRequest,
 )
 from reconciler.payload import payload_for
-from reconciler.views import ChunkAggregate, FamilyView, expected_variant, normalize, same_variant
 
 #: Order in which row changes are merged; later wins (the source has the last word).
 MERGE_ORDER = {"siblings": 0, "dates": 1, "family": 2}
@@ -87,10 +93,10 @@ class PayloadTarget:
 class Plan:
     """Everything a run would write (a value: combine plans with ``Plan.combine``)."""
 
-    row_updates: list[RowUpdate] = field(default_factory=list)
-    payload_targets: list[PayloadTarget] = field(default_factory=list)
-    reingests: list[ReingestRequest] = field(default_factory=list)
-    indexes: list[tuple[str, str]] = field(default_factory=list)
+    row_updates: tuple[RowUpdate, ...] = ()
+    payload_targets: tuple[PayloadTarget, ...] = ()
+    reingests: tuple[ReingestRequest, ...] = ()
+    indexes: tuple[tuple[str, str], ...] = ()
 
     def counts(self) -> dict[str, int]:
         """Writes by kind, as the ``writes`` object of the run's JSON (docs/contracts.md)."""
@@ -117,18 +123,21 @@ class Plan:
     def combine(cls, plans: Iterable[Plan]) -> Plan:
         """One plan with every write of ``plans``, in order (plans are built family by
         family)."""
-        combined = cls()
+        row_updates: list[RowUpdate] = []
+        payload_targets: list[PayloadTarget] = []
+        reingests: list[ReingestRequest] = []
+        indexes: list[tuple[str, str]] = []
         for plan in plans:
-            combined.row_updates.extend(plan.row_updates)
-            combined.payload_targets.extend(plan.payload_targets)
-            combined.reingests.extend(plan.reingests)
-            combined.indexes.extend(plan.indexes)
-        return combined
+            row_updates += plan.row_updates
+            payload_targets += plan.payload_targets
+            reingests += plan.reingests
+            indexes += plan.indexes
+        return cls(tuple(row_updates), tuple(payload_targets), tuple(reingests), tuple(indexes))
 
     def without_reingests(self, doc_ids: Collection[str]) -> Plan:
         """This plan, minus the re-ingest requests of ``doc_ids`` (already queued)."""
         return dataclasses.replace(
-            self, reingests=[r for r in self.reingests if r.doc_id not in doc_ids]
+            self, reingests=tuple(r for r in self.reingests if r.doc_id not in doc_ids)
         )
 
 
@@ -190,11 +199,13 @@ def plan_family(
     view: FamilyView, findings: Iterable[Finding], truth: Mapping[str, Document] | None = None
 ) -> Plan:
     """The writes that repair one family's findings (``truth``: the source's declared rows)."""
-    plan = Plan()  # filled here, then handed on as a value
+    row_updates: list[RowUpdate] = []
+    payload_targets: list[PayloadTarget] = []
+    reingests: list[ReingestRequest] = []
     by_doc: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
-        if finding.reingest is not None and finding.reingest not in plan.reingests:
-            plan.reingests.append(finding.reingest)
+        if finding.reingest is not None and finding.reingest not in reingests:
+            reingests.append(finding.reingest)
         if finding.doc_id is not None:
             by_doc[finding.doc_id].append(finding)
     for row in view.rows:
@@ -204,14 +215,14 @@ def plan_family(
         after, reasons = desired_row(row, doc_findings, (truth or {}).get(row.doc_id))
         update = RowUpdate(row.doc_id, row.doc_family_id, row, after, reasons)
         if update.fields():
-            plan.row_updates.append(update)
+            row_updates.append(update)
         payload_reasons = tuple(
             f"{f.check}/{f.kind}" for f in doc_findings if f.kind in PAYLOAD_KINDS
         )
         if update.fields() or payload_reasons:
             points = _points_to_write(after, view.chunks.get(row.doc_id), row)
             if points:
-                plan.payload_targets.append(
+                payload_targets.append(
                     PayloadTarget(
                         doc_id=row.doc_id,
                         family=after.doc_family_id,
@@ -220,7 +231,11 @@ def plan_family(
                         reasons=tuple(dict.fromkeys(reasons + payload_reasons)),
                     )
                 )
-    return plan
+    return Plan(
+        row_updates=tuple(row_updates),
+        payload_targets=tuple(payload_targets),
+        reingests=tuple(reingests),
+    )
 
 
 def plan_orphan(finding: Finding, aggregate: ChunkAggregate) -> Plan:
@@ -233,7 +248,7 @@ def plan_orphan(finding: Finding, aggregate: ChunkAggregate) -> Plan:
         if any(dict(variant).get(k) != v for k, v in target.items())
     )
     return Plan(
-        payload_targets=[
+        payload_targets=(
             PayloadTarget(
                 doc_id=finding.doc_id,
                 family=finding.family,
@@ -241,8 +256,8 @@ def plan_orphan(finding: Finding, aggregate: ChunkAggregate) -> Plan:
                 points=points,
                 reasons=(f"{finding.check}/{finding.kind}",),
                 partial=True,
-            )
-        ]
+            ),
+        )
     )
 
 
@@ -293,7 +308,7 @@ def needs_write(current: Mapping[str, Any], target: PayloadTarget) -> bool:
 
 def plan_indexes(findings: Iterable[Finding]) -> Plan:
     """Create the payload indexes the index check found missing."""
-    return Plan(indexes=[f.index for f in findings if f.index is not None])
+    return Plan(indexes=tuple(f.index for f in findings if f.index is not None))
 
 
 def changes_a_row(finding: Finding) -> bool:

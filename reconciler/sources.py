@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, Protocol
 
-from connectors.base import ConnectorConfigError, SystemOfRecord
-from reconciler.settings import SourceSettings
+from reconciler.ports.source import ConnectorConfigError, SystemOfRecord
 
 ENTRY_POINT_GROUP = "reconciler.connectors"
 #: Built-in connectors, used when the distribution's entry points are not installed
@@ -44,7 +43,19 @@ def connector_class(kind: str) -> Any:
     return getattr(import_module(module), attr)
 
 
-def build_source(settings: SourceSettings) -> SystemOfRecord:
+class SourceConfig(Protocol):
+    """What building a source reads of its settings (``reconciler.settings.SourceSettings``,
+    which passes the whole of itself on to the connector's ``from_settings``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+
+
+def build_source(settings: SourceConfig) -> SystemOfRecord:
     """Instantiate the connector a source's settings name."""
     try:
         factory = connector_class(settings.type)

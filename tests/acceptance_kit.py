@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
 from reconciler import default_filter
+from reconciler.app.wiring import Stores, stores
 from reconciler.cli import cli
 from reconciler.filters import default_edge_filter
 from reconciler.model import MANAGED_KEYS
@@ -28,7 +29,6 @@ from reconciler.stores.edge import EdgeChunkIndex
 from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.schema import Base, DocumentRow
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.wiring import Stores, stores
 
 TODAY: date = datetime.now(UTC).date()
 #: docs/contracts.md: the keys of a run's JSON object, and those of a finding and of ``writes``.

@@ -1,173 +1,34 @@
-"""Shared fixtures: real SQLite and PostgreSQL databases, real Qdrant local mode, vaults."""
+"""The root of the suite, kept light: it imports no driver, so ``tests/unit/`` runs in seconds.
+
+- ``tests/unit/``: pure logic on plain values; no driver (``sqlalchemy``, ``qdrant_client``,
+  ``qdrant_edge``, ``psycopg``, ``alembic``) is imported, no process started
+  (``tests/integration/test_unit_tests_are_light.py`` holds that).
+- ``tests/integration/``: one part against the real thing: the stores on SQLite, PostgreSQL,
+  Qdrant local mode and Edge, the connectors against local servers and repositories, the
+  engine on real stores, the import contracts.
+- ``tests/e2e/``: the product as shipped: the CLI over a whole deployment, real processes
+  (``serve``, killed runs, racing shards), Prometheus and promtool, the docs, the bench.
+
+Their fixtures of real stores are in ``stores_kit.py`` (taken in by the integration and e2e
+conftests). Hypothesis runs under the profile named by ``RECONCILER_HYPOTHESIS_PROFILE``:
+``ci`` (the default) or ``thorough`` (``hypothesis_kit.examples`` gives the thorough
+profile ten times the examples of each property that sets its own count).
+"""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-import uuid
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import exposition_kit
+import hypothesis_kit
 import pytest
-from acceptance_kit import Deployment
-from exposition_kit import Exposition
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import OperationalError
-
-from reconciler.stores.sql import SqlDocumentTable
 
 # The reusable connector contract suite asserts in a library module: rewrite its asserts.
 pytest.register_assert_rewrite("connectors.testing")
 
-#: The server to create test databases on (this machine: trust auth on 127.0.0.1:5432). When
-#: none answers there, the session starts an embedded one (``embedded_postgres``).
-PG_ADMIN_URL = os.environ.get(
-    "RECONCILER_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
-
-
-def answers(url: str) -> bool:
-    """Whether a PostgreSQL server takes a connection at ``url`` (within a few seconds)."""
-    engine = create_engine(url, connect_args={"connect_timeout": 5})
-    try:
-        with engine.connect():
-            return True
-    except OperationalError:
-        return False
-    finally:
-        engine.dispose()
-
-
-@contextmanager
-def embedded_postgres() -> Iterator[str]:
-    """A PostgreSQL server of this session's own, from the ``pgserver`` wheel (the ``test``
-    extra): initialised in a temporary folder, reached over its Unix socket, stopped and
-    deleted afterwards. Its admin URL is yielded."""
-    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        warnings.simplefilter("ignore")
-        try:
-            import pgserver  # noqa: PLC0415
-        except ImportError:
-            pytest.fail(
-                f"no PostgreSQL answers at {shown(PG_ADMIN_URL)} and pgserver is not installed: "
-                "pip install -e '.[test]', start a server, or set RECONCILER_TEST_PG"
-            )
-        folder = Path(tempfile.mkdtemp(prefix="reconciler-pg-"))
-        server = pgserver.get_server(folder / "pgdata", cleanup_mode="delete")
-    try:
-        socket_dir = server.get_postmaster_info().socket_dir
-        yield URL.create(
-            "postgresql+psycopg",
-            username="postgres",
-            database="postgres",
-            query={"host": str(socket_dir)},
-        ).render_as_string(hide_password=False)
-    finally:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            server.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def shown(url: str) -> str:
-    return make_url(url).render_as_string(hide_password=True)
-
-
-@pytest.fixture(scope="session")
-def pg_admin_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The admin URL of the server test databases are made on: ``RECONCILER_TEST_PG`` (default
-    127.0.0.1:5432) when a server answers there, else an embedded one for this session."""
-    if answers(PG_ADMIN_URL):
-        yield PG_ADMIN_URL
-        return
-    with embedded_postgres() as url:
-        capture = request.config.pluginmanager.get_plugin("capturemanager")
-        with capture.global_and_fixture_disabled():
-            print(
-                f"\nno PostgreSQL answers at {shown(PG_ADMIN_URL)}: "
-                f"this session uses an embedded one ({shown(url)})",
-                flush=True,
-            )
-        yield url
-
-
-@pytest.fixture(scope="session")
-def pg_server(pg_admin_url: str) -> Iterator[str]:
-    """A fresh PostgreSQL database for this test session, dropped afterwards."""
-    admin = create_engine(pg_admin_url, isolation_level="AUTOCOMMIT")
-    name = f"reconciler_test_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-    except Exception as exc:  # a real failure: the suite needs this server
-        pytest.fail(f"cannot create a database on PostgreSQL at {shown(pg_admin_url)} ({exc})")
-    url = make_url(pg_admin_url).set(database=name).render_as_string(hide_password=False)
-    yield url
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
-
-
-@pytest.fixture
-def pg_url(pg_server: str) -> Iterator[str]:
-    """The session database, emptied of every table after each test."""
-    yield pg_server
-    engine = create_engine(pg_server, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE"))
-        conn.execute(text("CREATE SCHEMA public"))
-    engine.dispose()
+hypothesis_kit.load_profile()
 
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """A SQLite database file in a temporary folder."""
     return f"sqlite:///{tmp_path / 'reconciler.db'}"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def table_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Both dialects: every table test runs on SQLite and on PostgreSQL."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'reconciler.db'}"
-    url: str = request.getfixturevalue("pg_url")
-    return url
-
-
-@pytest.fixture
-def deploy(request: pytest.FixtureRequest, tmp_path: Path) -> Deployment:
-    """An acceptance deployment (``acceptance_kit``) on SQLite and Qdrant local mode; on
-    PostgreSQL when a test is parametrized with ``indirect=True`` and ``"postgresql"``, on a
-    Qdrant Edge shard (and SQLite) with ``"edge"``."""
-    url = "sqlite:///reconciler.db"
-    param = getattr(request, "param", "sqlite")
-    if param == "postgresql":
-        url = request.getfixturevalue("pg_url")
-    return Deployment(tmp_path, url, engine="edge" if param == "edge" else "qdrant")
-
-
-@pytest.fixture
-def table(table_url: str) -> Iterator[SqlDocumentTable]:
-    """An initialised document table on each dialect."""
-    store = SqlDocumentTable.from_url(table_url)
-    store.ensure_schema(create=True)
-    yield store
-    store.close()
-
-
-@pytest.fixture(scope="session")
-def cron_readings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exposition]:
-    """The textfile of real cron ``run``s through a deployment's life (``exposition_kit``)."""
-    return exposition_kit.cron_readings(tmp_path_factory.mktemp("cron"))
-
-
-@pytest.fixture(scope="session")
-def serve_readings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exposition]:
-    """``/metrics`` of a real ``reconciler serve``: a job skipped on a held lease, then a
-    successful full job (``exposition_kit``)."""
-    return exposition_kit.serve_readings(tmp_path_factory.mktemp("serve"))

@@ -23,7 +23,7 @@ import requests
 from acceptance_kit import Deployment, body, day, instant
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.leasing import lease_name, make_lease
+from reconciler.app.leasing import lease_name, make_lease
 from reconciler.stores.sql import SqlDocumentTable
 
 Labels = tuple[tuple[str, str], ...]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from reconciler.check_inputs import CheckContext, FamilyView
 from reconciler.checks.dates import check_dates
 from reconciler.checks.family import check_family
 from reconciler.checks.hash import check_hash
@@ -15,7 +16,6 @@ from reconciler.checks.payload import check_payload
 from reconciler.checks.siblings import check_siblings
 from reconciler.checks.ttl import check_ttl
 from reconciler.model import CHECK_NAMES, Finding
-from reconciler.views import CheckContext, FamilyView
 
 #: Every check, in the order they run and report.
 CHECKS: tuple[str, ...] = CHECK_NAMES

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
+from reconciler.check_inputs import CheckContext, FamilyView
 from reconciler.checks.common import STATE_FIELDS, diff
 from reconciler.model import Finding, Severity, VersionState, rfc3339
-from reconciler.settling import row_served, start_of
-from reconciler.views import CheckContext, FamilyView
+from reconciler.rules.time_rule import row_served, start_of
 
 CHECK = "dates"
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
 
+from reconciler.check_inputs import CheckContext, FamilyView
 from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
-from reconciler.deriving import declared_document, declared_state, with_registered
 from reconciler.model import (
     SERVABLE_STATES,
     Document,
@@ -22,8 +22,8 @@ from reconciler.model import (
     VersionState,
     rfc3339,
 )
-from reconciler.settling import in_force_winner, settle
-from reconciler.views import CheckContext, FamilyView
+from reconciler.rules.declared_state import declared_document, declared_state, with_registered
+from reconciler.rules.time_rule import in_force_winner, settle
 
 CHECK = "family"
 _SUPERSESSION_PROBLEMS = {
@@ -119,11 +119,11 @@ class Declared:
     """What the source says a family's rows should be, after time is applied."""
 
     #: doc_id -> expected row, for the rows whose source was read and holds them.
-    rows: dict[str, Document]
+    rows: Mapping[str, Document]
     #: Every row's input to ``settle`` (declared where judged, else the row as it is).
-    inputs: list[Document]
+    inputs: tuple[Document, ...]
     #: doc_id -> successor doc_id that has no row yet.
-    successors_not_ingested: dict[str, str]
+    successors_not_ingested: Mapping[str, str]
 
 
 def declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
@@ -206,7 +206,7 @@ def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
         settled = settle(declared, ctx.now, unknown_siblings=ctx.unknown_siblings)
     return Declared(
         rows={doc_id: settled[doc_id] for doc_id in judged},
-        inputs=declared,
+        inputs=tuple(declared),
         successors_not_ingested=not_ingested_successor,
     )
 

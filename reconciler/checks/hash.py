@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from reconciler.check_inputs import CheckContext, FamilyView, SourceState
 from reconciler.checks.common import quarantine_lifted
 from reconciler.checks.family import UNREADABLE_PROBLEMS
 from reconciler.model import Finding, ReingestRequest, Severity, SourceProblem
-from reconciler.views import CheckContext, FamilyView, SourceState
 
 CHECK = "hash"
 REASON = "in_place_edit"

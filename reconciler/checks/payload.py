@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.check_inputs import (
+    CheckContext,
+    ChunkAggregate,
+    FamilyView,
+    Variant,
+    expected_variant,
+)
 from reconciler.model import SERVABLE_STATES, Document, Finding, Severity
-from reconciler.views import CheckContext, ChunkAggregate, FamilyView, Variant, expected_variant
 
 CHECK = "payload"
 ORPHAN_REASON = "orphan_chunks"

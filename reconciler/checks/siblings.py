@@ -4,23 +4,23 @@ A re-chunking run writes an old version's chunks back as current; a row is set b
 current beside a started later version; two undeclared (``unknown``) versions sit side by
 side. Each leaves retrieval serving two versions of one document. The check reads what
 ``default_filter()`` serves now — every row and every chunk payload variant — and compares it
-with the one version the time rule (``reconciler.settling``) keeps in force.
+with the one version the time rule (``reconciler.rules.time_rule``) keeps in force.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from reconciler.check_inputs import CheckContext, FamilyView
 from reconciler.checks.common import STATE_FIELDS, diff
 from reconciler.model import OPEN_START, Document, Finding, Severity
-from reconciler.settling import (
+from reconciler.rules.time_rule import (
     order_key,
     payload_instant,
     payload_served,
     row_served,
     start_of,
 )
-from reconciler.views import CheckContext, FamilyView
 
 CHECK = "siblings"
 

@@ -6,9 +6,9 @@ families leave the default retrieval path until it is read again.
 
 from __future__ import annotations
 
+from reconciler.check_inputs import CheckContext, FamilyView
 from reconciler.checks.common import quarantine_lifted
 from reconciler.model import Finding, Severity
-from reconciler.views import CheckContext, FamilyView
 
 CHECK = "ttl"
 REASON = "ttl_expired"

@@ -167,7 +167,7 @@ class SqlSchema:
 def plain_head() -> str | None:
     """This build's head revision, read from the version files' ``revision`` and
     ``down_revision`` lines without Alembic; ``None`` unless they form one plain chain (then
-    Alembic decides). ``tests/test_migrations.py`` holds it equal to Alembic's head."""
+    Alembic decides). ``tests/integration/test_migrations.py`` holds it equal to Alembic's head."""
     folder = resources.files("reconciler.stores") / "migrations" / "versions"
     parents: dict[str, str | None] = {}
     try:

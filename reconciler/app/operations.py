@@ -1,0 +1,471 @@
+"""Library functions behind the CLI commands: each takes settings and returns plain data."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from reconciler.app.leasing import HeldLease, lease_name, make_lease
+from reconciler.app.wiring import build_sources, open_index, open_table, schema_revision, stores
+from reconciler.checks import CHECKS
+from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.errors import (
+    AmbiguousRunId,
+    CollectionMissing,
+    ConfigError,
+    LeaseBusy,
+    LeaseLost,
+    NotFound,
+)
+from reconciler.model import RunMode, RunStatus, jsonable
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
+from reconciler.ports import DocumentTable
+from reconciler.settings import Settings
+from reconciler.sharding import Shard
+from reconciler.writing.recovery import resolve_interrupted
+from reconciler.writing.rollback import rollback
+from reconciler.writing.runs import finish_failed
+
+if TYPE_CHECKING:
+    from reconciler.ingesting import IngestProgress
+
+log = logging.getLogger(__name__)
+
+
+def _index_location(settings: Settings) -> str:
+    return settings.index.path or settings.index.url or "?"
+
+
+def initialise(settings: Settings) -> dict[str, Any]:
+    """Create or upgrade the document table; report the chunk index."""
+    before = schema_revision(settings)
+    table = open_table(settings, create=True)
+    try:
+        after = table.schema_status()
+    finally:
+        table.close()
+    if before is None:
+        action = "created"
+    elif before != after.current:
+        action = f"upgraded from {before}"
+    else:
+        action = "up to date"
+    index = open_index(settings)
+    try:
+        exists = index.exists()
+        points = index.count() if exists else 0
+    finally:
+        index.close()
+    messages = [
+        f"document table {settings.table.display_url()}: schema {after.current} ({action})",
+        f"chunk index {_index_location(settings)} collection {settings.index.collection!r}: "
+        + (f"{points} point(s)" if exists else "absent (created by the first `reconciler ingest`)"),
+    ]
+    return {
+        "table": {"url": settings.table.display_url(), "revision": after.current, "action": action},
+        "index": {
+            "location": _index_location(settings),
+            "collection": settings.index.collection,
+            "exists": exists,
+            "points": points,
+        },
+        "messages": messages,
+    }
+
+
+def ingest_sources(
+    settings: Settings,
+    *,
+    names: list[str] | None = None,
+    outbox_only: bool = False,
+    progress: IngestProgress | None = None,
+) -> dict[str, Any]:
+    """Run the reference ingestion over the configured sources (``progress``: see
+    ``IngestProgress``)."""
+    unknown = sorted(set(names or []) - {s.name for s in settings.sources})
+    if unknown:
+        raise ConfigError([("sources", f"no source named {n!r}") for n in unknown])
+    # Only ingestion embeds: numpy and the embedders load here, not with every command.
+    from reconciler.embedding import make_embedder  # noqa: PLC0415
+    from reconciler.ingesting import Ingestor  # noqa: PLC0415
+
+    sources = build_sources(settings, names)
+    embedder = make_embedder(
+        settings.ingest.embedder, dim=settings.ingest.dim, model=settings.ingest.model
+    )
+    with stores(settings) as opened:
+        ingestor = Ingestor(
+            table=opened.table,
+            index=opened.index,
+            embedder=embedder,
+            max_chunk_chars=settings.ingest.max_chunk_chars,
+            progress=progress,
+        )
+        report = ingestor.run(sources, outbox_only=outbox_only)
+    return {
+        "run_id": report.run_id,
+        "ok": report.ok,
+        "totals": report.totals(),
+        "sources": [
+            {
+                **{k: v for k, v in asdict(s).items() if k not in ("problems", "failed")},
+                "problems": [
+                    {
+                        "kind": str(p.kind),
+                        "path": p.path,
+                        "doc_id": p.doc_id,
+                        "message": p.message,
+                    }
+                    for p in s.problems
+                ],
+                "failed": [{"doc_id": d, "error": e} for d, e in s.failed],
+            }
+            for s in report.sources
+        ],
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value else None
+
+
+def gather_status(settings: Settings) -> dict[str, Any]:
+    """Documents by state, chunks, families, sources and the last runs."""
+    with stores(settings) as opened:
+        stats = opened.table.stats()
+        sources = opened.table.source_status()
+        runs = opened.table.last_runs(5)
+        index = opened.index
+        exists = index.exists()
+        chunks = index.count() if exists else 0
+        chunk_states = index.facet(key="version_state") if exists else {}
+    configured = {s.name: s for s in settings.sources}
+    return {
+        "table": settings.table.display_url(),
+        "index": {
+            "location": _index_location(settings),
+            "collection": settings.index.collection,
+            "exists": exists,
+            "chunks": chunks,
+            "chunks_by_state": {str(k): v for k, v in sorted(chunk_states.items(), key=str)},
+        },
+        **stats,
+        "sources": [
+            {
+                "name": name,
+                "type": configured[name].type if name in configured else None,
+                "configured": name in configured,
+                "last_success_at": _iso(row.last_success_at) if row else None,
+                "last_attempt_at": _iso(row.last_attempt_at) if row else None,
+                "last_error": row.last_error if row else None,
+                "documents_seen": row.documents_seen if row else None,
+            }
+            for name in sorted(set(configured) | set(sources))
+            for row in [sources.get(name)]
+        ],
+        "last_runs": [
+            {
+                "run_id": r.run_id,
+                "mode": r.mode,
+                "actor": r.actor,
+                "status": r.status,
+                "started_at": _iso(r.started_at),
+                "finished_at": _iso(r.finished_at),
+            }
+            for r in runs
+        ],
+    }
+
+
+# -- reconciliation ------------------------------------------------------------------------
+
+
+def engine_options(
+    settings: Settings,
+    *,
+    mode: str,
+    checks: Iterable[str] | None = None,
+    now: datetime | None = None,
+    force: bool = False,
+    actor: str = "cli",
+    families: Iterable[str] | None = None,
+    doc_id: str | None = None,
+    shard: Shard | None = None,
+    job: str | None = None,
+) -> Options:
+    """Reconciler options from settings and command-line choices."""
+    chosen = frozenset(checks) if checks else frozenset(CHECKS)
+    unknown = sorted(chosen - set(CHECKS))
+    if unknown:
+        raise ConfigError(
+            [("--check", f"unknown check {name!r}; one of {', '.join(CHECKS)}") for name in unknown]
+        )
+    return Options(
+        mode=RunMode(mode),
+        checks=chosen,
+        now=now,
+        force=force,
+        actor=actor,
+        shard=shard or Shard(),
+        families=frozenset(families) if families else None,
+        doc_id=doc_id,
+        successor_policy=settings.policy.successor_not_ingested,
+        unknown_siblings=settings.policy.unknown_siblings,
+        missing_grace=settings.policy.missing_in_source_grace,
+        guard=Guard(
+            max_changed_fraction=settings.guard.max_changed_fraction,
+            floor=settings.guard.floor,
+        ),
+        ttls={s.name: s.effective_ttl for s in settings.sources},
+        table_batch=settings.table.batch_size,
+        scroll_batch=settings.index.scroll_batch,
+        write_batch=settings.index.write_batch,
+        job=job,
+    )
+
+
+def reconcile(
+    settings: Settings,
+    options: Options,
+    *,
+    progress: Callable[[str, int], None] | None = None,
+    lease_renew_every: float = 30.0,
+    on_lease: Callable[[bool], None] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Report:
+    """Run one reconciliation (check, plan, apply, run or repair).
+
+    Writing modes hold the shard's single-runner lease for the whole run (taken before the
+    chunk index is opened) and raise ``LeaseBusy`` when another runner holds it. Holding it,
+    they first resolve runs of the shard whose process died (``recovery``), and check it
+    before every payload batch (``LeaseLost`` stops the writing). A writing run that fails is
+    recorded as failed (by the engine, or here when it failed before recording itself), so
+    metrics count it.
+    """
+    sources = build_sources(settings)
+    table = open_table(settings)
+    try:
+        if options.mode not in WRITING_MODES:
+            return _run_engine(settings, table, sources, options, progress, clock=clock)
+        lease = make_lease(table.engine, lease_name(str(options.shard)), clock=clock)
+        options = dataclasses.replace(options, run_id=options.run_id or str(uuid.uuid4()))
+        with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
+            if not held.acquired:
+                raise LeaseBusy(
+                    f"another runner holds the lease of shard {options.shard}; "
+                    "this run was skipped (nothing was read or written)"
+                )
+            if on_lease is not None:
+                on_lease(True)
+            try:
+                return _run_engine(
+                    settings, table, sources, options, progress, held=held, clock=clock
+                )
+            except NotFound:
+                raise  # a mistyped scope: nothing was read from the index or written
+            except Exception as exc:
+                _record_failed(table, options, exc)
+                raise
+            finally:
+                if on_lease is not None:
+                    on_lease(False)
+                if held.lost:
+                    log.error("the lease of shard %s was lost during the run", options.shard)
+    finally:
+        table.close()
+
+
+def _keep_writing(held: HeldLease, shard: Shard) -> Callable[[], None]:
+    """Before each payload batch: renew the lease, and stop if it was lost."""
+
+    def check() -> None:
+        if held.lost or not held.lease.renew():
+            held.lost = True
+            raise LeaseLost(
+                f"the lease of shard {shard} was lost during the run (another runner may have "
+                "taken it over); writing stopped before the next batch, and what was written "
+                "is in the audit log"
+            )
+
+    return check
+
+
+def _run_engine(
+    settings: Settings,
+    table: DocumentTable,
+    sources: list[Any],
+    options: Options,
+    progress: Callable[[str, int], None] | None,
+    *,
+    held: HeldLease | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Report:
+    index = open_index(settings)
+    try:
+        if not index.exists():
+            raise CollectionMissing(
+                f"collection {settings.index.collection!r} does not exist at "
+                f"{_index_location(settings)}; run `reconciler ingest` (or point index.collection "
+                "at an existing collection)"
+            )
+        if held is not None:
+            resolve_interrupted(table=table, index=index, shard=str(options.shard))
+        engine = Reconciler(
+            table=table,
+            index=index,
+            sources=sources,
+            progress=progress,
+            keep_writing=_keep_writing(held, options.shard) if held is not None else None,
+            clock=clock,
+        )
+        return engine.run(options)
+    finally:
+        index.close()
+
+
+def _record_failed(table: DocumentTable, options: Options, exc: Exception) -> None:
+    """Record the run as failed, unless the engine already did (it knows what was written)."""
+    try:
+        existing = table.get_run(options.run_id) if options.run_id else None
+        if existing is not None and existing.status != RunStatus.RUNNING:
+            return
+        if existing is None:
+            table.start_run(
+                mode=options.mode,
+                actor=options.actor,
+                shard=str(options.shard),
+                run_id=options.run_id,
+                job=options.job or options.mode,
+                checks=",".join(c for c in CHECKS if c in options.checks),
+            )
+        assert options.run_id is not None
+        finish_failed(table, options.run_id, exc)
+    except Exception as again:  # the table itself may be what failed
+        log.error("could not record the failed run: %s", again)
+
+
+def report_data(report: Report) -> dict[str, Any]:
+    """The JSON object of a run, with the plan's exact writes."""
+    data = report.to_json()
+    plan = report.plan
+    data["plan"] = {
+        "rows": [
+            {
+                "doc_id": u.doc_id,
+                "family": u.family,
+                "fields": {k: [jsonable(b), jsonable(a)] for k, (b, a) in u.fields().items()},
+                "reasons": list(u.reasons),
+            }
+            for u in plan.row_updates
+        ],
+        "payloads": [
+            {
+                "doc_id": t.doc_id,
+                "family": t.family,
+                "points": t.points,
+                "payload": jsonable(dict(t.payload)),
+                "reasons": list(t.reasons),
+            }
+            for t in plan.payload_targets
+        ],
+        "reingest": [
+            {"doc_id": r.doc_id, "source": r.source, "reason": r.reason} for r in plan.reingests
+        ],
+        "indexes": [{"key": k, "schema": s} for k, s in plan.indexes],
+    }
+    return data
+
+
+def resolve_run_id(table: DocumentTable, given: str) -> str:
+    """The full id of the run ``given`` names: its id, or any unique prefix of it (``audit
+    show`` prints 8 characters). ``NotFound`` when no run matches, ``AmbiguousRunId`` (listing
+    them) when several do."""
+    given = given.strip()
+    if not given:
+        raise NotFound("an empty run id names no run")
+    if table.get_run(given) is not None:
+        return given
+    matches = table.run_ids_starting(given, limit=11)
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise NotFound(
+            f"no run {given!r}: no recorded run has that id or starts with it (`reconciler "
+            "status` lists recent runs; check and plan runs are not recorded)"
+        )
+    raise AmbiguousRunId(given, matches[:10] + (["..."] if len(matches) > 10 else []))
+
+
+def rollback_run(
+    settings: Settings,
+    run_id: str,
+    *,
+    cascade: bool = False,
+    dry_run: bool = False,
+    lease_renew_every: float = 30.0,
+    clock: Clock = SYSTEM_CLOCK,
+) -> dict[str, Any]:
+    """Restore what one run wrote, under the lease of that run's shard (runs of the shard
+    whose process died are resolved first, so an interrupted run can be rolled back). A dry
+    run takes no lease and writes nothing."""
+    with stores(settings) as opened:
+        run_id = resolve_run_id(opened.table, run_id)
+        run = opened.table.get_run(run_id)
+        assert run is not None
+        shard = Shard.parse(run.shard) if run.shard else Shard()
+        if dry_run:
+            return rollback(
+                table=opened.table,
+                index=opened.index,
+                run_id=run_id,
+                cascade=cascade,
+                dry_run=True,
+                shard=str(shard),
+            ).to_json()
+        lease = make_lease(opened.table.engine, lease_name(str(shard)), clock=clock)
+        with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
+            if not held.acquired:
+                raise LeaseBusy(
+                    f"another runner holds the lease of shard {shard}; the rollback was not "
+                    "started (nothing was written): retry when that run has ended"
+                )
+            resolve_interrupted(table=opened.table, index=opened.index, shard=str(shard))
+            result = rollback(
+                table=opened.table,
+                index=opened.index,
+                run_id=run_id,
+                batch_points=settings.index.write_batch,
+                cascade=cascade,
+                keep_writing=_keep_writing(held, shard),
+                shard=str(shard),
+            )
+    return result.to_json()
+
+
+def audit_entries(
+    settings: Settings, *, run_id: str | None = None, doc_id: str | None = None, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """Audit entries for display (``run_id``: a run's id or a unique prefix of it)."""
+    table = open_table(settings)
+    try:
+        if run_id is not None:
+            run_id = resolve_run_id(table, run_id)
+        return list(table.audit_entries(run_id=run_id, target=doc_id, limit=limit))
+    finally:
+        table.close()
+
+
+def audit_verify(settings: Settings) -> dict[str, Any]:
+    """Walk the audit chain."""
+    table = open_table(settings)
+    try:
+        result = table.verify_audit()
+    finally:
+        table.close()
+    return {"ok": result.ok, "entries": result.entries, "problems": result.problems}

@@ -1,0 +1,213 @@
+"""What the checks look at: per-family views of the three stores, built by streaming, and the
+run-wide ``CheckContext``.
+
+Memory is bounded by the batch size plus small per-document aggregates: the chunk scan keeps,
+per document, a count of chunks whose managed payload already equals ``payload_for(row)`` and
+the few payload variants that do not; the table is streamed family by family; sources hand
+over metadata only (never bodies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import MappingProxyType
+from typing import Any
+
+from reconciler.model import (
+    MANAGED_KEYS,
+    Document,
+    SourceDocument,
+    SourceProblem,
+    parse_instant,
+)
+from reconciler.payload import instant_text, payload_for
+from reconciler.rules.time_rule import settle
+
+#: A managed payload in canonical, hashable form: ((key, value), ...) over MANAGED_KEYS,
+#: an absent key read as None (Qdrant removes a key written as null).
+Variant = tuple[tuple[str, Any], ...]
+
+_DATE_KEYS = ("effective_from", "effective_to")
+
+
+def normalize(payload: Mapping[str, Any]) -> Variant:
+    """Canonical form of a managed payload, so equal meanings compare equal."""
+    items: list[tuple[str, Any]] = []
+    for key in MANAGED_KEYS:
+        value = payload.get(key)
+        if key in _DATE_KEYS and isinstance(value, str):
+            # An unparseable date stays as found: it differs, so it is drift.
+            with contextlib.suppress(ValueError, OverflowError):  # (a year 1 or 9999 offset)
+                value = instant_text(parse_instant(value))
+        elif key == "doc_version" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        items.append((key, value))
+    return tuple(items)
+
+
+def same_variant(found: Variant, expected: Variant) -> bool:
+    """Whether two canonical payloads are the same, value and type: ``1 == True`` and
+    ``0 == False`` in Python, not in a payload (``quarantined: 0`` is not ``False``), as the
+    scan's ``fingerprint`` holds. ``normalize`` has made an integral float version an int."""
+    return found == expected and all(
+        type(a) is type(b) for (_ka, a), (_kb, b) in zip(found, expected, strict=True)
+    )
+
+
+def digest(variant: Variant) -> bytes:
+    """A 16-byte fingerprint of a canonical payload."""
+    return hashlib.blake2b(repr(variant).encode("utf-8"), digest_size=16).digest()
+
+
+def expected_variant(document: Document) -> Variant:
+    """The canonical payload every chunk of ``document`` must carry."""
+    return normalize(payload_for(document))
+
+
+@dataclass(slots=True)
+class ChunkAggregate:
+    """One document's chunks: how many, how many already right, and the other variants."""
+
+    count: int = 0
+    matching: int = 0
+    variants: dict[Variant, int] = field(default_factory=dict)
+
+    @property
+    def drifted(self) -> int:
+        """Chunks whose managed payload differs from the row's."""
+        return self.count - self.matching
+
+
+_DOC_VERSION = MANAGED_KEYS.index("doc_version")
+_QUARANTINED = MANAGED_KEYS.index("quarantined")
+#: A fingerprint no value tuple has (``hash`` never returns -1 in CPython).
+_NO_MATCH = -1
+
+
+def fingerprint(values: tuple[Any, ...], *, at: int = 0) -> int:
+    """A 64-bit fingerprint of raw managed values in ``MANAGED_KEYS`` order (from index ``at``
+    of ``values``: the scan's rows lead with the doc_id), for equality with an expected
+    payload; ``-1`` when they cannot equal one (unhashable, or a ``doc_version`` that is not an
+    int or a ``quarantined`` that is not a bool: ``1 == True == 1.0`` in Python, and the old
+    repr digest told them apart).
+
+    ``hash`` of a tuple of str/int/bool/None is exact-equality-preserving and per process
+    (SipHash for strings): two different tuples collide with probability about 2**-64. It is
+    compared only within one run, never stored.
+    """
+    if type(values[at + _DOC_VERSION]) is not int or type(values[at + _QUARANTINED]) is not bool:
+        return _NO_MATCH
+    try:
+        return hash(values)
+    except TypeError:  # a list or object value: never what payload_for writes
+        return _NO_MATCH
+
+
+def variant_values(variant: Variant) -> tuple[Any, ...]:
+    """The values of a canonical payload, in ``MANAGED_KEYS`` order."""
+    return tuple(value for _key, value in variant)
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """One configured source as this run saw it."""
+
+    name: str
+    readable: bool
+    scanned: bool
+    documents: int = 0
+    error: str | None = None
+    ttl: timedelta | None = None
+    last_success_at: datetime | None = None
+    #: False when the scan was partial: absent documents are not taken as deleted.
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """Run-wide facts every check may read (the instant, the sources' state, the policies)."""
+
+    now: datetime
+    sources: Mapping[str, SourceState]
+    successor_policy: str = "supersede"
+    #: ``[policy] unknown_siblings``: "supersede" or "report" (see ``rules.time_rule``).
+    unknown_siblings: str = "supersede"
+    missing_grace: timedelta = timedelta(days=7)
+
+    def source_readable(self, name: str) -> bool:
+        """Whether the source was read completely in this run."""
+        state = self.sources.get(name)
+        return state is not None and state.scanned and state.readable
+
+    def source_complete(self, name: str) -> bool:
+        """Whether the source was read completely (absence then means deletion)."""
+        state = self.sources.get(name)
+        return self.source_readable(name) and state is not None and state.complete
+
+    def ttl_expired(self, name: str) -> bool:
+        """Whether a polling source has gone unread for longer than its TTL."""
+        state = self.sources.get(name)
+        if state is None or state.ttl is None:
+            return False
+        if state.scanned and state.readable:
+            return False
+        if state.last_success_at is None:
+            return True
+        return self.now - state.last_success_at > state.ttl
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyView:
+    """Everything known about one family: rows, source documents, chunk aggregates."""
+
+    family: str
+    rows: tuple[Document, ...] = ()
+    #: Source documents by doc_id: those of the rows, and new ones resolved to this family.
+    sources: Mapping[str, SourceDocument] = field(default_factory=dict)
+    #: Source documents named by ``superseded_by`` of this family's documents (any family).
+    successors: Mapping[str, SourceDocument] = field(default_factory=dict)
+    #: Per-document problems the connector reported (doc_id -> problems).
+    problems: Mapping[str, tuple[SourceProblem, ...]] = field(default_factory=dict)
+    #: When each document was last seen in its source (doc_id -> instant).
+    last_seen: Mapping[str, datetime] = field(default_factory=dict)
+    chunks: Mapping[str, ChunkAggregate] = field(default_factory=dict)
+    #: Documents named by a ``superseded_by`` of this family (source or row) that have a row
+    #: in the table, in any family or shard: a successor outside it is "not ingested".
+    registered: frozenset[str] = frozenset()
+    #: What the checks work out from this view once and share (``settled``, the family check's
+    #: declared rows): key -> value. Not part of the family's content (no init, compare, repr
+    #: or hash), and a copy made by ``dataclasses.replace`` starts empty. Its values are read,
+    #: never changed.
+    memo: dict[Hashable, Any] = field(
+        default_factory=dict, init=False, compare=False, repr=False, hash=False
+    )
+
+    def settled(self, now: datetime, unknown_siblings: str = "supersede") -> Mapping[str, Document]:
+        """The rows as the time rule leaves them at ``now``: ``settle(self.rows, now,
+        unknown_siblings=...)``, worked out once per view for the checks that share it (the
+        dates and siblings checks, the family check's comparison). Read-only."""
+        key = ("settled", now, unknown_siblings)
+        settled: dict[str, Document] | None = self.memo.get(key)
+        if settled is None:
+            settled = self.memo[key] = settle(self.rows, now, unknown_siblings=unknown_siblings)
+        return MappingProxyType(settled)
+
+    def row(self, doc_id: str) -> Document | None:
+        """The row of ``doc_id`` in this family, if any."""
+        for row in self.rows:
+            if row.doc_id == doc_id:
+                return row
+        return None
+
+    def new_documents(self) -> Iterator[SourceDocument]:
+        """Source documents of this family that have no row yet."""
+        ids = {row.doc_id for row in self.rows}
+        for doc_id, doc in sorted(self.sources.items()):
+            if doc_id not in ids:
+                yield doc

@@ -1,0 +1,376 @@
+"""The check's per-document state, compact: what the scan folds the collection into.
+
+Per registered row the tally holds 28 bytes in five sorted numpy arrays, and no Python object:
+a 64-bit key of the doc id (``hash``, SipHash in CPython), a second, independent 32-bit key
+(CRC-32 of its UTF-8), the expected payload's 64-bit fingerprint, the chunks counted and the
+chunks already right. Doc id strings are not kept: a chunk is matched to its row by both keys
+(a false match needs a 64-bit and a 32-bit collision at once, about 2**-96 a chunk), and two
+rows that share the 64-bit key are told apart by the second. A page of chunks is matched with
+one ``searchsorted``; the per-chunk Python work is what the store's own page costs to read.
+
+Payload variants, and the doc id, are kept only for documents with a mismatching chunk;
+``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no row) or when a check
+asks for one document's aggregate. The point ids of mismatching chunks are kept, up to ``keep_ids`` in
+all, so that the applier can write by id without scanning again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import zlib
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from reconciler.check_inputs import ChunkAggregate, Variant, fingerprint, normalize, variant_values
+from reconciler.model import MANAGED_KEYS, ManagedPage
+
+__all__ = ["ChunkTally", "Registered", "check_key"]
+
+#: In a scan row, ``(doc_id, *managed values)``: where each part is.
+_DOC = itemgetter(0)
+_VERSION_AT = itemgetter(1 + MANAGED_KEYS.index("doc_version"))
+_QUARANTINED_AT = itemgetter(1 + MANAGED_KEYS.index("quarantined"))
+_INT = frozenset({int})
+_BOOL = frozenset({bool})
+
+Slots = npt.NDArray[np.int64]
+
+
+def check_key(doc_id: str) -> int:
+    """The second key of a doc id, independent of ``hash``: CRC-32 of its UTF-8."""
+    return zlib.crc32(doc_id.encode("utf-8", "surrogatepass"))
+
+
+class Registered:
+    """The doc ids of the rows a tally registered, as a container: membership and size (the
+    ids themselves are not kept)."""
+
+    def __init__(self, tally: ChunkTally) -> None:
+        self._tally = tally
+
+    def __contains__(self, doc_id: object) -> bool:
+        return self._tally.slot(doc_id) is not None
+
+    def __len__(self) -> int:
+        return self._tally.size
+
+
+class ChunkTally:
+    """doc_id -> its chunks, folded: how many, how many already carry the row's payload, the
+    other variants (see the module's docstring for the layout and the keys).
+
+    Rows are registered first (``expect``), then chunks are added a page (``add_page``) or
+    one (``add``) at a time. Reading: ``tally[doc_id]`` is the ``ChunkAggregate`` of a
+    document with at least one chunk (``None``: chunks without a doc_id), ``doc_id in tally``
+    whether it has one.
+    """
+
+    def __init__(self, *, keep_ids: int = 100_000, key: Callable[[str], int] = hash) -> None:
+        #: The 64-bit key of a doc id (``hash``; a test may pass a weaker one).
+        self._key = key
+        self._new_keys = array("q")
+        self._new_checks = array("I")
+        self._new_fingerprints = array("q")
+        self._sealed = False
+        self._keys: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self._checks: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        self._fingerprints: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self._counts: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        self._matching: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        self._key_view: Sequence[int] = ()
+        self._check_view: Sequence[int] = ()
+        self._count_view: Sequence[int] = ()
+        self._matching_view: Sequence[int] = ()
+        #: 64-bit keys more than one row has (told apart by the second key).
+        self._shared: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self._variants: dict[int, dict[Variant, int]] = {}
+        #: slot -> the drifted variant of each spelling (values and their types) met, for the
+        #: documents with a variant: a document's stale chunks are normalised once.
+        self._spelt: dict[int, dict[tuple[Any, ...], Variant]] = {}
+        #: slot -> doc id, for the documents with a variant.
+        self._drifted: dict[int, str] = {}
+        self._orphans: dict[Any, ChunkAggregate] = {}
+        self._slot_ids: dict[int, list[str | int]] = {}
+        self._orphan_ids: dict[Any, list[str | int]] = {}
+        self._kept = 0
+        self.keep_ids = keep_ids
+        #: False once more mismatching chunks were seen than ``keep_ids``: ids were dropped.
+        self.ids_complete = True
+        self.chunks = 0
+
+    # -- registering rows -------------------------------------------------------------------
+
+    def expect(self, doc_id: str, values: tuple[Any, ...]) -> None:
+        """Register a row's document and the payload values (``payload_values``, in
+        ``MANAGED_KEYS`` order) its chunks must carry."""
+        self.expect_rows([(doc_id, *values)])
+
+    def expect_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Register rows given as ``(doc_id, *payload values)``, as ``expect`` does, a batch at
+        a time."""
+        if self._sealed:
+            raise RuntimeError("every row is registered before the first chunk is added")
+        self._new_keys.extend(map(self._key, map(_DOC, rows)))
+        self._new_checks.extend(map(check_key, map(_DOC, rows)))
+        self._new_fingerprints.extend(_fingerprints(rows).tolist())
+
+    def seal(self) -> None:
+        """Sort what was registered (done by the first chunk added or lookup made)."""
+        if self._sealed:
+            return
+        self._sealed = True
+        size = len(self._new_keys)
+        if size:
+            keys = np.frombuffer(self._new_keys, dtype=np.int64)
+            order = np.argsort(keys, kind="stable")
+            self._keys = keys[order]
+            del keys
+            self._checks = np.frombuffer(self._new_checks, dtype=np.uint32)[order]
+            self._fingerprints = np.frombuffer(self._new_fingerprints, dtype=np.int64)[order]
+            del order
+        self._new_keys = self._new_fingerprints = array("q")
+        self._new_checks = array("I")
+        self._counts = np.zeros(size, np.uint32)
+        self._matching = np.zeros(size, np.uint32)
+        self._key_view = memoryview(self._keys.data) if size else ()
+        self._check_view = memoryview(self._checks.data) if size else ()
+        # (the counts as Python sees them, for reading one document's: no numpy scalars)
+        self._count_view = memoryview(self._counts.data) if size else ()
+        self._matching_view = memoryview(self._matching.data) if size else ()
+        same = self._keys[1:] == self._keys[:-1]
+        self._shared = np.unique(self._keys[1:][same])
+
+    @property
+    def size(self) -> int:
+        """How many rows were registered."""
+        return len(self._keys) if self._sealed else len(self._new_keys)
+
+    @property
+    def registered(self) -> Registered:
+        """The registered doc ids, as a container (membership and size)."""
+        return Registered(self)
+
+    def slot(self, doc_id: Any) -> int | None:
+        """The slot of a registered document (``None``: no row)."""
+        if not isinstance(doc_id, str):
+            return None
+        self.seal()
+        key = self._key(doc_id)
+        return self._resolve(bisect.bisect_left(self._key_view, key), key, check_key(doc_id))
+
+    def _resolve(self, index: int, key: int, check: int) -> int | None:
+        """The slot at or after ``index`` (the first with ``key``) whose second key is
+        ``check``."""
+        keys, size = self._key_view, len(self._key_view)
+        while index < size and keys[index] == key:
+            if self._check_view[index] == check:
+                return index
+            index += 1
+        return None
+
+    # -- adding chunks ----------------------------------------------------------------------
+
+    def add_page(
+        self, page: ManagedPage, owns: Callable[[tuple[Any, ...]], bool] | None = None
+    ) -> None:
+        """Fold a page of chunks: the raw values are compared first, a whole page at once;
+        only a mismatching chunk is normalised. ``owns(values)`` says whether a chunk without
+        a row is this run's (a sharded run leaves other shards' orphans alone)."""
+        self.seal()
+        rows = page.rows
+        size = len(rows)
+        if not size:
+            return
+        self.chunks += size
+        slots = self._page_slots(rows)
+        hit = slots >= 0
+        matched = hit
+        if hit.any():
+            expected = self._fingerprints[np.where(hit, slots, 0)]
+            matched = hit & (expected == _fingerprints(rows))
+        if matched.all():  # the usual page: every chunk has its row and its row's payload
+            found, times = np.unique(slots, return_counts=True)
+            times = times.astype(np.uint32)
+            self._counts[found] += times
+            self._matching[found] += times
+            return
+        _bump(self._counts, slots[hit])
+        _bump(self._matching, slots[matched])
+        for index in np.flatnonzero(~matched).tolist():
+            slot, row = int(slots[index]), rows[index]
+            if slot < 0 and owns is not None and not owns(row[1:]):
+                continue
+            self._mismatch(page.point_id(index), row[0], slot if slot >= 0 else None, row[1:])
+
+    def add(self, point_id: str | int, doc_id: Any, values: tuple[Any, ...]) -> None:
+        """Fold one chunk (the same rule as ``add_page``)."""
+        self.chunks += 1
+        slot = self.slot(doc_id)
+        if slot is not None:
+            self._counts[slot] += 1
+            if _fingerprint((doc_id, *values)) == self._fingerprints[slot]:
+                self._matching[slot] += 1
+                return
+        self._mismatch(point_id, doc_id, slot, values)
+
+    def _page_slots(self, rows: Sequence[tuple[Any, ...]]) -> Slots:
+        """Each chunk's slot, ``-1`` for a doc_id without a row."""
+        size, registered = len(rows), len(self._keys)
+        if not registered:
+            return np.full(size, -1, np.int64)
+        try:
+            keys = np.fromiter(map(self._key, map(_DOC, rows)), np.int64, size)
+            crcs = map(zlib.crc32, map(str.encode, map(_DOC, rows)))
+            checks = np.fromiter(crcs, np.int64, size)
+        except (TypeError, ValueError):  # a doc_id that is not a string, or not UTF-8
+            each = map(self.slot, map(_DOC, rows))
+            return np.fromiter((-1 if s is None else s for s in each), np.int64, size)
+        at = np.minimum(np.searchsorted(self._keys, keys), registered - 1)
+        same_key = self._keys[at] == keys
+        slots = np.where(same_key & (self._checks[at] == checks), at, -1)
+        if len(self._shared):
+            for index in np.flatnonzero(same_key & np.isin(keys, self._shared)).tolist():
+                found = self._resolve(int(at[index]), int(keys[index]), int(checks[index]))
+                slots[index] = -1 if found is None else found
+        return slots
+
+    def _mismatch(
+        self, point_id: str | int, doc_id: Any, slot: int | None, values: tuple[Any, ...]
+    ) -> None:
+        """A chunk whose raw values differ from its row's (or that has no row): normalise.
+        (A registered document's chunk is already counted.)"""
+        if slot is None:
+            variant = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
+            orphan = self._orphans.get(doc_id)
+            if orphan is None:
+                orphan = self._orphans[doc_id] = ChunkAggregate()
+            orphan.count += 1
+            orphan.variants[variant] = orphan.variants.get(variant, 0) + 1
+            self._keep(self._orphan_ids, doc_id, point_id)
+            return
+        # Values equal with equal types normalise alike: a spelling met before on this
+        # (drifted) document is the variant it was then.
+        spelling = (values, tuple(map(type, values)))
+        spelt = self._spelt.get(slot)
+        try:
+            found = None if spelt is None else spelt.get(spelling)
+        except TypeError:  # an unhashable value (a list): normalised each time
+            found = None
+        if found is None:
+            found = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
+            if _fingerprint((doc_id, *variant_values(found))) == self._fingerprints[slot]:
+                self._matching[slot] += 1  # the same meaning, spelt differently
+                return
+            # (only drifted documents' spellings: memory grows as ``_variants`` does)
+            with contextlib.suppress(TypeError):  # (an unhashable value: not kept)
+                self._spelt.setdefault(slot, {})[spelling] = found
+        counts = self._variants.get(slot)
+        if counts is None:
+            counts = self._variants[slot] = {}
+            self._drifted[slot] = doc_id
+        counts[found] = counts.get(found, 0) + 1
+        self._keep(self._slot_ids, slot, point_id)
+
+    def _keep(self, ids: dict[Any, list[str | int]], key: Any, point_id: str | int) -> None:
+        if not self.ids_complete:
+            return
+        if self._kept >= self.keep_ids:
+            self.ids_complete = False
+            self._slot_ids.clear()
+            self._orphan_ids.clear()
+            return
+        ids.setdefault(key, []).append(point_id)
+        self._kept += 1
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def matches(self, doc_id: str | None, payload: Mapping[str, Any]) -> bool:
+        """Whether ``payload`` (logical keys) is what the scan expected of ``doc_id``'s chunks."""
+        slot = self.slot(doc_id)
+        if slot is None:
+            return False
+        expected = int(self._fingerprints[slot])
+        return _fingerprint((doc_id, *variant_values(normalize(payload)))) == expected
+
+    def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
+        """The point ids of ``doc_id``'s chunks that differed from its row (or, for a document
+        without a row, all its chunks) as scanned; ``None`` when they were not all kept."""
+        if not self.ids_complete:
+            return None
+        slot = self.slot(doc_id)
+        if slot is not None:
+            return list(self._slot_ids.get(slot, ()))
+        return list(self._orphan_ids.get(doc_id, ()))
+
+    def drifted_ids(self) -> list[str]:
+        """The registered documents with a chunk whose payload differs from their row's, in
+        the order the scan met them."""
+        return list(self._drifted.values())
+
+    def orphans(self) -> list[tuple[str | None, ChunkAggregate]]:
+        """The chunks whose doc_id has no row (``None``: no doc_id), by doc_id."""
+        return list(self._orphans.items())
+
+    def get(self, doc_id: str | None) -> ChunkAggregate | None:
+        """The ``ChunkAggregate`` of a document with at least one chunk, else ``None``."""
+        slot = self.slot(doc_id)
+        if slot is not None:
+            count = self._count_view[slot]
+            if not count:
+                return None
+            return ChunkAggregate(
+                count=count,
+                matching=self._matching_view[slot],
+                variants=dict(self._variants.get(slot, {})),
+            )
+        try:
+            return self._orphans.get(doc_id)
+        except TypeError:  # an unhashable doc_id is no orphan's
+            return None
+
+    def __getitem__(self, doc_id: str | None) -> ChunkAggregate:
+        aggregate = self.get(doc_id)
+        if aggregate is None:
+            raise KeyError(doc_id)
+        return aggregate
+
+    def __contains__(self, doc_id: object) -> bool:
+        slot = self.slot(doc_id)
+        if slot is not None:
+            return bool(self._count_view[slot])
+        try:
+            return doc_id in self._orphans
+        except TypeError:  # an unhashable doc_id is no orphan's
+            return False
+
+
+def _bump(counts: npt.NDArray[np.uint32], slots: Slots) -> None:
+    """Add one to ``counts`` at each of ``slots`` (a slot may repeat)."""
+    found, times = np.unique(slots, return_counts=True)
+    counts[found] += times.astype(np.uint32)
+
+
+def _fingerprint(row: tuple[Any, ...]) -> int:
+    """The fingerprint of a scan row ``(doc_id, *managed values)``: the doc id is hashed with
+    the values, so a chunk matches only its own row's payload."""
+    return fingerprint(row, at=1)
+
+
+def _fingerprints(rows: Sequence[tuple[Any, ...]]) -> npt.NDArray[np.int64]:
+    """``_fingerprint`` of each scan row; the whole page in C when its types allow."""
+    size = len(rows)
+    if (
+        set(map(type, map(_VERSION_AT, rows))) <= _INT
+        and set(map(type, map(_QUARANTINED_AT, rows))) <= _BOOL
+    ):
+        try:
+            return np.fromiter(map(hash, rows), np.int64, size)
+        except TypeError:  # an unhashable value (a list): chunk by chunk, below
+            pass
+    return np.fromiter(map(_fingerprint, rows), np.int64, size)

@@ -1,0 +1,118 @@
+"""Commands that set up and look at a deployment: ``init``, ``ingest``, ``status``,
+``bootstrap`` (adopt an existing collection) and ``connectors``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from reconciler.rendering import progress_display
+
+if TYPE_CHECKING:
+    pass
+
+from reconciler.cli.group import (
+    EXIT_ERROR,
+    CliState,
+    cli,
+    errors_mapped,
+)
+
+log = logging.getLogger(__name__)
+
+
+@cli.command()
+@click.pass_obj
+def init(obj: CliState) -> None:
+    """Create or upgrade the document table schema and report the chunk index.
+
+    Safe to run again: an up-to-date database is left alone, an older one is upgraded, one
+    migrated by a newer build is refused.
+    """
+    from reconciler.app.operations import initialise
+
+    with errors_mapped():
+        data = initialise(obj.settings)
+    obj.emit(data, lambda d: "\n".join(d["messages"]))
+
+
+@cli.command()
+@click.option("--source", "source_names", multiple=True, help="Only this source (repeatable).")
+@click.option(
+    "--outbox-only",
+    is_flag=True,
+    help="Only consume pending re-ingest requests; do not register new documents.",
+)
+@click.pass_obj
+def ingest(obj: CliState, source_names: tuple[str, ...], outbox_only: bool) -> None:
+    """Reference ingestion: chunk, embed and register new documents; consume the re-ingest outbox.
+
+    This is the only command that embeds, and nothing in the reconciler calls it. Documents
+    already registered are left as they are (their state is the reconciler's job). Exits 1 when
+    a source could not be read; what was read is still ingested.
+    """
+    from reconciler.app.operations import ingest_sources
+    from reconciler.rendering import render_ingest
+
+    with errors_mapped(), progress_display(obj.progress) as progress:
+        data = ingest_sources(
+            obj.settings, names=list(source_names), outbox_only=outbox_only, progress=progress
+        )
+    obj.emit(data, render_ingest)
+    if not data["ok"]:
+        sys.exit(EXIT_ERROR)
+
+
+@cli.command()
+@click.pass_obj
+def status(obj: CliState) -> None:
+    """Documents by state, chunks, families, sources and the last runs."""
+    from reconciler.app.operations import gather_status
+    from reconciler.rendering import render_status
+
+    with errors_mapped():
+        data = gather_status(obj.settings)
+    obj.emit(data, render_status)
+
+
+@cli.command("bootstrap")
+@click.option("--dry-run", is_flag=True, help="Show the rows that would be created; write nothing.")
+@click.pass_obj
+def bootstrap_command(obj: CliState, dry_run: bool) -> None:
+    """Adopt an existing collection: register a document row for every document id it holds.
+
+    Reads payloads only (never vectors or text) and writes no payload: state, version, dates,
+    class and family come from the payloads where valid, else the document is `unknown` in a
+    family of its own; what could not be mapped is listed. The next `apply` writes the managed
+    payload keys. [bootstrap] preset = langchain | llamaindex | native sets the payload layout.
+    Running it again creates nothing.
+    """
+    from reconciler.app.bootstrap import bootstrap as adopt_collection
+    from reconciler.app.bootstrap import render_bootstrap
+
+    with errors_mapped():
+        data = adopt_collection(obj.settings, dry_run=dry_run)
+    obj.emit(data, render_bootstrap)
+
+
+# -- reconciliation -----------------------------------------------------------------------
+
+
+@cli.command("connectors")
+@click.pass_obj
+def connectors_command(obj: CliState) -> None:
+    """List the installed system-of-record connectors (entry points reconciler.connectors)."""
+    from reconciler.rendering import table
+    from reconciler.sources import describe as describe_connectors
+
+    rows = describe_connectors()
+    obj.emit(
+        {"connectors": rows},
+        lambda d: table(
+            ["type", "status", "provided by", "summary"],
+            [[r["type"], r["status"], r["target"], r["summary"]] for r in d["connectors"]],
+        ),
+    )

@@ -1,0 +1,194 @@
+"""The reconciliation commands: ``check``, ``plan``, ``apply``, ``run`` and ``repair``, each one
+call of ``operations.reconcile``, rendered and turned into an exit code."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from reconciler.errors import (
+    LeaseBusy,
+    ReconcilerError,
+)
+from reconciler.rendering import progress_display
+from reconciler.sharding import Shard
+
+if TYPE_CHECKING:
+    from reconciler.metrics import LiveMetrics
+    from reconciler.pipeline.values import Report
+
+from reconciler.cli.group import (
+    EXIT_DRIFT,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_REFUSED,
+    CliState,
+    cli,
+    errors_mapped,
+)
+from reconciler.cli.options import instant_option, output_options, run_options
+
+log = logging.getLogger(__name__)
+
+
+def _reconcile(obj: CliState, mode: str, **kwargs: Any) -> Report:
+    from reconciler.app.operations import engine_options, reconcile, report_data
+    from reconciler.rendering import render_report
+
+    with errors_mapped():
+        options = engine_options(obj.settings, mode=mode, **kwargs)
+        try:
+            with progress_display(obj.progress) as progress:
+                report = reconcile(obj.settings, options, progress=progress)
+        except LeaseBusy as exc:
+            if mode == "run":  # a cron run that loses the race skips quietly
+                click.echo(f"skipped: {exc}", err=True)
+                _export(obj, None)
+                sys.exit(EXIT_OK)
+            raise
+        except ReconcilerError:
+            if mode == "run":
+                _export(obj, None)
+            raise
+    obj.emit(report_data(report), lambda data: render_report(data, per_kind=obj.per_kind))
+    if mode == "run":
+        _export(obj, report)
+    return report
+
+
+def _export(obj: CliState, report: Report | None) -> None:
+    """A cron run leaves its metrics for node_exporter or a Pushgateway (if configured)."""
+
+    from reconciler.app.daemon import export_run_metrics
+
+    def observe(live: LiveMetrics) -> None:
+        if report is not None and report.finished_at is not None:
+            total = (report.finished_at - report.started_at).total_seconds()
+            live.observe(timings=report.timings, total=total)
+
+    try:
+        for target in export_run_metrics(obj.settings, observe):
+            log.info("metrics written to %s", target)
+    except Exception as exc:  # metrics must not turn a good run into a failed one
+        click.echo(f"warning: could not export metrics: {exc}", err=True)
+
+
+def _exit(report: Report, *, writing: bool) -> NoReturn:
+    if report.refused:
+        sys.exit(EXIT_REFUSED)
+    if writing and report.partial:
+        sys.exit(EXIT_PARTIAL)
+    if not writing and report.drift:
+        sys.exit(EXIT_DRIFT)
+    sys.exit(EXIT_OK)
+
+
+@cli.command()
+@run_options
+@output_options
+@click.pass_obj
+def check(
+    obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None
+) -> None:
+    """Run the checks and print the findings. Writes nothing.
+
+    Exit 0 when nothing was found, 2 when drift was found.
+    """
+    _exit(_reconcile(obj, "check", checks=checks, now=now, shard=shard), writing=False)
+
+
+@cli.command()
+@run_options
+@output_options
+@click.pass_obj
+def plan(obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None) -> None:
+    """Print the findings and the exact writes that would follow. Writes nothing.
+
+    Reads like a reviewed diff: each finding, then every row, payload, re-ingest request and
+    index the repair would write, with counts. Exit 0 when there is nothing to do, 2 otherwise.
+    """
+    _exit(_reconcile(obj, "plan", checks=checks, now=now, shard=shard), writing=False)
+
+
+@cli.command()
+@run_options
+@click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
+@output_options
+@click.pass_obj
+def apply(
+    obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
+) -> None:
+    """Repair drift: row updates, payload-only writes, re-ingest requests, indexes.
+
+    Never embeds, never touches vectors or chunk text, never deletes a point. Refused (exit 3,
+    nothing written) when the run would change more than guard.max_changed_fraction of the
+    families or chunks, or a source that had documents returned none; --force overrides.
+    Exit 4 when it completed but a source could not be read (run status "partial").
+    """
+    report = _reconcile(obj, "apply", checks=checks, now=now, shard=shard, force=force)
+    _exit(report, writing=True)
+
+
+@cli.command()
+@run_options
+@click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
+@output_options
+@click.pass_obj
+def run(
+    obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
+) -> None:
+    """One reconciliation cycle for cron: check, then apply under the guard.
+
+    Exit 0 on success, 3 when the guard refused, 4 when it completed but a source could not
+    be read (run status "partial": that source's documents were not reconciled), 1 on error.
+    Recorded with actor "cli" (the daemon's scheduled runs are "schedule").
+    """
+    report = _reconcile(obj, "run", checks=checks, now=now, shard=shard, force=force)
+    _exit(report, writing=True)
+
+
+@cli.command()
+@click.option(
+    "--family",
+    "families",
+    multiple=True,
+    help="Repair this family (doc_family_id); repeat it to repair several in one run.",
+)
+@click.option("--doc", "doc_id", help="Repair this document (doc_id).")
+@click.option("--dry-run", is_flag=True, help="Show what would be written; write nothing.")
+@click.option(
+    "--now", callback=instant_option, metavar="ISO-8601", help="Evaluate as of this instant."
+)
+@click.option("--force", is_flag=True, help="Go past the empty-source guard (audited).")
+@output_options
+@click.pass_obj
+def repair(
+    obj: CliState,
+    families: tuple[str, ...],
+    doc_id: str | None,
+    dry_run: bool,
+    now: datetime | None,
+    force: bool,
+) -> None:
+    """On-demand repair of families or of one document (all checks, scoped).
+
+    Only the scoped documents' points are read (through the doc_id filter), never the whole
+    collection. The blast-radius fraction does not apply to a scoped repair; the empty-source
+    rule does.
+    """
+    if bool(families) == bool(doc_id):
+        raise click.UsageError("give exactly one of --family or --doc (--family may be repeated)")
+    report = _reconcile(
+        obj,
+        "plan" if dry_run else "repair",
+        now=now,
+        force=force,
+        actor="repair",
+        families=list(families) or None,
+        doc_id=doc_id,
+    )
+    _exit(report, writing=not dry_run)

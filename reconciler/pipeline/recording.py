@@ -1,0 +1,136 @@
+"""Stage 5 of a writing run: apply the plan (unless the guard refused it) through the
+``Applier``, and record the run in the run log: its start, its findings with what is still
+outstanding, its sources' attempts and identities, and its end (``failed`` with exactly what
+was written when the apply raised)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from reconciler.checks import CHECKS
+from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.model import (
+    Finding,
+    RunStatus,
+)
+from reconciler.pipeline.guarding import forced_entry
+from reconciler.pipeline.values import GuardDecision, Options, Scan, SourcesRead
+from reconciler.planning import (
+    Plan,
+    outstanding,
+)
+from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.writing.applying import Applier, ApplyResult
+from reconciler.writing.runs import error_text
+
+log = logging.getLogger(__name__)
+
+
+def record(
+    table: DocumentTable,
+    index: ChunkIndex,
+    options: Options,
+    now: datetime,
+    sources: SourcesRead,
+    *,
+    run_id: str,
+    started_at: datetime,
+    findings: Sequence[Finding],
+    plan: Plan,
+    decision: GuardDecision,
+    scan: Scan,
+    timings: Mapping[str, float],
+    clock: Clock = SYSTEM_CLOCK,
+    progress: Callable[[str, int], None] | None = None,
+    keep_writing: Callable[[], None] | None = None,
+) -> ApplyResult | None:
+    """Apply the plan (unless the guard refused it) and record the run, its findings and
+    what the sources and identities looked like; ``None`` when refused."""
+
+    def finish(
+        status: RunStatus,
+        counts: Mapping[str, Any],
+        applied: ApplyResult | None,
+        error: str | None = None,
+    ) -> None:
+        """Record the run's findings (with what is still outstanding) and its end."""
+        done = applied.counts() if applied is not None else {}
+        table.record_findings(
+            run_id,
+            findings,
+            outstanding=[outstanding(f, applied=status.applied) for f in findings],
+        )
+        table.finish_run(
+            run_id,
+            status=status,
+            counts={**counts, "check_seconds": dict(timings)},
+            error=error,
+            duration_seconds=(clock.now() - started_at).total_seconds(),
+            chunks_scanned=scan.totals.chunks,
+            rows_written=int(done.get("table", 0)),
+            payload_writes=int(done.get("payload", 0)),
+            points_written=int(done.get("points", 0)),
+            reingest_requests=int(done.get("reingest", 0)),
+        )
+
+    table.start_run(
+        mode=options.mode,
+        actor=options.actor,
+        forced=decision.forced,
+        shard=str(options.shard),
+        status=RunStatus.REFUSED if decision.refused else RunStatus.RUNNING,
+        run_id=run_id,
+        job=options.job or options.mode,
+        checks=",".join(c for c in CHECKS if c in options.checks),
+    )
+    if decision.refused:
+        finish(RunStatus.REFUSED, plan.counts(), None)
+        return None
+    applier = Applier(
+        table=table,
+        index=index,
+        run_id=run_id,
+        actor=options.actor,
+        batch_points=options.write_batch,
+        scroll_batch=options.scroll_batch,
+        progress=(lambda n: progress("applied", n)) if progress is not None else None,
+        keep_writing=keep_writing,
+    )
+    try:
+        if decision.forced:
+            forced = [forced_entry(run_id, decision, options, now)]
+            applier.result.audit_head = table.append_audit(forced)
+        applied = applier.apply(plan, now=now, located=scan.chunks)
+    except Exception as exc:
+        # Recorded with exactly what was written (the audit has it entry by entry); the
+        # next run converges. If the table itself is what failed, the caller records it.
+        counts = applier.result.counts()
+        if applier.pending_intent is not None:
+            counts["unconfirmed"] = applier.pending_intent  # for the next runner
+        try:
+            finish(RunStatus.FAILED, counts, applier.result, error=error_text(exc))
+        except Exception as again:  # never let the record hide what went wrong
+            log.error("could not record the failure of run %s: %s", run_id, again)
+        raise
+    for name, state in sources.states.items():
+        if state.scanned:
+            table.record_source_attempt(
+                name,
+                ok=state.readable,
+                at=now,
+                error=state.error,
+                documents_seen=state.documents if state.readable else None,
+            )
+    for name, entries in sources.identities.items():
+        table.record_identities(name, list(entries))
+    for name, keys in sources.present.items():
+        table.touch_identities(name, keys)
+    unread = any(
+        state.scanned and not (state.readable and state.complete)
+        for state in sources.states.values()
+    )
+    finish(RunStatus.PARTIAL if unread else RunStatus.SUCCEEDED, applied.counts(), applied)
+    return applied

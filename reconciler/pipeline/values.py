@@ -1,0 +1,260 @@
+"""What the stages of a run hand each other: frozen values, and the run's options.
+
+``Options`` says what a run does; each stage returns one value (``SourcesRead``, ``Scan``,
+``Assessment``, ``GuardDecision``) that the next takes, and ``Report`` is the last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from reconciler.check_inputs import SourceState
+from reconciler.checks import CHECKS
+from reconciler.chunk_tally import ChunkTally, Registered
+from reconciler.model import (
+    Finding,
+    RunMode,
+    RunStatus,
+    SourceDocument,
+    SourceProblem,
+)
+from reconciler.planning import (
+    Plan,
+)
+from reconciler.sharding import Shard
+from reconciler.writing.applying import ApplyResult
+
+#: Modes that apply their plan (under the guard).
+WRITING_MODES = frozenset(mode for mode in RunMode if mode.writes)
+#: Modes of a reconciliation (the others are ingest, bootstrap and rollback runs).
+ENGINE_MODES = frozenset({RunMode.CHECK, RunMode.PLAN, RunMode.APPLY, RunMode.RUN, RunMode.REPAIR})
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The blast-radius guard's limits."""
+
+    max_changed_fraction: float = 0.2
+    #: Changes at or below this many families / chunks never trip the fraction rule.
+    floor: int = 10
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a run does and to what."""
+
+    mode: RunMode = RunMode.CHECK
+    checks: frozenset[str] = frozenset(CHECKS)
+    now: datetime | None = None
+    force: bool = False
+    actor: str = "cli"
+    shard: Shard = field(default_factory=Shard)
+    families: frozenset[str] | None = None
+    doc_id: str | None = None
+    successor_policy: str = "supersede"
+    unknown_siblings: str = "supersede"
+    missing_grace: timedelta = timedelta(days=7)
+    guard: Guard = Guard()
+    ttls: Mapping[str, timedelta | None] = field(default_factory=dict)
+    table_batch: int = 1000
+    scroll_batch: int = 1000
+    write_batch: int = 256
+    #: Point ids of mismatching chunks the scan keeps for the applier (beyond it, the applier
+    #: selects each document's points through the doc_id filter instead).
+    keep_ids: int = 100_000
+    #: The scheduled job (full, ttl, dates) or command this run belongs to (metrics label).
+    job: str | None = None
+    #: The run's id (chosen by the caller so it can record a failure the engine did not).
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        mode = RunMode(self.mode)  # a plain "apply" is accepted; an unknown mode is not
+        if mode not in ENGINE_MODES:
+            raise ValueError(f"{mode} is not a reconciliation mode")
+        object.__setattr__(self, "mode", mode)
+
+
+# -- what each stage hands to the next (frozen values) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class SourcesRead:
+    """Stage 1, the systems of record as this run read them (metadata only)."""
+
+    states: Mapping[str, SourceState]
+    by_id: Mapping[str, SourceDocument]
+    family_of: Mapping[str, str]
+    #: doc_id -> the problems the connector reported about it.
+    problems: Mapping[str, tuple[SourceProblem, ...]]
+    #: Problems no document identity could be given to.
+    loose_problems: tuple[SourceProblem, ...]
+    #: "<source>:<key>" -> when the identity map last saw it.
+    last_seen: Mapping[str, datetime]
+    #: source -> (source key, family, content hash, path) of every parsed document.
+    identities: Mapping[str, tuple[tuple[str, str, str | None, str | None], ...]]
+    #: source -> keys present in the source but not parsed this run (their identity is kept
+    #: as seen, so the grace period of ``missing_in_source`` never starts).
+    present: Mapping[str, frozenset[str]]
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What the guard measures changes against."""
+
+    families: int
+    #: source -> rows that source should still hold (not retired).
+    rows_by_source: Mapping[str, int]
+    chunks: int
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Stage 2, the table and the collection, streamed once each and folded per document."""
+
+    #: The families in scope (``None``: every family of the shard).
+    scope: frozenset[str] | None
+    #: The doc id of every row in scope (membership and size; the ids are not kept).
+    expected: Registered
+    #: doc_id -> its chunks (``None``: chunks without a doc_id), folded compactly: the
+    #: tally also holds the ids of the chunks that differed, for the applier.
+    chunks: ChunkTally
+    totals: Totals
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """Stage 3, what the checks found, family by family, and the plan that repairs it."""
+
+    findings: tuple[Finding, ...]
+    plan: Plan
+    #: check -> {"checked": n, "findings": n}.
+    summary: Mapping[str, Mapping[str, int]]
+    #: Seconds spent in each check (summed over families).
+    timings: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class GuardDecision:
+    """Stage 4, whether the plan may be written."""
+
+    totals: Totals
+    changed_families: int
+    changed_chunks: int
+    max_changed_fraction: float
+    #: Why the guard tripped (``guard`` findings); empty when it did not.
+    reasons: tuple[Finding, ...] = ()
+    #: A writing run the guard stopped.
+    refused: bool = False
+    #: A writing run that went past a tripped guard (``--force``).
+    forced: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``guard`` object of the run's JSON."""
+        data: dict[str, Any] = {
+            "families_total": self.totals.families,
+            "rows_by_source": dict(self.totals.rows_by_source),
+            "chunks_total": self.totals.chunks,
+            "changed_families": self.changed_families,
+            "changed_chunks": self.changed_chunks,
+            "max_changed_fraction": self.max_changed_fraction,
+        }
+        if self.reasons:
+            data["tripped"] = list(dict.fromkeys(r.kind for r in self.reasons))
+        return data
+
+
+@dataclass(frozen=True)
+class FamilyOutcome:
+    """One family's findings and the plan that repairs them."""
+
+    findings: tuple[Finding, ...]
+    plan: Plan
+    #: check -> seconds spent on this family.
+    timings: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a run found, planned and did (the last stage's value)."""
+
+    run_id: str
+    mode: RunMode
+    started_at: datetime
+    finished_at: datetime | None = None
+    findings: tuple[Finding, ...] = ()
+    plan: Plan = field(default_factory=Plan)
+    summary: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    refused: bool = False
+    forced: bool = False
+    guard: Mapping[str, Any] = field(default_factory=dict)
+    applied: ApplyResult | None = None
+    sources: Mapping[str, SourceState] = field(default_factory=dict)
+    chunks_scanned: int = 0
+    error: str | None = None
+    #: Seconds spent in each check (summed over families).
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def drift(self) -> bool:
+        """Whether anything was found."""
+        return bool(self.findings)
+
+    @property
+    def unread_sources(self) -> list[str]:
+        """Sources this run tried to read and could not (or only in part)."""
+        return sorted(
+            name
+            for name, state in self.sources.items()
+            if state.scanned and not (state.readable and state.complete)
+        )
+
+    @property
+    def partial(self) -> bool:
+        """A writing run that applied its plan while a source could not be read: what that
+        source holds was not reconciled (run status ``partial``, exit 4)."""
+        return (
+            self.mode.writes
+            and not self.refused
+            and self.error is None
+            and bool(self.unread_sources)
+        )
+
+    def writes(self) -> dict[str, int]:
+        """Writes done (apply) or planned (check/plan); a refused run wrote nothing."""
+        if self.refused:
+            return dict.fromkeys(("payload", "table", "reingest", "points", "index"), 0)
+        if self.applied is not None:
+            done = self.applied.counts()
+            return {k: int(done[k]) for k in ("payload", "table", "reingest", "points", "index")}
+        return self.plan.counts()
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's JSON object (docs/contracts.md), without the CLI's ``plan``."""
+        return {
+            # check and plan are not recorded: no id that rollback or audit could not find
+            "run_id": self.run_id if self.mode.writes else None,
+            "mode": str(self.mode),
+            "started_at": self.started_at.isoformat(),
+            "finished_at": (self.finished_at or self.started_at).isoformat(),
+            "findings": [f.to_json() for f in self.findings],
+            "writes": self.writes(),
+            "summary": {check: dict(counts) for check, counts in self.summary.items()},
+            "refused": self.refused,
+            "forced": self.forced,
+            "guard": dict(self.guard),
+            "error": self.error,
+            "status": self.status(),
+            "unread_sources": self.unread_sources,
+        }
+
+    def status(self) -> str | None:
+        """How the run log records a writing run (``None`` for check and plan, which are
+        read-only and not recorded)."""
+        if not self.mode.writes:
+            return None
+        if self.refused:
+            return str(RunStatus.REFUSED)
+        return str(RunStatus.PARTIAL if self.partial else RunStatus.SUCCEEDED)

@@ -1,0 +1,63 @@
+"""The plug points of the engine: the document table, the chunk index, the systems of record.
+
+Adapters live in ``reconciler.stores`` and ``connectors``; the logic sees only these Protocols:
+``table`` (``DocumentTable``: four roles, documents, run log, outbox, audit log, each split
+into a reader and a writer; ``TableReader``, ``TableWriter``), ``index`` (``ChunkIndex``:
+``ChunkReader``, ``ChunkWriter``, ``ChunkIngestion``) and ``source`` (``SystemOfRecord`` and
+the connector errors). The SQL adapter implements each table role as one repository class
+(``reconciler.stores.sql``). A stage that only reads is typed with a reader, so mypy refuses
+a write there; ``tests/unit/test_writers.py`` holds which modules call a writer's methods.
+"""
+
+from reconciler.ports.index import ChunkIndex, ChunkIngestion, ChunkReader, ChunkWriter
+from reconciler.ports.source import SystemOfRecord
+from reconciler.ports.table import (
+    AuditLog,
+    AuditReader,
+    AuditWriter,
+    DocumentReader,
+    DocumentRows,
+    DocumentTable,
+    DocumentWriter,
+    OutboxReader,
+    OutboxWriter,
+    QueuedReingest,
+    ReingestOutbox,
+    RunEntry,
+    RunLog,
+    RunLogReader,
+    RunLogWriter,
+    SourceStatus,
+    TableReader,
+    TableWriter,
+)
+
+#: The Protocols whose methods change a store.
+WRITERS = (ChunkWriter, ChunkIngestion, DocumentWriter, RunLogWriter, OutboxWriter, AuditWriter)
+
+__all__ = [
+    "WRITERS",
+    "AuditLog",
+    "AuditReader",
+    "AuditWriter",
+    "ChunkIndex",
+    "ChunkIngestion",
+    "ChunkReader",
+    "ChunkWriter",
+    "DocumentReader",
+    "DocumentRows",
+    "DocumentTable",
+    "DocumentWriter",
+    "OutboxReader",
+    "OutboxWriter",
+    "QueuedReingest",
+    "ReingestOutbox",
+    "RunEntry",
+    "RunLog",
+    "RunLogReader",
+    "RunLogWriter",
+    "SourceStatus",
+    "SystemOfRecord",
+    "TableReader",
+    "TableWriter",
+]

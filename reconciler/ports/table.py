@@ -1,0 +1,365 @@
+"""The document table port, role by role, each split into what reads it and what writes it:
+documents and identities, the run log, the re-ingest outbox, the audit log. ``TableReader``
+and ``TableWriter`` gather the readers and the writers; ``DocumentTable`` is both. Rows the
+table hands back are typed by the read-only Protocols ``RunEntry``, ``SourceStatus`` and
+``QueuedReingest``: the logic reads their attributes and never writes them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from reconciler.model import (
+    AuditEntry,
+    Document,
+    ReingestRequest,
+    RowChange,
+    Verification,
+)
+
+
+class RunEntry(Protocol):
+    """One run's record in the run log, as read back."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def actor(self) -> str: ...
+    @property
+    def status(self) -> str:
+        """``running``, ``succeeded``, ``failed``, ``refused`` or ``interrupted``."""
+        ...
+
+    @property
+    def started_at(self) -> datetime: ...
+    @property
+    def finished_at(self) -> datetime | None: ...
+    @property
+    def shard(self) -> str | None: ...
+    @property
+    def job(self) -> str | None: ...
+    @property
+    def checks(self) -> str | None:
+        """The checks the run ran, comma-separated."""
+        ...
+
+    @property
+    def counts(self) -> dict[str, Any] | None: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+class SourceStatus(Protocol):
+    """When a source was last scanned, and how it went."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def last_attempt_at(self) -> datetime | None: ...
+    @property
+    def last_success_at(self) -> datetime | None:
+        """The last successful scan: the TTL clock of ``missing_in_source``."""
+        ...
+
+    @property
+    def last_error(self) -> str | None: ...
+    @property
+    def documents_seen(self) -> int | None: ...
+    @property
+    def failures(self) -> int: ...
+
+
+class QueuedReingest(Protocol):
+    """A re-ingest request in the outbox."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def doc_id(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def source_key(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def run_id(self) -> str | None: ...
+    @property
+    def status(self) -> str:
+        """``pending`` until consumed, then ``done``."""
+        ...
+
+    @property
+    def attempts(self) -> int: ...
+
+
+class DocumentReader(Protocol):
+    """Document rows, the identity map (source key -> family) and each source's scan status, read."""
+
+    def iter_documents(
+        self,
+        *,
+        batch_size: int = 1000,
+        source: str | None = None,
+        families: Sequence[str] | None = None,
+        doc_ids: Sequence[str] | None = None,
+    ) -> Iterator[Document]:
+        """Stream documents ordered by family, version and id (never all at once)."""
+        ...
+
+    def known_families(self, families: Iterable[str]) -> set[str]:
+        """Those of ``families`` that at least one document row belongs to."""
+        ...
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """Documents by id (missing ids are absent)."""
+        ...
+
+    def identities(self, source: str) -> tuple[dict[str, str], dict[str, str]]:
+        """The identity map of one source: (source_key -> family, content_hash -> family)."""
+        ...
+
+    def identities_at(self, source: str, paths: Iterable[str]) -> dict[str, str]:
+        """The identity last seen at each of ``paths`` (path -> source_key), where known."""
+        ...
+
+    def identity_last_seen(self, source: str) -> dict[str, datetime]:
+        """When each source key of a source was last seen (source_key -> instant)."""
+        ...
+
+    def source_status(self) -> Mapping[str, SourceStatus]:
+        """Every source's status, by source name."""
+        ...
+
+
+class DocumentWriter(Protocol):
+    """Document rows and identities written, and each source's scan recorded."""
+
+    def upsert_documents(
+        self, documents: Iterable[Document], *, chunk_counts: Mapping[str, int] | None = None
+    ) -> int:
+        """Insert or update document rows in bulk; return the number written (ingestion and
+        bootstrap; a reconciliation run writes rows through ``write_rows_and_outbox``)."""
+        ...
+
+    def record_identities(
+        self, source: str, entries: Iterable[tuple[str, str, str | None, str | None]]
+    ) -> int:
+        """Record (source_key, family, content_hash, path) seen now; first_seen is kept."""
+        ...
+
+    def touch_identities(self, source: str, keys: Iterable[str]) -> None:
+        """Mark identities as seen now without changing them (a document present but
+        unreadable: the grace period of ``missing_in_source`` does not start)."""
+        ...
+
+    def record_source_attempt(
+        self,
+        source: str,
+        *,
+        ok: bool,
+        at: datetime | None = None,
+        error: str | None = None,
+        documents_seen: int | None = None,
+    ) -> None:
+        """Record a scan of a source; success moves its TTL clock, failure keeps it."""
+        ...
+
+
+class DocumentRows(DocumentReader, DocumentWriter, Protocol):
+    """Document rows, the identity map (source key -> family) and each source's scan status."""
+
+    ...
+
+
+class RunLogReader(Protocol):
+    """Runs and their findings, read back."""
+
+    def get_run(self, run_id: str) -> RunEntry | None:
+        """One run's record."""
+        ...
+
+    def last_runs(self, limit: int = 5) -> Sequence[RunEntry]:
+        """The most recent runs, newest first."""
+        ...
+
+    def run_ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
+        """Ids of runs that start with ``prefix`` (at most ``limit``, newest first)."""
+        ...
+
+    def rollbacks(self) -> dict[str, str]:
+        """Succeeded rollback runs and the run each rolled back."""
+        ...
+
+    def runs_to_resolve(self, *, shard: str) -> list[tuple[str, str]]:
+        """Runs of ``shard`` recorded as running, and failed runs that left a payload batch
+        unconfirmed: (run_id, status), oldest first."""
+        ...
+
+    def findings_of(self, run_id: str) -> list[dict[str, Any]]:
+        """The findings a run recorded."""
+        ...
+
+
+class RunLogWriter(Protocol):
+    """Runs recorded from start to end, with their findings."""
+
+    def start_run(
+        self,
+        *,
+        mode: str,
+        actor: str,
+        forced: bool = False,
+        shard: str | None = None,
+        status: str = "running",
+        run_id: str | None = None,
+        job: str | None = None,
+        checks: str | None = None,
+    ) -> str:
+        """Record a run as started (or refused); return its id."""
+        ...
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        counts: Mapping[str, Any] | None = None,
+        error: str | None = None,
+        **stats: float,
+    ) -> None:
+        """Record a run's end (never over ``interrupted``, which is final); ``stats`` fill
+        the metric columns (``chunks_scanned``, ``rows_written``...), others raise TypeError."""
+        ...
+
+    def set_run_counts(self, run_id: str, counts: Mapping[str, Any]) -> None:
+        """Replace a finished run's counts (recovery clears what it resolved)."""
+        ...
+
+    def record_findings(
+        self, run_id: str, findings: Sequence[Any], *, outstanding: Sequence[bool] | None = None
+    ) -> None:
+        """Store a run's findings (``Finding`` values) and whether each still holds."""
+        ...
+
+
+class RunLog(RunLogReader, RunLogWriter, Protocol):
+    """Runs from start to end, and the findings each recorded."""
+
+    ...
+
+
+class OutboxReader(Protocol):
+    """Pending re-ingest requests, read."""
+
+    def pending_reingest(self, limit: int = 1000) -> Sequence[QueuedReingest]:
+        """Pending re-ingest requests, oldest first."""
+        ...
+
+    def pending_reingest_for(self, doc_ids: Iterable[str], *, chunk: int = 500) -> set[str]:
+        """Those of ``doc_ids`` that already have a pending re-ingest request."""
+        ...
+
+
+class OutboxWriter(Protocol):
+    """Re-ingest requests queued and finished, and a run's row writes committed with them."""
+
+    def request_reingest(
+        self, *, doc_id: str, source: str, source_key: str, reason: str, run_id: str | None = None
+    ) -> None:
+        """Queue a re-ingest request (idempotent while one is pending for the document)."""
+        ...
+
+    def finish_reingest(self, request_id: int, *, ok: bool, error: str | None = None) -> None:
+        """Mark a request done, or count a failed attempt (it stays pending)."""
+        ...
+
+    def write_rows_and_outbox(
+        self,
+        *,
+        run_id: str,
+        actor: str,
+        changes: Sequence[RowChange],
+        reingests: Sequence[tuple[ReingestRequest, str]],
+        at: datetime,
+    ) -> tuple[str, int]:
+        """Row updates, re-ingest requests and their audit entries in ONE transaction.
+
+        Returns the new audit head hash ("" when nothing was written) and the number of
+        re-ingest requests queued (one already pending for a document is not repeated).
+        """
+        ...
+
+
+class ReingestOutbox(OutboxReader, OutboxWriter, Protocol):
+    """Re-ingest requests, and a run's row writes committed with them."""
+
+    ...
+
+
+class AuditReader(Protocol):
+    """The audit log read: a run's entries, entries for display, the chain verified."""
+
+    def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
+        """Every entry of one run, in order, with each entry's own hash."""
+        ...
+
+    def audit_entries(
+        self, *, run_id: str | None = None, target: str | None = None, limit: int = 1000
+    ) -> Iterator[dict[str, Any]]:
+        """Entries for display (JSON-ready), oldest first, optionally of one run or target."""
+        ...
+
+    def verify_audit(self) -> Verification:
+        """Walk the whole chain; report each break, cut end and unreadable entry."""
+        ...
+
+    def runs_touching_after(self, entry_hash: str, targets: set[str], *, exclude: str) -> list[str]:
+        """Runs other than ``exclude`` with a row or payload entry about one of ``targets``
+        after the entry ``entry_hash``, newest first."""
+        ...
+
+
+class AuditWriter(Protocol):
+    """The audit log appended to."""
+
+    def append_audit(self, entries: Sequence[AuditEntry]) -> str:
+        """Append entries in their own transaction; return the new head hash ("" if none)."""
+        ...
+
+
+class AuditLog(AuditReader, AuditWriter, Protocol):
+    """The append-only, hash-chained log of every write."""
+
+    ...
+
+
+class TableReader(DocumentReader, RunLogReader, OutboxReader, AuditReader, Protocol):
+    """Everything the document table answers, and nothing that changes it."""
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for ``reconciler status``: documents by state, families, chunks, quarantine,
+        pending re-ingest requests."""
+        ...
+
+    def metrics_snapshot(self, *, recent_runs: int = 500) -> dict[str, Any]:
+        """Everything the Prometheus collector exposes that lives in the table."""
+        ...
+
+
+class TableWriter(DocumentWriter, RunLogWriter, OutboxWriter, AuditWriter, Protocol):
+    """Every write the document table takes (the writing side's: ``tests/unit/test_writers.py``)."""
+
+    ...
+
+
+class DocumentTable(TableReader, TableWriter, Protocol):
+    """The document table: rows, identities, source status, run log, outbox and audit log,
+    in one transactional store (a row write and its audit entries commit together)."""
+
+    def close(self) -> None:
+        """Release the connections."""
+        ...

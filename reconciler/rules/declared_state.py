@@ -1,0 +1,173 @@
+"""What a document row should say, derived from what its system of record declares.
+
+One pure rule used by the reference ingestion when it registers a document, and by the family
+check when it decides whether a row has drifted; so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from reconciler.model import (
+    OPEN_END,
+    OPEN_START,
+    SERVABLE_STATES,
+    Document,
+    SourceDocument,
+    VersionState,
+    utc,
+)
+from reconciler.rules.time_rule import NEVER_IN_FORCE, settle
+
+
+def declared_state(source_doc: SourceDocument, *, as_of: datetime) -> VersionState:
+    """The state a source document declares at ``as_of``.
+
+    An explicit ``status`` wins, except that an approved (``current``) version whose
+    ``effective_from`` is still ahead is ``pending``. With no status, a version that names a
+    successor is ``superseded``; anything else is ``unknown`` — the honest state of an
+    undeclared document.
+    """
+    state = source_doc.state
+    if state is None:
+        state = VersionState.SUPERSEDED if source_doc.superseded_by else VersionState.UNKNOWN
+    if (
+        state in (VersionState.CURRENT, VersionState.PENDING)
+        and source_doc.effective_from is not None
+    ):
+        started = utc(source_doc.effective_from) <= utc(as_of)
+        state = VersionState.CURRENT if started else VersionState.PENDING
+    return state
+
+
+def declared_document(
+    source_doc: SourceDocument,
+    *,
+    family: str,
+    as_of: datetime,
+    successor: SourceDocument | Document | None = None,
+    version: int | None = None,
+) -> Document:
+    """The document row ``source_doc`` declares, before the time rule places it in its family.
+
+    A version that names a successor whose start is known (``successor``) is a servable one
+    until then: ``current`` when the source declares states, ``unknown`` when it declares
+    none. It keeps ``superseded_by`` (the time rule reads it) and its ``effective_to`` is
+    closed at the successor's start. A successor that is a draft or retired never comes into
+    force: it closes nothing, and the link is dropped (the family's order decides). Without a
+    known successor, a declared supersession takes effect at once. ``effective_to`` is
+    otherwise the declared one, else the open-end sentinel (never null). ``version`` is the
+    ordinal to use when the source declares none.
+    """
+    state = declared_state(source_doc, as_of=as_of)
+    link = source_doc.superseded_by
+    start = utc(source_doc.effective_from) if source_doc.effective_from else None
+    effective_to = utc(source_doc.effective_to) if source_doc.effective_to else OPEN_END
+    if link is not None and successor is not None:
+        if state is VersionState.SUPERSEDED:
+            state = VersionState.CURRENT if source_doc.state is not None else VersionState.UNKNOWN
+            if state is VersionState.CURRENT and start is not None and start > utc(as_of):
+                state = VersionState.PENDING
+        if _never_in_force(successor):
+            link = None
+        elif successor.effective_from is not None:
+            # Closed at the successor's start, never before its own.
+            closing = max(utc(successor.effective_from), start or OPEN_START)
+            effective_to = min(effective_to, closing)
+        else:
+            effective_to = min(effective_to, start or OPEN_START)
+    keeps_link = state is VersionState.SUPERSEDED or state in SERVABLE_STATES
+    return Document(
+        doc_id=source_doc.doc_id,
+        source=source_doc.source,
+        source_key=source_doc.source_key,
+        doc_family_id=family,
+        doc_version=source_doc.version if source_doc.version is not None else (version or 1),
+        version_state=state,
+        superseded_by=link if keeps_link else None,
+        effective_from=start,
+        effective_to=effective_to,
+        doc_class=source_doc.doc_class,
+        title=source_doc.title,
+        source_hash=source_doc.content_hash,
+    )
+
+
+def _never_in_force(doc: SourceDocument | Document) -> bool:
+    """Whether the source declares ``doc`` a draft or retired (a row's state is the rule's
+    answer, not a declaration: a successor known only by its row still closes the window)."""
+    return isinstance(doc, SourceDocument) and doc.state in NEVER_IN_FORCE
+
+
+def expected_document(
+    source_doc: SourceDocument,
+    *,
+    family: str,
+    as_of: datetime,
+    successor: SourceDocument | Document | None = None,
+    version: int | None = None,
+) -> Document:
+    """The document row that ``source_doc`` implies at ``as_of`` on its own (ingest
+    bookkeeping fields left empty): ``declared_document`` with the time rule applied to it
+    alone. The family check applies the rule to the whole family instead.
+    """
+    declared = declared_document(
+        source_doc, family=family, as_of=as_of, successor=successor, version=version
+    )
+    return settle([declared], as_of)[declared.doc_id]
+
+
+#: ``SourceDocument`` fields a registered row can stand in for, when the connector could not
+#: read them (a typo is taken as absent; absent would change what the row says). Not
+#: ``superseded_by``: a row's successor may be one the time rule inferred, not one the source
+#: declared, and a link that names nothing leaves the order of the family to decide. Not
+#: ``state`` either: the row's state is the rule's answer, not a declaration; the family check
+#: keeps all of the row's state fields instead.
+_REGISTERED: dict[str, Callable[[Document], object]] = {
+    "version": lambda row: row.doc_version,
+    "effective_from": lambda row: row.effective_from,
+    "effective_to": lambda row: None if row.effective_to == OPEN_END else row.effective_to,
+    "title": lambda row: row.title,
+    "doc_class": lambda row: row.doc_class,
+}
+
+
+def with_registered(
+    source_doc: SourceDocument, row: Document, fields: Iterable[str]
+) -> SourceDocument:
+    """``source_doc`` with each of ``fields`` (those the connector could not read) taken from
+    the document's registered row, so a typo never changes what the row says."""
+    values = {name: _REGISTERED[name](row) for name in fields if name in _REGISTERED}
+    return dataclasses.replace(source_doc, **values) if values else source_doc  # type: ignore[arg-type]
+
+
+def version_ordinals(documents: list[SourceDocument]) -> dict[str, int]:
+    """Ordinals for one family's documents that declare no ``version``.
+
+    Declared versions are kept; undeclared ones follow the supersession chain (a version comes
+    after the one it supersedes), then ``effective_from``, then id.
+    """
+    predecessor_of = {d.superseded_by: d.doc_id for d in documents if d.superseded_by}
+    depth: dict[str, int] = {}
+    for doc in documents:
+        # Number of predecessors along superseded_by links (cycles were dropped by the source).
+        count, seen, current = 0, {doc.doc_id}, doc.doc_id
+        while current in predecessor_of and predecessor_of[current] not in seen:
+            current = predecessor_of[current]
+            seen.add(current)
+            count += 1
+        depth[doc.doc_id] = count
+    order = sorted(
+        documents,
+        key=lambda d: (
+            depth[d.doc_id],
+            utc(d.effective_from).isoformat() if d.effective_from else "",
+            d.doc_id,
+        ),
+    )
+    ordinals: dict[str, int] = {}
+    for position, doc in enumerate(order, start=1):
+        ordinals[doc.doc_id] = doc.version if doc.version is not None else position
+    return ordinals

@@ -1,0 +1,379 @@
+"""The shape of a configuration: one pydantic model a section (``TableSettings``,
+``IndexSettings``, ``SourceSettings``, ...), the whole ``Settings``, and the value types they
+share (durations, cron expressions, secrets named by a variable)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+from sqlalchemy.engine import make_url
+
+from reconciler.errors import ConfigError
+from reconciler.model import ALL_KEYS
+from reconciler.payload import KeyMap
+
+ENV_PREFIX = "RECONCILER_"
+#: Environment variables that are not config keys.
+ENV_RESERVED = {"RECONCILER_CONFIG", "RECONCILER_TEST_PG"}
+DEFAULT_CONFIG_NAME = "reconciler.toml"
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(value: Any) -> timedelta:
+    """Parse ``"90s"``, ``"15m"``, ``"24h"``, ``"7d"``, ``"2w"`` (or seconds as a number)."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match:
+            return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    raise ValueError("expected a duration such as 90s, 15m, 24h, 7d or 2w")
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _secret_variable(value: str | None) -> str | None:
+    if value is not None and value.upper().startswith(ENV_PREFIX):
+        raise ValueError(
+            f"{value}: variables starting with {ENV_PREFIX} are read as config overrides; "
+            "name the secret's variable otherwise (e.g. DATABASE_URL, QDRANT_API_KEY)"
+        )
+    return value
+
+
+SecretVariable = Annotated[str | None, BeforeValidator(_secret_variable)]
+
+
+class TableSettings(_Section):
+    """The document table (SQLAlchemy URL)."""
+
+    url: str = "sqlite:///reconciler.db"
+    #: Name of an environment variable holding the URL (use when it carries a password).
+    url_env: SecretVariable = None
+    batch_size: int = Field(default=1000, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str) -> str:
+        try:
+            url = make_url(value)
+        except Exception as exc:  # sqlalchemy raises ArgumentError with a clear text
+            raise ValueError(f"not a SQLAlchemy database URL ({exc})") from None
+        if url.get_backend_name() not in {"sqlite", "postgresql"}:
+            raise ValueError("supported databases are sqlite:/// and postgresql+psycopg://")
+        return value
+
+    def resolved_url(self) -> str:
+        """The URL to connect with (from ``url_env`` when set)."""
+        if self.url_env:
+            value = os.environ.get(self.url_env)
+            if not value:
+                raise ConfigError(
+                    [("table.url_env", f"environment variable {self.url_env} is not set")]
+                )
+            return value
+        return self.url
+
+    def display_url(self) -> str:
+        """The URL with any password masked, for logs and status."""
+        return make_url(self.resolved_url()).render_as_string(hide_password=True)
+
+
+class IndexSettings(_Section):
+    """The chunk index. ``engine = "qdrant"`` (qdrant-client): embedded local mode (``path``)
+    or a server (``url``). ``engine = "edge"``: a Qdrant Edge shard (beta, embedded, one
+    process at a time) at ``path``/``collection``; needs the ``edge`` extra."""
+
+    engine: Literal["qdrant", "edge"] = "qdrant"
+    path: str | None = None
+    url: str | None = None
+    api_key_env: SecretVariable = None
+    api_key_file: str | None = None
+    collection: str = "corpus"
+    payload_prefix: str = ""
+    #: Where chunk text lives (``page_content`` in LangChain-built collections).
+    text_key: str = "text"
+    keys: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=30.0, gt=0)
+    scroll_batch: int = Field(default=1000, gt=0)
+    write_batch: int = Field(default=256, gt=0)
+
+    @field_validator("path", "url", "api_key_file", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """An empty value (``RECONCILER_INDEX__PATH=""`` to switch to a server) is unset."""
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("keys")
+    @classmethod
+    def _known_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(ALL_KEYS))
+        if unknown:
+            raise ValueError(
+                f"unknown payload key(s) {', '.join(unknown)}; renamable keys are "
+                + ", ".join(ALL_KEYS)
+            )
+        for stored in value.values():
+            if not stored or "." in stored:
+                raise ValueError("renamed key names must be non-empty and contain no '.'")
+        return value
+
+    @field_validator("payload_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if value and (value.startswith(".") or ".." in value):
+            raise ValueError('a dotted path such as "metadata." or ""')
+        return value if not value or value.endswith(".") else value + "."
+
+    @model_validator(mode="after")
+    def _one_location(self) -> IndexSettings:
+        if self.engine == "edge":
+            if self.url:
+                raise ValueError(
+                    'index.url names a Qdrant server, which engine = "edge" does not use: '
+                    "remove index.url (Edge keeps its shard under index.path), or set "
+                    'engine = "qdrant"'
+                )
+            if not self.path:
+                raise ValueError('engine = "edge" needs index.path, the folder of its shards')
+            if self.api_key_env or self.api_key_file:
+                raise ValueError(
+                    'engine = "edge" takes no API key: remove index.api_key_env/api_key_file'
+                )
+            return self
+        if bool(self.path) == bool(self.url):
+            raise ValueError("set exactly one of index.path (embedded) or index.url (server)")
+        if self.api_key_env and self.api_key_file:
+            raise ValueError("set at most one of index.api_key_env or index.api_key_file")
+        return self
+
+    @property
+    def key_map(self) -> KeyMap:
+        """The payload key layout this collection uses."""
+        return KeyMap(prefix=self.payload_prefix, renames=self.keys)
+
+    def api_key(self) -> str | None:
+        """The Qdrant API key, from the environment or a file; never logged."""
+        if self.api_key_env:
+            value = os.environ.get(self.api_key_env)
+            if not value:
+                raise ConfigError(
+                    [("index.api_key_env", f"environment variable {self.api_key_env} is not set")]
+                )
+            return value
+        if self.api_key_file:
+            try:
+                return Path(self.api_key_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(
+                    [("index.api_key_file", f"cannot read {self.api_key_file}: {exc.strerror}")]
+                ) from None
+        return None
+
+
+class SourceSettings(_Section):
+    """One system of record. ``type`` names an installed connector (``reconciler connectors``);
+    connector-specific settings go in ``[sources.options]`` and are checked by the connector."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    type: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
+    path: str | None = None
+    url: str | None = None
+    trigger: Literal["polling", "webhook", "cdc"] = "polling"
+    ttl: Duration | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _needs(self) -> SourceSettings:
+        if self.ttl is not None and self.trigger != "polling":
+            raise ValueError("ttl applies to polling sources only")
+        return self
+
+    @property
+    def effective_ttl(self) -> timedelta | None:
+        """The TTL in force: configured, else 24h for polling sources, else none."""
+        if self.trigger != "polling":
+            return None
+        return self.ttl if self.ttl is not None else timedelta(hours=24)
+
+
+class GuardSettings(_Section):
+    """The blast-radius guard."""
+
+    max_changed_fraction: float = Field(default=0.2, gt=0, le=1)
+    #: Runs changing at most this many families or chunks never trip the fraction rule (a
+    #: five-note vault must be repairable). The empty-source rule has no floor.
+    floor: int = Field(default=10, ge=0)
+
+
+class PolicySettings(_Section):
+    """Repair policies."""
+
+    successor_not_ingested: Literal["supersede", "keep"] = "supersede"
+    #: An ``unknown`` version beside a later started ``unknown`` sibling: superseded by it
+    #: (the time rule), or only reported, for teams that move such versions out by hand.
+    unknown_siblings: Literal["supersede", "report"] = "supersede"
+    missing_in_source_grace: Duration = timedelta(days=7)
+
+
+def _cron(value: str) -> str:
+    from reconciler.scheduling import cron_trigger  # noqa: PLC0415 (settings load first)
+
+    try:
+        cron_trigger(value)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"a 5-field cron expression such as '0 2 * * *' ({exc})") from None
+    return value
+
+
+Cron = Annotated[str, BeforeValidator(_cron)]
+
+
+class ScheduleSettings(_Section):
+    """Cron expressions (UTC) of the scheduled jobs."""
+
+    full: Cron = "0 2 * * *"
+    ttl: Cron = "*/15 * * * *"
+    dates: Cron = "*/5 * * * *"
+
+
+class MetricsSettings(_Section):
+    """Where metrics go."""
+
+    listen: str = Field(default="127.0.0.1:9464", pattern=r"^[^:\s]*:\d{1,5}$")
+    textfile: str = ""
+    pushgateway: str = ""
+
+
+class IngestSettings(_Section):
+    """The reference ingestion (the reconciler itself never embeds)."""
+
+    embedder: Literal["hashing", "sentence-transformers"] = "hashing"
+    dim: int = Field(default=384, gt=0, le=65536)
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    max_chunk_chars: int = Field(default=1200, ge=200)
+
+
+#: Payload layouts ``[bootstrap] preset`` names: defaults for index.payload_prefix,
+#: index.text_key and the stored name of the document id (``index.keys.doc_id``).
+BOOTSTRAP_PRESETS: dict[str, dict[str, str]] = {
+    "native": {},
+    # LangChain's QdrantVectorStore: {"page_content": ..., "metadata": {...}}.
+    "langchain": {"payload_prefix": "metadata.", "text_key": "page_content", "doc_id": "source"},
+    # LlamaIndex's QdrantVectorStore: flattened metadata, the node (with its text) serialised
+    # under "_node_content", the source document's id under doc_id, ref_doc_id and document_id.
+    "llamaindex": {"payload_prefix": "", "text_key": "_node_content", "doc_id": "doc_id"},
+}
+
+
+class BootstrapSettings(_Section):
+    """Adopting an existing collection (``reconciler bootstrap``)."""
+
+    #: The collection's payload layout; sets defaults for the index keys (explicit ones win).
+    preset: Literal["native", "langchain", "llamaindex"] = "native"
+    #: The stored name (under index.payload_prefix) of the document id; default per preset.
+    doc_id_key: str | None = Field(default=None, pattern=r"^[^.\s][^.]*$")
+    #: A dotted payload path (from the payload's root) holding the family id; else the
+    #: payload's doc_family_id; else one family per document.
+    family_key: str | None = Field(default=None, pattern=r"^[^.\s]+(\.[^.\s]+)*$")
+    #: The source name adopted rows are registered under (their source_key is the doc id).
+    source: str = Field(default="adopted", pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+def _preset_defaults(data: Any) -> Any:
+    """Fill index defaults from ``[bootstrap]``: the preset's layout, then ``doc_id_key``."""
+    if not isinstance(data, Mapping):
+        return data
+    raw = data.get("bootstrap")
+    if isinstance(raw, BootstrapSettings):
+        raw = raw.model_dump()
+    if not isinstance(raw, Mapping):
+        return data
+    preset = BOOTSTRAP_PRESETS.get(str(raw.get("preset") or "native"))
+    if preset is None:
+        return data  # the field validator reports the unknown preset
+    index = data.get("index")
+    if isinstance(index, IndexSettings):
+        return data  # an already-built section is taken as it is
+    index = dict(index) if isinstance(index, Mapping) else {}
+    keys = index.get("keys")
+    keys = dict(keys) if isinstance(keys, Mapping) else {}
+    for name in ("payload_prefix", "text_key"):
+        if name in preset:
+            index.setdefault(name, preset[name])
+    doc_id = raw.get("doc_id_key") or preset.get("doc_id")
+    if doc_id and doc_id != "doc_id":
+        keys.setdefault("doc_id", doc_id)
+    if keys:
+        index["keys"] = keys
+    return {**data, "index": index}
+
+
+class Settings(_Section):
+    """The whole configuration."""
+
+    table: TableSettings = TableSettings()
+    index: IndexSettings = IndexSettings(path="qdrant")
+    sources: tuple[SourceSettings, ...] = ()
+    guard: GuardSettings = GuardSettings()
+    policy: PolicySettings = PolicySettings()
+    schedule: ScheduleSettings = ScheduleSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    ingest: IngestSettings = IngestSettings()
+    bootstrap: BootstrapSettings = BootstrapSettings()
+    #: Where the settings came from (a file path, or "defaults"); not a config key.
+    origin: str = Field(default="defaults", exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _presets(cls, data: Any) -> Any:
+        return _preset_defaults(data)
+
+    @model_validator(mode="after")
+    def _doc_id_key_agrees(self) -> Settings:
+        wanted = self.bootstrap.doc_id_key
+        stored = self.index.keys.get("doc_id", "doc_id")
+        if wanted and wanted != stored:
+            raise ValueError(
+                f"bootstrap.doc_id_key {wanted!r} differs from index.keys.doc_id {stored!r}; "
+                "set one of them"
+            )
+        return self
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, value: tuple[SourceSettings, ...]) -> tuple[SourceSettings, ...]:
+        names = [s.name for s in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
+        return value
+
+    def source(self, name: str) -> SourceSettings:
+        """The source of that name."""
+        for source in self.sources:
+            if source.name == name:
+                return source
+        raise KeyError(name)

@@ -1,0 +1,446 @@
+"""Applies a plan: row updates, payload writes, indexes — each audited.
+
+Order: table changes (rows, re-ingest requests, their audit entries) in one transaction; then
+payloads in batches of point ids through ``batch_update_points``; then payload indexes.
+
+Which points: those the check's scan already saw. A document whose row stays as it is needs
+only its chunks that differed from the row, and the scan kept their ids (``Located``); they
+are re-read by id and written. A document whose row changes needs every chunk that does not
+carry the new payload: its points are selected through the ``doc_id`` payload filter (an
+index lookup on a server). Only when the scan could not keep every id (more than
+``Options.keep_ids`` mismatching chunks) are documents without a doc_id found by scrolling the
+collection again. Each payload batch holds whole documents and goes out as one
+``batch_update_points`` call, its audit entries as one append.
+
+Audit before write: each payload batch's entries (point ids, exact before, after) are
+committed as *intents* before the batch is sent, and *confirmed* by an entry committed with
+the next batch's intents (or at the end). So a process killed anywhere leaves every changed
+value covered by an entry; the next run that takes the lease resolves the unconfirmed intents
+by re-reading those points (``recovery``). A failed batch stops the run and records exactly
+which points were written (re-read by id); every write is idempotent, so the next run
+converges. Before each batch the lease is checked: a runner that lost it stops writing.
+Never deletes a point, never writes a vector or chunk text, never ``overwrite_payload``/upsert.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from reconciler.errors import IndexWriteError
+from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
+from reconciler.planning import PayloadTarget, Plan, needs_write
+from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.writing.differs import (
+    Differs,
+    Located,
+    WriteGroup,
+    expected_of,
+    still_differs,
+)
+
+log = logging.getLogger(__name__)
+
+#: Audit entry types of payload writes: the intent (before the write) and its confirmation.
+INTENT = "payload"
+CONFIRM = "confirm"
+
+
+@dataclass
+class ApplyResult:
+    """What was actually written."""
+
+    rows: int = 0
+    reingests: int = 0
+    payload_writes: int = 0
+    points: int = 0
+    indexes: int = 0
+    audit_head: str = ""
+    error: str | None = None
+
+    def counts(self) -> dict[str, Any]:
+        """For the run record."""
+        return {
+            "table": self.rows,
+            "reingest": self.reingests,
+            "payload": self.payload_writes,
+            "points": self.points,
+            "index": self.indexes,
+            "audit_head": self.audit_head,
+        }
+
+
+class Applier:
+    """Executes a plan against the document table and the chunk index."""
+
+    def __init__(
+        self,
+        *,
+        table: DocumentTable,
+        index: ChunkIndex,
+        run_id: str,
+        actor: str,
+        batch_points: int = 256,
+        scroll_batch: int = 1000,
+        progress: Callable[[int], None] | None = None,
+        max_pending: int = 100_000,
+        keep_writing: Callable[[], None] | None = None,
+    ) -> None:
+        self.table = table
+        #: Raises (``LeaseLost``) when this runner may no longer write; called before a batch.
+        self.keep_writing = keep_writing
+        #: The hash of the last intent not yet confirmed.
+        self._unconfirmed: str | None = None
+        self._unconfirmed_points = 0
+        #: True when a batch was sent but whether it was written is not known (its intents
+        #: stay unconfirmed: the next runner of the shard re-reads those points).
+        self.in_doubt = False
+        self.max_pending = max_pending
+        self.index = index
+        self.run_id = run_id
+        self.actor = actor
+        self.batch_points = batch_points
+        self.scroll_batch = scroll_batch
+        self.progress = progress
+        self.result = ApplyResult()
+
+    def apply(self, plan: Plan, *, now: datetime, located: Located | None = None) -> ApplyResult:
+        """Execute ``plan``; raise IndexWriteError (after recording) if a batch fails.
+
+        ``located``: what the scan kept, so points are written by id (see the module's doc);
+        without it every document's points are selected through the doc_id filter."""
+        changes = [
+            RowChange(
+                doc_id=u.doc_id,
+                reason=", ".join(u.reasons),
+                before={k: b for k, (b, _a) in u.fields().items()},
+                after={k: a for k, (_b, a) in u.fields().items()},
+            )
+            for u in plan.row_updates
+        ]
+        reingests = [(r, r.reason) for r in plan.reingests]
+        if self.keep_writing is not None and (changes or reingests):
+            self.keep_writing()  # the scan may have been long: still ours to write?
+        head, queued = self.table.write_rows_and_outbox(
+            run_id=self.run_id, actor=self.actor, changes=changes, reingests=reingests, at=now
+        )
+        self.result.rows, self.result.reingests = len(changes), queued
+        self.result.audit_head = head or self.result.audit_head
+        if plan.payload_targets:
+            try:
+                self._payloads(plan.payload_targets, now=now, located=located)
+            except IndexWriteError:
+                raise  # the failed batch was confirmed as far as it went
+            except Exception:
+                # A failure after a batch was written (a scroll that broke): say so first.
+                with contextlib.suppress(Exception):
+                    self.confirm(now=now)
+                raise
+            self.confirm(now=now)
+        for key, schema in plan.indexes:
+            if self.keep_writing is not None:
+                self.keep_writing()
+            self._audit(
+                [
+                    AuditEntry(
+                        self.run_id,
+                        now,
+                        self.actor,
+                        "index/payload_index_missing",
+                        "index",
+                        key,
+                        None,
+                        {"schema": schema},
+                    )
+                ]
+            )
+            self.index.create_payload_index(key=key, schema=schema)
+            self.result.indexes += 1
+        log.debug("applied run %s: %s", self.run_id, self.result.counts())
+        return self.result
+
+    def write_groups(
+        self,
+        groups: Iterable[tuple[str | None, list[str | int], Mapping[str, Any], str]],
+        *,
+        now: datetime,
+    ) -> None:
+        """Set ``payload`` on the given points of each (doc_id, point ids, payload, reason)
+        group (rollback): each point is re-read by id, written only if it differs, and audited
+        with its exact value before."""
+        batch: list[WriteGroup] = []
+        size = 0
+        for doc_id, ids, payload, reason in groups:
+            partial = set(payload) != set(MANAGED_KEYS)
+            target = PayloadTarget(doc_id, None, payload, len(ids), (reason,), partial=partial)
+            expected = expected_of(target)
+            for start in range(0, len(ids), max(self.batch_points, 1)):
+                variants: dict[Any, WriteGroup] = {}
+                for state in self.index.retrieve(ids[start : start + self.batch_points]):
+                    differs = still_differs(state.payload, target, expected)
+                    if differs is None:
+                        continue
+                    before, key = differs
+                    group = variants.setdefault(key, WriteGroup(target, before))
+                    group.point_ids.append(state.point_id)
+                    size += 1
+                batch += variants.values()
+                if size >= self.batch_points:
+                    self._flush(batch, now=now)
+                    batch, size = [], 0
+        if batch:
+            self._flush(batch, now=now)
+        self.confirm(now=now)
+
+    def confirm(self, *, now: datetime) -> None:
+        """Commit the confirmation of the last batch sent (the others are confirmed by the
+        entries committed with the batch after them); never for a batch in doubt."""
+        if self._unconfirmed is not None and not self.in_doubt:
+            self._audit([self._confirmation(now)])
+
+    @property
+    def pending_intent(self) -> str | None:
+        """The last intent not confirmed (a batch in doubt, or one not yet confirmed)."""
+        return self._unconfirmed
+
+    def _confirmation(self, now: datetime, written: list[str | int] | None = None) -> AuditEntry:
+        """ "Every intent of this run up to ``through`` was written" (or only ``written``)."""
+        through, points = self._unconfirmed, self._unconfirmed_points
+        self._unconfirmed, self._unconfirmed_points = None, 0
+        after: dict[str, Any] = {"through": through, "points": points}
+        if written is not None:
+            after = {"through": through, "points": len(written), "written": written}
+        return AuditEntry(
+            self.run_id, now, self.actor, "confirm", CONFIRM, self.run_id, None, after
+        )
+
+    # -- payloads --------------------------------------------------------------------------
+
+    def _payloads(
+        self, targets: Sequence[PayloadTarget], *, now: datetime, located: Located | None
+    ) -> None:
+        """Write each target's differing points: by the ids the scan kept where they are all
+        that can differ, else through the doc_id filter (else, for chunks without a doc_id
+        whose ids were not kept, one more scroll)."""
+        by_id: list[tuple[PayloadTarget, list[str | int]]] = []
+        by_filter: list[PayloadTarget] = []
+        by_scroll: list[PayloadTarget] = []
+        for target in targets:
+            ids = self._kept_ids(target, located)
+            if ids is not None:
+                by_id.append((target, ids))
+            elif target.doc_id is not None:
+                by_filter.append(target)
+            else:
+                by_scroll.append(target)
+        self._write_by_id(by_id, now=now)
+        step = max(self.scroll_batch, 1)
+        for start in range(0, len(by_filter), step):
+            part = by_filter[start : start + step]
+            self._write_scrolled(part, [t.doc_id for t in part if t.doc_id], now=now)
+        if by_scroll:
+            self._write_scrolled(by_scroll, None, now=now)
+
+    @staticmethod
+    def _kept_ids(target: PayloadTarget, located: Located | None) -> list[str | int] | None:
+        """The ids that are all the target can need written, if the scan kept them."""
+        if located is None:
+            return None
+        ids = located.mismatching_ids(target.doc_id)
+        if ids is None:
+            return None
+        if target.partial or located.matches(target.doc_id, target.payload):
+            # The row stays: chunks that matched it carry the payload already. (A partial
+            # target is an orphan's: no row, so every chunk of it was kept.)
+            return ids
+        return None  # the row changes: chunks that matched the old row need it too
+
+    def _write_by_id(
+        self, targets: list[tuple[PayloadTarget, list[str | int]]], *, now: datetime
+    ) -> None:
+        """Re-read the kept ids, document by document, and flush whole documents in batches
+        of about ``batch_points`` points."""
+        pending: list[tuple[PayloadTarget, list[str | int]]] = []
+        size = done = 0
+        for target, ids in targets:
+            if not ids:
+                continue
+            pending.append((target, ids))
+            size += len(ids)
+            if size >= self.batch_points:
+                done += size
+                self._flush(self._reread(pending), now=now)
+                if self.progress is not None:
+                    self.progress(done)
+                pending, size = [], 0
+        if pending:
+            self._flush(self._reread(pending), now=now)
+
+    def _reread(self, pending: list[tuple[PayloadTarget, list[str | int]]]) -> list[WriteGroup]:
+        """The groups (one per document and prior payload) of the points that still differ."""
+        wanted = [pid for _target, ids in pending for pid in ids]
+        states: dict[str | int, Mapping[str, Any]] = {}
+        step = max(self.scroll_batch, 1)
+        for start in range(0, len(wanted), step):
+            for state in self.index.retrieve(wanted[start : start + step]):
+                states[state.point_id] = state.payload
+        groups: list[WriteGroup] = []
+        for target, ids in pending:
+            variants: dict[Any, WriteGroup] = {}
+            compare = Differs(target)
+            for point_id in ids:
+                payload = states.get(point_id)
+                differs = None if payload is None else compare(payload)
+                if differs is None:
+                    continue  # deleted, or repaired by someone else since the scan
+                before, key, keys = differs
+                group = variants.get(key)
+                if group is None:
+                    group = variants[key] = WriteGroup(target=target, before=before)
+                group.add(point_id, keys)
+            groups += variants.values()
+        return groups
+
+    def _write_scrolled(
+        self, targets: list[PayloadTarget], doc_ids: list[str] | None, *, now: datetime
+    ) -> None:
+        """Scroll the targets' points (``doc_ids``: through the doc_id filter; ``None``: the
+        whole collection) and write each document's differing points, grouped per document.
+
+        Points come in id order, not document order, so groups are held until a document's
+        expected count is reached (then they are *ready*); ready groups go out in batches of
+        ``batch_points``. Held points are capped at ``max_pending`` to bound memory.
+        """
+        by_doc = {t.doc_id: t for t in targets}
+        compare_by_doc = {t.doc_id: Differs(t) for t in targets}
+        remaining = {t.doc_id: t.points for t in targets}
+        held: dict[str | None, dict[Any, WriteGroup]] = {}
+        held_size = 0
+        ready: list[WriteGroup] = []
+        ready_size = 0
+        scanned = 0
+        for chunk in self.index.scroll(batch_size=self.scroll_batch, doc_ids=doc_ids):
+            scanned += 1
+            if self.progress is not None and scanned % self.scroll_batch == 0:
+                self.progress(scanned)
+            target = by_doc.get(chunk.doc_id)
+            if target is None:
+                continue
+            differs = compare_by_doc[chunk.doc_id](chunk.payload)
+            if differs is None:
+                continue
+            before, key, keys = differs
+            groups = held.setdefault(chunk.doc_id, {})
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = WriteGroup(target=target, before=before)
+            group.add(chunk.point_id, keys)
+            held_size += 1
+            remaining[chunk.doc_id] -= 1
+            if remaining[chunk.doc_id] <= 0:  # all of this document's points are here
+                done = list(held.pop(chunk.doc_id).values())
+                size = sum(len(g.point_ids) for g in done)
+                held_size -= size
+                ready += done
+                ready_size += size
+            if ready_size >= self.batch_points:
+                self._flush(ready, now=now)
+                ready, ready_size = [], 0
+            if held_size >= self.max_pending:
+                self._flush([g for groups in held.values() for g in groups.values()], now=now)
+                held, held_size = {}, 0
+        rest = ready + [g for groups in held.values() for g in groups.values()]
+        for start in range(0, len(rest), max(self.batch_points, 1)):
+            self._flush(rest[start : start + self.batch_points], now=now)
+
+    def _flush(self, groups: list[WriteGroup], *, now: datetime) -> None:
+        if not groups:
+            return
+        if self.keep_writing is not None:
+            try:
+                self.keep_writing()
+            except Exception:
+                with contextlib.suppress(Exception):
+                    self.confirm(now=now)  # the batch before was written: say so, then stop
+                raise
+        # (each group sends only the keys some point of it does not hold: the same points
+        # after, fewer payload index updates; the intent records the whole target payload)
+        writes = [
+            PayloadWrite(point_ids=tuple(g.point_ids), payload=g.payload(), doc_id=g.target.doc_id)
+            for g in groups
+        ]
+        # The intents (and the confirmation of the batch before) go first, in one commit.
+        intents = self._entries(groups, now)
+        previous = [self._confirmation(now)] if self._unconfirmed is not None else []
+        self._audit(previous + intents)
+        self._unconfirmed = self.result.audit_head
+        self._unconfirmed_points = sum(len(g.point_ids) for g in groups)
+        try:
+            # One call for the whole batch: it holds whole documents, so a document is never
+            # split across calls (unless it alone is larger than ``batch_points``, when the
+            # batch is that one document).
+            self.index.set_payloads(
+                writes, batch_size=max(self.batch_points, self._unconfirmed_points, 1)
+            )
+        except IndexWriteError as exc:
+            self.result.error = str(exc)
+            try:
+                done = self._written(groups)
+            except Exception as again:  # the index is gone too: which points, nobody knows
+                self.in_doubt = True
+                raise IndexWriteError(
+                    f"payload write failed in run {self.run_id}: {exc}; the points of that "
+                    f"batch could not be re-read ({again}): the next run resolves them",
+                    points_written=self.result.points,
+                ) from exc
+            written = [pid for g in done for pid in g.point_ids]
+            self._audit([self._confirmation(now, [jsonable(p) for p in written])])
+            self.result.payload_writes += len(done)
+            self.result.points += len(written)
+            raise IndexWriteError(
+                f"payload write failed in run {self.run_id}: {exc}",
+                points_written=self.result.points,
+            ) from exc
+        except Exception:
+            self.in_doubt = True  # sent, perhaps written: the next run re-reads them
+            raise
+        self.result.payload_writes += len(groups)
+        self.result.points += sum(len(g.point_ids) for g in groups)
+
+    def _written(self, groups: list[WriteGroup]) -> list[WriteGroup]:
+        """After a failed batch: which points now carry the target payload (re-read by id)."""
+        confirmed = []
+        for group in groups:
+            states = {s.point_id: s for s in self.index.retrieve(group.point_ids)}
+            written = [
+                pid
+                for pid in group.point_ids
+                if pid in states and not needs_write(states[pid].payload, group.target)
+            ]
+            if written:
+                confirmed.append(WriteGroup(group.target, group.before, written))
+        return confirmed
+
+    def _entries(self, groups: list[WriteGroup], now: datetime) -> list[AuditEntry]:
+        return [
+            AuditEntry(
+                run_id=self.run_id,
+                at=now,
+                actor=self.actor,
+                reason=", ".join(g.target.reasons),
+                target_type=INTENT,
+                target=g.target.doc_id or "(no doc_id)",
+                before={"points": [jsonable(p) for p in g.point_ids], "payload": g.before},
+                after={"payload": dict(g.target.payload)},
+            )
+            for g in groups
+        ]
+
+    def _audit(self, entries: list[AuditEntry]) -> None:
+        head = self.table.append_audit(entries)
+        if head:
+            self.result.audit_head = head

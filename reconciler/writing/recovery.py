@@ -1,0 +1,121 @@
+"""Runs whose process died: found by the next runner that takes their lease, resolved, marked.
+
+A writing run holds its shard's lease for its whole life, so when another runner holds that
+lease, a run of the shard still recorded as ``running`` is dead (killed, out of memory, the
+machine lost). Its table writes were atomic with their audit entries; its payload batches
+were audited as intents before they were sent (``applying``). Resolution re-reads the points
+of its unconfirmed intents, records which of them carry the new payload (a ``resolve`` audit
+entry), and marks the run ``interrupted`` (a failed run for metrics and alerts). Rollback of
+an interrupted run then restores exactly the points that were written.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.model import MANAGED_KEYS, AuditEntry, RunStatus, jsonable
+from reconciler.planning import PayloadTarget, needs_write
+from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.writing.applying import CONFIRM, INTENT
+
+log = logging.getLogger(__name__)
+
+#: The audit entry type that records how an interrupted run's last batch ended.
+RESOLVE = "resolve"
+INTERRUPTED = RunStatus.INTERRUPTED
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One interrupted run, resolved."""
+
+    run_id: str
+    written: int
+    not_written: int
+
+
+def unconfirmed(entries: list[AuditEntry], hashes: list[str]) -> list[AuditEntry]:
+    """The payload intents of one run after its last confirmation (in order).
+
+    ``hashes`` are the entries' own hashes, in the same order.
+    """
+    confirmed_through = None
+    for entry in entries:
+        if entry.target_type == CONFIRM and isinstance(entry.after, dict):
+            confirmed_through = entry.after.get("through")
+    if confirmed_through is None:
+        return [e for e in entries if e.target_type == INTENT]
+    position = hashes.index(confirmed_through) if confirmed_through in hashes else -1
+    return [e for e in entries[position + 1 :] if e.target_type == INTENT]
+
+
+def resolve_interrupted(
+    *, table: DocumentTable, index: ChunkIndex, shard: str, actor: str = "recovery"
+) -> list[Resolved]:
+    """Resolve every run of ``shard`` still recorded as running (the caller holds the shard's
+    lease, so none of them is alive: they are marked ``interrupted``), and every failed run
+    that left a payload batch unconfirmed (it stays ``failed``)."""
+    done = []
+    for run_id, status in table.runs_to_resolve(shard=shard):
+        entries, hashes = table.run_entries_with_hashes(run_id)
+        written: list[Any] = []
+        missed: list[Any] = []
+        for intent in unconfirmed(entries, hashes):
+            payload = dict(intent.after["payload"])
+            partial = set(payload) != set(MANAGED_KEYS)  # orphans: the quarantine keys only
+            target = PayloadTarget(intent.target, None, payload, 0, ("resolve",), partial)
+            ids = list(intent.before["points"])
+            current = {state.point_id: state for state in index.retrieve(ids)}
+            for pid in ids:
+                key = _point_id(pid, current)
+                if key is not None and not needs_write(current[key].payload, target):
+                    written.append(pid)
+                else:
+                    missed.append(pid)
+        head = hashes[-1] if hashes else ""
+        if written or missed:
+            head = table.append_audit(
+                [
+                    AuditEntry(
+                        run_id=run_id,
+                        at=datetime.now(UTC),
+                        actor=actor,
+                        reason="the run stopped during a payload batch",
+                        target_type=RESOLVE,
+                        target=run_id,
+                        before=None,
+                        after={"written": jsonable(written), "not_written": jsonable(missed)},
+                    )
+                ]
+            )
+        outcome = (
+            f"of its last payload batch {len(written)} point(s) were written and "
+            f"{len(missed)} were not (see `reconciler audit show --run {run_id}`)"
+        )
+        if status == RunStatus.RUNNING:
+            table.finish_run(
+                run_id,
+                status=INTERRUPTED,
+                counts={"audit_head": head} if head else {},
+                error="its process stopped before the run ended (killed, or the machine was "
+                f"lost); {outcome}",
+            )
+        else:
+            run = table.get_run(run_id)
+            recorded = dict(run.counts or {}) if run is not None else {}
+            counts = {k: v for k, v in recorded.items() if k != "unconfirmed"}
+            table.set_run_counts(run_id, {**counts, "audit_head": head, "resolved": outcome})
+        log.warning("run %s of shard %s resolved (%s): %s", run_id, shard, status, outcome)
+        done.append(Resolved(run_id, len(written), len(missed)))
+    return done
+
+
+def _point_id(pid: Any, current: dict[Any, Any]) -> Any:
+    """The id as the index returns it (audit entries store ids as JSON: str or int)."""
+    if pid in current:
+        return pid
+    text = str(pid)
+    return next((k for k in current if str(k) == text), None)

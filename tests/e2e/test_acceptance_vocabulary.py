@@ -1,0 +1,335 @@
+"""Acceptance of issue 22: real systems of record read by configuration alone.
+
+The presets shipped in ``examples/`` (their config files as they are, only the table's URL and
+the source's place rewritten) reconcile real documents through the CLI: ``init``, ``ingest``,
+``run``. What ``default_filter()`` then serves is compared with what the documents' own
+headers say, read here by a plain line reader of this file (never by the code under test):
+
+- PEPs (``examples/peps``): a PEP is served when its ``Status`` is Final, Active, Accepted or
+  Provisional and no PEP that comes into force (anything but Draft, Deferred, Withdrawn,
+  Rejected) succeeds it, by its own ``Superseded-By`` or by the other's ``Replaces``;
+  through the vault and the git connector, on SQLite and PostgreSQL; and across history:
+  the repository as it was at the end of 2015, then as it is today;
+- KEPs (``examples/kep``): each ``README.md`` with its sidecar ``kep.yaml`` (read here with
+  ``yaml.safe_load``): served when its ``status`` is implementable or implemented and no KEP
+  in force names it in ``replaces`` or is named by its ``superseded-by``;
+- ADRs (``examples/adr``): the ``## Status`` section of each record (read here line by
+  line): served when it says ``Accepted`` and no record in force supersedes it, by its own
+  ``Superseded by [N. ...]`` or the other's ``Supersedes [M. ...]``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+from acceptance_kit import Deployment
+
+from bench.peps import PepLabels, pep_headers
+from reconciler.model import VersionState
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PEPS = EXAMPLES / "peps"
+KEPS = EXAMPLES / "kep" / "docs"
+ADRS = EXAMPLES / "adr" / "docs"
+
+
+# -- labels, from the headers alone (bench/peps.py reads them, with a plain line reader) ------
+
+
+def test_the_pep_fixture_is_large_enough_and_closed_under_its_links() -> None:
+    labels = PepLabels.of(PEPS / "head")
+    assert len(labels.status) >= 60
+    for number, found in ((n, pep_headers(p)) for n, p in _pep_files(PEPS / "head")):
+        for key in ("Superseded-By", "Replaces"):
+            named = [int(n) for n in re.findall(r"[0-9]+", found.get(key, ""))]
+            assert set(named) <= set(labels.status), (number, key, named)
+    assert {"Final", "Active", "Superseded", "Withdrawn", "Rejected", "Draft"} <= set(
+        labels.status.values()
+    )
+    assert 0 < len(labels.served) < len(labels.status)
+
+
+def _pep_files(folder: Path) -> list[tuple[int, Path]]:
+    return [
+        (int(pep_headers(p)["PEP"]), p)
+        for p in sorted(folder.glob("**/pep-*"))
+        if pep_headers(p).get("PEP", "").isdigit()
+    ]
+
+
+# -- deployments of a preset ---------------------------------------------------------------
+
+
+class Git:
+    """A git repository in a temp folder, isolated from the user's git configuration."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self("-c", "init.defaultBranch=main", "init", "-q")
+        self("config", "user.name", "PEP Editors")
+        self("config", "user.email", "peps@example.com")
+
+    def __call__(self, *args: str, when: datetime | None = None) -> str:
+        env = {
+            **os.environ,
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+        if when is not None:
+            stamp = f"@{int(when.timestamp())} +0000"
+            env.update(GIT_AUTHOR_DATE=stamp, GIT_COMMITTER_DATE=stamp)
+        done = subprocess.run(
+            ["git", *args], cwd=self.root, env=env, capture_output=True, text=True, check=True
+        )
+        return done.stdout
+
+    @classmethod
+    def commit_all(cls, root: Path, message: str) -> None:
+        """Commit every change of the work tree at ``root``."""
+        repo = cls.__new__(cls)
+        repo.root = root
+        repo("add", "-A")
+        repo("commit", "-q", "-m", message)
+
+    def commit_tree(self, snapshot: Path, message: str, when: datetime) -> None:
+        """Make the work tree exactly ``snapshot``'s files and commit them."""
+        for child in self.root.iterdir():
+            if child.name != ".git":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        shutil.copytree(snapshot, self.root, dirs_exist_ok=True)
+        self("add", "-A")
+        self("commit", "-q", "--allow-empty", "-m", message, when=when)
+
+
+def preset(
+    deploy: Deployment, name: str, *, connector: str, documents: str, guard: float = 0.2
+) -> None:
+    """Write ``examples/<name>/reconciler.toml`` into the deployment as shipped, with its own
+    table URL, the source's type and path rewritten, and the guard's fraction."""
+    text = (EXAMPLES / name / "reconciler.toml").read_text(encoding="utf-8")
+    text = re.sub(r'(?m)^url = "sqlite:///reconciler.db"$', f'url = "{deploy.table_url}"', text)
+    text = re.sub(r'(?m)^type = "vault"$', f'type = "{connector}"', text, count=1)
+    text = re.sub(r'(?m)^path = "(?!qdrant)[^"]*"$', f'path = "{documents}"', text, count=1)
+    text += f"\n[guard]\nmax_changed_fraction = {guard}\n"
+    deploy.config.write_text(text, encoding="utf-8")
+
+
+def cycle(deploy: Deployment, *commands: str) -> None:
+    for command in commands:
+        result = deploy.cli(command)
+        assert result.exit_code in {0, 2}, (command, result.output)
+
+
+def superseded_by(deploy: Deployment) -> dict[str, str | None]:
+    return {doc_id: row["superseded_by"] for doc_id, row in deploy.rows().items()}
+
+
+# -- PEPs ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("deploy", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize("connector", ["vault", "git"])
+def test_peps_by_configuration_alone_serve_what_their_headers_say(
+    deploy: Deployment, connector: str, tmp_path: Path
+) -> None:
+    if connector == "vault":
+        shutil.copytree(PEPS / "head", tmp_path / "peps-checkout")
+    else:
+        Git(tmp_path / "peps-checkout").commit_tree(
+            PEPS / "head", "today's PEPs", datetime(2026, 8, 22, tzinfo=UTC)
+        )
+    preset(deploy, "peps", connector=connector, documents="peps-checkout")
+    cycle(deploy, "init", "ingest", "run")
+
+    labels = PepLabels.of(PEPS / "head")
+    assert deploy.served() == labels.served
+    links = superseded_by(deploy)
+    assert len(links) == len(labels.status)
+    for number, status in labels.status.items():
+        if status != "Superseded":
+            continue
+        named = {f"peps:pep-{n:04d}" for n in labels.successors[number]}
+        assert links[f"peps:pep-{number:04d}"] in (named or {None}), number
+    # the run left nothing to repair: a second run writes nothing
+    code, second = deploy.json("run")
+    assert code in {0, 2}
+    assert set(second["writes"].values()) == {0}
+
+
+def test_peps_history_from_2015_to_today(deploy: Deployment, tmp_path: Path) -> None:
+    """The repository as it was at the end of 2015, ingested; the checkout moved to today:
+    ``run`` retires nothing still Final today; after ``ingest`` (the new and edited PEPs),
+    ``run`` serves exactly what today's headers say."""
+    repo = Git(tmp_path / "peps-checkout")
+    repo.commit_tree(
+        PEPS / "2015", "the PEPs at the end of 2015", datetime(2015, 12, 27, tzinfo=UTC)
+    )
+    preset(deploy, "peps", connector="git", documents="peps-checkout", guard=1.0)
+    cycle(deploy, "init", "ingest", "run")
+    assert deploy.served() == PepLabels.of(PEPS / "2015").served
+
+    repo.commit_tree(PEPS / "head", "today's PEPs", datetime(2026, 8, 22, tzinfo=UTC))
+    today = PepLabels.of(PEPS / "head")
+    cycle(deploy, "run")
+    rows = deploy.rows()
+    final_today = {f"peps:pep-{n:04d}" for n, s in today.status.items() if s == "Final"}
+    retired = {doc_id for doc_id, row in rows.items() if row["version_state"] == "retired"}
+    assert not (retired & final_today)
+
+    cycle(deploy, "ingest", "run")
+    assert deploy.served() == today.served
+
+
+# -- KEPs: a sidecar file per document -------------------------------------------------------
+
+
+def kep_labels(root: Path) -> tuple[dict[str, str], frozenset[str]]:
+    """(doc id -> status, the served doc ids) from the kep.yaml files alone."""
+    keps: dict[str, dict[str, object]] = {}
+    for sidecar in sorted(root.glob("keps/**/kep.yaml")):
+        folder = sidecar.parent.relative_to(root).as_posix()
+        keps[folder] = yaml.safe_load(sidecar.read_text(encoding="utf-8"))
+
+    def named(value: object) -> list[str]:
+        items = value if isinstance(value, list) else [value] if value else []
+        return [str(item).strip("/") for item in items if str(item).strip("/") in keps]
+
+    successors: dict[str, set[str]] = {folder: set() for folder in keps}
+    for folder, meta in keps.items():
+        successors[folder].update(named(meta.get("superseded-by")))
+        for old in named(meta.get("replaces")):
+            successors[old].add(folder)
+    status = {folder: str(meta.get("status")) for folder, meta in keps.items()}
+    in_force = {"implementable", "implemented"}
+    never = {"provisional", "deferred", "rejected", "withdrawn"}
+    served = frozenset(
+        f"keps:{folder}/README"
+        for folder in keps
+        if status[folder] in in_force
+        and not any(status[s] not in never for s in successors[folder])
+    )
+    return {f"keps:{folder}/README": s for folder, s in status.items()}, served
+
+
+@pytest.mark.parametrize("connector", ["vault", "git"])
+def test_keps_read_from_their_sidecar_files(
+    deploy: Deployment, connector: str, tmp_path: Path
+) -> None:
+    if connector == "vault":
+        shutil.copytree(KEPS, tmp_path / "enhancements")
+    else:
+        Git(tmp_path / "enhancements").commit_tree(
+            KEPS, "the KEPs", datetime(2026, 7, 24, tzinfo=UTC)
+        )
+    preset(deploy, "kep", connector=connector, documents="enhancements")
+    cycle(deploy, "init", "ingest", "run")
+    status, served = kep_labels(KEPS)
+    assert set(deploy.rows()) == set(status)
+    assert deploy.served() == served
+    assert "keps:keps/sig-cli/2377-Kustomize/README" not in served  # superseded-by, not status
+    links = superseded_by(deploy)
+    assert links["keps:keps/sig-auth/3130-kms-observability/README"] == (
+        "keps:keps/sig-auth/3299-kms-v2-improvements/README"  # only the newer one says so
+    )
+
+
+# -- ADRs: lines of the body -----------------------------------------------------------------
+
+
+def adr_labels(root: Path) -> tuple[dict[str, list[str]], frozenset[str]]:
+    """(doc id -> the lines of its Status section, the served doc ids), read line by line."""
+    sections: dict[int, list[str]] = {}
+    for path in sorted(root.glob("doc/adr/[0-9]*.md")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        start = lines.index("## Status") + 1
+        end = next(i for i in range(start, len(lines)) if lines[i].startswith("## "))
+        sections[int(path.name[:4])] = [line for line in lines[start:end] if line.strip()]
+    successors: dict[int, set[int]] = {n: set() for n in sections}
+    for number, lines in sections.items():
+        for line in lines:
+            if line.startswith("Superseded by ["):
+                successors[number].add(int(line.split("[", 1)[1].split(".", 1)[0]))
+            if line.startswith("Supersedes ["):
+                successors[int(line.split("[", 1)[1].split(".", 1)[0])].add(number)
+    served = frozenset(
+        f"adr:adr-{n:04d}"
+        for n, lines in sections.items()
+        if "Accepted" in lines and not successors[n]
+    )
+    return {f"adr:adr-{n:04d}": lines for n, lines in sections.items()}, served
+
+
+@pytest.mark.parametrize("connector", ["vault", "git"])
+def test_adrs_read_from_lines_of_their_body(
+    deploy: Deployment, connector: str, tmp_path: Path
+) -> None:
+    if connector == "vault":
+        shutil.copytree(ADRS, tmp_path / "repo")
+    else:
+        Git(tmp_path / "repo").commit_tree(ADRS, "the ADRs", datetime(2025, 4, 16, tzinfo=UTC))
+    preset(deploy, "adr", connector=connector, documents="repo")
+    cycle(deploy, "init", "ingest", "run")
+    sections, served = adr_labels(ADRS)
+    assert set(deploy.rows()) == set(sections)
+    assert deploy.served() == served
+    links = superseded_by(deploy)
+    assert links["adr:adr-0007"] == "adr:adr-0008"
+    # 0008's link to 0009 names a file renamed since: its text's number resolves it
+    assert links["adr:adr-0008"] == "adr:adr-0009"
+    code, report = deploy.json("check")
+    assert code == 0, report["findings"]
+
+    # superseding a decision is an edit of its status lines, not of its content
+    record = tmp_path / "repo" / "doc" / "adr" / "0006-use-typer-for-cli.md"
+    record.write_text(
+        record.read_text(encoding="utf-8").replace(
+            "Accepted", "Superseded by [9. Use Wireup for DI](0009-use-wireup-for-di-again.md)"
+        ),
+        encoding="utf-8",
+    )
+    if connector == "git":
+        Git.commit_all(tmp_path / "repo", "supersede 6")
+    code, report = deploy.json("run")
+    assert {(f["check"], f["kind"]) for f in report["findings"]} == {
+        ("family", "successor_not_marked")  # and no hash/in_place_edit
+    }
+    assert "adr:adr-0006" not in deploy.served()
+
+
+def test_git_reads_sidecars_from_the_commit_and_never_through_a_symlink(tmp_path: Path) -> None:
+    from connectors.git import GitSource  # noqa: PLC0415
+    from connectors.vocabulary import VocabularyOptions  # noqa: PLC0415
+
+    repo = Git(tmp_path / "repo")
+    (repo.root / "a").mkdir()
+    (repo.root / "a" / "README.md").write_text("A\n", encoding="utf-8")
+    (repo.root / "a" / "kep.yaml").write_text("status: replaced\n", encoding="utf-8")
+    (repo.root / "b").mkdir()
+    (repo.root / "b" / "README.md").write_text("B\n", encoding="utf-8")
+    (repo.root / "b" / "kep.yaml").symlink_to("../a/kep.yaml")
+    repo("add", "-A")
+    repo("commit", "-q", "-m", "two KEPs")
+    vocabulary = VocabularyOptions.model_validate(
+        {
+            "include": ["*/README.md"],
+            "readers": ["sidecar"],
+            "sidecar": "{dir}/kep.yaml",
+            "status_map": {"replaced": "superseded"},
+        }
+    ).vocabulary(("**/*.md",))
+    snapshot = GitSource("k", repo.root, vocabulary=vocabulary).scan()
+    assert [(d.source_key, d.state) for d in snapshot.documents] == [
+        ("a/README", VersionState.SUPERSEDED)
+    ]
+    [problem] = snapshot.problems
+    assert problem.path == "b/README.md"
+    assert "sidecar b/kep.yaml is a symbolic link" in problem.message

@@ -1,0 +1,205 @@
+"""Crash anywhere: a real ``reconciler apply`` process, SIGKILLed at random moments of its
+payload writes, leaves an audit entry for every value it changed; the next runner marks it
+``interrupted`` and converges, and ``rollback`` of the interrupted run restores every point
+and row exactly.
+
+The process writes 2,000 chunk payloads in batches of 32 to Qdrant local mode and a SQLite
+table. The moment of each kill is chosen by seed: after a random number of audited batches
+plus a random few milliseconds, so kills land before, during and after a batch's write.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acceptance_kit import Deployment, kinds
+
+from reconciler.check_inputs import normalize
+from reconciler.metrics import build_registry
+from reconciler.model import MANAGED_KEYS
+
+FAMILIES = 125
+SECTIONS = 8  # chunks per note: 125 families x 2 versions x 8 = 2,000 points
+BATCH = 32
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A clean deployment whose vault then changed: the next apply rewrites every point
+    (v2 retired, v1 re-classified) in about 70 batches. Returns its folder and the stores'
+    state before that apply."""
+    root = tmp_path_factory.mktemp("crash") / "template"
+    deploy = Deployment(root)
+    config = deploy.config.read_text()
+    deploy.config.write_text(
+        config.replace('collection = "corpus"', f'collection = "corpus"\nwrite_batch = {BATCH}')
+    )
+    for n in range(FAMILIES):
+        deploy.family(f"f{n:03d}", 2, sections=SECTIONS)
+    deploy.init_ingest()
+    code, data = deploy.json("apply")
+    assert code == 0, data
+    for n in range(FAMILIES):
+        deploy.edit_front(f"f{n:03d}-v2", status="retired")
+        deploy.edit_front(f"f{n:03d}-v1", doc_class="archive")
+    return root, state(deploy)
+
+
+def state(deploy: Deployment) -> dict[str, Any]:
+    points = deploy.points()
+    return {
+        "rows": {
+            k: {c: v for c, v in r.items() if c != "updated_at"} for k, r in deploy.rows().items()
+        },
+        "payloads": points.payloads,
+        "vectors": points.vectors,
+    }
+
+
+def intents(db: Path) -> tuple[int, int]:
+    """Payload intents and confirmations audited so far (read beside the running process:
+    WAL). A confirmation is written with the next batch's intents, once a batch is written."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        rows = conn.execute(
+            "SELECT target_type, COUNT(*) FROM audit_log "
+            "WHERE target_type IN ('payload', 'confirm') GROUP BY target_type"
+        ).fetchall()
+    counts = dict(rows)
+    return int(counts.get("payload", 0)), int(counts.get("confirm", 0))
+
+
+def mid_writes(intended: int, confirmed: int, *, after: int) -> bool:
+    """Whether the apply has audited ``after`` intents and written at least one batch."""
+    return intended >= after and confirmed >= 1
+
+
+def start_apply(deploy: Deployment) -> subprocess.Popen[bytes]:
+    code = "from reconciler.cli import main; main()"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "--config", str(deploy.config), "--format", "json", "apply"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "RECONCILER_CONFIG": ""},
+    )
+
+
+def kill_during_writes(deploy: Deployment, seed: int) -> str:
+    """Start an apply and SIGKILL it after a random number of audited batches; return the
+    killed run's id."""
+    rng = random.Random(seed)
+    after, delay = rng.randint(1, 60), rng.uniform(0, 0.03)
+    db = deploy.root / "reconciler.db"
+    process = start_apply(deploy)
+    deadline = time.monotonic() + 120
+    try:
+        while process.poll() is None and time.monotonic() < deadline:
+            # Past ``after`` intents and one written batch (confirmed): on a loaded machine a
+            # kill right after the first intents could land before any point is written.
+            if db.exists() and mid_writes(*intents(db), after=after):
+                time.sleep(delay)
+                break
+            time.sleep(0.005)
+        assert process.poll() is None, "the apply ended before it could be killed"
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    runs = [r for r in deploy.dump()["runs"].values() if r["mode"] == "apply"]
+    [killed] = [r for r in runs if r["status"] == "running"]
+    return str(killed["run_id"])
+
+
+def managed(payload: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return normalize({k: payload.get(k) for k in MANAGED_KEYS})
+
+
+def assert_every_change_audited(deploy: Deployment, before: dict[str, Any], run_id: str) -> int:
+    """Every payload value and row field that differs from ``before`` is covered by an entry
+    of the killed run saying so; returns how many points changed."""
+    code, shown = deploy.json("audit", "show", "--run", run_id, "--limit", "100000")
+    assert code == 0
+    promised: dict[str, set[Any]] = defaultdict(set)
+    rows_after: dict[str, dict[str, Any]] = {}
+    for entry in shown["entries"]:
+        if entry["target_type"] == "payload":
+            for pid in entry["before"]["points"]:
+                promised[str(pid)].add(managed(entry["after"]["payload"]))
+        elif entry["target_type"] == "row":
+            rows_after[entry["target"]] = entry["after"]
+    now = state(deploy)
+    changed = 0
+    for pid, payload in now["payloads"].items():
+        if managed(payload) != managed(before["payloads"][pid]):
+            changed += 1
+            assert managed(payload) in promised[pid], f"point {pid} changed without an entry"
+    for doc_id, row in now["rows"].items():
+        differs = {c for c in row if row[c] != before["rows"][doc_id][c]}
+        assert differs <= set(rows_after.get(doc_id, {})), (doc_id, differs)
+    assert now["vectors"] == before["vectors"]
+    return changed
+
+
+def copy(template: tuple[Path, dict[str, Any]], tmp_path: Path) -> Deployment:
+    folder = tmp_path / "deployment"
+    shutil.copytree(template[0], folder)
+    return Deployment(folder)
+
+
+@pytest.mark.parametrize("seed", [1, 3, 5])
+def test_killed_apply_is_rolled_back_exactly(
+    template: tuple[Path, dict[str, Any]], tmp_path: Path, seed: int
+) -> None:
+    deploy, before = copy(template, tmp_path), template[1]
+    run_id = kill_during_writes(deploy, seed)
+    assert assert_every_change_audited(deploy, before, run_id) > 0
+
+    code, rolled = deploy.json("rollback", run_id)
+    assert code == 0, rolled
+    runs = deploy.dump()["runs"]
+    assert runs[run_id]["status"] == "interrupted"
+    assert "process stopped" in runs[run_id]["error"]
+    assert state(deploy) == before  # every point and row, exactly
+    code, verified = deploy.json("audit", "verify")
+    assert (code, verified["problems"]) == (0, [])
+
+    assert deploy.json("apply")[0] == 0
+    assert deploy.json("check")[0] == 0
+
+
+@pytest.mark.parametrize("seed", [2, 4])
+def test_killed_apply_is_marked_interrupted_and_the_next_run_converges(
+    template: tuple[Path, dict[str, Any]], tmp_path: Path, seed: int
+) -> None:
+    deploy, before = copy(template, tmp_path), template[1]
+    run_id = kill_during_writes(deploy, seed)
+    assert_every_change_audited(deploy, before, run_id)
+
+    code, applied = deploy.json("apply")
+    assert code == 0, applied
+    killed = deploy.dump()["runs"][run_id]
+    assert killed["status"] == "interrupted"
+    code, shown = deploy.json("audit", "show", "--run", run_id, "--limit", "100000")
+    [resolution] = [e for e in shown["entries"] if e["target_type"] == "resolve"]
+    assert set(resolution["after"]) == {"written", "not_written"}
+    code, data = deploy.json("check")
+    assert (code, kinds(data)) == (0, set())
+    code, verified = deploy.json("audit", "verify")
+    assert (code, verified["problems"]) == (0, [])
+    # The interrupted run is a failed run for the metrics (and alerts).
+    with deploy.stores() as opened:
+        registry, _live = build_registry(opened.table.metrics_snapshot)
+        failures = registry.get_sample_value(
+            "reconciler_run_failures_total", {"reconciler_job": "apply"}
+        )
+    assert failures == 1.0

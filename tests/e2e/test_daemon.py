@@ -1,0 +1,260 @@
+"""The daemon: jobs under the lease, failures recorded and shown, /metrics and /healthz,
+SIGTERM during a run, cron metrics export, and no secret ever in logs or metrics."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from acceptance_kit import Deployment
+from prometheus_client.parser import text_string_to_metric_families
+
+from reconciler.app.daemon import Runner, http_app, job_specs, start_http
+from reconciler.app.leasing import lease_name, make_lease
+from reconciler.errors import StoreFault
+from reconciler.metrics import build_registry
+from reconciler.stores.sql import SqlDocumentTable
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Deployment:
+    dep = Deployment(tmp_path)
+    dep.family("expenses", versions=2)
+    dep.note("runbook", id="runbook", status="current", effective_from="2024-01-01")
+    dep.init_ingest()
+    dep.edit_front("expenses-v1", status="current", superseded_by=None)  # drift in the source
+    return dep
+
+
+def runs(dep: Deployment) -> list[tuple[str | None, str, str]]:
+    table = SqlDocumentTable.from_url(dep.settings.table.resolved_url())
+    try:
+        return [(r.job, r.mode, r.status) for r in reversed(table.last_runs(50))]
+    finally:
+        table.close()
+
+
+def test_runner_runs_a_job_and_records_it(deployment: Deployment) -> None:
+    settings = deployment.settings
+    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    registry, live = build_registry(table.metrics_snapshot)
+    full = job_specs(settings)[0]
+    report = Runner(settings, live=live)(full)
+    assert report is not None
+    assert report.applied is not None
+    assert ("full", "run", "succeeded") in runs(deployment)
+    assert (
+        registry.get_sample_value("reconciler_run_duration_seconds_count", {"check": "total"}) == 1
+    )
+    assert registry.get_sample_value("reconciler_lease_held", {"shard": "0/1"}) == 0.0
+    assert (
+        registry.get_sample_value("reconciler_last_run_success", {"reconciler_job": "full"}) == 1.0
+    )
+    assert live.healthy
+    table.close()
+
+
+def test_runner_skips_when_another_runner_holds_the_lease(deployment: Deployment) -> None:
+    settings = deployment.settings
+    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    registry, live = build_registry(table.metrics_snapshot)
+    other = make_lease(table.engine, lease_name("0/1"))
+    assert other.acquire()
+    before = runs(deployment)
+    try:
+        assert Runner(settings, live=live)(job_specs(settings)[0]) is None
+    finally:
+        other.release()
+    assert runs(deployment) == before  # nothing read, nothing recorded
+    assert registry.get_sample_value("reconciler_lease_skips_total", {"shard": "0/1"}) == 1.0
+    assert live.healthy  # losing the race is not a failure
+    table.close()
+
+
+def test_a_failing_job_is_recorded_shown_and_the_schedule_goes_on(deployment: Deployment) -> None:
+    deployment.config.write_text(
+        deployment.config.read_text().replace('collection = "corpus"', 'collection = "nope"')
+    )
+    settings = deployment.settings
+    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    registry, live = build_registry(table.metrics_snapshot)
+    runner = Runner(settings, live=live)
+    assert runner(job_specs(settings)[0]) is None  # never raises into the scheduler
+    assert not live.healthy
+    assert "does not exist" in (live.problem or "")
+    assert ("full", "run", "failed") in runs(deployment)
+    assert (
+        registry.get_sample_value("reconciler_run_failures_total", {"reconciler_job": "full"})
+        == 1.0
+    )
+    assert (
+        registry.get_sample_value("reconciler_last_run_success", {"reconciler_job": "full"}) == 0.0
+    )
+    assert runner(job_specs(settings)[2]) is None  # the next job runs (and fails) again
+    assert (
+        registry.get_sample_value("reconciler_run_failures_total", {"reconciler_job": "dates"})
+        == 1.0
+    )
+    table.close()
+
+
+def test_metrics_and_healthz_over_http(deployment: Deployment) -> None:
+    table = SqlDocumentTable.from_url(deployment.settings.table.resolved_url())
+    registry, live = build_registry(table.metrics_snapshot)
+    server = start_http("127.0.0.1:0", http_app(registry, live))
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert requests.get(f"{base}/healthz", timeout=5).status_code == 200
+        text = requests.get(f"{base}/metrics", timeout=5).text
+        names = {f.name for f in text_string_to_metric_families(text)}
+        assert {"reconciler_build_info", "reconciler_live_siblings", "reconciler_findings"} <= names
+        live.set_health(False, "job full failed: boom")
+        response = requests.get(f"{base}/healthz", timeout=5)
+        assert response.status_code == 503
+        assert response.json() == {"healthy": False, "problem": "job full failed: boom"}
+        assert requests.get(f"{base}/nothing", timeout=5).status_code == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+        table.close()
+
+
+def test_cron_run_writes_the_textfile_and_skips_on_a_held_lease(deployment: Deployment) -> None:
+    textfile = deployment.root / "metrics" / "reconciler.prom"
+    textfile.parent.mkdir()
+    deployment.config.write_text(
+        deployment.config.read_text() + f'[metrics]\ntextfile = "{textfile}"\n'
+    )
+    result = deployment.cli("run")
+    assert result.exit_code == 0, result.output
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(textfile.read_text())
+        for s in family.samples
+    }
+    assert samples[("reconciler_last_run_success", (("reconciler_job", "run"),))] == 1.0
+    assert samples[("reconciler_run_duration_seconds_count", (("check", "total"),))] == 1.0
+
+    table = SqlDocumentTable.from_url(deployment.settings.table.resolved_url())
+    other = make_lease(table.engine, lease_name("0/1"))
+    assert other.acquire()
+    try:
+        before = runs(deployment)
+        skipped = deployment.cli("run")
+        assert skipped.exit_code == 0
+        assert "skipped" in skipped.output
+        assert runs(deployment) == before
+        refused = deployment.cli("apply")  # a manual apply is told, not silently skipped
+        assert refused.exit_code == 1
+        assert "another runner holds the lease" in refused.output
+    finally:
+        other.release()
+        table.close()
+
+
+def test_sigterm_during_serve_finishes_the_run_and_exits_cleanly(deployment: Deployment) -> None:
+    deployment.config.write_text(
+        deployment.config.read_text() + '[metrics]\nlisten = "127.0.0.1:0"\n'
+    )
+    log = deployment.root / "serve.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "reconciler.cli",
+                "--config",
+                str(deployment.config),
+                "--log-level",
+                "info",
+                "serve",
+                "--run-now",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while "Running job" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert "Running job" in log.read_text(), log.read_text()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0, log.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    text = log.read_text()
+    assert "SIGTERM received" in text
+    assert "stopped" in text
+    assert ("full", "run", "succeeded") in runs(deployment)
+    assert not any(status == "running" for _job, _mode, status in runs(deployment))
+
+
+def test_api_key_never_appears_in_logs_output_or_metrics(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-test-5up3r-s3cr3t-k3y"
+    monkeypatch.setenv("QDRANT_TEST_KEY", secret)
+    dep = Deployment(tmp_path)
+    dep.note("a", id="a", status="current")
+    dep.config.write_text(
+        dep.config.read_text().replace(
+            'path = "qdrant"',
+            'url = "http://127.0.0.1:9"\napi_key_env = "QDRANT_TEST_KEY"\ntimeout = 2',
+        )
+        + f'[metrics]\ntextfile = "{tmp_path / "m.prom"}"\n'
+    )
+    assert dep.cli("init").exit_code == 1  # no server there: a clear error, not a crash
+    caplog.set_level(logging.DEBUG)
+    outputs = []
+    for args in (
+        ["--log-level", "debug", "run"],
+        ["--log-level", "debug", "check"],
+        ["--log-level", "debug", "status"],
+    ):
+        result = dep.cli(*args)
+        assert result.exit_code == 1
+        outputs.append(result.output)
+    table = SqlDocumentTable.from_url(dep.settings.table.resolved_url())
+    registry, _ = build_registry(table.metrics_snapshot)
+    from prometheus_client import generate_latest  # noqa: PLC0415
+
+    exposition = generate_latest(registry).decode()
+    table.close()
+    assert "127.0.0.1:9" in "\n".join(outputs)  # the error says where, never with what key
+    for text in (*outputs, caplog.text, exposition, (tmp_path / "m.prom").read_text()):
+        assert secret not in text
+    assert os.environ["QDRANT_TEST_KEY"] == secret
+
+
+def test_a_storage_fault_shows_in_healthz_and_run_log_readable(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job that meets a full disk: /healthz says why, and the run log is reported
+    unreadable until a job succeeds again (even if its reads still work)."""
+    settings = deployment.settings
+    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    registry, live = build_registry(table.metrics_snapshot)
+    runner = Runner(settings, live=live)
+    assert registry.get_sample_value("reconciler_run_log_readable") == 1.0
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise StoreFault("document table at x.db: disk full (database or disk is full)")
+
+    monkeypatch.setattr("reconciler.app.daemon.reconcile", full)
+    assert runner(job_specs(settings)[0]) is None
+    assert not live.healthy
+    assert "disk full" in (live.problem or "")
+    assert registry.get_sample_value("reconciler_run_log_readable") == 0.0
+    monkeypatch.undo()
+    assert runner(job_specs(settings)[0]) is not None
+    assert live.healthy
+    assert registry.get_sample_value("reconciler_run_log_readable") == 1.0
+    table.close()

@@ -1,0 +1,235 @@
+"""Configuration: TOML + RECONCILER_* overrides, relative paths, secrets, all-at-once errors."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from reconciler.errors import ConfigError
+from reconciler.settings import load_settings, parse_duration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "reconciler.example.toml"
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "conf" / "reconciler.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_the_annotated_example_is_valid() -> None:
+    settings = load_settings(EXAMPLE, environ={})
+    assert settings.table.url == f"sqlite:///{EXAMPLE.parent / 'reconciler.db'}"
+    assert settings.index.path == str(EXAMPLE.parent / "qdrant")
+    assert [s.name for s in settings.sources] == ["handbook"]
+    assert settings.sources[0].ttl == timedelta(hours=24)
+    assert settings.guard.max_changed_fraction == 0.2
+    assert settings.policy.missing_in_source_grace == timedelta(days=7)
+
+
+def test_three_mistakes_give_one_error_naming_all_three(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[index]
+path = "qdrant"
+colection = "typo"
+[guard]
+max_changed_fraction = "lots"
+[[sources]]
+name = "handbook"
+type = "wiki"
+path = "vault"
+""",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, environ={})
+    problems = dict(caught.value.problems)
+    assert set(problems) == {"index.colection", "guard.max_changed_fraction", "sources[0].type"}
+    assert problems["sources[0].type"].startswith("no connector 'wiki' is installed")
+    assert problems["index.colection"] == "unknown key; did you mean 'collection'?"
+    message = str(caught.value)
+    assert "3 problem(s)" in message
+    for key in problems:
+        assert key in message
+
+
+def test_environment_overrides_nested_keys_and_list_items(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[[sources]]
+name = "handbook"
+type = "vault"
+path = "vault"
+""",
+    )
+    settings = load_settings(
+        path,
+        environ={
+            "RECONCILER_TABLE__URL": "postgresql+psycopg://u@db/reconciler",
+            "RECONCILER_GUARD__MAX_CHANGED_FRACTION": "0.05",
+            "RECONCILER_SOURCES__0__TTL": "6h",
+            "RECONCILER_INDEX__KEYS__VERSION_STATE": "status",
+            "RECONCILER_CONFIG": "ignored-here",
+        },
+    )
+    assert settings.table.url == "postgresql+psycopg://u@db/reconciler"
+    assert settings.guard.max_changed_fraction == 0.05
+    assert settings.sources[0].ttl == timedelta(hours=6)
+    assert settings.index.key_map.path("version_state") == "status"
+
+
+def test_unknown_environment_key_is_reported_with_its_variable(tmp_path: Path) -> None:
+    path = write(tmp_path, "")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, environ={"RECONCILER_TABEL__URL": "x"})
+    assert caught.value.problems == [
+        ("tabel", "unknown key; did you mean 'table'? (from RECONCILER_TABEL__URL)")
+    ]
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[table]
+url = "sqlite:///data/r.db"
+[index]
+path = "qdrant"
+[[sources]]
+name = "a"
+type = "vault"
+path = "../vault"
+[metrics]
+textfile = "metrics.prom"
+""",
+    )
+    settings = load_settings(path, environ={})
+    base = path.parent
+    assert settings.table.url == f"sqlite:///{base / 'data' / 'r.db'}"
+    assert settings.index.path == str(base / "qdrant")
+    assert settings.sources[0].path == str(tmp_path / "vault")
+    assert settings.metrics.textfile == str(base / "metrics.prom")
+    absolute = write(tmp_path, '[table]\nurl = "sqlite:////srv/r.db"\n')
+    assert load_settings(absolute, environ={}).table.url == "sqlite:////srv/r.db"
+
+
+def test_secrets_come_only_from_environment_or_file(tmp_path: Path) -> None:
+    literal = write(tmp_path, '[index]\nurl = "http://q:6333"\napi_key = "s3cret"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(literal, environ={})
+    assert "never read from the config file" in str(caught.value)
+    assert "s3cret" not in str(caught.value)
+
+    from_env = write(tmp_path, '[index]\nurl = "http://q:6333"\napi_key_env = "QKEY"\n')
+    settings = load_settings(from_env, environ={})
+    with pytest.raises(ConfigError, match="QKEY is not set"):
+        settings.index.api_key()
+    (tmp_path / "conf" / "key").write_text("from-file\n")
+    from_file = write(tmp_path, '[index]\nurl = "http://q:6333"\napi_key_file = "key"\n')
+    assert load_settings(from_file, environ={}).index.api_key() == "from-file"
+
+
+def test_password_in_table_url_is_masked_for_display(tmp_path: Path) -> None:
+    path = write(tmp_path, '[table]\nurl = "postgresql+psycopg://u:hunter2@db/r"\n')
+    settings = load_settings(path, environ={})
+    assert "hunter2" not in settings.table.display_url()
+    assert settings.table.resolved_url().endswith("u:hunter2@db/r")
+
+
+def test_cross_field_rules(tmp_path: Path) -> None:
+    both = write(tmp_path, '[index]\npath = "q"\nurl = "http://q:6333"\n')
+    with pytest.raises(ConfigError, match=r"exactly one of index\.path"):
+        load_settings(both, environ={})
+    # An empty override unsets the embedded path: the server is used (a config error, not a
+    # traceback, when neither is left).
+    local = write(tmp_path, '[index]\npath = "q"\n')
+    server = load_settings(
+        local, environ={"RECONCILER_INDEX__PATH": "", "RECONCILER_INDEX__URL": "http://q:6333"}
+    )
+    assert (server.index.path, server.index.url) == (None, "http://q:6333")
+    with pytest.raises(ConfigError, match=r"exactly one of index\.path"):
+        load_settings(local, environ={"RECONCILER_INDEX__PATH": " "})
+    dupes = write(
+        tmp_path,
+        '[[sources]]\nname = "a"\ntype = "vault"\npath = "v"\n'
+        '[[sources]]\nname = "a"\ntype = "vault"\npath = "w"\n',
+    )
+    with pytest.raises(ConfigError, match="repeated: a"):
+        load_settings(dupes, environ={})
+    webhook_ttl = write(
+        tmp_path,
+        '[[sources]]\nname = "a"\ntype = "vault"\npath = "v"\ntrigger = "webhook"\nttl = "1h"\n',
+    )
+    with pytest.raises(ConfigError, match="polling sources only"):
+        load_settings(webhook_ttl, environ={})
+
+
+def test_the_edge_engine_rules(tmp_path: Path) -> None:
+    assert load_settings(write(tmp_path, "[index]\n"), environ={}).index.engine == "qdrant"
+    edge = load_settings(write(tmp_path, '[index]\nengine = "edge"\npath = "shards"\n'), environ={})
+    assert (edge.index.engine, edge.index.path) == ("edge", str(tmp_path / "conf" / "shards"))
+    with_url = write(tmp_path, '[index]\nengine = "edge"\npath = "s"\nurl = "http://q:6333"\n')
+    with pytest.raises(ConfigError, match=r"remove index\.url") as caught:
+        load_settings(with_url, environ={})
+    assert "index: " in str(caught.value)
+    # no embedded default for Edge: its folder is named
+    with pytest.raises(ConfigError, match=r'engine = "edge" needs index\.path'):
+        load_settings(write(tmp_path, '[index]\nengine = "edge"\n'), environ={})
+    keyed = write(tmp_path, '[index]\nengine = "edge"\npath = "s"\napi_key_env = "QDRANT_KEY"\n')
+    with pytest.raises(ConfigError, match="takes no API key"):
+        load_settings(keyed, environ={})
+    with pytest.raises(ConfigError, match=r"index\.engine: Input should be 'qdrant' or 'edge'"):
+        load_settings(write(tmp_path, '[index]\nengine = "chroma"\n'), environ={})
+    # listed with the other problems, and switchable from the environment
+    mixed = write(tmp_path, '[index]\nengine = "edge"\n[guard]\nfloor = -1\n')
+    with pytest.raises(ConfigError, match=r"2 problem\(s\)"):
+        load_settings(mixed, environ={})
+    local = write(tmp_path, '[index]\npath = "q"\n')
+    assert load_settings(local, environ={"RECONCILER_INDEX__ENGINE": "edge"}).index.engine == "edge"
+
+
+def test_missing_file_and_bad_toml_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "nope.toml", environ={})
+    bad = write(tmp_path, "[table\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(bad, environ={})
+
+
+def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(None, environ={})
+    assert settings.origin == "defaults"
+    assert settings.index.path == str(tmp_path / "qdrant")
+    assert settings.table.url == f"sqlite:///{tmp_path / 'reconciler.db'}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("90s", timedelta(seconds=90)),
+        ("15m", timedelta(minutes=15)),
+        ("7d", timedelta(days=7)),
+        ("2w", timedelta(weeks=2)),
+        (30, timedelta(seconds=30)),
+    ],
+)
+def test_durations(text: object, expected: timedelta) -> None:
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "7", "1y", "-1h", True])
+def test_bad_durations(bad: object) -> None:
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration(bad)
+
+
+def test_secret_variables_must_not_look_like_overrides(tmp_path: Path) -> None:
+    path = write(tmp_path, '[table]\nurl_env = "RECONCILER_DB_URL"\n')
+    with pytest.raises(ConfigError, match="read as config overrides"):
+        load_settings(path, environ={})
