@@ -16,12 +16,16 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 from acceptance_kit import Deployment, body, day, instant
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import create_engine, make_url, text
 
 from reconciler.app.leasing import lease_name, make_lease
 from reconciler.stores.sql import SqlDocumentTable
@@ -171,9 +175,12 @@ def cron_readings(root: Path) -> dict[str, Exposition]:
     return readings
 
 
-def _serve_until(dep: Deployment, port: int, ready: str) -> Exposition:
-    """Start ``reconciler serve --run-now``; return ``/metrics`` once it has a ``ready``
-    sample; stop serve."""
+@contextmanager
+def _serving(
+    dep: Deployment, port: int
+) -> Iterator[Callable[[Callable[[Exposition], bool]], Exposition]]:
+    """Run ``reconciler serve --run-now``; yield a function that scrapes ``/metrics`` until a
+    reading passes its test (90 s at most); stop serve at the end."""
     url = f"http://127.0.0.1:{port}/metrics"
     log_path = dep.root / "serve.log"
     command = [sys.executable, "-m", "reconciler.cli", "--config", str(dep.config), "serve"]
@@ -183,7 +190,8 @@ def _serve_until(dep: Deployment, port: int, ready: str) -> Exposition:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        try:
+
+        def scrape(test: Callable[[Exposition], bool]) -> Exposition:
             deadline = time.monotonic() + 90
             while time.monotonic() < deadline:
                 assert proc.poll() is None, log_path.read_text()
@@ -191,13 +199,60 @@ def _serve_until(dep: Deployment, port: int, ready: str) -> Exposition:
                     reading = Exposition(requests.get(url, timeout=2).text, time.time())
                 except requests.RequestException:
                     reading = None
-                if reading is not None and reading.labels_of(ready):
+                if reading is not None and test(reading):
                     return reading
                 time.sleep(0.3)
-            raise AssertionError(f"serve exported no {ready} in 90s: {log_path.read_text()}")
+            raise AssertionError(f"serve exported no such reading in 90s: {log_path.read_text()}")
+
+        try:
+            yield scrape
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def _serve_until(dep: Deployment, port: int, ready: str) -> Exposition:
+    """Start ``reconciler serve --run-now``; return ``/metrics`` once it has a ``ready``
+    sample; stop serve."""
+    with _serving(dep, port) as scrape:
+        return scrape(lambda reading: bool(reading.labels_of(ready)))
+
+
+def table_outage_readings(root: Path, admin_url: str) -> dict[str, Exposition]:
+    """``/metrics`` of a real ``reconciler serve`` on PostgreSQL: its full job succeeded, then
+    its document table went away under it (the database refuses connections, and serve's
+    sessions are ended: an outage as the server's clients see one)."""
+    name = f"reconciler_outage_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        dep = Deployment(root, url)
+        dep.family("expenses", 2)
+        dep.init_ingest()
+        port = free_port()
+        metrics_config(
+            dep,
+            f'[metrics]\nlisten = "127.0.0.1:{port}"\n'
+            '[schedule]\nfull = "0 2 1 1 *"\nttl = "0 3 1 1 *"\ndates = "0 4 1 1 *"\n',
+        )
+        with _serving(dep, port) as scrape:
+            ok = scrape(lambda reading: bool(reading.labels_of(SUCCESS)))
+            with admin.connect() as conn:
+                conn.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"
+                    ),
+                    {"n": name},
+                )
+            down = scrape(lambda reading: reading.value("reconciler_run_log_readable") == 0.0)
+        return {"ok": ok, "down": down}
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def serve_readings(root: Path) -> dict[str, Exposition]:

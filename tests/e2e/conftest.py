@@ -22,3 +22,12 @@ def serve_readings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exposi
     """``/metrics`` of a real ``reconciler serve``: a job skipped on a held lease, then a
     successful full job (``exposition_kit``)."""
     return exposition_kit.serve_readings(tmp_path_factory.mktemp("serve"))
+
+
+@pytest.fixture(scope="session")
+def outage_readings(
+    tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str
+) -> dict[str, Exposition]:
+    """``/metrics`` of a real ``reconciler serve`` before and during a document-table outage
+    (PostgreSQL refusing its connections; ``exposition_kit``)."""
+    return exposition_kit.table_outage_readings(tmp_path_factory.mktemp("outage"), pg_admin_url)

@@ -61,7 +61,9 @@ def run_promtool(tmp_path: Path, tests: list[dict[str, Any]]) -> subprocess.Comp
     )
 
 
-def scenarios(cron: dict[str, Exposition], serve: Exposition) -> list[dict[str, Any]]:
+def scenarios(
+    cron: dict[str, Exposition], serve: Exposition, outage: dict[str, Exposition]
+) -> list[dict[str, Any]]:
     """What each alert must do over the product's own series, one promtool test per story."""
     failed_job = cron["failed3"].labels_of("reconciler_run_failures_total")[0]["reconciler_job"]
     return [
@@ -150,6 +152,21 @@ def scenarios(cron: dict[str, Exposition], serve: Exposition) -> list[dict[str, 
             ],
         },
         {
+            "name": "a document table that goes away under serve pages after 10 minutes",
+            "interval": "1m",
+            "input_series": input_series(
+                [(outage["ok"], 10), (outage["down"], 30)], instance="serve"
+            ),
+            "alert_rule_test": [
+                *quiet("5m", "15m", alerts=["ReconcilerTableUnreadable"]),
+                {
+                    "eval_time": "25m",
+                    "alertname": "ReconcilerTableUnreadable",
+                    "exp_alerts": fires("serve", "critical"),
+                },
+            ],
+        },
+        {
             "name": "a source unreadable for 30 minutes, then past its TTL",
             "interval": "1m",
             "input_series": input_series(
@@ -186,9 +203,12 @@ def test_rules_are_valid() -> None:
 
 
 def test_rules_over_the_products_series(
-    tmp_path: Path, cron_readings: dict[str, Exposition], serve_readings: dict[str, Exposition]
+    tmp_path: Path,
+    cron_readings: dict[str, Exposition],
+    serve_readings: dict[str, Exposition],
+    outage_readings: dict[str, Exposition],
 ) -> None:
-    tests = scenarios(cron_readings, serve_readings["ok"])
+    tests = scenarios(cron_readings, serve_readings["ok"], outage_readings)
     # Every alert fires in some story.
     firing = {
         case["alertname"]
@@ -220,3 +240,14 @@ def test_every_alert_has_summary_description_and_runbook() -> None:
     for rule in rules:
         assert {"summary", "description", "runbook"} <= set(rule["annotations"]), rule["alert"]
         assert "`" in rule["annotations"]["runbook"], f"{rule['alert']}: runbook names no command"
+
+
+def test_a_table_outage_leaves_only_the_readable_gauge_to_alert_on(
+    outage_readings: dict[str, Exposition],
+) -> None:
+    """Why the table-outage rule exists: while the database is gone, serve exports no run
+    timestamps (the other rules read those) and says ``run_log_readable 0``."""
+    down = outage_readings["down"]
+    assert down.value("reconciler_run_log_readable") == 0.0
+    assert down.labels_of("reconciler_last_success_timestamp_seconds") == []
+    assert outage_readings["ok"].value("reconciler_run_log_readable") == 1.0
