@@ -16,7 +16,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import groupby
 from operator import attrgetter
 from typing import Any
@@ -35,6 +35,7 @@ from reconciler.model import (
     Document,
     SourceDocument,
     VersionState,
+    rfc3339,
 )
 from reconciler.payload import payload_values
 from reconciler.pipeline.checking import FamilyChecks, family_view, in_doc_scope
@@ -59,6 +60,8 @@ from reconciler.ports.source import SystemOfRecord
 
 log = logging.getLogger(__name__)
 
+#: How far ``--now`` may be from the clock before a run says it evaluates elsewhen.
+AS_OF_FAR = timedelta(days=1)
 _FAMILY_OF = attrgetter("doc_family_id")
 
 
@@ -101,6 +104,13 @@ class Reconciler:
     def run(self, options: Options) -> Report:
         """Check, plan and (in writing modes) apply under the guard."""
         now = options.now or self.clock.now()
+        if options.now is not None and abs(options.now - self.clock.now()) > AS_OF_FAR:
+            log.warning(
+                "evaluating as of %s, %d day(s) from the clock: the sources read now are "
+                "recorded as read now, not then (their TTL keeps the clock's time)",
+                rfc3339(options.now),
+                abs((options.now - self.clock.now()).days),
+            )
         unknown = options.checks - set(CHECKS)
         if unknown:
             raise ValueError(f"unknown check(s): {', '.join(sorted(unknown))}")
