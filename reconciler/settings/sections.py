@@ -252,10 +252,12 @@ Cron = Annotated[str, BeforeValidator(_cron)]
 
 
 class ScheduleSettings(_Section):
-    """Cron expressions (UTC) of the scheduled jobs."""
+    """Cron expressions (UTC) of the scheduled jobs. The defaults never fire in the same
+    minute (the dates job on multiples of 5, the TTL job 2 minutes past, the full job at
+    02:33): jobs that fire together contend for the one lease and all but one are skipped."""
 
-    full: Cron = "0 2 * * *"
-    ttl: Cron = "*/15 * * * *"
+    full: Cron = "33 2 * * *"
+    ttl: Cron = "2-59/15 * * * *"
     dates: Cron = "*/5 * * * *"
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from reconciler.errors import ConfigError
+from reconciler.scheduling import cron_trigger
 from reconciler.settings import load_settings, parse_duration
+from reconciler.settings.sections import ScheduleSettings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "reconciler.example.toml"
 
@@ -233,3 +235,31 @@ def test_secret_variables_must_not_look_like_overrides(tmp_path: Path) -> None:
     path = write(tmp_path, '[table]\nurl_env = "RECONCILER_DB_URL"\n')
     with pytest.raises(ConfigError, match="read as config overrides"):
         load_settings(path, environ={})
+
+
+def test_the_default_schedules_never_fire_in_the_same_minute() -> None:
+    """Issue 24: the old defaults fired all three jobs at 02:00, where two lost the lease."""
+    defaults = ScheduleSettings()
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    fired: dict[datetime, str] = {}
+    for job in ("full", "ttl", "dates"):
+        for when in _fire_times(getattr(defaults, job), start, 24 * 60 // 5 * 8):
+            if when >= start.replace(day=9):
+                break
+            assert when not in fired, (job, fired[when], when)
+            fired[when] = job
+    assert set(fired.values()) == {"full", "ttl", "dates"}
+
+
+def _fire_times(expression: str, start: datetime, count: int) -> list[datetime]:
+    """The next ``count`` instants a cron expression fires after ``start``."""
+    trigger = cron_trigger(expression)
+    times: list[datetime] = []
+    previous = None
+    for _ in range(count):
+        fire = trigger.get_next_fire_time(previous, previous or start)
+        if fire is None:
+            break
+        times.append(fire)
+        previous = fire
+    return times
