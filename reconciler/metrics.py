@@ -201,6 +201,9 @@ class LiveMetrics:
     #: A storage fault (disk full, I/O error, corruption) met by the last job, until a job
     #: succeeds again.
     store_fault: str | None = None
+    #: When the full job must next have succeeded by (its next time after serve started or
+    #: after its last success, plus a grace); past it, /healthz answers 503. None: not known.
+    full_due: datetime | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -234,6 +237,18 @@ class LiveMetrics:
         """Set what /healthz answers."""
         with self._lock:
             self.healthy, self.problem = healthy, problem
+
+    def health(self, now: datetime) -> tuple[bool, str | None]:
+        """What /healthz answers at ``now``: the last job's health, and whether the full job
+        is overdue (stalled, refused, failing or never run since it was due)."""
+        with self._lock:
+            healthy, problem, due = self.healthy, self.problem, self.full_due
+        if healthy and due is not None and now > due:
+            return False, (
+                f"the full job has not succeeded since it was due (by {due.isoformat()}): "
+                "it is stalled, failing or refused; see `reconciler status` and the logs"
+            )
+        return healthy, problem
 
 
 def build_registry(snapshot: Callable[[], dict[str, Any]]) -> tuple[CollectorRegistry, LiveMetrics]:

@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -20,7 +21,13 @@ from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import LeaseBusy, StoreFault
 from reconciler.metrics import LiveMetrics, build_registry, export
 from reconciler.pipeline.values import Report
-from reconciler.scheduling import GracefulStop, JobSpec, add_jobs, blocking_scheduler
+from reconciler.scheduling import (
+    GracefulStop,
+    JobSpec,
+    add_jobs,
+    blocking_scheduler,
+    cron_trigger,
+)
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
 from reconciler.stores.sql import SqlDocumentTable
@@ -28,6 +35,9 @@ from reconciler.stores.sql import SqlDocumentTable
 log = logging.getLogger(__name__)
 
 StartResponse = Callable[..., Any]
+#: How long after its scheduled time the full job may still be running (or retrying) before
+#: /healthz calls it overdue.
+FULL_GRACE = timedelta(hours=2)
 
 
 def job_specs(settings: Settings) -> list[JobSpec]:
@@ -56,6 +66,12 @@ class Runner:
         self.shard = shard or Shard()
         self.lease_renew_every = lease_renew_every
         self.clock = clock
+        self._full = cron_trigger(settings.schedule.full)
+
+    def expect_full(self, after: datetime) -> None:
+        """The full job is next due at its first time after ``after``, plus ``FULL_GRACE``."""
+        fire = self._full.get_next_fire_time(None, after)
+        self.live.full_due = fire + FULL_GRACE if fire is not None else None
 
     def __call__(
         self, spec: JobSpec, *, mode: str = "run", actor: str = "schedule"
@@ -95,6 +111,8 @@ class Runner:
         self.live.store_fault = None
         self.live.observe(timings=report.timings, total=self.clock.monotonic() - started)
         self.live.set_health(report.error is None, report.error)
+        if spec.job_id == "full" and report.error is None and not report.refused:
+            self.expect_full(self.clock.now())
         log.info(
             "job %s run %s: %d finding(s), writes %s in %.1fs%s",
             spec.job_id,
@@ -116,15 +134,19 @@ class _QuietHandler(WSGIRequestHandler):
         log.debug("http: " + format, *args)
 
 
-def http_app(registry: CollectorRegistry, live: LiveMetrics) -> Callable[..., Iterable[bytes]]:
-    """``/metrics`` (Prometheus exposition) and ``/healthz`` (200 or 503 with the reason)."""
+def http_app(
+    registry: CollectorRegistry, live: LiveMetrics, *, clock: Clock = SYSTEM_CLOCK
+) -> Callable[..., Iterable[bytes]]:
+    """``/metrics`` (Prometheus exposition) and ``/healthz`` (200 or 503 with the reason; 503
+    too when the full job is overdue)."""
     metrics = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path == "/healthz":
-            body = json.dumps({"healthy": live.healthy, "problem": live.problem}).encode()
-            status = "200 OK" if live.healthy else "503 Service Unavailable"
+            healthy, problem = live.health(clock.now())
+            body = json.dumps({"healthy": healthy, "problem": problem}).encode()
+            status = "200 OK" if healthy else "503 Service Unavailable"
             start_response(status, [("Content-Type", "application/json")])
             return [body]
         if path in ("/metrics", "/"):
@@ -152,6 +174,7 @@ def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = Fal
     table: SqlDocumentTable = open_table(settings)
     registry, live = build_registry(table.metrics_snapshot)
     runner = Runner(settings, live=live, shard=shard)
+    runner.expect_full(runner.clock.now())
     server = start_http(settings.metrics.listen, http_app(registry, live))
     scheduler = blocking_scheduler()
     add_jobs(scheduler, job_specs(settings), runner)

@@ -3,12 +3,14 @@ SIGTERM during a run, cron metrics export, and no secret ever in logs or metrics
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.app.daemon import Runner, http_app, job_specs, start_http
 from reconciler.app.leasing import lease_name, make_lease
+from reconciler.clock import ManualClock
 from reconciler.errors import StoreFault
 from reconciler.metrics import build_registry
 from reconciler.stores.sql import SqlDocumentTable
@@ -257,4 +260,47 @@ def test_a_storage_fault_shows_in_healthz_and_run_log_readable(
     assert runner(job_specs(settings)[0]) is not None
     assert live.healthy
     assert registry.get_sample_value("reconciler_run_log_readable") == 1.0
+    table.close()
+
+
+def test_healthz_turns_503_when_the_full_job_is_overdue(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24: a stalled full job kept /healthz at 200 for ever. Now the full job is due
+    at its next scheduled time (plus two hours' grace) after serve started or after it last
+    succeeded; past that, /healthz says so, until it succeeds."""
+    settings = deployment.settings  # full at 02:33 (the default)
+    clock = ManualClock(datetime(2026, 12, 1, 10, 0, tzinfo=UTC))
+    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    registry, live = build_registry(table.metrics_snapshot)
+    runner = Runner(settings, live=live, clock=clock)
+    runner.expect_full(clock.now())  # as serve does at start
+    app = http_app(registry, live, clock=clock)
+
+    def healthz() -> tuple[str, dict[str, object]]:
+        answer: list[str] = []
+        body = b"".join(app({"PATH_INFO": "/healthz"}, lambda status, _h: answer.append(status)))
+        return answer[0], json.loads(body)
+
+    assert healthz()[0] == "200 OK"
+    clock.advance_to(datetime(2026, 12, 2, 4, 30, tzinfo=UTC))  # due 02:33 + 2h: still fine
+    assert healthz()[0] == "200 OK"
+    clock.advance_to(datetime(2026, 12, 2, 4, 34, tzinfo=UTC))  # and now it is overdue
+    status, body = healthz()
+    assert status.startswith("503")
+    assert "the full job has not succeeded since it was due" in str(body["problem"])
+
+    assert runner(job_specs(settings)[1]) is not None  # a ttl job's success is not enough
+    assert healthz()[0].startswith("503")
+    assert runner(job_specs(settings)[0]) is not None  # the full job succeeds
+    assert healthz()[0] == "200 OK"
+    assert live.full_due == datetime(2026, 12, 3, 4, 33, tzinfo=UTC)
+
+    def refused(*_args: object, **_kwargs: object) -> object:
+        raise StoreFault("document table at x.db: disk full")
+
+    monkeypatch.setattr("reconciler.app.daemon.reconcile", refused)
+    clock.advance_to(datetime(2026, 12, 3, 4, 34, tzinfo=UTC))
+    assert runner(job_specs(settings)[0]) is None
+    assert healthz()[0].startswith("503")
     table.close()
