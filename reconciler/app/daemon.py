@@ -67,6 +67,11 @@ class Runner:
         self.lease_renew_every = lease_renew_every
         self.clock = clock
         self._full = cron_trigger(settings.schedule.full)
+        #: One lane: a job that comes due while another runs waits for it, instead of
+        #: contending for the lease and being skipped (each job id still runs once at most).
+        self._lane = threading.Lock()
+        #: Set when serve is stopping: a job still waiting for the lane does not start.
+        self.stopping = threading.Event()
 
     def expect_full(self, after: datetime) -> None:
         """The full job is next due at its first time after ``after``, plus ``FULL_GRACE``."""
@@ -76,7 +81,15 @@ class Runner:
     def __call__(
         self, spec: JobSpec, *, mode: str = "run", actor: str = "schedule"
     ) -> Report | None:
-        """Run ``spec``; never raises (a failure is logged, recorded and shown in /healthz)."""
+        """Run ``spec`` once the lane is free; never raises (a failure is logged, recorded and
+        shown in /healthz)."""
+        with self._lane:
+            if self.stopping.is_set():
+                log.info("job %s not started: serve is stopping", spec.job_id)
+                return None
+            return self._run(spec, mode=mode, actor=actor)
+
+    def _run(self, spec: JobSpec, *, mode: str, actor: str) -> Report | None:
         shard = str(self.shard)
         started = self.clock.monotonic()
         options = engine_options(
@@ -188,6 +201,7 @@ def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = Fal
             misfire_grace_time=None,
         )
     stop = GracefulStop(scheduler)
+    runner.stopping = stop.stopping  # jobs waiting for the lane do not start once stopping
     stop.install()
     for job in scheduler.get_jobs():
         log.info("job %s: %s", job.id, job.trigger)

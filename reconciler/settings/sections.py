@@ -254,7 +254,7 @@ Cron = Annotated[str, BeforeValidator(_cron)]
 class ScheduleSettings(_Section):
     """Cron expressions (UTC) of the scheduled jobs. The defaults never fire in the same
     minute (the dates job on multiples of 5, the TTL job 2 minutes past, the full job at
-    02:33): jobs that fire together contend for the one lease and all but one are skipped."""
+    02:33); serve runs its jobs in one lane, so jobs that still meet wait for each other."""
 
     full: Cron = "33 2 * * *"
     ttl: Cron = "2-59/15 * * * *"

@@ -9,9 +9,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import requests
@@ -303,4 +306,59 @@ def test_healthz_turns_503_when_the_full_job_is_overdue(
     clock.advance_to(datetime(2026, 12, 3, 4, 34, tzinfo=UTC))
     assert runner(job_specs(settings)[0]) is None
     assert healthz()[0].startswith("503")
+    table.close()
+
+
+def test_jobs_due_together_queue_in_one_lane_and_a_stop_leaves_the_queue(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24: jobs that came due in the same minute contended for the lease and all but one
+    were skipped ("another runner holds the lease"). In serve they now wait for each other;
+    once serve is stopping, a job still waiting does not start."""
+    settings = deployment.settings
+    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    _, live = build_registry(table.metrics_snapshot)
+    runner = Runner(settings, live=live)
+    running: list[str] = []
+    ran: list[str] = []
+    inside = threading.Event()
+    go_on = threading.Event()
+
+    def one_at_a_time(_settings: object, options: Any, **_kwargs: object) -> SimpleNamespace:
+        running.append(options.job)
+        assert len(running) == 1, running  # never two jobs at once
+        inside.set()
+        go_on.wait(10)
+        ran.append(options.job)
+        running.remove(options.job)
+        return SimpleNamespace(
+            timings={}, error=None, refused=False, run_id="r", findings=[], writes=dict
+        )
+
+    monkeypatch.setattr("reconciler.app.daemon.reconcile", one_at_a_time)
+    full, ttl, dates = job_specs(settings)
+    first = threading.Thread(target=runner, args=[full])
+    first.start()
+    assert inside.wait(10)
+    second = threading.Thread(target=runner, args=[ttl])
+    second.start()
+    time.sleep(0.2)  # the ttl job is waiting for the lane, not skipped
+    assert ran == []
+    go_on.set()
+    first.join(10)
+    second.join(10)
+    assert ran == ["full", "ttl"]
+
+    go_on.clear()
+    inside.clear()
+    first = threading.Thread(target=runner, args=[full])
+    first.start()
+    assert inside.wait(10)
+    waiting = threading.Thread(target=runner, args=[dates])
+    waiting.start()
+    runner.stopping.set()  # SIGTERM: the running job finishes, the waiting one never starts
+    go_on.set()
+    first.join(10)
+    waiting.join(10)
+    assert ran == ["full", "ttl", "full"]
     table.close()
