@@ -1,8 +1,8 @@
 """HTTP hygiene shared by the HTTP connectors: one ``requests.Session`` per connector with
 connect/read timeouts and urllib3 ``Retry`` (429 and 5xx, ``Retry-After`` honoured,
-exponential backoff with jitter, GET only), bounds on every answer (a whole-request
-``deadline``, however slowly the server trickles bytes, and ``max_response_bytes``, however
-large its listing), redirects to another host refused unless ``redirect_hosts`` names it,
+exponential backoff with jitter, GET only), bounds on every answer (a ``deadline`` on its
+body, however slowly the server trickles bytes, and ``max_response_bytes``, however large its
+listing), redirects to another host refused unless ``redirect_hosts`` names it,
 and every failure mapped once, here, to the connector contract's errors:
 ``SourceUnavailable`` (stop this source, retry later), ``DocumentUnreadable`` (skip this
 document), ``ConnectorConfigError`` (fix the config).
@@ -47,8 +47,9 @@ class HttpPolicy:
     backoff_factor: float = 0.5
     backoff_max: float = 30.0
     backoff_jitter: float = 0.25
-    #: Seconds one request may take in all, its body included (a server that trickles a
-    #: byte every few seconds never trips ``read_timeout``). Real time, as sockets are.
+    #: Seconds an answer may take from its headers to its last byte (a server that trickles a
+    #: byte every few seconds never trips ``read_timeout``). Real time, as sockets are. The
+    #: connection and the headers are bounded by the timeouts and the retries.
     deadline: float = 120.0
     #: Bytes one answer may hold (decompressed), checked as it arrives.
     max_response_bytes: int = 256 * 1024 * 1024
@@ -210,7 +211,6 @@ def get_response(
     a timeout, not as a connection failure.
     """
     where = redact(url)
-    started = time.monotonic()
     try:
         response = session.get(
             url,
@@ -221,8 +221,8 @@ def get_response(
         )
     except RedirectRefused as exc:
         raise SourceUnavailable(
-            f"{source}: {where} redirects to {exc}, another host: refused (add its host to "
-            "options.redirect_hosts if the move is expected, or point url at it)"
+            f"{source}: {where} redirects to {exc} (another host, or https to http): refused "
+            "(add its host to options.redirect_hosts if the move is expected, or point url at it)"
         ) from None
     except requests.exceptions.RetryError as exc:
         raise SourceUnavailable(f"{source}: {where} kept failing after retries ({exc})") from None
@@ -249,7 +249,7 @@ def get_response(
     if status >= 400:
         response.close()
     else:
-        _read_body(response, policy, started, where=where, source=source, document=document)
+        _read_body(response, policy, where=where, source=source, document=document)
     if status in (401, 403):
         raise ConnectorConfigError(
             f"{source}: {where} answered {status} ({'unauthorised' if status == 401 else 'forbidden'}): "
@@ -267,21 +267,27 @@ def get_response(
 def _read_body(
     response: requests.Response,
     policy: HttpPolicy,
-    started: float,
     *,
     where: str,
     source: str,
     document: str | None,
 ) -> None:
-    """Read the body into the response within ``policy.deadline`` and
-    ``policy.max_response_bytes``; the source's (or the document's) error otherwise."""
-    fail = DocumentUnreadable if document is not None else SourceUnavailable
+    """Read the body into the response within ``policy.deadline`` (from its headers to its
+    last byte) and ``policy.max_response_bytes``.
+
+    An answer too large is that answer's problem (a document's body: ``DocumentUnreadable``,
+    the others are still read). A server that stalls or breaks off mid-answer is the source's
+    (``SourceUnavailable``): the next body would stall the same way, and a scan that skipped
+    them all would pass for complete.
+    """
+    started = time.monotonic()
+    too_large = DocumentUnreadable if document is not None else SourceUnavailable
     about = f"{source}: {document}: " if document is not None else f"{source}: "
     limit = policy.max_response_bytes
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         response.close()
-        raise fail(
+        raise too_large(
             f"{about}{where} answers {int(declared):,} bytes, more than max_response_bytes "
             f"({limit:,}); not read (raise max_response_bytes, or a smaller page_size)"
         )
@@ -293,18 +299,20 @@ def _read_body(
         while chunk := response.raw.read1(64 * 1024, decode_content=True):
             size += len(chunk)
             if size > limit:
-                raise fail(
+                raise too_large(
                     f"{about}{where} answered more than max_response_bytes ({limit:,}); not "
                     "read (raise max_response_bytes, or a smaller page_size)"
                 )
             if time.monotonic() - started > policy.deadline:
-                raise fail(
+                raise SourceUnavailable(
                     f"{about}{where} took longer than the deadline ({policy.deadline:g}s) "
-                    f"after {size:,} bytes; retry later or raise deadline"
+                    f"to send its answer, {size:,} bytes so far; retry later or raise deadline"
                 )
             chunks.append(chunk)
     except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
-        raise fail(f"{about}{where}: the answer broke off ({type(exc).__name__})") from None
+        raise SourceUnavailable(
+            f"{about}{where}: the answer broke off ({type(exc).__name__}); retry later"
+        ) from None
     finally:
         response.close()
     response._content = b"".join(chunks)  # what .content, .text and .json() then read

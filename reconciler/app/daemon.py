@@ -7,7 +7,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -35,9 +35,6 @@ from reconciler.stores.sql import SqlDocumentTable
 log = logging.getLogger(__name__)
 
 StartResponse = Callable[..., Any]
-#: How long after its scheduled time the full job may still be running (or retrying) before
-#: /healthz calls it overdue.
-FULL_GRACE = timedelta(hours=2)
 
 
 def job_specs(settings: Settings) -> list[JobSpec]:
@@ -74,9 +71,11 @@ class Runner:
         self.stopping = threading.Event()
 
     def expect_full(self, after: datetime) -> None:
-        """The full job is next due at its first time after ``after``, plus ``FULL_GRACE``."""
+        """The full job is next due at its first time after ``after``, plus the schedule's
+        ``full_grace``."""
         fire = self._full.get_next_fire_time(None, after)
-        self.live.full_due = fire + FULL_GRACE if fire is not None else None
+        grace = self.settings.schedule.full_grace
+        self.live.full_due = fire + grace if fire is not None else None
 
     def __call__(
         self, spec: JobSpec, *, mode: str = "run", actor: str = "schedule"
@@ -124,7 +123,7 @@ class Runner:
         self.live.store_fault = None
         self.live.observe(timings=report.timings, total=self.clock.monotonic() - started)
         self.live.set_health(report.error is None, report.error)
-        if spec.job_id == "full" and report.error is None and not report.refused:
+        if spec.job_id == "full" and not (report.error or report.refused or report.partial):
             self.expect_full(self.clock.now())
         log.info(
             "job %s run %s: %d finding(s), writes %s in %.1fs%s",

@@ -120,7 +120,7 @@ def record(
             table.record_source_attempt(
                 name,
                 ok=state.readable,
-                at=clock.now(),  # when it was read: the clock's, never --now's as-of instant
+                at=started_at,  # when it was read: the clock's, never --now's as-of instant
                 error=state.error,
                 documents_seen=state.documents if state.readable else None,
             )

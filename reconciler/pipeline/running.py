@@ -109,7 +109,7 @@ class Reconciler:
                 "evaluating as of %s, %d day(s) from the clock: the sources read now are "
                 "recorded as read now, not then (their TTL keeps the clock's time)",
                 rfc3339(options.now),
-                abs((options.now - self.clock.now()).days),
+                abs(options.now - self.clock.now()).days,
             )
         unknown = options.checks - set(CHECKS)
         if unknown:

@@ -259,6 +259,9 @@ class ScheduleSettings(_Section):
     full: Cron = "33 2 * * *"
     ttl: Cron = "2-59/15 * * * *"
     dates: Cron = "*/5 * * * *"
+    #: How long after its scheduled time the full job may take before ``serve``'s /healthz
+    #: calls it overdue (503): raise it above your longest full run.
+    full_grace: Duration = timedelta(hours=6)
 
 
 class MetricsSettings(_Section):
