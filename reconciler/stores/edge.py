@@ -444,9 +444,9 @@ class EdgeChunkIndex:
         every command, ``check`` too, is refused here first, with a message naming the disk.
         """
         where = self.path
-        while not where.exists() and where != where.parent:
-            where = where.parent
         try:
+            while not where.exists() and where != where.parent:
+                where = where.parent
             free = shutil.disk_usage(where).free
         except OSError:
             return  # not knowable: Edge's own errors say what is wrong
