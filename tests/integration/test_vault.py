@@ -485,7 +485,7 @@ def test_cycles_of_any_length_are_reported_for_each_member(vault: Path, length: 
 
 @pytest.mark.parametrize("pointer", ["{to: b}", "''", "'[[]]'"])
 def test_odd_superseded_by_values(vault: Path, pointer: str) -> None:
-    # A list naming several notes is read as several links (tests/test_vocabulary.py).
+    # A list naming several notes is read as several links (tests/unit/test_vocabulary.py).
     write(vault, "b.md", "b")
     write(vault, "a.md", note(superseded_by=pointer))
     snapshot = scan(vault)

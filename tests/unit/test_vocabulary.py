@@ -1,10 +1,10 @@
-"""A source's own vocabulary (connectors/vocabulary.py, connectors/linking.py): which files are
+"""A source's own vocabulary (connectors/vocabulary/, connectors/linking.py): which files are
 documents, header blocks, sidecar files, body lines, field mappings, status words, date
 formats, id templates, forward and reverse links; and every mapping mistake as a config
 problem or a per-document problem, never a stopped scan.
 
 Pure parsing is tested on bytes; the rest through a real vault folder (VaultSource), which
-the git connector shares (tests/test_acceptance_vocabulary.py runs both on real documents).
+the git connector shares (tests/e2e/test_acceptance_vocabulary.py runs both on real documents).
 """
 
 from __future__ import annotations
