@@ -66,7 +66,7 @@ from connectors.options import (
     text,
     unset,
 )
-from connectors.records import break_cycles, parse_date, read_date, shown
+from connectors.records import DateOutOfRange, break_cycles, parse_date, read_date, shown
 from reconciler.model import (
     ProblemKind,
     SourceDocument,
@@ -682,6 +682,8 @@ class ConfluenceSource:
         if isinstance(when, str):
             try:
                 page.version_at = parse_date(when)
+            except DateOutOfRange as exc:
+                page.invalid.append(("effective_from", f"version date {exc}; taken as absent"))
             except ValueError:
                 page.invalid.append(
                     ("effective_from", f"version date {when!r} is not ISO 8601; taken as absent")
