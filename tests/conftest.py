@@ -11,8 +11,7 @@
 
 Their fixtures of real stores are in ``stores_kit.py`` (taken in by the integration and e2e
 conftests). Hypothesis runs under the profile named by ``RECONCILER_HYPOTHESIS_PROFILE``:
-``ci`` (the default) or ``thorough`` (``hypothesis_kit.examples`` gives the thorough
-profile ten times the examples of each property that sets its own count).
+``ci`` (the default, Hypothesis' own) or ``thorough`` (see ``hypothesis_kit``).
 """
 
 from __future__ import annotations

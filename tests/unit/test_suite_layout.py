@@ -7,6 +7,7 @@ from pathlib import Path
 
 import hypothesis_kit
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("tests/unit", "tests/integration", "tests/e2e")
@@ -29,3 +30,13 @@ def test_the_hypothesis_profile_is_ci_unless_told(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv(hypothesis_kit.ENV, "fast")
     with pytest.raises(ValueError, match="the profiles are ci, thorough"):
         hypothesis_kit.profile()
+
+
+def test_the_ci_profile_is_hypothesis_own() -> None:
+    """What CI ran before the profiles existed (Hypothesis loads its ``ci`` profile where
+    ``CI`` is set), and what every run does now."""
+    ci = settings.get_profile("ci")
+    assert ci.derandomize
+    assert ci.deadline is None
+    assert ci.database is None
+    assert HealthCheck.too_slow in ci.suppress_health_check

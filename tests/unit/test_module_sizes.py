@@ -1,0 +1,41 @@
+"""No module over 500 lines (migrations aside), so each can be read whole. The modules still
+over it are named here, each with what splits it; the list only shrinks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMIT = 500
+
+#: module -> what is to split it (a module leaves this list when it is split).
+OVER = {
+    "connectors/confluence.py": "connectors/confluence/ as a package, after issue 22's merge",
+    "connectors/git.py": "connectors/git/ as a package, after issue 22's merge",
+    "connectors/sql.py": "503 lines: to split along its parts",
+    # issue 22's, on main and not yet on this branch when this list was made
+    "connectors/vocabulary.py": "its options' validation apart from its reading",
+    "reconciler/stores/edge.py": "the read-ahead and the point ids apart from the adapter",
+    "reconciler/stores/qdrant.py": "the client's connection and error mapping apart from the adapter",
+}
+
+
+def sizes() -> dict[str, int]:
+    found = {}
+    for package in ("reconciler", "connectors"):
+        for path in (ROOT / package).rglob("*.py"):
+            module = path.relative_to(ROOT).as_posix()
+            if "/migrations/" not in module:
+                found[module] = len(path.read_text(encoding="utf-8").splitlines())
+    return found
+
+
+def test_no_module_is_over_the_limit_unless_named() -> None:
+    over = {module for module, lines in sizes().items() if lines > LIMIT}
+    assert sorted(over - set(OVER)) == []
+
+
+def test_the_named_ones_are_still_over_it() -> None:
+    found = sizes()
+    within = {module for module in OVER if module in found and found[module] <= LIMIT}
+    assert sorted(within) == [], "split: take it off OVER"
