@@ -27,6 +27,7 @@ def check_hash(view: FamilyView, ctx: CheckContext) -> list[Finding]:
         if src is None or row.source_hash is None or not ctx.source_readable(row.source):
             continue
         if src.content_hash != row.source_hash:
+            held = row.quarantined and row.quarantine_reason == REASON
             findings.append(
                 Finding(
                     check=CHECK,
@@ -36,7 +37,13 @@ def check_hash(view: FamilyView, ctx: CheckContext) -> list[Finding]:
                     doc_id=row.doc_id,
                     expected={"source_hash": row.source_hash},
                     actual={"source_hash": src.content_hash},
-                    action="quarantine the document's chunks; re-ingest request",
+                    action=(
+                        "keep its chunks quarantined until they are re-ingested: run "
+                        "`reconciler ingest` (or your ingestion pipeline), then `reconciler apply`"
+                        if held
+                        else "quarantine the document's chunks and request a re-ingest (next: "
+                        "`reconciler ingest` or your ingestion pipeline, then `reconciler apply`)"
+                    ),
                     quarantine=(REASON, True),
                     reingest=ReingestRequest(
                         doc_id=row.doc_id,

@@ -551,6 +551,8 @@ def test_hash_in_place_edit_holds_while_already_quarantined() -> None:
     rows = [row("a", content="old", quarantined=True, reason="in_place_edit")]
     findings = check_hash(view(rows, [src("a", content="new")]), ctx())
     assert only(findings, "in_place_edit").quarantine == ("in_place_edit", True)
+    # issue 27: a finding that plans no write says what the next step is
+    assert "run `reconciler ingest`" in only(findings, "in_place_edit").action
 
 
 def test_hash_quarantine_lifted_once_content_matches() -> None:
