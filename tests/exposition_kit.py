@@ -218,6 +218,23 @@ def _serve_until(dep: Deployment, port: int, ready: str) -> Exposition:
         return scrape(lambda reading: bool(reading.labels_of(ready)))
 
 
+def _served_deployment(
+    root: Path, table_url: str = "sqlite:///reconciler.db"
+) -> tuple[Deployment, int]:
+    """A small ingested deployment for ``serve`` on a free port, its scheduled jobs a year
+    away (only ``--run-now``'s full job runs)."""
+    dep = Deployment(root, table_url)
+    dep.family("expenses", 2)
+    dep.init_ingest()
+    port = free_port()
+    metrics_config(
+        dep,
+        f'[metrics]\nlisten = "127.0.0.1:{port}"\n'
+        '[schedule]\nfull = "0 2 1 1 *"\nttl = "0 3 1 1 *"\ndates = "0 4 1 1 *"\n',
+    )
+    return dep, port
+
+
 def table_outage_readings(root: Path, admin_url: str) -> dict[str, Exposition]:
     """``/metrics`` of a real ``reconciler serve`` on PostgreSQL: its full job succeeded, then
     its document table went away under it (the database refuses connections, and serve's
@@ -228,15 +245,7 @@ def table_outage_readings(root: Path, admin_url: str) -> dict[str, Exposition]:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     try:
         url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-        dep = Deployment(root, url)
-        dep.family("expenses", 2)
-        dep.init_ingest()
-        port = free_port()
-        metrics_config(
-            dep,
-            f'[metrics]\nlisten = "127.0.0.1:{port}"\n'
-            '[schedule]\nfull = "0 2 1 1 *"\nttl = "0 3 1 1 *"\ndates = "0 4 1 1 *"\n',
-        )
+        dep, port = _served_deployment(root, url)
         with _serving(dep, port) as scrape:
             ok = scrape(lambda reading: bool(reading.labels_of(SUCCESS)))
             with admin.connect() as conn:
@@ -258,15 +267,7 @@ def table_outage_readings(root: Path, admin_url: str) -> dict[str, Exposition]:
 def serve_readings(root: Path) -> dict[str, Exposition]:
     """``/metrics`` of a real ``reconciler serve --run-now``: once while another runner holds
     the lease (its job skips), then once its full job has succeeded."""
-    dep = Deployment(root)
-    dep.family("expenses", 2)
-    dep.init_ingest()
-    port = free_port()
-    metrics_config(
-        dep,
-        f'[metrics]\nlisten = "127.0.0.1:{port}"\n'
-        '[schedule]\nfull = "0 2 1 1 *"\nttl = "0 3 1 1 *"\ndates = "0 4 1 1 *"\n',
-    )
+    dep, port = _served_deployment(root)
     table = SqlDocumentTable.from_url(dep.settings.table.resolved_url())
     other = make_lease(table.engine, lease_name("0/1"))
     assert other.acquire()

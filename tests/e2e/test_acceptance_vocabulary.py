@@ -20,16 +20,15 @@ headers say, read here by a plain line reader of this file (never by the code un
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 from acceptance_kit import Deployment
+from git_kit import Repo
 
 from bench.peps import PepLabels, pep_headers
 from reconciler.model import VersionState
@@ -67,49 +66,6 @@ def _pep_files(folder: Path) -> list[tuple[int, Path]]:
 # -- deployments of a preset ---------------------------------------------------------------
 
 
-class Git:
-    """A git repository in a temp folder, isolated from the user's git configuration."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-        self("-c", "init.defaultBranch=main", "init", "-q")
-        self("config", "user.name", "PEP Editors")
-        self("config", "user.email", "peps@example.com")
-
-    def __call__(self, *args: str, when: datetime | None = None) -> str:
-        env = {
-            **os.environ,
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_TERMINAL_PROMPT": "0",
-        }
-        if when is not None:
-            stamp = f"@{int(when.timestamp())} +0000"
-            env.update(GIT_AUTHOR_DATE=stamp, GIT_COMMITTER_DATE=stamp)
-        done = subprocess.run(
-            ["git", *args], cwd=self.root, env=env, capture_output=True, text=True, check=True
-        )
-        return done.stdout
-
-    @classmethod
-    def commit_all(cls, root: Path, message: str) -> None:
-        """Commit every change of the work tree at ``root``."""
-        repo = cls.__new__(cls)
-        repo.root = root
-        repo("add", "-A")
-        repo("commit", "-q", "-m", message)
-
-    def commit_tree(self, snapshot: Path, message: str, when: datetime) -> None:
-        """Make the work tree exactly ``snapshot``'s files and commit them."""
-        for child in self.root.iterdir():
-            if child.name != ".git":
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-        shutil.copytree(snapshot, self.root, dirs_exist_ok=True)
-        self("add", "-A")
-        self("commit", "-q", "--allow-empty", "-m", message, when=when)
-
-
 def preset(
     deploy: Deployment, name: str, *, connector: str, documents: str, guard: float = 0.2
 ) -> None:
@@ -144,8 +100,8 @@ def test_peps_by_configuration_alone_serve_what_their_headers_say(
     if connector == "vault":
         shutil.copytree(PEPS / "head", tmp_path / "peps-checkout")
     else:
-        Git(tmp_path / "peps-checkout").commit_tree(
-            PEPS / "head", "today's PEPs", datetime(2026, 8, 22, tzinfo=UTC)
+        Repo(tmp_path / "peps-checkout").commit_tree(
+            PEPS / "head", "today's PEPs", when=datetime(2026, 8, 22, tzinfo=UTC)
         )
     preset(deploy, "peps", connector=connector, documents="peps-checkout")
     cycle(deploy, "init", "ingest", "run")
@@ -169,15 +125,15 @@ def test_peps_history_from_2015_to_today(deploy: Deployment, tmp_path: Path) -> 
     """The repository as it was at the end of 2015, ingested; the checkout moved to today:
     ``run`` retires nothing still Final today; after ``ingest`` (the new and edited PEPs),
     ``run`` serves exactly what today's headers say."""
-    repo = Git(tmp_path / "peps-checkout")
+    repo = Repo(tmp_path / "peps-checkout")
     repo.commit_tree(
-        PEPS / "2015", "the PEPs at the end of 2015", datetime(2015, 12, 27, tzinfo=UTC)
+        PEPS / "2015", "the PEPs at the end of 2015", when=datetime(2015, 12, 27, tzinfo=UTC)
     )
     preset(deploy, "peps", connector="git", documents="peps-checkout", guard=1.0)
     cycle(deploy, "init", "ingest", "run")
     assert deploy.served() == PepLabels.of(PEPS / "2015").served
 
-    repo.commit_tree(PEPS / "head", "today's PEPs", datetime(2026, 8, 22, tzinfo=UTC))
+    repo.commit_tree(PEPS / "head", "today's PEPs", when=datetime(2026, 8, 22, tzinfo=UTC))
     today = PepLabels.of(PEPS / "head")
     cycle(deploy, "run")
     rows = deploy.rows()
@@ -227,8 +183,8 @@ def test_keps_read_from_their_sidecar_files(
     if connector == "vault":
         shutil.copytree(KEPS, tmp_path / "enhancements")
     else:
-        Git(tmp_path / "enhancements").commit_tree(
-            KEPS, "the KEPs", datetime(2026, 7, 24, tzinfo=UTC)
+        Repo(tmp_path / "enhancements").commit_tree(
+            KEPS, "the KEPs", when=datetime(2026, 7, 24, tzinfo=UTC)
         )
     preset(deploy, "kep", connector=connector, documents="enhancements")
     cycle(deploy, "init", "ingest", "run")
@@ -272,10 +228,12 @@ def adr_labels(root: Path) -> tuple[dict[str, list[str]], frozenset[str]]:
 def test_adrs_read_from_lines_of_their_body(
     deploy: Deployment, connector: str, tmp_path: Path
 ) -> None:
+    adrs = None
     if connector == "vault":
         shutil.copytree(ADRS, tmp_path / "repo")
     else:
-        Git(tmp_path / "repo").commit_tree(ADRS, "the ADRs", datetime(2025, 4, 16, tzinfo=UTC))
+        adrs = Repo(tmp_path / "repo")
+        adrs.commit_tree(ADRS, "the ADRs", when=datetime(2025, 4, 16, tzinfo=UTC))
     preset(deploy, "adr", connector=connector, documents="repo")
     cycle(deploy, "init", "ingest", "run")
     sections, served = adr_labels(ADRS)
@@ -296,8 +254,8 @@ def test_adrs_read_from_lines_of_their_body(
         ),
         encoding="utf-8",
     )
-    if connector == "git":
-        Git.commit_all(tmp_path / "repo", "supersede 6")
+    if adrs is not None:
+        adrs.commit("supersede 6")
     code, report = deploy.json("run")
     assert {(f["check"], f["kind"]) for f in report["findings"]} == {
         ("family", "successor_not_marked")  # and no hash/in_place_edit
@@ -309,15 +267,14 @@ def test_git_reads_sidecars_from_the_commit_and_never_through_a_symlink(tmp_path
     from connectors.git import GitSource  # noqa: PLC0415
     from connectors.vocabulary import VocabularyOptions  # noqa: PLC0415
 
-    repo = Git(tmp_path / "repo")
+    repo = Repo(tmp_path / "repo")
     (repo.root / "a").mkdir()
     (repo.root / "a" / "README.md").write_text("A\n", encoding="utf-8")
     (repo.root / "a" / "kep.yaml").write_text("status: replaced\n", encoding="utf-8")
     (repo.root / "b").mkdir()
     (repo.root / "b" / "README.md").write_text("B\n", encoding="utf-8")
     (repo.root / "b" / "kep.yaml").symlink_to("../a/kep.yaml")
-    repo("add", "-A")
-    repo("commit", "-q", "-m", "two KEPs")
+    repo.commit("two KEPs")
     vocabulary = VocabularyOptions.model_validate(
         {
             "include": ["*/README.md"],
