@@ -42,11 +42,6 @@ class Link:
     #: link's target names no document (a file renamed since).
     fallback: str | None = None
 
-    @property
-    def wikilink(self) -> bool:
-        """Whether Obsidian's rules resolve it (path first, then a unique end of path)."""
-        return self.kind == "wikilink"
-
     def shown(self) -> str:
         """The link as it reads in messages."""
         if self.kind == "wikilink":
