@@ -9,6 +9,7 @@ reconciler's back with the engines' own clients."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -111,16 +112,28 @@ def test_an_index_that_lost_most_points_is_refused_by_the_guard(
     assert deploy.json("check")[0] == 2
 
 
-def test_an_edge_shard_whose_segments_are_gone_is_not_healthy(tmp_path: Path) -> None:
-    """Issue 24, item 2, as reported: an Edge shard whose segment folders are gone opens
-    with no point; check found nothing and run exited 0."""
+def segments_gone(segments: Path) -> None:
+    for folder in segments.iterdir():
+        shutil.rmtree(folder) if folder.is_dir() else folder.unlink()
+
+
+def id_tracker_truncated(segments: Path) -> None:
+    trackers = list(segments.glob("*/mutable_id_tracker.*"))
+    assert trackers
+    for path in trackers:
+        os.truncate(path, 0)
+
+
+@pytest.mark.parametrize("damage", [segments_gone, id_tracker_truncated])
+def test_a_damaged_edge_shard_is_not_healthy(tmp_path: Path, damage: Any) -> None:
+    """Issue 24, item 2, as reported: an Edge shard whose segment folders are gone, or whose
+    id tracker was truncated, opens with no point; check found nothing and run exited 0."""
     deploy = deployment(tmp_path, "edge", families=5)
     deploy.configure(fraction=0.2)
     registered = sum(row["chunk_count"] for row in deploy.rows().values())
     segments = tmp_path / "shards" / "corpus" / "segments"
     assert segments.is_dir()
-    for folder in segments.iterdir():
-        shutil.rmtree(folder) if folder.is_dir() else folder.unlink()
+    damage(segments)
 
     code, data = deploy.json("check")
     assert code == 2
@@ -130,6 +143,7 @@ def test_an_edge_shard_whose_segments_are_gone_is_not_healthy(tmp_path: Path) ->
     }
     code, data = deploy.json("run")
     assert code == 3, data
+    assert "index_shrunk" in {f["kind"] for f in data["findings"]}
 
 
 @pytest.mark.parametrize("engine", ENGINES)
