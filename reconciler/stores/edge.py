@@ -1,8 +1,9 @@
 """The chunk index over Qdrant Edge: the embedded Rust engine (``qdrant-edge-py``, beta).
 
 One Edge *shard* is one collection: a folder ``<index.path>/<index.collection>`` opened in
-this process, with no server. Only this module imports ``qdrant_edge`` for points (the
-canonical filter in ``reconciler.filters`` renders its Edge form but never opens a shard).
+this process, with no server. Only this module and its parts (``edge_shard``,
+``edge_requests``) import ``qdrant_edge`` for points (the canonical filter in
+``reconciler.filters`` renders its Edge form but never opens a shard).
 
 How it maps onto the port, and onto what qdrant-client does:
 
@@ -13,12 +14,16 @@ How it maps onto the port, and onto what qdrant-client does:
 * payload indexes: real ones (``create_field_index``), listed by ``info().payload_schema``;
 * ``facet``: Edge facets only an indexed key; an unindexed one is counted by a scroll;
 * reading ahead: before a whole scroll or one of many documents, the shard's files but the
-  vectors' are read through once, in order (``_read_ahead``), so that a page cache that has
-  let them go is refilled by one sequential read rather than a page at a time;
-* errors: Edge raises bare ``Exception``s. A shard another process (or another open in this
-  one) holds is ``IndexUnavailable`` saying so; any other failure of a read is
-  ``IndexUnavailable``, of a write ``IndexWriteError`` with ``points_written``, as the
-  qdrant-client adapter does. A missing point fails its call after the rest of it applied.
+  vectors' are read through once an open (``_read_ahead``, over ``edge_files.read_ahead``);
+* the disk: a shard is neither opened nor written below a free-space floor
+  (``edge_files.ensure_space``);
+* errors: Edge raises bare ``Exception``s, mapped once in ``edge_shard`` (``reading``,
+  ``writing``, ``open_shard``): ``IndexUnavailable`` for a read or a held shard,
+  ``IndexWriteError`` with ``points_written`` for a write, as the qdrant-client adapter does.
+  A missing point fails its call after the rest of it applied.
+
+This module is the adapter, the port's methods; ids, filters and payload batches in Edge's
+types are built in ``edge_requests``.
 
 Edge is single-process: a loaded shard holds an exclusive lock (its write-ahead log) until
 ``close``.
@@ -26,23 +31,17 @@ Edge is single-process: a loaded shard holds an exclusive lock (its write-ahead 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
-import os
-import re
-import shutil
-import stat
-import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import qdrant_edge as qe
 
-from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError, StoreFault
+from reconciler.errors import ConfigError, IndexUnavailable
 from reconciler.model import (
     ALL_KEYS,
     MANAGED_KEYS,
@@ -61,51 +60,31 @@ from reconciler.stores.chunking_rules import (
     managed_page,
     pages,
 )
+from reconciler.stores.edge_files import (
+    EDGE_MIN_FREE,
+    MIB,
+    READ_AHEAD_BYTES_PER_DOC,
+    available_memory,
+    read_ahead,
+)
+from reconciler.stores.edge_requests import (
+    EDGE_SCHEMAS,
+    EdgeId,
+    doc_filter,
+    edge_id,
+    our_id,
+    payload_batches,
+    schema_name,
+)
+from reconciler.stores.edge_shard import is_shard, open_shard, reading, writing
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EdgeChunkIndex"]
+#: (the floor and the memory figure live in ``edge_files``; importable from here as before)
+__all__ = ["EDGE_MIN_FREE", "MIB", "READ_AHEAD_BYTES_PER_DOC", "EdgeChunkIndex", "available_memory"]
 
-#: Edge's type of each payload index schema ``create_payload_index`` accepts.
-_EDGE_SCHEMAS: dict[str, qe.PayloadSchemaType] = {
-    "keyword": qe.PayloadSchemaType.Keyword,
-    "integer": qe.PayloadSchemaType.Integer,
-    "datetime": qe.PayloadSchemaType.Datetime,
-    "bool": qe.PayloadSchemaType.Bool,
-    "float": qe.PayloadSchemaType.Float,
-}
-_SCHEMA_NAMES: list[tuple[qe.PayloadSchemaType, str]] = [
-    *((edge, name) for name, edge in _EDGE_SCHEMAS.items()),
-    (qe.PayloadSchemaType.Geo, "geo"),
-    (qe.PayloadSchemaType.Text, "text"),
-    (qe.PayloadSchemaType.Uuid, "uuid"),
-]
 #: Points per ``upsert_points`` of the reference ingestion.
 UPSERT_BATCH = 256
-#: Files a shard folder holds once created.
-_SHARD_MARKERS = ("edge_config.json", "segments")
-#: What Edge's error says when another open holds the shard, or a point is missing.
-_LOCKED = "WouldBlock"
-_MISSING_POINT = "No point with id"
-#: A point id as Edge takes it.
-_EdgeId = int | uuid.UUID | str
-#: A scroll of the whole shard, or one that selects at least one document per this many bytes
-#: of the shard's files, first reads those files through (``_read_ahead``), once an open. A
-#: page cache that no longer holds the shard otherwise serves a scoped scroll's points, which
-#: lie all over the files, a page at a time. On this project's bench machine (1M chunks, 600 MB
-#: of files) the scroll of 11,661 documents took 3.3 s cold against 1.2 s warm, about 180 µs
-#: more a document, while reading the files in order took 0.5-0.7 s: the reading pays from
-#: about one document per 180 KiB of files; rounded up to 192 KiB, a little on the side of not
-#: reading (about 3,100 documents there). A whole scroll reads every page anyway: in order
-#: first, it took 8.9 s instead of 16.7.
-READ_AHEAD_BYTES_PER_DOC = 192 * 1024
-MIB = 1024 * 1024
-#: Free space a shard's disk must have for the shard to be opened or written. Measured: a
-#: shard opened on a disk with 16 MiB free died with SIGBUS (Edge rolled a 32 MiB WAL
-#: segment and wrote it through its mapping); one segment and as much again for the writes.
-EDGE_MIN_FREE = 64 * MIB
-#: Bytes read at a time when reading the files through (the pages land in the page cache).
-_READ_AHEAD_CHUNK = 1 << 20
 
 
 class EdgeChunkIndex:
@@ -161,8 +140,8 @@ class EdgeChunkIndex:
 
     def _load(self) -> qe.EdgeShard | None:
         """The shard, loaded from ``path`` if it exists there and is not loaded yet."""
-        if self._shard is None and _is_shard(self.path):
-            self._shard = self._open(lambda: qe.EdgeShard.load(str(self.path)))
+        if self._shard is None and is_shard(self.path):
+            self._shard = open_shard(self.path, lambda: qe.EdgeShard.load(str(self.path)))
         return self._shard
 
     def _check_open(self) -> None:
@@ -191,7 +170,7 @@ class EdgeChunkIndex:
 
     def exists(self) -> bool:
         """Whether the shard exists (has been created at ``path``)."""
-        return self._shard is not None or (not self._closed and _is_shard(self.path))
+        return self._shard is not None or (not self._closed and is_shard(self.path))
 
     def scroll(
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
@@ -209,7 +188,7 @@ class EdgeChunkIndex:
         for points in self._managed_pages(batch_size, doc_ids, self.keys.scan_paths()):
             if points:
                 yield managed_page(
-                    points, self._prefix_parts, self._scan_names, _our_id, self._content_name
+                    points, self._prefix_parts, self._scan_names, our_id, self._content_name
                 )
 
     def _managed_pages(
@@ -224,47 +203,22 @@ class EdgeChunkIndex:
             yield from self._pages(batch_size, selector)
             return
         for wanted in doc_id_batches(doc_ids, self.doc_filter_batch):  # (cheap a page)
-            yield from self._pages(batch_size, selector, self._doc_filter(wanted))
+            yield from self._pages(batch_size, selector, doc_filter(self.keys, wanted))
 
     def _read_ahead(self, documents: int | None) -> int:
         """Before a whole scroll (``documents`` None) or one selecting that many documents,
-        read the shard's files through, but the vectors' (payload-only work never reads them),
-        so that the scroll finds their pages in the page cache; once an open. Not for a scroll
-        of fewer documents than one per ``read_ahead_bytes_per_doc`` of the files, and not when
-        the files would take more than half the memory available (they would push each other
-        out before the scroll reached them). Sizes are the bytes on disk (Edge preallocates
-        sparse files). Best effort: a file that cannot be read is skipped, and only regular
-        files are read. Returns the bytes read.
-
-        (Read, not only advised: ``posix_fadvise(WILLNEED)`` queues the same reads without
-        waiting, but pages nobody has touched are the first a reclaiming kernel takes back,
-        and on the bench machine most were gone before the scroll came to them.)"""
+        read the shard's files through (``edge_files.read_ahead``: not for fewer documents
+        than one per ``read_ahead_bytes_per_doc`` of the files, nor files over half the memory
+        available); once an open. Returns the bytes read."""
         self._check_open()
-        segments = self.path / "segments"
-        if self._read_ahead_done or not segments.is_dir():
+        if self._read_ahead_done:
             return 0
-        found: list[tuple[str, int]] = []
-        for folder, subfolders, files in os.walk(segments):
-            subfolders[:] = [d for d in subfolders if not d.startswith("vector_")]  # (vectors)
-            for name in files:
-                with contextlib.suppress(OSError):
-                    path = os.path.join(folder, name)
-                    status = os.stat(path)
-                    if stat.S_ISREG(status.st_mode):
-                        found.append((path, min(status.st_size, status.st_blocks * 512)))
-        total = sum(size for _path, size in found)
-        if documents is not None and documents * self.read_ahead_bytes_per_doc < total:
-            return 0  # a few documents: their own pages cost less than the files
-        room = available_memory()
-        if room is None or total > room // 2:
-            log.debug(
-                "edge read-ahead %s: %d byte(s), %s available: skipped", self.path, total, room
-            )
+        done = read_ahead(
+            self.path, documents=documents, bytes_per_doc=self.read_ahead_bytes_per_doc
+        )
+        if done is None:
             return 0
-        chunk = bytearray(_READ_AHEAD_CHUNK)
-        done = sum(_read_through(path, chunk) for path, _size in found)
         self._read_ahead_done = True
-        log.debug("edge read-ahead %s: %d byte(s) read", self.path, done)
         return done
 
     def _pages(
@@ -289,14 +243,14 @@ class EdgeChunkIndex:
             return []
         selector = qe.PayloadSelector.Include(self.keys.managed_paths())
         with self._reading("retrieving points"):
-            ids: list[_EdgeId] = [_edge_id(p) for p in point_ids]
+            ids: list[EdgeId] = [edge_id(p) for p in point_ids]
             records = self.shard.retrieve(ids, selector, False)
         return [self._state(record.id, record.payload) for record in records]
 
     def _state(self, point_id: Any, payload: Mapping[str, Any] | None) -> ChunkState:
         logical = self.keys.from_point(payload)
         return ChunkState(
-            point_id=_our_id(point_id),
+            point_id=our_id(point_id),
             doc_id=logical.get("doc_id"),
             chunk_id=logical.get("chunk_id"),
             payload=logical,
@@ -337,7 +291,7 @@ class EdgeChunkIndex:
         for path, data_type in self._schema().items():
             logical = self._logical_by_path.get(path)
             if logical is not None:
-                indexes[logical] = _schema_name(data_type)
+                indexes[logical] = schema_name(data_type)
         return indexes
 
     def _schema(self) -> dict[str, qe.PayloadSchemaType]:
@@ -356,7 +310,7 @@ class EdgeChunkIndex:
         """
         check_batch_size(batch_size)
         written = 0
-        for number, batch in enumerate(_payload_batches(writes, batch_size, self.keys), start=1):
+        for number, batch in enumerate(payload_batches(writes, batch_size, self.keys), start=1):
             points = sum(len(ids) for ids, _ in batch)
             what = f"payload batch {number} ({points} point(s)) on the Edge shard {self.path}"
             self.update_calls += 1
@@ -374,7 +328,7 @@ class EdgeChunkIndex:
         check_payload_index(key, schema)
         path = self.keys.path(key)
         with self._writing(f"creating a {schema} index on {path!r}", written=0):
-            self.shard.update(qe.UpdateOperation.create_field_index(path, _EDGE_SCHEMAS[schema]))
+            self.shard.update(qe.UpdateOperation.create_field_index(path, EDGE_SCHEMAS[schema]))
         log.debug("edge payload index %s (%s) on %s", path, schema, self.path)
 
     # -- the reference ingestion only --------------------------------------------------------
@@ -387,7 +341,7 @@ class EdgeChunkIndex:
             return
         config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._shard = self._open(lambda: qe.EdgeShard.create(str(self.path), config))
+        self._shard = open_shard(self.path, lambda: qe.EdgeShard.create(str(self.path), config))
         log.info("created Edge shard %s (dim %d, cosine)", self.path, dim)
 
     def _check_dim(self, dim: int) -> None:
@@ -420,203 +374,22 @@ class EdgeChunkIndex:
         logical.setdefault("chunk_id", record.chunk_id)
         payload = self.keys.to_point(logical)
         payload[self.text_key] = record.text
-        return qe.Point(_edge_id(record.point_id), list(record.vector), payload)
+        return qe.Point(edge_id(record.point_id), list(record.vector), payload)
 
     def delete_document_chunks(self, doc_id: str) -> int:
         """Delete a document's points before re-ingesting it; return how many; ingestion only."""
-        doc_filter = self._doc_filter([doc_id])
-        found = self.count(query_filter=doc_filter)
+        selected = doc_filter(self.keys, [doc_id])
+        found = self.count(query_filter=selected)
         if not found:
             return 0
         with self._writing(f"deleting the chunks of {doc_id!r} from {self.path}", written=0):
-            self.shard.update(qe.UpdateOperation.delete_points_by_filter(doc_filter))
+            self.shard.update(qe.UpdateOperation.delete_points_by_filter(selected))
         return found
 
-    def _doc_filter(self, doc_ids: list[str]) -> qe.Filter:
-        return qe.Filter(
-            must=[qe.FieldCondition(key=self.keys.path("doc_id"), match=qe.MatchAny(doc_ids))]
-        )
+    # -- error mapping (``edge_shard``) ----------------------------------------------------
 
-    # -- error mapping ----------------------------------------------------------------------
+    def _reading(self, action: str) -> AbstractContextManager[None]:
+        return reading(self.path, action)
 
-    def _ensure_space(self, action: str) -> None:
-        """Refuse to open or write the shard with less than ``EDGE_MIN_FREE`` on its disk.
-
-        Edge maps its files (preallocated sparse: 32 MiB a WAL segment) and writes into them;
-        on a full disk such a write does not fail, it kills the process with SIGBUS. So
-        every command, ``check`` too, is refused here first, with a message naming the disk.
-        """
-        where = self.path
-        try:
-            while not where.exists() and where != where.parent:
-                where = where.parent
-            free = shutil.disk_usage(where).free
-        except OSError:
-            return  # not knowable: Edge's own errors say what is wrong
-        if free < EDGE_MIN_FREE:
-            raise StoreFault(
-                f"chunk index at {self.path}: disk full ({free / MIB:.1f} MiB free on the disk "
-                f"of {where}); a Qdrant Edge shard needs {EDGE_MIN_FREE // MIB} MiB free to "
-                f"{action} (it writes into files it maps, and on a full disk the process would "
-                "die with SIGBUS). Free space on that disk, then run again"
-            )
-
-    def _open(self, opener: Any) -> qe.EdgeShard:
-        self._ensure_space("be opened")
-        try:
-            shard: qe.EdgeShard = opener()
-        except Exception as exc:
-            text = str(exc)
-            if _LOCKED in text:
-                raise IndexUnavailable(
-                    f"the Qdrant Edge shard at {self.path} is open in another process (or "
-                    "already open in this one): Edge allows one open shard at a time. Stop the "
-                    "other reconciler, ingestion or reader and retry, or use a Qdrant server "
-                    '(index.engine = "qdrant" with index.url)'
-                ) from exc
-            if "already contains segment data" in text:
-                raise IndexUnavailable(
-                    f"a Qdrant Edge shard appeared at {self.path} while this one was being "
-                    "created (another ingestion?); retry"
-                ) from exc
-            raise IndexUnavailable(
-                f"cannot open the Qdrant Edge shard at {self.path}: {text}; check index.path, "
-                "its permissions and free disk space"
-            ) from exc
-        return shard
-
-    @contextmanager
-    def _reading(self, action: str) -> Iterator[None]:
-        """Map an Edge failure to ``IndexUnavailable`` (retry later)."""
-        try:
-            yield
-        except (IndexUnavailable, TypeError, ValueError):
-            raise
-        except Exception as exc:
-            raise IndexUnavailable(
-                f"{action} on the Qdrant Edge shard {self.path} failed: {exc}; check the disk "
-                "and the shard folder, then retry"
-            ) from exc
-
-    @contextmanager
-    def _writing(self, what: str, *, written: int) -> Iterator[None]:
-        """Map an Edge failure to ``IndexWriteError`` saying how far the writes got; refuse
-        (``StoreFault``, nothing of this write sent) when the disk is too full to write."""
-        self._ensure_space("be written")
-        try:
-            yield
-        except (IndexUnavailable, TypeError, ValueError):
-            raise
-        except Exception as exc:
-            text = str(exc)
-            if _MISSING_POINT in text:
-                point = text.split(_MISSING_POINT, 1)[1].strip()
-                detail = (
-                    f"point {point} does not exist (deleted after the scan?); the next run skips it"
-                )
-            else:
-                detail = f"{text}; check the disk and the shard folder, then retry"
-            raise IndexWriteError(f"{what} failed: {detail}", points_written=written) from exc
-
-
-def _read_through(path: str, chunk: bytearray) -> int:
-    """Read a file from start to end into ``chunk`` (over and over); the bytes read, 0 for a
-    file that cannot be read."""
-    done = 0
-    with contextlib.suppress(OSError), open(path, "rb", buffering=0) as file:
-        while read := file.readinto(chunk):
-            done += read
-    return done
-
-
-#: Where Linux says how much memory is available, and a cgroup v2 container's own limit.
-MEMINFO = "/proc/meminfo"
-CGROUP_MEMORY = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current")
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available for new pages without swapping: Linux's ``MemAvailable``,
-    else the free pages ``sysconf`` counts, and no more than what a cgroup v2 limit leaves
-    this container; ``None`` where none of it is known."""
-    room: int | None = None
-    with (
-        contextlib.suppress(OSError, ValueError, IndexError),
-        open(MEMINFO, encoding="ascii") as info,
-    ):
-        for line in info:
-            if line.startswith("MemAvailable:"):
-                room = int(line.split()[1]) * 1024
-                break
-    if room is None:
-        with contextlib.suppress(AttributeError, ValueError, OSError):
-            room = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    with contextlib.suppress(OSError, ValueError):
-        limit, used = (Path(p).read_text(encoding="ascii").strip() for p in CGROUP_MEMORY)
-        if limit != "max":
-            left = max(int(limit) - int(used), 0)
-            room = left if room is None else min(room, left)
-    return room
-
-
-def _is_shard(path: Path) -> bool:
-    return any((path / marker).exists() for marker in _SHARD_MARKERS)
-
-
-#: A UUID in its canonical spelling (what Edge and qdrant-client hand back): taken as it is.
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def _edge_id(point_id: str | int) -> str | int:
-    """A point id as Edge takes it: an unsigned integer or a UUID string."""
-    if type(point_id) is str and _CANONICAL_UUID.fullmatch(point_id):
-        return point_id  # (the usual id: a quarter of the cost of parsing it)
-    if isinstance(point_id, bool) or not isinstance(point_id, int | str):
-        raise TypeError(f"a point id is an int or a UUID string, not {type(point_id).__name__}")
-    if isinstance(point_id, int) and point_id < 0:
-        raise ValueError(f"point id {point_id}: Qdrant takes unsigned integers or UUIDs")
-    if isinstance(point_id, str):
-        try:
-            uuid.UUID(point_id)
-        except ValueError:
-            raise ValueError(
-                f"point id {point_id!r}: Qdrant takes unsigned integers or UUIDs"
-            ) from None
-    return point_id
-
-
-def _our_id(point_id: Any) -> str | int:
-    """An id as Edge hands it back, as qdrant-client would: int, or the UUID's string."""
-    if isinstance(point_id, int):
-        return point_id
-    return str(point_id)
-
-
-def _payload_batches(
-    writes: Iterable[PayloadWrite], batch_size: int, keys: KeyMap
-) -> Iterator[list[tuple[list[_EdgeId], dict[str, Any]]]]:
-    """Group writes into calls of ~``batch_size`` points; a larger write is split by ids."""
-    batch: list[tuple[list[_EdgeId], dict[str, Any]]] = []
-    size = 0
-    for write in writes:
-        ids: list[_EdgeId] = [_edge_id(p) for p in write.point_ids]
-        if not ids or not write.payload:
-            continue
-        stored = keys.to_stored(write.payload)
-        start = 0
-        while start < len(ids):
-            part = ids[start : start + batch_size - size]
-            start += len(part)
-            batch.append((part, stored))
-            size += len(part)
-            if size >= batch_size:
-                yield batch
-                batch, size = [], 0
-    if batch:
-        yield batch
-
-
-def _schema_name(data_type: qe.PayloadSchemaType) -> str:
-    for edge, name in _SCHEMA_NAMES:
-        if data_type == edge:
-            return name
-    return str(data_type).rsplit(".", 1)[-1].lower()
+    def _writing(self, what: str, *, written: int) -> AbstractContextManager[None]:
+        return writing(self.path, what, written=written)

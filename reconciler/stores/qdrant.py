@@ -5,7 +5,8 @@ filter in ``reconciler.filters`` builds Qdrant models but never calls the client
 reconciler reads identity and managed keys and writes managed keys with ``set_payload``,
 selecting points by id; vectors and text are never read or written here except by the
 ingestion-only methods. Client and transport errors are mapped once, at this edge, to
-``IndexUnavailable`` (reads: retry later) and ``IndexWriteError`` (writes: stop the run).
+``IndexUnavailable`` (reads: retry later) and ``IndexWriteError`` (writes: stop the run), in
+``qdrant_errors``; the filters and payload batches sent are built in ``qdrant_requests``.
 """
 
 from __future__ import annotations
@@ -15,18 +16,11 @@ import logging
 import math
 import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import grpc  # type: ignore[import-untyped]
 from qdrant_client import QdrantClient, models
-from qdrant_client.common.client_exceptions import QdrantException, ResourceExhaustedResponse
-from qdrant_client.http.exceptions import (
-    ApiException,
-    ResponseHandlingException,
-    UnexpectedResponse,
-)
 
 from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.model import (
@@ -47,6 +41,8 @@ from reconciler.stores.chunking_rules import (
     managed_page,
     pages,
 )
+from reconciler.stores.qdrant_errors import reading, writing
+from reconciler.stores.qdrant_requests import doc_filter, payload_batches, schema_name
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +53,6 @@ UPSERT_BATCH = 256
 
 _OK_STATUSES = frozenset({models.UpdateStatus.COMPLETED, models.UpdateStatus.ACKNOWLEDGED})
 _LOCAL_INDEX_WARNING = "Payload indexes have no effect in the local Qdrant"
-_REMOTE_ERRORS: tuple[type[BaseException], ...] = (
-    ApiException,
-    QdrantException,
-    ConnectionError,
-    TimeoutError,
-    grpc.RpcError,
-)
 
 
 def connect(
@@ -187,14 +176,7 @@ class QdrantChunkIndex:
             yield from self._filtered_pages(batch_size, selector, None)
             return
         for wanted in doc_id_batches(doc_ids, self.doc_filter_batch):
-            doc_filter = models.Filter(
-                must=[
-                    models.FieldCondition(
-                        key=self.keys.path("doc_id"), match=models.MatchAny(any=wanted)
-                    )
-                ]
-            )
-            yield from self._filtered_pages(batch_size, selector, doc_filter)
+            yield from self._filtered_pages(batch_size, selector, doc_filter(self.keys, wanted))
 
     def _filtered_pages(
         self,
@@ -261,7 +243,7 @@ class QdrantChunkIndex:
         for path, index in (info.payload_schema or {}).items():
             logical = self._logical_by_path.get(path)
             if logical is not None:
-                indexes[logical] = _schema_name(index.data_type)
+                indexes[logical] = schema_name(index.data_type)
         return indexes
 
     # -- writes -----------------------------------------------------------------------------
@@ -275,7 +257,7 @@ class QdrantChunkIndex:
         check_batch_size(batch_size)
         written = 0
         for number, (operations, points) in enumerate(
-            _payload_batches(writes, batch_size, self.keys), start=1
+            payload_batches(writes, batch_size, self.keys), start=1
         ):
             self._update(operations, points=points, number=number, written=written)
             written += points
@@ -381,132 +363,33 @@ class QdrantChunkIndex:
 
     def delete_document_chunks(self, doc_id: str) -> int:
         """Delete a document's points before re-ingesting it; return how many; ingestion only."""
-        doc_filter = models.Filter(
+        selected = models.Filter(
             must=[
                 models.FieldCondition(
                     key=self.keys.path("doc_id"), match=models.MatchValue(value=doc_id)
                 )
             ]
         )
-        found = self.count(query_filter=doc_filter)
+        found = self.count(query_filter=selected)
         if not found:
             return 0
         what = f"deleting the chunks of {doc_id!r} from {self.collection!r}"
         with self._writing(what, written=0):
             self.client.delete(
                 self.collection,
-                points_selector=models.FilterSelector(filter=doc_filter),
+                points_selector=models.FilterSelector(filter=selected),
                 wait=True,
             )
         log.debug("deleted %d chunk(s) of %s from %s", found, doc_id, self.collection)
         return found
 
-    # -- error mapping ----------------------------------------------------------------------
+    # -- error mapping (``qdrant_errors``) -------------------------------------------------
 
-    @contextmanager
-    def _reading(self, action: str) -> Iterator[None]:
-        """Map a client failure to ``IndexUnavailable`` (retry later); bugs pass through."""
-        try:
-            yield
-        except Exception as exc:
-            if not _is_store_failure(exc, writing=False):
-                raise
-            raise IndexUnavailable(
-                f"{action} on Qdrant collection {self.collection!r} ({self._where}) failed: "
-                f"{self._describe(exc)}"
-            ) from exc
+    def _reading(self, action: str) -> AbstractContextManager[None]:
+        return reading(self.collection, self._where, action)
 
-    @contextmanager
-    def _writing(self, what: str, *, written: int) -> Iterator[None]:
-        """Map a client failure to ``IndexWriteError`` saying how far the writes got."""
-        try:
-            yield
-        except Exception as exc:
-            if not _is_store_failure(exc, writing=True):
-                raise
-            raise IndexWriteError(
-                f"{what} ({self._where}) failed: {self._describe(exc)}", points_written=written
-            ) from exc
-
-    def _describe(self, exc: BaseException) -> str:
-        """Say what went wrong and what to do, never echoing credentials."""
-        if isinstance(exc, UnexpectedResponse):
-            status = exc.status_code
-            detail = _server_error(exc)
-            if status in (401, 403):
-                return (
-                    f"HTTP {status}, the server refused the credentials: check the API key "
-                    "(the environment variable index.api_key_env names)"
-                )
-            if status == 404:
-                return (
-                    f"HTTP 404 ({detail}): check index.collection, or run ingestion first; "
-                    "a missing point was deleted after the scan (the next run skips it)"
-                )
-            return f"HTTP {status} ({detail}); retry later, or check the server's log"
-        if isinstance(exc, ResourceExhaustedResponse):
-            return f"the server is rate limiting (retry after {exc.retry_after_s}s)"
-        if isinstance(exc, ResponseHandlingException):
-            source = exc.source
-            return (
-                f"could not talk to Qdrant ({type(source).__name__}: {source}); check "
-                "index.url and that the server is up, then retry"
-            )
-        if isinstance(exc, grpc.RpcError):
-            code = exc.code() if hasattr(exc, "code") else "?"
-            return f"gRPC error {code}; check index.url and that the server is up, then retry"
-        if isinstance(exc, KeyError):
-            return (
-                f"point {exc.args[0] if exc.args else '?'!s} does not exist (deleted after the "
-                "scan?); the next run skips it"
-            )
-        if isinstance(exc, ValueError):
-            return f"{exc}: check index.collection, or run ingestion first"
-        if isinstance(exc, RuntimeError):
-            return f"{exc}: open a new client with connect()"
-        return f"{type(exc).__name__}: {exc}; retry later"
-
-
-def _payload_batches(
-    writes: Iterable[PayloadWrite], batch_size: int, keys: KeyMap
-) -> Iterator[tuple[list[models.UpdateOperation], int]]:
-    """Group writes into calls of ~``batch_size`` points; a larger write is split by ids."""
-    operations: list[models.UpdateOperation] = []
-    size = 0
-    for write in writes:
-        ids: list[models.ExtendedPointId] = list(write.point_ids)
-        if not ids or not write.payload:
-            continue
-        stored = keys.to_stored(write.payload)
-        start = 0
-        while start < len(ids):
-            part = ids[start : start + batch_size - size]
-            start += len(part)
-            operations.append(
-                models.SetPayloadOperation(
-                    set_payload=models.SetPayload(payload=stored, points=part, key=keys.nest_key)
-                )
-            )
-            size += len(part)
-            if size >= batch_size:
-                yield operations, size
-                operations, size = [], 0
-    if operations:
-        yield operations, size
-
-
-def _is_store_failure(exc: BaseException, *, writing: bool) -> bool:
-    """Whether ``exc`` is the store failing (mapped) rather than a bug here (re-raised)."""
-    if isinstance(exc, _REMOTE_ERRORS):
-        return True
-    text = str(exc)
-    # Local mode raises plain built-ins: a missing collection, a closed client, and (on a
-    # write) the first missing point id after applying the rest of the call, as the server does.
-    if isinstance(exc, ValueError):
-        return "not found" in text
-    if isinstance(exc, RuntimeError):
-        return "closed" in text or "already accessed" in text
-    return writing and isinstance(exc, KeyError)
+    def _writing(self, what: str, *, written: int) -> AbstractContextManager[None]:
+        return writing(self._where, what, written=written)
 
 
 def _close_half_open(exc: BaseException) -> None:
@@ -518,18 +401,6 @@ def _close_half_open(exc: BaseException) -> None:
         if lock_file is not None and not lock_file.closed:
             lock_file.close()
         tb = tb.tb_next
-
-
-def _server_error(exc: UnexpectedResponse) -> str:
-    try:
-        message = exc.structured()["status"]["error"]
-    except Exception:
-        message = exc.reason_phrase
-    return str(message)[:200]
-
-
-def _schema_name(data_type: models.PayloadSchemaType | str) -> str:
-    return data_type.value if isinstance(data_type, models.PayloadSchemaType) else str(data_type)
 
 
 def _redacted_url(options: Mapping[str, Any]) -> str:

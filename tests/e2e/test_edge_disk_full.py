@@ -24,7 +24,7 @@ import pytest
 from acceptance_kit import Deployment
 
 from reconciler.errors import StoreFault
-from reconciler.stores import edge as edge_module
+from reconciler.stores import edge_files
 from reconciler.stores.edge import EDGE_MIN_FREE, EdgeChunkIndex
 
 MIB = 1024 * 1024
@@ -116,7 +116,7 @@ def test_the_shard_is_neither_opened_nor_written_below_the_floor(
     index.ensure_collection(dim=4)
     index.close()
     disk = FakeDisk(EDGE_MIN_FREE - 1)
-    monkeypatch.setattr(edge_module.shutil, "disk_usage", disk)
+    monkeypatch.setattr(edge_files.shutil, "disk_usage", disk)
     with pytest.raises(StoreFault, match=r"needs 64 MiB free to be opened"):
         EdgeChunkIndex(tmp_path / "shards" / "corpus")
     disk.free = EDGE_MIN_FREE

@@ -21,7 +21,7 @@ from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.filters import default_edge_filter, default_filter, filter_terms
 from reconciler.model import ChunkRecord, PayloadWrite
 from reconciler.payload import KeyMap
-from reconciler.stores import edge as edge_module
+from reconciler.stores import edge_files
 from reconciler.stores.edge import EdgeChunkIndex, available_memory
 from reconciler.stores.qdrant import QdrantChunkIndex
 
@@ -313,14 +313,14 @@ def test_a_scroll_of_many_documents_reads_the_shard_files_ahead(
     )
     index.shard.flush()
     read: list[str] = []
-    real = edge_module._read_through
+    real = edge_files.read_through
 
     def spy(path: str, chunk: bytearray) -> int:
         read.append(path)
         return real(path, chunk)
 
-    monkeypatch.setattr(edge_module, "_read_through", spy)
-    monkeypatch.setattr(edge_module, "available_memory", lambda: 1 << 40)
+    monkeypatch.setattr(edge_files, "read_through", spy)
+    monkeypatch.setattr(edge_files, "available_memory", lambda: 1 << 40)
     segments = tmp_path / "ahead" / "segments"
     assert any(d.name.startswith("vector_") for d in segments.rglob("*") if d.is_dir())
     files = {
@@ -378,20 +378,20 @@ def test_a_scroll_of_many_documents_reads_the_shard_files_ahead(
 
         # Files that would fill half the memory available, or no figure: not read ahead.
         for room in (2 * on_disk - 1, None):
-            monkeypatch.setattr(edge_module, "available_memory", lambda room=room: room)
+            monkeypatch.setattr(edge_files, "available_memory", lambda room=room: room)
             again()
             assert selected(["d0", "d1", "d2"]) == three
             assert whole() == list(range(1, 41))
             assert read == []
-        monkeypatch.setattr(edge_module, "available_memory", lambda: 2 * on_disk)
+        monkeypatch.setattr(edge_files, "available_memory", lambda: 2 * on_disk)
         again()
         assert index._read_ahead(3) == size
 
         # A file that cannot be read is skipped, and the scroll is the same.
         unreadable = sorted(files)[0]
         monkeypatch.setattr(
-            edge_module,
-            "_read_through",
+            edge_files,
+            "read_through",
             lambda path, chunk: 0 if Path(path) == unreadable else real(path, chunk),
         )
         again()
@@ -414,8 +414,8 @@ def test_the_memory_available_is_linux_s_figure_within_a_container_s_limit(
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 900 kB\nMemFree: 300 kB\nMemAvailable: 500 kB\n")
     limit, used = tmp_path / "memory.max", tmp_path / "memory.current"
-    monkeypatch.setattr(edge_module, "MEMINFO", str(meminfo))
-    monkeypatch.setattr(edge_module, "CGROUP_MEMORY", (str(limit), str(used)))
+    monkeypatch.setattr(edge_files, "MEMINFO", str(meminfo))
+    monkeypatch.setattr(edge_files, "CGROUP_MEMORY", (str(limit), str(used)))
     assert available_memory() == 500 * 1024  # (no cgroup files: no limit)
     limit.write_text("max\n")
     used.write_text("100\n")

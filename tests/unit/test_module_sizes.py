@@ -13,8 +13,6 @@ OVER = {
     "connectors/confluence.py": "connectors/confluence/ as a package, after issue 22's merge",
     "connectors/git.py": "connectors/git/ as a package, after issue 22's merge",
     "connectors/sql.py": "503 lines: to split along its parts",
-    "reconciler/stores/edge.py": "the read-ahead and the point ids apart from the adapter",
-    "reconciler/stores/qdrant.py": "the client's connection and error mapping apart from the adapter",
 }
 
 

@@ -1,0 +1,108 @@
+"""What the Qdrant Edge adapter hands the engine, in Edge's own types: point ids both ways
+(Edge takes unsigned integers and UUIDs, and hands UUIDs back as ``uuid.UUID``: they are
+returned as their canonical string, so ids round-trip exactly as on qdrant-client), the
+doc_id filter, payload-write batches (Edge has no batch operation: a batch is a list of
+``set_payload`` calls) and the payload index types. Pure: no shard is opened here."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import qdrant_edge as qe
+
+from reconciler.model import PayloadWrite
+from reconciler.payload import KeyMap
+
+__all__ = [
+    "EDGE_SCHEMAS",
+    "EdgeId",
+    "doc_filter",
+    "edge_id",
+    "our_id",
+    "payload_batches",
+    "schema_name",
+]
+
+#: Edge's type of each payload index schema ``create_payload_index`` accepts.
+EDGE_SCHEMAS: dict[str, qe.PayloadSchemaType] = {
+    "keyword": qe.PayloadSchemaType.Keyword,
+    "integer": qe.PayloadSchemaType.Integer,
+    "datetime": qe.PayloadSchemaType.Datetime,
+    "bool": qe.PayloadSchemaType.Bool,
+    "float": qe.PayloadSchemaType.Float,
+}
+_SCHEMA_NAMES: list[tuple[qe.PayloadSchemaType, str]] = [
+    *((edge, name) for name, edge in EDGE_SCHEMAS.items()),
+    (qe.PayloadSchemaType.Geo, "geo"),
+    (qe.PayloadSchemaType.Text, "text"),
+    (qe.PayloadSchemaType.Uuid, "uuid"),
+]
+#: A point id as Edge takes it.
+EdgeId = int | uuid.UUID | str
+#: A UUID in its canonical spelling (what Edge and qdrant-client hand back): taken as it is.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def edge_id(point_id: str | int) -> str | int:
+    """A point id as Edge takes it: an unsigned integer or a UUID string."""
+    if type(point_id) is str and _CANONICAL_UUID.fullmatch(point_id):
+        return point_id  # (the usual id: a quarter of the cost of parsing it)
+    if isinstance(point_id, bool) or not isinstance(point_id, int | str):
+        raise TypeError(f"a point id is an int or a UUID string, not {type(point_id).__name__}")
+    if isinstance(point_id, int) and point_id < 0:
+        raise ValueError(f"point id {point_id}: Qdrant takes unsigned integers or UUIDs")
+    if isinstance(point_id, str):
+        try:
+            uuid.UUID(point_id)
+        except ValueError:
+            raise ValueError(
+                f"point id {point_id!r}: Qdrant takes unsigned integers or UUIDs"
+            ) from None
+    return point_id
+
+
+def our_id(point_id: Any) -> str | int:
+    """An id as Edge hands it back, as qdrant-client would: int, or the UUID's string."""
+    if isinstance(point_id, int):
+        return point_id
+    return str(point_id)
+
+
+def doc_filter(keys: KeyMap, doc_ids: list[str]) -> qe.Filter:
+    """The points of these documents."""
+    return qe.Filter(must=[qe.FieldCondition(key=keys.path("doc_id"), match=qe.MatchAny(doc_ids))])
+
+
+def payload_batches(
+    writes: Iterable[PayloadWrite], batch_size: int, keys: KeyMap
+) -> Iterator[list[tuple[list[EdgeId], dict[str, Any]]]]:
+    """Group writes into calls of ~``batch_size`` points; a larger write is split by ids."""
+    batch: list[tuple[list[EdgeId], dict[str, Any]]] = []
+    size = 0
+    for write in writes:
+        ids: list[EdgeId] = [edge_id(p) for p in write.point_ids]
+        if not ids or not write.payload:
+            continue
+        stored = keys.to_stored(write.payload)
+        start = 0
+        while start < len(ids):
+            part = ids[start : start + batch_size - size]
+            start += len(part)
+            batch.append((part, stored))
+            size += len(part)
+            if size >= batch_size:
+                yield batch
+                batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def schema_name(data_type: qe.PayloadSchemaType) -> str:
+    """The port's name of an Edge payload index type (``keyword``, ``integer``, ...)."""
+    for edge, name in _SCHEMA_NAMES:
+        if data_type == edge:
+            return name
+    return str(data_type).rsplit(".", 1)[-1].lower()

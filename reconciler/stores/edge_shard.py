@@ -1,0 +1,95 @@
+"""Opening a Qdrant Edge shard, and Edge's failures said as the port's errors.
+
+Edge raises bare ``Exception``s. Here, once: a shard another process (or another open in this
+one) holds is ``IndexUnavailable`` saying so; any other failure to open it or of a read is
+``IndexUnavailable`` (retry later), of a write ``IndexWriteError`` with ``points_written``, as
+the qdrant-client adapter does; a write to a missing point says the next run skips it. A shard
+is neither opened nor written below the free-space floor (``edge_files.ensure_space``).
+``reconciler.stores.edge`` wraps every call to the shard in ``reading`` or ``writing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import qdrant_edge as qe
+
+from reconciler.errors import IndexUnavailable, IndexWriteError
+from reconciler.stores.edge_files import ensure_space
+
+__all__ = ["is_shard", "open_shard", "reading", "writing"]
+
+#: Files a shard folder holds once created.
+_SHARD_MARKERS = ("edge_config.json", "segments")
+#: What Edge's error says when another open holds the shard, or a point is missing.
+_LOCKED = "WouldBlock"
+_MISSING_POINT = "No point with id"
+
+
+def is_shard(path: Path) -> bool:
+    """Whether a shard has been created at ``path``."""
+    return any((path / marker).exists() for marker in _SHARD_MARKERS)
+
+
+def open_shard(path: Path, opener: Callable[[], qe.EdgeShard]) -> qe.EdgeShard:
+    """The shard ``opener`` loads or creates at ``path``, its failure said as
+    ``IndexUnavailable`` (held by another open, appeared meanwhile, or anything else)."""
+    ensure_space(path, "be opened")
+    try:
+        shard: qe.EdgeShard = opener()
+    except Exception as exc:
+        text = str(exc)
+        if _LOCKED in text:
+            raise IndexUnavailable(
+                f"the Qdrant Edge shard at {path} is open in another process (or "
+                "already open in this one): Edge allows one open shard at a time. Stop the "
+                "other reconciler, ingestion or reader and retry, or use a Qdrant server "
+                '(index.engine = "qdrant" with index.url)'
+            ) from exc
+        if "already contains segment data" in text:
+            raise IndexUnavailable(
+                f"a Qdrant Edge shard appeared at {path} while this one was being "
+                "created (another ingestion?); retry"
+            ) from exc
+        raise IndexUnavailable(
+            f"cannot open the Qdrant Edge shard at {path}: {text}; check index.path, "
+            "its permissions and free disk space"
+        ) from exc
+    return shard
+
+
+@contextmanager
+def reading(path: Path, action: str) -> Iterator[None]:
+    """Map an Edge failure to ``IndexUnavailable`` (retry later)."""
+    try:
+        yield
+    except (IndexUnavailable, TypeError, ValueError):
+        raise
+    except Exception as exc:
+        raise IndexUnavailable(
+            f"{action} on the Qdrant Edge shard {path} failed: {exc}; check the disk "
+            "and the shard folder, then retry"
+        ) from exc
+
+
+@contextmanager
+def writing(path: Path, what: str, *, written: int) -> Iterator[None]:
+    """Map an Edge failure to ``IndexWriteError`` saying how far the writes got; refuse
+    (``StoreFault``, nothing of this write sent) when the disk is too full to write."""
+    ensure_space(path, "be written")
+    try:
+        yield
+    except (IndexUnavailable, TypeError, ValueError):
+        raise
+    except Exception as exc:
+        text = str(exc)
+        if _MISSING_POINT in text:
+            point = text.split(_MISSING_POINT, 1)[1].strip()
+            detail = (
+                f"point {point} does not exist (deleted after the scan?); the next run skips it"
+            )
+        else:
+            detail = f"{text}; check the disk and the shard folder, then retry"
+        raise IndexWriteError(f"{what} failed: {detail}", points_written=written) from exc
