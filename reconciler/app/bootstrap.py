@@ -15,10 +15,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from reconciler.app.wiring import open_qdrant_index, open_table
+from reconciler.app.wiring import open_initialised_table, open_qdrant_index, open_table
 from reconciler.errors import CollectionMissing
 from reconciler.model import OPEN_END, OPEN_START, Document, RunMode, VersionState, parse_instant
 from reconciler.payload import KeyMap
@@ -302,24 +301,6 @@ def plan_documents(
     return adoption
 
 
-def _existing_table(settings: Settings) -> SqlDocumentTable | None:
-    """The document table if it is initialised, else None (a dry run creates nothing)."""
-    table = SqlDocumentTable.from_url(settings.table.resolved_url())
-    database = table.engine.url.database
-    try:
-        if (
-            table.dialect == "sqlite"
-            and database not in (None, "", ":memory:")
-            and not Path(database).exists()  # connecting would create the file
-        ):
-            return None
-        if table.schema_status().current is None:
-            return None
-    finally:
-        table.close()
-    return open_table(settings)
-
-
 def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
     """Register a row for every document of the collection that has none; write no payload.
 
@@ -327,7 +308,7 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
     rows created (or that would be) and the list of what could not be mapped.
     """
     at = datetime.now(UTC)
-    table = _existing_table(settings) if dry_run else open_table(settings, create=True)
+    table = open_initialised_table(settings) if dry_run else open_table(settings, create=True)
     try:
         index = open_qdrant_index(settings, needed_by="reconciler bootstrap")
         try:

@@ -1,4 +1,5 @@
-"""One runner at a time per shard: a lease in the document database.
+"""One runner at a time per shard: a lease in the document database (the adapters of the
+``Lease`` port, ``reconciler.ports.lease``; ``Lease`` is importable from here as before).
 
 PostgreSQL: ``pg_try_advisory_lock`` on a dedicated connection outside the pool (the lock lives
 as long as that session; if the process dies the server releases it). SQLite: a row in
@@ -23,13 +24,14 @@ import threading
 import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.ports.lease import Lease
 from reconciler.stores.schema import LeaseRow
 
 log = logging.getLogger(__name__)
@@ -94,24 +96,6 @@ def advisory_key(name: str) -> int:
     return int.from_bytes(
         hashlib.sha256(f"reconciler:{name}".encode()).digest()[:8], "big", signed=True
     )
-
-
-class Lease(Protocol):
-    """A single-runner lease."""
-
-    name: str
-
-    def acquire(self) -> bool:
-        """Take the lease if free; True when this process holds it."""
-        ...
-
-    def renew(self) -> bool:
-        """Extend a held lease; False when it was lost."""
-        ...
-
-    def release(self) -> None:
-        """Give the lease up (idempotent)."""
-        ...
 
 
 class RowLease:

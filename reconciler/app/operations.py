@@ -10,8 +10,15 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from reconciler.app.leasing import HeldLease, lease_name, make_lease
-from reconciler.app.wiring import build_sources, open_index, open_table, schema_revision, stores
+from reconciler.app.leasing import HeldLease, lease_name
+from reconciler.app.wiring import (
+    build_sources,
+    leases_of,
+    open_index,
+    open_table,
+    schema_revision,
+    stores,
+)
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import (
@@ -103,7 +110,7 @@ def ingest_sources(
         settings.ingest.embedder, dim=settings.ingest.dim, model=settings.ingest.model
     )
     with stores(settings) as opened:
-        lease = make_lease(opened.table.engine, lease_name(WHOLE))
+        lease = opened.leases(lease_name(WHOLE))
         with HeldLease(lease) as held:
             if not held.acquired:
                 raise LeaseBusy(
@@ -265,7 +272,7 @@ def reconcile(
     try:
         if options.mode not in WRITING_MODES:
             return _run_engine(settings, table, sources, options, progress, clock=clock)
-        lease = make_lease(table.engine, lease_name(str(options.shard)), clock=clock)
+        lease = leases_of(table)(lease_name(str(options.shard)), clock=clock)
         options = dataclasses.replace(options, run_id=options.run_id or str(uuid.uuid4()))
         with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
             if not held.acquired:
@@ -440,7 +447,7 @@ def rollback_run(
                 dry_run=True,
                 shard=str(shard),
             ).to_json()
-        lease = make_lease(opened.table.engine, lease_name(str(shard)), clock=clock)
+        lease = opened.leases(lease_name(str(shard)), clock=clock)
         with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
             if not held.acquired:
                 raise LeaseBusy(

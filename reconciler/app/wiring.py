@@ -1,4 +1,7 @@
-"""Turns settings into live stores and connectors: the one place that opens them."""
+"""Turns settings into live stores and connectors: the one place that opens them, and the one
+place that hands out the single-runner leases kept in the document database (a
+``LeaseFactory``, the port of ``reconciler.ports.lease``): the library functions of
+``operations`` take leases by name and never see the database engine behind them."""
 
 from __future__ import annotations
 
@@ -8,8 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reconciler.app.leasing import make_lease
+from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import ConfigError
 from reconciler.ports import ChunkIndex
+from reconciler.ports.lease import Lease, LeaseFactory
 from reconciler.ports.source import SystemOfRecord
 from reconciler.settings import Settings
 from reconciler.sources import build_source
@@ -28,6 +34,35 @@ def open_table(settings: Settings, *, create: bool = False) -> SqlDocumentTable:
         table.close()
         raise
     return table
+
+
+def open_initialised_table(settings: Settings) -> SqlDocumentTable | None:
+    """The document table if it is initialised, else None, creating nothing (a SQLite file
+    that does not exist is not created by looking for it)."""
+    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    database = table.engine.url.database
+    try:
+        if (
+            table.dialect == "sqlite"
+            and database not in (None, "", ":memory:")
+            and not Path(database).exists()  # connecting would create the file
+        ):
+            return None
+        if table.schema_status().current is None:
+            return None
+    finally:
+        table.close()
+    return open_table(settings)
+
+
+def leases_of(table: SqlDocumentTable) -> LeaseFactory:
+    """The leases kept in ``table``'s database: an advisory lock on PostgreSQL, a lease row
+    elsewhere (``leasing.make_lease``)."""
+
+    def lease(name: str, *, clock: Clock = SYSTEM_CLOCK) -> Lease:
+        return make_lease(table.engine, name, clock=clock)
+
+    return lease
 
 
 def schema_revision(settings: Settings) -> str | None:
@@ -101,10 +136,12 @@ def build_sources(settings: Settings, names: list[str] | None = None) -> list[Sy
 
 @dataclass
 class Stores:
-    """The document table and chunk index of one deployment."""
+    """The document table and chunk index of one deployment, and the leases kept beside the
+    table."""
 
     table: SqlDocumentTable
     index: ChunkIndex
+    leases: LeaseFactory
 
 
 @contextmanager
@@ -114,7 +151,7 @@ def stores(settings: Settings, *, create: bool = False) -> Iterator[Stores]:
     try:
         index = open_index(settings)
         try:
-            yield Stores(table=table, index=index)
+            yield Stores(table=table, index=index, leases=leases_of(table))
         finally:
             index.close()
     finally:

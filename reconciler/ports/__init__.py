@@ -3,13 +3,15 @@
 Adapters live in ``reconciler.stores`` and ``connectors``; the logic sees only these Protocols:
 ``table`` (``DocumentTable``: four roles, documents, run log, outbox, audit log, each split
 into a reader and a writer; ``TableReader``, ``TableWriter``), ``index`` (``ChunkIndex``:
-``ChunkReader``, ``ChunkWriter``, ``ChunkIngestion``) and ``source`` (``SystemOfRecord`` and
-the connector errors). The SQL adapter implements each table role as one repository class
+``ChunkReader``, ``ChunkWriter``, ``ChunkIngestion``), ``lease`` (``Lease``, the single-runner
+lease, and ``LeaseFactory``, which the composition root hands the commands) and ``source``
+(``SystemOfRecord`` and the connector errors). The SQL adapter implements each table role as one repository class
 (``reconciler.stores.sql``). A stage that only reads is typed with a reader, so mypy refuses
 a write there; ``tests/unit/test_writers.py`` holds which modules call a writer's methods.
 """
 
 from reconciler.ports.index import ChunkIndex, ChunkIngestion, ChunkReader, ChunkWriter
+from reconciler.ports.lease import Lease, LeaseFactory
 from reconciler.ports.source import SystemOfRecord
 from reconciler.ports.table import (
     AuditLog,
@@ -48,6 +50,8 @@ __all__ = [
     "DocumentRows",
     "DocumentTable",
     "DocumentWriter",
+    "Lease",
+    "LeaseFactory",
     "OutboxReader",
     "OutboxWriter",
     "QueuedReingest",

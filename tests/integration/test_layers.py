@@ -43,6 +43,8 @@ FORBIDDEN = [
     ("reconciler/app/operations.py", "reconciler.cli.group", "layers"),
     ("reconciler/pipeline/reading.py", "reconciler.stores.sql", "composition"),
     ("reconciler/app/wiring.py", "reconciler.app.operations", "app"),
+    ("reconciler/app/leasing.py", "reconciler.app.wiring", "app"),
+    ("reconciler/ports/lease.py", "reconciler.ports.table", "ports"),
     ("reconciler/cli/reconcile.py", "reconciler.stores.qdrant", "composition"),
     ("reconciler/cli/group.py", "reconciler.cli.reconcile", "cli"),
     # the cycle settings -> sources -> settings, which a type annotation once made
