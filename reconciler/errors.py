@@ -16,6 +16,8 @@
     ├── LeaseBusy                   skip this run: another runner holds the shard's lease
     ├── LeaseLost                   stop writing: the lease was lost during the run (the run
     │                               is failed; what it wrote is audited)
+    ├── RollbackRefused             fix the command: later runs changed the same documents
+    │                               (roll them back first, or ``--cascade``)
     ├── NotFound                    fix the command: a scoped repair names no document or
     │                               family that the table or a source knows, or no run has
     │                               the given id (prefix)
@@ -100,6 +102,19 @@ class LeaseBusy(ReconcilerError):
 
 class LeaseLost(ReconcilerError):
     """The single-runner lease was lost during the run: writing stopped before the next batch."""
+
+
+class RollbackRefused(ReconcilerError):
+    """Later runs changed the same documents; roll them back first (``--cascade``)."""
+
+    def __init__(self, run_id: str, later: list[str]) -> None:
+        self.run_id = run_id
+        self.later = later
+        super().__init__(
+            f"run {run_id} cannot be rolled back on its own: later run(s) "
+            f"{', '.join(later)} changed the same documents (newest first). Roll them back "
+            "first, or use --cascade to roll them all back, newest first (--dry-run shows it)"
+        )
 
 
 class NotFound(ReconcilerError):

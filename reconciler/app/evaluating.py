@@ -255,11 +255,13 @@ def evaluate(
     *,
     k: int = 5,
     baseline: Path | str | Baseline | None = None,
+    write_to: Path | str | None = None,
 ) -> dict[str, Any]:
     """Run every golden case through the ingest embedder and ``default_filter()``; score slices.
 
     ``ok`` is False when a slice cites a forbidden document (stale-cited is a hard zero) or a
-    slice's Latest@k is below its ``baseline`` value (tolerance 0).
+    slice's Latest@k is below its ``baseline`` value (tolerance 0). ``write_to``: write this
+    run's per-slice Latest@k there as the baseline to commit (``write_baseline``).
     """
     if k < 1:
         raise ReconcilerError(f"k must be at least 1 (got {k})")
@@ -346,7 +348,7 @@ def evaluate(
         len(hard_zero),
         len(regressions),
     )
-    return {
+    data = {
         "golden": str(golden_path),
         "collection": settings.index.collection,
         "k": k,
@@ -356,6 +358,9 @@ def evaluate(
         "slices": slices,
         "cases": results,
     }
+    if write_to is not None:
+        write_baseline(write_to, data)
+    return data
 
 
 def render_eval(data: Mapping[str, Any]) -> str:

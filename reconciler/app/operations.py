@@ -249,6 +249,20 @@ def engine_options(
     )
 
 
+def run_reconciliation(
+    settings: Settings,
+    *,
+    mode: str,
+    progress: Callable[[str, int], None] | None = None,
+    **choices: Any,
+) -> Report:
+    """One reconciliation as a command asks for it (``check``, ``plan``, ``apply``, ``run``,
+    ``repair``): its options from the settings and the ``choices`` (those of
+    ``engine_options``: an unknown check is a ``ConfigError``), then ``reconcile``."""
+    options = engine_options(settings, mode=mode, **choices)
+    return reconcile(settings, options, progress=progress)
+
+
 def reconcile(
     settings: Settings,
     options: Options,

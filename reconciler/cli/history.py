@@ -42,8 +42,8 @@ def rollback_command(obj: CliState, run_id: str, cascade: bool, dry_run: bool) -
     `status` list runs); start with --dry-run.
     """
     from reconciler.app.operations import rollback_run
+    from reconciler.errors import RollbackRefused
     from reconciler.rendering import render_rollback
-    from reconciler.writing.rollback import RollbackRefused
 
     with errors_mapped():
         try:

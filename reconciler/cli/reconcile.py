@@ -1,5 +1,6 @@
 """The reconciliation commands: ``check``, ``plan``, ``apply``, ``run`` and ``repair``, each one
-call of ``operations.reconcile``, rendered and turned into an exit code."""
+call of ``operations.run_reconciliation``, rendered and turned into an exit code (a cron
+``run`` also leaves its metrics, ``daemon.export_run_metrics``)."""
 
 from __future__ import annotations
 
@@ -36,14 +37,14 @@ log = logging.getLogger(__name__)
 
 
 def _reconcile(obj: CliState, mode: str, **kwargs: Any) -> Report:
-    from reconciler.app.operations import engine_options, reconcile, report_data
+    from reconciler.app.operations import report_data, run_reconciliation
     from reconciler.rendering import render_report
 
     with errors_mapped():
-        options = engine_options(obj.settings, mode=mode, **kwargs)
+        settings = obj.settings  # (a config that does not load is no run: no metrics left)
         try:
             with progress_display(obj.progress) as progress:
-                report = reconcile(obj.settings, options, progress=progress)
+                report = run_reconciliation(settings, mode=mode, progress=progress, **kwargs)
         except LeaseBusy as exc:
             if mode == "run":  # a cron run that loses the race skips quietly
                 click.echo(f"skipped: {exc}", err=True)

@@ -87,12 +87,10 @@ def eval_command(
     cases is "uncovered". Exit 0 when all is well, 2 when a slice cites a document it must not
     or regresses against --baseline (for CI), 1 on error (e.g. a malformed golden file).
     """
-    from reconciler.app.evaluating import evaluate, render_eval, write_baseline
+    from reconciler.app.evaluating import evaluate, render_eval
 
     with errors_mapped():
-        data = evaluate(obj.settings, golden, k=k, baseline=baseline)
-        if write_to is not None:
-            write_baseline(write_to, data)
+        data = evaluate(obj.settings, golden, k=k, baseline=baseline, write_to=write_to)
     obj.emit(data, render_eval)
     if not data["ok"]:
         sys.exit(EXIT_DRIFT)

@@ -1,5 +1,6 @@
 """Rules every ``ChunkIndex`` adapter shares, whatever its engine (no driver here): argument
-checks with the same messages, and Qdrant's facet semantics for adapters that count values
+checks with the same messages, the scroll's paging, doc id batches, payload writes grouped by
+points, the lean scan's page, and Qdrant's facet semantics for adapters that count values
 themselves (the in-memory fake, and Qdrant Edge on an unindexed key)."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from reconciler.model import ALL_KEYS, ManagedPage
+from reconciler.model import ALL_KEYS, ManagedPage, PayloadWrite
+from reconciler.payload import KeyMap
 
 __all__ = [
     "DOC_FILTER_BATCH",
@@ -23,6 +25,7 @@ __all__ = [
     "managed_nodes",
     "managed_page",
     "pages",
+    "point_batches",
 ]
 
 _Point = TypeVar("_Point")
@@ -63,6 +66,35 @@ def check_payload_index(key: str, schema: str) -> None:
         raise ValueError(f"unknown payload key {key!r}; one of {', '.join(ALL_KEYS)}")
     if schema not in PAYLOAD_SCHEMAS:
         raise ValueError(f"unknown payload schema {schema!r}; one of {', '.join(PAYLOAD_SCHEMAS)}")
+
+
+def point_batches(
+    writes: Iterable[PayloadWrite],
+    batch_size: int,
+    keys: KeyMap,
+    point_id: Callable[[Any], Any] | None = None,
+) -> Iterator[list[tuple[list[Any], dict[str, Any]]]]:
+    """Group payload writes into calls of ~``batch_size`` points, each call a list of (point
+    ids, stored payload); a larger write is split by ids, an empty one skipped. ``point_id``
+    converts an id for the engine."""
+    batch: list[tuple[list[Any], dict[str, Any]]] = []
+    size = 0
+    for write in writes:
+        ids = list(write.point_ids) if point_id is None else [point_id(p) for p in write.point_ids]
+        if not ids or not write.payload:
+            continue
+        stored = keys.to_stored(write.payload)
+        start = 0
+        while start < len(ids):
+            part = ids[start : start + batch_size - size]
+            start += len(part)
+            batch.append((part, stored))
+            size += len(part)
+            if size >= batch_size:
+                yield batch
+                batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def pages(

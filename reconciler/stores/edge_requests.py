@@ -15,6 +15,7 @@ import qdrant_edge as qe
 
 from reconciler.model import PayloadWrite
 from reconciler.payload import KeyMap
+from reconciler.stores.chunking_rules import point_batches
 
 __all__ = [
     "EDGE_SCHEMAS",
@@ -79,25 +80,9 @@ def doc_filter(keys: KeyMap, doc_ids: list[str]) -> qe.Filter:
 def payload_batches(
     writes: Iterable[PayloadWrite], batch_size: int, keys: KeyMap
 ) -> Iterator[list[tuple[list[EdgeId], dict[str, Any]]]]:
-    """Group writes into calls of ~``batch_size`` points; a larger write is split by ids."""
-    batch: list[tuple[list[EdgeId], dict[str, Any]]] = []
-    size = 0
-    for write in writes:
-        ids: list[EdgeId] = [edge_id(p) for p in write.point_ids]
-        if not ids or not write.payload:
-            continue
-        stored = keys.to_stored(write.payload)
-        start = 0
-        while start < len(ids):
-            part = ids[start : start + batch_size - size]
-            start += len(part)
-            batch.append((part, stored))
-            size += len(part)
-            if size >= batch_size:
-                yield batch
-                batch, size = [], 0
-    if batch:
-        yield batch
+    """Group writes into calls of ~``batch_size`` points (``chunking_rules.point_batches``),
+    ids as Edge takes them; a larger write is split by ids."""
+    return point_batches(writes, batch_size, keys, edge_id)
 
 
 def schema_name(data_type: qe.PayloadSchemaType) -> str:

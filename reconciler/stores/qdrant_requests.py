@@ -10,6 +10,7 @@ from qdrant_client import models
 
 from reconciler.model import PayloadWrite
 from reconciler.payload import KeyMap
+from reconciler.stores.chunking_rules import point_batches
 
 __all__ = ["doc_filter", "payload_batches", "schema_name"]
 
@@ -24,29 +25,16 @@ def doc_filter(keys: KeyMap, doc_ids: list[str]) -> models.Filter:
 def payload_batches(
     writes: Iterable[PayloadWrite], batch_size: int, keys: KeyMap
 ) -> Iterator[tuple[list[models.UpdateOperation], int]]:
-    """Group writes into calls of ~``batch_size`` points; a larger write is split by ids."""
-    operations: list[models.UpdateOperation] = []
-    size = 0
-    for write in writes:
-        ids: list[models.ExtendedPointId] = list(write.point_ids)
-        if not ids or not write.payload:
-            continue
-        stored = keys.to_stored(write.payload)
-        start = 0
-        while start < len(ids):
-            part = ids[start : start + batch_size - size]
-            start += len(part)
-            operations.append(
-                models.SetPayloadOperation(
-                    set_payload=models.SetPayload(payload=stored, points=part, key=keys.nest_key)
-                )
+    """Group writes into calls of ~``batch_size`` points (``chunking_rules.point_batches``),
+    each a list of ``set_payload`` operations and its number of points."""
+    for batch in point_batches(writes, batch_size, keys):
+        operations: list[models.UpdateOperation] = [
+            models.SetPayloadOperation(
+                set_payload=models.SetPayload(payload=stored, points=part, key=keys.nest_key)
             )
-            size += len(part)
-            if size >= batch_size:
-                yield operations, size
-                operations, size = [], 0
-    if operations:
-        yield operations, size
+            for part, stored in batch
+        ]
+        yield operations, sum(len(part) for part, _stored in batch)
 
 
 def schema_name(data_type: models.PayloadSchemaType | str) -> str:

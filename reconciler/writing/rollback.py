@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, RollbackRefused
 from reconciler.model import (
     MANAGED_KEYS,
     AuditEntry,
@@ -42,19 +42,6 @@ from reconciler.writing.runs import recorded
 
 ROW = "row"
 ROLLBACK = RunMode.ROLLBACK
-
-
-class RollbackRefused(ReconcilerError):
-    """Later runs changed the same documents; roll them back first (``--cascade``)."""
-
-    def __init__(self, run_id: str, later: list[str]) -> None:
-        self.run_id = run_id
-        self.later = later
-        super().__init__(
-            f"run {run_id} cannot be rolled back on its own: later run(s) "
-            f"{', '.join(later)} changed the same documents (newest first). Roll them back "
-            "first, or use --cascade to roll them all back, newest first (--dry-run shows it)"
-        )
 
 
 @dataclass
