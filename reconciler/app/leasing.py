@@ -22,6 +22,7 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.errors import LeaseLost
 from reconciler.ports.lease import Lease
+from reconciler.sharding import Shard
 from reconciler.stores.schema import LeaseRow
 
 log = logging.getLogger(__name__)
@@ -281,9 +284,32 @@ class HeldLease:
                 )
 
 
+def keep_writing(held: HeldLease, shard: Shard) -> Callable[[], None]:
+    """Before each payload batch: renew the lease, and stop if it was lost."""
+
+    def check() -> None:
+        if held.lost or not held.lease.renew():
+            held.lost = True
+            raise LeaseLost(
+                f"the lease of shard {shard} was lost during the run (another runner may have "
+                "taken it over); writing stopped before the next batch, and what was written "
+                "is in the audit log"
+            )
+
+    return check
+
+
 def lease_name(shard: str) -> str:
     """The lease of one shard."""
     return f"reconcile:{shard}"
 
 
-__all__ = ["AdvisoryLease", "HeldLease", "Lease", "RowLease", "lease_name", "make_lease"]
+__all__ = [
+    "AdvisoryLease",
+    "HeldLease",
+    "Lease",
+    "RowLease",
+    "keep_writing",
+    "lease_name",
+    "make_lease",
+]

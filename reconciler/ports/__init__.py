@@ -1,12 +1,13 @@
-"""The plug points of the engine: the document table, the chunk index, the systems of record.
+"""The plug points of the engine: the document table, the chunk index, the lease, the systems
+of record.
 
-Adapters live in ``reconciler.stores`` and ``connectors``; the logic sees only these Protocols:
-``table`` (``DocumentTable``: four roles, documents, run log, outbox, audit log, each split
-into a reader and a writer; ``TableReader``, ``TableWriter``), ``index`` (``ChunkIndex``:
-``ChunkReader``, ``ChunkWriter``, ``ChunkIngestion``), ``lease`` (``Lease``, the single-runner
-lease, and ``LeaseFactory``, which the composition root hands the commands) and ``source``
-(``SystemOfRecord`` and the connector errors). The SQL adapter implements each table role as one repository class
-(``reconciler.stores.sql``). A stage that only reads is typed with a reader, so mypy refuses
+Adapters live in ``reconciler.stores``, ``reconciler.app.leasing`` and ``connectors``; the
+logic sees only these Protocols: ``table`` (``DocumentTable``: four roles, documents, run log,
+outbox, audit log, each split into a reader and a writer; ``TableReader``, ``TableWriter``),
+``index`` (``ChunkIndex``: ``ChunkReader``, ``ChunkWriter``, ``ChunkIngestion``), ``lease``
+(``Lease``, the single-runner lease, and ``LeaseFactory``, which the composition root hands
+the commands) and ``source`` (``SystemOfRecord`` and the connector errors). The SQL adapter
+implements each table role as one repository class (``reconciler.stores.sql``). A stage that only reads is typed with a reader, so mypy refuses
 a write there; ``tests/unit/test_writers.py`` holds which modules call a writer's methods.
 """
 

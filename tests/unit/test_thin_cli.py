@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ALLOWED = {
     "reconciler.cli": "the group, the shared options and the other command modules",
     "reconciler.app.operations": "one library function a command",
+    "reconciler.app.history": "`rollback`, `audit show`, `audit verify`",
     "reconciler.app.bootstrap": "`bootstrap`",
     "reconciler.app.demo": "`demo`",
     "reconciler.app.evaluating": "`eval`",
