@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 from itertools import groupby
 
@@ -39,8 +40,9 @@ def assess(
     expected = scan.expected
     # Source documents without a row, by family (their families may have no rows at all).
     new_by_family: dict[str, list[SourceDocument]] = defaultdict(list)
+    outside = _registered(table, [d for d in sources.by_id if d not in expected])
     for doc_id, doc in sources.by_id.items():
-        if doc_id not in expected and not _registered(table, doc_id):
+        if doc_id not in expected and doc_id not in outside:
             family = sources.family_of[doc_id]
             if options.shard.owns(family) and (scope is None or family in scope):
                 new_by_family[family].append(doc)
@@ -51,8 +53,8 @@ def assess(
     # (documents with a stale chunk, and those that lack chunks, are looked at with their
     # chunks too: a first pass without chunks cannot see either)
     drifted = [*scan.chunks.drifted_ids(), *scan.chunks.stale_ids(), *scan.short]
-    for start in range(0, len(drifted), DRIFTED_LOOKUP):  # (their families, a batch at a time)
-        found = table.get_documents(drifted[start : start + DRIFTED_LOOKUP])
+    for start in range(0, len(drifted), LOOKUP):  # (their families, a batch at a time)
+        found = table.get_documents(drifted[start : start + LOOKUP])
         revisit |= {row.doc_family_id for row in found.values()}
     if drifted and scope is not None:  # (a row moved to another family since the first pass)
         revisit &= scope
@@ -72,11 +74,8 @@ def assess(
         checks.take(view_after_scan(table, family, (), sources, scan, docs))
     # A problem of a document outside this shard (or not in the source at all, yet
     # registered) is not "unregistered".
-    unclaimed = {
-        d
-        for d in set(sources.problems) - checks.claimed
-        if d not in sources.by_id and not _registered(table, d)
-    }
+    loose = [d for d in set(sources.problems) - checks.claimed if d not in sources.by_id]
+    unclaimed = set(loose) - _registered(table, loose)
 
     findings = checks.findings
     plans = checks.plans
@@ -124,9 +123,13 @@ def assess(
     )
 
 
-def _registered(table: DocumentReader, doc_id: str) -> bool:
-    """Whether a document outside this shard/scope has a row (rare lookups only)."""
-    return bool(table.get_documents([doc_id]))
+def _registered(table: DocumentReader, doc_ids: Sequence[str]) -> set[str]:
+    """Those of ``doc_ids`` (documents outside this shard or scope, or not in the scan) that
+    have a row: looked up ``LOOKUP`` at a time, never one query a document."""
+    found: set[str] = set()
+    for start in range(0, len(doc_ids), LOOKUP):
+        found.update(table.get_documents(doc_ids[start : start + LOOKUP]))
+    return found
 
 
 def view_after_scan(
@@ -161,5 +164,6 @@ def view_after_scan(
 #: more stream of the table that skips the others (a long ``IN`` list is slow to plan, and
 #: SQLite caps its bound parameters).
 REVISIT_BY_NAME = 500
-#: Drifted documents whose rows are looked up at once, for their families.
-DRIFTED_LOOKUP = 500
+#: Documents whose rows are looked up at once (drifted ones for their families, new ones
+#: for whether another shard registered them).
+LOOKUP = 500

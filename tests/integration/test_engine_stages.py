@@ -4,7 +4,7 @@ frozen value of its own, and chained by hand they give what ``Reconciler.run`` g
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -205,3 +205,42 @@ def test_the_run_takes_its_now_and_its_times_from_the_engines_clock(engine: Reco
     # The repair judged "now" at the clock: the rows were written as of NOW.
     assert report.applied is not None
     assert report.writes()["table"] == 1
+
+
+class CountingTable:
+    """A table that counts the ``get_documents`` calls made through it."""
+
+    def __init__(self, table: SqlDocumentTable) -> None:
+        self._table = table
+        self.lookups = 0
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        self.lookups += 1
+        return self._table.get_documents(doc_ids)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._table, name)
+
+
+def test_new_documents_are_looked_up_in_batches_not_one_query_each(tmp_path: Path) -> None:
+    """A first check of a source of 1,200 documents that has none registered: whether each
+    has a row (in another shard, say) is asked 500 at a time (it was one query a document)."""
+    deploy = Deployment(tmp_path)
+    for n in range(1200):
+        deploy.note(f"n{n:04d}", id=f"n{n:04d}", status="current")
+    table = SqlDocumentTable.from_url(f"sqlite:///{tmp_path / 'batches.db'}")
+    table.ensure_schema(create=True)
+    counting = CountingTable(table)
+    index = InMemoryChunkIndex()
+    index.ensure_collection(dim=16)
+    try:
+        engine = Reconciler(
+            table=counting,  # type: ignore[arg-type]
+            index=index,
+            sources=[VaultSource("hb", deploy.vault)],
+        )
+        report = engine.run(Options(mode="check", now=NOW))
+    finally:
+        table.close()
+    assert sum(1 for f in report.findings if f.kind == "not_ingested") == 1200
+    assert counting.lookups <= 4  # ceil(1200 / 500) = 3, and the scope's own
