@@ -252,9 +252,8 @@ def reconcile(
     recorded as failed (by the engine, or here when it failed before recording itself), so
     metrics count it.
 
-    ``control`` (serve's jobs): the run stops with ``JobStopped`` at its next safe point once
-    asked to (``reconciler.app.stopping``). ``probe``: read every source first and record the
-    attempt (``probe_sources``), for runs whose checks do not read them.
+    ``control`` (serve's jobs): stop at the next safe point when asked (``app.stopping``).
+    ``probe``: read the sources first and record it, for checks that do not read them.
     """
     sources = stoppable_sources(build_sources(settings), control)
     table = open_table(settings)
@@ -272,7 +271,7 @@ def reconcile(
             if on_lease is not None:
                 on_lease(True)
             if control is not None:
-                control.surrender = held.surrender
+                control.on_leave(held.surrender)
             try:
                 if probe:
                     probe_sources(table, sources, clock=clock)
@@ -332,6 +331,8 @@ def _run_engine(
     control: JobControl | None = None,
 ) -> Report:
     index = open_index(settings)
+    if control is not None:
+        control.on_leave(index.close)  # (local mode and Edge lock their folder)
     try:
         if not index.exists():
             raise CollectionMissing(

@@ -11,6 +11,7 @@ nothing more (its scan ends in ``JobStopped``), and its lease is given up for th
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,8 @@ from typing import Any
 from reconciler.errors import JobStopped
 from reconciler.model import SourceSnapshot
 from reconciler.ports.source import SystemOfRecord, stoppable
+
+log = logging.getLogger(__name__)
 
 
 class JobControl:
@@ -33,9 +36,12 @@ class JobControl:
         self._lock = threading.Lock()
         self._reason: str | None = None
         self._reading: str | None = None
-        self._abandoned = False
-        #: Called (once) to give the job's lease up when it is left.
-        self.surrender: Callable[[], None] | None = None
+        #: What to give up when the job is left (its lease, its chunk index), last first.
+        self._on_leave: list[Callable[[], None]] = []
+
+    def on_leave(self, release: Callable[[], None]) -> None:
+        """Call ``release`` if the job is left (after what was registered later)."""
+        self._on_leave.append(release)
 
     def request_stop(self, reason: str) -> None:
         """Ask the job to stop at its next safe point (the first reason given stays)."""
@@ -72,17 +78,21 @@ class JobControl:
                 self._reading = None
 
     def abandon(self, record: Callable[[str], None]) -> str | None:
-        """Leave the job if it is reading a source: ``record(source)`` (under the lock, so the
-        job cannot leave its read meanwhile), then give its lease up. The source's name, or
-        None when the job is elsewhere (in a store call or a write: wait for it)."""
+        """Leave the job if it is reading a source: ``record(source)`` and give up what it
+        holds (``on_leave``), under the lock, so the job cannot leave its read meanwhile (it
+        then raises ``JobStopped``). The source's name, or None when the job is elsewhere (in
+        a store call or a write: wait for it)."""
         with self._lock:
             source = self._reading
-            if source is None or self._abandoned:
-                return source if self._abandoned else None
-            self._abandoned = True
+            if source is None:
+                return None
             record(source)
-        if self.surrender is not None:
-            self.surrender()
+            for release in reversed(self._on_leave):
+                try:
+                    release()
+                except Exception as error:  # (the next job meets it, with its own error)
+                    log.error("job %s: could not give up what it held: %s", self.job_id, error)
+            self._on_leave.clear()
         return source
 
 

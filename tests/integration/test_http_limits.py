@@ -7,68 +7,18 @@ here (sockets), a second or two at most; the waits are events, not fixed sleeps.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
 from pytest_httpserver import HTTPServer
+from raw_server_kit import RawServer
 from werkzeug import Response
 
 from connectors.base import DocumentUnreadable, SourceUnavailable
 from connectors.http import HttpRegistrySource
 from connectors.httpclient import HttpPolicy, get_json, get_response, make_session
-
-
-class RawServer:
-    """A one-thread HTTP/1.1 server on 127.0.0.1 that answers every request as told."""
-
-    def __init__(self, answer: bytes, *, trickle: float = 0.0, flood: int = 0) -> None:
-        self.answer = answer
-        self.trickle = trickle
-        self.flood = flood
-        self.stop = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.2)
-        self.port = self.listener.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/docs"
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                try:
-                    conn.recv(65536)
-                    head, _, body = self.answer.partition(b"\r\n\r\n")
-                    conn.sendall(head + b"\r\n\r\n")
-                    if self.trickle:
-                        for byte in body:
-                            if self.stop.wait(self.trickle):
-                                return
-                            conn.sendall(bytes([byte]))
-                    elif self.flood:
-                        block = b"x" * 65536
-                        for _ in range(self.flood // len(block)):
-                            conn.sendall(block)
-                    else:
-                        conn.sendall(body)
-                except OSError:
-                    continue
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
-        self.listener.close()
 
 
 @pytest.fixture
