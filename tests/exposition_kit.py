@@ -219,10 +219,10 @@ def _serve_until(dep: Deployment, port: int, ready: str) -> Exposition:
 
 
 def _served_deployment(
-    root: Path, table_url: str = "sqlite:///reconciler.db"
+    root: Path, table_url: str = "sqlite:///reconciler.db", *, dates: str = "0 4 1 1 *"
 ) -> tuple[Deployment, int]:
     """A small ingested deployment for ``serve`` on a free port, its scheduled jobs a year
-    away (only ``--run-now``'s full job runs)."""
+    away (only ``--run-now``'s full job runs), unless ``dates`` says otherwise."""
     dep = Deployment(root, table_url)
     dep.family("expenses", 2)
     dep.init_ingest()
@@ -230,22 +230,23 @@ def _served_deployment(
     metrics_config(
         dep,
         f'[metrics]\nlisten = "127.0.0.1:{port}"\n'
-        '[schedule]\nfull = "0 2 1 1 *"\nttl = "0 3 1 1 *"\ndates = "0 4 1 1 *"\n',
+        f'[schedule]\nfull = "0 2 1 1 *"\nttl = "0 3 1 1 *"\ndates = "{dates}"\n',
     )
     return dep, port
 
 
 def table_outage_readings(root: Path, admin_url: str) -> dict[str, Exposition]:
-    """``/metrics`` of a real ``reconciler serve`` on PostgreSQL: its full job succeeded, then
-    its document table went away under it (the database refuses connections, and serve's
-    sessions are ended: an outage as the server's clients see one)."""
+    """``/metrics`` of a real ``reconciler serve`` on PostgreSQL: its full job succeeded
+    (``ok``), then its document table went away under it (the database refuses connections,
+    and serve's sessions are ended: an outage as the server's clients see one; ``down``), and
+    its dates job (every minute) failed during it (``failed``)."""
     name = f"reconciler_outage_{uuid.uuid4().hex[:12]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     try:
         url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-        dep, port = _served_deployment(root, url)
+        dep, port = _served_deployment(root, url, dates="* * * * *")
         with _serving(dep, port) as scrape:
             ok = scrape(lambda reading: bool(reading.labels_of(SUCCESS)))
             with admin.connect() as conn:
@@ -257,7 +258,11 @@ def table_outage_readings(root: Path, admin_url: str) -> dict[str, Exposition]:
                     {"n": name},
                 )
             down = scrape(lambda reading: reading.value("reconciler_run_log_readable") == 0.0)
-        return {"ok": ok, "down": down}
+            before = down.value(FAILURES, reconciler_job="dates") or 0.0
+            failed = scrape(
+                lambda reading: (reading.value(FAILURES, reconciler_job="dates") or 0.0) > before
+            )
+        return {"ok": ok, "down": down, "failed": failed}
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
@@ -281,6 +286,8 @@ def serve_readings(root: Path) -> dict[str, Exposition]:
 
 #: The sample that shows a job succeeded.
 SUCCESS = "reconciler_last_success_timestamp_seconds"
+#: The counter of failed jobs.
+FAILURES = "reconciler_run_failures_total"
 
 
 def exposition_names(*readings: Exposition) -> dict[str, set[tuple[str, str]]]:
