@@ -132,6 +132,7 @@ def test_sigterm_stops_serve_while_its_job_reads_a_trickling_source(
     assert status == "failed"
     assert "JobStopped" in (error or "")
     assert "serve is stopping (SIGTERM)" in (error or "")
+    assert "left there" not in (error or "")  # it stopped between two bytes, by itself
     assert "stopped" in log.read_text()
 
 
@@ -178,6 +179,7 @@ def test_a_job_past_its_deadline_is_failed_recorded_counted_and_shown(
     [(_, status, error)] = [r for r in recorded(dep) if r[0] == "full"]
     assert status == "failed"
     assert "passed its deadline (3s)" in (error or "")
+    assert "left there" not in (error or "")
 
 
 def test_a_job_stuck_on_a_silent_source_is_left_recorded_and_the_next_job_runs(
