@@ -19,6 +19,7 @@ from werkzeug import Response
 from connectors.base import DocumentUnreadable, SourceUnavailable
 from connectors.http import HttpRegistrySource
 from connectors.httpclient import HttpPolicy, get_json, get_response, make_session
+from reconciler.ports.source import stop_requested, stoppable
 
 
 @pytest.fixture
@@ -152,3 +153,30 @@ def test_the_limits_are_options_checked_at_load() -> None:
     policy = HttpPolicy.from_options({"deadline": 60, "redirect_hosts": ["CDN.example.com"]})
     assert policy.deadline == 60
     assert policy.redirect_hosts == frozenset({"cdn.example.com"})
+
+
+def test_a_stop_request_ends_a_trickled_answer_between_two_bytes(
+    servers: list[RawServer],
+) -> None:
+    """serve's job deadline reaches into a source read: asked to stop (``stoppable``), the
+    client gives up at the next byte, long before its own deadline."""
+    body = b'{"documents": []}' + b" " * 2000
+    server = RawServer(
+        b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body,
+        trickle=0.05,  # 100 s in all
+    )
+    servers.append(server)
+    policy = HttpPolicy(read_timeout=5.0, deadline=600, retries=0)
+    asked_at = time.monotonic() + 0.5
+
+    def reason() -> str | None:
+        return "the job passed its deadline" if time.monotonic() > asked_at else None
+
+    with (
+        make_session(policy) as session,
+        stoppable(reason),
+        pytest.raises(SourceUnavailable, match=r"stopped reading .* the job passed its deadline"),
+    ):
+        get_json(session, server.url, policy=policy, source="reg")
+    assert time.monotonic() - asked_at < 2.0
+    assert stop_requested() is None  # only within the block
