@@ -175,40 +175,54 @@ def cron_readings(root: Path) -> dict[str, Exposition]:
     return readings
 
 
+def start_serve(dep: Deployment, log_path: Path) -> subprocess.Popen[bytes]:
+    """A real ``reconciler serve --run-now`` (log level info), its output appended to
+    ``log_path``."""
+    command = [sys.executable, "-m", "reconciler.cli", "--config", str(dep.config)]
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [*command, "--log-level", "info", "serve", "--run-now"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def scrape_until(
+    port: int,
+    test: Callable[[Exposition], bool],
+    proc: subprocess.Popen[bytes],
+    log_path: Path,
+    *,
+    seconds: float = 90,
+) -> Exposition:
+    """Scrape serve's ``/metrics`` until a reading passes ``test`` (``seconds`` at most)."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log_path.read_text()
+        try:
+            reading = Exposition(requests.get(url, timeout=2).text, time.time())
+        except requests.RequestException:
+            reading = None
+        if reading is not None and test(reading):
+            return reading
+        time.sleep(0.3)
+    raise AssertionError(f"serve exported no such reading in {seconds:g}s: {log_path.read_text()}")
+
+
 @contextmanager
 def _serving(
     dep: Deployment, port: int
 ) -> Iterator[Callable[[Callable[[Exposition], bool]], Exposition]]:
     """Run ``reconciler serve --run-now``; yield a function that scrapes ``/metrics`` until a
     reading passes its test (90 s at most); stop serve at the end."""
-    url = f"http://127.0.0.1:{port}/metrics"
     log_path = dep.root / "serve.log"
-    command = [sys.executable, "-m", "reconciler.cli", "--config", str(dep.config), "serve"]
-    with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            [*command, "--run-now"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-        def scrape(test: Callable[[Exposition], bool]) -> Exposition:
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
-                assert proc.poll() is None, log_path.read_text()
-                try:
-                    reading = Exposition(requests.get(url, timeout=2).text, time.time())
-                except requests.RequestException:
-                    reading = None
-                if reading is not None and test(reading):
-                    return reading
-                time.sleep(0.3)
-            raise AssertionError(f"serve exported no such reading in 90s: {log_path.read_text()}")
-
-        try:
-            yield scrape
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+    proc = start_serve(dep, log_path)
+    try:
+        yield lambda test: scrape_until(port, test, proc, log_path)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def _serve_until(dep: Deployment, port: int, ready: str) -> Exposition:

@@ -8,8 +8,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -20,6 +18,7 @@ from typing import Any
 import pytest
 import requests
 from acceptance_kit import Deployment
+from exposition_kit import start_serve
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.app import daemon as daemon_module
@@ -172,32 +171,17 @@ def test_sigterm_during_serve_finishes_the_run_and_exits_cleanly(deployment: Dep
         deployment.config.read_text() + '[metrics]\nlisten = "127.0.0.1:0"\n'
     )
     log = deployment.root / "serve.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "reconciler.cli",
-                "--config",
-                str(deployment.config),
-                "--log-level",
-                "info",
-                "serve",
-                "--run-now",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while "Running job" not in log.read_text() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert "Running job" in log.read_text(), log.read_text()
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=60) == 0, log.read_text()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    proc = start_serve(deployment, log)
+    try:
+        deadline = time.monotonic() + 60
+        while "Running job" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "Running job" in log.read_text(), log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     text = log.read_text()
     assert "SIGTERM received" in text
     assert "stopped" in text

@@ -10,16 +10,14 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 from acceptance_kit import Deployment
-from exposition_kit import Exposition, free_port
+from exposition_kit import free_port, scrape_until, start_serve
 from raw_server_kit import RawServer
 
 from reconciler.app.daemon import Runner, job_specs
@@ -85,28 +83,9 @@ def recorded(dep: Deployment) -> list[tuple[str | None, str, str | None]]:
         table.close()
 
 
-def start_serve(dep: Deployment) -> tuple[subprocess.Popen[bytes], Path]:
+def start(dep: Deployment) -> tuple[subprocess.Popen[bytes], Path]:
     log = dep.root / "serve.log"
-    with log.open("w") as out:
-        return _popen(dep, out), log
-
-
-def _popen(dep: Deployment, out: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reconciler.cli",
-            "--config",
-            str(dep.config),
-            "--log-level",
-            "info",
-            "serve",
-            "--run-now",
-        ],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
+    return start_serve(dep, log), log
 
 
 def test_sigterm_stops_serve_while_its_job_reads_a_trickling_source(
@@ -116,7 +95,7 @@ def test_sigterm_stops_serve_while_its_job_reads_a_trickling_source(
     serve, on SIGTERM) for as long as it pleased. Now SIGTERM gives the job ``stop_grace``
     (2 s here), then it stops between two bytes, is recorded failed, and serve exits 0."""
     dep, _ = deployment_with(tmp_path, trickling, NOT_SOON + 'stop_grace = "2s"\n')
-    proc, log = start_serve(dep)
+    proc, log = start(dep)
     try:
         assert trickling.requested.wait(60), log.read_text()  # the full job reads the source
         time.sleep(0.5)
@@ -136,22 +115,6 @@ def test_sigterm_stops_serve_while_its_job_reads_a_trickling_source(
     assert "stopped" in log.read_text()
 
 
-def scrape(port: int, test: Any, proc: subprocess.Popen[bytes], log: Path) -> Exposition:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            reading = Exposition(
-                requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text, time.time()
-            )
-        except requests.RequestException:
-            reading = None
-        if reading is not None and test(reading):
-            return reading
-        time.sleep(0.2)
-    raise AssertionError(f"no such reading in 60s: {log.read_text()}")
-
-
 def test_a_job_past_its_deadline_is_failed_recorded_counted_and_shown(
     tmp_path: Path, trickling: RawServer
 ) -> None:
@@ -159,13 +122,14 @@ def test_a_job_past_its_deadline_is_failed_recorded_counted_and_shown(
     Now, 3 s past its start (``job_deadline``), it stops at its next safe point: a failed
     run in the run log with its reason, ``run_failures_total`` up, /healthz 503 saying why."""
     dep, port = deployment_with(tmp_path, trickling, NOT_SOON + 'job_deadline = "3s"\n')
-    proc, log = start_serve(dep)
+    proc, log = start(dep)
     try:
-        failed = scrape(
+        failed = scrape_until(
             port,
             lambda r: r.value("reconciler_run_failures_total", reconciler_job="full") == 1.0,
             proc,
             log,
+            seconds=60,
         )
         health = requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
         proc.send_signal(signal.SIGTERM)
