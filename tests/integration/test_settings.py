@@ -281,3 +281,21 @@ def test_the_built_in_connectors_are_listed_once_and_each_loads() -> None:
         kind: (target, "ok") for kind, target in BUILTIN.items()
     }
     assert set(BUILTIN) == {"vault", "git", "confluence", "http", "sql"}
+
+
+def test_the_job_deadline_and_stop_grace_are_checked_at_load(tmp_path: Path) -> None:
+    defaults = load_settings(write(tmp_path, ""), environ={}).schedule
+    assert defaults.job_deadline == timedelta(hours=1)
+    assert defaults.stop_grace == timedelta(minutes=5)
+    assert defaults.job_deadline <= defaults.full_grace
+    given = load_settings(
+        write(tmp_path, '[schedule]\njob_deadline = "20m"\nstop_grace = "30s"\n'), environ={}
+    ).schedule
+    assert (given.job_deadline, given.stop_grace) == (timedelta(minutes=20), timedelta(seconds=30))
+    longer = write(tmp_path, '[schedule]\njob_deadline = "7h"\n')
+    with pytest.raises(ConfigError, match=r"job_deadline .* is longer than schedule\.full_grace"):
+        load_settings(longer, environ={})
+    with pytest.raises(ConfigError, match=r"stop_grace must be longer than 0s"):
+        load_settings(write(tmp_path, "[schedule]\nstop_grace = 0\n"), environ={})
+    with pytest.raises(ConfigError, match="expected a duration"):
+        load_settings(write(tmp_path, '[schedule]\njob_deadline = "soon"\n'), environ={})
