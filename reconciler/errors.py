@@ -18,6 +18,8 @@
     │                               is failed; what it wrote is audited)
     ├── RollbackRefused             fix the command: later runs changed the same documents
     │                               (roll them back first, or ``--cascade``)
+    ├── JobStopped                  stop the run: a serve job passed its deadline, or serve
+    │                               is stopping (the run is failed; the next one converges)
     ├── NotFound                    fix the command: a scoped repair names no document or
     │                               family that the table or a source knows, or no run has
     │                               the given id (prefix)
@@ -115,6 +117,12 @@ class RollbackRefused(ReconcilerError):
             f"{', '.join(later)} changed the same documents (newest first). Roll them back "
             "first, or use --cascade to roll them all back, newest first (--dry-run shows it)"
         )
+
+
+class JobStopped(ReconcilerError):
+    """A ``serve`` job was asked to stop (past its deadline, or serve is stopping): it stopped
+    at a safe point (before a payload batch, or while reading a source) and is recorded as
+    failed."""
 
 
 class NotFound(ReconcilerError):
