@@ -10,7 +10,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from reconciler.app.leasing import HeldLease, lease_name, make_lease
+from reconciler.app.leasing import HeldLease, lease_is_free, lease_name, make_lease
 from reconciler.app.wiring import build_sources, open_index, open_table, schema_revision, stores
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
@@ -28,6 +28,7 @@ from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
 from reconciler.ports import DocumentTable
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
+from reconciler.writing.dry import dry_stores
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.rollback import rollback
 from reconciler.writing.runs import finish_failed
@@ -413,16 +414,20 @@ def rollback_run(
 ) -> dict[str, Any]:
     """Restore what one run wrote, under the lease of that run's shard (runs of the shard
     whose process died are resolved first, so an interrupted run can be rolled back). A dry
-    run takes no lease and writes nothing."""
+    run does the same on dry stores (``writing.dry``) and takes no lease: it resolves the
+    shard's dead runs as the real one would when that lease is free, and writes nothing."""
     with stores(settings) as opened:
         run_id = resolve_run_id(opened.table, run_id)
         run = opened.table.get_run(run_id)
         assert run is not None
         shard = Shard.parse(run.shard) if run.shard else Shard()
         if dry_run:
+            table, index = dry_stores(opened.table, opened.index)
+            if lease_is_free(opened.table.engine, lease_name(str(shard)), clock=clock):
+                resolve_interrupted(table=table, index=index, shard=str(shard))
             return rollback(
-                table=opened.table,
-                index=opened.index,
+                table=table,
+                index=index,
                 run_id=run_id,
                 cascade=cascade,
                 dry_run=True,

@@ -183,6 +183,18 @@ class DryTable:
         run = self.get_run(run_id)
         return None if run is None else self._runs.get(run_id) or DryRunEntry.of(run)
 
+    def runs_to_resolve(self, *, shard: str) -> list[tuple[str, str]]:
+        """Runs of ``shard`` recorded as running, and failed runs that left a payload batch
+        unconfirmed, as the dry run left them (oldest first)."""
+        found = []
+        for run_id, status in self._table.runs_to_resolve(shard=shard):
+            run = self._runs.get(run_id)
+            if run is None:
+                found.append((run_id, status))
+            elif run.status == "running" or (run.counts or {}).get("unconfirmed"):
+                found.append((run_id, run.status))
+        return found
+
     def rollbacks(self) -> dict[str, str]:
         """Succeeded rollback runs, the dry ones included, and the run each rolled back."""
         found = dict(self._table.rollbacks())
