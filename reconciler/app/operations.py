@@ -415,41 +415,49 @@ def rollback_run(
     """Restore what one run wrote, under the lease of that run's shard (runs of the shard
     whose process died are resolved first, so an interrupted run can be rolled back). A dry
     run does the same on dry stores (``writing.dry``) and takes no lease: it resolves the
-    shard's dead runs as the real one would when that lease is free, and writes nothing."""
-    with stores(settings) as opened:
-        run_id = resolve_run_id(opened.table, run_id)
-        run = opened.table.get_run(run_id)
+    shard's dead runs as the real one would when that lease is free, and writes nothing.
+    The chunk index is opened once the run is known (a wrong id costs no index start-up)."""
+    table = open_table(settings)
+    try:
+        run_id = resolve_run_id(table, run_id)
+        run = table.get_run(run_id)
         assert run is not None
         shard = Shard.parse(run.shard) if run.shard else Shard()
-        if dry_run:
-            table, index = dry_stores(opened.table, opened.index)
-            if lease_is_free(opened.table.engine, lease_name(str(shard)), clock=clock):
+        index = open_index(settings)
+        try:
+            if dry_run:
+                dry_table, dry_index = dry_stores(table, index)
+                if lease_is_free(table.engine, lease_name(str(shard)), clock=clock):
+                    resolve_interrupted(table=dry_table, index=dry_index, shard=str(shard))
+                return rollback(
+                    table=dry_table,
+                    index=dry_index,
+                    run_id=run_id,
+                    cascade=cascade,
+                    dry_run=True,
+                    shard=str(shard),
+                ).to_json()
+            lease = make_lease(table.engine, lease_name(str(shard)), clock=clock)
+            with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
+                if not held.acquired:
+                    raise LeaseBusy(
+                        f"another runner holds the lease of shard {shard}; the rollback was "
+                        "not started (nothing was written): retry when that run has ended"
+                    )
                 resolve_interrupted(table=table, index=index, shard=str(shard))
-            return rollback(
-                table=table,
-                index=index,
-                run_id=run_id,
-                cascade=cascade,
-                dry_run=True,
-                shard=str(shard),
-            ).to_json()
-        lease = make_lease(opened.table.engine, lease_name(str(shard)), clock=clock)
-        with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
-            if not held.acquired:
-                raise LeaseBusy(
-                    f"another runner holds the lease of shard {shard}; the rollback was not "
-                    "started (nothing was written): retry when that run has ended"
+                result = rollback(
+                    table=table,
+                    index=index,
+                    run_id=run_id,
+                    batch_points=settings.index.write_batch,
+                    cascade=cascade,
+                    keep_writing=_keep_writing(held, shard),
+                    shard=str(shard),
                 )
-            resolve_interrupted(table=opened.table, index=opened.index, shard=str(shard))
-            result = rollback(
-                table=opened.table,
-                index=opened.index,
-                run_id=run_id,
-                batch_points=settings.index.write_batch,
-                cascade=cascade,
-                keep_writing=_keep_writing(held, shard),
-                shard=str(shard),
-            )
+        finally:
+            index.close()
+    finally:
+        table.close()
     return result.to_json()
 
 
