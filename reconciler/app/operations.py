@@ -10,12 +10,13 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from reconciler.app.leasing import HeldLease, lease_is_free, lease_name, make_lease
+from reconciler.app.leasing import HeldLease, lease_name, make_lease
+from reconciler.app.probing import probe_sources
+from reconciler.app.stopping import JobControl, stoppable_sources
 from reconciler.app.wiring import build_sources, open_index, open_table, schema_revision, stores
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import (
-    AmbiguousRunId,
     CollectionMissing,
     ConfigError,
     LeaseBusy,
@@ -28,9 +29,7 @@ from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
 from reconciler.ports import DocumentTable
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
-from reconciler.writing.dry import dry_stores
 from reconciler.writing.recovery import resolve_interrupted
-from reconciler.writing.rollback import rollback
 from reconciler.writing.runs import finish_failed
 
 if TYPE_CHECKING:
@@ -88,27 +87,39 @@ def ingest_sources(
     progress: IngestProgress | None = None,
 ) -> dict[str, Any]:
     """Run the reference ingestion over the configured sources (``progress``: see
-    ``IngestProgress``)."""
+    ``IngestProgress``), under the whole corpus's lease (it may write any family): a run or
+    an apply of the whole corpus and another ingestion wait for it, and it first resolves what
+    a killed ingestion or run left (``resolve_interrupted``). Raises ``LeaseBusy`` when
+    another runner holds that lease."""
     unknown = sorted(set(names or []) - {s.name for s in settings.sources})
     if unknown:
         raise ConfigError([("sources", f"no source named {n!r}") for n in unknown])
     # Only ingestion embeds: numpy and the embedders load here, not with every command.
     from reconciler.embedding import make_embedder  # noqa: PLC0415
-    from reconciler.ingesting import Ingestor  # noqa: PLC0415
+    from reconciler.ingesting import WHOLE, Ingestor  # noqa: PLC0415
 
     sources = build_sources(settings, names)
     embedder = make_embedder(
         settings.ingest.embedder, dim=settings.ingest.dim, model=settings.ingest.model
     )
     with stores(settings) as opened:
-        ingestor = Ingestor(
-            table=opened.table,
-            index=opened.index,
-            embedder=embedder,
-            max_chunk_chars=settings.ingest.max_chunk_chars,
-            progress=progress,
-        )
-        report = ingestor.run(sources, outbox_only=outbox_only)
+        lease = make_lease(opened.table.engine, lease_name(WHOLE))
+        with HeldLease(lease) as held:
+            if not held.acquired:
+                raise LeaseBusy(
+                    f"another runner holds the lease of shard {WHOLE} (a run, an apply, a "
+                    "rollback or another ingestion); the ingestion was not started (nothing "
+                    "was read or written): run it again when that one has ended"
+                )
+            resolve_interrupted(table=opened.table, index=opened.index, shard=WHOLE)
+            ingestor = Ingestor(
+                table=opened.table,
+                index=opened.index,
+                embedder=embedder,
+                max_chunk_chars=settings.ingest.max_chunk_chars,
+                progress=progress,
+            )
+            report = ingestor.run(sources, outbox_only=outbox_only)
     return {
         "run_id": report.run_id,
         "ok": report.ok,
@@ -239,6 +250,8 @@ def reconcile(
     lease_renew_every: float = 30.0,
     on_lease: Callable[[bool], None] | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    control: JobControl | None = None,
+    probe: bool = False,
 ) -> Report:
     """Run one reconciliation (check, plan, apply, run or repair).
 
@@ -248,8 +261,11 @@ def reconcile(
     before every payload batch (``LeaseLost`` stops the writing). A writing run that fails is
     recorded as failed (by the engine, or here when it failed before recording itself), so
     metrics count it.
+
+    ``control`` (serve's jobs): stop at the next safe point when asked (``app.stopping``).
+    ``probe``: read the sources first and record it, for checks that do not read them.
     """
-    sources = build_sources(settings)
+    sources = stoppable_sources(build_sources(settings), control)
     table = open_table(settings)
     try:
         if options.mode not in WRITING_MODES:
@@ -264,14 +280,25 @@ def reconcile(
                 )
             if on_lease is not None:
                 on_lease(True)
+            if control is not None:
+                control.on_leave(held.surrender)
             try:
+                if probe:
+                    probe_sources(table, sources, clock=clock)
                 return _run_engine(
-                    settings, table, sources, options, progress, held=held, clock=clock
+                    settings,
+                    table,
+                    sources,
+                    options,
+                    progress,
+                    held=held,
+                    clock=clock,
+                    control=control,
                 )
             except NotFound:
                 raise  # a mistyped scope: nothing was read from the index or written
             except Exception as exc:
-                _record_failed(table, options, exc)
+                record_failed(table, options, exc)
                 raise
             finally:
                 if on_lease is not None:
@@ -282,10 +309,15 @@ def reconcile(
         table.close()
 
 
-def _keep_writing(held: HeldLease, shard: Shard) -> Callable[[], None]:
-    """Before each payload batch: renew the lease, and stop if it was lost."""
+def lease_guard(
+    held: HeldLease, shard: Shard, control: JobControl | None = None
+) -> Callable[[], None]:
+    """Before each payload batch: stop if the job was asked to; renew the lease, and stop
+    if it was lost."""
 
     def check() -> None:
+        if control is not None:
+            control.check()
         if held.lost or not held.lease.renew():
             held.lost = True
             raise LeaseLost(
@@ -306,8 +338,11 @@ def _run_engine(
     *,
     held: HeldLease | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    control: JobControl | None = None,
 ) -> Report:
     index = open_index(settings)
+    if control is not None:
+        control.on_leave(index.close)  # (local mode and Edge lock their folder)
     try:
         if not index.exists():
             raise CollectionMissing(
@@ -322,7 +357,7 @@ def _run_engine(
             index=index,
             sources=sources,
             progress=progress,
-            keep_writing=_keep_writing(held, options.shard) if held is not None else None,
+            keep_writing=(lease_guard(held, options.shard, control) if held is not None else None),
             clock=clock,
         )
         return engine.run(options)
@@ -330,8 +365,9 @@ def _run_engine(
         index.close()
 
 
-def _record_failed(table: DocumentTable, options: Options, exc: Exception) -> None:
-    """Record the run as failed, unless the engine already did (it knows what was written)."""
+def record_failed(table: DocumentTable, options: Options, exc: BaseException) -> None:
+    """Record the run as failed, unless the engine already did (it knows what was written).
+    Never raises (the table may be what failed: then it logs)."""
     try:
         existing = table.get_run(options.run_id) if options.run_id else None
         if existing is not None and existing.status != RunStatus.RUNNING:
@@ -381,104 +417,3 @@ def report_data(report: Report) -> dict[str, Any]:
         "indexes": [{"key": k, "schema": s} for k, s in plan.indexes],
     }
     return data
-
-
-def resolve_run_id(table: DocumentTable, given: str) -> str:
-    """The full id of the run ``given`` names: its id, or any unique prefix of it (``audit
-    show`` prints 8 characters). ``NotFound`` when no run matches, ``AmbiguousRunId`` (listing
-    them) when several do."""
-    given = given.strip()
-    if not given:
-        raise NotFound("an empty run id names no run")
-    if table.get_run(given) is not None:
-        return given
-    matches = table.run_ids_starting(given, limit=11)
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise NotFound(
-            f"no run {given!r}: no recorded run has that id or starts with it (`reconciler "
-            "status` lists recent runs; check and plan runs are not recorded)"
-        )
-    raise AmbiguousRunId(given, matches[:10] + (["..."] if len(matches) > 10 else []))
-
-
-def rollback_run(
-    settings: Settings,
-    run_id: str,
-    *,
-    cascade: bool = False,
-    dry_run: bool = False,
-    lease_renew_every: float = 30.0,
-    clock: Clock = SYSTEM_CLOCK,
-) -> dict[str, Any]:
-    """Restore what one run wrote, under the lease of that run's shard (runs of the shard
-    whose process died are resolved first, so an interrupted run can be rolled back). A dry
-    run does the same on dry stores (``writing.dry``) and takes no lease: it resolves the
-    shard's dead runs as the real one would when that lease is free, and writes nothing.
-    The chunk index is opened once the run is known (a wrong id costs no index start-up)."""
-    table = open_table(settings)
-    try:
-        run_id = resolve_run_id(table, run_id)
-        run = table.get_run(run_id)
-        assert run is not None
-        shard = Shard.parse(run.shard) if run.shard else Shard()
-        index = open_index(settings)
-        try:
-            if dry_run:
-                dry_table, dry_index = dry_stores(table, index)
-                if lease_is_free(table.engine, lease_name(str(shard)), clock=clock):
-                    resolve_interrupted(table=dry_table, index=dry_index, shard=str(shard))
-                return rollback(
-                    table=dry_table,
-                    index=dry_index,
-                    run_id=run_id,
-                    cascade=cascade,
-                    dry_run=True,
-                    shard=str(shard),
-                ).to_json()
-            lease = make_lease(table.engine, lease_name(str(shard)), clock=clock)
-            with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
-                if not held.acquired:
-                    raise LeaseBusy(
-                        f"another runner holds the lease of shard {shard}; the rollback was "
-                        "not started (nothing was written): retry when that run has ended"
-                    )
-                resolve_interrupted(table=table, index=index, shard=str(shard))
-                result = rollback(
-                    table=table,
-                    index=index,
-                    run_id=run_id,
-                    batch_points=settings.index.write_batch,
-                    cascade=cascade,
-                    keep_writing=_keep_writing(held, shard),
-                    shard=str(shard),
-                )
-        finally:
-            index.close()
-    finally:
-        table.close()
-    return result.to_json()
-
-
-def audit_entries(
-    settings: Settings, *, run_id: str | None = None, doc_id: str | None = None, limit: int = 1000
-) -> list[dict[str, Any]]:
-    """Audit entries for display (``run_id``: a run's id or a unique prefix of it)."""
-    table = open_table(settings)
-    try:
-        if run_id is not None:
-            run_id = resolve_run_id(table, run_id)
-        return list(table.audit_entries(run_id=run_id, target=doc_id, limit=limit))
-    finally:
-        table.close()
-
-
-def audit_verify(settings: Settings) -> dict[str, Any]:
-    """Walk the audit chain."""
-    table = open_table(settings)
-    try:
-        result = table.verify_audit()
-    finally:
-        table.close()
-    return {"ok": result.ok, "entries": result.entries, "problems": result.problems}

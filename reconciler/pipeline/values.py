@@ -108,6 +108,27 @@ class Totals:
     #: source -> rows that source should still hold (not retired).
     rows_by_source: Mapping[str, int]
     chunks: int
+    #: Chunks the rows say they have (``Document.chunk_count``, where they say), and how many
+    #: of those the collection holds: an index that lost points shows as the difference.
+    chunks_expected: int = 0
+    chunks_found: int = 0
+
+
+@dataclass(frozen=True)
+class FirstPass:
+    """The family checks of the table pass (stage 2): the families judged there without their
+    chunks, counted; those left for after the scan."""
+
+    #: Whether the table pass checked families (else stage 3 checks every family).
+    ran: bool = False
+    #: The families left for after the scan, in the order the table gave them.
+    revisit: tuple[str, ...] = ()
+    #: check -> {"checked": n, "findings": n} of the families settled in the table pass.
+    summary: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: check -> seconds spent on them.
+    timings: Mapping[str, float] = field(default_factory=dict)
+    #: The doc ids whose source problems a family settled there took.
+    claimed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -122,6 +143,10 @@ class Scan:
     #: tally also holds the ids of the chunks that differed, for the applier.
     chunks: ChunkTally
     totals: Totals
+    #: The rows in scope with fewer chunks than they say they have (at most ``SHORT_KEPT``).
+    short: tuple[str, ...] = ()
+    #: The family checks the table pass could settle.
+    first: FirstPass = FirstPass()
 
 
 @dataclass(frozen=True)
