@@ -1,19 +1,19 @@
-"""Library functions behind the commands over what runs wrote, ``reconciler rollback`` and
-``reconciler audit``: a run named by its id or any unique prefix of it, undone under its
-shard's lease, and the audit log shown and verified. Each takes settings and returns plain
-data."""
+"""Commands over what runs wrote: ``rollback`` (under the run's shard lease, or dry) and
+``audit show | verify``, each run named by its id or any unique prefix of it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from reconciler.app.leasing import HeldLease, keep_writing, lease_name
-from reconciler.app.wiring import open_table, stores
+from reconciler.app.leasing import HeldLease, lease_name
+from reconciler.app.operations import lease_guard
+from reconciler.app.wiring import leases_of, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import AmbiguousRunId, LeaseBusy, NotFound
 from reconciler.ports import DocumentTable
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
+from reconciler.writing.dry import dry_stores
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.rollback import rollback
 
@@ -49,38 +49,51 @@ def rollback_run(
 ) -> dict[str, Any]:
     """Restore what one run wrote, under the lease of that run's shard (runs of the shard
     whose process died are resolved first, so an interrupted run can be rolled back). A dry
-    run takes no lease and writes nothing."""
-    with stores(settings) as opened:
-        run_id = resolve_run_id(opened.table, run_id)
-        run = opened.table.get_run(run_id)
+    run does the same on dry stores (``writing.dry``) and takes no lease: it resolves the
+    shard's dead runs as the real one would when that lease is free, and writes nothing.
+    The chunk index is opened once the run is known (a wrong id costs no index start-up)."""
+    table = open_table(settings)
+    try:
+        run_id = resolve_run_id(table, run_id)
+        run = table.get_run(run_id)
         assert run is not None
         shard = Shard.parse(run.shard) if run.shard else Shard()
-        if dry_run:
-            return rollback(
-                table=opened.table,
-                index=opened.index,
-                run_id=run_id,
-                cascade=cascade,
-                dry_run=True,
-                shard=str(shard),
-            ).to_json()
-        lease = opened.leases(lease_name(str(shard)), clock=clock)
-        with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
-            if not held.acquired:
-                raise LeaseBusy(
-                    f"another runner holds the lease of shard {shard}; the rollback was not "
-                    "started (nothing was written): retry when that run has ended"
+        leases = leases_of(table)
+        index = open_index(settings)
+        try:
+            if dry_run:
+                dry_table, dry_index = dry_stores(table, index)
+                if leases(lease_name(str(shard)), clock=clock).is_free():
+                    resolve_interrupted(table=dry_table, index=dry_index, shard=str(shard))
+                return rollback(
+                    table=dry_table,
+                    index=dry_index,
+                    run_id=run_id,
+                    cascade=cascade,
+                    dry_run=True,
+                    shard=str(shard),
+                ).to_json()
+            lease = leases(lease_name(str(shard)), clock=clock)
+            with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
+                if not held.acquired:
+                    raise LeaseBusy(
+                        f"another runner holds the lease of shard {shard}; the rollback was "
+                        "not started (nothing was written): retry when that run has ended"
+                    )
+                resolve_interrupted(table=table, index=index, shard=str(shard))
+                result = rollback(
+                    table=table,
+                    index=index,
+                    run_id=run_id,
+                    batch_points=settings.index.write_batch,
+                    cascade=cascade,
+                    keep_writing=lease_guard(held, shard),
+                    shard=str(shard),
                 )
-            resolve_interrupted(table=opened.table, index=opened.index, shard=str(shard))
-            result = rollback(
-                table=opened.table,
-                index=opened.index,
-                run_id=run_id,
-                batch_points=settings.index.write_batch,
-                cascade=cascade,
-                keep_writing=keep_writing(held, shard),
-                shard=str(shard),
-            )
+        finally:
+            index.close()
+    finally:
+        table.close()
     return result.to_json()
 
 

@@ -22,7 +22,6 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -32,9 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.errors import LeaseLost
 from reconciler.ports.lease import Lease
-from reconciler.sharding import Shard
 from reconciler.stores.schema import LeaseRow
 
 log = logging.getLogger(__name__)
@@ -161,6 +158,17 @@ class RowLease:
             )
             return bool(getattr(result, "rowcount", 0))
 
+    def is_free(self) -> bool:
+        """Whether the row is absent, expired, or held by a holder that is provably gone
+        (``holder_is_gone``), read without taking it."""
+        with Session(self.engine) as session:
+            holder = session.scalar(
+                select(LeaseRow.holder).where(
+                    LeaseRow.name == self.name, LeaseRow.expires_at >= self.clock.now()
+                )
+            )
+        return holder is None or holder_is_gone(holder)
+
     def release(self) -> None:
         """Delete our lease row."""
         with Session(self.engine) as session, session.begin():
@@ -208,6 +216,14 @@ class AdvisoryLease:
             log.warning("lease %s: its database session was lost", self.name)
             self._conn = None
             return False
+
+    def is_free(self) -> bool:
+        """The lock tried on a session of its own and let go at once."""
+        probe = AdvisoryLease(self.engine, self.name)
+        try:
+            return probe.acquire()
+        finally:
+            probe.release()
 
     def release(self) -> None:
         """Unlock and close the dedicated session."""
@@ -299,19 +315,12 @@ class HeldLease:
                 )
 
 
-def keep_writing(held: HeldLease, shard: Shard) -> Callable[[], None]:
-    """Before each payload batch: renew the lease, and stop if it was lost."""
-
-    def check() -> None:
-        if held.lost or not held.lease.renew():
-            held.lost = True
-            raise LeaseLost(
-                f"the lease of shard {shard} was lost during the run (another runner may have "
-                "taken it over); writing stopped before the next batch, and what was written "
-                "is in the audit log"
-            )
-
-    return check
+def lease_is_free(engine: Engine, name: str, *, clock: Clock = SYSTEM_CLOCK) -> bool:
+    """Whether a runner could take lease ``name`` now, learnt without holding it (a dry run's
+    question: is the run recorded as running under it dead?). PostgreSQL: the advisory lock
+    tried and let go at once; elsewhere the lease row read: absent, expired, or held by a
+    holder that is provably gone (``holder_is_gone``). ``Lease.is_free`` of ``make_lease``."""
+    return make_lease(engine, name, clock=clock).is_free()
 
 
 def lease_name(shard: str) -> str:
@@ -324,7 +333,7 @@ __all__ = [
     "HeldLease",
     "Lease",
     "RowLease",
-    "keep_writing",
+    "lease_is_free",
     "lease_name",
     "make_lease",
 ]

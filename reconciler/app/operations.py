@@ -1,5 +1,4 @@
-"""Library functions behind the CLI commands: each takes settings and returns plain data
-(those over what runs wrote, ``rollback`` and ``audit``, are in ``history``)."""
+"""Library functions behind the CLI commands: each takes settings and returns plain data."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from reconciler.app.leasing import HeldLease, keep_writing, lease_name
+from reconciler.app.leasing import HeldLease, lease_name
 from reconciler.app.probing import probe_sources
 from reconciler.app.stopping import JobControl, stoppable_sources
 from reconciler.app.wiring import (
@@ -28,6 +27,7 @@ from reconciler.errors import (
     CollectionMissing,
     ConfigError,
     LeaseBusy,
+    LeaseLost,
     NotFound,
 )
 from reconciler.model import RunMode, RunStatus, jsonable
@@ -330,17 +330,22 @@ def reconcile(
         table.close()
 
 
-def _keep_writing(
+def lease_guard(
     held: HeldLease, shard: Shard, control: JobControl | None = None
 ) -> Callable[[], None]:
     """Before each payload batch: stop if the job was asked to; renew the lease, and stop
-    if it was lost (``leasing.keep_writing``)."""
-    renew = keep_writing(held, shard)
+    if it was lost."""
 
     def check() -> None:
         if control is not None:
             control.check()
-        renew()
+        if held.lost or not held.lease.renew():
+            held.lost = True
+            raise LeaseLost(
+                f"the lease of shard {shard} was lost during the run (another runner may have "
+                "taken it over); writing stopped before the next batch, and what was written "
+                "is in the audit log"
+            )
 
     return check
 
@@ -373,9 +378,7 @@ def _run_engine(
             index=index,
             sources=sources,
             progress=progress,
-            keep_writing=(
-                _keep_writing(held, options.shard, control) if held is not None else None
-            ),
+            keep_writing=(lease_guard(held, options.shard, control) if held is not None else None),
             clock=clock,
         )
         return engine.run(options)

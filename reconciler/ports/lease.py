@@ -33,6 +33,11 @@ class Lease(Protocol):
         """Give the lease up (idempotent)."""
         ...
 
+    def is_free(self) -> bool:
+        """Whether a runner could take the lease now, learnt without holding it (a dry run
+        asks whether a run recorded as running under it is dead)."""
+        ...
+
 
 class LeaseFactory(Protocol):
     """The lease called ``name`` (``reconciler.app.leasing.lease_name``) of one deployment;

@@ -49,7 +49,6 @@ FORBIDDEN = [
     ("reconciler/pipeline/reading.py", "reconciler.stores.sql", "composition"),
     ("reconciler/app/wiring.py", "reconciler.app.operations", "app"),
     ("reconciler/app/leasing.py", "reconciler.app.wiring", "app"),
-    ("reconciler/app/history.py", "reconciler.app.operations", "app"),
     ("reconciler/ports/lease.py", "reconciler.ports.table", "ports"),
     ("reconciler/cli/reconcile.py", "reconciler.stores.qdrant", "composition"),
     ("reconciler/cli/group.py", "reconciler.cli.reconcile", "cli"),
