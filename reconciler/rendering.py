@@ -336,6 +336,42 @@ _TRIPPED = {
 }
 
 
+def _refusal(guard: Mapping[str, Any]) -> str:
+    """The refusal line: which rule tripped, which direction was over, what would move."""
+    over = guard.get("over", [])
+    tripped = [
+        _TRIPPED.get(kind, kind) for kind in guard.get("tripped", []) if kind != "blast_radius"
+    ]
+    if "changed" in over or ("blast_radius" in guard.get("tripped", []) and not over):
+        tripped.append("too much would change")
+    if "restored" in over:
+        tripped.append("too many quarantines would be lifted")
+    families, chunks = guard.get("families_total"), guard.get("chunks_total")
+    line = (
+        "\nREFUSED by the blast-radius guard (" + "; ".join(tripped) + "): "
+        f"{guard.get('changed_families')} of {families} families, "
+        f"{guard.get('changed_chunks')} of {chunks} chunks would change"
+    )
+    if guard.get("hiding_families") is not None:
+        line += (
+            f" ({guard.get('hiding_families')} families, {guard.get('hiding_chunks')} chunks "
+            "hiding what is served"
+        )
+        line += f"; limit {guard.get('max_changed_fraction', 0):.0%})"
+    if guard.get("restoring_families"):
+        line += (
+            f"; {guard['restoring_families']} families, {guard.get('restoring_chunks')} chunks "
+            "would be served again, their quarantine's cause gone ("
+            + (
+                f"over max_restored_fraction {guard.get('max_restored_fraction', 1):.0%}"
+                if "restored" in over
+                else "not counted"
+            )
+            + ")"
+        )
+    return line + ". Nothing was written. Review the plan, then rerun with --force if it is right."
+
+
 def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> str:
     """check / plan / apply / run output: findings, then the exact writes, then the summary.
 
@@ -386,15 +422,7 @@ def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> s
         f"{writes.get('index', 0)} index(es)"
     )
     if data.get("refused"):
-        guard = data["guard"]
-        out.append(
-            "\nREFUSED by the blast-radius guard ("
-            + "; ".join(_TRIPPED.get(kind, kind) for kind in guard.get("tripped", []))
-            + "): "
-            f"{guard.get('changed_families')} of {guard.get('families_total')} families, "
-            f"{guard.get('changed_chunks')} of {guard.get('chunks_total')} chunks would change. "
-            "Nothing was written. Review the plan, then rerun with --force if it is right."
-        )
+        out.append(_refusal(data["guard"]))
     elif data.get("forced"):
         out.append("\nguard overridden with --force (audited)")
     if data.get("status") == "partial":

@@ -121,7 +121,7 @@ class Reconciler:
         scan = self.scan(options, self.scope(options, sources), checks)
         assessment = self.assess(options, now, sources, scan, checks)
         plan = self.without_queued_reingests(assessment.plan)
-        decision = decide(options, scan.totals, plan, sources.states)
+        decision = decide(options, scan.totals, plan, sources.states, now)
         findings = [*assessment.findings, *decision.reasons]
         applied = None
         if options.mode.writes:

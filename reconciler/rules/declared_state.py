@@ -7,7 +7,8 @@ check when it decides whether a row has drifted; so the two never disagree.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
 from reconciler.model import (
@@ -117,6 +118,48 @@ def expected_document(
         source_doc, family=family, as_of=as_of, successor=successor, version=version
     )
     return settle([declared], as_of)[declared.doc_id]
+
+
+def family_rows(
+    documents: Iterable[SourceDocument],
+    *,
+    family_of: Mapping[str, str],
+    as_of: datetime,
+    registered: Mapping[str, Document],
+    version_of: Mapping[str, int],
+    unknown_siblings: str = "supersede",
+) -> dict[str, Document]:
+    """The row each of ``documents`` that is not ``registered`` implies at ``as_of``, with the
+    time rule applied to its whole family (the family check's derivation): its registered
+    members as they stand, the others as their source declares them (ingest bookkeeping
+    fields left empty). So a version ingested beside its scheduled successor has its window
+    closed at the successor's start, as the first check would otherwise write.
+
+    ``version_of``: the ordinal of each document that declares none."""
+    members: dict[str, list[SourceDocument]] = defaultdict(list)
+    by_id: dict[str, SourceDocument] = {}
+    for doc in documents:
+        members[family_of[doc.doc_id]].append(doc)
+        by_id[doc.doc_id] = doc
+    rows: dict[str, Document] = {}
+    for family, docs in members.items():
+        inputs = []
+        for doc in docs:
+            row = registered.get(doc.doc_id)
+            if row is None:
+                link = doc.superseded_by
+                successor = (by_id.get(link) or registered.get(link)) if link else None
+                row = declared_document(
+                    doc,
+                    family=family,
+                    as_of=as_of,
+                    successor=successor,
+                    version=version_of.get(doc.doc_id),
+                )
+            inputs.append(row)
+        settled = settle(inputs, as_of, unknown_siblings=unknown_siblings)
+        rows.update({d.doc_id: settled[d.doc_id] for d in docs if d.doc_id not in registered})
+    return rows
 
 
 #: ``SourceDocument`` fields a registered row can stand in for, when the connector could not
