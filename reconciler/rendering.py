@@ -339,37 +339,39 @@ _TRIPPED = {
 def _refusal(guard: Mapping[str, Any]) -> str:
     """The refusal line: which rule tripped, which direction was over, what would move."""
     over = guard.get("over", [])
-    tripped = [
-        _TRIPPED.get(kind, kind) for kind in guard.get("tripped", []) if kind != "blast_radius"
-    ]
-    if "changed" in over or ("blast_radius" in guard.get("tripped", []) and not over):
-        tripped.append("too much would change")
-    if "restored" in over:
-        tripped.append("too many quarantines would be lifted")
+    kinds = guard.get("tripped", [])
+    tripped = [_TRIPPED.get(kind, kind) for kind in kinds if kind != "blast_radius"]
     families, chunks = guard.get("families_total"), guard.get("chunks_total")
-    line = (
-        "\nREFUSED by the blast-radius guard (" + "; ".join(tripped) + "): "
+    changed = (
         f"{guard.get('changed_families')} of {families} families, "
         f"{guard.get('changed_chunks')} of {chunks} chunks would change"
     )
-    if guard.get("hiding_families") is not None:
-        line += (
-            f" ({guard.get('hiding_families')} families, {guard.get('hiding_chunks')} chunks "
-            "hiding what is served"
+    if "hiding_families" in guard:
+        changed += (
+            f" ({guard['hiding_families']} families, {guard.get('hiding_chunks')} chunks hiding "
+            f"what is served; max_changed_fraction {guard.get('max_changed_fraction', 0):.0%})"
         )
-        line += f"; limit {guard.get('max_changed_fraction', 0):.0%})"
-    if guard.get("restoring_families"):
-        line += (
-            f"; {guard['restoring_families']} families, {guard.get('restoring_chunks')} chunks "
-            "would be served again, their quarantine's cause gone ("
-            + (
-                f"over max_restored_fraction {guard.get('max_restored_fraction', 1):.0%}"
-                if "restored" in over
-                else "not counted"
-            )
-            + ")"
-        )
-    return line + ". Nothing was written. Review the plan, then rerun with --force if it is right."
+    restored = (
+        f"{guard.get('restoring_families')} of {families} families, "
+        f"{guard.get('restoring_chunks')} of {chunks} chunks would be served again, their "
+        "quarantine's cause gone (max_restored_fraction "
+        f"{guard.get('max_restored_fraction', 1):.0%})"
+    )
+    parts = [changed]
+    if "changed" in over or ("blast_radius" in kinds and not over):
+        tripped.append("too much would change")
+    if "restored" in over:
+        tripped.append("too many quarantines would be lifted")
+        parts = [restored, changed] if "changed" not in over else [changed, restored]
+    elif guard.get("restoring_families"):
+        parts.append(restored.replace(" (max_restored", ", not counted (max_restored"))
+    return (
+        "\nREFUSED by the blast-radius guard ("
+        + "; ".join(tripped)
+        + "): "
+        + "; ".join(parts)
+        + ". Nothing was written. Review the plan, then rerun with --force if it is right."
+    )
 
 
 def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> str:

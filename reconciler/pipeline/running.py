@@ -27,6 +27,7 @@ from reconciler.checks.family import UNREADABLE_PROBLEMS, unregistered_findings
 from reconciler.checks.hash import check_source, unreadable_findings
 from reconciler.checks.index import check_index
 from reconciler.checks.payload import check_orphans
+from reconciler.checks.source_yield import check_source_yield
 from reconciler.chunk_tally import ChunkTally
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import NotFound
@@ -360,6 +361,9 @@ class Reconciler:
                 findings += unregistered_findings(
                     [p for p in sources.loose_problems if p.kind not in UNREADABLE_PROBLEMS]
                     + [p for doc_id in sorted(unclaimed) for p in sources.problems[doc_id]]
+                )
+                findings += check_source_yield(
+                    sources.states, sources.by_id.values(), scan.totals.rows_by_source, now
                 )
             if "hash" in options.checks:
                 findings += unreadable_findings(sources.loose_problems, None)

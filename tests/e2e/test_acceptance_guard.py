@@ -72,7 +72,8 @@ def test_restores_have_their_own_limit(deploy: Deployment) -> None:
     assert writes_zero(refused)
     text = deploy.cli("run").output
     assert "REFUSED by the blast-radius guard (too many quarantines would be lifted)" in text
-    assert "over max_restored_fraction 50%" in text
+    assert "16 of 20 families, 32 of 40 chunks would be served again" in text
+    assert "(max_restored_fraction 50%)" in text
 
 
 def test_a_fresh_ingest_of_scheduled_successors_leaves_the_first_run_nothing_to_weigh(
