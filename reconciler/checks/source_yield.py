@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from reconciler.check_inputs import SourceState
-from reconciler.model import Finding, Severity, SourceDocument, VersionState
+from reconciler.model import Finding, Severity, SourceDocument, SourceProblem, VersionState
 from reconciler.rules.declared_state import declared_state
 
 CHECK = "family"
@@ -26,15 +26,20 @@ def check_source_yield(
     documents: Iterable[SourceDocument],
     rows_by_source: Mapping[str, int],
     now: datetime,
+    problems: Mapping[str, Iterable[SourceProblem]] | None = None,
 ) -> list[Finding]:
     """For each source read completely: it yielded no document while the table holds none of
     its (``family/source_empty``), or every document it yielded declares no state
-    (``family/all_unknown``). ``rows_by_source``: each source's rows not retired."""
+    (``family/all_unknown``). ``rows_by_source``: each source's rows not retired;
+    ``problems``: doc_id -> what the connector reported of it (a status it could not read is
+    one declared, not none)."""
     seen: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
     for doc in documents:
         seen[doc.source] += 1
-        if declared_state(doc, as_of=now) is VersionState.UNKNOWN:
+        if declared_state(doc, as_of=now) is VersionState.UNKNOWN and not any(
+            p.field == "state" for p in (problems or {}).get(doc.doc_id, ())
+        ):
             unknown[doc.source] += 1
     findings = []
     for name, state in sorted(states.items()):

@@ -363,7 +363,11 @@ class Reconciler:
                     + [p for doc_id in sorted(unclaimed) for p in sources.problems[doc_id]]
                 )
                 findings += check_source_yield(
-                    sources.states, sources.by_id.values(), scan.totals.rows_by_source, now
+                    sources.states,
+                    sources.by_id.values(),
+                    scan.totals.rows_by_source,
+                    now,
+                    sources.problems,
                 )
             if "hash" in options.checks:
                 findings += unreadable_findings(sources.loose_problems, None)

@@ -129,11 +129,16 @@ def family_rows(
     version_of: Mapping[str, int],
     unknown_siblings: str = "supersede",
 ) -> dict[str, Document]:
-    """The row each of ``documents`` that is not ``registered`` implies at ``as_of``, with the
-    time rule applied to its whole family (the family check's derivation): its registered
-    members as they stand, the others as their source declares them (ingest bookkeeping
-    fields left empty). So a version ingested beside its scheduled successor has its window
-    closed at the successor's start, as the first check would otherwise write.
+    """The row each of ``documents`` that is not ``registered`` implies at ``as_of``
+    (``expected_document``, ingest bookkeeping fields left empty), with the window end its
+    family gives it when that is still to come.
+
+    The time rule over the whole family (the family check's derivation: its registered members
+    as they stand, the others as their source declares them) closes a version's window at the
+    start of its successor. When that start is ahead, closing it hides nothing now, and the
+    first check would write it (``dates/successor_scheduled``): the row takes it. A successor
+    already in force is left to the reconciler: superseding the older version is drift it
+    reports and repairs, as the ingestion never supersedes.
 
     ``version_of``: the ordinal of each document that declares none."""
     members: dict[str, list[SourceDocument]] = defaultdict(list)
@@ -148,17 +153,26 @@ def family_rows(
             row = registered.get(doc.doc_id)
             if row is None:
                 link = doc.superseded_by
-                successor = (by_id.get(link) or registered.get(link)) if link else None
                 row = declared_document(
                     doc,
                     family=family,
                     as_of=as_of,
-                    successor=successor,
+                    successor=by_id.get(link) if link else None,
                     version=version_of.get(doc.doc_id),
                 )
             inputs.append(row)
         settled = settle(inputs, as_of, unknown_siblings=unknown_siblings)
-        rows.update({d.doc_id: settled[d.doc_id] for d in docs if d.doc_id not in registered})
+        for doc, declared in zip(docs, inputs, strict=True):
+            if doc.doc_id in registered:
+                continue
+            alone = settle([declared], as_of)[doc.doc_id]
+            together = settled[doc.doc_id]
+            if (
+                together.version_state is alone.version_state
+                and as_of < together.effective_to < alone.effective_to
+            ):
+                alone = dataclasses.replace(alone, effective_to=together.effective_to)
+            rows[doc.doc_id] = alone
     return rows
 
 

@@ -15,7 +15,10 @@ def edited_vault(deploy: Deployment, notes: int, edited: int) -> list[str]:
     deploy.configure(fraction=0.2)
     for n in range(notes):
         deploy.note(
-            f"note{n:02d}", body(f"note {n}", f"text of {n}", f"more of {n}"), id=f"note{n:02d}"
+            f"note{n:02d}",
+            body(f"note {n}", f"text of {n}", f"more of {n}"),
+            id=f"note{n:02d}",
+            status="current",
         )
     deploy.init_ingest()
     assert deploy.json("check")[0] == 0

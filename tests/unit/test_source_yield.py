@@ -10,7 +10,15 @@ import pytest
 
 from reconciler.check_inputs import SourceState
 from reconciler.checks.source_yield import check_source_yield
-from reconciler.model import OPEN_END, Document, Finding, SourceDocument, VersionState
+from reconciler.model import (
+    OPEN_END,
+    Document,
+    Finding,
+    ProblemKind,
+    SourceDocument,
+    SourceProblem,
+    VersionState,
+)
 from reconciler.planning import repairs
 from reconciler.rules.declared_state import expected_document, family_rows
 from reconciler.rules.time_rule import settle
@@ -77,6 +85,13 @@ def test_a_source_whose_documents_all_declare_no_state_is_a_warning() -> None:
     ]
 
 
+def test_a_status_the_connector_could_not_read_is_one_declared() -> None:
+    typo = SourceProblem("s", ProblemKind.INVALID_FIELD, "'retierd'", doc_id="s:b", field="state")
+    docs = [doc("a"), doc("b")]
+    assert check_source_yield(read(2), docs, {}, NOW, {"s:b": (typo,)}) == []
+    assert kinds(check_source_yield(read(2), docs, {}, NOW, {})) == [("family", "all_unknown")]
+
+
 def test_each_source_is_judged_on_its_own() -> None:
     states = {**read(1), "t": SourceState("t", readable=True, scanned=True, documents=0)}
     findings = check_source_yield(states, [doc("a", VersionState.CURRENT)], {}, NOW)
@@ -101,6 +116,18 @@ def test_new_rows_are_settled_with_their_whole_family() -> None:
     # What the check would expect of the registered family: the rows as they are.
     family = {d: rows[d] for d in ("s:v1", "s:v2")}
     assert settle(family.values(), NOW) == family
+
+
+def test_a_successor_already_in_force_is_left_to_the_reconciler() -> None:
+    """Two versions declared current, the later started: the row of the older one stays as
+    the source declares it alone (current, open-ended), the drift the reconciler reports."""
+    v1 = doc("v1", VersionState.CURRENT, family="f", version=1, effective_from=NOW - 100 * DAY)
+    v2 = doc("v2", VersionState.CURRENT, family="f", version=2, effective_from=NOW - DAY)
+    family_of = {"s:v1": "s:f", "s:v2": "s:f"}
+    rows = family_rows([v1, v2], family_of=family_of, as_of=NOW, registered={}, version_of={})
+    assert rows["s:v1"] == expected_document(v1, family="s:f", as_of=NOW)
+    assert rows["s:v1"].effective_to == OPEN_END
+    assert rows["s:v1"].version_state is VersionState.CURRENT
 
 
 def test_a_registered_member_takes_part_as_it_stands_and_is_not_derived() -> None:
