@@ -77,6 +77,9 @@ class ChunkAggregate:
     count: int = 0
     matching: int = 0
     variants: dict[Variant, int] = field(default_factory=dict)
+    #: Chunks whose ``content_hash`` names another text than the row's ``source_hash`` (an
+    #: older version's chunks left behind, or a pipeline that re-chunked a stale export).
+    stale: int = 0
 
     @property
     def drifted(self) -> int:

@@ -8,6 +8,11 @@ chunks already right. Doc id strings are not kept: a chunk is matched to its row
 rows that share the 64-bit key are told apart by the second. A page of chunks is matched with
 one ``searchsorted``; the per-chunk Python work is what the store's own page costs to read.
 
+Beside them, per row, the chunk count the row says it has (``Document.chunk_count``) and a
+64-bit key of its ``source_hash``: a chunk whose ``content_hash`` has another key holds
+another text (``stale``), and a row with fewer chunks than it says lost some (``short``).
+A chunk or a row without a hash is never stale: there is nothing to compare.
+
 Payload variants, and the doc id, are kept only for documents with a mismatching chunk;
 ``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no row) or when a check
 asks for one document's aggregate. The point ids of mismatching chunks are kept, up to ``keep_ids`` in
@@ -40,6 +45,17 @@ _INT = frozenset({int})
 _BOOL = frozenset({bool})
 
 Slots = npt.NDArray[np.int64]
+
+#: The content key of a missing hash (a row or a chunk without one): never stale.
+NO_CONTENT = hash(None)
+
+
+def content_key(content_hash: Any) -> int:
+    """The 64-bit key of a ``source_hash`` / ``content_hash`` (``NO_CONTENT`` for none)."""
+    try:
+        return hash(content_hash)
+    except TypeError:  # an unhashable value stored as a chunk's hash: not a hash at all
+        return NO_CONTENT
 
 
 def check_key(doc_id: str) -> int:
@@ -77,12 +93,20 @@ class ChunkTally:
         self._new_keys = array("q")
         self._new_checks = array("I")
         self._new_fingerprints = array("q")
+        self._new_contents = array("q")
+        self._new_wanted = array("I")
         self._sealed = False
         self._keys: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._checks: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
         self._fingerprints: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._counts: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
         self._matching: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        #: Per slot: the row's content key, the chunks it says it has, the stale chunks seen.
+        self._contents: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self._wanted: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        self._stale: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        #: slot -> doc id, for the documents with a stale chunk.
+        self._stale_docs: dict[int, str] = {}
         self._key_view: Sequence[int] = ()
         self._check_view: Sequence[int] = ()
         self._count_view: Sequence[int] = ()
@@ -106,19 +130,39 @@ class ChunkTally:
 
     # -- registering rows -------------------------------------------------------------------
 
-    def expect(self, doc_id: str, values: tuple[Any, ...]) -> None:
+    def expect(
+        self,
+        doc_id: str,
+        values: tuple[Any, ...],
+        *,
+        content_hash: str | None = None,
+        chunk_count: int = 0,
+    ) -> None:
         """Register a row's document and the payload values (``payload_values``, in
-        ``MANAGED_KEYS`` order) its chunks must carry."""
-        self.expect_rows([(doc_id, *values)])
+        ``MANAGED_KEYS`` order) its chunks must carry, the hash of the text they must hold
+        and how many there must be (0: not known)."""
+        self.expect_rows([(doc_id, *values)], contents=[content_hash], counts=[chunk_count])
 
-    def expect_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Register rows given as ``(doc_id, *payload values)``, as ``expect`` does, a batch at
-        a time."""
+    def expect_rows(
+        self,
+        rows: Sequence[tuple[Any, ...]],
+        *,
+        contents: Sequence[str | None] | None = None,
+        counts: Sequence[int] | None = None,
+    ) -> None:
+        """Register rows given as ``(doc_id, *payload values)``, with their ``source_hash``
+        and ``chunk_count`` (in the same order; absent: not known), as ``expect`` does, a
+        batch at a time."""
         if self._sealed:
             raise RuntimeError("every row is registered before the first chunk is added")
         self._new_keys.extend(map(self._key, map(_DOC, rows)))
         self._new_checks.extend(map(check_key, map(_DOC, rows)))
         self._new_fingerprints.extend(_fingerprints(rows).tolist())
+        if contents is None:
+            self._new_contents.extend([NO_CONTENT] * len(rows))
+        else:
+            self._new_contents.extend(map(content_key, contents))
+        self._new_wanted.extend(counts if counts is not None else [0] * len(rows))
 
     def seal(self) -> None:
         """Sort what was registered (done by the first chunk added or lookup made)."""
@@ -133,10 +177,13 @@ class ChunkTally:
             del keys
             self._checks = np.frombuffer(self._new_checks, dtype=np.uint32)[order]
             self._fingerprints = np.frombuffer(self._new_fingerprints, dtype=np.int64)[order]
+            self._contents = np.frombuffer(self._new_contents, dtype=np.int64)[order]
+            self._wanted = np.frombuffer(self._new_wanted, dtype=np.uint32)[order]
             del order
-        self._new_keys = self._new_fingerprints = array("q")
-        self._new_checks = array("I")
+        self._new_keys = self._new_fingerprints = self._new_contents = array("q")
+        self._new_checks = self._new_wanted = array("I")
         self._counts = np.zeros(size, np.uint32)
+        self._stale = np.zeros(size, np.uint32)
         self._matching = np.zeros(size, np.uint32)
         self._key_view = memoryview(self._keys.data) if size else ()
         self._check_view = memoryview(self._checks.data) if size else ()
@@ -190,6 +237,8 @@ class ChunkTally:
         self.chunks += size
         slots = self._page_slots(rows)
         hit = slots >= 0
+        if page.contents is not None and hit.any():
+            self._compare_contents(page, slots, hit)
         matched = hit
         if hit.any():
             expected = self._fingerprints[np.where(hit, slots, 0)]
@@ -208,12 +257,37 @@ class ChunkTally:
                 continue
             self._mismatch(page.point_id(index), row[0], slot if slot >= 0 else None, row[1:])
 
-    def add(self, point_id: str | int, doc_id: Any, values: tuple[Any, ...]) -> None:
+    def _compare_contents(
+        self, page: ManagedPage, slots: Slots, hit: npt.NDArray[np.bool_]
+    ) -> None:
+        """Count the chunks of the page whose text is not their row's (see the module's
+        docstring)."""
+        assert page.contents is not None
+        keys = np.fromiter(map(content_key, page.contents), np.int64, len(page.contents))
+        expected = self._contents[np.where(hit, slots, 0)]
+        stale = hit & (keys != expected) & (keys != NO_CONTENT) & (expected != NO_CONTENT)
+        if not stale.any():
+            return
+        _bump(self._stale, slots[stale])
+        for index in np.flatnonzero(stale).tolist():
+            self._stale_docs.setdefault(int(slots[index]), page.rows[index][0])
+
+    def add(
+        self,
+        point_id: str | int,
+        doc_id: Any,
+        values: tuple[Any, ...],
+        content_hash: Any = None,
+    ) -> None:
         """Fold one chunk (the same rule as ``add_page``)."""
         self.chunks += 1
         slot = self.slot(doc_id)
         if slot is not None:
             self._counts[slot] += 1
+            expected, key = int(self._contents[slot]), content_key(content_hash)
+            if NO_CONTENT not in (expected, key) and key != expected:
+                self._stale[slot] += 1
+                self._stale_docs.setdefault(slot, doc_id)
             if _fingerprint((doc_id, *values)) == self._fingerprints[slot]:
                 self._matching[slot] += 1
                 return
@@ -313,6 +387,30 @@ class ChunkTally:
         the order the scan met them."""
         return list(self._drifted.values())
 
+    def stale_ids(self) -> list[str]:
+        """The registered documents with a chunk of another text than their row's."""
+        return list(self._stale_docs.values())
+
+    @property
+    def any_short(self) -> bool:
+        """Whether a registered row has fewer chunks than it says (``is_short``)."""
+        self.seal()
+        return bool(np.any(self._counts < self._wanted))
+
+    def is_short(self, doc_id: str) -> bool:
+        """Whether ``doc_id``'s row says it has more chunks than the scan found."""
+        slot = self.slot(doc_id)
+        return slot is not None and int(self._counts[slot]) < int(self._wanted[slot])
+
+    def shortfall(self) -> tuple[int, int]:
+        """``(chunks the rows say they have, of those the scan found)``, over the rows that
+        say (``chunk_count`` > 0): an index that lost points shows here."""
+        self.seal()
+        said = self._wanted > 0
+        wanted = int(self._wanted[said].sum(dtype=np.int64))
+        found = int(np.minimum(self._counts[said], self._wanted[said]).sum(dtype=np.int64))
+        return wanted, found
+
     def orphans(self) -> list[tuple[str | None, ChunkAggregate]]:
         """The chunks whose doc_id has no row (``None``: no doc_id), by doc_id."""
         return list(self._orphans.items())
@@ -328,6 +426,7 @@ class ChunkTally:
                 count=count,
                 matching=self._matching_view[slot],
                 variants=dict(self._variants.get(slot, {})),
+                stale=int(self._stale[slot]),
             )
         try:
             return self._orphans.get(doc_id)

@@ -4,13 +4,22 @@ It exists for the embedded default, the demo and the tests; production teams kee
 pipeline and call ``payload_for`` from it. It registers **new** documents (and those the
 re-ingest outbox asks for); it never changes the state of a document already registered — that
 is the reconciler's job, and doing it here would hide the drift the reconciler must find.
+
+Crash-ordered, like an apply: a document's chunks are made (chunked and embedded) before
+anything is written; then an intent is audited (the document, its text's hash, how many
+chunks), the old chunks of a re-ingested document are deleted, the row is written with its
+new hash and chunk count, and the new chunks last; a confirmation follows every few
+documents. Killed anywhere in between, the stores hold no old text beside a row that moved
+on: a row says how many chunks it has and which text they hold, so the checks see what is
+missing (``payload/missing_chunks``) or stale (``payload/stale_chunks``), and the next holder
+of the lease resolves the run's unconfirmed intents (``writing.recovery``): a document left
+incomplete is queued for re-ingestion, and the run is marked interrupted.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +28,7 @@ from datetime import UTC, datetime
 from reconciler.chunking import chunk_markdown
 from reconciler.embedding import Embedder
 from reconciler.model import (
+    AuditEntry,
     ChunkRecord,
     Document,
     RunMode,
@@ -26,7 +36,7 @@ from reconciler.model import (
     SourceDocument,
     SourceProblem,
 )
-from reconciler.payload import chunk_payload
+from reconciler.payload import POINT_NAMESPACE, chunk_id_for, chunk_payload, point_id_for
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.ports.source import (
     ConnectorError,
@@ -37,17 +47,14 @@ from reconciler.ports.source import (
 from reconciler.rules.declared_state import family_rows, version_ordinals
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
-from reconciler.writing.runs import recorded
+from reconciler.writing.applying import CONFIRM
+from reconciler.writing.recovery import INGEST_INTENT
+from reconciler.writing.runs import RunRecord, recorded
 
 log = logging.getLogger(__name__)
 
-#: Namespace of point ids: uuid5(namespace, chunk_id), so re-ingesting is idempotent.
-POINT_NAMESPACE = uuid.UUID("6f1d3c2a-8f4e-4b8e-9a51-2c7d0e5b9f10")
-
-
-def point_id_for(chunk_id: str) -> str:
-    """The stable Qdrant point id of a chunk."""
-    return str(uuid.uuid5(POINT_NAMESPACE, chunk_id))
+#: Documents written between two confirmations of an ingestion's intents.
+CONFIRM_EVERY = 64
 
 
 @dataclass
@@ -154,20 +161,36 @@ class Ingestor:
     ) -> IngestReport:
         """Ingest new documents and pending re-ingest requests of every source."""
         now = now or datetime.now(UTC)
-        with recorded(self.table, mode=RunMode.INGEST, actor="cli") as run:
+        with recorded(self.table, mode=RunMode.INGEST, actor="cli", shard=WHOLE) as run:
             report = IngestReport(run_id=run.run_id)
             self.index.ensure_collection(dim=self.embedder.dim)
             tally = _Tally(self.progress)
             for source in sources:
-                report.sources.append(
-                    self._ingest_source(source, now=now, outbox_only=outbox_only, tally=tally)
-                )
+                intents = _Intents(self.table, run)
+                try:
+                    report.sources.append(
+                        self._ingest_source(
+                            source, now=now, outbox_only=outbox_only, tally=tally, intents=intents
+                        )
+                    )
+                except BaseException:
+                    # (the run ends failed; its unconfirmed intents are resolved by the next
+                    # holder of the lease, as a killed run's are)
+                    run.counts = {**report.totals(), "unconfirmed": intents.pending}
+                    raise
+                intents.confirm()
                 run.counts = report.totals()
             run.status = RunStatus.SUCCEEDED if report.ok else RunStatus.FAILED
         return report
 
     def _ingest_source(
-        self, source: SystemOfRecord, *, now: datetime, outbox_only: bool, tally: _Tally
+        self,
+        source: SystemOfRecord,
+        *,
+        now: datetime,
+        outbox_only: bool,
+        tally: _Tally,
+        intents: _Intents,
     ) -> SourceIngest:
         result = SourceIngest(source=source.name)
         try:
@@ -202,7 +225,8 @@ class Ingestor:
             ordinals.update(version_ordinals(members))
 
         registered = self.table.get_documents(by_id)
-        # New rows as the family check would derive them: the time rule over each family.
+        # New rows: as each declares itself, with the window end its family gives it while
+        # that is still ahead (a successor scheduled), as the first check would write it.
         fresh = family_rows(
             snapshot.documents,
             family_of=assignment.family_of,
@@ -212,8 +236,6 @@ class Ingestor:
             unknown_siblings=self.unknown_siblings,
         )
         requests = {r.doc_id: r for r in self.table.pending_reingest() if r.source == source.name}
-        chunk_counts: dict[str, int] = {}
-        rows: list[Document] = []
         for doc in tally.each(snapshot.documents):
             existing = registered.get(doc.doc_id)
             request = requests.pop(doc.doc_id, None)
@@ -241,13 +263,14 @@ class Ingestor:
                     self.table.finish_reingest(request.id, ok=False, error=str(exc))
                 result.status, result.error = "unavailable", str(exc)
                 break
-            self.table.upsert_documents([row])
+            records = self._chunks(row, body)  # (embedded before anything is written)
+            row = dataclasses.replace(row, chunk_count=len(records))
+            intents.intend(existing, row)
             if existing is not None:
                 self.index.delete_document_chunks(doc.doc_id)
-            written = self._write_chunks(row, body)
+            self.table.upsert_documents([row])
+            written = self.index.upsert_chunks(records) if records else 0
             tally.add_chunks(written)
-            chunk_counts[doc.doc_id] = written
-            rows.append(row)
             result.chunks_written += written
             if request is not None:
                 self.table.finish_reingest(request.id, ok=True)
@@ -256,14 +279,12 @@ class Ingestor:
                 result.ingested += 1
             log.debug("ingested %s: %d chunk(s)", doc.doc_id, written)
         if result.status == "unavailable":
-            self.table.upsert_documents(rows, chunk_counts=chunk_counts)
             self.table.record_source_attempt(source.name, ok=False, at=now, error=result.error)
             return result
         for request in requests.values():
             message = "document no longer in the source"
             self.table.finish_reingest(request.id, ok=False, error=message)
             result.failed.append((request.doc_id, message))
-        self.table.upsert_documents(rows, chunk_counts=chunk_counts)
         self.table.record_identities(
             source.name,
             [
@@ -276,14 +297,15 @@ class Ingestor:
         )
         return result
 
-    def _write_chunks(self, document: Document, body: str) -> int:
+    def _chunks(self, document: Document, body: str) -> list[ChunkRecord]:
+        """The document's chunks, embedded (nothing written)."""
         texts = chunk_markdown(body, max_chars=self.max_chunk_chars)
         if not texts:
-            return 0
+            return []
         vectors = self.embedder.embed(texts)
         records = []
         for n, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
-            chunk_id = f"{document.doc_id}#{n}"
+            chunk_id = chunk_id_for(document.doc_id, n)
             records.append(
                 ChunkRecord(
                     point_id=point_id_for(chunk_id),
@@ -293,10 +315,74 @@ class Ingestor:
                     payload=chunk_payload(document, chunk_id=chunk_id),
                 )
             )
-        return self.index.upsert_chunks(records)
+        return records
+
+
+#: The shard an ingestion is recorded under, and whose lease it is run under: the whole
+#: corpus (it may write any family).
+WHOLE = "0/1"
+
+
+class _Intents:
+    """An ingestion's audited intents: one before each document's writes, confirmed every
+    ``CONFIRM_EVERY`` documents and at the end of each source (``writing.recovery`` reads
+    what was left unconfirmed)."""
+
+    def __init__(self, table: DocumentTable, run: RunRecord) -> None:
+        self.table = table
+        self.run = run
+        self.last = ""
+        self.pending = 0
+
+    def intend(self, existing: Document | None, row: Document) -> None:
+        if self.pending >= CONFIRM_EVERY:
+            self.confirm()
+        self.last = self.table.append_audit(
+            [
+                AuditEntry(
+                    run_id=self.run.run_id,
+                    at=datetime.now(UTC),
+                    actor="ingest",
+                    reason="re-ingest" if existing is not None else "ingest",
+                    target_type=INGEST_INTENT,
+                    target=row.doc_id,
+                    before=None
+                    if existing is None
+                    else {"source_hash": existing.source_hash, "chunks": existing.chunk_count},
+                    after={
+                        "source": row.source,
+                        "source_key": row.source_key,
+                        "source_hash": row.source_hash,
+                        "chunks": row.chunk_count,
+                    },
+                )
+            ]
+        )
+        self.pending += 1
+
+    def confirm(self) -> None:
+        """Every document intended so far is written."""
+        if not self.pending:
+            return
+        self.table.append_audit(
+            [
+                AuditEntry(
+                    run_id=self.run.run_id,
+                    at=datetime.now(UTC),
+                    actor="ingest",
+                    reason="confirm",
+                    target_type=CONFIRM,
+                    target=self.run.run_id,
+                    before=None,
+                    after={"through": self.last},
+                )
+            ]
+        )
+        self.pending = 0
 
 
 __all__ = [
+    "POINT_NAMESPACE",
     "ConnectorError",
     "IngestProgress",
     "IngestReport",

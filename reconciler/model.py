@@ -163,6 +163,10 @@ class Document:
     quarantine_reason: str | None = None
     ingested_at: datetime | None = None
     updated_at: datetime | None = None
+    #: How many chunks the ingestion wrote for this version (0: not known, e.g. a row
+    #: registered by a pipeline that does not say). The reference ingestion writes it before
+    #: the chunks, so a document with fewer chunks than this lost some (``missing_chunks``).
+    chunk_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,13 +266,19 @@ class ManagedPage:
     a chunk only when its values differ from its row's, which is rare.
     """
 
-    __slots__ = ("_point_id", "rows")
+    __slots__ = ("_point_id", "contents", "rows")
 
     def __init__(
-        self, rows: Sequence[tuple[Any, ...]], point_id: Callable[[int], str | int]
+        self,
+        rows: Sequence[tuple[Any, ...]],
+        point_id: Callable[[int], str | int],
+        contents: Sequence[Any] | None = None,
     ) -> None:
         #: ``(doc_id, *managed values)`` a chunk.
         self.rows = rows
+        #: Each chunk's ``content_hash`` as stored (``None`` when absent), in the order of
+        #: ``rows``; ``None`` for a page read without them (every chunk's unknown).
+        self.contents = contents
         self._point_id = point_id
 
     def __len__(self) -> int:
@@ -313,7 +323,13 @@ class Severity(enum.StrEnum):
 
 
 #: Quarantine reasons the reconciler sets and lifts by itself; others (e.g. "manual") are left.
-MANAGED_QUARANTINE_REASONS: tuple[str, ...] = ("in_place_edit", "ttl_expired", "orphan_chunks")
+#: In order of precedence: when several hold, the first names the quarantine.
+MANAGED_QUARANTINE_REASONS: tuple[str, ...] = (
+    "in_place_edit",
+    "stale_chunks",
+    "ttl_expired",
+    "orphan_chunks",
+)
 
 
 @dataclass(frozen=True, slots=True)

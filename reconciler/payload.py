@@ -7,6 +7,7 @@ disagree about what a chunk should say.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -64,6 +65,20 @@ def instant_text(value: datetime) -> str:
             _TEXTS.clear()
         text = _TEXTS[value] = rfc3339(value)
     return text
+
+
+#: Namespace of point ids: uuid5(namespace, chunk_id), so re-ingesting is idempotent.
+POINT_NAMESPACE = uuid.UUID("6f1d3c2a-8f4e-4b8e-9a51-2c7d0e5b9f10")
+
+
+def point_id_for(chunk_id: str) -> str:
+    """The stable Qdrant point id of a chunk (the reference ingestion's)."""
+    return str(uuid.uuid5(POINT_NAMESPACE, chunk_id))
+
+
+def chunk_id_for(doc_id: str, n: int) -> str:
+    """The id of the ``n``-th chunk of a document, as the reference ingestion names it."""
+    return f"{doc_id}#{n}"
 
 
 def chunk_payload(document: Document, *, chunk_id: str) -> dict[str, Any]:
@@ -143,11 +158,19 @@ class KeyMap:
         return [self.path(key) for key in ALL_KEYS]
 
     def scan_paths(self) -> list[str]:
-        """Dotted paths of the keys the check's lean scan reads: doc_id and the managed keys
-        (not chunk_id or content_hash, which it never looks at)."""
-        return [self.path(key) for key in ("doc_id", *MANAGED_KEYS)]
+        """Dotted paths of the keys the check's lean scan reads: doc_id, the managed keys and
+        content_hash (which text the chunk holds; not chunk_id, which it never looks at)."""
+        return [self.path(key) for key in ("doc_id", *MANAGED_KEYS, "content_hash")]
 
 
 DEFAULT_KEYS = KeyMap()
 
-__all__ = ["DEFAULT_KEYS", "MANAGED_KEYS", "KeyMap", "chunk_payload", "payload_for"]
+__all__ = [
+    "DEFAULT_KEYS",
+    "MANAGED_KEYS",
+    "KeyMap",
+    "chunk_id_for",
+    "chunk_payload",
+    "payload_for",
+    "point_id_for",
+]

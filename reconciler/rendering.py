@@ -333,6 +333,7 @@ _WRITES = (
 _TRIPPED = {
     "blast_radius": "too much would change",
     "source_empty": "a source that had documents returned none",
+    "index_shrunk": "the chunk index lost points the table registers",
 }
 
 

@@ -25,9 +25,11 @@ from pathlib import Path
 import requests
 from acceptance_kit import Deployment, body, day, instant
 from prometheus_client.parser import text_string_to_metric_families
+from qdrant_client import models
 from sqlalchemy import create_engine, make_url, text
 
 from reconciler.app.leasing import lease_name, make_lease
+from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 
 Labels = tuple[tuple[str, str], ...]
@@ -154,6 +156,17 @@ def cron_readings(root: Path) -> dict[str, Exposition]:
         status="current",
         effective_from=day(-10),
     )
+    # ... an index that lost the chunks of one document, and a chunk of another text.
+    with dep.stores() as opened:
+        index = opened.index
+        assert isinstance(index, QdrantChunkIndex)
+        lost = [state.point_id for state in index.scroll() if state.doc_id == "hb:expenses-v1"]
+        assert lost
+        index.client.delete(index.collection, points_selector=models.PointIdsList(points=lost))
+        [stale, *_] = [s.point_id for s in index.scroll() if s.doc_id == "hb:expenses-v2"]
+        index.client.set_payload(
+            index.collection, payload={"content_hash": "sha256:an-older-text"}, points=[stale]
+        )
     dep.configure(fraction=0.01)
     metrics_config(dep, "floor = 0\n" + tail)
     readings["refused"] = run(code=3)

@@ -87,28 +87,40 @@ def ingest_sources(
     progress: IngestProgress | None = None,
 ) -> dict[str, Any]:
     """Run the reference ingestion over the configured sources (``progress``: see
-    ``IngestProgress``)."""
+    ``IngestProgress``), under the whole corpus's lease (it may write any family): a run or
+    an apply of the whole corpus and another ingestion wait for it, and it first resolves what
+    a killed ingestion or run left (``resolve_interrupted``). Raises ``LeaseBusy`` when
+    another runner holds that lease."""
     unknown = sorted(set(names or []) - {s.name for s in settings.sources})
     if unknown:
         raise ConfigError([("sources", f"no source named {n!r}") for n in unknown])
     # Only ingestion embeds: numpy and the embedders load here, not with every command.
     from reconciler.embedding import make_embedder  # noqa: PLC0415
-    from reconciler.ingesting import Ingestor  # noqa: PLC0415
+    from reconciler.ingesting import WHOLE, Ingestor  # noqa: PLC0415
 
     sources = build_sources(settings, names)
     embedder = make_embedder(
         settings.ingest.embedder, dim=settings.ingest.dim, model=settings.ingest.model
     )
     with stores(settings) as opened:
-        ingestor = Ingestor(
-            table=opened.table,
-            index=opened.index,
-            embedder=embedder,
-            max_chunk_chars=settings.ingest.max_chunk_chars,
-            progress=progress,
-            unknown_siblings=settings.policy.unknown_siblings,
-        )
-        report = ingestor.run(sources, outbox_only=outbox_only)
+        lease = make_lease(opened.table.engine, lease_name(WHOLE))
+        with HeldLease(lease) as held:
+            if not held.acquired:
+                raise LeaseBusy(
+                    f"another runner holds the lease of shard {WHOLE} (a run, an apply, a "
+                    "rollback or another ingestion); the ingestion was not started (nothing "
+                    "was read or written): run it again when that one has ended"
+                )
+            resolve_interrupted(table=opened.table, index=opened.index, shard=WHOLE)
+            ingestor = Ingestor(
+                table=opened.table,
+                index=opened.index,
+                embedder=embedder,
+                max_chunk_chars=settings.ingest.max_chunk_chars,
+                progress=progress,
+                unknown_siblings=settings.policy.unknown_siblings,
+            )
+            report = ingestor.run(sources, outbox_only=outbox_only)
     return {
         "run_id": report.run_id,
         "ok": report.ok,

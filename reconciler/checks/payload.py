@@ -1,4 +1,6 @@
-"""``payload``: document table <-> chunk payloads — every chunk must say what its row says."""
+"""``payload``: document table <-> chunk payloads — every chunk must say what its row says,
+hold the text its row registered (``content_hash`` = the row's ``source_hash``), and be there
+(as many chunks as the row says it has)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,14 @@ from reconciler.check_inputs import (
     Variant,
     expected_variant,
 )
-from reconciler.model import SERVABLE_STATES, Document, Finding, Severity
+from reconciler.checks.common import quarantine_lifted
+from reconciler.model import SERVABLE_STATES, Document, Finding, ReingestRequest, Severity
 
 CHECK = "payload"
 ORPHAN_REASON = "orphan_chunks"
+#: The quarantine of a document some of whose chunks hold another text than its row's.
+STALE_REASON = "stale_chunks"
+MISSING_REASON = "missing_chunks"
 
 
 def _servable(values: dict[str, Any]) -> bool:
@@ -26,10 +32,96 @@ def check_payload(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     findings = []
     for row in view.rows:
         aggregate = view.chunks.get(row.doc_id)
-        if aggregate is None or not aggregate.variants:
+        if (
+            row.quarantined
+            and row.quarantine_reason == STALE_REASON
+            and not (aggregate is not None and aggregate.stale)
+        ):
+            # (before the scan a document's chunks are not known: the family is checked
+            # again with them, and the quarantine stays while a stale chunk is left)
+            findings.append(
+                quarantine_lifted(
+                    CHECK, STALE_REASON, row, view.family, "every chunk holds the row's text"
+                )
+            )
+        if aggregate is None:
             continue
-        findings.append(_drift(row, aggregate, view.family))
+        if aggregate.variants:
+            findings.append(_drift(row, aggregate, view.family))
+        if aggregate.stale:
+            findings.append(_stale(row, aggregate, view.family))
+        if row.chunk_count and aggregate.count < row.chunk_count:
+            findings.append(_missing(row, aggregate, view.family))
     return findings
+
+
+def _reingest(row: Document, reason: str) -> ReingestRequest:
+    return ReingestRequest(
+        doc_id=row.doc_id, source=row.source, source_key=row.source_key, reason=reason
+    )
+
+
+def _stale(row: Document, aggregate: ChunkAggregate, family: str) -> Finding:
+    """Chunks of an older text than the row's (a re-ingest that stopped before the old chunks
+    went, a pipeline that re-chunked a stale export): only re-embedding fixes them."""
+    return Finding(
+        check=CHECK,
+        kind=STALE_REASON,
+        severity=Severity.CRITICAL,
+        family=family,
+        doc_id=row.doc_id,
+        expected={"content_hash": row.source_hash},
+        actual={"stale_chunks": aggregate.stale, "of": aggregate.count},
+        action=(
+            "quarantine the document's chunks and request a re-ingest (next: `reconciler "
+            "ingest` or your ingestion pipeline, then `reconciler apply`)"
+        ),
+        quarantine=(STALE_REASON, True),
+        reingest=_reingest(row, STALE_REASON),
+    )
+
+
+def _missing(row: Document, aggregate: ChunkAggregate, family: str) -> Finding:
+    """Fewer chunks than the ingestion wrote: an ingest that stopped mid-document, or points
+    lost by the index. What is left is still this version's text, so nothing is hidden."""
+    return Finding(
+        check=CHECK,
+        kind=MISSING_REASON,
+        severity=Severity.CRITICAL if aggregate.count == 0 else Severity.WARNING,
+        family=family,
+        doc_id=row.doc_id,
+        expected={"chunks": row.chunk_count},
+        actual={"chunks": aggregate.count},
+        action=(
+            "request a re-ingest (next: `reconciler ingest` or your ingestion pipeline, then "
+            "`reconciler apply`)"
+        ),
+        reingest=_reingest(row, MISSING_REASON),
+    )
+
+
+def check_points(expected: int, found: int) -> list[Finding]:
+    """The collection counted against the table: of the ``expected`` chunks the rows say they
+    have, the collection holds ``found`` (fewer: a shard or collection that lost points)."""
+    missing = expected - found
+    if missing <= 0:
+        return []
+    return [
+        Finding(
+            check=CHECK,
+            kind="points_missing",
+            severity=Severity.CRITICAL,
+            family=None,
+            doc_id=None,
+            expected={"chunks": expected},
+            actual={"chunks": found, "missing": missing},
+            action=(
+                "the chunk index holds fewer points than the table registers: if it lost them "
+                "(a damaged shard, a restore from an old snapshot), restore it; the documents "
+                "that lack chunks are asked to be re-ingested"
+            ),
+        )
+    ]
 
 
 def _drift(row: Document, aggregate: ChunkAggregate, family: str) -> Finding:

@@ -196,6 +196,7 @@ def decide(
             if direction not in over:
                 over.append(direction)
             reasons.append(_blast_radius(direction, what, changed, total, limit, weights))
+    reasons += shrunken_index(options, totals)
     writing = options.mode.writes and bool(reasons)
     return GuardDecision(
         totals=totals,
@@ -233,6 +234,33 @@ def _blast_radius(
         actual=actual,
         action="refuse the run (rerun with --force after review)",
     )
+
+
+def shrunken_index(options: Options, totals: Totals) -> list[Finding]:
+    """An index that lost more than the allowed fraction of the chunks the table registers is
+    a failure of the store, not drift: no write goes on top of it (even a scoped run's)."""
+    missing = totals.chunks_expected - totals.chunks_found
+    limit = options.guard.max_changed_fraction
+    if missing <= options.guard.floor or missing / max(totals.chunks_expected, 1) <= limit:
+        return []
+    return [
+        Finding(
+            check="guard",
+            kind="index_shrunk",
+            severity=Severity.CRITICAL,
+            family=None,
+            doc_id=None,
+            expected={"chunks": f">= {1 - limit:.0%} of {totals.chunks_expected}"},
+            actual={
+                "chunks": totals.chunks_found,
+                "fraction": round(totals.chunks_found / max(totals.chunks_expected, 1), 4),
+            },
+            action=(
+                "refuse the run: the chunk index lost points the table registers (restore "
+                "it, or re-ingest, then run again; --force writes anyway)"
+            ),
+        )
+    ]
 
 
 def forced_entry(

@@ -26,7 +26,7 @@ from reconciler.checks import CHECKS
 from reconciler.checks.family import UNREADABLE_PROBLEMS, unregistered_findings
 from reconciler.checks.hash import check_source, unreadable_findings
 from reconciler.checks.index import check_index
-from reconciler.checks.payload import check_orphans
+from reconciler.checks.payload import check_orphans, check_points
 from reconciler.checks.source_yield import check_source_yield
 from reconciler.chunk_tally import ChunkTally
 from reconciler.clock import SYSTEM_CLOCK, Clock
@@ -238,6 +238,8 @@ class Reconciler:
         owns = options.shard.owns
         retired = VersionState.RETIRED
         batch: list[tuple[Any, ...]] = []
+        contents: list[str | None] = []
+        counts: list[int] = []
         if checks is not None:
             checks.first_pass = True
         for family, group in groupby(self._rows(options, scope), key=_FAMILY_OF):
@@ -245,16 +247,18 @@ class Reconciler:
             families += 1
             for row in rows:
                 batch.append((row.doc_id, *payload_values(row)))
+                contents.append(row.source_hash)
+                counts.append(row.chunk_count)
                 if row.version_state is not retired:  # what the source should still hold
                     rows_by_source[row.source] += 1
             if scope is not None:
                 in_scope += (row.doc_id for row in rows)
             if len(batch) >= 256:
-                tally.expect_rows(batch)
-                batch = []
+                tally.expect_rows(batch, contents=contents, counts=counts)
+                batch, contents, counts = [], [], []
             if checks is not None:
                 checks.first(family, rows)
-        tally.expect_rows(batch)
+        tally.expect_rows(batch, contents=contents, counts=counts)
         tally.seal()
 
         scanned = 0
@@ -277,12 +281,39 @@ class Reconciler:
                 if progress is not None and scanned - shown >= every:
                     progress("scanned", scanned)
                     shown = scanned
+        wanted, found = tally.shortfall()
         return Scan(
             scope=scope,
             expected=tally.registered,
             chunks=tally,
-            totals=Totals(families=families, rows_by_source=dict(rows_by_source), chunks=scanned),
+            totals=Totals(
+                families=families,
+                rows_by_source=dict(rows_by_source),
+                chunks=scanned,
+                chunks_expected=wanted,
+                chunks_found=found,
+            ),
+            short=self._short(options, scope, tally) if found < wanted else (),
         )
+
+    def _short(
+        self, options: Options, scope: frozenset[str] | None, tally: ChunkTally
+    ) -> tuple[str, ...]:
+        """The rows with fewer chunks than they say (one more stream of the table, only when
+        some are: the tally does not keep doc ids), the first ``SHORT_KEPT`` of them."""
+        short: list[str] = []
+        for row in self._rows(options, scope):
+            if row.chunk_count and tally.is_short(row.doc_id):
+                short.append(row.doc_id)
+                if len(short) >= SHORT_KEPT:
+                    log.warning(
+                        "more than %d documents lack chunks: the first %d are reported, the "
+                        "rest after they are re-ingested",
+                        SHORT_KEPT,
+                        SHORT_KEPT,
+                    )
+                    break
+        return tuple(short)
 
     # -- stage 3: the checks and the plan --------------------------------------------------
 
@@ -312,7 +343,9 @@ class Reconciler:
         # with a document whose chunks differ from its row, and those with new documents.
         left = set(checks.revisit)
         revisit = left | set(new_by_family)
-        drifted = scan.chunks.drifted_ids()
+        # (documents with a stale chunk, and those that lack chunks, are looked at with their
+        # chunks too: a first pass without chunks cannot see either)
+        drifted = [*scan.chunks.drifted_ids(), *scan.chunks.stale_ids(), *scan.short]
         for start in range(0, len(drifted), DRIFTED_LOOKUP):  # (their families, a batch at a time)
             found = self.table.get_documents(drifted[start : start + DRIFTED_LOOKUP])
             revisit |= {row.doc_family_id for row in found.values()}
@@ -346,6 +379,8 @@ class Reconciler:
         timings = checks.timings
         if "payload" in options.checks:
             summary["payload"]["checked"] = scan.totals.chunks
+            if scope is None and options.doc_id is None:
+                findings += check_points(scan.totals.chunks_expected, scan.totals.chunks_found)
             # Chunks whose doc_id has no row (the tally keeps them apart: no pass over every
             # document, no aggregate built for each).
             for orphan_id, aggregate in sorted(scan.chunks.orphans(), key=lambda kv: str(kv[0])):
@@ -415,6 +450,8 @@ class Reconciler:
         chunks: dict[str, ChunkAggregate] = {}
         for row in rows:
             aggregate = scan.chunks.get(row.doc_id)
+            if aggregate is None and row.chunk_count and scan.chunks.is_short(row.doc_id):
+                aggregate = ChunkAggregate()  # every chunk of it is gone
             if aggregate is not None:
                 chunks[row.doc_id] = aggregate
         view = family_view(family, rows, sources, new_docs, chunks)
@@ -434,3 +471,6 @@ class Reconciler:
 REVISIT_BY_NAME = 500
 #: Drifted documents whose rows are looked up at once, for their families.
 DRIFTED_LOOKUP = 500
+#: Documents lacking chunks that one run reports (and asks to re-ingest) at most: an index
+#: that lost most of its points is one ``points_missing`` finding, and the guard's.
+SHORT_KEPT = 10_000

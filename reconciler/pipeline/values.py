@@ -112,6 +112,10 @@ class Totals:
     #: source -> rows that source should still hold (not retired).
     rows_by_source: Mapping[str, int]
     chunks: int
+    #: Chunks the rows say they have (``Document.chunk_count``, where they say), and how many
+    #: of those the collection holds: an index that lost points shows as the difference.
+    chunks_expected: int = 0
+    chunks_found: int = 0
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,8 @@ class Scan:
     #: tally also holds the ids of the chunks that differed, for the applier.
     chunks: ChunkTally
     totals: Totals
+    #: The rows in scope with fewer chunks than they say they have (at most ``SHORT_KEPT``).
+    short: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

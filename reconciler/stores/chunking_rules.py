@@ -106,21 +106,26 @@ def managed_page(
     prefix: Sequence[str],
     names: Sequence[str],
     point_id: Callable[[Any], str | int],
+    content: str | None = None,
 ) -> ManagedPage:
     """A scroll page of qdrant-client or Edge records as the check's lean ``ManagedPage``:
     ``names`` are the stored names of doc_id and of the managed keys in ``MANAGED_KEYS``
-    order; ``point_id`` converts a record's id when one is asked for. Each payload is let go
-    as soon as its values are read."""
+    order, ``content`` the stored name of content_hash (its values go apart, in
+    ``ManagedPage.contents``); ``point_id`` converts a record's id when one is asked for.
+    Each payload is let go as soon as its values are read."""
+    nodes: Sequence[Mapping[str, Any]] | None = None
     rows: list[tuple[Any, ...]] | None = None
     if not prefix:
         try:
-            rows = [tuple(map(node.get, names)) for node in map(_PAYLOAD, points)]
+            nodes = list(map(_PAYLOAD, points))
+            rows = [tuple(map(node.get, names)) for node in nodes]
         except AttributeError:  # a point without any payload
             rows = None
-    if rows is None:
+    if rows is None or nodes is None:
         nodes = managed_nodes([point.payload for point in points], prefix)
         rows = [tuple(map(node.get, names)) for node in nodes]
-    return ManagedPage(rows, partial(_id_at, points, point_id))
+    contents = None if content is None else [node.get(content) for node in nodes]
+    return ManagedPage(rows, partial(_id_at, points, point_id), contents)
 
 
 def _id_at(points: Sequence[Any], convert: Callable[[Any], str | int], index: int) -> str | int:

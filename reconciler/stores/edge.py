@@ -126,6 +126,7 @@ class EdgeChunkIndex:
         self._prefix_parts = tuple(keys.prefix[:-1].split(".")) if keys.prefix else ()
         #: Stored names of what the lean scan reads: doc_id, then the managed keys.
         self._scan_names = tuple(keys.name(key) for key in ("doc_id", *MANAGED_KEYS))
+        self._content_name = keys.name("content_hash")
         #: Payload update calls that reached the shard (one per batch, as on qdrant-client).
         self.update_calls = 0
         #: Doc ids under one doc_id filter when a scroll selects documents' points.
@@ -207,7 +208,9 @@ class EdgeChunkIndex:
         """The check's lean scan, a page at a time (ids converted only when asked for)."""
         for points in self._managed_pages(batch_size, doc_ids, self.keys.scan_paths()):
             if points:
-                yield managed_page(points, self._prefix_parts, self._scan_names, _our_id)
+                yield managed_page(
+                    points, self._prefix_parts, self._scan_names, _our_id, self._content_name
+                )
 
     def _managed_pages(
         self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None

@@ -118,6 +118,7 @@ class InMemoryChunkIndex:
             yield ManagedPage(
                 [(state.doc_id, *map(state.payload.get, MANAGED_KEYS)) for state in page],
                 partial(_id_at, page),
+                [state.payload.get("content_hash") for state in page],
             )
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:

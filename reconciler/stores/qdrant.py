@@ -136,6 +136,7 @@ class QdrantChunkIndex:
         self._prefix_parts = tuple(keys.prefix[:-1].split(".")) if keys.prefix else ()
         #: Stored names of what the lean scan reads: doc_id, then the managed keys.
         self._scan_names = tuple(keys.name(key) for key in ("doc_id", *MANAGED_KEYS))
+        self._content_name = keys.name("content_hash")
 
     def __repr__(self) -> str:
         return f"QdrantChunkIndex(collection={self.collection!r}, at={self._where!r})"
@@ -170,7 +171,9 @@ class QdrantChunkIndex:
         """The check's lean scan, a page at a time (ids converted only when asked for)."""
         for points in self._pages(batch_size, doc_ids, self.keys.scan_paths()):
             if points:
-                yield managed_page(points, self._prefix_parts, self._scan_names, _point_id)
+                yield managed_page(
+                    points, self._prefix_parts, self._scan_names, _point_id, self._content_name
+                )
 
     def _pages(
         self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None

@@ -7,6 +7,11 @@ were audited as intents before they were sent (``applying``). Resolution re-read
 of its unconfirmed intents, records which of them carry the new payload (a ``resolve`` audit
 entry), and marks the run ``interrupted`` (a failed run for metrics and alerts). Rollback of
 an interrupted run then restores exactly the points that were written.
+
+An ingestion (``reconciler.ingesting``) audits an intent before each document's writes: its
+unconfirmed intents are resolved by reading the document's points back by id; a document
+whose chunks are not all there with its text is queued for re-ingestion (the outbox), so the
+next ingestion finishes it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.model import MANAGED_KEYS, AuditEntry, RunStatus, jsonable
+from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import CONFIRM, INTENT
@@ -26,6 +32,10 @@ log = logging.getLogger(__name__)
 #: The audit entry type that records how an interrupted run's last batch ended.
 RESOLVE = "resolve"
 INTERRUPTED = RunStatus.INTERRUPTED
+#: The audit entry type of an ingestion's intent to (re-)write one document.
+INGEST_INTENT = "ingest"
+#: The re-ingest reason of a document an interrupted ingestion left incomplete.
+INTERRUPTED_INGEST = "interrupted_ingest"
 
 
 @dataclass(frozen=True)
@@ -37,8 +47,11 @@ class Resolved:
     not_written: int
 
 
-def unconfirmed(entries: list[AuditEntry], hashes: list[str]) -> list[AuditEntry]:
-    """The payload intents of one run after its last confirmation (in order).
+def unconfirmed(
+    entries: list[AuditEntry], hashes: list[str], kind: str = INTENT
+) -> list[AuditEntry]:
+    """The intents (payload intents, or ``kind``) of one run after its last confirmation, in
+    order.
 
     ``hashes`` are the entries' own hashes, in the same order.
     """
@@ -47,9 +60,9 @@ def unconfirmed(entries: list[AuditEntry], hashes: list[str]) -> list[AuditEntry
         if entry.target_type == CONFIRM and isinstance(entry.after, dict):
             confirmed_through = entry.after.get("through")
     if confirmed_through is None:
-        return [e for e in entries if e.target_type == INTENT]
+        return [e for e in entries if e.target_type == kind]
     position = hashes.index(confirmed_through) if confirmed_through in hashes else -1
-    return [e for e in entries[position + 1 :] if e.target_type == INTENT]
+    return [e for e in entries[position + 1 :] if e.target_type == kind]
 
 
 def resolve_interrupted(
@@ -75,7 +88,25 @@ def resolve_interrupted(
                     written.append(pid)
                 else:
                     missed.append(pid)
+        complete, requeued = _resolve_ingest(
+            table, index, run_id, unconfirmed(entries, hashes, INGEST_INTENT)
+        )
         head = hashes[-1] if hashes else ""
+        if complete or requeued:
+            head = table.append_audit(
+                [
+                    AuditEntry(
+                        run_id=run_id,
+                        at=datetime.now(UTC),
+                        actor=actor,
+                        reason="the ingestion stopped while writing documents",
+                        target_type=RESOLVE,
+                        target=run_id,
+                        before=None,
+                        after={"complete": complete, "requeued": requeued},
+                    )
+                ]
+            )
         if written or missed:
             head = table.append_audit(
                 [
@@ -95,6 +126,12 @@ def resolve_interrupted(
             f"of its last payload batch {len(written)} point(s) were written and "
             f"{len(missed)} were not (see `reconciler audit show --run {run_id}`)"
         )
+        if complete or requeued:
+            outcome = (
+                f"of the documents it was writing {len(complete)} were complete and "
+                f"{len(requeued)} were queued for re-ingestion (see `reconciler audit show "
+                f"--run {run_id}`)"
+            )
         if status == RunStatus.RUNNING:
             table.finish_run(
                 run_id,
@@ -111,6 +148,43 @@ def resolve_interrupted(
         log.warning("run %s of shard %s resolved (%s): %s", run_id, shard, status, outcome)
         done.append(Resolved(run_id, len(written), len(missed)))
     return done
+
+
+def _resolve_ingest(
+    table: DocumentTable, index: ChunkIndex, run_id: str, intents: list[AuditEntry]
+) -> tuple[list[str], list[str]]:
+    """An ingestion's unconfirmed intents: which documents were written whole (every chunk
+    there, with the text the intent names), and which were queued for re-ingestion. A
+    document whose row was never written is left to the next ingestion, which sees it as
+    new."""
+    complete: list[str] = []
+    requeued: list[str] = []
+    if not intents:
+        return complete, requeued
+    rows = table.get_documents({intent.target for intent in intents})
+    exists = index.exists()  # (killed before its first chunk: no collection yet)
+    for intent in intents:
+        doc_id, after = intent.target, intent.after
+        if doc_id in complete or doc_id in requeued:
+            continue
+        ids = [point_id_for(chunk_id_for(doc_id, n)) for n in range(int(after["chunks"]))]
+        found = index.retrieve(ids) if exists and ids else []
+        whole = len(found) == len(ids) and all(
+            state.payload.get("content_hash") == after["source_hash"] for state in found
+        )
+        row = rows.get(doc_id)
+        if whole and row is not None and row.source_hash == after["source_hash"]:
+            complete.append(doc_id)
+        elif row is not None:
+            table.request_reingest(
+                doc_id=doc_id,
+                source=after["source"],
+                source_key=after["source_key"],
+                reason=INTERRUPTED_INGEST,
+                run_id=run_id,
+            )
+            requeued.append(doc_id)
+    return complete, requeued
 
 
 def _point_id(pid: Any, current: dict[Any, Any]) -> Any:

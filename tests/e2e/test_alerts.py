@@ -119,6 +119,7 @@ def scenarios(
                     for name, severity in (
                         ("ReconcilerLiveSiblings", "critical"),
                         ("ReconcilerHashDrift", "warning"),
+                        ("ReconcilerChunksLost", "critical"),
                         ("ReconcilerGuardRefused", "critical"),
                     )
                 ],

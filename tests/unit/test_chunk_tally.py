@@ -296,3 +296,73 @@ def test_a_spelling_remembered_on_a_drifted_document_is_told_apart_by_its_types(
     assert aggregate is not None
     assert (aggregate.count, aggregate.matching) == (6, 2)
     assert tally.mismatching_ids(row.doc_id) == ["p0", "p2", "p3", "p5"]
+
+
+# -- the text and the count of a document's chunks ----------------------------------------
+
+HASHES = [None, "sha256:a", "sha256:b", "sha256:c"]
+
+
+@settings(max_examples=150)
+@given(
+    rows=st.dictionaries(
+        st.sampled_from(IDS[:6]),
+        st.tuples(st.sampled_from(HASHES), st.integers(0, 4)),
+        max_size=6,
+    ),
+    chunks=st.lists(
+        st.tuples(st.sampled_from([*IDS[:7], None]), st.sampled_from(HASHES)), max_size=24
+    ),
+    page=st.integers(1, 7),
+    paged=st.booleans(),
+)
+def test_stale_and_missing_chunks_are_what_a_plain_count_says(
+    rows: dict[str, tuple[str | None, int]],
+    chunks: list[tuple[str | None, str | None]],
+    page: int,
+    paged: bool,
+) -> None:
+    """A chunk is stale when both it and its row have a hash and they differ (an adopted
+    collection's chunks without ``content_hash`` never are); a row is short when the scan
+    found fewer chunks than it says; ``shortfall`` sums what the rows say against what they
+    have."""
+    tally = ChunkTally()
+    documents = {doc_id: _row(doc_id, n) for n, doc_id in enumerate(rows)}
+    tally.expect_rows(
+        [(doc_id, *payload_values(row)) for doc_id, row in documents.items()],
+        contents=[rows[d][0] for d in documents],
+        counts=[rows[d][1] for d in documents],
+    )
+    values = {d: payload_values(r) for d, r in documents.items()}
+    blank = tuple(None for _ in MANAGED_KEYS)
+    scanned = [(d, values.get(d, blank), h) for d, h in chunks]
+    if paged:
+        for start in range(0, len(scanned), page):
+            part = scanned[start : start + page]
+            tally.add_page(
+                ManagedPage(
+                    [(d, *v) for d, v, _h in part],
+                    lambda i, s=start: f"p{s + i}",
+                    [h for _d, _v, h in part],
+                )
+            )
+    else:
+        for n, (doc_id, vals, content) in enumerate(scanned):
+            tally.add(f"p{n}", doc_id, vals, content)
+
+    counted = {d: sum(1 for c, _h in chunks if c == d) for d in rows}
+    stale = {
+        d: sum(1 for c, h in chunks if c == d and None not in (h, rows[d][0]) and h != rows[d][0])
+        for d in rows
+    }
+    for doc_id in rows:
+        aggregate = tally.get(doc_id)
+        assert (aggregate.stale if aggregate else 0) == stale[doc_id]
+        assert tally.is_short(doc_id) == (counted[doc_id] < rows[doc_id][1])
+    assert set(tally.stale_ids()) == {d for d, n in stale.items() if n}
+    assert tally.any_short == any(counted[d] < rows[d][1] for d in rows)
+    said = {d: want for d, (_h, want) in rows.items() if want}
+    assert tally.shortfall() == (
+        sum(said.values()),
+        sum(min(counted[d], want) for d, want in said.items()),
+    )

@@ -43,10 +43,18 @@ WRITING_MODULES = {
     # every other command's run record (``recorded``)
     "reconciler/writing/runs.py": {"finish_run", "start_run"},
     # a killed run finished from its intents
-    "reconciler/writing/recovery.py": {"append_audit", "finish_run", "set_run_counts"},
+    # (and a document a killed ingestion left incomplete, queued for re-ingestion)
+    "reconciler/writing/recovery.py": {
+        "append_audit",
+        "finish_run",
+        "request_reingest",
+        "set_run_counts",
+    },
     "reconciler/writing/rollback.py": {"write_rows_and_outbox"},
     # the reference ingestion (the only code that embeds) and the adoption of a collection
+    # (its intents and their confirmations audited, as an apply's are)
     "reconciler/ingesting.py": {
+        "append_audit",
         "delete_document_chunks",
         "ensure_collection",
         "finish_reingest",
