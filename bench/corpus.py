@@ -108,6 +108,7 @@ def documents(layout: Layout) -> Iterator[Document]:
                 doc_class="policy",
                 title=f"Family {family} version {version}",
                 source_hash=f"sha256:{family:032x}{version:032x}",
+                chunk_count=CHUNKS_PER_DOC,
             )
 
 

@@ -31,6 +31,7 @@ from urllib3.util.retry import Retry
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
 from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.ports.source import stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -124,14 +125,22 @@ class ClockedRetry(Retry):
     def sleep_for_retry(self, response: BaseHTTPResponse) -> bool:
         retry_after = self.get_retry_after(response)
         if retry_after:
+            _unless_stopped("before a retry")
             self.clock.sleep(retry_after)
             return True
         return False
 
     def _sleep_backoff(self) -> None:
+        _unless_stopped("before a retry")
         backoff = self.get_backoff_time()
         if backoff > 0:
             self.clock.sleep(backoff)
+
+
+def _unless_stopped(where: str) -> None:
+    """Raise ``SourceUnavailable`` when the scan was asked to stop (``stop_requested``)."""
+    if (why := stop_requested()) is not None:
+        raise SourceUnavailable(f"stopped reading {where}: {why}")
 
 
 def make_session(policy: HttpPolicy, *, user_agent: str = "corpus-reconciler") -> requests.Session:
@@ -303,6 +312,7 @@ def _read_body(
                     f"{about}{where} answered more than max_response_bytes ({limit:,}); not "
                     "read (raise max_response_bytes, or a smaller page_size)"
                 )
+            _unless_stopped(f"{where} after {size:,} bytes")
             if time.monotonic() - started > policy.deadline:
                 raise SourceUnavailable(
                     f"{about}{where} took longer than the deadline ({policy.deadline:g}s) "

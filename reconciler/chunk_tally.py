@@ -1,6 +1,6 @@
 """The check's per-document state, compact: what the scan folds the collection into.
 
-Per registered row the tally holds 28 bytes in five sorted numpy arrays, and no Python object:
+Per registered row the tally holds 44 bytes in eight sorted numpy arrays, and no Python object:
 a 64-bit key of the doc id (``hash``, SipHash in CPython), a second, independent 32-bit key
 (CRC-32 of its UTF-8), the expected payload's 64-bit fingerprint, the chunks counted and the
 chunks already right. Doc id strings are not kept: a chunk is matched to its row by both keys

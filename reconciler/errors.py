@@ -16,6 +16,8 @@
     ├── LeaseBusy                   skip this run: another runner holds the shard's lease
     ├── LeaseLost                   stop writing: the lease was lost during the run (the run
     │                               is failed; what it wrote is audited)
+    ├── JobStopped                  stop the run: a serve job passed its deadline, or serve
+    │                               is stopping (the run is failed; the next one converges)
     ├── NotFound                    fix the command: a scoped repair names no document or
     │                               family that the table or a source knows, or no run has
     │                               the given id (prefix)
@@ -100,6 +102,12 @@ class LeaseBusy(ReconcilerError):
 
 class LeaseLost(ReconcilerError):
     """The single-runner lease was lost during the run: writing stopped before the next batch."""
+
+
+class JobStopped(ReconcilerError):
+    """A ``serve`` job was asked to stop (past its deadline, or serve is stopping): it stopped
+    at a safe point (before a payload batch, or while reading a source) and is recorded as
+    failed."""
 
 
 class NotFound(ReconcilerError):

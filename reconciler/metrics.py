@@ -43,10 +43,15 @@ class RunLogCollector(Collector):
         self,
         snapshot: Callable[[], dict[str, Any]],
         fault: Callable[[], str | None] = lambda: None,
+        unrecorded: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self._snapshot = snapshot
         #: The storage fault the last job met (disk full, corruption), if it still stands.
         self._fault = fault
+        #: Failed jobs the run log could not record (by job), counted by the process.
+        self._unrecorded = unrecorded
+        #: The run log's failures by job at the last scrape that could read it.
+        self._failures: dict[str, float] | None = None
 
     def collect(self) -> Iterator[Metric]:
         """One consistent snapshot per scrape."""
@@ -66,6 +71,8 @@ class RunLogCollector(Collector):
         readable.add_metric([], 0.0 if data is None or self._fault() else 1.0)
         yield readable
         if data is None:
+            if self._failures is not None:  # (the counter's base is known: it can go on)
+                yield self._failure_counter(self._failures)
             return
         yield from self._jobs(data["jobs"])
         yield from self._totals(data)
@@ -108,17 +115,26 @@ class RunLogCollector(Collector):
             "partial: a source could not be read).",
             labels=[JOB_LABEL],
         )
-        failures = CounterMetricFamily(
-            f"{PREFIX}run_failures", "Runs that failed.", labels=[JOB_LABEL]
-        )
         for job, entry in sorted(jobs.items()):
             if (value := _ts(entry["last_run"])) is not None:
                 last_run.add_metric([job], value)
                 last_ok.add_metric([job], 1.0 if entry["last_ok"] else 0.0)
             if (value := _ts(entry["last_success"])) is not None:
                 last_success.add_metric([job], value)
-            failures.add_metric([job], float(entry["failures"]))
-        yield from (last_run, last_success, last_ok, failures)
+        self._failures = {job: float(entry["failures"]) for job, entry in jobs.items()}
+        yield from (last_run, last_success, last_ok, self._failure_counter(self._failures))
+
+    def _failure_counter(self, recorded: Mapping[str, float]) -> Metric:
+        """Failed runs by job: the run log's, plus the failures it could not record (a
+        document-table outage), so the counter rises whether the table is there or not.
+        While the table is unreadable, the run log's part is its last reading."""
+        failures = CounterMetricFamily(
+            f"{PREFIX}run_failures", "Runs that failed.", labels=[JOB_LABEL]
+        )
+        unrecorded = self._unrecorded()
+        for job in sorted(set(recorded) | set(unrecorded)):
+            failures.add_metric([job], recorded.get(job, 0.0) + unrecorded.get(job, 0))
+        return failures
 
     def _totals(self, data: dict[str, Any]) -> Iterator[Metric]:
         totals = data["totals"]
@@ -204,6 +220,8 @@ class LiveMetrics:
     #: When the full job must next have succeeded by (its next time after serve started or
     #: after its last success, plus a grace); past it, /healthz answers 503. None: not known.
     full_due: datetime | None = None
+    #: Failed jobs whose failure the run log could not record, by job (it was unreachable).
+    unrecorded_failures: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -233,6 +251,16 @@ class LiveMetrics:
             self.duration.labels(check=check).observe(seconds)
         self.duration.labels(check="total").observe(total)
 
+    def count_unrecorded_failure(self, job: str) -> None:
+        """A job failed, and the run log does not hold its failure."""
+        with self._lock:
+            self.unrecorded_failures[job] = self.unrecorded_failures.get(job, 0) + 1
+
+    def unrecorded(self) -> dict[str, int]:
+        """A copy of ``unrecorded_failures``."""
+        with self._lock:
+            return dict(self.unrecorded_failures)
+
     def set_health(self, healthy: bool, problem: str | None = None) -> None:
         """Set what /healthz answers."""
         with self._lock:
@@ -255,7 +283,9 @@ def build_registry(snapshot: Callable[[], dict[str, Any]]) -> tuple[CollectorReg
     """A fresh registry with the run-log collector and live metrics."""
     registry = CollectorRegistry(auto_describe=True)
     live = LiveMetrics(registry)
-    registry.register(RunLogCollector(snapshot, fault=lambda: live.store_fault))
+    registry.register(
+        RunLogCollector(snapshot, fault=lambda: live.store_fault, unrecorded=live.unrecorded)
+    )
     return registry, live
 
 

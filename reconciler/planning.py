@@ -187,7 +187,7 @@ def _points_to_write(after: Document, aggregate: ChunkAggregate | None, before: 
     if aggregate is None:
         return 0
     target = expected_variant(after)
-    if target == expected_variant(before):
+    if same_variant(target, expected_variant(before)):
         return aggregate.drifted
     # Every chunk that matched the old row now differs, plus drifted ones that differ too.
     return aggregate.matching + sum(
@@ -323,7 +323,7 @@ def as_planned(view: FamilyView, plan: Plan) -> FamilyView:
     rows = tuple(updates.get(row.doc_id, row) for row in view.rows)
     chunks = {
         doc_id: (
-            ChunkAggregate(count=aggregate.count, matching=aggregate.count)
+            ChunkAggregate(count=aggregate.count, matching=aggregate.count, stale=aggregate.stale)
             if doc_id in rewritten or doc_id in updates
             else aggregate
         )

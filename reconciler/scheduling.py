@@ -113,11 +113,15 @@ def add_jobs(
 
 
 class GracefulStop:
-    """SIGTERM/SIGINT stop the scheduler; the running job finishes and is recorded."""
+    """SIGTERM/SIGINT stop the scheduler; the running job ends and is recorded (``on_stop``
+    tells whoever runs the jobs, so that it bounds how long that takes)."""
 
-    def __init__(self, scheduler: BaseScheduler) -> None:
+    def __init__(
+        self, scheduler: BaseScheduler, *, on_stop: Callable[[], None] | None = None
+    ) -> None:
         self.scheduler = scheduler
         self.stopping = threading.Event()
+        self.on_stop = on_stop
         self._shutdown: threading.Thread | None = None
 
     def install(self) -> None:
@@ -132,6 +136,8 @@ class GracefulStop:
             return
         self.stopping.set()
         log.info("%s received: stopping after the running job", signal.Signals(signum).name)
+        if self.on_stop is not None:
+            self.on_stop()
         if self.scheduler.state != STATE_STOPPED:
             self._stop()
         # (else not started yet: ``_started`` stops it once it has; both run on the main

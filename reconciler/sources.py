@@ -1,5 +1,5 @@
-"""Builds system-of-record connectors from settings, through the ``reconciler.connectors``
-entry points (so third parties can add their own).
+"""Builds system-of-record connectors from settings: the built-in ones (``BUILTIN``) and those
+other distributions add through the ``reconciler.connectors`` entry points.
 
 A connector class offers ``from_settings(settings) -> SystemOfRecord`` and, optionally,
 ``config_problems(settings) -> list[(key, message)]`` so a bad source is refused at load time
@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from reconciler.ports.source import ConnectorConfigError, SystemOfRecord
 
 ENTRY_POINT_GROUP = "reconciler.connectors"
-#: Built-in connectors, used when the distribution's entry points are not installed
-#: (running from a source checkout).
+#: The built-in connectors, listed here only: the distribution declares no entry point for
+#: them, so a source checkout on ``PYTHONPATH`` finds the same ones as an installed package.
 BUILTIN = {
     "vault": "connectors.vault:VaultSource",
     "git": "connectors.git:GitSource",
@@ -27,7 +27,8 @@ BUILTIN = {
 
 
 def installed() -> dict[str, str]:
-    """Connector type -> ``module:attr`` of every installed connector."""
+    """Connector type -> ``module:attr`` of every installed connector (an entry point of the
+    same name as a built-in one takes its place)."""
     found = dict(BUILTIN)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         found[ep.name] = ep.value

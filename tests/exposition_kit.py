@@ -188,40 +188,54 @@ def cron_readings(root: Path) -> dict[str, Exposition]:
     return readings
 
 
+def start_serve(dep: Deployment, log_path: Path) -> subprocess.Popen[bytes]:
+    """A real ``reconciler serve --run-now`` (log level info), its output appended to
+    ``log_path``."""
+    command = [sys.executable, "-m", "reconciler.cli", "--config", str(dep.config)]
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [*command, "--log-level", "info", "serve", "--run-now"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def scrape_until(
+    port: int,
+    test: Callable[[Exposition], bool],
+    proc: subprocess.Popen[bytes],
+    log_path: Path,
+    *,
+    seconds: float = 90,
+) -> Exposition:
+    """Scrape serve's ``/metrics`` until a reading passes ``test`` (``seconds`` at most)."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log_path.read_text()
+        try:
+            reading = Exposition(requests.get(url, timeout=2).text, time.time())
+        except requests.RequestException:
+            reading = None
+        if reading is not None and test(reading):
+            return reading
+        time.sleep(0.3)
+    raise AssertionError(f"serve exported no such reading in {seconds:g}s: {log_path.read_text()}")
+
+
 @contextmanager
 def _serving(
     dep: Deployment, port: int
 ) -> Iterator[Callable[[Callable[[Exposition], bool]], Exposition]]:
     """Run ``reconciler serve --run-now``; yield a function that scrapes ``/metrics`` until a
     reading passes its test (90 s at most); stop serve at the end."""
-    url = f"http://127.0.0.1:{port}/metrics"
     log_path = dep.root / "serve.log"
-    command = [sys.executable, "-m", "reconciler.cli", "--config", str(dep.config), "serve"]
-    with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            [*command, "--run-now"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-        def scrape(test: Callable[[Exposition], bool]) -> Exposition:
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
-                assert proc.poll() is None, log_path.read_text()
-                try:
-                    reading = Exposition(requests.get(url, timeout=2).text, time.time())
-                except requests.RequestException:
-                    reading = None
-                if reading is not None and test(reading):
-                    return reading
-                time.sleep(0.3)
-            raise AssertionError(f"serve exported no such reading in 90s: {log_path.read_text()}")
-
-        try:
-            yield scrape
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+    proc = start_serve(dep, log_path)
+    try:
+        yield lambda test: scrape_until(port, test, proc, log_path)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def _serve_until(dep: Deployment, port: int, ready: str) -> Exposition:
@@ -232,10 +246,10 @@ def _serve_until(dep: Deployment, port: int, ready: str) -> Exposition:
 
 
 def _served_deployment(
-    root: Path, table_url: str = "sqlite:///reconciler.db"
+    root: Path, table_url: str = "sqlite:///reconciler.db", *, dates: str = "0 4 1 1 *"
 ) -> tuple[Deployment, int]:
     """A small ingested deployment for ``serve`` on a free port, its scheduled jobs a year
-    away (only ``--run-now``'s full job runs)."""
+    away (only ``--run-now``'s full job runs), unless ``dates`` says otherwise."""
     dep = Deployment(root, table_url)
     dep.family("expenses", 2)
     dep.init_ingest()
@@ -243,22 +257,23 @@ def _served_deployment(
     metrics_config(
         dep,
         f'[metrics]\nlisten = "127.0.0.1:{port}"\n'
-        '[schedule]\nfull = "0 2 1 1 *"\nttl = "0 3 1 1 *"\ndates = "0 4 1 1 *"\n',
+        f'[schedule]\nfull = "0 2 1 1 *"\nttl = "0 3 1 1 *"\ndates = "{dates}"\n',
     )
     return dep, port
 
 
 def table_outage_readings(root: Path, admin_url: str) -> dict[str, Exposition]:
-    """``/metrics`` of a real ``reconciler serve`` on PostgreSQL: its full job succeeded, then
-    its document table went away under it (the database refuses connections, and serve's
-    sessions are ended: an outage as the server's clients see one)."""
+    """``/metrics`` of a real ``reconciler serve`` on PostgreSQL: its full job succeeded
+    (``ok``), then its document table went away under it (the database refuses connections,
+    and serve's sessions are ended: an outage as the server's clients see one; ``down``), and
+    its dates job (every minute) failed during it (``failed``)."""
     name = f"reconciler_outage_{uuid.uuid4().hex[:12]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     try:
         url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-        dep, port = _served_deployment(root, url)
+        dep, port = _served_deployment(root, url, dates="* * * * *")
         with _serving(dep, port) as scrape:
             ok = scrape(lambda reading: bool(reading.labels_of(SUCCESS)))
             with admin.connect() as conn:
@@ -270,7 +285,11 @@ def table_outage_readings(root: Path, admin_url: str) -> dict[str, Exposition]:
                     {"n": name},
                 )
             down = scrape(lambda reading: reading.value("reconciler_run_log_readable") == 0.0)
-        return {"ok": ok, "down": down}
+            before = down.value(FAILURES, reconciler_job="dates") or 0.0
+            failed = scrape(
+                lambda reading: (reading.value(FAILURES, reconciler_job="dates") or 0.0) > before
+            )
+        return {"ok": ok, "down": down, "failed": failed}
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
@@ -294,6 +313,8 @@ def serve_readings(root: Path) -> dict[str, Exposition]:
 
 #: The sample that shows a job succeeded.
 SUCCESS = "reconciler_last_success_timestamp_seconds"
+#: The counter of failed jobs.
+FAILURES = "reconciler_run_failures_total"
 
 
 def exposition_names(*readings: Exposition) -> dict[str, set[tuple[str, str]]]:

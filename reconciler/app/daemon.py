@@ -3,24 +3,28 @@ metrics export of a one-shot cron ``run``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from reconciler.app.operations import engine_options, reconcile
+from reconciler.app.operations import engine_options, reconcile, record_failed
+from reconciler.app.stopping import JobControl
 from reconciler.app.wiring import open_table
-from reconciler.checks import CHECKS
+from reconciler.checks import CHECKS, SOURCE_CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.errors import LeaseBusy, StoreFault
+from reconciler.errors import JobStopped, LeaseBusy, StoreFault
 from reconciler.metrics import LiveMetrics, build_registry, export
-from reconciler.pipeline.values import Report
+from reconciler.model import RunStatus
+from reconciler.pipeline.values import Options, Report
 from reconciler.scheduling import (
     GracefulStop,
     JobSpec,
@@ -35,6 +39,9 @@ from reconciler.stores.sql import SqlDocumentTable
 log = logging.getLogger(__name__)
 
 StartResponse = Callable[..., Any]
+#: Run statuses the run log counts as failures (``run_failures_total``), or will: a run
+#: left ``running`` is marked interrupted by the next runner of its shard.
+FAILED_STATUSES = frozenset({RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING})
 
 
 def job_specs(settings: Settings) -> list[JobSpec]:
@@ -47,7 +54,14 @@ def job_specs(settings: Settings) -> list[JobSpec]:
 
 
 class Runner:
-    """Runs one reconciliation job under the lease and feeds the live metrics."""
+    """Runs one reconciliation job under the lease, within its deadline, and feeds the live
+    metrics.
+
+    Each job runs in a thread of its own, watched: past ``[schedule] job_deadline`` (or
+    ``stop_grace`` after serve was told to stop) it is asked to stop at its next safe point
+    (``reconciler.app.stopping``); one that has not reached it ``stop_grace`` later is left,
+    recorded as failed, if it waits on a source, and waited for if it is in a store call
+    (never stopped mid-write)."""
 
     def __init__(
         self,
@@ -69,6 +83,9 @@ class Runner:
         self._lane = threading.Lock()
         #: Set when serve is stopping: a job still waiting for the lane does not start.
         self.stopping = threading.Event()
+        #: The job in the lane, and when (monotonic) serve was told to stop.
+        self._current: JobControl | None = None
+        self._stop_at: float | None = None
 
     def expect_full(self, after: datetime) -> None:
         """The full job is next due at its first time after ``after``, plus the schedule's
@@ -76,6 +93,15 @@ class Runner:
         fire = self._full.get_next_fire_time(None, after)
         grace = self.settings.schedule.full_grace
         self.live.full_due = fire + grace if fire is not None else None
+
+    def stop(self) -> None:
+        """Serve is stopping: no waiting job starts, and the running one has ``stop_grace``
+        left before it is asked to stop."""
+        self.stopping.set()
+        self._stop_at = self.clock.monotonic()
+        current = self._current
+        if current is not None:
+            current.wake.set()
 
     def __call__(
         self, spec: JobSpec, *, mode: str = "run", actor: str = "schedule"
@@ -99,27 +125,46 @@ class Runner:
             shard=self.shard,
             job=spec.job_id,
         )
+        options = dataclasses.replace(options, run_id=str(uuid.uuid4()))
         gauge = self.live.lease_held.labels(shard=shard)
+        control = JobControl(spec.job_id)
+        outcome: list[Report | BaseException] = []
+
+        def job() -> None:
+            try:
+                outcome.append(
+                    reconcile(
+                        self.settings,
+                        options,
+                        lease_renew_every=self.lease_renew_every,
+                        on_lease=lambda held: gauge.set(1 if held else 0),
+                        clock=self.clock,
+                        control=control,
+                        probe=not (options.checks & SOURCE_CHECKS),
+                    )
+                )
+            except BaseException as exc:  # handed to the supervisor below
+                outcome.append(exc)
+            finally:
+                control.end()
+
+        self._current = control
         try:
-            report = reconcile(
-                self.settings,
-                options,
-                lease_renew_every=self.lease_renew_every,
-                on_lease=lambda held: gauge.set(1 if held else 0),
-                clock=self.clock,
-            )
-        except LeaseBusy as exc:
-            log.info("job %s skipped: %s", spec.job_id, exc)
+            threading.Thread(target=job, name=f"job-{spec.job_id}", daemon=True).start()
+            left = self._supervise(control, options, started)
+        finally:
+            self._current = None
+        result = left if left is not None else outcome[0]
+        if isinstance(result, LeaseBusy):
+            log.info("job %s skipped: %s", spec.job_id, result)
             self.live.lease_skips.labels(shard=shard).inc()
             return None
-        except Exception as exc:
-            log.error(
-                "job %s failed: %s", spec.job_id, exc, exc_info=log.isEnabledFor(logging.DEBUG)
-            )
-            self.live.set_health(False, f"job {spec.job_id} failed: {exc}")
-            if isinstance(exc, StoreFault):
-                self.live.store_fault = str(exc)
+        if isinstance(result, BaseException):
+            if left is not None:
+                gauge.set(0)
+            self._failed(spec.job_id, options, result)
             return None
+        report = result
         self.live.store_fault = None
         self.live.observe(timings=report.timings, total=self.clock.monotonic() - started)
         self.live.set_health(report.error is None, report.error)
@@ -135,6 +180,95 @@ class Runner:
             " (refused by the guard)" if report.refused else "",
         )
         return report
+
+    def _supervise(
+        self, control: JobControl, options: Options, started: float
+    ) -> JobStopped | None:
+        """Wait for the job, asking it to stop past its deadline (or once serve has been
+        stopping for ``stop_grace``); ``JobStopped`` when it was left in a source read."""
+        schedule = self.settings.schedule
+        deadline = started + schedule.job_deadline.total_seconds()
+        grace = schedule.stop_grace.total_seconds()
+        while not control.ended.is_set():
+            limit, why = deadline, f"it passed its deadline ({_span(schedule.job_deadline)})"
+            if self._stop_at is not None and self._stop_at + grace < limit:
+                limit, why = self._stop_at + grace, "serve is stopping (SIGTERM)"
+            remaining = limit - self.clock.monotonic()
+            if remaining <= 0:
+                break
+            self.clock.wait(control.wake, remaining)
+            control.wake.clear()
+        if control.ended.is_set():
+            return None
+        log.warning("job %s: %s; asking it to stop at its next safe point", control.job_id, why)
+        control.request_stop(why)
+        left: list[JobStopped] = []
+
+        def record(source: str) -> None:
+            left.append(
+                JobStopped(
+                    f"job {control.job_id} stopped: {why}; it was still reading source "
+                    f"{source!r} {_span(schedule.stop_grace)} later and was left there "
+                    "(nothing of the run was written)"
+                )
+            )
+            self._record(options, left[0])
+
+        while not self.clock.wait(control.ended, grace):
+            if control.abandon(record) is not None and left:
+                log.error("%s", left[0])
+                return left[0]
+            log.warning(
+                "job %s: still in a store call %s after it was asked to stop; waiting for it "
+                "(a job is never stopped in the middle of a write)",
+                control.job_id,
+                _span(schedule.stop_grace),
+            )
+        return None
+
+    def _record(self, options: Options, exc: BaseException) -> None:
+        """Record a job's failure in the run log (the job could not: it was left)."""
+        try:
+            table = open_table(self.settings)
+        except Exception as error:
+            log.error("could not record the failed run %s: %s", options.run_id, error)
+            return
+        try:
+            record_failed(table, options, exc)
+        finally:
+            table.close()
+
+    def _failed(self, job_id: str, options: Options, exc: BaseException) -> None:
+        """Show a failed job in /healthz and count it (in ``run_failures_total`` even when the
+        run log could not record it)."""
+        log.error("job %s failed: %s", job_id, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+        self.live.set_health(False, f"job {job_id} failed: {exc}")
+        if isinstance(exc, StoreFault):
+            self.live.store_fault = str(exc)
+        if not self._failure_recorded(options.run_id):
+            self.live.count_unrecorded_failure(job_id)
+
+    def _failure_recorded(self, run_id: str | None) -> bool:
+        """Whether the run log holds this run as failed (or running: the next runner of the
+        shard marks it interrupted, which counts as a failure)."""
+        try:
+            table = open_table(self.settings)
+            try:
+                run = table.get_run(run_id) if run_id else None
+            finally:
+                table.close()
+        except Exception:  # the table is what failed
+            return False
+        return run is not None and run.status in FAILED_STATUSES
+
+
+def _span(value: timedelta) -> str:
+    """A duration as the config writes it (``90s``, ``1h``)."""
+    seconds = int(value.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
@@ -179,7 +313,8 @@ def start_http(listen: str, app: Callable[..., Iterable[bytes]]) -> WSGIServer:
 
 
 def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = False) -> None:
-    """Run the scheduler until SIGTERM/SIGINT; the running job finishes first.
+    """Run the scheduler until SIGTERM/SIGINT; the running job finishes first, or stops at
+    its next safe point once ``[schedule] stop_grace`` has passed.
 
     ``run_now`` also runs the full job once at start (metrics are then current at once).
     """
@@ -199,7 +334,7 @@ def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = Fal
             max_instances=1,
             misfire_grace_time=None,
         )
-    stop = GracefulStop(scheduler)
+    stop = GracefulStop(scheduler, on_stop=runner.stop)
     runner.stopping = stop.stopping  # jobs waiting for the lane do not start once stopping
     stop.install()
     for job in scheduler.get_jobs():

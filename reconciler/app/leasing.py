@@ -282,6 +282,21 @@ class HeldLease:
                 log.error("lease %s could not be renewed", self.lease.name)
                 return
 
+    def surrender(self) -> None:
+        """Stop renewing and give the lease up now, for the next runner: the block's thread
+        was left (``serve``, past its deadline, while it waited on a source); it finds the
+        lease lost before it could write."""
+        self.lost = True
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.acquired:
+            self.acquired = False
+            try:
+                self.lease.release()
+            except Exception as error:
+                log.error("lease %s could not be given up (it expires): %s", self.lease.name, error)
+
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:

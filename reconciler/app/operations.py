@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reconciler.app.leasing import HeldLease, lease_name, make_lease
+from reconciler.app.probing import probe_sources
+from reconciler.app.stopping import JobControl, stoppable_sources
 from reconciler.app.wiring import build_sources, open_index, open_table, schema_revision, stores
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
@@ -252,6 +254,8 @@ def reconcile(
     lease_renew_every: float = 30.0,
     on_lease: Callable[[bool], None] | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    control: JobControl | None = None,
+    probe: bool = False,
 ) -> Report:
     """Run one reconciliation (check, plan, apply, run or repair).
 
@@ -261,8 +265,11 @@ def reconcile(
     before every payload batch (``LeaseLost`` stops the writing). A writing run that fails is
     recorded as failed (by the engine, or here when it failed before recording itself), so
     metrics count it.
+
+    ``control`` (serve's jobs): stop at the next safe point when asked (``app.stopping``).
+    ``probe``: read the sources first and record it, for checks that do not read them.
     """
-    sources = build_sources(settings)
+    sources = stoppable_sources(build_sources(settings), control)
     table = open_table(settings)
     try:
         if options.mode not in WRITING_MODES:
@@ -277,14 +284,25 @@ def reconcile(
                 )
             if on_lease is not None:
                 on_lease(True)
+            if control is not None:
+                control.on_leave(held.surrender)
             try:
+                if probe:
+                    probe_sources(table, sources, clock=clock)
                 return _run_engine(
-                    settings, table, sources, options, progress, held=held, clock=clock
+                    settings,
+                    table,
+                    sources,
+                    options,
+                    progress,
+                    held=held,
+                    clock=clock,
+                    control=control,
                 )
             except NotFound:
                 raise  # a mistyped scope: nothing was read from the index or written
             except Exception as exc:
-                _record_failed(table, options, exc)
+                record_failed(table, options, exc)
                 raise
             finally:
                 if on_lease is not None:
@@ -295,10 +313,15 @@ def reconcile(
         table.close()
 
 
-def _keep_writing(held: HeldLease, shard: Shard) -> Callable[[], None]:
-    """Before each payload batch: renew the lease, and stop if it was lost."""
+def _keep_writing(
+    held: HeldLease, shard: Shard, control: JobControl | None = None
+) -> Callable[[], None]:
+    """Before each payload batch: stop if the job was asked to; renew the lease, and stop
+    if it was lost."""
 
     def check() -> None:
+        if control is not None:
+            control.check()
         if held.lost or not held.lease.renew():
             held.lost = True
             raise LeaseLost(
@@ -319,8 +342,11 @@ def _run_engine(
     *,
     held: HeldLease | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    control: JobControl | None = None,
 ) -> Report:
     index = open_index(settings)
+    if control is not None:
+        control.on_leave(index.close)  # (local mode and Edge lock their folder)
     try:
         if not index.exists():
             raise CollectionMissing(
@@ -335,7 +361,9 @@ def _run_engine(
             index=index,
             sources=sources,
             progress=progress,
-            keep_writing=_keep_writing(held, options.shard) if held is not None else None,
+            keep_writing=(
+                _keep_writing(held, options.shard, control) if held is not None else None
+            ),
             clock=clock,
         )
         return engine.run(options)
@@ -343,8 +371,9 @@ def _run_engine(
         index.close()
 
 
-def _record_failed(table: DocumentTable, options: Options, exc: Exception) -> None:
-    """Record the run as failed, unless the engine already did (it knows what was written)."""
+def record_failed(table: DocumentTable, options: Options, exc: BaseException) -> None:
+    """Record the run as failed, unless the engine already did (it knows what was written).
+    Never raises (the table may be what failed: then it logs)."""
     try:
         existing = table.get_run(options.run_id) if options.run_id else None
         if existing is not None and existing.status != RunStatus.RUNNING:

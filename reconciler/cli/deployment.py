@@ -104,7 +104,8 @@ def bootstrap_command(obj: CliState, dry_run: bool) -> None:
 @cli.command("connectors")
 @click.pass_obj
 def connectors_command(obj: CliState) -> None:
-    """List the installed system-of-record connectors (entry points reconciler.connectors)."""
+    """List the installed system-of-record connectors (built in, or entry points
+    reconciler.connectors)."""
     from reconciler.rendering import table
     from reconciler.sources import describe as describe_connectors
 

@@ -1,12 +1,14 @@
 """The family checks of a run: a family as the checks see it (``family_view``), the checks
-and the plan of one family (``check_family``), and the run's record of them, family by family
-(``FamilyChecks``: the first pass during the scan, the rest after it)."""
+and the plan of one family (``check_family``), and what one stage found of them, family by
+family (``FamilyChecks``: the first pass during the scan, frozen into a ``FirstPass`` value;
+the rest after it, seeded from that value)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 
 from reconciler.check_inputs import CheckContext, ChunkAggregate, FamilyView
 from reconciler.checks import CHECKS, FAMILY_CHECKS
@@ -18,6 +20,7 @@ from reconciler.model import (
 )
 from reconciler.pipeline.values import (
     FamilyOutcome,
+    FirstPass,
     Options,
     SourcesRead,
 )
@@ -38,7 +41,7 @@ def family_view(
 ) -> FamilyView:
     """A family as the checks see it: its rows, its documents in the sources (``new_docs``:
     those without a row), their problems, and ``chunks``. Every document the family names as a
-    successor is taken as registered (``Reconciler._view`` looks up those outside it)."""
+    successor is taken as registered (``assessing.view_after_scan`` looks up those outside it)."""
     named = {r.superseded_by for r in rows if r.superseded_by is not None}
     by_id: dict[str, SourceDocument] = {}
     successors: dict[str, SourceDocument] = {}
@@ -73,7 +76,9 @@ def family_view(
 
 
 class FamilyChecks:
-    """The family checks of one run, and what they found, family by family.
+    """The family checks of one stage, and what they found, family by family: a stage's own
+    working state, never handed to another stage (the scan hands on ``first_pass()``, the
+    assessment starts from it).
 
     The first pass over the table checks each family as it streams past, before the scan and
     without chunks (``first``). That is the family's final outcome when it finds nothing: the
@@ -88,7 +93,13 @@ class FamilyChecks:
     ``REVISIT_BY_NAME`` families are read again by name, more by one more stream.
     """
 
-    def __init__(self, options: Options, now: datetime, sources: SourcesRead) -> None:
+    def __init__(
+        self,
+        options: Options,
+        now: datetime,
+        sources: SourcesRead,
+        seed: FirstPass | None = None,
+    ) -> None:
         self.ctx = CheckContext(
             now=now,
             sources=sources.states,
@@ -101,15 +112,33 @@ class FamilyChecks:
         self.doc_id = options.doc_id
         self.findings: list[Finding] = []
         self.plans: list[Plan] = []
+        seed = seed or FirstPass()
         #: check -> {"checked": n, "findings": n}.
-        self.summary = {c: {"checked": 0, "findings": 0} for c in CHECKS if c in options.checks}
-        self.timings: dict[str, float] = {}
+        self.summary = {
+            c: dict(seed.summary.get(c, {"checked": 0, "findings": 0}))
+            for c in CHECKS
+            if c in options.checks
+        }
+        self.timings: dict[str, float] = dict(seed.timings)
         #: The doc ids whose source problems a family took.
-        self.claimed: set[str] = set()
+        self.claimed: set[str] = set(seed.claimed)
         #: Whether the scan's first pass went through ``first`` (else every family is left).
-        self.first_pass = False
+        self.first_pass = seed.ran
         #: The families ``first`` left for after the scan.
-        self.revisit: list[str] = []
+        self.revisit: list[str] = list(seed.revisit)
+
+    def frozen(self) -> FirstPass:
+        """What this stage found, as the value the next stage starts from (a first pass
+        reports no finding: a family with one is left for after the scan)."""
+        return FirstPass(
+            ran=self.first_pass,
+            revisit=tuple(self.revisit),
+            summary=MappingProxyType(
+                {c: MappingProxyType(dict(v)) for c, v in self.summary.items()}
+            ),
+            timings=MappingProxyType(dict(self.timings)),
+            claimed=frozenset(self.claimed),
+        )
 
     def first(self, family: str, rows: tuple[Document, ...]) -> None:
         """Check a family of the first pass, or leave it for after the scan (``revisit``)."""

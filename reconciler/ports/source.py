@@ -11,10 +11,18 @@ Errors are grouped by what the caller does with them::
 
 Per-document problems found during a scan (bad frontmatter, a dangling ``superseded_by``) are
 not exceptions: they are ``SourceProblem`` values in the ``SourceSnapshot``.
+
+A scan may be asked to stop (the job that reads it passed its deadline, or ``serve`` is
+stopping): ``stop_requested()`` says why, in the thread that scans. A connector that waits on
+the network checks it between the bytes it receives and before each retry, and raises
+``SourceUnavailable`` naming the reason; the caller knows the scan was stopped, not failed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
 from reconciler.model import SourceSnapshot
@@ -49,3 +57,22 @@ class SystemOfRecord(Protocol):
     def read_body(self, source_key: str) -> str:
         """Return one document's body text (for ingestion); raise DocumentUnreadable."""
         ...
+
+
+_STOP: ContextVar[Callable[[], str | None] | None] = ContextVar("source_stop", default=None)
+
+
+def stop_requested() -> str | None:
+    """Why the scans of this thread should stop now, or None (keep reading)."""
+    check = _STOP.get()
+    return check() if check is not None else None
+
+
+@contextmanager
+def stoppable(reason: Callable[[], str | None]) -> Iterator[None]:
+    """Within the block, ``stop_requested()`` in this thread answers ``reason()``."""
+    token = _STOP.set(reason)
+    try:
+        yield
+    finally:
+        _STOP.reset(token)

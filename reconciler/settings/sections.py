@@ -266,6 +266,28 @@ class ScheduleSettings(_Section):
     #: How long after its scheduled time the full job may take before ``serve``'s /healthz
     #: calls it overdue (503): raise it above your longest full run.
     full_grace: Duration = timedelta(hours=6)
+    #: How long one job of ``serve`` may run: past it, the job is asked to stop at its next
+    #: safe point (before a payload batch, between the bytes of a source's answer), recorded
+    #: as failed, and the lane goes to the next job.
+    job_deadline: Duration = timedelta(hours=1)
+    #: On SIGTERM, how long the running job may still take before it is asked to stop; and
+    #: how long a job asked to stop has to reach its safe point before ``serve`` leaves it
+    #: (only while it waits on a source: never in a write). Twice this stays below the
+    #: shipped deployments' stop timeouts (15 min).
+    stop_grace: Duration = timedelta(minutes=5)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ScheduleSettings:
+        for name in ("full_grace", "job_deadline", "stop_grace"):
+            if getattr(self, name) <= timedelta(0):
+                raise ValueError(f"schedule.{name} must be longer than 0s")
+        if self.job_deadline > self.full_grace:
+            raise ValueError(
+                f"schedule.job_deadline ({self.job_deadline}) is longer than "
+                f"schedule.full_grace ({self.full_grace}): /healthz would call the full job "
+                "overdue while it may still run; lower job_deadline or raise full_grace"
+            )
+        return self
 
 
 class MetricsSettings(_Section):

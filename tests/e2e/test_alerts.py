@@ -252,3 +252,39 @@ def test_a_table_outage_leaves_only_the_readable_gauge_to_alert_on(
     assert down.value("reconciler_run_log_readable") == 0.0
     assert down.labels_of("reconciler_last_success_timestamp_seconds") == []
     assert outage_readings["ok"].value("reconciler_run_log_readable") == 1.0
+
+
+def test_jobs_that_fail_during_a_table_outage_are_counted(
+    tmp_path: Path, outage_readings: dict[str, Exposition]
+) -> None:
+    """Issue 24: a job that failed because its document table was gone was counted nowhere
+    (the run log could not record it), so ``reconciler_run_failures_total`` stood still and
+    ReconcilerRunsFailing could never fire. serve counts it itself: over the series a real
+    serve exported during the outage, the counter rises while the table is unreadable."""
+    down, failed = outage_readings["down"], outage_readings["failed"]
+    assert failed.value("reconciler_run_log_readable") == 0.0  # the table still gone
+    before = down.value("reconciler_run_failures_total", reconciler_job="dates") or 0.0
+    after = failed.value("reconciler_run_failures_total", reconciler_job="dates")
+    assert after is not None
+    assert after > before
+    selector = 'reconciler_run_failures_total{reconciler_job="dates"}'
+    series = input_series([(outage_readings["ok"], 10), (down, 10), (failed, 20)], instance="serve")
+    sample = {"labels": '{instance="serve", reconciler_job="dates"}', "value": after}
+    result = run_promtool(
+        tmp_path,
+        [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "promql_expr_test": [
+                    {"expr": f"{selector} > {before}", "eval_time": "15m", "exp_samples": []},
+                    {
+                        "expr": f"max_over_time({selector}[5m])",
+                        "eval_time": "35m",
+                        "exp_samples": [sample],
+                    },
+                ],
+            }
+        ],
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

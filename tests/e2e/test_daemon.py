@@ -8,8 +8,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -20,6 +18,7 @@ from typing import Any
 import pytest
 import requests
 from acceptance_kit import Deployment
+from exposition_kit import start_serve
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.app import daemon as daemon_module
@@ -172,32 +171,17 @@ def test_sigterm_during_serve_finishes_the_run_and_exits_cleanly(deployment: Dep
         deployment.config.read_text() + '[metrics]\nlisten = "127.0.0.1:0"\n'
     )
     log = deployment.root / "serve.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "reconciler.cli",
-                "--config",
-                str(deployment.config),
-                "--log-level",
-                "info",
-                "serve",
-                "--run-now",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while "Running job" not in log.read_text() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert "Running job" in log.read_text(), log.read_text()
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=60) == 0, log.read_text()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    proc = start_serve(deployment, log)
+    try:
+        deadline = time.monotonic() + 60
+        while "Running job" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "Running job" in log.read_text(), log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     text = log.read_text()
     assert "SIGTERM received" in text
     assert "stopped" in text
@@ -373,4 +357,38 @@ def test_jobs_due_together_queue_in_one_lane_and_a_stop_leaves_the_queue(
     waiting.join(10)
     assert ran == ["full", "ttl", "full"]
     assert max(most) == 1
+    table.close()
+
+
+def test_the_ttl_and_dates_jobs_read_the_sources_so_an_outage_shows_at_the_next_job(
+    deployment: Deployment,
+) -> None:
+    """Issue 24: only the full run (daily) read the sources, so a vault gone for 2 minutes
+    never showed (``source_up`` stayed 1) and the TTL's last successful read was the full
+    run's. Now every job reads them: the TTL job finds the vault gone, the dates job finds it
+    back and moves its last successful read to the clock's time."""
+    settings = deployment.settings
+    clock = ManualClock(datetime(2026, 12, 1, 10, 0, tzinfo=UTC))
+    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    registry, live = build_registry(table.metrics_snapshot)
+    runner = Runner(settings, live=live, clock=clock)
+    full, ttl, dates = job_specs(settings)
+    assert runner(full) is not None
+    assert registry.get_sample_value("reconciler_source_up", {"source": "hb"}) == 1.0
+    read_by_full = table.source_status()["hb"].last_success_at
+
+    away = deployment.root / "vault.away"
+    deployment.vault.rename(away)
+    clock.advance(120)
+    assert runner(ttl) is not None
+    assert registry.get_sample_value("reconciler_source_up", {"source": "hb"}) == 0.0
+    status = table.source_status()["hb"]
+    assert status.last_success_at == read_by_full  # a failed read keeps the TTL's clock
+    assert status.last_error
+
+    away.rename(deployment.vault)
+    clock.advance(180)
+    assert runner(dates) is not None
+    assert registry.get_sample_value("reconciler_source_up", {"source": "hb"}) == 1.0
+    assert table.source_status()["hb"].last_success_at == clock.now()
     table.close()

@@ -654,7 +654,7 @@ def test_checking_families_in_the_first_pass_changes_nothing(
     with loaded(corpus) as world:
         options = dataclasses.replace(options, ttls=world.ttls)
         engine = world.engine
-        with mock.patch("reconciler.pipeline.running.REVISIT_BY_NAME", 500 if by_name else 0):
+        with mock.patch("reconciler.pipeline.assessing.REVISIT_BY_NAME", 500 if by_name else 0):
             report = engine.run(options)
         sources = engine.read_sources(options, NOW)
         scan = engine.scan(options, engine.scope(options, sources))

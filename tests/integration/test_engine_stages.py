@@ -4,7 +4,7 @@ frozen value of its own, and chained by hand they give what ``Reconciler.run`` g
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,7 +17,8 @@ from reconciler.clock import ManualClock
 from reconciler.embedding import make_embedder
 from reconciler.ingesting import Ingestor
 from reconciler.model import Document, PayloadWrite, RunMode, VersionState
-from reconciler.pipeline.checking import FamilyChecks, check_family
+from reconciler.pipeline.assessing import view_after_scan
+from reconciler.pipeline.checking import check_family
 from reconciler.pipeline.guarding import decide
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, GuardDecision, Options, Totals
@@ -85,16 +86,16 @@ def test_the_first_pass_checks_the_quiet_families_and_leaves_the_rest(
     the scan finds."""
     options = Options(mode="check", now=NOW)
     sources = engine.read_sources(options, NOW)
-    checks = FamilyChecks(options, NOW, sources)
-    scan = engine.scan(options, None, checks)
+    scan = engine.scan(options, None, sources, NOW)
     # travel's row was retired by hand (a finding without any chunk; its chunks now differ
     # too); expenses' rows are right, so only the scan can tell that its v1 chunks say
     # ``current``.
-    assert checks.revisit == ["hb:travel"]
+    first = scan.first
+    assert first.ran
+    assert first.revisit == ("hb:travel",)
     assert sorted(scan.chunks.drifted_ids()) == ["hb:expenses-v1", "hb:travel-v2"]
-    assert checks.findings == []
-    assert checks.summary["family"]["checked"] == 2  # expenses and leave, before the scan
-    assessment = engine.assess(options, NOW, sources, scan, checks)
+    assert first.summary["family"]["checked"] == 2  # expenses and leave, before the scan
+    assessment = engine.assess(options, NOW, sources, scan)
     assert assessment.summary["family"]["checked"] == 3  # expenses not counted twice
     every = engine.assess(options, NOW, sources, engine.scan(options, None))
     assert [f.to_json() for f in assessment.findings] == [f.to_json() for f in every.findings]
@@ -124,7 +125,7 @@ def test_a_family_is_checked_alone_from_its_view(engine: Reconciler) -> None:
     sources = engine.read_sources(options, NOW)
     scan = engine.scan(options, None)
     rows = tuple(r for r in engine.table.iter_documents() if r.doc_family_id.endswith("travel"))
-    view = engine._view(rows[0].doc_family_id, rows, sources, scan, [])
+    view = view_after_scan(engine.table, rows[0].doc_family_id, rows, sources, scan, [])
     assert view.registered == {"hb:travel-v2"}
     ctx = CheckContext(now=NOW, sources=sources.states)
     outcome = check_family(view, ctx, ["family", "siblings", "dates", "payload"])
@@ -204,3 +205,42 @@ def test_the_run_takes_its_now_and_its_times_from_the_engines_clock(engine: Reco
     # The repair judged "now" at the clock: the rows were written as of NOW.
     assert report.applied is not None
     assert report.writes()["table"] == 1
+
+
+class CountingTable:
+    """A table that counts the ``get_documents`` calls made through it."""
+
+    def __init__(self, table: SqlDocumentTable) -> None:
+        self._table = table
+        self.lookups = 0
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        self.lookups += 1
+        return self._table.get_documents(doc_ids)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._table, name)
+
+
+def test_new_documents_are_looked_up_in_batches_not_one_query_each(tmp_path: Path) -> None:
+    """A first check of a source of 1,200 documents that has none registered: whether each
+    has a row (in another shard, say) is asked 500 at a time (it was one query a document)."""
+    deploy = Deployment(tmp_path)
+    for n in range(1200):
+        deploy.note(f"n{n:04d}", id=f"n{n:04d}", status="current")
+    table = SqlDocumentTable.from_url(f"sqlite:///{tmp_path / 'batches.db'}")
+    table.ensure_schema(create=True)
+    counting = CountingTable(table)
+    index = InMemoryChunkIndex()
+    index.ensure_collection(dim=16)
+    try:
+        engine = Reconciler(
+            table=counting,  # type: ignore[arg-type]
+            index=index,
+            sources=[VaultSource("hb", deploy.vault)],
+        )
+        report = engine.run(Options(mode="check", now=NOW))
+    finally:
+        table.close()
+    assert sum(1 for f in report.findings if f.kind == "not_ingested") == 1200
+    assert counting.lookups <= 4  # ceil(1200 / 500) = 3, and the scope's own

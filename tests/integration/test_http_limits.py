@@ -7,68 +7,19 @@ here (sockets), a second or two at most; the waits are events, not fixed sleeps.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
 from pytest_httpserver import HTTPServer
+from raw_server_kit import RawServer
 from werkzeug import Response
 
 from connectors.base import DocumentUnreadable, SourceUnavailable
 from connectors.http import HttpRegistrySource
 from connectors.httpclient import HttpPolicy, get_json, get_response, make_session
-
-
-class RawServer:
-    """A one-thread HTTP/1.1 server on 127.0.0.1 that answers every request as told."""
-
-    def __init__(self, answer: bytes, *, trickle: float = 0.0, flood: int = 0) -> None:
-        self.answer = answer
-        self.trickle = trickle
-        self.flood = flood
-        self.stop = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.2)
-        self.port = self.listener.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/docs"
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                try:
-                    conn.recv(65536)
-                    head, _, body = self.answer.partition(b"\r\n\r\n")
-                    conn.sendall(head + b"\r\n\r\n")
-                    if self.trickle:
-                        for byte in body:
-                            if self.stop.wait(self.trickle):
-                                return
-                            conn.sendall(bytes([byte]))
-                    elif self.flood:
-                        block = b"x" * 65536
-                        for _ in range(self.flood // len(block)):
-                            conn.sendall(block)
-                    else:
-                        conn.sendall(body)
-                except OSError:
-                    continue
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
-        self.listener.close()
+from reconciler.ports.source import stop_requested, stoppable
 
 
 @pytest.fixture
@@ -202,3 +153,30 @@ def test_the_limits_are_options_checked_at_load() -> None:
     policy = HttpPolicy.from_options({"deadline": 60, "redirect_hosts": ["CDN.example.com"]})
     assert policy.deadline == 60
     assert policy.redirect_hosts == frozenset({"cdn.example.com"})
+
+
+def test_a_stop_request_ends_a_trickled_answer_between_two_bytes(
+    servers: list[RawServer],
+) -> None:
+    """serve's job deadline reaches into a source read: asked to stop (``stoppable``), the
+    client gives up at the next byte, long before its own deadline."""
+    body = b'{"documents": []}' + b" " * 2000
+    server = RawServer(
+        b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body,
+        trickle=0.05,  # 100 s in all
+    )
+    servers.append(server)
+    policy = HttpPolicy(read_timeout=5.0, deadline=600, retries=0)
+    asked_at = time.monotonic() + 0.5
+
+    def reason() -> str | None:
+        return "the job passed its deadline" if time.monotonic() > asked_at else None
+
+    with (
+        make_session(policy) as session,
+        stoppable(reason),
+        pytest.raises(SourceUnavailable, match=r"stopped reading .* the job passed its deadline"),
+    ):
+        get_json(session, server.url, policy=policy, source="reg")
+    assert time.monotonic() - asked_at < 2.0
+    assert stop_requested() is None  # only within the block

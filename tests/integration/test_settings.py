@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from reconciler.errors import ConfigError
 from reconciler.scheduling import cron_trigger
 from reconciler.settings import load_settings, parse_duration
 from reconciler.settings.sections import ScheduleSettings
+from reconciler.sources import BUILTIN, ENTRY_POINT_GROUP, describe
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "reconciler.example.toml"
 
@@ -263,3 +265,37 @@ def _fire_times(expression: str, start: datetime, count: int) -> list[datetime]:
         times.append(fire)
         previous = fire
     return times
+
+
+def test_the_built_in_connectors_are_listed_once_and_each_loads() -> None:
+    """``reconciler.sources.BUILTIN`` is the one list of them: the distribution declares no entry
+    point of its own (pyproject.toml listed them a second time), and each loads from its address."""
+    ours = [
+        ep.name
+        for ep in entry_points(group=ENTRY_POINT_GROUP)
+        if ep.dist is not None and ep.dist.name.replace("_", "-").lower() == "corpus-reconciler"
+    ]
+    assert ours == []
+    listed = {row["type"]: (row["target"], row["status"]) for row in describe()}
+    assert {kind: listed.get(kind) for kind in BUILTIN} == {
+        kind: (target, "ok") for kind, target in BUILTIN.items()
+    }
+    assert set(BUILTIN) == {"vault", "git", "confluence", "http", "sql"}
+
+
+def test_the_job_deadline_and_stop_grace_are_checked_at_load(tmp_path: Path) -> None:
+    defaults = load_settings(write(tmp_path, ""), environ={}).schedule
+    assert defaults.job_deadline == timedelta(hours=1)
+    assert defaults.stop_grace == timedelta(minutes=5)
+    assert defaults.job_deadline <= defaults.full_grace
+    given = load_settings(
+        write(tmp_path, '[schedule]\njob_deadline = "20m"\nstop_grace = "30s"\n'), environ={}
+    ).schedule
+    assert (given.job_deadline, given.stop_grace) == (timedelta(minutes=20), timedelta(seconds=30))
+    longer = write(tmp_path, '[schedule]\njob_deadline = "7h"\n')
+    with pytest.raises(ConfigError, match=r"job_deadline .* is longer than schedule\.full_grace"):
+        load_settings(longer, environ={})
+    with pytest.raises(ConfigError, match=r"stop_grace must be longer than 0s"):
+        load_settings(write(tmp_path, "[schedule]\nstop_grace = 0\n"), environ={})
+    with pytest.raises(ConfigError, match="expected a duration"):
+        load_settings(write(tmp_path, '[schedule]\njob_deadline = "soon"\n'), environ={})

@@ -10,9 +10,6 @@ LIMIT = 500
 
 #: module -> what is to split it (a module leaves this list when it is split).
 OVER = {
-    "connectors/confluence.py": "connectors/confluence/ as a package, after issue 22's merge",
-    "connectors/git.py": "connectors/git/ as a package, after issue 22's merge",
-    "connectors/sql.py": "503 lines: to split along its parts",
     "reconciler/stores/edge.py": "the read-ahead and the point ids apart from the adapter",
     "reconciler/stores/qdrant.py": "the client's connection and error mapping apart from the adapter",
 }

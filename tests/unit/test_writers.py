@@ -66,6 +66,8 @@ WRITING_MODULES = {
     "reconciler/app/bootstrap.py": {"record_identities", "upsert_documents"},
     # a run that failed before the engine recorded it
     "reconciler/app/operations.py": {"start_run"},
+    # the reads of the sources by a job whose checks do not read them (serve's TTL, dates)
+    "reconciler/app/probing.py": {"record_source_attempt"},
 }
 
 

@@ -1,11 +1,11 @@
-"""The system of record for a document-control table in any SQLAlchemy database.
+"""The sql connector itself, ``SqlTableSource``: it reads a document-control table, mapped
+column by column, and never writes to it.
 
-Many teams already keep "which version is in force" in a table of their DMS or an ERP. This
-connector reads that table, mapped column by column in the config (``docs/connectors/sql.md``),
-and never writes to it. Rows carry the same logical fields as the HTTP registry's records and
-are read with the same rules (``connectors.records``: ``record_from``, ``assemble``): an
-invalid field is taken as absent with a problem; a row whose body cannot be read is that row's
-problem.
+Many teams already keep "which version is in force" in a table of their DMS or an ERP; the
+config maps its columns to the logical fields (``options``, ``docs/connectors/sql.md``). Rows
+carry the same logical fields as the HTTP registry's records and are read with the same rules
+(``connectors.records``: ``record_from``, ``assemble``): an invalid field is taken as absent
+with a problem; a row whose body cannot be read is that row's problem.
 
 Rows are streamed (``yield_per``: a server-side cursor on PostgreSQL), so memory is bounded by
 the batch size. The filter is a mapping of column -> value(s), compiled to bound parameters:
@@ -24,9 +24,8 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar
+from typing import Any
 
-from pydantic import Field, PlainValidator
 from sqlalchemy import Column, MetaData, Table, create_engine, select
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import (
@@ -41,23 +40,8 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
-from connectors.options import (
-    ConnectorOptions,
-    ConnectorSettings,
-    Loc,
-    PositiveInt,
-    SecretVariable,
-    StatusMap,
-    checked_url,
-    config_problems,
-    invalid,
-    load,
-    refuse,
-    text,
-    unset,
-)
+from connectors.options import config_problems, load
 from connectors.records import (
-    FIELDS,
     Record,
     assemble,
     intake,
@@ -66,94 +50,12 @@ from connectors.records import (
     problem,
     sha256_of,
 )
+from connectors.sql.options import LOGICAL_FIELDS, SqlSettings
 from reconciler.model import ProblemKind, SourceProblem, SourceSnapshot
 
-__all__ = ["SqlOptions", "SqlSettings", "SqlTableSource"]
+__all__ = ["SqlTableSource"]
 
 log = logging.getLogger(__name__)
-
-#: Logical fields a column can be mapped to: the registry record's, plus the body.
-LOGICAL_FIELDS: tuple[str, ...] = (*FIELDS, "body")
-_SCALARS = (str, int, float, bool)
-
-
-# -- settings ------------------------------------------------------------------------------
-
-
-def _columns(value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise invalid("a table mapping logical fields to column names")
-    problems: list[tuple[Loc, str]] = []
-    for logical, column in value.items():
-        if logical not in LOGICAL_FIELDS:
-            problems.append(((logical,), f"unknown field; fields are {', '.join(LOGICAL_FIELDS)}"))
-        elif not isinstance(column, str) or not column:
-            problems.append(((logical,), "a column name"))
-    if problems:
-        raise refuse(problems)
-    return dict(value)
-
-
-def _filter(value: Any) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise invalid("a table mapping column names to a value or a list of values")
-    problems: list[tuple[Loc, str]] = []
-    for column, wanted in value.items():
-        values = wanted if isinstance(wanted, list) else [wanted]
-        if not values or not all(isinstance(v, _SCALARS) for v in values):
-            problems.append(((column,), "a string, number or boolean, or a list of them"))
-    if problems:
-        raise refuse(problems)
-    return dict(value)
-
-
-class SqlOptions(ConnectorOptions):
-    """``[sources.options]`` of a sql source (docs/connectors/sql.md)."""
-
-    unknown_option: ClassVar[str] = "unknown option for a sql source"
-
-    url_env: SecretVariable | None = None
-    table: Annotated[str, text("a sql source needs the table's name")] = Field(
-        default=None, validate_default=True
-    )
-    columns: Annotated[dict[str, str], PlainValidator(_columns)] = Field(default_factory=dict)
-    filter: Annotated[dict[str, Any], PlainValidator(_filter)] = Field(default_factory=dict)
-    status_map: StatusMap = Field(default_factory=dict)
-    batch_size: PositiveInt = 500
-
-
-def _database_url_problems(url: str) -> list[str]:
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return ["not a SQLAlchemy database URL"]
-    if parsed.password:
-        return [
-            "a URL with a password never goes in the config file; put it in an environment "
-            "variable named by options.url_env"
-        ]
-    return []
-
-
-class SqlSettings(ConnectorSettings):
-    """What a sql source reads of its ``[[sources]]`` entry."""
-
-    path: Annotated[None, unset("a sql source reads a database: set url or options.url_env")] = None
-    url: Annotated[str | None, checked_url(_database_url_problems)] = None
-    options: SqlOptions = Field(default_factory=SqlOptions)
-
-    @classmethod
-    def rules(cls, given: Mapping[str, Any], options: Mapping[str, Any]) -> list[tuple[Loc, str]]:
-        """Exactly one of ``url`` and ``options.url_env``."""
-        if bool(given.get("url")) == bool(options.get("url_env")):
-            return [
-                (
-                    ("url",),
-                    "set exactly one of url (a SQLAlchemy URL without a password) or "
-                    "options.url_env (a variable holding the URL)",
-                )
-            ]
-        return []
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,293 @@
+"""The git connector itself, ``GitSource``: a scan turns the tip's documents (``tree``) and
+their history (``history``) into the snapshot, links resolved across the repository;
+``read_body`` reads one document as of the last scan's commit.
+
+Each file is read exactly as the vault reads one (``connectors.vocabulary``: frontmatter by
+default), and ``content_hash`` is taken over the same normalised body, so the hash check sees a
+commit that changes a body without cutting a new version. Failures map to the contract: git
+cannot read the source: ``SourceUnavailable`` (an unreadable source is never an empty one); a
+file that cannot be decoded or parsed: a ``SourceProblem``, as in the vault.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
+from connectors.frontmatter import NoteRefused, content_hash
+from connectors.git.command import Git, redact
+from connectors.git.history import commit_times, histories, identities
+from connectors.git.options import (
+    DEFAULT_GLOB,
+    DEFAULT_TIMEOUT,
+    EFFECTIVE_FROM,
+    GitSettings,
+    clean_subdir,
+)
+from connectors.git.repository import default_cache_dir, open_repository, tip
+from connectors.git.tree import Scope, read_sidecar, select, sidecar_blobs
+from connectors.linking import admit_note, refuse_duplicates, resolve_links, unused_mappings
+from connectors.options import config_problems, load
+from connectors.vocabulary import Note, Vocabulary
+from reconciler.model import ProblemKind, SourceDocument, SourceProblem, SourceSnapshot
+
+__all__ = ["GitSource"]
+
+log = logging.getLogger(__name__)
+
+
+class GitSource:
+    """A docs-as-code git repository: a local path, or a clone URL mirrored in a cache folder."""
+
+    def __init__(
+        self,
+        name: str,
+        path: Path | str | None = None,
+        *,
+        url: str | None = None,
+        branch: str | None = None,
+        subdir: str | None = None,
+        glob: str = DEFAULT_GLOB,
+        vocabulary: Vocabulary | None = None,
+        effective_from: str = "frontmatter",
+        cache_dir: Path | str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if (path is None) == (url is None):
+            raise ConnectorConfigError(f"git source {name!r}: give path or url, exactly one")
+        if effective_from not in EFFECTIVE_FROM:
+            raise ConnectorConfigError(
+                f"git source {name!r}: effective_from must be one of {', '.join(EFFECTIVE_FROM)}"
+            )
+        self.name = name
+        self.path = Path(path) if path is not None else None
+        self.url = url
+        self.branch = branch or None
+        self.subdir = clean_subdir(subdir)
+        self.glob = glob
+        self.vocabulary = vocabulary or Vocabulary(include=(glob,))
+        self.effective_from = effective_from
+        self.cache_dir = (
+            Path(cache_dir).expanduser()
+            if cache_dir is not None
+            else default_cache_dir(name)
+            if url is not None
+            else None
+        )
+        self._git = Git(name, float(timeout))
+        self._clock = clock or (lambda: datetime.now(UTC))
+        #: source_key -> (git dir, blob id, relative path), from the last scan.
+        self._blobs: dict[str, tuple[Path, str, str]] = {}
+
+    @property
+    def timeout(self) -> float:
+        """Seconds one git command may take."""
+        return self._git.timeout
+
+    def __repr__(self) -> str:
+        where = (
+            f"path={str(self.path)!r}"
+            if self.path is not None
+            else f"url={redact(self.url or '')!r}"
+        )
+        return f"GitSource(name={self.name!r}, {where})"
+
+    @classmethod
+    def config_problems(cls, settings: Any) -> list[tuple[str, str]]:
+        """What is wrong with a git source's settings (checked when the config loads)."""
+        return config_problems(GitSettings, settings)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> GitSource:
+        """Build from a ``[[sources]]`` entry (type "git")."""
+        config = load(GitSettings, settings)
+        options = config.options
+        return cls(
+            settings.name,
+            config.path,
+            url=config.url,
+            branch=options.branch,
+            subdir=options.subdir,
+            glob=options.glob,
+            vocabulary=options.vocabulary((options.glob,)),
+            effective_from=options.effective_from,
+            cache_dir=options.cache_dir,
+            timeout=options.timeout,
+        )
+
+    # -- the SystemOfRecord contract -------------------------------------------------------
+
+    def scan(self) -> SourceSnapshot:
+        """Read every selected file of the branch tip; raise SourceUnavailable if git cannot."""
+        scanned_at = self._clock()
+        git_dir = open_repository(self._git, path=self.path, url=self.url, cache_dir=self.cache_dir)
+        ref, commit = tip(self._git, git_dir, self.branch)
+        scope = Scope(self.subdir, self.vocabulary)
+        problems: list[SourceProblem] = []
+        selected, sidecars = select(self._git, git_dir, commit, scope, problems, self._problem)
+        history = histories(self._git, git_dir, commit, selected, scope)
+        keys = identities(scope, history)
+        blobs = self._git.read_blobs(git_dir, [*selected.values(), *sidecar_blobs(sidecars)])
+
+        notes: list[Note] = []
+        refused: set[str] = set()
+        kept: dict[str, Note] = {}
+        duplicates: dict[str, list[str]] = {}
+        repo_path: dict[str, str] = {}  # relative path -> path in the repository
+        for path in sorted(selected):
+            rel = scope.rel(path)
+            data = blobs.get(selected[path])
+            if data is None:
+                refused.add(rel)
+                problems.append(
+                    self._problem(
+                        ProblemKind.UNREADABLE,
+                        f"blob {selected[path]} is missing from the repository",
+                        rel,
+                        key=keys[path],
+                    )
+                )
+                continue
+            try:
+                sidecar = read_sidecar(self.vocabulary, rel, sidecars, blobs)
+                note = self.vocabulary.read(rel, data, default_key=keys[path], sidecar=sidecar)
+            except NoteRefused as exc:
+                refused.add(rel)
+                problems.append(self._problem(exc.kind, exc.message, rel, key=keys[path]))
+                continue
+            if not admit_note(
+                note,
+                rel,
+                doc_id=self._doc_id(note.key),
+                kept=kept,
+                refused=refused,
+                problems=problems,
+                problem=self._problem,
+                duplicates=duplicates,
+            ):
+                continue
+            notes.append(note)
+            repo_path[rel] = path
+
+        notes = refuse_duplicates(
+            notes,
+            duplicates,
+            refused=refused,
+            problems=problems,
+            problem=self._problem,
+            doc_id=self._doc_id,
+        )
+        successors, link_problems = resolve_links(
+            notes,
+            refused,
+            name=self.name,
+            problem=self._problem,
+            place="the repository",
+            vocabulary=self.vocabulary,
+        )
+        problems.extend(link_problems)
+        problems.extend(
+            self._problem(ProblemKind.UNUSED_MAPPING, message, None, field=name)
+            for name, message in unused_mappings(self.vocabulary, notes)
+        )
+        times = commit_times(
+            self._git,
+            git_dir,
+            self.vocabulary,
+            {
+                repo_path[note.path]: history[repo_path[note.path]].changes
+                for note in notes
+                if self.effective_from == "commit" or note.effective_from is None
+            },
+        )
+        documents = []
+        for note in notes:
+            path = repo_path[note.path]
+            ordinal = max(1, len(history[path].changes))
+            start = note.effective_from if self.effective_from == "frontmatter" else None
+            documents.append(
+                SourceDocument(
+                    source=self.name,
+                    source_key=note.key,
+                    doc_id=self._doc_id(note.key),
+                    content_hash=content_hash(note.body),
+                    path=note.path,
+                    family=note.family,
+                    version=note.version if note.version is not None else ordinal,
+                    state=note.state,
+                    effective_from=start if start is not None else times.get(path),
+                    effective_to=note.effective_to,
+                    superseded_by=(
+                        self._doc_id(successors[note.key]) if note.key in successors else None
+                    ),
+                    title=note.title,
+                    doc_class=note.doc_class,
+                )
+            )
+        self._blobs = {
+            note.key: (git_dir, selected[repo_path[note.path]], note.path) for note in notes
+        }
+        log.info(
+            "git %s: %d document(s), %d problem(s) at %s %s",
+            self.name,
+            len(documents),
+            len(problems),
+            ref,
+            commit[:12],
+        )
+        return SourceSnapshot(
+            source=self.name,
+            documents=tuple(documents),
+            problems=tuple(problems),
+            scanned_at=scanned_at,
+        )
+
+    def read_body(self, source_key: str) -> str:
+        """Return the body of the document ``source_key`` as of the last scan's commit."""
+        if source_key not in self._blobs:
+            try:
+                self.scan()  # the document may have been added since the last scan
+            except SourceUnavailable as exc:
+                raise DocumentUnreadable(f"{self.name}: {source_key!r}: {exc}") from exc
+        found = self._blobs.get(source_key)
+        if found is None:
+            raise DocumentUnreadable(f"{self.name}: no readable document with id {source_key!r}")
+        git_dir, oid, rel = found
+        try:
+            data = self._git.read_blobs(git_dir, [oid]).get(oid)
+            if data is None:
+                raise DocumentUnreadable(f"{self.name}: blob {oid} of {rel} is missing")
+            return self.vocabulary.read(rel, data, default_key=source_key).body
+        except (SourceUnavailable, NoteRefused) as exc:
+            raise DocumentUnreadable(f"{self.name}: cannot read {rel}: {exc}") from exc
+
+    def _doc_id(self, key: str) -> str:
+        return f"{self.name}:{key}"
+
+    def _problem(
+        self,
+        kind: ProblemKind,
+        message: str,
+        path: str | None,
+        doc_id: str | None = None,
+        *,
+        key: str | None = None,
+        field: str | None = None,
+    ) -> SourceProblem:
+        log.debug("git %s: %s %s: %s", self.name, kind.value, path, message)
+        if doc_id is not None:
+            key = doc_id[len(self.name) + 1 :]
+        return SourceProblem(
+            source=self.name,
+            kind=kind,
+            message=message,
+            path=path,
+            doc_id=doc_id,
+            source_key=key,
+            field=field,
+        )

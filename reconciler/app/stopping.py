@@ -1,0 +1,135 @@
+"""Stopping a ``serve`` job that runs too long, safely: never in the middle of a write.
+
+A job is asked to stop (``JobControl.request_stop``: its deadline passed, or serve got
+SIGTERM) and stops itself at its next safe point, with ``JobStopped``: before a payload batch
+(the batch before is confirmed, the run is recorded as failed with what it wrote), or while it
+reads a source (between the bytes of an HTTP answer, before a retry, or when a scan returns),
+when nothing of the run is written yet. A job that does not reach a safe point within the
+grace may be left (``abandon``) only while it waits on a source: its thread then writes
+nothing more (its scan ends in ``JobStopped``), and its lease is given up for the next job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from reconciler.errors import JobStopped
+from reconciler.model import SourceSnapshot
+from reconciler.ports.source import SystemOfRecord, stoppable
+
+log = logging.getLogger(__name__)
+
+
+class JobControl:
+    """One job as its supervisor sees it: asked to stop or not, and whether it is reading a
+    source (the only place it may be left)."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        #: Set when the job has ended (whatever the outcome), or when it is asked to stop.
+        self.wake = threading.Event()
+        self.ended = threading.Event()
+        self._lock = threading.Lock()
+        self._reason: str | None = None
+        self._reading: str | None = None
+        #: What to give up when the job is left (its lease, its chunk index), last first.
+        self._on_leave: list[Callable[[], None]] = []
+
+    def on_leave(self, release: Callable[[], None]) -> None:
+        """Call ``release`` if the job is left (after what was registered later)."""
+        self._on_leave.append(release)
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the job to stop at its next safe point (the first reason given stays)."""
+        with self._lock:
+            if self._reason is None:
+                self._reason = reason
+        self.wake.set()
+
+    def end(self) -> None:
+        """The job's thread has finished."""
+        self.ended.set()
+        self.wake.set()
+
+    def reason(self) -> str | None:
+        """Why the job was asked to stop, or None."""
+        return self._reason
+
+    def check(self, cause: BaseException | None = None) -> None:
+        """Raise ``JobStopped`` when the job was asked to stop."""
+        if (why := self._reason) is not None:
+            raise JobStopped(f"job {self.job_id} stopped: {why}") from cause
+
+    @contextmanager
+    def reading(self, source: str) -> Iterator[None]:
+        """The block reads ``source``: the job may be left there, and the connector is told
+        of a stop request (``reconciler.ports.source.stop_requested``)."""
+        with self._lock:
+            self._reading = source
+        try:
+            with stoppable(self.reason):
+                yield
+        finally:
+            with self._lock:  # (waits while a supervisor records the job it left)
+                self._reading = None
+
+    def abandon(self, record: Callable[[str], None]) -> str | None:
+        """Leave the job if it is reading a source: ``record(source)`` and give up what it
+        holds (``on_leave``), under the lock, so the job cannot leave its read meanwhile (it
+        then raises ``JobStopped``). The source's name, or None when the job is elsewhere (in
+        a store call or a write: wait for it)."""
+        with self._lock:
+            source = self._reading
+            if source is None:
+                return None
+            record(source)
+            for release in reversed(self._on_leave):
+                try:
+                    release()
+                except Exception as error:  # (the next job meets it, with its own error)
+                    log.error("job %s: could not give up what it held: %s", self.job_id, error)
+            self._on_leave.clear()
+        return source
+
+
+class StoppableSource:
+    """A source whose scan is a safe point of its job: a scan that was asked to stop (cut
+    short, or failed because it was) raises ``JobStopped``, and is no read of the source."""
+
+    def __init__(self, source: SystemOfRecord, control: JobControl) -> None:
+        self._source = source
+        self._control = control
+        self.name = source.name
+
+    def scan(self) -> SourceSnapshot:
+        """The source's scan, within the job's control."""
+        try:
+            with self._control.reading(self.name):
+                snapshot = self._source.scan()
+        except JobStopped:
+            raise
+        except Exception as exc:
+            self._control.check(exc)
+            raise
+        self._control.check()
+        return snapshot
+
+    def read_body(self, source_key: str) -> str:
+        """The source's body of one document."""
+        return self._source.read_body(source_key)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._source, name)
+
+
+def stoppable_sources(
+    sources: list[SystemOfRecord], control: JobControl | None
+) -> list[SystemOfRecord]:
+    """``sources`` as safe points of ``control``'s job (unchanged without one)."""
+    if control is None:
+        return sources
+    return [StoppableSource(source, control) for source in sources]

@@ -1,0 +1,158 @@
+"""Stage 2 of a run: the table and the collection, streamed once each and folded per document
+(``Scan``), with the first pass of the family checks over the table as it streams past
+(``Scan.first``: the families that can be judged without their chunks).
+
+Streaming throughout: the table is read once, family by family (expected payload
+fingerprints, the text and chunk count each row says its chunks have), the collection once
+(the lean ``scan_managed``). Memory holds compact per-document state (``ChunkTally``), never
+a whole table or collection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from itertools import groupby
+from operator import attrgetter
+from typing import Any
+
+from reconciler.chunk_tally import ChunkTally
+from reconciler.model import MANAGED_KEYS, Document, VersionState
+from reconciler.payload import payload_values
+from reconciler.pipeline.checking import FamilyChecks
+from reconciler.pipeline.values import FirstPass, Options, Scan, SourcesRead, Totals
+from reconciler.ports import ChunkReader, DocumentReader
+
+log = logging.getLogger(__name__)
+
+FAMILY_OF = attrgetter("doc_family_id")
+
+
+def table_rows(
+    table: DocumentReader, options: Options, families: Iterable[str] | None = None
+) -> Iterator[Document]:
+    """The rows of the run's shard (of ``families`` when given), family by family."""
+    rows = table.iter_documents(
+        batch_size=options.table_batch,
+        families=list(families) if families is not None else None,
+    )
+    if options.shard.whole:
+        return rows
+    owns = options.shard.owns
+    return (row for row in rows if owns(row.doc_family_id))
+
+
+def scan(
+    table: DocumentReader,
+    index: ChunkReader,
+    options: Options,
+    scope: frozenset[str] | None,
+    *,
+    sources: SourcesRead | None = None,
+    now: datetime | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> Scan:
+    """Fingerprint every row's expected payload, then fold the collection per document.
+
+    The table is streamed once here, family by family; given the run's ``sources`` (and its
+    ``now``), each family is checked as it passes (``FamilyChecks.first``) and what that
+    settled is ``Scan.first``. The collection is streamed once, a page at a time. Memory
+    holds 44 bytes a document (``ChunkTally``), plus the doc id and payload variants of
+    each document with a differing chunk.
+    """
+    checks = None
+    if sources is not None:
+        assert now is not None, "a first pass checks families at the run's instant"
+        checks = FamilyChecks(options, now, sources)
+    tally = ChunkTally(keep_ids=options.keep_ids)
+    families = 0
+    rows_by_source: dict[str, int] = defaultdict(int)
+    in_scope: list[str] = []
+    owns = options.shard.owns
+    retired = VersionState.RETIRED
+    batch: list[tuple[Any, ...]] = []
+    contents: list[str | None] = []
+    counts: list[int] = []
+    if checks is not None:
+        checks.first_pass = True
+    for family, group in groupby(table_rows(table, options, scope), key=FAMILY_OF):
+        rows = tuple(group)
+        families += 1
+        for row in rows:
+            batch.append((row.doc_id, *payload_values(row)))
+            contents.append(row.source_hash)
+            counts.append(row.chunk_count)
+            if row.version_state is not retired:  # what the source should still hold
+                rows_by_source[row.source] += 1
+        if scope is not None:
+            in_scope += (row.doc_id for row in rows)
+        if len(batch) >= 256:
+            tally.expect_rows(batch, contents=contents, counts=counts)
+            batch, contents, counts = [], [], []
+        if checks is not None:
+            checks.first(family, rows)
+    tally.expect_rows(batch, contents=contents, counts=counts)
+    tally.seal()
+
+    scanned = 0
+    if scope is None or in_scope:
+        family_at = MANAGED_KEYS.index("doc_family_id")
+
+        def owned(values: tuple[Any, ...]) -> bool:
+            family = values[family_at]
+            return owns(family if isinstance(family, str) else None)
+
+        every, shown = options.scroll_batch, 0
+        for page in index.scan_managed(
+            batch_size=options.scroll_batch, doc_ids=in_scope if scope is not None else None
+        ):
+            # A chunk written from payload_for carries exactly the row's values, so one
+            # hash of the raw tuple settles it, a page at a time; only a mismatch pays for
+            # normalising (dates parsed).
+            tally.add_page(page, owned)
+            scanned += len(page)
+            if progress is not None and scanned - shown >= every:
+                progress("scanned", scanned)
+                shown = scanned
+    wanted, found = tally.shortfall()
+    return Scan(
+        scope=scope,
+        expected=tally.registered,
+        chunks=tally,
+        totals=Totals(
+            families=families,
+            rows_by_source=dict(rows_by_source),
+            chunks=scanned,
+            chunks_expected=wanted,
+            chunks_found=found,
+        ),
+        short=_short(table, options, scope, tally) if found < wanted else (),
+        first=checks.frozen() if checks is not None else FirstPass(),
+    )
+
+
+def _short(
+    table: DocumentReader, options: Options, scope: frozenset[str] | None, tally: ChunkTally
+) -> tuple[str, ...]:
+    """The rows with fewer chunks than they say (one more stream of the table, only when
+    some are: the tally does not keep doc ids), the first ``SHORT_KEPT`` of them."""
+    short: list[str] = []
+    for row in table_rows(table, options, scope):
+        if row.chunk_count and tally.is_short(row.doc_id):
+            short.append(row.doc_id)
+            if len(short) >= SHORT_KEPT:
+                log.warning(
+                    "more than %d documents lack chunks: the first %d are reported, the "
+                    "rest after they are re-ingested",
+                    SHORT_KEPT,
+                    SHORT_KEPT,
+                )
+                break
+    return tuple(short)
+
+
+#: Documents lacking chunks that one run reports (and asks to re-ingest) at most: an index
+#: that lost most of its points is one ``points_missing`` finding, and the guard's.
+SHORT_KEPT = 10_000
