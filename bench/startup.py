@@ -3,9 +3,10 @@
 Every cron run and every ``--help`` pays the start-up (importing the program), so it is
 measured as a person or a cron job meets it: the console script in a fresh process, wall
 clock from spawn to exit. Runs ``reconciler --help``, ``reconciler --version``, and
-``reconciler check`` on a demo deployment (built once by ``reconciler demo`` in a temporary
-folder, removed at the end), each ``--runs`` times after one warm-up run, and prints best and
-median wall and CPU time beside ``python -c pass`` and the targets of issue 13. On a shared
+``reconciler check``, ``audit verify`` and ``rollback`` of a run that does not exist on a demo
+deployment (built once by ``reconciler demo`` in a temporary folder, removed at the end; the
+last two never open the chunk index), each ``--runs`` times after one warm-up run, and prints
+best and median wall and CPU time beside ``python -c pass`` and the targets of issue 13. On a shared
 machine wall time follows the load (printed too); CPU time (user + system of the process)
 does not.
 
@@ -87,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
             ("--version", [*command, "--version"], (0,)),
             # after the demo's apply there is no drift: 0 (2 would still be a fair timing)
             ("check (demo)", [*command, "--config", config, "check"], (0, 2)),
+            # the document table alone: the chunk index (qdrant-client) is never opened
+            ("audit verify", [*command, "--config", config, "audit", "verify"], (0,)),
+            # refused (exit 1) before the index is opened
+            ("rollback ?", [*command, "--config", config, "rollback", "feedface"], (1,)),
         ]
         results: dict[str, dict[str, list[float]]] = {}
         header = (

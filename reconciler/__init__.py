@@ -25,9 +25,10 @@ __version__: str
 
 
 def __getattr__(name: str) -> Any:
-    """``default_filter`` and ``default_edge_filter`` (which need qdrant_client and numpy)
-    and ``__version__`` (which reads the installed metadata) load on first use, so ``import
-    reconciler`` stays cheap: every CLI command and every connector imports this package."""
+    """``default_filter`` and ``default_edge_filter`` (whose calls import qdrant_client, and
+    qdrant_edge and numpy) and ``__version__`` (which reads the installed metadata) load on
+    first use, so ``import reconciler`` stays cheap: every CLI command and every connector
+    imports this package."""
     if name in ("default_filter", "default_edge_filter"):
         from reconciler import filters  # noqa: PLC0415
 

@@ -18,14 +18,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import numpy
-from qdrant_client import models
-
 from reconciler.model import HISTORICAL_STATES, SERVABLE_STATES, utc
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 
 if TYPE_CHECKING:
     import qdrant_edge
+    from qdrant_client import models
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +94,10 @@ def default_filter(
 
     For Qdrant Edge use ``default_edge_filter`` (same arguments, same semantics).
     """
+    # qdrant-client is imported when a filter is built (~1 s of start-up, which Edge
+    # retrieval code and every command that builds no such filter never pays).
+    from qdrant_client import models  # noqa: PLC0415
+
     terms = filter_terms(as_of, include_historical, keys=keys)
     must: list[models.Condition] = [
         models.FieldCondition(key=terms.state_path, match=models.MatchAny(any=list(terms.states)))
@@ -126,6 +128,8 @@ def default_edge_filter(
     Pass it to an ``EdgeShard``'s ``query``, ``search``, ``scroll`` or ``count`` request.
     Needs the optional extra: ``pip install 'corpus-reconciler[edge]'``.
     """
+    import numpy  # noqa: PLC0415 (only this rendering needs it)
+
     try:
         import qdrant_edge  # noqa: PLC0415 (an optional extra)
     except ImportError as exc:

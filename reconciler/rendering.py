@@ -443,9 +443,9 @@ def render_rollback(data: dict[str, Any]) -> str:
     out = [render_rollback(item) for item in data.get("cascaded", [])]
     if data.get("dry_run"):
         out.append(
-            f"would roll back run {data['rolled_back']}: {data['rows']} row(s) restored, "
-            f"chunks of {data['payload_writes']} document(s) ({data['points']} chunk(s)) "
-            "rewritten from them (dry run: nothing written)"
+            f"would roll back run {data['rolled_back']}: {data['rows']} row(s), "
+            f"{data['payload_writes']} payload write(s) on {data['points']} chunk(s) restored "
+            "(dry run: nothing written)"
         )
     else:
         out.append(

@@ -10,6 +10,9 @@ reconciliation, runs ``plan`` and ``apply``, and measures again. Every number is
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import sys
 import textwrap
 import time
 from collections.abc import Callable, Mapping
@@ -288,8 +291,9 @@ QUESTIONS: list[Question] = [
 ]
 
 CONFIG = """\
-# Written by `reconciler demo`: the embedded default. Go on with
-#   reconciler --config {path} check | plan | apply | status | serve
+# Written by `reconciler demo`: the embedded default. Go on with check, plan, apply, status
+# or serve, e.g.
+#   {command} --config {path} check
 [table]
 url = "sqlite:///reconciler.db"
 
@@ -365,6 +369,22 @@ def measure(settings: Settings, *, k: int = 5) -> Retrieval:
     return result
 
 
+def shell_command() -> str:
+    """This reconciler as a shell runs it, typed as printed: ``reconciler`` when that is what
+    PATH finds, else the path of the console script that is running (or the one beside this
+    interpreter, e.g. ``.venv/bin/reconciler`` of a venv that is not activated), else this
+    interpreter with ``-m reconciler.cli``."""
+    for candidate in (Path(sys.argv[0]), Path(sys.executable).with_name("reconciler")):
+        if candidate.name != "reconciler" or not candidate.is_file():
+            continue
+        script = candidate.absolute()
+        on_path = shutil.which("reconciler")
+        if on_path is not None and Path(on_path).absolute() == script:
+            return "reconciler"
+        return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable)} -m reconciler.cli"
+
+
 def run_demo(directory: Path, *, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Build the deployment in ``directory`` (empty or absent), tell the story, return numbers."""
     started = time.monotonic()
@@ -377,7 +397,11 @@ def run_demo(directory: Path, *, say: Callable[[str], None] = print) -> dict[str
     for note in NOTES:
         _write(vault, note)
     config = directory / "reconciler.toml"
-    config.write_text(CONFIG.format(path=config, source=SOURCE), encoding="utf-8")
+    command = shell_command()
+    config.write_text(
+        CONFIG.format(command=command, path=shlex.quote(str(config)), source=SOURCE),
+        encoding="utf-8",
+    )
     settings = load_settings(config, environ={})
 
     say(f"1. A handbook of {len(NOTES)} notes in {vault}, kept the way people keep one:")
@@ -436,7 +460,8 @@ def run_demo(directory: Path, *, say: Callable[[str], None] = print) -> dict[str
         f"\n   A second check finds {len(check.findings)} finding(s). Done in "
         f"{time.monotonic() - started:.1f}s."
     )
-    say(f"   Go on: reconciler --config {config} check | plan | apply | status | serve")
+    say("   Go on with check, plan, apply, status or serve, e.g.:")
+    say(f"   {command} --config {shlex.quote(str(config))} check")
     return {
         "config": str(config),
         "before": before.__dict__,

@@ -312,9 +312,35 @@ class HeldLease:
                 )
 
 
+def lease_is_free(engine: Engine, name: str, *, clock: Clock = SYSTEM_CLOCK) -> bool:
+    """Whether a runner could take lease ``name`` now, learnt without holding it (a dry run's
+    question: is the run recorded as running under it dead?). PostgreSQL: the advisory lock
+    tried and let go at once; elsewhere the lease row read: absent, expired, or held by a
+    holder that is provably gone (``holder_is_gone``)."""
+    if engine.dialect.name == "postgresql":
+        lease = AdvisoryLease(engine, name)
+        try:
+            return lease.acquire()
+        finally:
+            lease.release()
+    with Session(engine) as session:
+        holder = session.scalar(
+            select(LeaseRow.holder).where(LeaseRow.name == name, LeaseRow.expires_at >= clock.now())
+        )
+    return holder is None or holder_is_gone(holder)
+
+
 def lease_name(shard: str) -> str:
     """The lease of one shard."""
     return f"reconcile:{shard}"
 
 
-__all__ = ["AdvisoryLease", "HeldLease", "Lease", "RowLease", "lease_name", "make_lease"]
+__all__ = [
+    "AdvisoryLease",
+    "HeldLease",
+    "Lease",
+    "RowLease",
+    "lease_is_free",
+    "lease_name",
+    "make_lease",
+]

@@ -17,7 +17,6 @@ from reconciler.app.wiring import build_sources, open_index, open_table, schema_
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import (
-    AmbiguousRunId,
     CollectionMissing,
     ConfigError,
     LeaseBusy,
@@ -31,7 +30,6 @@ from reconciler.ports import DocumentTable
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
 from reconciler.writing.recovery import resolve_interrupted
-from reconciler.writing.rollback import rollback
 from reconciler.writing.runs import finish_failed
 
 if TYPE_CHECKING:
@@ -313,7 +311,7 @@ def reconcile(
         table.close()
 
 
-def _keep_writing(
+def lease_guard(
     held: HeldLease, shard: Shard, control: JobControl | None = None
 ) -> Callable[[], None]:
     """Before each payload batch: stop if the job was asked to; renew the lease, and stop
@@ -361,9 +359,7 @@ def _run_engine(
             index=index,
             sources=sources,
             progress=progress,
-            keep_writing=(
-                _keep_writing(held, options.shard, control) if held is not None else None
-            ),
+            keep_writing=(lease_guard(held, options.shard, control) if held is not None else None),
             clock=clock,
         )
         return engine.run(options)
@@ -423,92 +419,3 @@ def report_data(report: Report) -> dict[str, Any]:
         "indexes": [{"key": k, "schema": s} for k, s in plan.indexes],
     }
     return data
-
-
-def resolve_run_id(table: DocumentTable, given: str) -> str:
-    """The full id of the run ``given`` names: its id, or any unique prefix of it (``audit
-    show`` prints 8 characters). ``NotFound`` when no run matches, ``AmbiguousRunId`` (listing
-    them) when several do."""
-    given = given.strip()
-    if not given:
-        raise NotFound("an empty run id names no run")
-    if table.get_run(given) is not None:
-        return given
-    matches = table.run_ids_starting(given, limit=11)
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise NotFound(
-            f"no run {given!r}: no recorded run has that id or starts with it (`reconciler "
-            "status` lists recent runs; check and plan runs are not recorded)"
-        )
-    raise AmbiguousRunId(given, matches[:10] + (["..."] if len(matches) > 10 else []))
-
-
-def rollback_run(
-    settings: Settings,
-    run_id: str,
-    *,
-    cascade: bool = False,
-    dry_run: bool = False,
-    lease_renew_every: float = 30.0,
-    clock: Clock = SYSTEM_CLOCK,
-) -> dict[str, Any]:
-    """Restore what one run wrote, under the lease of that run's shard (runs of the shard
-    whose process died are resolved first, so an interrupted run can be rolled back). A dry
-    run takes no lease and writes nothing."""
-    with stores(settings) as opened:
-        run_id = resolve_run_id(opened.table, run_id)
-        run = opened.table.get_run(run_id)
-        assert run is not None
-        shard = Shard.parse(run.shard) if run.shard else Shard()
-        if dry_run:
-            return rollback(
-                table=opened.table,
-                index=opened.index,
-                run_id=run_id,
-                cascade=cascade,
-                dry_run=True,
-                shard=str(shard),
-            ).to_json()
-        lease = make_lease(opened.table.engine, lease_name(str(shard)), clock=clock)
-        with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
-            if not held.acquired:
-                raise LeaseBusy(
-                    f"another runner holds the lease of shard {shard}; the rollback was not "
-                    "started (nothing was written): retry when that run has ended"
-                )
-            resolve_interrupted(table=opened.table, index=opened.index, shard=str(shard))
-            result = rollback(
-                table=opened.table,
-                index=opened.index,
-                run_id=run_id,
-                batch_points=settings.index.write_batch,
-                cascade=cascade,
-                keep_writing=_keep_writing(held, shard),
-                shard=str(shard),
-            )
-    return result.to_json()
-
-
-def audit_entries(
-    settings: Settings, *, run_id: str | None = None, doc_id: str | None = None, limit: int = 1000
-) -> list[dict[str, Any]]:
-    """Audit entries for display (``run_id``: a run's id or a unique prefix of it)."""
-    table = open_table(settings)
-    try:
-        if run_id is not None:
-            run_id = resolve_run_id(table, run_id)
-        return list(table.audit_entries(run_id=run_id, target=doc_id, limit=limit))
-    finally:
-        table.close()
-
-
-def audit_verify(settings: Settings) -> dict[str, Any]:
-    """Walk the audit chain."""
-    table = open_table(settings)
-    try:
-        result = table.verify_audit()
-    finally:
-        table.close()
-    return {"ok": result.ok, "entries": result.entries, "problems": result.problems}

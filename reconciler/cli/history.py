@@ -41,7 +41,7 @@ def rollback_command(obj: CliState, run_id: str, cascade: bool, dry_run: bool) -
     indexes are not undone. RUN_ID may be any unique prefix of the id (`audit show` and
     `status` list runs); start with --dry-run.
     """
-    from reconciler.app.operations import rollback_run
+    from reconciler.app.history import rollback_run
     from reconciler.rendering import render_rollback
     from reconciler.writing.rollback import RollbackRefused
 
@@ -67,7 +67,7 @@ def audit() -> None:
 @click.pass_obj
 def audit_show(obj: CliState, run_id: str | None, doc_id: str | None, limit: int) -> None:
     """Show audit entries, oldest first."""
-    from reconciler.app.operations import audit_entries
+    from reconciler.app.history import audit_entries
     from reconciler.rendering import render_audit
 
     with errors_mapped():
@@ -79,7 +79,7 @@ def audit_show(obj: CliState, run_id: str | None, doc_id: str | None, limit: int
 @click.pass_obj
 def audit_verify_command(obj: CliState) -> None:
     """Recompute the hash chain; exit 1 when any entry was altered or removed."""
-    from reconciler.app.operations import audit_verify
+    from reconciler.app.history import audit_verify
 
     with errors_mapped():
         data = audit_verify(obj.settings)

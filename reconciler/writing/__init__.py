@@ -6,5 +6,6 @@ holds the list of who calls them).
   indexes; ``differs``: whether a point still needs a write, and what it sends.
 - ``runs``: every command's record in the run log, one lifecycle (``recorded``).
 - ``recovery``: what a killed run left, finished from its intents.
-- ``rollback``: a run undone, from its audit entries.
+- ``rollback``: a run undone, from its audit entries; ``dry``: the stores of a dry run, whose
+  writes stay in memory (the same rollback runs on them).
 """

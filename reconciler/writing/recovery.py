@@ -26,6 +26,7 @@ from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import CONFIRM, INTENT
+from reconciler.writing.dry import is_dry
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,10 @@ def resolve_interrupted(
             recorded = dict(run.counts or {}) if run is not None else {}
             counts = {k: v for k, v in recorded.items() if k != "unconfirmed"}
             table.set_run_counts(run_id, {**counts, "audit_head": head, "resolved": outcome})
-        log.warning("run %s of shard %s resolved (%s): %s", run_id, shard, status, outcome)
+        if is_dry(table):
+            log.info("dry run: run %s of shard %s would be resolved (%s)", run_id, shard, status)
+        else:
+            log.warning("run %s of shard %s resolved (%s): %s", run_id, shard, status, outcome)
         done.append(Resolved(run_id, len(written), len(missed)))
     return done
 

@@ -12,9 +12,10 @@
   may have written is set from the restored rows.
 
 It runs as a new audited run by actor ``rollback``, under the lease of the rolled-back run's
-shard (the caller takes it), and ``dry_run`` says what it would do without writing. Re-ingest
-requests and payload indexes are not undone (neither changes what retrieval returns); they
-are listed.
+shard (the caller takes it). ``dry_run`` runs the same code on stores whose writes stay in
+memory (``dry``), so it reports exactly what the real rollback would do, cascade included;
+nothing is written. Re-ingest requests and payload indexes are not undone (neither changes
+what retrieval returns); they are listed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from reconciler.model import (
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import INTENT, Applier
+from reconciler.writing.dry import dry_stores, is_dry
 from reconciler.writing.runs import recorded
 
 ROW = "row"
@@ -98,6 +100,8 @@ def rollback(
 ) -> RollbackResult:
     """Restore what run ``run_id`` changed (see the module docstring); the rollback is
     recorded as a run of ``shard``, the shard whose lease the caller holds."""
+    if dry_run and not is_dry(table):  # the same code as the real rollback, on dry stores
+        table, index = dry_stores(table, index)
     handled = _handled if _handled is not None else set()
     handled.add(run_id)  # a cascade never comes back to a run it is already undoing
     run = table.get_run(run_id)
@@ -146,12 +150,6 @@ def rollback(
         for e in entries
         if e.target_type in ("reingest", "index")
     ] + skipped
-    if dry_run:
-        result.rows = len(changes)
-        result.payload_groups = len(points)
-        result.points = sum(len(ids) for ids, _changed in points.values())
-        return result
-
     now = datetime.now(UTC)
     with recorded(table, mode=ROLLBACK, actor=ROLLBACK, shard=shard) as record:
         result.run_id = record.run_id
@@ -195,6 +193,8 @@ def rollback(
             "payload_writes": result.payload_groups,
             "points_written": result.points,
         }
+    if dry_run:
+        result.run_id = None  # recorded only in the dry stores
     return result
 
 

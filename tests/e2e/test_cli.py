@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acceptance_kit import Deployment
@@ -360,8 +361,35 @@ def test_check_loads_neither_the_scheduler_nor_metrics_nor_alembic(deploy: Deplo
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in wanted\n"
         "    or m in wanted)))"
     )
+    assert printed_by(code) == []
+
+
+def printed_by(code: str) -> Any:
+    """The last line a fresh interpreter running ``code`` prints, read as JSON."""
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == []
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_what_does_not_touch_qdrant_does_not_import_qdrant_client(deploy: Deployment) -> None:
+    """qdrant-client is ~1 s of start-up: only its adapter imports it, when a command opens the
+    index. The audit, a rollback of a run that does not exist (refused before the index is
+    opened) and the Edge rendering of the default filter never load it."""
+    _applied(deploy)
+    config = str(deploy.config)
+    code = (
+        "import sys, json\n"
+        "from reconciler.cli import cli\n"
+        "codes = []\n"
+        "for args in (['audit', 'show'], ['audit', 'verify'], ['rollback', 'feedface']):\n"
+        "    try:\n"
+        f"        cli.main(['--config', {config!r}, *args], prog_name='reconciler')\n"
+        "    except SystemExit as exit:\n"
+        "        codes.append(exit.code)\n"
+        "from reconciler import default_edge_filter\n"
+        "default_edge_filter()\n"
+        "print(json.dumps([codes, 'qdrant_client' in sys.modules]))"
+    )
+    assert printed_by(code) == [[0, 0, 1], False]

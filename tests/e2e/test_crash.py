@@ -203,3 +203,29 @@ def test_killed_apply_is_marked_interrupted_and_the_next_run_converges(
             "reconciler_run_failures_total", {"reconciler_job": "apply"}
         )
     assert failures == 1.0
+
+
+def test_the_dry_run_of_a_killed_apply_says_what_its_rollback_then_does(
+    template: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """Its process SIGKILLed, the run is still recorded as running: the dry run resolves it
+    as the real rollback does (its lease is free, so it is dead), without writing, and counts
+    exactly what the rollback then restores (issue 24, item 12: it exited 1, "still
+    running")."""
+    deploy = copy(template, tmp_path)
+    run_id = kill_during_writes(deploy, seed=6)
+    killed = state(deploy)
+
+    code, dry = deploy.json("rollback", run_id, "--dry-run")
+    assert code == 0, dry
+    assert (dry["dry_run"], dry["run_id"]) == (True, None)
+    assert state(deploy) == killed
+    assert deploy.dump()["runs"][run_id]["status"] == "running"  # the dry run wrote nothing
+
+    code, rolled = deploy.json("rollback", run_id)
+    assert code == 0, rolled
+    assert deploy.dump()["runs"][run_id]["status"] == "interrupted"
+    counts = ("rows", "payload_writes", "points", "not_undone", "cascaded")
+    assert {k: dry[k] for k in counts} == {k: rolled[k] for k in counts}
+    assert rolled["points"] > 0
+    assert state(deploy) == template[1]

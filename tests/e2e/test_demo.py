@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -45,3 +48,37 @@ def test_demo_prints_the_story(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "BEFORE reconciliation" in result.output
     assert "stale version cited: 0" in result.output
+
+
+def test_the_closing_command_runs_as_printed_without_an_activated_venv(tmp_path: Path) -> None:
+    """`.venv/bin/reconciler demo` from a shell whose PATH has no venv: the last line it prints
+    is a command that shell runs as printed (it printed `reconciler …`, which was not found).
+    """
+    script = Path(sys.executable).with_name("reconciler")
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "RECONCILER_CONFIG": ""}
+    env.pop("VIRTUAL_ENV", None)
+    done = subprocess.run(
+        [str(script), "demo", "--dir", "demo"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.strip().splitlines()[-1].strip()
+    config = tmp_path / "demo" / "reconciler.toml"
+    assert printed == f"{script} --config {config} check"
+    again = subprocess.run(
+        printed,
+        shell=True,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "the three stores agree" in again.stdout

@@ -4,6 +4,8 @@ then created; the shard's lock seen by a command."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import qdrant_edge as qe
@@ -102,3 +104,23 @@ def test_eval_says_it_needs_the_qdrant_engine(tmp_path: Path) -> None:
     result = deploy.cli("eval", str(golden))
     assert result.exit_code == 1
     assert 'reconciler eval runs on engine = "qdrant" only' in result.output
+
+
+def test_a_check_on_edge_never_imports_qdrant_client(tmp_path: Path) -> None:
+    """qdrant-client is ~1.7 s of CPU to import here; an Edge deployment has no use for it."""
+    deploy = Deployment(tmp_path, engine="edge")
+    deploy.family("expenses", 2)
+    deploy.init_ingest()
+    code = (
+        "import sys\n"
+        "from reconciler.cli import cli\n"
+        "try:\n"
+        f"    cli.main(['--config', {str(deploy.config)!r}, 'check'], prog_name='reconciler')\n"
+        "except SystemExit as exit:\n"
+        "    print(exit.code, 'qdrant_client' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["2", "False"]  # drift (no payload index yet), no import

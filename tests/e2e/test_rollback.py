@@ -146,3 +146,42 @@ def test_a_field_changed_since_outside_any_run_is_left_and_listed(deploy: Deploy
     [left] = [n for n in rolled["not_undone"] if n["target"] == "hb:p"]
     assert left["after"] == {"version_state": "pending", "changed_since": True}
     assert rolled["rows"] == 0
+
+
+def rolled_back_counts(data: dict[str, Any]) -> dict[str, Any]:
+    """What a rollback (or its dry run) restored, cascade included, without the run ids it
+    was (or would be) recorded as."""
+    return {
+        "rolled_back": data["rolled_back"],
+        "rows": data["rows"],
+        "payload_writes": data["payload_writes"],
+        "points": data["points"],
+        "not_undone": data["not_undone"],
+        "cascaded": [rolled_back_counts(c) for c in data["cascaded"]],
+    }
+
+
+def test_a_dry_cascade_counts_exactly_what_the_real_cascade_restores(deploy: Deployment) -> None:
+    """Run A retires a note and run B makes it current again (the same field): on its own the
+    dry run of A's rollback saw B's value and thought A had nothing left to restore, while
+    the real cascade rolls B back first, then A (issue 27, item 9)."""
+    deploy.note("p", family="p", status="current")
+    deploy.note("q", family="q", status="current")
+    deploy.init_ingest()
+    assert deploy.json("apply")[0] == 0
+    deploy.edit_front("p", status="retired")
+    code, a = deploy.json("apply")
+    assert (code, a["writes"]["table"]) == (0, 1)
+    deploy.edit_front("p", status="current")
+    code, b = deploy.json("apply")
+    assert (code, b["writes"]["table"]) == (0, 1)
+    after_b = managed_rows(deploy), deploy.points().payloads
+
+    code, dry = deploy.json("rollback", a["run_id"], "--cascade", "--dry-run")
+    assert code == 0, dry
+    assert (managed_rows(deploy), deploy.points().payloads) == after_b  # dry: nothing written
+    code, rolled = deploy.json("rollback", a["run_id"], "--cascade")
+    assert code == 0, rolled
+    assert rolled_back_counts(dry) == rolled_back_counts(rolled)
+    assert (rolled["rows"], rolled["cascaded"][0]["rows"]) == (1, 1)
+    assert deploy.rows()["hb:p"]["version_state"] == "current"  # before A, as B left it

@@ -6,6 +6,7 @@ the two-process contention keeps real time (two interpreters racing for one leas
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from reconciler.app.leasing import (
     HeldLease,
     Lease,
     RowLease,
+    lease_is_free,
     lease_name,
     make_lease,
 )
@@ -108,6 +110,29 @@ def test_make_lease_picks_by_dialect(table: SqlDocumentTable) -> None:
     again = make_lease(table.engine, lease_name("0/1"))
     assert again.acquire()
     again.release()
+
+
+def test_whether_a_lease_is_free_is_learnt_without_taking_it(table: SqlDocumentTable) -> None:
+    """``lease_is_free`` (a dry run's question) is true of a free, an expired or a dead
+    holder's lease, false while a live runner holds it, and leaves the lease as it was."""
+    clock = ManualClock()
+    name = lease_name("0/1")
+    assert lease_is_free(table.engine, name, clock=clock)
+    holder = make_lease(table.engine, name, clock=clock)
+    assert holder.acquire()
+    assert not lease_is_free(table.engine, name, clock=clock)
+    holder.release()
+    assert lease_is_free(table.engine, name, clock=clock)
+    runner = make_lease(table.engine, name, clock=clock)
+    assert runner.acquire()  # the probe took nothing: the next runner gets it
+    runner.release()
+    if table.dialect == "postgresql":
+        return  # an advisory lock dies with its session: there is no stale row to read
+    dead = RowLease(table.engine, name, clock=clock, holder=f"{socket.gethostname()}:1:x:1:y")
+    assert dead.acquire()
+    assert not lease_is_free(table.engine, name, clock=clock)  # not provably gone: held
+    clock.advance(121)
+    assert lease_is_free(table.engine, name, clock=clock)  # expired
 
 
 def test_shards_have_separate_leases(table: SqlDocumentTable) -> None:

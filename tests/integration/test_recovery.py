@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from reconciler.model import OPEN_END, Document, VersionState
+import pytest
+
+from reconciler.model import OPEN_END, Document, PayloadWrite, RowChange, VersionState
 from reconciler.payload import chunk_payload, payload_for
 from reconciler.stores import audit
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.writing.dry import dry_stores
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.rollback import rollback
 
@@ -162,3 +165,25 @@ def test_a_lost_head_record_is_rebuilt_from_the_log(table: SqlDocumentTable) -> 
     table.append_audit([row_entry("r2", "c", "d")])
     result = audit.verify(table.engine)
     assert (result.problems, result.entries) == ([], 3)
+
+
+def test_dry_stores_hold_their_writes_and_refuse_what_they_do_not_keep_true(
+    table: SqlDocumentTable,
+) -> None:
+    """A dry run reads its own row and payload writes over the real stores, which keep what
+    they held; a call the overlay does not keep true (a write it does not hold, a scroll it
+    would not overlay) raises instead of reaching a store."""
+    table.upsert_documents([document("a")])
+    index = index_with("p1")
+    dry_table, dry_index = dry_stores(table, index)
+    change = RowChange("h:doc", "test", {"doc_class": "a"}, {"doc_class": "b"})
+    dry_table.write_rows_and_outbox(run_id="R", actor="t", changes=[change], reingests=[], at=AT)
+    dry_index.set_payloads([PayloadWrite(("p1",), {"doc_class": "b"}, "h:doc")])
+    assert dry_table.get_documents(["h:doc"])["h:doc"].doc_class == "b"
+    assert [s.payload["doc_class"] for s in dry_index.retrieve(["p1"])] == ["b"]
+    assert table.get_documents(["h:doc"])["h:doc"].doc_class == "a"
+    assert [s.payload["doc_class"] for s in index.retrieve(["p1"])] == ["a"]
+    with pytest.raises(AttributeError, match="upsert_documents"):
+        dry_table.upsert_documents([document("c")])
+    with pytest.raises(AttributeError, match="scroll"):
+        dry_index.scroll()

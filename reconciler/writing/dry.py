@@ -1,0 +1,286 @@
+"""A dry run is the real run against stores whose writes stay in memory.
+
+``dry_stores(table, index)`` wraps both stores: every write a rollback (or the resolution of
+an interrupted run before it) makes changes only an overlay, and every read it makes sees the
+real store under that overlay. So ``rollback --dry-run`` executes the code of the real
+rollback, step by step: the second rollback of a cascade reads the rows the first restored,
+a point counts only when it still differs, a resolved run reads as ``interrupted``, and what
+the dry run reports is what the real one does. Nothing reaches a store.
+
+Only what that code reads is overlaid; any other method (a read the overlay would not keep
+true, or a write it does not hold) raises ``AttributeError`` naming it, so a new call in the
+rollback fails its tests instead of writing during a dry run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from reconciler.model import (
+    AuditEntry,
+    ChunkState,
+    Document,
+    PayloadWrite,
+    ReingestRequest,
+    RowChange,
+    VersionState,
+)
+from reconciler.ports import ChunkIndex, DocumentTable, RunEntry
+
+#: Reads of the real table that no dry write changes: passed through as they are.
+TABLE_READS = frozenset({"pending_reingest_for", "run_ids_starting", "close"})
+#: Reads of the real index that no payload write changes.
+INDEX_READS = frozenset({"exists", "supports_payload_indexes", "payload_indexes", "keys", "close"})
+#: Audit entry types that ``runs_touching_after`` counts (as the stores do).
+TOUCHING = frozenset({"row", "payload"})
+
+
+@dataclass
+class DryRunEntry:
+    """A run as the dry stores read it: a run a dry run started, or a real one it ended."""
+
+    run_id: str
+    mode: str
+    actor: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    shard: str | None = None
+    job: str | None = None
+    checks: str | None = None
+    counts: dict[str, Any] | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, run: RunEntry) -> DryRunEntry:
+        """A copy of a recorded run."""
+        return cls(
+            run.run_id,
+            run.mode,
+            run.actor,
+            run.status,
+            run.started_at,
+            run.finished_at,
+            run.shard,
+            run.job,
+            run.checks,
+            dict(run.counts or {}),
+            run.error,
+        )
+
+
+class DryTable:
+    """The document table under a dry run's overlay of rows, runs and audit entries."""
+
+    def __init__(self, table: DocumentTable) -> None:
+        self._table = table
+        self._rows: dict[str, Document | None] = {}
+        self._runs: dict[str, DryRunEntry] = {}
+        #: The dry audit entries, in order, each with its (made-up) hash.
+        self._audit: list[tuple[AuditEntry, str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name in TABLE_READS:
+            return getattr(self._table, name)
+        raise AttributeError(f"a dry run does not keep {name!r} true: it may not call it")
+
+    # -- rows ----------------------------------------------------------------------------------
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """The rows as the dry run left them."""
+        wanted = set(doc_ids)
+        found = self._table.get_documents(wanted - set(self._rows))
+        for doc_id in wanted & set(self._rows):
+            row = self._rows[doc_id]
+            if row is not None:
+                found[doc_id] = row
+        return found
+
+    def write_rows_and_outbox(
+        self,
+        *,
+        run_id: str,
+        actor: str,
+        changes: Sequence[RowChange],
+        reingests: Sequence[tuple[ReingestRequest, str]],
+        at: datetime,
+    ) -> tuple[str, int]:
+        """Change the overlaid rows (a row that does not exist stays absent) and audit it."""
+        rows = self.get_documents(c.doc_id for c in changes)
+        for change in changes:
+            row = rows.get(change.doc_id)
+            if row is None:
+                self._rows[change.doc_id] = None
+                continue
+            values = dict(change.after)
+            if values.get("version_state") is not None:
+                values["version_state"] = VersionState(values["version_state"])
+            rows[change.doc_id] = self._rows[change.doc_id] = replace(row, **values, updated_at=at)
+        entries = [
+            AuditEntry(run_id, at, actor, c.reason, "row", c.doc_id, c.before, c.after)
+            for c in changes
+        ]
+        pending = self._table.pending_reingest_for({r.doc_id for r, _reason in reingests})
+        queued = {r.doc_id for r, _reason in reingests} - pending
+        return self._append(entries), len(queued)
+
+    # -- the run log ---------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        *,
+        mode: str,
+        actor: str,
+        forced: bool = False,
+        shard: str | None = None,
+        status: str = "running",
+        run_id: str | None = None,
+        job: str | None = None,
+        checks: str | None = None,
+    ) -> str:
+        """Start a run that only the dry stores know."""
+        run_id = run_id or f"dry-run-{len(self._runs) + 1}"
+        self._runs[run_id] = DryRunEntry(
+            run_id, mode, actor, status, datetime.now(UTC), None, shard, job or mode, checks
+        )
+        return run_id
+
+    def get_run(self, run_id: str) -> RunEntry | None:
+        """The run as the dry run left it."""
+        return self._runs.get(run_id) or self._table.get_run(run_id)
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        counts: Mapping[str, Any] | None = None,
+        error: str | None = None,
+        **stats: float,
+    ) -> None:
+        """End a run in the overlay (never over ``interrupted``, as the stores hold it)."""
+        run = self._run(run_id)
+        if run is not None and run.status != "interrupted":
+            self._runs[run_id] = replace(
+                run,
+                status=status,
+                finished_at=datetime.now(UTC),
+                counts=dict(counts or {}),
+                error=error,
+            )
+
+    def set_run_counts(self, run_id: str, counts: Mapping[str, Any]) -> None:
+        """Replace a run's counts in the overlay."""
+        run = self._run(run_id)
+        if run is not None:
+            self._runs[run_id] = replace(run, counts=dict(counts))
+
+    def _run(self, run_id: str) -> DryRunEntry | None:
+        run = self.get_run(run_id)
+        return None if run is None else self._runs.get(run_id) or DryRunEntry.of(run)
+
+    def runs_to_resolve(self, *, shard: str) -> list[tuple[str, str]]:
+        """Runs of ``shard`` recorded as running, and failed runs that left a payload batch
+        unconfirmed, as the dry run left them (oldest first)."""
+        found = []
+        for run_id, status in self._table.runs_to_resolve(shard=shard):
+            run = self._runs.get(run_id)
+            if run is None:
+                found.append((run_id, status))
+            elif run.status == "running" or (run.counts or {}).get("unconfirmed"):
+                found.append((run_id, run.status))
+        return found
+
+    def rollbacks(self) -> dict[str, str]:
+        """Succeeded rollback runs, the dry ones included, and the run each rolled back."""
+        found = dict(self._table.rollbacks())
+        for run in self._runs.values():
+            undone = (run.counts or {}).get("rolled_back")
+            if run.mode == "rollback" and run.status == "succeeded" and undone:
+                found[run.run_id] = undone
+        return found
+
+    # -- the audit log -------------------------------------------------------------------------
+
+    def append_audit(self, entries: Sequence[AuditEntry]) -> str:
+        """Append to the dry log; the head is a hash no real entry has."""
+        return self._append(entries)
+
+    def _append(self, entries: Sequence[AuditEntry]) -> str:
+        for entry in entries:
+            seed = f"{len(self._audit)}:{entry.run_id}:{entry.target_type}:{entry.target}"
+            self._audit.append((entry, "dry:" + hashlib.sha256(seed.encode()).hexdigest()))
+        return self._audit[-1][1] if entries else ""
+
+    def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
+        """A run's entries: the recorded ones, then those of the dry run."""
+        entries, hashes = self._table.run_entries_with_hashes(run_id)
+        for entry, entry_hash in self._audit:
+            if entry.run_id == run_id:
+                entries.append(entry)
+                hashes.append(entry_hash)
+        return entries, hashes
+
+    def runs_touching_after(self, entry_hash: str, targets: set[str], *, exclude: str) -> list[str]:
+        """Runs that wrote one of ``targets`` after ``entry_hash``, newest first: the dry
+        run's own (all of them later than any recorded entry), then the recorded ones."""
+        hashes = [h for _entry, h in self._audit]
+        start = hashes.index(entry_hash) + 1 if entry_hash in hashes else 0
+        dry: list[str] = []
+        for entry, _hash in reversed(self._audit[start:]):
+            if entry.run_id in dry or entry.run_id == exclude:
+                continue
+            if entry.target_type in TOUCHING and entry.target in targets:
+                dry.append(entry.run_id)
+        if entry_hash in hashes:
+            return dry
+        recorded = self._table.runs_touching_after(entry_hash, targets, exclude=exclude)
+        return dry + [run_id for run_id in recorded if run_id not in dry]
+
+
+class DryIndex:
+    """The chunk index under a dry run's overlay of payload writes."""
+
+    def __init__(self, index: ChunkIndex) -> None:
+        self._index = index
+        #: point id (as text) -> the managed keys the dry run set on it.
+        self._payloads: dict[str, dict[str, Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name in INDEX_READS:
+            return getattr(self._index, name)
+        raise AttributeError(f"a dry run does not keep {name!r} true: it may not call it")
+
+    def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
+        """The points as the dry run left them."""
+        found = []
+        for state in self._index.retrieve(point_ids):
+            written = self._payloads.get(str(state.point_id))
+            if written is not None:
+                payload = {**state.payload, **written}
+                state = replace(state, doc_id=payload.get("doc_id"), payload=payload)
+            found.append(state)
+        return found
+
+    def set_payloads(self, writes: Sequence[PayloadWrite], *, batch_size: int = 256) -> int:
+        """Merge the payloads into the overlay; return the points written."""
+        points = 0
+        for write in writes:
+            for point_id in write.point_ids:
+                self._payloads.setdefault(str(point_id), {}).update(write.payload)
+                points += 1
+        return points
+
+
+def dry_stores(table: DocumentTable, index: ChunkIndex) -> tuple[DocumentTable, ChunkIndex]:
+    """The two stores under one dry run (see the module docstring)."""
+    return cast(DocumentTable, DryTable(table)), cast(ChunkIndex, DryIndex(index))
+
+
+def is_dry(table: DocumentTable) -> bool:
+    """Whether ``table`` is a dry run's."""
+    return isinstance(table, DryTable)
