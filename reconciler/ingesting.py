@@ -44,7 +44,7 @@ from reconciler.ports.source import (
     SourceUnavailable,
     SystemOfRecord,
 )
-from reconciler.rules.declared_state import expected_document, version_ordinals
+from reconciler.rules.declared_state import family_rows, version_ordinals
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
 from reconciler.writing.applying import CONFIRM
@@ -142,8 +142,11 @@ class Ingestor:
         embedder: Embedder,
         max_chunk_chars: int = 1200,
         progress: IngestProgress | None = None,
+        unknown_siblings: str = "supersede",
     ) -> None:
         self.table = table
+        #: ``[policy] unknown_siblings``, for the time rule new rows are derived by.
+        self.unknown_siblings = unknown_siblings
         self.index = index
         self.embedder = embedder
         self.max_chunk_chars = max_chunk_chars
@@ -222,6 +225,16 @@ class Ingestor:
             ordinals.update(version_ordinals(members))
 
         registered = self.table.get_documents(by_id)
+        # New rows: as each declares itself, with the window end its family gives it while
+        # that is still ahead (a successor scheduled), as the first check would write it.
+        fresh = family_rows(
+            snapshot.documents,
+            family_of=assignment.family_of,
+            as_of=now,
+            registered=registered,
+            version_of=ordinals,
+            unknown_siblings=self.unknown_siblings,
+        )
         requests = {r.doc_id: r for r in self.table.pending_reingest() if r.source == source.name}
         for doc in tally.each(snapshot.documents):
             existing = registered.get(doc.doc_id)
@@ -234,18 +247,7 @@ class Ingestor:
             if existing is not None:
                 row = dataclasses.replace(existing, source_hash=doc.content_hash, ingested_at=now)
             else:
-                successor = by_id.get(doc.superseded_by) if doc.superseded_by else None
-                row = dataclasses.replace(
-                    expected_document(
-                        doc,
-                        family=assignment.family_of[doc.doc_id],
-                        as_of=now,
-                        successor=successor,
-                        version=ordinals.get(doc.doc_id),
-                    ),
-                    ingested_at=now,
-                    updated_at=now,
-                )
+                row = dataclasses.replace(fresh[doc.doc_id], ingested_at=now, updated_at=now)
             try:
                 body = source.read_body(doc.source_key)
             except DocumentUnreadable as exc:

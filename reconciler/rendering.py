@@ -333,7 +333,46 @@ _WRITES = (
 _TRIPPED = {
     "blast_radius": "too much would change",
     "source_empty": "a source that had documents returned none",
+    "index_shrunk": "the chunk index lost points the table registers",
 }
+
+
+def _refusal(guard: Mapping[str, Any]) -> str:
+    """The refusal line: which rule tripped, which direction was over, what would move."""
+    over = guard.get("over", [])
+    kinds = guard.get("tripped", [])
+    tripped = [_TRIPPED.get(kind, kind) for kind in kinds if kind != "blast_radius"]
+    families, chunks = guard.get("families_total"), guard.get("chunks_total")
+    changed = (
+        f"{guard.get('changed_families')} of {families} families, "
+        f"{guard.get('changed_chunks')} of {chunks} chunks would change"
+    )
+    if "hiding_families" in guard:
+        changed += (
+            f" ({guard['hiding_families']} families, {guard.get('hiding_chunks')} chunks hiding "
+            f"what is served; max_changed_fraction {guard.get('max_changed_fraction', 0):.0%})"
+        )
+    restored = (
+        f"{guard.get('restoring_families')} of {families} families, "
+        f"{guard.get('restoring_chunks')} of {chunks} chunks would be served again, their "
+        "quarantine's cause gone (max_restored_fraction "
+        f"{guard.get('max_restored_fraction', 1):.0%})"
+    )
+    parts = [changed]
+    if "changed" in over or ("blast_radius" in kinds and not over):
+        tripped.append("too much would change")
+    if "restored" in over:
+        tripped.append("too many quarantines would be lifted")
+        parts = [restored, changed] if "changed" not in over else [changed, restored]
+    elif guard.get("restoring_families"):
+        parts.append(restored.replace(" (max_restored", ", not counted (max_restored"))
+    return (
+        "\nREFUSED by the blast-radius guard ("
+        + "; ".join(tripped)
+        + "): "
+        + "; ".join(parts)
+        + ". Nothing was written. Review the plan, then rerun with --force if it is right."
+    )
 
 
 def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> str:
@@ -386,15 +425,7 @@ def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> s
         f"{writes.get('index', 0)} index(es)"
     )
     if data.get("refused"):
-        guard = data["guard"]
-        out.append(
-            "\nREFUSED by the blast-radius guard ("
-            + "; ".join(_TRIPPED.get(kind, kind) for kind in guard.get("tripped", []))
-            + "): "
-            f"{guard.get('changed_families')} of {guard.get('families_total')} families, "
-            f"{guard.get('changed_chunks')} of {guard.get('chunks_total')} chunks would change. "
-            "Nothing was written. Review the plan, then rerun with --force if it is right."
-        )
+        out.append(_refusal(data["guard"]))
     elif data.get("forced"):
         out.append("\nguard overridden with --force (audited)")
     if data.get("status") == "partial":

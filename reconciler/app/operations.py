@@ -125,6 +125,7 @@ def ingest_sources(
                 embedder=embedder,
                 max_chunk_chars=settings.ingest.max_chunk_chars,
                 progress=progress,
+                unknown_siblings=settings.policy.unknown_siblings,
             )
             report = ingestor.run(sources, outbox_only=outbox_only)
     return {
@@ -239,6 +240,7 @@ def engine_options(
         missing_grace=settings.policy.missing_in_source_grace,
         guard=Guard(
             max_changed_fraction=settings.guard.max_changed_fraction,
+            max_restored_fraction=settings.guard.max_restored_fraction,
             floor=settings.guard.floor,
         ),
         ttls={s.name: s.effective_ttl for s in settings.sources},

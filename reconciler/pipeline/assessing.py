@@ -16,6 +16,7 @@ from reconciler.checks.family import UNREADABLE_PROBLEMS, unregistered_findings
 from reconciler.checks.hash import check_source, unreadable_findings
 from reconciler.checks.index import check_index
 from reconciler.checks.payload import check_orphans, check_points
+from reconciler.checks.source_yield import check_source_yield
 from reconciler.model import Document, SourceDocument
 from reconciler.pipeline.checking import FamilyChecks, family_view, in_doc_scope
 from reconciler.pipeline.scanning import FAMILY_OF, table_rows
@@ -100,6 +101,13 @@ def assess(
             findings += unregistered_findings(
                 [p for p in sources.loose_problems if p.kind not in UNREADABLE_PROBLEMS]
                 + [p for doc_id in sorted(unclaimed) for p in sources.problems[doc_id]]
+            )
+            findings += check_source_yield(
+                sources.states,
+                sources.by_id.values(),
+                scan.totals.rows_by_source,
+                now,
+                sources.problems,
             )
         if "hash" in options.checks:
             findings += unreadable_findings(sources.loose_problems, None)

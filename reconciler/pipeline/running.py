@@ -101,7 +101,7 @@ class Reconciler:
         scan = self.scan(options, self.scope(options, sources), sources, now)
         assessment = self.assess(options, now, sources, scan)
         plan = self.without_queued_reingests(assessment.plan)
-        decision = decide(options, scan.totals, plan, sources.states)
+        decision = decide(options, scan.totals, plan, sources.states, now)
         findings = [*assessment.findings, *decision.reasons]
         applied = None
         if options.mode.writes:

@@ -37,7 +37,11 @@ ENGINE_MODES = frozenset({RunMode.CHECK, RunMode.PLAN, RunMode.APPLY, RunMode.RU
 class Guard:
     """The blast-radius guard's limits."""
 
+    #: Of families or chunks, hidden or changed in one run (every write but restores).
     max_changed_fraction: float = 0.2
+    #: Of families or chunks whose quarantine is lifted because its cause is gone (1: never
+    #: refused; ``pipeline.guarding``).
+    max_restored_fraction: float = 1.0
     #: Changes at or below this many families / chunks never trip the fraction rule.
     floor: int = 10
 
@@ -162,6 +166,21 @@ class Assessment:
 
 
 @dataclass(frozen=True)
+class Weights:
+    """What the guard weighs of a plan, by direction (``pipeline.guarding.weigh``)."""
+
+    #: Families / chunks any write but a restore touches (``max_changed_fraction``).
+    changed_families: int = 0
+    changed_chunks: int = 0
+    #: Of those, the ones a write hides (served now or later, and then not).
+    hiding_families: int = 0
+    hiding_chunks: int = 0
+    #: Families / chunks whose quarantine is lifted, its cause gone (``max_restored_fraction``).
+    restoring_families: int = 0
+    restoring_chunks: int = 0
+
+
+@dataclass(frozen=True)
 class GuardDecision:
     """Stage 4, whether the plan may be written."""
 
@@ -169,6 +188,10 @@ class GuardDecision:
     changed_families: int
     changed_chunks: int
     max_changed_fraction: float
+    weights: Weights = Weights()
+    max_restored_fraction: float = 1.0
+    #: The directions over their limit: "changed", "restored".
+    over: tuple[str, ...] = ()
     #: Why the guard tripped (``guard`` findings); empty when it did not.
     reasons: tuple[Finding, ...] = ()
     #: A writing run the guard stopped.
@@ -185,9 +208,16 @@ class GuardDecision:
             "changed_families": self.changed_families,
             "changed_chunks": self.changed_chunks,
             "max_changed_fraction": self.max_changed_fraction,
+            "hiding_families": self.weights.hiding_families,
+            "hiding_chunks": self.weights.hiding_chunks,
+            "restoring_families": self.weights.restoring_families,
+            "restoring_chunks": self.weights.restoring_chunks,
+            "max_restored_fraction": self.max_restored_fraction,
         }
         if self.reasons:
             data["tripped"] = list(dict.fromkeys(r.kind for r in self.reasons))
+        if self.over:
+            data["over"] = list(self.over)
         return data
 
 

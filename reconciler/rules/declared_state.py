@@ -7,7 +7,8 @@ check when it decides whether a row has drifted; so the two never disagree.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
 from reconciler.model import (
@@ -117,6 +118,62 @@ def expected_document(
         source_doc, family=family, as_of=as_of, successor=successor, version=version
     )
     return settle([declared], as_of)[declared.doc_id]
+
+
+def family_rows(
+    documents: Iterable[SourceDocument],
+    *,
+    family_of: Mapping[str, str],
+    as_of: datetime,
+    registered: Mapping[str, Document],
+    version_of: Mapping[str, int],
+    unknown_siblings: str = "supersede",
+) -> dict[str, Document]:
+    """The row each of ``documents`` that is not ``registered`` implies at ``as_of``
+    (``expected_document``, ingest bookkeeping fields left empty), with the window end its
+    family gives it when that is still to come.
+
+    The time rule over the whole family (the family check's derivation: its registered members
+    as they stand, the others as their source declares them) closes a version's window at the
+    start of its successor. When that start is ahead, closing it hides nothing now, and the
+    first check would write it (``dates/successor_scheduled``): the row takes it. A successor
+    already in force is left to the reconciler: superseding the older version is drift it
+    reports and repairs, as the ingestion never supersedes.
+
+    ``version_of``: the ordinal of each document that declares none."""
+    members: dict[str, list[SourceDocument]] = defaultdict(list)
+    by_id: dict[str, SourceDocument] = {}
+    for doc in documents:
+        members[family_of[doc.doc_id]].append(doc)
+        by_id[doc.doc_id] = doc
+    rows: dict[str, Document] = {}
+    for family, docs in members.items():
+        inputs = []
+        for doc in docs:
+            row = registered.get(doc.doc_id)
+            if row is None:
+                link = doc.superseded_by
+                row = declared_document(
+                    doc,
+                    family=family,
+                    as_of=as_of,
+                    successor=by_id.get(link) if link else None,
+                    version=version_of.get(doc.doc_id),
+                )
+            inputs.append(row)
+        settled = settle(inputs, as_of, unknown_siblings=unknown_siblings)
+        for doc, declared in zip(docs, inputs, strict=True):
+            if doc.doc_id in registered:
+                continue
+            alone = settle([declared], as_of)[doc.doc_id]
+            together = settled[doc.doc_id]
+            if (
+                together.version_state is alone.version_state
+                and as_of < together.effective_to < alone.effective_to
+            ):
+                alone = dataclasses.replace(alone, effective_to=together.effective_to)
+            rows[doc.doc_id] = alone
+    return rows
 
 
 #: ``SourceDocument`` fields a registered row can stand in for, when the connector could not
