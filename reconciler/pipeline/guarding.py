@@ -238,7 +238,11 @@ def _blast_radius(
 
 def shrunken_index(options: Options, totals: Totals) -> list[Finding]:
     """An index that lost more than the allowed fraction of the chunks the table registers is
-    a failure of the store, not drift: no write goes on top of it (even a scoped run's)."""
+    a failure of the store, not drift: no write goes on top of it. A scoped repair
+    (``--doc``, ``--family``) measures only its documents, never the index: like the
+    fraction rule, this rule does not hold it back (it asks a re-ingest of what it names)."""
+    if options.families is not None or options.doc_id is not None:
+        return []
     missing = totals.chunks_expected - totals.chunks_found
     limit = options.guard.max_changed_fraction
     if missing <= options.guard.floor or missing / max(totals.chunks_expected, 1) <= limit:

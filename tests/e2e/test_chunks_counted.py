@@ -112,6 +112,34 @@ def test_an_index_that_lost_most_points_is_refused_by_the_guard(
     assert deploy.json("check")[0] == 2
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_scoped_repair_of_documents_that_lost_their_chunks_is_not_refused(
+    tmp_path: Path, engine: str
+) -> None:
+    """The shrunken-index rule weighs the index, which a scoped repair does not measure: a
+    repair of families whose chunks are all gone asks for their re-ingestion."""
+    deploy = deployment(tmp_path, engine, families=6)
+    deploy.configure(fraction=0.2)
+    families = ["hb:f0", "hb:f1", "hb:f2"]
+    gone = [
+        pid
+        for pid, payload in deploy.points().payloads.items()
+        if payload["doc_family_id"] in families
+    ]
+    assert len(gone) > 10  # past the guard's floor
+    delete_points(deploy, gone)
+    assert deploy.json("run")[0] == 3  # the whole index: half of it lost
+
+    args = [arg for family in families for arg in ("--family", family)]
+    code, data = deploy.json("repair", *args)
+    assert code == 0, data
+    assert data["writes"]["reingest"] == 6
+    code, ingested = deploy.json("ingest")
+    assert (code, ingested["totals"]["reingested"]) == (0, 6), ingested
+    code, data = deploy.json("check")
+    assert (code, kinds(data)) == (0, set()), data
+
+
 def segments_gone(segments: Path) -> None:
     for folder in segments.iterdir():
         shutil.rmtree(folder) if folder.is_dir() else folder.unlink()
