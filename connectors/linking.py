@@ -31,7 +31,13 @@ from connectors.records import break_cycles
 from connectors.vocabulary import Link, Note, Vocabulary
 from reconciler.model import ProblemKind, SourceProblem
 
-__all__ = ["ProblemFactory", "admit_note", "refuse_duplicates", "resolve_links"]
+__all__ = [
+    "ProblemFactory",
+    "admit_note",
+    "refuse_duplicates",
+    "resolve_links",
+    "settle_notes",
+]
 
 #: Links are not expected in every source (a young corpus has no supersession yet): a link
 #: mapping no document uses is not reported; a link that names nothing is.
@@ -334,3 +340,32 @@ def _one_successor(ahead: list[str], behind: list[str]) -> tuple[str | None, str
         f"superseded_by names {', '.join(ahead)}, and {', '.join(both)} each declare they "
         "replace this one; a version has one successor here, so none is taken"
     )
+
+
+def settle_notes(
+    notes: list[Note],
+    duplicates: Mapping[str, list[str]],
+    *,
+    refused: set[str],
+    problems: list[SourceProblem],
+    problem: ProblemFactory,
+    doc_id: Callable[[str], str],
+    name: str,
+    place: str,
+    vocabulary: Vocabulary,
+) -> tuple[list[Note], dict[str, str]]:
+    """What a file source does once its notes are read: refuse duplicate ids, resolve the
+    links, and name each mapped field no note holds. Returns the notes taken and their
+    successors; ``problems`` gains what was found."""
+    notes = refuse_duplicates(
+        notes, duplicates, refused=refused, problems=problems, problem=problem, doc_id=doc_id
+    )
+    successors, link_problems = resolve_links(
+        notes, refused, name=name, problem=problem, place=place, vocabulary=vocabulary
+    )
+    problems.extend(link_problems)
+    problems.extend(
+        problem(ProblemKind.UNUSED_MAPPING, message, None, field=field)
+        for field, message in unused_mappings(vocabulary, notes)
+    )
+    return notes, successors

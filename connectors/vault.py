@@ -35,7 +35,7 @@ from pydantic import Field
 
 from connectors.base import DocumentUnreadable, SourceUnavailable
 from connectors.frontmatter import NoteRefused, content_hash
-from connectors.linking import admit_note, refuse_duplicates, resolve_links, unused_mappings
+from connectors.linking import admit_note, settle_notes
 from connectors.options import (
     ConnectorSettings,
     Loc,
@@ -153,26 +153,16 @@ class VaultSource:
                 continue
             notes.append(note)
 
-        notes = refuse_duplicates(
+        notes, successors = settle_notes(
             notes,
             duplicates,
             refused=refused,
             problems=problems,
             problem=self._problem,
             doc_id=self._doc_id,
-        )
-        successors, link_problems = resolve_links(
-            notes,
-            refused,
             name=self.name,
-            problem=self._problem,
             place="the vault",
             vocabulary=self.vocabulary,
-        )
-        problems.extend(link_problems)
-        problems.extend(
-            self._problem(ProblemKind.UNUSED_MAPPING, message, None, field=name)
-            for name, message in unused_mappings(self.vocabulary, notes)
         )
         documents = tuple(
             SourceDocument(

@@ -30,7 +30,7 @@ from connectors.git.options import (
 )
 from connectors.git.repository import default_cache_dir, open_repository, tip
 from connectors.git.tree import Scope, read_sidecar, select, sidecar_blobs
-from connectors.linking import admit_note, refuse_duplicates, resolve_links, unused_mappings
+from connectors.linking import admit_note, settle_notes
 from connectors.options import config_problems, load
 from connectors.vocabulary import Note, Vocabulary
 from reconciler.model import ProblemKind, SourceDocument, SourceProblem, SourceSnapshot
@@ -174,26 +174,16 @@ class GitSource:
             notes.append(note)
             repo_path[rel] = path
 
-        notes = refuse_duplicates(
+        notes, successors = settle_notes(
             notes,
             duplicates,
             refused=refused,
             problems=problems,
             problem=self._problem,
             doc_id=self._doc_id,
-        )
-        successors, link_problems = resolve_links(
-            notes,
-            refused,
             name=self.name,
-            problem=self._problem,
             place="the repository",
             vocabulary=self.vocabulary,
-        )
-        problems.extend(link_problems)
-        problems.extend(
-            self._problem(ProblemKind.UNUSED_MAPPING, message, None, field=name)
-            for name, message in unused_mappings(self.vocabulary, notes)
         )
         times = commit_times(
             self._git,
