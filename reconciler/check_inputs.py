@@ -142,6 +142,9 @@ class CheckContext:
     #: ``[policy] unknown_siblings``: "supersede" or "report" (see ``rules.time_rule``).
     unknown_siblings: str = "supersede"
     missing_grace: timedelta = timedelta(days=7)
+    #: content hash -> the doc ids whose source holds that text now, across every source read
+    #: (the hash check's ``id_reused``: a registered text found under another id).
+    holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def source_readable(self, name: str) -> bool:
         """Whether the source was read completely in this run."""

@@ -10,6 +10,7 @@ from typing import cast
 
 from reconciler.check_inputs import CheckContext, FamilyView
 from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
+from reconciler.checks.membership import check_membership
 from reconciler.model import (
     SERVABLE_STATES,
     Document,
@@ -171,7 +172,7 @@ def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
             successor = view.successors.get(src.superseded_by) or view.row(src.superseded_by)
         expected = declared_document(
             src,
-            family=row.doc_family_id,
+            family=view.family,  # (a document moving in takes the view's family)
             as_of=ctx.now,
             successor=successor,
             version=row.doc_version,
@@ -299,6 +300,7 @@ def check_family(view: FamilyView, ctx: CheckContext) -> list[Finding]:
             continue  # in line with the source, or only time moved on: the dates check's job
         findings.append(_classify(row, expected, changes, view.family))
 
+    findings += check_membership(view, ctx)
     findings += _missing(view, ctx, judged)
     findings += _new_documents(view, not_ingested_successor.values())
     return findings
@@ -315,8 +317,8 @@ def _meanwhile(expected: Document, changes: dict[str, object]) -> str:
 
 def _time_only(row: Document, expected: Document, timed: Document, ctx: CheckContext) -> bool:
     """Whether the only difference is a boundary the dates check reports and repairs."""
-    if expected != timed:
-        return False
+    if dataclasses.replace(expected, doc_family_id=timed.doc_family_id) != timed:
+        return False  # (a document moving in: its family is ``membership_changed``'s)
     if expected.version_state is row.version_state and set(
         diff(row, expected, STATE_FIELDS + META_FIELDS)
     ) == {"effective_to"}:

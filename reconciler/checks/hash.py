@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from reconciler.check_inputs import CheckContext, FamilyView, SourceState
 from reconciler.checks.common import quarantine_lifted
 from reconciler.checks.family import UNREADABLE_PROBLEMS
-from reconciler.model import Finding, ReingestRequest, Severity, SourceProblem
+from reconciler.model import Document, Finding, ReingestRequest, Severity, SourceProblem
 
 CHECK = "hash"
 REASON = "in_place_edit"
@@ -53,6 +53,7 @@ def check_hash(view: FamilyView, ctx: CheckContext) -> list[Finding]:
                     ),
                 )
             )
+            findings += id_reused(row, src.content_hash, ctx, view.family)
         elif row.quarantined and row.quarantine_reason == REASON:
             findings.append(
                 quarantine_lifted(
@@ -60,6 +61,35 @@ def check_hash(view: FamilyView, ctx: CheckContext) -> list[Finding]:
                 )
             )
     return findings
+
+
+def id_reused(row: Document, now_holds: str, ctx: CheckContext, family: str) -> list[Finding]:
+    """A registered id whose text is now under another id, while the id holds a new text: a
+    renamed document whose old id was given to a new one. Reported, never re-homed: the
+    row stays the id's (its chunks are the in-place edit's to quarantine), and the other id
+    is a document of its own."""
+    moved_to = [d for d in ctx.holders.get(row.source_hash or "", ()) if d != row.doc_id]
+    if not moved_to:
+        return []
+    elsewhere = ", ".join(moved_to)
+    return [
+        Finding(
+            check=CHECK,
+            kind="id_reused",
+            severity=Severity.WARNING,
+            family=family,
+            doc_id=row.doc_id,
+            expected={"doc_id": row.doc_id, "source_hash": row.source_hash},
+            actual={"moved_to": moved_to, "source_hash": now_holds},
+            action=(
+                f"none by itself: the text registered as {row.doc_id} is now under "
+                f"{elsewhere}, and {row.doc_id} holds a new text (renamed, its id reused?). "
+                f"{row.doc_id} is re-ingested with its new text and {elsewhere} registered "
+                "as a document of its own; if the rename is not meant, restore the ids in "
+                "the source; if it is, link the versions (superseded_by) or give them a family"
+            ),
+        )
+    ]
 
 
 def unreadable_findings(problems: Iterable[SourceProblem], family: str | None) -> list[Finding]:

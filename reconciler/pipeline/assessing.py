@@ -18,6 +18,7 @@ from reconciler.checks.index import check_index
 from reconciler.checks.payload import check_orphans, check_points
 from reconciler.checks.source_yield import check_source_yield
 from reconciler.model import Document, SourceDocument
+from reconciler.pipeline import membership
 from reconciler.pipeline.checking import FamilyChecks, family_view, in_doc_scope
 from reconciler.pipeline.scanning import FAMILY_OF, table_rows
 from reconciler.pipeline.values import Assessment, Options, Scan, SourcesRead
@@ -41,16 +42,28 @@ def assess(
     expected = scan.expected
     # Source documents without a row, by family (their families may have no rows at all).
     new_by_family: dict[str, list[SourceDocument]] = defaultdict(list)
-    outside = _registered(table, [d for d in sources.by_id if d not in expected])
+
+    def covered(family: str) -> bool:
+        return options.shard.owns(family) and (scope is None or family in scope)
+
+    # (documents registered outside the scan that move into a family it covers join it)
+    outside, joining = membership.incoming(
+        table, [d for d in sources.by_id if d not in expected], sources, covered
+    )
     for doc_id, doc in sources.by_id.items():
         if doc_id not in expected and doc_id not in outside:
             family = sources.family_of[doc_id]
-            if options.shard.owns(family) and (scope is None or family in scope):
+            if covered(family):
                 new_by_family[family].append(doc)
+    # Rows that belong to another family now: theirs and the families they join are checked
+    # as the sources have them (``pipeline.membership``).
+    moved = dict(checks.moves) if checks.first_pass else _moves(table, options, scope, sources)
+    moved.update((row.doc_id, membership.target(row, sources)) for row in joining)
+    touched = set(moved.values()) | {row.doc_family_id for row in joining}
     # The families checked again, with their chunks: those the first pass left, those
     # with a document whose chunks differ from its row, and those with new documents.
     left = set(checks.revisit)
-    revisit = left | set(new_by_family)
+    revisit = left | set(new_by_family) | {f for f in touched if covered(f)}
     # (documents with a stale chunk, and those that lack chunks, are looked at with their
     # chunks too: a first pass without chunks cannot see either)
     drifted = [*scan.chunks.drifted_ids(), *scan.chunks.stale_ids(), *scan.short]
@@ -65,12 +78,21 @@ def assess(
         # (a few families by name; many: one more stream of the scope, the others skipped)
         few = checks.first_pass and len(revisit) <= REVISIT_BY_NAME
         rows = table_rows(table, options, sorted(revisit) if few else scope)
+        held: list[Document] = list(joining)  # (the rows of the families a move touches)
         for family, group in groupby(rows, key=FAMILY_OF):
-            if few or not checks.first_pass or family in revisit:
+            members = tuple(group)
+            if family in touched or any(row.doc_id in moved for row in members):
+                held.extend(members)
+            elif few or not checks.first_pass or family in revisit:
                 view = view_after_scan(
-                    table, family, tuple(group), sources, scan, new_by_family.pop(family, [])
+                    table, family, members, sources, scan, new_by_family.pop(family, [])
                 )
                 checks.take(view, again=family in counted)
+        for family, regrouped in sorted(membership.regroup(held, moved, covered).items()):
+            view = view_after_scan(
+                table, family, regrouped, sources, scan, new_by_family.pop(family, [])
+            )
+            checks.take(view, again=family in counted)
     for family, docs in sorted(new_by_family.items()):
         checks.take(view_after_scan(table, family, (), sources, scan, docs))
     # A problem of a document outside this shard (or not in the source at all, yet
@@ -129,6 +151,15 @@ def assess(
     return Assessment(
         findings=tuple(findings), plan=Plan.combine(plans), summary=summary, timings=timings
     )
+
+
+def _moves(
+    table: DocumentReader, options: Options, scope: frozenset[str] | None, sources: SourcesRead
+) -> dict[str, str]:
+    """The moves of a run whose scan checked no family (one more stream of the scope)."""
+    if not sources.family_of:
+        return {}
+    return membership.moves(table_rows(table, options, scope), sources)
 
 
 def _registered(table: DocumentReader, doc_ids: Sequence[str]) -> set[str]:

@@ -18,6 +18,7 @@ from reconciler.model import (
     Finding,
     SourceDocument,
 )
+from reconciler.pipeline import membership
 from reconciler.pipeline.values import (
     FamilyOutcome,
     FirstPass,
@@ -106,6 +107,7 @@ class FamilyChecks:
             successor_policy=options.successor_policy,
             unknown_siblings=options.unknown_siblings,
             missing_grace=options.missing_grace,
+            holders=sources.holders,
         )
         self.sources = sources
         self.names = [c for c in CHECKS if c in options.checks and c in FAMILY_CHECKS]
@@ -126,6 +128,10 @@ class FamilyChecks:
         self.first_pass = seed.ran
         #: The families ``first`` left for after the scan.
         self.revisit: list[str] = list(seed.revisit)
+        #: doc_id -> family, for rows ``first`` found belonging to another family now.
+        self.moves: dict[str, str] = dict(seed.moves)
+        #: family -> the doc ids the sources place in it (built by the first ``first``).
+        self._members: dict[str, set[str]] | None = None
 
     def frozen(self) -> FirstPass:
         """What this stage found, as the value the next stage starts from (a first pass
@@ -138,10 +144,18 @@ class FamilyChecks:
             ),
             timings=MappingProxyType(dict(self.timings)),
             claimed=frozenset(self.claimed),
+            moves=MappingProxyType(dict(self.moves)),
         )
 
     def first(self, family: str, rows: tuple[Document, ...]) -> None:
         """Check a family of the first pass, or leave it for after the scan (``revisit``)."""
+        leaving = membership.moves(rows, self.sources)
+        if leaving or self._joining(family, rows):
+            # A document moves out of it or into it: checked after the scan, as the family
+            # the source has now (``pipeline.membership``).
+            self.moves.update(leaving)
+            self.revisit.append(family)
+            return
         view = family_view(family, rows, self.sources)
         if not view.registered <= {row.doc_id for row in rows}:
             self.revisit.append(family)  # a successor named outside it
@@ -151,6 +165,16 @@ class FamilyChecks:
             self.revisit.append(family)
             return
         self._count(view, outcome)
+
+    def _joining(self, family: str, rows: tuple[Document, ...]) -> bool:
+        """Whether the sources place a document in ``family`` that has no row in it (a new
+        one, or one registered in another family)."""
+        if not self.sources.family_of:
+            return False
+        if self._members is None:
+            self._members = membership.members_by_family(self.sources)
+        placed = self._members.get(family, set())
+        return not placed <= {row.doc_id for row in rows}
 
     def take(self, view: FamilyView, *, again: bool = False) -> None:
         """Check a family with everything known after the scan, and keep what it finds

@@ -113,6 +113,9 @@ def read_sources(
             if problem.doc_id not in by_id and problem.source_key is not None:
                 unparsed.add(problem.source_key)
         present[source.name] = frozenset(unparsed)
+    holders: dict[str, list[str]] = defaultdict(list)
+    for doc_id, doc in by_id.items():
+        holders[doc.content_hash].append(doc_id)
     return SourcesRead(
         states=states,
         by_id=by_id,
@@ -122,6 +125,7 @@ def read_sources(
         last_seen=last_seen,
         identities=identities,
         present=present,
+        holders={digest: tuple(sorted(ids)) for digest, ids in holders.items()},
     )
 
 

@@ -22,7 +22,7 @@ from reconciler.errors import NotFound
 from reconciler.model import (
     rfc3339,
 )
-from reconciler.pipeline import assessing, scanning
+from reconciler.pipeline import assessing, membership, scanning
 from reconciler.pipeline.guarding import decide
 from reconciler.pipeline.reading import read_sources
 from reconciler.pipeline.recording import record
@@ -167,7 +167,8 @@ class Reconciler:
     # -- stage 2: the table and the collection ---------------------------------------------
 
     def scope(self, options: Options, sources: SourcesRead) -> frozenset[str] | None:
-        """The families a scoped run (``--doc``, ``--family``) covers; raise for unknown ids."""
+        """The families a scoped run (``--doc``, ``--family``) covers, with those its documents
+        move to or from (``pipeline.membership.widen``); raise for unknown ids."""
         if options.doc_id is not None:
             found = self.table.get_documents([options.doc_id]).get(options.doc_id)
             family = found.doc_family_id if found else sources.family_of.get(options.doc_id)
@@ -177,7 +178,9 @@ class Reconciler:
                     "nor in a source that could be read (doc ids are '<source>:<id>'; "
                     "see `reconciler status`)"
                 )
-            return frozenset({family})
+            return membership.widen(
+                self.table, frozenset({family}), sources, batch=options.table_batch
+            )
         if options.families is not None:
             in_sources = set(sources.family_of.values())
             named = options.families - in_sources
@@ -188,7 +191,10 @@ class Reconciler:
                     "document table nor in a source that could be read (family ids are "
                     "'<source>:<family>')"
                 )
-        return options.families
+        if options.families is None:
+            return None
+        # (with the families its documents move to or from: a move settles both)
+        return membership.widen(self.table, options.families, sources, batch=options.table_batch)
 
     def scan(
         self,

@@ -102,6 +102,8 @@ class SourcesRead:
     #: source -> keys present in the source but not parsed this run (their identity is kept
     #: as seen, so the grace period of ``missing_in_source`` never starts).
     present: Mapping[str, frozenset[str]]
+    #: content hash -> the doc ids whose source holds that text (``CheckContext.holders``).
+    holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,9 @@ class FirstPass:
     timings: Mapping[str, float] = field(default_factory=dict)
     #: The doc ids whose source problems a family settled there took.
     claimed: frozenset[str] = frozenset()
+    #: doc_id -> family, for the rows the table pass found belonging to another family now
+    #: (``pipeline.membership``).
+    moves: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
