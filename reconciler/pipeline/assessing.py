@@ -186,6 +186,12 @@ def view_after_scan(
         aggregate = scan.chunks.get(row.doc_id)
         if aggregate is None and row.chunk_count and scan.chunks.is_short(row.doc_id):
             aggregate = ChunkAggregate()  # every chunk of it is gone
+        elif aggregate is None and row.doc_id not in scan.expected:
+            # A row joining from outside the scan (another shard's family): its chunks were
+            # not scanned. Taken to match their row, so that a change writes them (the
+            # applier reads each point first and writes only those that differ).
+            count = row.chunk_count or 1
+            aggregate = ChunkAggregate(count=count, matching=count)
         if aggregate is not None:
             chunks[row.doc_id] = aggregate
     view = family_view(family, rows, sources, new_docs, chunks)

@@ -160,3 +160,23 @@ def test_an_id_whose_text_moved_to_another_id_is_a_finding(deploy: Deployment) -
     assert "hb:pep-0837" in reused["action"]
     # Not re-homed: 837 keeps its row; 840 is a new document to ingest.
     assert ("family", "not_ingested", "hb:pep-0840") in kinds(found)
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_sharded_runs_move_a_document_into_the_shard_of_its_new_family(
+    deploy: Deployment, order: tuple[int, int]
+) -> None:
+    # hb:policy-2014 (the family the chain keeps) is shard 1 of 2; hb:policy-2024 is shard 0.
+    split_chain(deploy)
+    deploy.edit_front("policy-2014", status="superseded", superseded_by="policy-2024")
+    for index in order:
+        code, ran = deploy.json("run", "--shard", f"{index}/2")
+        assert code == 0, ran
+        moved = ("family", "membership_changed", "hb:policy-2024") in kinds(ran)
+        assert moved == (index == 1)  # only the shard of the family it joins moves it
+    assert families(deploy)["hb:policy-2024"] == "hb:policy-2014"
+    assert chunk_families(deploy, "hb:policy-2024") == {"hb:policy-2014"}
+    assert "hb:policy-2014" not in deploy.served()
+    code, again = deploy.json("run")
+    assert code == 0, again
+    assert writes_zero(again), again
