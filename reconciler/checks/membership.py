@@ -48,11 +48,10 @@ def _because(view: FamilyView, doc_id: str) -> str:
     src = view.sources[doc_id]
     if src.family is not None:
         return f"its source declares family {src.family!r}"
-    linked = sorted(
-        other.doc_id for other in view.sources.values() if other.superseded_by == doc_id
-    )
-    if src.superseded_by is not None and src.superseded_by in view.sources:
-        linked.append(src.superseded_by)
+    linked = {
+        other.doc_id for other in view.sources.values() if doc_id in other.declared_successors
+    }
+    linked |= {d for d in src.declared_successors if d in view.sources}
     if linked:
         return "it is linked to " + ", ".join(sorted(set(linked)))
     return "the identity map records it there"

@@ -82,7 +82,8 @@ class History:
 
 @st.composite
 def histories(draw: st.DrawFn) -> History:
-    """3-6 documents over 2-3 snapshots; links join versions into chains, oldest first."""
+    """3-6 documents over 2-3 snapshots; links join versions, oldest first, into chains and
+    fan-ins (each version declares one successor at most)."""
     steps = draw(st.integers(min_value=2, max_value=3))
     count = draw(st.integers(min_value=3, max_value=6))
     starts = draw(
@@ -99,14 +100,15 @@ def histories(draw: st.DrawFn) -> History:
         )
         for i, start in enumerate(starts)
     )
-    # Chains: each document has at most one successor and one predecessor, started later.
+    # Each document names at most one successor, started later than itself.
     by_start = sorted(docs, key=lambda d: -d.start)
     links = []
     taken: set[str] = set()
     for i, doc in enumerate(by_start[:-1]):
         if not draw(st.booleans()):
             continue
-        later = [d for d in by_start[i + 1 :] if d.name not in taken]
+        fan_in = draw(st.booleans())  # (several versions closing into one successor)
+        later = [d for d in by_start[i + 1 :] if fan_in or d.name not in taken]
         if not later:
             continue
         successor = draw(st.sampled_from(later))
