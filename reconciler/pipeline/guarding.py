@@ -113,7 +113,8 @@ def _writes(plan: Plan, now: datetime) -> Iterable[_Write]:
             direction = payload_direction(target, now)
         yield _Write(family, target.points, direction)
     for update in plan.row_updates:
-        if update.doc_id not in written:
+        # (a document moving to another family changes the family it leaves too)
+        if update.doc_id not in written or update.family != update.after.doc_family_id:
             yield _Write(update.family, 0, row_direction(update.before, update.after, now))
 
 

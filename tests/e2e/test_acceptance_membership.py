@@ -17,6 +17,13 @@ def chunk_families(deploy: Deployment, doc_id: str) -> set[str]:
     return {p["doc_family_id"] for p in deploy.points().of(doc_id).values()}
 
 
+def guard_counts_both_families(data: dict[str, object]) -> bool:
+    """The guard weighs a move in the family it leaves and the one it joins."""
+    guard = data["guard"]
+    assert isinstance(guard, dict)
+    return guard["changed_families"] == 2
+
+
 def split_chain(deploy: Deployment) -> None:
     """Two versions of one policy registered before the source linked them: two families."""
     deploy.note("policy-2014", id="policy-2014", status="current", effective_from=day(-300))
@@ -50,6 +57,14 @@ def test_a_link_added_later_merges_the_split_chain(deploy: Deployment) -> None:
     code, plan = deploy.json("plan")
     assert code == 2
     assert plan["writes"]["table"] == 2  # the move, and the supersession it reveals
+    rows = {r["doc_id"]: r for r in plan["plan"]["rows"]}
+    assert rows["hb:policy-2024"]["fields"] == {
+        "doc_family_id": ["hb:policy-2024", "hb:policy-2014"]
+    }
+    assert rows["hb:policy-2024"]["reasons"] == ["family/membership_changed"]
+    [payload] = [p for p in plan["plan"]["payloads"] if p["doc_id"] == "hb:policy-2024"]
+    assert payload["payload"]["doc_family_id"] == "hb:policy-2014"
+    assert guard_counts_both_families(plan)
 
     code, ran = deploy.json("run")
     assert code == 0, ran
