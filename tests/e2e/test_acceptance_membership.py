@@ -195,3 +195,12 @@ def test_sharded_runs_move_a_document_into_the_shard_of_its_new_family(
     code, again = deploy.json("run")
     assert code == 0, again
     assert writes_zero(again), again
+    # The operator's next steps: run, ingest, run. Both are served, each its own document.
+    assert deploy.json("run")[0] == 2
+    assert deploy.json("ingest")[0] == 0
+    code, ran = deploy.json("run")
+    assert code == 0, ran
+    rows = deploy.rows()
+    assert rows["hb:pep-0840"]["doc_family_id"] != rows["hb:pep-0837"]["doc_family_id"]
+    assert {"hb:pep-0837", "hb:pep-0840"} <= deploy.served()
+    assert deploy.json("check")[0] == 0
