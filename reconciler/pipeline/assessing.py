@@ -48,7 +48,7 @@ def assess(
 
     # (documents registered outside the scan that move into a family it covers join it)
     outside, joining = membership.incoming(
-        table, [d for d in sources.by_id if d not in expected], sources, covered
+        table, [d for d in sources.by_id if d not in expected], sources, covered, checks.moving
     )
     for doc_id, doc in sources.by_id.items():
         if doc_id not in expected and doc_id not in outside:
@@ -57,7 +57,11 @@ def assess(
                 new_by_family[family].append(doc)
     # Rows that belong to another family now: theirs and the families they join are checked
     # as the sources have them (``pipeline.membership``).
-    moved = dict(checks.moves) if checks.first_pass else _moves(table, options, scope, sources)
+    moved = (
+        dict(checks.moves)
+        if checks.first_pass or not checks.moving
+        else _moves(table, options, scope, sources)
+    )
     moved.update((row.doc_id, membership.target(row, sources)) for row in joining)
     touched = set(moved.values()) | {row.doc_family_id for row in joining}
     # The families checked again, with their chunks: those the first pass left, those

@@ -133,6 +133,9 @@ class FamilyChecks:
         self.moves: dict[str, str] = dict(seed.moves)
         #: family -> the doc ids the sources place in it (built by the first ``first``).
         self._members: dict[str, set[str]] | None = None
+        #: Whether families are checked as the sources have them now (the family check moves
+        #: documents; without it, each row is checked in the family it is registered in).
+        self.moving = "family" in self.names
 
     def frozen(self) -> FirstPass:
         """What this stage found, as the value the next stage starts from (a first pass
@@ -150,8 +153,8 @@ class FamilyChecks:
 
     def first(self, family: str, rows: tuple[Document, ...]) -> None:
         """Check a family of the first pass, or leave it for after the scan (``revisit``)."""
-        leaving = membership.moves(rows, self.sources)
-        if leaving or self._joining(family, rows):
+        leaving = membership.moves(rows, self.sources) if self.moving else {}
+        if leaving or (self.moving and self._joining(family, rows)):
             # A document moves out of it or into it: checked after the scan, as the family
             # the source has now (``pipeline.membership``).
             self.moves.update(leaving)

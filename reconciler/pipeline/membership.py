@@ -80,17 +80,18 @@ def incoming(
     doc_ids: list[str],
     sources: SourcesRead,
     wanted: Callable[[str], bool],
+    moving: bool = True,
 ) -> tuple[set[str], list[Document]]:
     """Of ``doc_ids`` (documents in the sources with no row in this run's scan): those that
     have a row somewhere, and the rows of those that move into a family ``wanted`` (owned by
-    this shard and in scope). Looked up ``LOOKUP`` at a time."""
+    this shard and in scope; none unless ``moving``). Looked up ``LOOKUP`` at a time."""
     registered: set[str] = set()
     rows: list[Document] = []
     for start in range(0, len(doc_ids), LOOKUP):
         for doc_id, row in table.get_documents(doc_ids[start : start + LOOKUP]).items():
             registered.add(doc_id)
             family = target(row, sources)
-            if family != row.doc_family_id and wanted(family):
+            if moving and family != row.doc_family_id and wanted(family):
                 rows.append(row)
     return registered, rows
 

@@ -178,9 +178,7 @@ class Reconciler:
                     "nor in a source that could be read (doc ids are '<source>:<id>'; "
                     "see `reconciler status`)"
                 )
-            return membership.widen(
-                self.table, frozenset({family}), sources, batch=options.table_batch
-            )
+            return self._widened(options, frozenset({family}), sources)
         if options.families is not None:
             in_sources = set(sources.family_of.values())
             named = options.families - in_sources
@@ -193,8 +191,16 @@ class Reconciler:
                 )
         if options.families is None:
             return None
-        # (with the families its documents move to or from: a move settles both)
-        return membership.widen(self.table, options.families, sources, batch=options.table_batch)
+        return self._widened(options, options.families, sources)
+
+    def _widened(
+        self, options: Options, scope: frozenset[str], sources: SourcesRead
+    ) -> frozenset[str]:
+        """``scope`` with the families its documents move to or from, when the family check
+        runs (it moves them; a move settles both families)."""
+        if "family" not in options.checks:
+            return scope
+        return membership.widen(self.table, scope, sources, batch=options.table_batch)
 
     def scan(
         self,
