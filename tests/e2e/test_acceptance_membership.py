@@ -204,3 +204,16 @@ def test_sharded_runs_move_a_document_into_the_shard_of_its_new_family(
     code, again = deploy.json("run")
     assert code == 0, again
     assert writes_zero(again), again
+
+
+def test_a_repair_of_one_document_moves_it_and_writes_only_it(deploy: Deployment) -> None:
+    split_chain(deploy)
+    deploy.edit_front("policy-2014", status="superseded", superseded_by="policy-2024")
+    code, repaired = deploy.json("repair", "--doc", "hb:policy-2024")
+    assert code == 0, repaired
+    assert {r["doc_id"] for r in repaired["plan"]["rows"]} == {"hb:policy-2024"}
+    assert families(deploy)["hb:policy-2024"] == "hb:policy-2014"
+    assert deploy.rows()["hb:policy-2014"]["version_state"] == "current"  # not this document
+    code, ran = deploy.json("run")
+    assert code == 0, ran
+    assert deploy.rows()["hb:policy-2014"]["version_state"] == "superseded"
