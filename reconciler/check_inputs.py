@@ -142,6 +142,8 @@ class CheckContext:
     #: ``[policy] unknown_siblings``: "supersede" or "report" (see ``rules.time_rule``).
     unknown_siblings: str = "supersede"
     missing_grace: timedelta = timedelta(days=7)
+    #: ``[policy] status_contradicts_link``: "report" or "ignore" (``checks.contradictions``).
+    status_contradicts_link: str = "report"
 
     def source_readable(self, name: str) -> bool:
         """Whether the source was read completely in this run."""

@@ -238,6 +238,7 @@ def engine_options(
         successor_policy=settings.policy.successor_not_ingested,
         unknown_siblings=settings.policy.unknown_siblings,
         missing_grace=settings.policy.missing_in_source_grace,
+        status_contradicts_link=settings.policy.status_contradicts_link,
         guard=Guard(
             max_changed_fraction=settings.guard.max_changed_fraction,
             max_restored_fraction=settings.guard.max_restored_fraction,

@@ -106,6 +106,7 @@ class FamilyChecks:
             successor_policy=options.successor_policy,
             unknown_siblings=options.unknown_siblings,
             missing_grace=options.missing_grace,
+            status_contradicts_link=options.status_contradicts_link,
         )
         self.sources = sources
         self.names = [c for c in CHECKS if c in options.checks and c in FAMILY_CHECKS]
