@@ -89,7 +89,14 @@ STEADY_KINDS = frozenset(
     }
 )
 #: A source with no document, or none with a declared state: the source's to fix, no write.
-SOURCE_WARNINGS = frozenset({("family", "source_empty"), ("family", "all_unknown")})
+SOURCE_WARNINGS = frozenset(
+    {
+        ("family", "source_empty"),
+        ("family", "all_unknown"),
+        ("family", "status_contradicts_link"),
+        ("family", "successor_predates"),
+    }
+)
 
 
 # -- the fake system of record --------------------------------------------------------------
