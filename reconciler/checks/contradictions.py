@@ -7,13 +7,14 @@ reads it (a person, another pipeline) may believe the other one. These findings 
 carry no write: only the source can be mended.
 
 - ``status_contradicts_link``: the source declares a version in force (``current``, or
-  ``pending``) while a successor it names (``superseded_by``, or a ``replaces`` that names it)
-  has come into force already (it is not a draft or retired, and its start has passed at the
-  run's instant, or is not known: an undated successor is in force from the start). PEP 248
-  says ``Status: Final`` and ``Superseded-By: 249``. A successor whose start is still ahead is
-  the scheduling idiom of a vault (``status: current`` beside ``superseded_by: v2`` that
-  starts next year) and no contradiction; once it has started, a note still saying
-  ``current`` is stale, reported unless ``[policy] status_contradicts_link = "ignore"``.
+  ``pending``) while one of the successors it names (``superseded_by``, or a ``replaces``
+  that names it: every one of ``SourceDocument.declared_successors``) has come into force
+  already (it is not a draft or retired, and its start has passed at the run's instant, or
+  is not known: an undated successor is in force from the start). PEP 248 says ``Status:
+  Final`` and ``Superseded-By: 249``. A successor whose start is still ahead is the
+  scheduling idiom of a vault (``status: current`` beside ``superseded_by: v2`` that starts
+  next year) and no contradiction; once it has started, a note still saying ``current`` is
+  stale, reported unless ``[policy] status_contradicts_link = "ignore"``.
 - ``successor_predates``: a successor that comes into force starts before the version it
   supersedes (PEP 102, created 2002, superseded by PEP 101, created 2001). The older
   version's window closes at its own start: it is never in force, at no instant.
@@ -158,18 +159,13 @@ def _listed(successors: Iterable[Successor]) -> list[dict[str, object]]:
     return [_dated(s) for s in successors]
 
 
-def successor_ids(doc: SourceDocument) -> tuple[str, ...]:
-    """Every successor ``doc`` declares."""
-    return (doc.superseded_by,) if doc.superseded_by else ()
-
-
 def check_contradictions(view: FamilyView, ctx: CheckContext) -> list[Finding]:
     """``contradictions`` for each source document of one family (part of the family
     check: the source documents and their successors are at hand there)."""
     findings: list[Finding] = []
     for doc_id, doc in sorted(view.sources.items()):
         named: list[Successor] = []
-        for successor_id in successor_ids(doc):
+        for successor_id in doc.declared_successors:
             successor = view.successors.get(successor_id) or view.row(successor_id)
             if successor is not None and successor_id != doc_id:
                 named.append(successor)

@@ -170,6 +170,35 @@ def test_the_family_check_reports_them_for_its_source_documents_and_plans_nothin
     assert kinds(check_contradictions(view, ctx("ignore"))) == ["successor_predates"]
 
 
+def test_every_declared_successor_counts_fan_out_and_fan_in() -> None:
+    """PEP-shaped: one version with two successors, one still ahead; two versions replaced
+    by one (PEPs 397 and 486 by 773, declared by 773's ``Replaces``)."""
+    ahead = doc("ahead", CURRENT, effective_from=NOW + 10 * DAY)
+    begun = doc("begun", CURRENT, effective_from=NOW - 10 * DAY)
+    fan_out = doc(
+        "v1",
+        CURRENT,
+        effective_from=NOW - 300 * DAY,
+        superseded_by="s:ahead",
+        successors=("s:ahead", "s:begun"),
+    )
+    pep_397 = doc("pep-0397", CURRENT, effective_from=NOW - 900 * DAY, successors=("s:begun",))
+    pep_486 = doc("pep-0486", CURRENT, effective_from=NOW - 800 * DAY, successors=("s:begun",))
+    view = FamilyView(
+        family="f",
+        sources={d.doc_id: d for d in (fan_out, pep_397, pep_486, ahead, begun)},
+        successors={"s:ahead": ahead, "s:begun": begun},
+    )
+    found = check_contradictions(view, ctx())
+    assert sorted((f.doc_id, f.expected["superseded_by"]) for f in found) == [
+        ("s:pep-0397", "s:begun"),
+        ("s:pep-0486", "s:begun"),
+        ("s:v1", "s:begun"),  # the one in force, not the first declared
+    ]
+    [of_v1] = [f for f in found if f.doc_id == "s:v1"]
+    assert [s["doc_id"] for s in of_v1.actual["successors_in_force"]] == ["s:begun"]
+
+
 # -- the property: a finding iff the headers say so ------------------------------------------
 
 STATES = st.sampled_from([*VersionState, None])
