@@ -44,8 +44,6 @@ from reconciler.rules.time_rule import NEVER_IN_FORCE
 CHECK = "family"
 #: Declared states that say a version is, or is to be, in force.
 _IN_FORCE = frozenset({VersionState.CURRENT, VersionState.PENDING})
-#: ``[policy] status_contradicts_link`` values.
-STATUS_POLICIES = ("report", "ignore")
 
 Successor = SourceDocument | Document
 
@@ -77,13 +75,14 @@ def contradictions(
     finding of each kind, naming every successor concerned.
 
     ``successors``: the documents its links name (as their source declares them, else their
-    rows), each once. Pure: plain values in, findings out (none carries a write)."""
+    rows), each once; ``status_policy``: ``[policy] status_contradicts_link`` ("ignore" drops
+    the status findings). Pure: plain values in, findings out (none carries a write)."""
     live = sorted((s for s in successors if comes_into_force(s)), key=_first_in_force)
     findings: list[Finding] = []
     started = [s for s in live if _started(s, now)]
     if status_policy != "ignore" and doc.state in _IN_FORCE and started:
         first = started[0]
-        since = f"since {_day(first.effective_from)}" if first.effective_from else "undated"
+        since = f"since {_day(first.effective_from)}" if first.effective_from else "from the start"
         findings.append(
             _warning(
                 "status_contradicts_link",
