@@ -312,9 +312,9 @@ def break_graph_cycles(successors: dict[str, list[str]]) -> list[tuple[str, str]
     of more than one version); (key, message) for each version that lost a link, in key
     order. A version keeps its links that leave the cycle."""
     dropped: list[tuple[str, str]] = []
-    for component in _cycles(successors):
+    for component, cycle in _cycles(successors):
         members = set(component)
-        message = cycle_message(component)
+        message = cycle_message(cycle)
         for key in component:
             kept = [target for target in successors[key] if target not in members]
             if kept:
@@ -326,14 +326,14 @@ def break_graph_cycles(successors: dict[str, list[str]]) -> list[tuple[str, str]
     return dropped
 
 
-def _cycles(successors: Mapping[str, list[str]]) -> list[list[str]]:
+def _cycles(successors: Mapping[str, list[str]]) -> list[tuple[list[str], list[str]]]:
     """The strongly connected components of more than one version (Tarjan's algorithm,
-    without recursion), each as a cycle through it when one exists in key order."""
+    without recursion), sorted, each with a cycle through it (for the message)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
-    found: list[list[str]] = []
+    found: list[tuple[list[str], list[str]]] = []
     for root in sorted(successors):
         if root in index:
             continue
@@ -362,7 +362,8 @@ def _cycles(successors: Mapping[str, list[str]]) -> list[list[str]]:
                     if member == node:
                         break
                 if len(component) > 1:
-                    found.append(_a_cycle(sorted(component), successors))
+                    component.sort()
+                    found.append((component, _a_cycle(component, successors)))
             if work:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])

@@ -206,8 +206,8 @@ class FamilyView:
         return MappingProxyType(settled)
 
     def links(self) -> Mapping[str, tuple[str, ...]]:
-        """The successors each of the family's source documents declares, where it declares
-        several (the time rule's ``links``; a row names one at most)."""
+        """The successors each of the family's source documents declares (the time rule's
+        ``links``; a row names one at most, and a draft's or retired one's none)."""
         return successor_links(self.sources.values())
 
     def row(self, doc_id: str) -> Document | None:

@@ -255,7 +255,10 @@ def check_family(view: FamilyView, ctx: CheckContext) -> list[Finding]:
         and declared_state(view.sources[d.doc_id], as_of=ctx.now) is VersionState.CURRENT
         and d.effective_to > ctx.now
     ]
-    if len(in_force) > 1:
+    # Declared in force together, and the time rule closes one of them by the order (not by
+    # a link): the source contradicts itself. Versions its links keep in force together
+    # (branches) are not.
+    if len(in_force) > 1 and any(truth.rows[d.doc_id].effective_to <= ctx.now for d in in_force):
         winner = in_force_winner(in_force, ctx.now)
         findings.append(
             Finding(

@@ -113,9 +113,9 @@ Links = Mapping[str, Sequence[str]]
 
 
 def successor_links(documents: Iterable[SourceDocument]) -> dict[str, tuple[str, ...]]:
-    """The time rule's ``links`` for source documents: each one's declared successors, for
-    those that declare several."""
-    return {doc.doc_id: doc.successors for doc in documents if len(doc.successors) > 1}
+    """The time rule's ``links`` for source documents: the successors each one declares
+    (a draft's and a retired version's too: their links join versions into one line)."""
+    return {doc.doc_id: doc.declared_successors for doc in documents if doc.declared_successors}
 
 
 def declared_links(doc: Document, links: Links | None) -> Sequence[str]:
@@ -144,9 +144,10 @@ def _closing(
     return (outside[0] if outside else None), None
 
 
-def _link_components(docs: Sequence[Document], links: Links | None) -> dict[str, str]:
-    """doc_id -> a representative of its link component: the versions joined by declared
-    links (either direction; a draft's or retired version's links join too)."""
+def link_lines(docs: Sequence[Document], links: Links | None) -> dict[str, str]:
+    """doc_id -> a representative of its *line*: the versions declared links join (either
+    direction; a draft's or retired version's links join too). Versions of one line follow
+    their links alone: several may be in force at once (the branches of a fan-out)."""
     parent = {doc.doc_id: doc.doc_id for doc in docs}
 
     def find(node: str) -> str:
@@ -181,7 +182,7 @@ def timeline(
     close one another by their dates). Never before the version's own start.
     """
     by_id = {doc.doc_id: doc for doc in docs}
-    component = _link_components(docs, links)
+    component = link_lines(docs, links)
     # The members, each with its start, its place in the order (``order_key``), the successor
     # it declares and the end that declaration leaves it, worked out once.
     members: list[Document] = []
