@@ -135,19 +135,29 @@ def reduce_pairs(pairs: Sequence[Scored]) -> list[Scored]:
     for s in pairs:
         near[s.a].add(s.b)
         near[s.b].add(s.a)
-    for s in sorted(pairs, key=_strength):
-        if frozenset((s.a, s.b)) not in by_pair:
-            continue
-        for c in near[s.a] & near[s.b]:
-            ac, bc = by_pair.get(frozenset((s.a, c))), by_pair.get(frozenset((s.b, c)))
-            if ac is None or bc is None:
-                continue
-            if _skips(s, c, ac, bc) or _strength(s) <= min(_strength(ac), _strength(bc)):
+    # first the pairs that skip a member by their directions, then the strictly weakest
+    for directed in (True, False):
+        for s in sorted(pairs, key=_strength):
+            if frozenset((s.a, s.b)) in by_pair and _implied(s, by_pair, near, directed):
                 del by_pair[frozenset((s.a, s.b))]
                 near[s.a].discard(s.b)
                 near[s.b].discard(s.a)
-                break
     return [s for s in pairs if frozenset((s.a, s.b)) in by_pair]
+
+
+def _implied(
+    s: Scored,
+    by_pair: Mapping[frozenset[str], Scored],
+    near: Mapping[str, set[str]],
+    directed: bool,
+) -> bool:
+    for c in near[s.a] & near[s.b]:
+        ac, bc = by_pair.get(frozenset((s.a, c))), by_pair.get(frozenset((s.b, c)))
+        if ac is None or bc is None:
+            continue
+        if _skips(s, c, ac, bc) if directed else _strength(s) < min(_strength(ac), _strength(bc)):
+            return True
+    return False
 
 
 def _strength(s: Scored) -> tuple[float, float]:
