@@ -35,10 +35,11 @@ def suggest(
     settings: Settings,
     *,
     scope: Scope = Scope(),
-    min_score: float = DEFAULT_MIN_SCORE,
+    min_score: float | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> Proposals:
-    """The proposals among the table's documents in ``scope``."""
+    """The proposals among the table's documents in ``scope`` scoring at least ``min_score``
+    (default ``DEFAULT_MIN_SCORE``)."""
     if scope.source is not None and scope.source not in {s.name for s in settings.sources}:
         raise ConfigError(
             [("--source", f"no source named {scope.source!r} in the config")],
@@ -54,7 +55,9 @@ def suggest(
         )
     finally:
         table.close()
-    found = discover(profiles, min_score=min_score, notes=notes)
+    found = discover(
+        profiles, min_score=DEFAULT_MIN_SCORE if min_score is None else min_score, notes=notes
+    )
     log.info(
         "suggest: %d documents, %d pairs scored, %d links and %d families proposed in %.1fs",
         found.documents,

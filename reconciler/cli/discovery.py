@@ -66,13 +66,12 @@ def suggest_command(
     table, the index or the audit log.
     """
     from reconciler.app.suggesting import Scope, suggest
-    from reconciler.discovery import DEFAULT_MIN_SCORE
 
     with errors_mapped():
         found = suggest(
             obj.settings,
             scope=Scope(source=source, doc_class=doc_class, bodies=not no_bodies),
-            min_score=DEFAULT_MIN_SCORE if min_score is None else min_score,
+            min_score=min_score,
         )
     data = found.as_dict()
     if output is not None:

@@ -21,6 +21,7 @@ ALLOWED = {
     "reconciler.app.bootstrap": "`bootstrap`",
     "reconciler.app.demo": "`demo`",
     "reconciler.app.evaluating": "`eval`",
+    "reconciler.app.suggesting": "`suggest`",
     "reconciler.app.daemon": "`serve`, and the metrics a cron `run` leaves",
     "reconciler.rendering": "drawing what a command returns",
     "reconciler.errors": "mapping errors to exit codes",
