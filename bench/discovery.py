@@ -190,32 +190,55 @@ TOPICS = [f"topic{n}" for n in range(400)]
 MARKERS = ("year", "v", "old", "archive", "superseded")
 
 
-def synthetic_corpus(folder: Path, size: int, *, seed: int = 7) -> Corpus:
-    """``size`` documents: families of 1 to 4 versions, and distractors."""
+@dataclass(frozen=True)
+class Synthetic:
+    """One generated document."""
+
+    doc_id: str
+    path: str
+    title: str
+    date: str
+    body: str
+
+
+def synthetic_documents(
+    size: int, *, seed: int = 7
+) -> tuple[list[Synthetic], set[tuple[str, str]]]:
+    """``size`` documents (families of 1 to 4 versions, look-alike others) and their links."""
     rng = random.Random(seed)
-    vault = folder / "vault"
+    made: list[Synthetic] = []
     links: set[tuple[str, str]] = set()
-    made = 0
     family = 0
-    while made < size:
+    while len(made) < size:
         family += 1
-        versions = min(rng.choice((1, 1, 2, 2, 3, 4)), size - made)
+        versions = min(rng.choice((1, 1, 2, 2, 3, 4)), size - len(made))
         name = [rng.choice(WORDS), rng.choice(WORDS), rng.choice(TOPICS), f"f{family}"]
         marker = rng.choice(MARKERS)
         body = [rng.choice(WORDS + TOPICS) for _ in range(rng.randint(60, 200))]
         previous = None
         for v in range(versions):
-            doc = _synthetic_doc(vault, family, v, versions, name, marker, body, rng)
+            doc = _synthetic_doc(family, v, versions, name, marker, body, rng)
+            made.append(doc)
             if previous is not None:
-                links.add((previous, doc))
-            previous = doc
+                links.add((f"synth:{previous}", f"synth:{doc.doc_id}"))
+            previous = doc.doc_id
             body = [w if rng.random() > 0.15 else rng.choice(WORDS) for w in body]
-        made += versions
+    return made, links
+
+
+def synthetic_corpus(folder: Path, size: int) -> Corpus:
+    """The generated documents written to a vault and registered."""
+    made, links = synthetic_documents(size)
+    for doc in made:
+        target = folder / "vault" / doc.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        front = f"---\nid: {doc.doc_id}\ntitle: {doc.title}\n"
+        front += f"effective_from: {doc.date}\n" if doc.date else ""
+        target.write_text(front + "---\n" + doc.body + "\n", encoding="utf-8")
     return Corpus(f"synthetic-{size}", deploy(folder, "synth"), frozenset(links))
 
 
 def _synthetic_doc(
-    vault: Path,
     family: int,
     v: int,
     versions: int,
@@ -223,7 +246,7 @@ def _synthetic_doc(
     marker: str,
     body: list[str],
     rng: random.Random,
-) -> str:
+) -> Synthetic:
     year = 2020 + v
     last = v == versions - 1
     stem = "-".join(name)
@@ -236,17 +259,55 @@ def _synthetic_doc(
     elif not last and marker == "old":
         stem = f"{stem}_old" if v == versions - 2 else f"{stem}_old_{year}"
     elif not last and marker == "archive":
-        folder, stem = f"archive/{year}", f"{stem}"
+        folder = f"archive/{year}"
     elif not last and marker == "superseded":
         title = f"{title} (superseded)"
         stem = f"{stem}-{rng.randint(100, 999)}"
-    doc_id = f"f{family}-{v}"
-    target = vault / folder / f"{stem}.md"
-    target.parent.mkdir(parents=True, exist_ok=True)
     date = f"{year}-0{rng.randint(1, 9)}-01" if rng.random() < 0.7 else ""
-    front = f"---\nid: {doc_id}\ntitle: {title}\n" + (f"effective_from: {date}\n" if date else "")
-    target.write_text(front + "---\n" + " ".join(body) + "\n", encoding="utf-8")
-    return f"synth:{doc_id}"
+    return Synthetic(f"f{family}-{v}", f"{folder}/{stem}.md", title, date, " ".join(body))
+
+
+def core(size: int) -> dict[str, Any]:
+    """``discover`` alone over ``size`` generated documents held in memory (no table, no
+    source): the profiles built one by one, then blocking, scoring and the proposals."""
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    from reconciler.discovery import DEFAULT_MIN_SCORE, discover, profile  # noqa: PLC0415
+
+    made, links = synthetic_documents(size)
+    memory.reset_peak()
+    started = time.perf_counter()
+    profiles = []
+    for doc in made:
+        profiles.append(
+            profile(
+                doc_id=f"synth:{doc.doc_id}",
+                source="synth",
+                family=f"synth:{doc.doc_id}",
+                doc_class=None,
+                title=doc.title,
+                path=doc.path,
+                effective_from=datetime.fromisoformat(doc.date).replace(tzinfo=UTC)
+                if doc.date
+                else None,
+                body=doc.body,
+            )
+        )
+    profiled = time.perf_counter() - started
+    found = discover(profiles, min_score=DEFAULT_MIN_SCORE)
+    seconds = time.perf_counter() - started
+    precision, recall, proposed = _precision_recall(list(found.links), frozenset(links))
+    return {
+        "corpus": f"core-{size}",
+        "documents": size,
+        "labelled": len(links),
+        "proposed": proposed,
+        "precision": precision,
+        "recall": recall,
+        "profiles_s": round(profiled, 1),
+        "seconds": round(seconds, 1),
+        "peak_mib": round(memory.peak(), 1),
+    }
 
 
 # -- measuring ------------------------------------------------------------------------------
@@ -375,7 +436,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000])
     parser.add_argument("--peps", type=Path, default=PEPS, help="a folder of PEPs or a clone")
     parser.add_argument("--only", nargs="*", help="corpora by name (demo, peps, synthetic-N)")
+    parser.add_argument(
+        "--core", type=int, nargs="*", default=[], help="sizes of the in-memory core run"
+    )
     args = parser.parse_args(argv)
+    for size in args.core:
+        print(core(size), flush=True)
+    if args.core and not args.only:
+        return
     rows = []
     builders = [("demo", demo_corpus), ("peps", lambda f: peps_corpus(f, args.peps))]
     builders += [(f"synthetic-{n}", lambda f, n=n: synthetic_corpus(f, n)) for n in args.sizes]

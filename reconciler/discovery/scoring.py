@@ -146,8 +146,11 @@ def _votes(a: Profile, b: Profile, replacing: str | None) -> list[tuple[int, str
     if oa is not None and ob is not None and oa != ob:
         low, high = sorted([oa, ob])
         votes.append((1 if ob > oa else -1, f"versions {_dotted(low)} -> {_dotted(high)}"))
+    shared = {m.text for m in a.markers} & {m.text for m in b.markers}
     for p, sign in ((a, 1), (b, -1)):
         for marker in p.markers:
+            if marker.text in shared:  # the same word in both names says nothing
+                continue
             if marker.says == "older":
                 votes.append((sign, f"`{marker.text}` in the older name"))
             elif marker.says == "newer":

@@ -10,6 +10,7 @@ bounded size whatever the document's length.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 import zlib
@@ -187,9 +188,21 @@ def body_minhash(body: str, *, seed: int = 1) -> LeanMinHash | None:
         shingles = {
             " ".join(words[i : i + SHINGLE]).encode() for i in range(len(words) - SHINGLE + 1)
         }
-    hashed = MinHash(num_perm=NUM_PERM, seed=seed, hashfunc=zlib.crc32)
+    hashed = MinHash(
+        num_perm=NUM_PERM,
+        seed=seed,
+        hashfunc=zlib.crc32,
+        permutations=_permutations(seed),
+        scheme="affine32",
+    )
     hashed.update_batch(list(shingles))
     return LeanMinHash(hashed)
+
+
+@functools.cache
+def _permutations(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The MinHash permutations of a seed (made once: they are the costly part of a MinHash)."""
+    return MinHash(num_perm=NUM_PERM, seed=seed, scheme="affine32").permutations  # type: ignore[no-any-return]
 
 
 def replaced_references(body: str) -> tuple[frozenset[tuple[str, int]], frozenset[tuple[str, int]]]:
@@ -239,7 +252,10 @@ def profile(
     title_stem, title_markers, title_dates = markers_of(title)
     path_stem, path_markers, path_dates = markers_of(shown_path.replace("/", " "))
     if "archive" in fold(shown_path).split("/")[:-1]:
-        path_markers = (*path_markers, Marker("archive/", "older"))
+        path_markers = (
+            *(m for m in path_markers if m.text not in ("archive", "archived")),
+            Marker("archive/", "older"),
+        )
     basename = shown_path.rpartition("/")[2]
     replaces, replaced_by = replaced_references(body) if body else (frozenset(), frozenset())
     return Profile(
