@@ -30,7 +30,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -201,35 +201,33 @@ class Synthetic:
     body: str
 
 
-def synthetic_documents(
-    size: int, *, seed: int = 7
-) -> tuple[list[Synthetic], set[tuple[str, str]]]:
-    """``size`` documents (families of 1 to 4 versions, look-alike others) and their links."""
+def synthetic_documents(size: int, *, seed: int = 7) -> Iterator[tuple[Synthetic, str | None]]:
+    """``size`` documents (families of 1 to 4 versions, look-alike others), one at a time,
+    each with the doc id of the version it replaces (None for a first version)."""
     rng = random.Random(seed)
-    made: list[Synthetic] = []
-    links: set[tuple[str, str]] = set()
+    made = 0
     family = 0
-    while len(made) < size:
+    while made < size:
         family += 1
-        versions = min(rng.choice((1, 1, 2, 2, 3, 4)), size - len(made))
+        versions = min(rng.choice((1, 1, 2, 2, 3, 4)), size - made)
         name = [rng.choice(WORDS), rng.choice(WORDS), rng.choice(TOPICS), f"f{family}"]
         marker = rng.choice(MARKERS)
         body = [rng.choice(WORDS + TOPICS) for _ in range(rng.randint(60, 200))]
         previous = None
         for v in range(versions):
             doc = _synthetic_doc(family, v, versions, name, marker, body, rng)
-            made.append(doc)
-            if previous is not None:
-                links.add((f"synth:{previous}", f"synth:{doc.doc_id}"))
-            previous = doc.doc_id
+            yield doc, previous
+            previous = f"synth:{doc.doc_id}"
             body = [w if rng.random() > 0.15 else rng.choice(WORDS) for w in body]
-    return made, links
+        made += versions
 
 
 def synthetic_corpus(folder: Path, size: int) -> Corpus:
     """The generated documents written to a vault and registered."""
-    made, links = synthetic_documents(size)
-    for doc in made:
+    links = set()
+    for doc, previous in synthetic_documents(size):
+        if previous is not None:
+            links.add((previous, f"synth:{doc.doc_id}"))
         target = folder / "vault" / doc.path
         target.parent.mkdir(parents=True, exist_ok=True)
         front = f"---\nid: {doc.doc_id}\ntitle: {doc.title}\n"
@@ -274,11 +272,13 @@ def core(size: int) -> dict[str, Any]:
 
     from reconciler.discovery import DEFAULT_MIN_SCORE, discover, profile  # noqa: PLC0415
 
-    made, links = synthetic_documents(size)
+    links = set()
     memory.reset_peak()
     started = time.perf_counter()
     profiles = []
-    for doc in made:
+    for doc, previous in synthetic_documents(size):  # streamed: no body is kept
+        if previous is not None:
+            links.add((previous, f"synth:{doc.doc_id}"))
         profiles.append(
             profile(
                 doc_id=f"synth:{doc.doc_id}",

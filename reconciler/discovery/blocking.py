@@ -32,13 +32,18 @@ MAX_BLOCK = 32
 
 
 def restrict_keys(profiles: Sequence[Profile], *, max_block: int = MAX_BLOCK) -> list[Profile]:
-    """The profiles with the words held by more than ``max_block`` of them taken out of their
-    keys (such a word says little about which two belong together)."""
+    """The profiles ready to compare: the words held by more than ``max_block`` of them taken
+    out of their keys (such a word says little about which two belong together), and each
+    one's ``series``, the number of profiles sharing its title stem."""
     held = Counter(word for p in profiles for word in p.keys)
     common = {word for word, n in held.items() if n > max_block}
-    if not common:
-        return list(profiles)
-    return [replace(p, keys=p.keys - common) if p.keys & common else p for p in profiles]
+    stems = Counter(p.title_stem for p in profiles if p.title_stem)
+    return [
+        replace(p, keys=p.keys - common, series=stems[p.title_stem] if p.title_stem else 1)
+        if p.keys & common or stems[p.title_stem] > 1
+        else p
+        for p in profiles
+    ]
 
 
 def candidate_pairs(profiles: Sequence[Profile]) -> Iterator[tuple[int, int]]:

@@ -24,6 +24,9 @@ SAME_NAME = 0.8  # names equal once the markers are out, and a marker tells them
 NAMES = 0.6  # names alike, at 1.0
 BODIES = 0.8  # bodies alike, at 1.0
 REPLACES = 0.85  # one body says it replaces the other
+#: More documents than this sharing one name make a series (``Python 3.8 Release Schedule``,
+#: ``3.9``, ...): documents about different things, whose equal names are only alike.
+SERIES = 8
 #: Below these, names or bodies give no evidence at all.
 NAMES_FLOOR = 0.75
 BODIES_FLOOR = 0.3
@@ -60,7 +63,7 @@ def names_alike(a: Profile, b: Profile) -> tuple[float | None, float | None, boo
     same = (titles == 1.0 and (a.title != b.title or (marked or len(a.keys & b.keys) >= 2))) or (
         marked and paths == 1.0 and a.path != b.path
     )
-    return titles, paths, same
+    return titles, paths, same and max(a.series, b.series) <= SERIES
 
 
 _NUMBER = re.compile(r"[0-9]+")
@@ -71,7 +74,7 @@ def _alike(x: str, y: str) -> float | None:
         return None
     if x != y and _NUMBER.sub("#", x) == _NUMBER.sub("#", y):
         return None
-    return fuzz.token_sort_ratio(x, y) / 100
+    return fuzz.ratio(x, y) / 100
 
 
 def _replacing(a: Profile, b: Profile) -> str | None:
@@ -186,6 +189,8 @@ def _evidence(
     why: str,
 ) -> str:
     parts = []
+    if max(a.series, b.series) > SERIES:
+        parts.append(f"one of a series of {max(a.series, b.series)} documents named alike")
     if titles is not None and titles >= NAMES_FLOOR:
         parts.append(f"titles {titles:.2f} alike")
     if paths is not None and paths >= NAMES_FLOOR:

@@ -95,6 +95,8 @@ class Profile:
     #: (word, number) the document is known by ("pep-0345" -> ("pep", 345)), if any.
     reference: tuple[str, int] | None
     superseded_by: str | None = None
+    #: How many documents of the corpus share this title stem (set by ``blocking.prepare``).
+    series: int = 1
 
 
 def fold(text: str) -> str:
@@ -205,22 +207,33 @@ def _permutations(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return MinHash(num_perm=NUM_PERM, seed=seed, scheme="affine32").permutations  # type: ignore[no-any-return]
 
 
+_ROLE = re.compile(r":([a-z]{2,12}):`(?:[^`<]*<)?0*([0-9]{1,6})[^`]*`")
+#: The object of a replacing verb: a reference right after it ("supersedes PEP 241", "replaced
+#: by the RFC 822"), and more of the same word in a list ("PEPs 513, 571 and 599").
+_OBJECT = re.compile(r"[\s(\"'*]*(?:the\s+|this\s+)?([a-z]{2,12})s?[\s#-]*0*([0-9]{1,6})\b")
+_MORE = re.compile(r"\s*(?:,|and|or|&)\s*(?:and\s+)?(?:[a-z]{2,12}[\s#-]*)?0*([0-9]{1,6})\b")
+
+
 def replaced_references(body: str) -> tuple[frozenset[tuple[str, int]], frozenset[tuple[str, int]]]:
     """(word, number) references a body says it replaces ("This PEP supersedes PEP 241",
-    "replaces RFC 822"), and those it says replace it ("superseded by PEP 426"): the references
-    that follow the verb in its sentence, unless the verb is negated ("rather than supersedes")."""
+    "obsoletes RFC 822"), and those it says replace it ("superseded by :pep:`426`"): the
+    reference that is the verb's object, unless the verb is negated ("rather than
+    supersedes")."""
     replaces: set[tuple[str, int]] = set()
     replaced_by: set[tuple[str, int]] = set()
-    text = fold(strip_frontmatter(body[:BODY_LIMIT]))
-    for sentence in re.split(r"(?<=[.!?])\s+|\n\s*\n", text):
-        for verb in _REPLACING.finditer(sentence):
-            if _NEGATED.search(sentence[max(0, verb.start() - 30) : verb.start()]):
-                continue
-            into = replaced_by if verb[1] else replaces
-            following = sentence[verb.end() : verb.end() + 80]
-            for match in _REFERENCE.finditer(following):
-                if match[1] not in STOPWORDS:
-                    into.add((match[1], int(match[2])))
+    text = _ROLE.sub(r"\1 \2", fold(strip_frontmatter(body[:BODY_LIMIT])))
+    for verb in _REPLACING.finditer(text):
+        if _NEGATED.search(text[max(0, verb.start() - 30) : verb.start()]):
+            continue
+        into = replaced_by if verb[1] else replaces
+        found = _OBJECT.match(text, verb.end())
+        if found is None or found[1] in STOPWORDS:
+            continue
+        into.add((found[1], int(found[2])))
+        at = found.end()
+        while (more := _MORE.match(text, at)) is not None:
+            into.add((found[1], int(more[1])))
+            at = more.end()
     return frozenset(replaces), frozenset(replaced_by)
 
 
