@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 import numpy as np
-from datasketch import LeanMinHash, MinHash
+from datasketch import MinHash
 
 #: MinHash permutations of a body (LSH bands x rows: see ``blocking``).
 NUM_PERM = 64
@@ -86,8 +86,9 @@ class Profile:
     name_dates: tuple[date, ...]
     #: Words that put this document in a block with others.
     keys: frozenset[str]
-    #: MinHash of the body's word shingles (None: no body was read).
-    body: LeanMinHash | None
+    #: MinHash of the body's word shingles, ``NUM_PERM`` uint32 values as bytes (None: no
+    #: body was read).
+    body: bytes | None
     #: (word, number) references this body makes in a sentence that replaces something.
     replaces: frozenset[tuple[str, int]]
     #: (word, number) references this body says replace it ("superseded by PEP 426").
@@ -179,8 +180,9 @@ def strip_frontmatter(body: str) -> str:
     return body
 
 
-def body_minhash(body: str, *, seed: int = 1) -> LeanMinHash | None:
-    """MinHash of the body's word shingles (None for a body without words)."""
+def body_minhash(body: str, *, seed: int = 1) -> bytes | None:
+    """MinHash of the body's word shingles as ``NUM_PERM`` uint32 values (None for a body
+    without words): 256 bytes, whatever the body's length."""
     words = _WORD.findall(fold(strip_frontmatter(body[:BODY_LIMIT])))
     if not words:
         return None
@@ -198,7 +200,7 @@ def body_minhash(body: str, *, seed: int = 1) -> LeanMinHash | None:
         scheme="affine32",
     )
     hashed.update_batch(list(shingles))
-    return LeanMinHash(hashed)
+    return bytes(hashed.hashvalues.astype(np.uint32).tobytes())
 
 
 @functools.cache
@@ -310,4 +312,4 @@ def bodies_alike(a: Profile, b: Profile) -> float | None:
     """Estimated Jaccard similarity of two bodies' shingles (None: a body is missing)."""
     if a.body is None or b.body is None:
         return None
-    return float(np.mean(a.body.hashvalues == b.body.hashvalues))
+    return float(np.mean(np.frombuffer(a.body, np.uint32) == np.frombuffer(b.body, np.uint32)))

@@ -4,8 +4,10 @@ blocking: it misses no pair that scoring every pair would propose."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,8 +20,15 @@ from reconciler.discovery import (
     read_proposals,
     score_pair,
 )
-from reconciler.discovery.blocking import brute_force, restrict_keys, scored_pairs
-from reconciler.discovery.signals import markers_of
+from reconciler.discovery.blocking import (
+    BANDS,
+    ROWS,
+    band_neighbours,
+    brute_force,
+    restrict_keys,
+    scored_pairs,
+)
+from reconciler.discovery.signals import NUM_PERM, markers_of
 
 BODY = (
     "Meals when travelling: you can claim up to 40 EUR per day for meals when travelling, "
@@ -166,7 +175,9 @@ def corpora(draw: st.DrawFn):  # type: ignore[no-untyped-def]
     size = draw(st.integers(2, 12))
     docs = []
     for n in range(size):
-        words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+        # some names of words of their own: only the bodies or a reference bring those together
+        naming = WORDS if draw(st.booleans()) else [f"name{n}x{i}" for i in range(3)]
+        words = draw(st.lists(st.sampled_from(naming), min_size=1, max_size=3))
         title = " ".join(words) + draw(st.sampled_from(MARKS))
         path = "-".join(draw(st.permutations(words))) + draw(st.sampled_from(MARKS)) + ".md"
         # some bodies of words of their own: only a reference can bring those together
@@ -187,3 +198,17 @@ def test_blocking_misses_no_pair_brute_force_scores_above_the_threshold(
     every = {(s.a, s.b): s.score for s in brute_force(ready, floor=floor)}
     blocked = {(s.a, s.b): s.score for s in scored_pairs(ready, floor=floor)}
     assert blocked == every
+
+
+def test_bodies_agreeing_on_more_than_one_value_in_bands_are_always_met() -> None:
+    # pigeonhole: fewer differing values than bands leave one band equal, wherever they fall
+    base = np.arange(NUM_PERM, dtype=np.uint32)
+    a = replace(doc("a", title="one"), body=base.tobytes())
+    for differing in range(1, BANDS + 1):
+        other = base.copy()
+        other[[k * ROWS for k in range(differing)]] += (
+            1000  # one value off in each of the first bands
+        )
+        b = replace(doc("b", title="two"), body=other.tobytes())
+        met = 1 in band_neighbours([a, b]).get(0, [])
+        assert met == (differing < BANDS), differing
