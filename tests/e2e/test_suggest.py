@@ -139,3 +139,13 @@ def test_an_unknown_source_is_a_usage_error(inherited: Path) -> None:
     result = CliRunner().invoke(cli, ["--config", str(inherited), "suggest", "--source", "nope"])
     assert result.exit_code == 1
     assert "no source named 'nope'" in result.output
+
+
+def test_a_source_that_cannot_be_read_leaves_names_and_dates(inherited: Path) -> None:
+    vault = inherited.parent / "vault"
+    vault.rename(inherited.parent / "gone")
+    data = json.loads(run(inherited, "suggest", "--format", "json"))
+    assert any("could not be read" in note for note in data["notes"])
+    # titles and dates are in the table: the pair named alike is still proposed, without bodies
+    assert ("handbook:expenses-2025", "handbook:expenses", "older -> newer") in links(data)
+    assert all("bodies" not in p["evidence"] for p in data["proposals"])
