@@ -129,6 +129,9 @@ def test_suggest_proposes_reads_back_filters_and_writes_nothing(
     public = json.loads(run(inherited, "suggest", "--format", "json", "--class", "public"))
     assert public["documents"] == 2
     assert links(public) == set()
+    by_name = json.loads(run(inherited, "suggest", "--format", "json", "--no-bodies"))
+    assert links(by_name) == EXPECTED
+    assert all("bodies" not in p["evidence"] for p in by_name["proposals"])
     text_report = run(inherited, "suggest", "--source", "handbook")
     assert "handbook:expenses-2025 -> handbook:expenses" in text_report
 
