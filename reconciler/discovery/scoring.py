@@ -198,7 +198,24 @@ def _evidence(
     if bodies is not None:
         parts.append(f"bodies {bodies:.2f} alike")
     parts.append(why)
+    parts += _one_sided(a, b, direction)
     return "; ".join(parts)
+
+
+def _one_sided(a: Profile, b: Profile, direction: tuple[str, str] | None) -> list[str]:
+    """Years, versions and dates one name carries and the other lacks (``-2019`` in
+    ``onboarding-2019`` beside ``onboarding``): evidence that they are versions, in words."""
+    out = []
+    for p, other in ((a, b), (b, a)):
+        theirs = {m.text for m in other.markers}
+        for m in p.markers:
+            if m.says in ("year", "version", "date") and m.text not in theirs and not other.markers:
+                side = (
+                    "the older" if direction and direction[0] == p.doc_id else
+                    "the newer" if direction else "one"
+                )  # fmt: skip
+                out.append(f"`{m.text}` in {side} name only")
+    return out
 
 
 def _short(p: Profile) -> str:

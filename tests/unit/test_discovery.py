@@ -99,6 +99,23 @@ def test_markers_and_ordinals_tell_the_newer_without_dates() -> None:
     assert "versions 1 -> 2" in versions.evidence
 
 
+def test_a_year_only_one_name_carries_is_named() -> None:
+    scored = score_pair(
+        doc(
+            "a",
+            title="Onboarding guide (2019)",
+            path="people/onboarding-2019.md",
+            when="2019-05-01",
+        ),
+        doc("b", title="Onboarding", path="people/onboarding.md", when="2025-09-01"),
+    )
+    assert scored.direction == ("s:a", "s:b")
+    assert scored.evidence == (
+        "titles 0.77 alike; paths 1.00 alike; dates 2019-05-01 -> 2025-09-01; "
+        "`2019` in the older name only"
+    )
+
+
 def test_split_evidence_is_no_direction() -> None:
     # the "_old" one is the later by its date: nothing can say which is the newer
     scored = score_pair(
