@@ -120,6 +120,13 @@ def test_suggest_proposes_reads_back_filters_and_writes_nothing(
     run(inherited, "suggest", "-o", str(out))
     written = yaml.safe_load(out.read_text(encoding="utf-8"))
     assert read_proposals(written).proposals == read_proposals(as_json).proposals
+    # a person's decisions are read back as written
+    edited = out.read_text(encoding="utf-8").replace("decision: undecided", "decision: accept", 1)
+    decided = read_proposals(yaml.safe_load(edited))
+    assert [p.decision for p in decided.proposals].count("accept") == 1
+    as_file = tmp_path / "proposals.json"
+    run(inherited, "suggest", "-o", str(as_file))
+    assert links(json.loads(as_file.read_text(encoding="utf-8"))) == EXPECTED
     printed = yaml.safe_load(run(inherited, "suggest", "--format", "yaml"))
     assert links(printed) == EXPECTED
 
