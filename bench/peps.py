@@ -36,7 +36,8 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,27 @@ class PepLabels:
     #: number -> the numbers that succeed it (its Superseded-By, and every PEP replacing it).
     successors: Mapping[int, frozenset[int]]
     served: frozenset[str]
+    #: number -> its ``Created`` date (None when it reads as no date).
+    created: Mapping[int, datetime | None] = field(default_factory=dict)
+
+    def in_force_at(self, instant: datetime, source: str = "peps") -> frozenset[str]:
+        """What the headers say was in force at ``instant``: PEPs created by then whose
+        status is in force or ``Superseded``, none of whose successors that come into force
+        (by status) had been created by then."""
+
+        def started(n: int) -> bool:
+            created = self.created.get(n)
+            return created is not None and created <= instant
+
+        return frozenset(
+            f"{source}:pep-{n:04d}"
+            for n, status in self.status.items()
+            if (status in SERVED_STATUSES or status == "Superseded")
+            and started(n)
+            and not any(
+                self.status[s] not in NEVER_IN_FORCE and started(s) for s in self.successors[n]
+            )
+        )
 
     @classmethod
     def of(cls, folder: Path, source: str = "peps") -> PepLabels:
@@ -104,7 +126,23 @@ class PepLabels:
             status=status,
             successors={n: frozenset(s) for n, s in successors.items()},
             served=served,
+            created={n: _created(found.get("Created", "")) for n, found in headers.items()},
         )
+
+
+#: How PEPs write ``Created`` ("05-Jul-2001"; before 2016 also "10-January-2013", "30 Aug
+#: 2012"), read here on their own, not through the preset.
+CREATED_FORMATS = ("%d-%b-%Y", "%d-%B-%Y", "%d %b %Y", "%d %B %Y")
+
+
+def _created(text: str) -> datetime | None:
+    value = text.split("(", maxsplit=1)[0].strip().rstrip(",")
+    for form in CREATED_FORMATS:
+        try:
+            return datetime.strptime(value, form).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
 
 
 def _numbers(text: str) -> list[int]:
@@ -167,6 +205,110 @@ def served(config: Path) -> set[str]:
             found.update(str(p.payload["doc_id"]) for p in points)
             if offset is None:
                 return found
+
+
+#: The five instants between 2001 and today the point-in-time comparison always asks about.
+INSTANTS = tuple(datetime(year, 7, 1, tzinfo=UTC) for year in (2001, 2006, 2012, 2018, 2024))
+#: Payload keys read to place each chunk in time.
+WINDOW_KEYS = ["doc_id", "version_state", "effective_from", "effective_to", "quarantined"]
+
+
+def windows(config: Path) -> dict[str, set[tuple[str, str, str, bool]]]:
+    """doc id -> the (state, effective_from, effective_to, quarantined) its chunks carry."""
+    from reconciler.app.wiring import stores  # noqa: PLC0415
+    from reconciler.settings import load_settings  # noqa: PLC0415
+
+    found: dict[str, set[tuple[str, str, str, bool]]] = {}
+    with stores(load_settings(config)) as opened:
+        client = opened.index.client  # type: ignore[attr-defined]
+        offset = None
+        while True:
+            points, offset = client.scroll(
+                opened.index.collection,  # type: ignore[attr-defined]
+                limit=1000,
+                offset=offset,
+                with_payload=WINDOW_KEYS,
+            )
+            for point in points:
+                p = point.payload or {}
+                found.setdefault(str(p["doc_id"]), set()).add(
+                    (
+                        str(p.get("version_state")),
+                        str(p.get("effective_from")),
+                        str(p.get("effective_to")),
+                        p.get("quarantined") is True,
+                    )
+                )
+            if offset is None:
+                return found
+
+
+def historical_at(config: Path, instant: datetime) -> set[str]:
+    """doc ids of the chunks ``default_filter(as_of=instant, include_historical=True)``
+    returns: a real scroll."""
+    from reconciler import default_filter  # noqa: PLC0415
+    from reconciler.app.wiring import stores  # noqa: PLC0415
+    from reconciler.settings import load_settings  # noqa: PLC0415
+
+    found: set[str] = set()
+    with stores(load_settings(config)) as opened:
+        client = opened.index.client  # type: ignore[attr-defined]
+        offset = None
+        while True:
+            points, offset = client.scroll(
+                opened.index.collection,  # type: ignore[attr-defined]
+                scroll_filter=default_filter(instant, include_historical=True),
+                limit=1000,
+                offset=offset,
+                with_payload=["doc_id"],
+            )
+            found.update(str(p.payload["doc_id"]) for p in points)
+            if offset is None:
+                return found
+
+
+def _admitted(window: tuple[str, str, str, bool], instant: datetime) -> bool:
+    """The historical route's terms (docs/retrieval.md), read off one chunk's payload."""
+    state, start, end, quarantined = window
+    if quarantined or state not in {"current", "unknown", "pending", "superseded", "retired"}:
+        return False
+    stamp = instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # RFC 3339 UTC stamps of one width compare as text (the reconciler writes them so).
+    return _stamp(start) <= stamp < _stamp(end)
+
+
+def _stamp(text: str) -> str:
+    return text if "." not in text else text.split(".", maxsplit=1)[0] + "Z"
+
+
+def compare_in_time(config: Path, labels: PepLabels) -> dict[str, Any]:
+    """What the historical route admits at each PEP's creation date and at ``INSTANTS``,
+    against the headers: a real scroll at each of ``INSTANTS`` (and the payload reading
+    checked against it), the payloads read once for the creation dates. A PEP whose status
+    never puts it in force (Rejected, Withdrawn...) is on the historical route as published
+    and is left out of both sides."""
+    never = {f"peps:pep-{n:04d}" for n, s in labels.status.items() if s in NEVER_IN_FORCE}
+    by_doc = windows(config)
+    instants = sorted({*INSTANTS, *(c for c in labels.created.values() if c is not None)})
+    wrong: dict[str, dict[str, list[str]]] = {}
+    reading_disagrees = []
+    for instant in instants:
+        admitted = {doc for doc, ws in by_doc.items() if any(_admitted(w, instant) for w in ws)}
+        if instant in INSTANTS and historical_at(config, instant) != admitted:
+            reading_disagrees.append(instant.date().isoformat())
+        admitted -= never
+        expected = set(labels.in_force_at(instant)) - never
+        if admitted != expected:
+            wrong[instant.date().isoformat()] = {
+                "admitted, not in force": sorted(admitted - expected),
+                "in force, not admitted": sorted(expected - admitted),
+            }
+    return {
+        "instants compared": len(instants),
+        "instants that disagree": len(wrong),
+        "payload reading differs from a real scroll at": reading_disagrees,
+        "first disagreements": dict(list(wrong.items())[:8]),
+    }
 
 
 def table_states(config: Path) -> dict[str, str]:
@@ -285,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                     _, _, timings[f"{step} --force at HEAD"] = reconciler(config, step, "--force")
         results["findings of the first run"] = dict(sorted(findings.items()))
         results["compared"] = compare(config, PepLabels.of(checkout))
+        results["compared in time"] = compare_in_time(config, PepLabels.of(checkout))
         results["seconds"] = {k: round(v, 2) for k, v in timings.items()}
     finally:
         if args.keep:
@@ -299,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         1
         if mismatched["served, not in force by the headers"]
         or mismatched["in force by the headers, not served"]
+        or results["compared in time"]["instants that disagree"]
         else 0
     )
 

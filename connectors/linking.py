@@ -1,20 +1,21 @@
-"""Supersession links across one file source: which note each note's links name, forward and
-reverse, and one successor per version where the links agree.
+"""Supersession links across one file source: which notes each note's links name, forward and
+reverse, merged into every version's successors.
 
 Shared by the vault and the git connector. A note names its successors (``superseded_by``) and
 the versions it replaces (``replaces``, the reverse link: each one named is superseded by the
 note). Both are spelled as the source spells them (``connectors.vocabulary``): an id, an id
 through ``id_template`` (``600`` -> ``pep-0600``), a path relative to the note or to the root,
 a folder holding one document, a markdown link, an Obsidian wikilink. Here they are resolved
-to notes and merged into one successor per version, never guessed:
+to notes and merged, never guessed:
 
-- one successor named, forward or reverse, or both naming the same one: taken;
-- several named, and exactly one of them named both ways: that one is taken, the others are
-  a ``conflicting_links`` problem;
-- otherwise (forward and reverse disagree, or several with nothing to choose between them): a
-  ``conflicting_links`` problem for the field, and no successor is taken this scan (a
-  registered document keeps its registered one);
-- a link that names no note, the note itself, or a cycle: dropped with a problem, as always.
+- every successor named, forward or reverse, is one: a version named by several is a fan-in,
+  a version naming several (or named by several ``replaces``) is a fan-out, and the time rule
+  closes it at the start of the earliest of them to come into force (docs/engine.md);
+- a link that names no note, or the note itself: dropped with a problem; a version whose own
+  ``superseded_by`` names nothing taken this scan takes none of its other successors either
+  (``conflicting_links``: a registered successor stands until the source reads whole);
+- links between versions on one cycle: dropped with a problem for each version (its links
+  that leave the cycle stay).
 
 Pure: notes in, successors and problems out.
 """
@@ -25,9 +26,10 @@ import posixpath
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from connectors.frontmatter import SUFFIX
-from connectors.records import break_cycles
+from connectors.records import cycle_message
 from connectors.vocabulary import Link, Note, Vocabulary
 from reconciler.model import ProblemKind, SourceProblem
 
@@ -37,6 +39,7 @@ __all__ = [
     "refuse_duplicates",
     "resolve_links",
     "settle_notes",
+    "successor_fields",
 ]
 
 #: Links are not expected in every source (a young corpus has no supersession yet): a link
@@ -227,8 +230,8 @@ def resolve_links(
     problem: ProblemFactory,
     place: str = "the source",
     vocabulary: Vocabulary | None = None,
-) -> tuple[dict[str, str], list[SourceProblem]]:
-    """Map each note's key to its one successor's key (module docstring); problems found.
+) -> tuple[dict[str, tuple[str, ...]], list[SourceProblem]]:
+    """Map each note's key to its successors' keys (module docstring); problems found.
 
     ``refused`` holds the paths of notes that were not taken (a link to one is named so);
     ``name`` is the source's name (a full ``<name>:<id>`` doc id is accepted as a target);
@@ -267,79 +270,118 @@ def resolve_links(
                         named.append(key)
                 elif note.key not in reverse[key]:
                     reverse[key].append(note.key)
-    successors: dict[str, str] = {}
+    successors: dict[str, list[str]] = {}
     for note in notes:
-        ahead = forward.get(note.key, [])
-        behind = reverse.get(note.key, [])
-        if not ahead and not behind:
-            continue
-        chosen, why = _one_successor(ahead, behind)
-        if behind and unresolved.get(note.key):
-            # its own superseded_by names something this scan could not take: the reverse
-            # links alone do not decide for it
-            chosen, why = None, (
-                f"superseded_by {', '.join(unresolved[note.key])} names no document taken "
-                f"this scan, while {', '.join(behind)} declare"
-                f"{'s' if len(behind) == 1 else ''} it replaces this one; no successor is taken"
-            )
-        doc_id = f"{name}:{note.key}"
-        if chosen is not None:
-            successors[note.key] = chosen
-        if why:
+        # Forward links first, in the order written, then the versions declaring they
+        # replace it: every one is a successor (several make a fan-out).
+        named = list(dict.fromkeys([*forward.get(note.key, []), *reverse.get(note.key, [])]))
+        if named and unresolved.get(note.key):
+            # Its own superseded_by names something this scan could not take (a broken
+            # note, say): the links it did resolve do not decide for it alone.
             problems.append(
                 problem(
                     ProblemKind.CONFLICTING_LINKS,
-                    why,
+                    f"superseded_by {', '.join(unresolved[note.key])} names no document taken "
+                    f"this scan, beside {', '.join(named)}; no successor is taken this scan "
+                    "(a registered one stands)",
                     note.path,
-                    doc_id,
-                    field=None if chosen is not None else "superseded_by",
+                    f"{name}:{note.key}",
+                    field="superseded_by",
                 )
             )
+        elif named:
+            successors[note.key] = named
     problems.extend(
         problem(ProblemKind.SUPERSESSION_CYCLE, message, paths[key], f"{name}:{key}")
-        for key, message in break_cycles(successors)
+        for key, message in break_graph_cycles(successors)
     )
-    return successors, problems
+    return {key: tuple(named) for key, named in successors.items()}, problems
 
 
-def _one_successor(ahead: list[str], behind: list[str]) -> tuple[str | None, str]:
-    """(the successor, what was left out and why) from the forward and reverse links."""
-    both = [key for key in ahead if key in behind]
-    if not behind:
-        if len(ahead) == 1:
-            return ahead[0], ""
-        return None, (
-            f"superseded_by names several successors ({', '.join(ahead)}) and none of them "
-            "declares it replaces this one; a version has one successor here, so none is taken"
-        )
-    if not ahead:
-        if len(behind) == 1:
-            return behind[0], ""
-        return None, (
-            f"several documents declare they replace this one ({', '.join(behind)}) and it "
-            "names no successor itself; a version has one successor here, so none is taken"
-        )
-    if len(both) == 1:
-        others = [key for key in [*ahead, *behind] if key != both[0]]
-        if not others:
-            return both[0], ""
-        return both[0], (
-            f"taken: {both[0]}, named by superseded_by and by its replaces; left out: "
-            + ", ".join(
-                f"{key} ({'superseded_by' if key in ahead else 'replaces'} only)"
-                for key in dict.fromkeys(others)
-            )
-        )
-    if not both:
-        return None, (
-            f"superseded_by names {', '.join(ahead)} but {', '.join(behind)} declare"
-            f"{'s' if len(behind) == 1 else ''} it replaces this one; the links disagree, so "
-            "no successor is taken"
-        )
-    return None, (
-        f"superseded_by names {', '.join(ahead)}, and {', '.join(both)} each declare they "
-        "replace this one; a version has one successor here, so none is taken"
-    )
+def successor_fields(
+    keys: Iterable[str], doc_id: Callable[[str], str]
+) -> dict[str, Any]:
+    """``SourceDocument`` fields for a note's successors (their keys): ``superseded_by``,
+    the first one, and ``successors``, all of them, as doc ids."""
+    ids = tuple(doc_id(key) for key in keys)
+    return {"superseded_by": ids[0] if ids else None, "successors": ids}
+
+
+def break_graph_cycles(successors: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """Drop every link between two versions on one cycle (a strongly connected component
+    of more than one version); (key, message) for each version that lost a link, in key
+    order. A version keeps its links that leave the cycle."""
+    dropped: list[tuple[str, str]] = []
+    for component, cycle in _cycles(successors):
+        members = set(component)
+        message = cycle_message(cycle)
+        for key in component:
+            kept = [target for target in successors[key] if target not in members]
+            if kept:
+                successors[key] = kept
+            else:
+                del successors[key]
+            dropped.append((key, message))
+    dropped.sort()
+    return dropped
+
+
+def _cycles(successors: Mapping[str, list[str]]) -> list[tuple[list[str], list[str]]]:
+    """The strongly connected components of more than one version (Tarjan's algorithm,
+    without recursion), sorted, each with a cycle through it (for the message)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[tuple[list[str], list[str]]] = []
+    for root in sorted(successors):
+        if root in index:
+            continue
+        work: list[tuple[str, int]] = [(root, 0)]
+        while work:
+            node, child = work.pop()
+            if child == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            targets = successors.get(node, [])
+            if child < len(targets):
+                work.append((node, child + 1))
+                target = targets[child]
+                if target not in index:
+                    work.append((target, 0))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    component.sort()
+                    found.append((component, _a_cycle(component, successors)))
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return sorted(found)
+
+
+def _a_cycle(members: list[str], successors: Mapping[str, list[str]]) -> list[str]:
+    """A cycle inside one strongly connected component (``members``, sorted), found by
+    following the smallest link inside it from its first member."""
+    inside = set(members)
+    trail, node, seen = [members[0]], members[0], {members[0]}
+    while True:
+        following = [t for t in successors.get(node, []) if t in inside]
+        node = min(following)
+        if node in seen:
+            return trail[trail.index(node) :]
+        trail.append(node)
+        seen.add(node)
 
 
 def settle_notes(
@@ -353,7 +395,7 @@ def settle_notes(
     name: str,
     place: str,
     vocabulary: Vocabulary,
-) -> tuple[list[Note], dict[str, str]]:
+) -> tuple[list[Note], dict[str, tuple[str, ...]]]:
     """What a file source does once its notes are read: refuse duplicate ids, resolve the
     links, and name each mapped field no note holds. Returns the notes taken and their
     successors; ``problems`` gains what was found."""

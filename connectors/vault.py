@@ -35,7 +35,7 @@ from pydantic import Field
 
 from connectors.base import DocumentUnreadable, SourceUnavailable
 from connectors.frontmatter import NoteRefused, content_hash
-from connectors.linking import admit_note, settle_notes
+from connectors.linking import admit_note, settle_notes, successor_fields
 from connectors.options import (
     ConnectorSettings,
     Loc,
@@ -176,9 +176,7 @@ class VaultSource:
                 state=note.state,
                 effective_from=note.effective_from,
                 effective_to=note.effective_to,
-                superseded_by=(
-                    self._doc_id(successors[note.key]) if note.key in successors else None
-                ),
+                **successor_fields(successors.get(note.key, ()), self._doc_id),
                 title=note.title,
                 doc_class=note.doc_class,
             )

@@ -25,7 +25,7 @@ from reconciler.model import (
     parse_instant,
 )
 from reconciler.payload import instant_text, payload_for
-from reconciler.rules.time_rule import settle
+from reconciler.rules.time_rule import settle, successor_links
 
 #: A managed payload in canonical, hashable form: ((key, value), ...) over MANAGED_KEYS,
 #: an absent key read as None (Qdrant removes a key written as null).
@@ -173,7 +173,7 @@ class FamilyView:
     rows: tuple[Document, ...] = ()
     #: Source documents by doc_id: those of the rows, and new ones resolved to this family.
     sources: Mapping[str, SourceDocument] = field(default_factory=dict)
-    #: Source documents named by ``superseded_by`` of this family's documents (any family).
+    #: Source documents this family's documents name as successors (any family).
     successors: Mapping[str, SourceDocument] = field(default_factory=dict)
     #: Per-document problems the connector reported (doc_id -> problems).
     problems: Mapping[str, tuple[SourceProblem, ...]] = field(default_factory=dict)
@@ -193,13 +193,20 @@ class FamilyView:
 
     def settled(self, now: datetime, unknown_siblings: str = "supersede") -> Mapping[str, Document]:
         """The rows as the time rule leaves them at ``now``: ``settle(self.rows, now,
-        unknown_siblings=...)``, worked out once per view for the checks that share it (the
+        unknown_siblings=..., links=self.links())``, worked out once per view for the checks that share it (the
         dates and siblings checks, the family check's comparison). Read-only."""
         key = ("settled", now, unknown_siblings)
         settled: dict[str, Document] | None = self.memo.get(key)
         if settled is None:
-            settled = self.memo[key] = settle(self.rows, now, unknown_siblings=unknown_siblings)
+            settled = self.memo[key] = settle(
+                self.rows, now, unknown_siblings=unknown_siblings, links=self.links()
+            )
         return MappingProxyType(settled)
+
+    def links(self) -> Mapping[str, tuple[str, ...]]:
+        """The successors each of the family's source documents declares (the time rule's
+        ``links``; a row names one at most, and a draft's or retired one's none)."""
+        return successor_links(self.sources.values())
 
     def row(self, doc_id: str) -> Document | None:
         """The row of ``doc_id`` in this family, if any."""

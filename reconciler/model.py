@@ -178,9 +178,21 @@ class SourceDocument:
     state: VersionState | None = None
     effective_from: datetime | None = None
     effective_to: datetime | None = None
+    #: The successor it declares; with several (``successors``), the first one declared.
     superseded_by: str | None = None
     title: str | None = None
     doc_class: str | None = None
+    #: Every successor it declares, forward (``superseded_by``) or reverse (a successor's
+    #: ``replaces``), first declared first: a version may be superseded by several (a fan-out).
+    #: Empty for a source that declares one at most: ``superseded_by`` alone then.
+    successors: tuple[str, ...] = ()
+
+    @property
+    def declared_successors(self) -> tuple[str, ...]:
+        """Every successor this version declares (``successors``, else ``superseded_by``)."""
+        if self.successors:
+            return self.successors
+        return () if self.superseded_by is None else (self.superseded_by,)
 
 
 class ProblemKind(enum.StrEnum):
@@ -195,8 +207,7 @@ class ProblemKind(enum.StrEnum):
     DANGLING_SUPERSEDED_BY = "dangling_superseded_by"
     SELF_SUPERSESSION = "self_supersession"
     SUPERSESSION_CYCLE = "supersession_cycle"
-    #: Forward (``superseded_by``) and reverse (``replaces``) links that do not agree, or
-    #: that name several successors for one version.
+    #: Links a source cannot take as they are (a connector whose successors must be one).
     CONFLICTING_LINKS = "conflicting_links"
     LINK_OUTSIDE_ROOT = "link_outside_root"
     #: A configured key name that no document of the source holds (a mapping mistake).

@@ -30,7 +30,7 @@ from connectors.git.options import (
 )
 from connectors.git.repository import default_cache_dir, open_repository, tip
 from connectors.git.tree import Scope, read_sidecar, select, sidecar_blobs
-from connectors.linking import admit_note, settle_notes
+from connectors.linking import admit_note, settle_notes, successor_fields
 from connectors.options import config_problems, load
 from connectors.vocabulary import Note, Vocabulary
 from reconciler.model import ProblemKind, SourceDocument, SourceProblem, SourceSnapshot
@@ -212,9 +212,7 @@ class GitSource:
                     state=note.state,
                     effective_from=start if start is not None else times.get(path),
                     effective_to=note.effective_to,
-                    superseded_by=(
-                        self._doc_id(successors[note.key]) if note.key in successors else None
-                    ),
+                    **successor_fields(successors.get(note.key, ()), self._doc_id),
                     title=note.title,
                     doc_class=note.doc_class,
                 )

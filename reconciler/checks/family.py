@@ -17,12 +17,16 @@ from reconciler.model import (
     ProblemKind,
     ReingestRequest,
     Severity,
-    SourceDocument,
     SourceProblem,
     VersionState,
     rfc3339,
 )
-from reconciler.rules.declared_state import declared_document, declared_state, with_registered
+from reconciler.rules.declared_state import (
+    closing_successor,
+    declared_document,
+    declared_state,
+    with_registered,
+)
 from reconciler.rules.time_rule import in_force_winner, settle
 
 CHECK = "family"
@@ -166,9 +170,9 @@ def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
         src = with_registered(src, row, unread)
         # The successor as the source declares it, else its row (a partial scan may not have
         # reached it): either way its start closes this version's window.
-        successor: SourceDocument | Document | None = None
-        if src.superseded_by:
-            successor = view.successors.get(src.superseded_by) or view.row(src.superseded_by)
+        successor = closing_successor(
+            src, lambda named: view.successors.get(named) or view.row(named)
+        )
         expected = declared_document(
             src,
             family=row.doc_family_id,
@@ -203,7 +207,9 @@ def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
         # function of the values, leaves them as it leaves the rows, worked out once a view.
         settled = view.settled(ctx.now, ctx.unknown_siblings)
     else:
-        settled = settle(declared, ctx.now, unknown_siblings=ctx.unknown_siblings)
+        settled = settle(
+            declared, ctx.now, unknown_siblings=ctx.unknown_siblings, links=view.links()
+        )
     return Declared(
         rows={doc_id: settled[doc_id] for doc_id in judged},
         inputs=tuple(declared),
@@ -248,7 +254,10 @@ def check_family(view: FamilyView, ctx: CheckContext) -> list[Finding]:
         and declared_state(view.sources[d.doc_id], as_of=ctx.now) is VersionState.CURRENT
         and d.effective_to > ctx.now
     ]
-    if len(in_force) > 1:
+    # Declared in force together, and the time rule closes one of them by the order (not by
+    # a link): the source contradicts itself. Versions its links keep in force together
+    # (branches) are not.
+    if len(in_force) > 1 and any(truth.rows[d.doc_id].effective_to <= ctx.now for d in in_force):
         winner = in_force_winner(in_force, ctx.now)
         findings.append(
             Finding(

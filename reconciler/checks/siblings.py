@@ -4,7 +4,8 @@ A re-chunking run writes an old version's chunks back as current; a row is set b
 current beside a started later version; two undeclared (``unknown``) versions sit side by
 side. Each leaves retrieval serving two versions of one document. The check reads what
 ``default_filter()`` serves now — every row and every chunk payload variant — and compares it
-with the one version the time rule (``reconciler.rules.time_rule``) keeps in force.
+with the versions the time rule (``reconciler.rules.time_rule``) keeps in force: one, or one
+per branch where the links branch.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from reconciler.check_inputs import CheckContext, FamilyView
 from reconciler.checks.common import STATE_FIELDS, diff
 from reconciler.model import OPEN_START, Document, Finding, Severity
 from reconciler.rules.time_rule import (
+    link_lines,
     order_key,
     payload_instant,
     payload_served,
@@ -52,8 +54,13 @@ def check_siblings(view: FamilyView, ctx: CheckContext) -> list[Finding]:
         doc.doc_id
         for doc in sorted((doc for doc in settled.values() if row_served(doc, now)), key=order_key)
     ]
-    if len(in_force) <= 1 and all(doc_id in in_force for doc_id in live):
-        return []  # at most one version served, and it is the one in force: nothing to report
+    line: dict[str, str] = {}
+    if len(in_force) > 1:
+        # Versions one line of links joins may be in force together (the branches of a
+        # fan-out, the versions of a fan-in until their successor starts).
+        line = link_lines(list(settled.values()), view.links())
+    if all(doc_id in in_force for doc_id in live) and len({line.get(d) for d in in_force}) <= 1:
+        return []  # only the versions in force are served: nothing to report
     findings = []
     for doc_id, claims in sorted(live.items()):
         others = (set(live) | set(in_force)) - {doc_id}
@@ -82,10 +89,13 @@ def check_siblings(view: FamilyView, ctx: CheckContext) -> list[Finding]:
                 ),
             )
         )
-    # Two versions the rule leaves in force together: only the ``report`` policy does that.
+    # Two versions of different lines the rule leaves in force together: only the ``report``
+    # policy does that.
     newest = settled[in_force[-1]] if in_force else None
     for doc_id in in_force[:-1]:
         assert newest is not None
+        if line.get(doc_id) == line.get(newest.doc_id):
+            continue
         findings.append(
             _finding(
                 view,

@@ -50,11 +50,12 @@ def family_view(
         members |= {d.doc_id for d in new_docs}
         by_id = {d: sources.by_id[d] for d in members if d in sources.by_id}
         successors = {
-            doc.superseded_by: sources.by_id[doc.superseded_by]
+            successor: sources.by_id[successor]
             for doc in by_id.values()
-            if doc.superseded_by and doc.superseded_by in sources.by_id
+            for successor in doc.declared_successors
+            if successor in sources.by_id
         }
-        named |= {d.superseded_by for d in by_id.values() if d.superseded_by is not None}
+        named |= {s for d in by_id.values() for s in d.declared_successors}
     return FamilyView(
         family=family,
         rows=rows,

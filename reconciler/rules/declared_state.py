@@ -20,7 +20,7 @@ from reconciler.model import (
     VersionState,
     utc,
 )
-from reconciler.rules.time_rule import NEVER_IN_FORCE, settle
+from reconciler.rules.time_rule import NEVER_IN_FORCE, settle, successor_links
 
 
 def declared_state(source_doc: SourceDocument, *, as_of: datetime) -> VersionState:
@@ -53,7 +53,8 @@ def declared_document(
 ) -> Document:
     """The document row ``source_doc`` declares, before the time rule places it in its family.
 
-    A version that names a successor whose start is known (``successor``) is a servable one
+    A version that names a successor whose start is known (``successor``: of several, the one
+    ``closing_successor`` picks) is a servable one
     until then: ``current`` when the source declares states, ``unknown`` when it declares
     none. It keeps ``superseded_by`` (the time rule reads it) and its ``effective_to`` is
     closed at the successor's start. A successor that is a draft or retired never comes into
@@ -63,7 +64,7 @@ def declared_document(
     ordinal to use when the source declares none.
     """
     state = declared_state(source_doc, as_of=as_of)
-    link = source_doc.superseded_by
+    link = successor.doc_id if successor is not None else source_doc.superseded_by
     start = utc(source_doc.effective_from) if source_doc.effective_from else None
     effective_to = utc(source_doc.effective_to) if source_doc.effective_to else OPEN_END
     if link is not None and successor is not None:
@@ -94,6 +95,26 @@ def declared_document(
         title=source_doc.title,
         source_hash=source_doc.content_hash,
     )
+
+
+def closing_successor(
+    source_doc: SourceDocument, find: Callable[[str], SourceDocument | Document | None]
+) -> SourceDocument | Document | None:
+    """Of the successors ``source_doc`` declares, the one whose start closes its window: the
+    earliest to come into force (by start, then id), else the first found (one never in
+    force: it closes nothing); ``find`` looks a successor up (source document or row)."""
+    found = [
+        target
+        for named in source_doc.declared_successors
+        if named != source_doc.doc_id and (target := find(named)) is not None
+    ]
+    in_force = [target for target in found if not _never_in_force(target)]
+    if in_force:
+        return min(
+            in_force,
+            key=lambda t: (utc(t.effective_from) if t.effective_from else OPEN_START, t.doc_id),
+        )
+    return found[0] if found else None
 
 
 def _never_in_force(doc: SourceDocument | Document) -> bool:
@@ -152,16 +173,17 @@ def family_rows(
         for doc in docs:
             row = registered.get(doc.doc_id)
             if row is None:
-                link = doc.superseded_by
                 row = declared_document(
                     doc,
                     family=family,
                     as_of=as_of,
-                    successor=by_id.get(link) if link else None,
+                    successor=closing_successor(doc, by_id.get),
                     version=version_of.get(doc.doc_id),
                 )
             inputs.append(row)
-        settled = settle(inputs, as_of, unknown_siblings=unknown_siblings)
+        settled = settle(
+            inputs, as_of, unknown_siblings=unknown_siblings, links=successor_links(docs)
+        )
         for doc, declared in zip(docs, inputs, strict=True):
             if doc.doc_id in registered:
                 continue
@@ -203,24 +225,26 @@ def with_registered(
 def version_ordinals(documents: list[SourceDocument]) -> dict[str, int]:
     """Ordinals for one family's documents that declare no ``version``.
 
-    Declared versions are kept; undeclared ones follow the supersession chain (a version comes
-    after the one it supersedes), then ``effective_from``, then id.
+    Declared versions are kept; undeclared ones follow the time order: ``effective_from`` (a
+    missing start first, as the time rule orders), then the supersession links (a version
+    comes after every one it supersedes, through any chain), then id.
     """
-    predecessor_of = {d.superseded_by: d.doc_id for d in documents if d.superseded_by}
+    ids = {d.doc_id for d in documents}
+    predecessors: dict[str, list[str]] = defaultdict(list)
+    for doc in documents:
+        for named in doc.declared_successors:
+            if named in ids and named != doc.doc_id:
+                predecessors[named].append(doc.doc_id)
     depth: dict[str, int] = {}
     for doc in documents:
-        # Number of predecessors along superseded_by links (cycles were dropped by the source).
-        count, seen, current = 0, {doc.doc_id}, doc.doc_id
-        while current in predecessor_of and predecessor_of[current] not in seen:
-            current = predecessor_of[current]
-            seen.add(current)
-            count += 1
-        depth[doc.doc_id] = count
+        # The longest chain of predecessors behind it (cycles were dropped by the source;
+        # a visited set guards anyway).
+        depth[doc.doc_id] = _depth(doc.doc_id, predecessors, depth, set())
     order = sorted(
         documents,
         key=lambda d: (
+            utc(d.effective_from) if d.effective_from else OPEN_START,
             depth[d.doc_id],
-            utc(d.effective_from).isoformat() if d.effective_from else "",
             d.doc_id,
         ),
     )
@@ -228,3 +252,29 @@ def version_ordinals(documents: list[SourceDocument]) -> dict[str, int]:
     for position, doc in enumerate(order, start=1):
         ordinals[doc.doc_id] = doc.version if doc.version is not None else position
     return ordinals
+
+
+def _depth(
+    node: str, predecessors: Mapping[str, list[str]], depth: dict[str, int], seen: set[str]
+) -> int:
+    """How many versions stand before ``node`` on its longest chain of predecessors."""
+    stack = [(node, iter(predecessors.get(node, ())))]
+    seen.add(node)
+    best: dict[str, int] = {node: 0}
+    while stack:
+        current, pending = stack[-1]
+        step = next(pending, None)
+        if step is None:
+            stack.pop()
+            depth[current] = best[current]
+            if stack:
+                parent = stack[-1][0]
+                best[parent] = max(best[parent], best[current] + 1)
+            continue
+        if step in depth:
+            best[current] = max(best[current], depth[step] + 1)
+        elif step not in seen:
+            seen.add(step)
+            best[step] = 0
+            stack.append((step, iter(predecessors.get(step, ()))))
+    return depth[node]

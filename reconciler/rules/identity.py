@@ -4,7 +4,8 @@ A family groups the versions of one document. Sources rarely say so outright, so
 derived, in this order of trust:
 
 1. an explicit ``family`` in the source: ``f"{source}:{family}"``;
-2. the connected component of ``superseded_by`` links (taken undirected): members without an
+2. the connected component of supersession links (every declared successor, taken
+   undirected: fan-in and fan-out join one family): members without an
    explicit family inherit it when the component carries exactly one distinct explicit family;
 3. the identity map (``known_by_key``: source_key -> family id recorded by earlier runs), so a
    new version linked to a known one lands in the known family;
@@ -151,7 +152,8 @@ def _assign(family_of: dict[str, str], docs: Iterable[SourceDocument], family: s
 
 
 def _components(by_id: Mapping[str, SourceDocument]) -> list[list[SourceDocument]]:
-    """Connected components of the undirected ``superseded_by`` graph (links out of it ignored)."""
+    """Connected components of the undirected graph of declared successors (links out of it
+    ignored)."""
     parent = {doc_id: doc_id for doc_id in by_id}
 
     def find(node: str) -> str:
@@ -161,10 +163,11 @@ def _components(by_id: Mapping[str, SourceDocument]) -> list[list[SourceDocument
         return node
 
     for doc in by_id.values():
-        if doc.superseded_by is not None and doc.superseded_by in by_id:
-            a, b = find(doc.doc_id), find(doc.superseded_by)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
+        for successor in doc.declared_successors:
+            if successor in by_id:
+                a, b = find(doc.doc_id), find(successor)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
     groups: dict[str, list[SourceDocument]] = {}
     for doc_id, doc in by_id.items():
         groups.setdefault(find(doc_id), []).append(doc)

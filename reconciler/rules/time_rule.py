@@ -37,6 +37,7 @@ from reconciler.model import (
     OPEN_START,
     SERVABLE_STATES,
     Document,
+    SourceDocument,
     VersionState,
     parse_instant,
 )
@@ -106,54 +107,107 @@ class Slot:
 #: A declared successor in one of these states never comes into force: it closes nothing.
 NEVER_IN_FORCE = frozenset({VersionState.DRAFT, VersionState.RETIRED})
 
-
-def _link(doc: Document, by_id: Mapping[str, Document]) -> str | None:
-    """The successor ``doc`` declares, unless it names itself or one never in force."""
-    if doc.superseded_by in (None, doc.doc_id):
-        return None
-    target = by_id.get(doc.superseded_by or "")
-    if target is not None and target.version_state in NEVER_IN_FORCE:
-        return None
-    return doc.superseded_by
+#: Declared successors by doc id, beyond a document's own ``superseded_by`` (a version may
+#: declare several: ``SourceDocument.successors``).
+Links = Mapping[str, Sequence[str]]
 
 
-def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -> dict[str, Slot]:
+def successor_links(documents: Iterable[SourceDocument]) -> dict[str, tuple[str, ...]]:
+    """The time rule's ``links`` for source documents: the successors each one declares
+    (a draft's and a retired version's too: their links join versions into one line)."""
+    return {doc.doc_id: doc.declared_successors for doc in documents if doc.declared_successors}
+
+
+def declared_links(doc: Document, links: Links | None) -> Sequence[str]:
+    """The successors ``doc`` declares: those ``links`` gives for it, else its
+    ``superseded_by``."""
+    if links is not None:
+        named = links.get(doc.doc_id)
+        if named:
+            return named
+    return () if doc.superseded_by is None else (doc.superseded_by,)
+
+
+def _closing(
+    doc: Document, named: Sequence[str], by_id: Mapping[str, Document]
+) -> tuple[str | None, Document | None]:
+    """Of the successors ``doc`` declares, the one that closes it, and its row when it is in
+    the family: the earliest of them to come into force (start, then the order). A successor
+    never in force closes nothing; one outside the family is kept as named (its start is not
+    known here)."""
+    inside = [by_id[n] for n in named if n != doc.doc_id and n in by_id]
+    in_force = [t for t in inside if t.version_state not in NEVER_IN_FORCE]
+    if in_force:
+        first = min(in_force, key=order_key)
+        return first.doc_id, first
+    outside = [n for n in named if n != doc.doc_id and n not in by_id]
+    return (outside[0] if outside else None), None
+
+
+def link_lines(docs: Sequence[Document], links: Links | None) -> dict[str, str]:
+    """doc_id -> a representative of its *line*: the versions declared links join (either
+    direction; a draft's or retired version's links join too). Versions of one line follow
+    their links alone: several may be in force at once (the branches of a fan-out)."""
+    parent = {doc.doc_id: doc.doc_id for doc in docs}
+
+    def find(node: str) -> str:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for doc in docs:
+        for named in declared_links(doc, links):
+            if named in parent:
+                a, b = find(doc.doc_id), find(named)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+    return {doc_id: find(doc_id) for doc_id in parent}
+
+
+def timeline(
+    docs: Sequence[Document], *, unknown_siblings: str = "supersede", links: Links | None = None
+) -> dict[str, Slot]:
     """Every servable version's successor and window end (doc_id -> slot); pure. The doc ids
-    are distinct (a family's rows, or what its source declares for them).
+    are distinct (a family's rows, or what its source declares for them); ``links`` gives the
+    successors each declares when it declares several (``declared_links``).
 
-    The timeline's members are the servable versions and the superseded ones that name their
+    The timeline's members are the servable versions and the superseded ones that name a
     successor (boundaries: an earlier version ends where they begin); only the servable ones
-    get a slot, the only ones the rule moves. A window is closed at an instant
-    (``min(end, max(at, start))``) when that is earlier than its end, never before the
-    version's own start.
+    get a slot, the only ones the rule moves. A version's window closes at the earliest of its
+    own end, the start of the first of its declared successors to come into force, and the
+    start of the next version in the order that no declared link joins to it (another link
+    component of the family: versions that links join follow their links alone, so branches
+    of a fan-out, the versions of a fan-in and a successor older than its predecessor never
+    close one another by their dates). Never before the version's own start.
     """
     by_id = {doc.doc_id: doc for doc in docs}
+    component = link_lines(docs, links)
     # The members, each with its start, its place in the order (``order_key``), the successor
     # it declares and the end that declaration leaves it, worked out once.
     members: list[Document] = []
     starts: list[datetime] = []
     keys: list[tuple[datetime, int, str]] = []
-    links: list[str | None] = []
+    successors: list[str | None] = []
     ends: list[datetime] = []
     servable = False
     superseded = VersionState.SUPERSEDED
     for doc in docs:
         state = doc.version_state
+        named = declared_links(doc, links)
         if state in _SERVABLE:
             servable = True
-        elif state is not superseded or doc.superseded_by is None:
+        elif state is not superseded or not named:
             continue  # drafts, retired versions and undeclared supersessions bound nothing
         start = doc.effective_from or OPEN_START
         end = doc.effective_to
-        link = None if doc.superseded_by is None else _link(doc, by_id)
-        if link is not None:
-            target = by_id.get(link)
-            if target is not None:
-                end = min(end, max(target.effective_from or OPEN_START, start))
+        link, target = _closing(doc, named, by_id) if named else (None, None)
+        if target is not None:
+            end = min(end, max(target.effective_from or OPEN_START, start))
         members.append(doc)
         starts.append(start)
         keys.append((start, doc.doc_version, doc.doc_id))
-        links.append(link)
+        successors.append(link)
         ends.append(end)
     if not servable:
         return {}
@@ -162,12 +216,20 @@ def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -
     # gives.)
     places = sorted((i for i in range(len(members)) if ends[i] > starts[i]), key=keys.__getitem__)
     ordered_keys = [keys[i] for i in places]
+    groups = [component[members[place].doc_id] for place in places]
+    # For each place, the next place of another link component (len(places): none).
+    other_after = [len(places)] * len(places)
+    for at in range(len(places) - 2, -1, -1):
+        other_after[at] = at + 1 if groups[at + 1] != groups[at] else other_after[at + 1]
     slots: dict[str, Slot] = {}
     for i, doc in enumerate(members):
         if doc.version_state not in _SERVABLE:
             continue
-        link, end = links[i], ends[i]
+        link, end = successors[i], ends[i]
+        group = component[doc.doc_id]
         position = bisect.bisect_right(ordered_keys, keys[i])
+        if position < len(places) and groups[position] == group:
+            position = other_after[position]
         after: Document | None = None
         if position < len(places):
             after_place = places[position]
@@ -183,8 +245,9 @@ def timeline(docs: Sequence[Document], *, unknown_siblings: str = "supersede") -
                 after = next(
                     (
                         members[place]
-                        for place in places[position:]
-                        if members[place].version_state is not VersionState.UNKNOWN
+                        for at, place in enumerate(places[position:], start=position)
+                        if groups[at] != group
+                        and members[place].version_state is not VersionState.UNKNOWN
                     ),
                     None,
                 )
@@ -210,7 +273,11 @@ def in_force_winner(docs: Iterable[Document], now: datetime) -> Document | None:
 
 
 def settle(
-    docs: Iterable[Document], now: datetime, *, unknown_siblings: str = "supersede"
+    docs: Iterable[Document],
+    now: datetime,
+    *,
+    unknown_siblings: str = "supersede",
+    links: Links | None = None,
 ) -> dict[str, Document]:
     """Return every version as it should stand at ``now`` (doc_id -> document); ``docs`` have
     distinct doc ids.
@@ -229,12 +296,12 @@ def settle(
     reach, in one call.
     """
     docs = list(docs)
-    settled = _settle_once(docs, now, unknown_siblings)
+    settled = _settle_once(docs, now, unknown_siblings, links)
     for _round in range(len(docs) + 1):
         if all(after is before for after, before in zip(settled.values(), docs, strict=False)):
             break  # nothing changed (the usual case): a fixpoint
         docs = list(settled.values())
-        again = _settle_once(docs, now, unknown_siblings)
+        again = _settle_once(docs, now, unknown_siblings, links)
         if again == settled:
             break
         settled = again
@@ -242,7 +309,7 @@ def settle(
 
 
 def _settle_once(
-    docs: Iterable[Document], now: datetime, unknown_siblings: str
+    docs: Iterable[Document], now: datetime, unknown_siblings: str, links: Links | None
 ) -> dict[str, Document]:
     """One application of the rule (see ``settle``)."""
     started = []
@@ -252,7 +319,7 @@ def _settle_once(
         elif doc.version_state is VersionState.CURRENT and start_of(doc) > now:
             doc = dataclasses.replace(doc, version_state=VersionState.PENDING)
         started.append(doc)
-    slots = timeline(started, unknown_siblings=unknown_siblings)
+    slots = timeline(started, unknown_siblings=unknown_siblings, links=links)
     settled: dict[str, Document] = {}
     for doc in started:
         slot = slots.get(doc.doc_id)

@@ -1,22 +1,25 @@
 """The promise, as a property: after ``apply --now T``, at every instant ``t`` a
-``default_filter(as_of=t)`` scroll returns at most one version of each family, and exactly
-the one the source says is in force when it has one.
+``default_filter(as_of=t)`` scroll returns exactly the versions of each family the source says
+are in force: one for a family that is a line of versions, one per branch when the links
+branch (a version superseded by two, several superseded by one).
 
 Each example is a real vault of random notes (2-5 versions per family; every declared state
-and none; starts and ends in the past and the future; ``superseded_by`` by path or by id,
-dangling, self-naming or cyclic; random frontmatter ids), read by the real vault connector,
-ingested by the reference ingestion into a real SQLite table and a Qdrant collection
-(qdrant-client's in-memory local mode), repaired by the real engine at ``T``, and scrolled
-with the real ``default_filter``.
+and none; starts and ends in the past and the future; ``superseded_by`` naming none, one or two
+versions, by path or by id, forward or back, so that links fan in, fan out, point to an older
+version, dangle, name the note itself or make cycles; random frontmatter ids), read by the real
+vault connector, ingested by the reference ingestion into a real SQLite table and a Qdrant
+collection (qdrant-client's in-memory local mode), repaired by the real engine at ``T``, and
+scrolled with the real ``default_filter``.
 
 The oracle below is written from the rule as docs/engine.md states it, instant by instant,
-independently of ``reconciler.rules.time_rule``: at ``t``, of the candidate versions that have
-started (and whose own declaration leaves them a window at all), the latest — by start, then
-version, then id — is in force, unless its declared window has closed. Candidates are the
-servable declarations (``current``, ``pending``, ``unknown``, no status) and the superseded
-ones that name their successor (in force until that successor's start, unless that one is a
-draft or retired and so never comes into force). Before ``T``, a version is returned only if
-it is still servable at ``T`` (history is superseded).
+independently of ``reconciler.rules.time_rule``. Candidates are the servable declarations
+(``current``, ``pending``, ``unknown``, no status) and the superseded ones that name a
+successor. A candidate's own declaration closes it at its end and at the start of the earliest
+successor it names that comes into force (not a draft or retired), never before its own start
+(a candidate left no window at all is no candidate). At ``t``, a candidate is in force when it
+has started, its own declaration has not closed it, and no later candidate (by start, then
+version, then id) that no chain of links joins to it has started. Before ``T``, a version is
+returned only if it is still servable at ``T`` (history is superseded).
 
 Beyond what is served at ``T``: a ``check`` right after the apply proposes no change at all,
 and a later apply (the ``dates`` job's bookkeeping, at any later instant) changes nothing that
@@ -69,8 +72,14 @@ class Note:
     status: str | None
     start: datetime | None
     end: datetime | None
-    #: ``superseded_by`` as written: a path, an id, or a name of nothing.
-    link: str | None
+    #: ``superseded_by`` as written: paths, ids, or names of nothing (none, one or two).
+    link: str | tuple[str, ...] | None
+
+    @property
+    def links(self) -> tuple[str, ...]:
+        if self.link is None:
+            return ()
+        return (self.link,) if isinstance(self.link, str) else self.link
 
     @property
     def doc_id(self) -> str:
@@ -84,7 +93,13 @@ class Note:
             "status": self.status,
             "effective_from": None if self.start is None else self.start.date().isoformat(),
             "effective_to": None if self.end is None else self.end.date().isoformat(),
-            "superseded_by": self.link,
+            "superseded_by": (
+                None
+                if not self.links
+                else self.links[0]
+                if len(self.links) == 1
+                else "[" + ", ".join(self.links) + "]"
+            ),
         }
         head = "\n".join(f"{k}: {v}" for k, v in front.items() if v is not None)
         return f"---\n{head}\n---\n# {self.path}\n\nThe text of {self.path}.\n"
@@ -129,16 +144,23 @@ def vaults(draw: st.DrawFn) -> list[Note]:
             )
         for i, note in enumerate(drafts):
             # Most links name the next version, as real vaults do; some name any version
-            # (back, skipping, itself, making cycles), some nothing at all.
-            kind = draw(st.sampled_from(["none", "next", "next", "any", "dangling"]))
-            if kind == "dangling":
-                link: str | None = "elsewhere/ghost.md"
-            elif kind == "none" or (kind == "next" and i == count - 1):
-                link = None
-            else:
-                target = drafts[i + 1 if kind == "next" else draw(st.integers(0, count - 1))]
-                by_id = target["id"] is not None and draw(st.booleans())
-                link = target["id"] if by_id else target["path"]
+            # (back, skipping, itself, making cycles), some nothing at all; some versions name
+            # two (a fan-out), and two versions naming one make a fan-in.
+            named: list[str] = []
+            for _ in range(draw(st.sampled_from([1, 1, 1, 2]))):
+                kind = draw(st.sampled_from(["none", "next", "next", "any", "dangling"]))
+                if kind == "dangling":
+                    named.append("elsewhere/ghost.md")
+                elif kind == "none" or (kind == "next" and i == count - 1):
+                    continue
+                else:
+                    target = drafts[i + 1 if kind == "next" else draw(st.integers(0, count - 1))]
+                    by_id = target["id"] is not None and draw(st.booleans())
+                    named.append(target["id"] if by_id else target["path"])
+            named = list(dict.fromkeys(named))
+            link: str | tuple[str, ...] | None = (
+                None if not named else named[0] if len(named) == 1 else tuple(named)
+            )
             notes.append(Note(link=link, **note))  # type: ignore[arg-type]
     return notes
 
@@ -146,24 +168,43 @@ def vaults(draw: st.DrawFn) -> list[Note]:
 # -- the oracle -------------------------------------------------------------------------------
 
 
-def links(notes: list[Note]) -> dict[str, str]:
-    """doc_id -> successor doc_id, as the vault documents it: a link naming no note, the note
-    itself, or forming a cycle is ignored."""
+def links(notes: list[Note]) -> dict[str, list[str]]:
+    """doc_id -> successor doc_ids, as the vault documents them: a link naming the note itself
+    is ignored; a note one of whose links names no note takes none of them; links between
+    versions on one cycle are ignored."""
     by_text = {n.id: n.doc_id for n in notes if n.id} | {n.path: n.doc_id for n in notes}
-    found = {
-        n.doc_id: by_text[n.link]
-        for n in notes
-        if n.link is not None and n.link in by_text and by_text[n.link] != n.doc_id
-    }
-    on_cycle = set()
-    for start, first in found.items():
-        seen, node = [start], first
-        while node in found and node not in seen:
-            seen.append(node)
-            node = found[node]
-        if node == start:
-            on_cycle.add(start)
-    return {k: v for k, v in found.items() if k not in on_cycle}
+    found: dict[str, list[str]] = {}
+    for n in notes:
+        if any(text not in by_text for text in n.links):
+            continue
+        named = [by_text[text] for text in n.links if by_text[text] != n.doc_id]
+        if named:
+            found[n.doc_id] = list(dict.fromkeys(named))
+
+    def reaches(a: str, b: str) -> bool:
+        seen, todo = set(), [a]
+        while todo:
+            node = todo.pop()
+            for nxt in found.get(node, []):
+                if nxt == b:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    kept = {a: [b for b in named if not reaches(b, a)] for a, named in found.items()}
+    return {a: named for a, named in kept.items() if named}
+
+
+def joined(notes: list[Note], successors: Mapping[str, list[str]]) -> dict[str, str]:
+    """doc_id -> a representative of the versions links join to it (either direction)."""
+    group = {n.doc_id: n.doc_id for n in notes}
+    for a, named in successors.items():
+        for b in named:
+            old, new = group[b], group[a]
+            group = {k: new if v == old else v for k, v in group.items()}
+    return group
 
 
 @dataclass(frozen=True)
@@ -171,48 +212,46 @@ class Candidate:
     doc_id: str
     key: tuple[datetime, int, str]
     start: datetime
-    #: Where its own declaration (its end, its declared successor's start) closes it.
+    #: Where its own declaration (its end, its declared successors' starts) closes it.
     declared_end: datetime
+    #: Which versions links join it to.
+    line: str
 
 
 def candidates(notes: list[Note], ordinals: Mapping[str, int]) -> list[Candidate]:
-    successor = links(notes)
+    successors = links(notes)
+    line = joined(notes, successors)
     by_id = {n.doc_id: n for n in notes}
     found = []
     for note in notes:
-        link = successor.get(note.doc_id)
-        if note.status not in SERVABLE and not (note.status == "superseded" and link is not None):
+        named = successors.get(note.doc_id, [])
+        if note.status not in SERVABLE and not (note.status == "superseded" and named):
             continue
         start = note.start or BEGINNING
         end = note.end or END
         # A successor that is a draft or retired never comes into force: it closes nothing.
-        if link is not None and by_id[link].status not in NEVER_IN_FORCE:
-            end = min(end, by_id[link].start or BEGINNING)
+        for link in named:
+            if by_id[link].status not in NEVER_IN_FORCE:
+                end = min(end, by_id[link].start or BEGINNING)
         key = (start, ordinals[note.doc_id], note.doc_id)
-        found.append(Candidate(note.doc_id, key, start, end))
+        found.append(Candidate(note.doc_id, key, start, end, line[note.doc_id]))
     return [c for c in found if c.start < c.declared_end]
 
 
-def in_force(family: list[Candidate], t: datetime) -> Candidate | None:
-    started = [c for c in family if c.start <= t]
-    if not started:
-        return None
-    latest = max(started, key=lambda c: c.key)
-    return latest if t < latest.declared_end else None
+def end_of(family: list[Candidate], c: Candidate) -> datetime:
+    """Where the rule closes ``c``: its declared end, or the start of the first later
+    candidate that no link joins to it."""
+    others = [o.start for o in family if o.key > c.key and o.line != c.line]
+    return min([c.declared_end, *others])
 
 
 def expected(family: list[Candidate], t: datetime) -> set[str]:
     """What retrieval should return for one family at ``t``, after an apply at ``T``."""
-    winner = in_force(family, t)
-    if winner is None:
-        return set()
+    live = {c.doc_id for c in family if c.start <= t < end_of(family, c)}
     if t >= T:
-        return {winner.doc_id}
+        return live
     # History: still served only if it is still in force (or comes into force) at T.
-    end = min(
-        [winner.declared_end] + [c.start for c in family if c.key > winner.key],
-    )
-    return {winner.doc_id} if end > T else set()
+    return {c.doc_id for c in family if c.doc_id in live and end_of(family, c) > T}
 
 
 # -- the product --------------------------------------------------------------------------
@@ -318,7 +357,45 @@ UNDATED_WITH_SELF_LINK = [
     for i in range(5)
 ]
 
+#: PEP shapes: a version superseded by two that both stay in force (563 -> 649, 749), two
+#: superseded by one (397, 486 -> 773), a successor older than its predecessor (102 -> 101).
+FAN_OUT = [
+    Note(
+        "fam0",
+        "fam0/p563.md",
+        None,
+        None,
+        "superseded",
+        _D0 - 900 * DAY,
+        None,
+        ("fam0/p649.md", "fam0/p749.md"),
+    ),
+    Note("fam0", "fam0/p649.md", None, None, "current", _D0 - 600 * DAY, None, None),
+    Note("fam0", "fam0/p749.md", None, None, "current", _D0 - 100 * DAY, None, None),
+]
+FAN_IN = [
+    Note("fam0", "fam0/p397.md", None, None, "current", _D0 - 900 * DAY, None, "fam0/p773.md"),
+    Note("fam0", "fam0/p486.md", None, None, "current", _D0 - 600 * DAY, None, "fam0/p773.md"),
+    Note("fam0", "fam0/p773.md", None, None, "current", _D0 + 100 * DAY, None, None),
+]
+OLDER_SUCCESSOR = [
+    Note("fam0", "fam0/p102.md", None, None, "superseded", _D0 - 300 * DAY, None, "fam0/p101.md"),
+    Note("fam0", "fam0/p101.md", None, None, "current", _D0 - 400 * DAY, None, None),
+]
+#: Found by the property: a cycle of three with a shortcut inside it was broken as a cycle of
+#: two, leaving two links of it in place.
+SHORTCUT_CYCLE = [
+    Note("fam1", "fam1/v0.md", None, None, None, None, None, None),
+    Note("fam1", "fam1/v1.md", "heaok1q", None, None, _D0 + 536 * DAY, None, "fam1/v2.md"),
+    Note("fam1", "fam1/v2.md", None, None, None, None, None, "fam1/v3.md"),
+    Note("fam1", "fam1/v3.md", None, None, None, None, None, ("heaok1q", "fam1/v2.md")),
+]
 
+
+@example(SHORTCUT_CYCLE, [0.0], 1)
+@example(FAN_OUT, [-300.0, 0.0], 1)
+@example(FAN_IN, [-300.0, 0.0, 150.0], 150)
+@example(OLDER_SUCCESSOR, [-350.0, 0.0], 1)
 @example(UNDATED_WITH_SELF_LINK, [0.0], 1)
 @example(UNKNOWN_PAIR, [0.0], 1)
 @example(SUCCESSOR_AHEAD, [0.0], 150)

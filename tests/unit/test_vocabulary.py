@@ -299,7 +299,7 @@ def test_forward_and_reverse_links_name_the_same_successors(root: Path) -> None:
     assert snapshot.problems == ()
 
 
-def test_links_that_disagree_are_a_finding_never_a_guess(root: Path) -> None:
+def test_every_successor_named_forward_or_reverse_is_one(root: Path) -> None:
     write(root, "peps/pep-0010.rst", pep(10, "Superseded", **{"Superseded_By": "11"}))
     write(root, "peps/pep-0011.rst", pep(11, "Final"))
     write(root, "peps/pep-0012.rst", pep(12, "Final", Replaces="10"))
@@ -310,20 +310,26 @@ def test_links_that_disagree_are_a_finding_never_a_guess(root: Path) -> None:
     write(root, "peps/pep-0031.rst", pep(31, "Final", Replaces="30"))
     write(root, "peps/pep-0032.rst", pep(32, "Final", Replaces="30"))
     snapshot = source(root, PEP_OPTIONS).scan()
-    problems = {p.doc_id: p for p in snapshot.problems}
-    assert set(problems) == {"kb:pep-0010", "kb:pep-0020", "kb:pep-0030"}
-    assert all(p.kind is ProblemKind.CONFLICTING_LINKS for p in problems.values())
-    # disagreement: nothing taken, and the registered value is kept (the problem's field)
-    assert doc(snapshot, "pep-0010").superseded_by is None
-    assert problems["kb:pep-0010"].field == "superseded_by"
-    assert "pep-0011 but pep-0012 declares it replaces this one" in problems["kb:pep-0010"].message
-    # several named, one of them named both ways: that one is taken, the others reported
-    assert doc(snapshot, "pep-0020").superseded_by == "kb:pep-0021"
-    assert problems["kb:pep-0020"].field is None
-    assert "left out: pep-0022 (superseded_by only)" in problems["kb:pep-0020"].message
-    # two documents replace one, with nothing to choose between them
-    assert doc(snapshot, "pep-0030").superseded_by is None
-    assert problems["kb:pep-0030"].field == "superseded_by"
+    # a fan-out, however it is spelt: forward first, in the order written, then reverse
+    assert doc(snapshot, "pep-0010").successors == ("kb:pep-0011", "kb:pep-0012")
+    assert doc(snapshot, "pep-0020").successors == ("kb:pep-0021", "kb:pep-0022")
+    assert doc(snapshot, "pep-0030").successors == ("kb:pep-0031", "kb:pep-0032")
+    assert doc(snapshot, "pep-0010").superseded_by == "kb:pep-0011"  # the first declared
+    assert doc(snapshot, "pep-0011").successors == ()
+    assert snapshot.problems == ()
+
+
+def test_a_cycle_drops_the_links_inside_it_and_keeps_those_leaving_it(root: Path) -> None:
+    write(root, "a.md", "---\nsuperseded_by: [b, d]\n---\nA")
+    write(root, "b.md", "---\nsuperseded_by: c\n---\nB")
+    write(root, "c.md", "---\nsuperseded_by: a\n---\nC")
+    write(root, "d.md", "D")
+    snapshot = VaultSource("kb", root).scan()
+    assert doc(snapshot, "a").successors == ("kb:d",)
+    assert doc(snapshot, "b").successors == doc(snapshot, "c").successors == ()
+    cycles = sorted(p.doc_id for p in snapshot.problems)
+    assert cycles == ["kb:a", "kb:b", "kb:c"]
+    assert {p.kind for p in snapshot.problems} == {ProblemKind.SUPERSESSION_CYCLE}
 
 
 def test_links_as_markdown_links_wikilinks_relative_paths_and_patterns(root: Path) -> None:
@@ -350,17 +356,11 @@ def test_links_as_markdown_links_wikilinks_relative_paths_and_patterns(root: Pat
     # a plain path relative to the note
     assert doc(snapshot, "docs/adr/0005").superseded_by == "kb:docs/adr/0006"
     # 0003 says ADR-4 (the link pattern, then the id template) replaces it; 0006 says it
-    # replaces 0003: they disagree, so 0003 gets no successor, and a problem
-    assert doc(snapshot, "docs/adr/0003").superseded_by is None
+    # replaces 0003: both are its successors (a fan-out)
+    assert doc(snapshot, "docs/adr/0003").successors == ("kb:docs/adr/0004", "kb:docs/adr/0006")
     kinds = {(p.doc_id, p.kind) for p in snapshot.problems}
-    assert kinds == {
-        ("kb:docs/adr/0003", ProblemKind.CONFLICTING_LINKS),
-        # a link out of the source names no document
-        ("kb:docs/adr/0004", ProblemKind.DANGLING_SUPERSEDED_BY),
-    }
-    assert "docs/adr/0004 but docs/adr/0006 declares" in next(
-        p.message for p in snapshot.problems if p.kind is ProblemKind.CONFLICTING_LINKS
-    )
+    # a link out of the source names no document
+    assert kinds == {("kb:docs/adr/0004", ProblemKind.DANGLING_SUPERSEDED_BY)}
 
 
 def test_a_multi_valued_yaml_list_names_several(root: Path) -> None:
@@ -368,6 +368,7 @@ def test_a_multi_valued_yaml_list_names_several(root: Path) -> None:
     write(root, "b.md", "B")
     snapshot = VaultSource("kb", root).scan()
     assert doc(snapshot, "a").superseded_by == "kb:b"
+    assert doc(snapshot, "a").successors == ("kb:b",)
     assert [p.kind for p in snapshot.problems] == [ProblemKind.SELF_SUPERSESSION]
 
 
