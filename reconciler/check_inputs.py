@@ -145,6 +145,8 @@ class CheckContext:
     #: content hash -> the doc ids whose source holds that text now, across every source read
     #: (the hash check's ``id_reused``: a registered text found under another id).
     holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: ``[policy] status_contradicts_link``: "report" or "ignore" (``checks.contradictions``).
+    status_contradicts_link: str = "report"
 
     def source_readable(self, name: str) -> bool:
         """Whether the source was read completely in this run."""

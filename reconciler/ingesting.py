@@ -6,10 +6,11 @@ re-ingest outbox asks for); it never changes the state of a document already reg
 is the reconciler's job, and doing it here would hide the drift the reconciler must find.
 
 Crash-ordered, like an apply: a document's chunks are made (chunked and embedded) before
-anything is written; then an intent is audited (the document, its text's hash, how many
-chunks), the old chunks of a re-ingested document are deleted, the row is written with its
-new hash and chunk count, and the new chunks last; a confirmation follows every few
-documents. Killed anywhere in between, the stores hold no old text beside a row that moved
+anything is written; then ``writing.ingestion`` writes them, as it writes every write of an
+ingestion: an intent is audited (the document, its text's hash, how many chunks), the old
+chunks of a re-ingested document are deleted, the row is written with its new hash and chunk
+count, and the new chunks last; a confirmation follows every few documents. Killed anywhere
+in between, the stores hold no old text beside a row that moved
 on: a row says how many chunks it has and which text they hold, so the checks see what is
 missing (``payload/missing_chunks``) or stale (``payload/stale_chunks``), and the next holder
 of the lease resolves the run's unconfirmed intents (``writing.recovery``): a document left
@@ -28,7 +29,6 @@ from datetime import UTC, datetime
 from reconciler.chunking import chunk_markdown
 from reconciler.embedding import Embedder
 from reconciler.model import (
-    AuditEntry,
     ChunkRecord,
     Document,
     RunMode,
@@ -47,14 +47,10 @@ from reconciler.ports.source import (
 from reconciler.rules.declared_state import family_rows, version_ordinals
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
-from reconciler.writing.applying import CONFIRM
-from reconciler.writing.recovery import INGEST_INTENT
-from reconciler.writing.runs import RunRecord, recorded
+from reconciler.writing.ingestion import IngestionWriter
+from reconciler.writing.runs import recorded
 
 log = logging.getLogger(__name__)
-
-#: Documents written between two confirmations of an ingestion's intents.
-CONFIRM_EVERY = 64
 
 
 @dataclass
@@ -163,22 +159,22 @@ class Ingestor:
         now = now or datetime.now(UTC)
         with recorded(self.table, mode=RunMode.INGEST, actor="cli", shard=WHOLE) as run:
             report = IngestReport(run_id=run.run_id)
-            self.index.ensure_collection(dim=self.embedder.dim)
+            writes = IngestionWriter(self.table, self.index, run)
+            writes.open_collection(dim=self.embedder.dim)
             tally = _Tally(self.progress)
             for source in sources:
-                intents = _Intents(self.table, run)
                 try:
                     report.sources.append(
                         self._ingest_source(
-                            source, now=now, outbox_only=outbox_only, tally=tally, intents=intents
+                            source, now=now, outbox_only=outbox_only, tally=tally, writes=writes
                         )
                     )
                 except BaseException:
                     # (the run ends failed; its unconfirmed intents are resolved by the next
                     # holder of the lease, as a killed run's are)
-                    run.counts = {**report.totals(), "unconfirmed": intents.pending}
+                    run.counts = {**report.totals(), "unconfirmed": writes.pending}
                     raise
-                intents.confirm()
+                writes.confirm()
                 run.counts = report.totals()
             run.status = RunStatus.SUCCEEDED if report.ok else RunStatus.FAILED
         return report
@@ -190,7 +186,7 @@ class Ingestor:
         now: datetime,
         outbox_only: bool,
         tally: _Tally,
-        intents: _Intents,
+        writes: IngestionWriter,
     ) -> SourceIngest:
         result = SourceIngest(source=source.name)
         try:
@@ -198,7 +194,7 @@ class Ingestor:
         except SourceUnavailable as exc:
             # An unreadable source is never an empty one: nothing registered changes.
             log.warning("source %s unavailable: %s", source.name, exc)
-            self.table.record_source_attempt(source.name, ok=False, at=now, error=str(exc))
+            writes.source_unavailable(source.name, at=now, error=str(exc))
             result.status, result.error = "unavailable", str(exc)
             return result
         result.documents_seen = len(snapshot.documents)
@@ -253,47 +249,42 @@ class Ingestor:
             except DocumentUnreadable as exc:
                 result.failed.append((doc.doc_id, str(exc)))
                 if request is not None:
-                    self.table.finish_reingest(request.id, ok=False, error=str(exc))
+                    writes.finish_request(request.id, ok=False, error=str(exc))
                 continue
             except ConnectorError as exc:
                 # The source went away mid-run: stop this source (what was ingested stays, the
                 # remaining requests stay pending), carry on with the others.
                 log.warning("source %s failed during ingestion: %s", source.name, exc)
                 if request is not None:
-                    self.table.finish_reingest(request.id, ok=False, error=str(exc))
+                    writes.finish_request(request.id, ok=False, error=str(exc))
                 result.status, result.error = "unavailable", str(exc)
                 break
             records = self._chunks(row, body)  # (embedded before anything is written)
             row = dataclasses.replace(row, chunk_count=len(records))
-            intents.intend(existing, row)
-            if existing is not None:
-                self.index.delete_document_chunks(doc.doc_id)
-            self.table.upsert_documents([row])
-            written = self.index.upsert_chunks(records) if records else 0
+            written = writes.register(existing, row, records)
             tally.add_chunks(written)
             result.chunks_written += written
             if request is not None:
-                self.table.finish_reingest(request.id, ok=True)
+                writes.finish_request(request.id, ok=True)
                 result.reingested += 1
             else:
                 result.ingested += 1
             log.debug("ingested %s: %d chunk(s)", doc.doc_id, written)
         if result.status == "unavailable":
-            self.table.record_source_attempt(source.name, ok=False, at=now, error=result.error)
+            writes.source_unavailable(source.name, at=now, error=result.error)
             return result
         for request in requests.values():
             message = "document no longer in the source"
-            self.table.finish_reingest(request.id, ok=False, error=message)
+            writes.finish_request(request.id, ok=False, error=message)
             result.failed.append((request.doc_id, message))
-        self.table.record_identities(
+        writes.source_read(
             source.name,
             [
                 (d.source_key, assignment.family_of[d.doc_id], d.content_hash, d.path)
                 for d in snapshot.documents
             ],
-        )
-        self.table.record_source_attempt(
-            source.name, ok=True, at=now, documents_seen=len(snapshot.documents)
+            at=now,
+            documents_seen=len(snapshot.documents),
         )
         return result
 
@@ -321,64 +312,6 @@ class Ingestor:
 #: The shard an ingestion is recorded under, and whose lease it is run under: the whole
 #: corpus (it may write any family).
 WHOLE = "0/1"
-
-
-class _Intents:
-    """An ingestion's audited intents: one before each document's writes, confirmed every
-    ``CONFIRM_EVERY`` documents and at the end of each source (``writing.recovery`` reads
-    what was left unconfirmed)."""
-
-    def __init__(self, table: DocumentTable, run: RunRecord) -> None:
-        self.table = table
-        self.run = run
-        self.last = ""
-        self.pending = 0
-
-    def intend(self, existing: Document | None, row: Document) -> None:
-        if self.pending >= CONFIRM_EVERY:
-            self.confirm()
-        self.last = self.table.append_audit(
-            [
-                AuditEntry(
-                    run_id=self.run.run_id,
-                    at=datetime.now(UTC),
-                    actor="ingest",
-                    reason="re-ingest" if existing is not None else "ingest",
-                    target_type=INGEST_INTENT,
-                    target=row.doc_id,
-                    before=None
-                    if existing is None
-                    else {"source_hash": existing.source_hash, "chunks": existing.chunk_count},
-                    after={
-                        "source": row.source,
-                        "source_key": row.source_key,
-                        "source_hash": row.source_hash,
-                        "chunks": row.chunk_count,
-                    },
-                )
-            ]
-        )
-        self.pending += 1
-
-    def confirm(self) -> None:
-        """Every document intended so far is written."""
-        if not self.pending:
-            return
-        self.table.append_audit(
-            [
-                AuditEntry(
-                    run_id=self.run.run_id,
-                    at=datetime.now(UTC),
-                    actor="ingest",
-                    reason="confirm",
-                    target_type=CONFIRM,
-                    target=self.run.run_id,
-                    before=None,
-                    after={"through": self.last},
-                )
-            ]
-        )
-        self.pending = 0
 
 
 __all__ = [

@@ -77,11 +77,6 @@ class RunStatus(enum.StrEnum):
         return self in (RunStatus.SUCCEEDED, RunStatus.PARTIAL)
 
 
-#: Every check, in the order they run and report (``reconciler.checks`` holds the functions;
-#: the names live here so the CLI can offer them without importing the checks).
-CHECK_NAMES: tuple[str, ...] = ("family", "hash", "siblings", "ttl", "payload", "dates", "index")
-
-
 #: States a default (non-historical) retrieval may return, subject to the effective window.
 #: ``pending`` is here because the window decides: a pending version is returned once
 #: ``effective_from <= as_of``, before the dates job has flipped it to ``current``.

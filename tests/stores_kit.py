@@ -18,7 +18,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
-from acceptance_kit import Deployment
+from acceptance_kit import Deployment, migrated_table
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import OperationalError
@@ -175,7 +175,10 @@ def deploy(request: pytest.FixtureRequest, tmp_path: Path) -> Deployment:
 @pytest.fixture
 def table(table_url: str) -> Iterator[SqlDocumentTable]:
     """An initialised document table on each dialect."""
-    store = SqlDocumentTable.from_url(table_url)
-    store.ensure_schema(create=True)
+    if table_url.startswith("sqlite:///"):  # a copy of the session's migrated file
+        store = migrated_table(Path(table_url.removeprefix("sqlite:///")))
+    else:
+        store = SqlDocumentTable.from_url(table_url)
+        store.ensure_schema(create=True)
     yield store
     store.close()

@@ -19,12 +19,12 @@ from typing import Any
 
 from reconciler.app.wiring import open_initialised_table, open_qdrant_index, open_table
 from reconciler.errors import CollectionMissing
-from reconciler.model import OPEN_END, OPEN_START, Document, RunMode, VersionState, parse_instant
+from reconciler.model import OPEN_END, OPEN_START, Document, VersionState, parse_instant
 from reconciler.payload import KeyMap
 from reconciler.settings import Settings
 from reconciler.stores.qdrant import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.writing.runs import recorded
+from reconciler.writing.ingestion import register_adopted
 
 log = logging.getLogger(__name__)
 
@@ -324,15 +324,14 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
         run_id = None
         rows = list(adoption.documents.values())
         if not dry_run and table is not None:
-            with recorded(table, mode=RunMode.BOOTSTRAP, actor="cli") as run:
-                run_id = run.run_id
-                table.upsert_documents(rows, chunk_counts=adoption.chunk_counts)
-                table.record_identities(
-                    settings.bootstrap.source,
-                    [(d.source_key, d.doc_family_id, d.source_hash, None) for d in rows],
-                )
-                run.counts = {"created": len(rows), "unmapped": len(adoption.unmapped)}
-                run.stats = {"chunks_scanned": adoption.chunks, "rows_written": len(rows)}
+            run_id = register_adopted(
+                table,
+                source=settings.bootstrap.source,
+                rows=rows,
+                chunk_counts=adoption.chunk_counts,
+                unmapped=len(adoption.unmapped),
+                chunks_scanned=adoption.chunks,
+            )
     finally:
         if table is not None:
             table.close()

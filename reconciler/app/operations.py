@@ -37,7 +37,7 @@ from reconciler.ports import DocumentTable
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
 from reconciler.writing.recovery import resolve_interrupted
-from reconciler.writing.runs import finish_failed
+from reconciler.writing.runs import finish_failed, start_reconciliation
 
 if TYPE_CHECKING:
     from reconciler.ingesting import IngestProgress
@@ -238,6 +238,7 @@ def engine_options(
         successor_policy=settings.policy.successor_not_ingested,
         unknown_siblings=settings.policy.unknown_siblings,
         missing_grace=settings.policy.missing_in_source_grace,
+        status_contradicts_link=settings.policy.status_contradicts_link,
         guard=Guard(
             max_changed_fraction=settings.guard.max_changed_fraction,
             max_restored_fraction=settings.guard.max_restored_fraction,
@@ -396,11 +397,12 @@ def record_failed(table: DocumentTable, options: Options, exc: BaseException) ->
         if existing is not None and existing.status != RunStatus.RUNNING:
             return
         if existing is None:
-            table.start_run(
+            start_reconciliation(
+                table,
+                run_id=options.run_id,
                 mode=options.mode,
                 actor=options.actor,
                 shard=str(options.shard),
-                run_id=options.run_id,
                 job=options.job or options.mode,
                 checks=",".join(c for c in CHECKS if c in options.checks),
             )

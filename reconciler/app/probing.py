@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.ports import DocumentTable
 from reconciler.ports.source import ConnectorError, SystemOfRecord
+from reconciler.writing.source_reads import record_attempt
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +27,11 @@ def probe_sources(
             snapshot = source.scan()
         except ConnectorError as exc:
             log.warning("source %s unreadable: %s", source.name, exc)
-            table.record_source_attempt(source.name, ok=False, at=at, error=str(exc))
+            record_attempt(table, source.name, ok=False, at=at, error=str(exc))
             continue
         ok = snapshot.complete or bool(snapshot.documents)
-        table.record_source_attempt(
+        record_attempt(
+            table,
             source.name,
             ok=ok,
             at=at,

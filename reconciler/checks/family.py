@@ -10,6 +10,7 @@ from typing import cast
 
 from reconciler.check_inputs import CheckContext, FamilyView
 from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
+from reconciler.checks.contradictions import check_contradictions
 from reconciler.checks.membership import check_membership
 from reconciler.model import (
     SERVABLE_STATES,
@@ -310,6 +311,7 @@ def check_family(view: FamilyView, ctx: CheckContext) -> list[Finding]:
         findings.append(_classify(row, expected, changes, view.family))
 
     findings += check_membership(view, ctx)
+    findings += check_contradictions(view, ctx)
     findings += _missing(view, ctx, judged)
     findings += _new_documents(view, not_ingested_successor.values())
     return findings

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reconciler.model import CHECK_NAMES, parse_instant
+from reconciler.checks import CHECKS
+from reconciler.model import parse_instant
 from reconciler.rendering import PER_KIND
 from reconciler.sharding import Shard
 
@@ -62,7 +63,7 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--check",
         "checks",
         multiple=True,
-        type=click.Choice(CHECK_NAMES),
+        type=click.Choice(CHECKS),
         help="Run only this check (repeatable; default: all).",
     )(func)
     return func

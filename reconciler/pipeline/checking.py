@@ -11,7 +11,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from reconciler.check_inputs import CheckContext, ChunkAggregate, FamilyView
-from reconciler.checks import CHECKS, FAMILY_CHECKS
+from reconciler.checks import CHECKS, family_checks
 from reconciler.checks.family import declared_family
 from reconciler.model import (
     Document,
@@ -109,9 +109,10 @@ class FamilyChecks:
             unknown_siblings=options.unknown_siblings,
             missing_grace=options.missing_grace,
             holders=sources.holders,
+            status_contradicts_link=options.status_contradicts_link,
         )
         self.sources = sources
-        self.names = [c for c in CHECKS if c in options.checks and c in FAMILY_CHECKS]
+        self.names = [c for c in family_checks() if c in options.checks]
         self.doc_id = options.doc_id
         self.findings: list[Finding] = []
         self.plans: list[Plan] = []
@@ -205,6 +206,7 @@ def check_family(
 ) -> FamilyOutcome:
     """Run the family checks on one family and plan their repair (``doc_id``: only that
     document's findings and writes)."""
+    run = family_checks()
     findings: list[Finding] = []
     timings: dict[str, float] = {}
     consequence_checks = [c for c in ("dates", "siblings") if c in checks]
@@ -212,7 +214,7 @@ def check_family(
     consequences = False
     for name in checks:
         started = time.perf_counter()
-        found = FAMILY_CHECKS[name](view, ctx)
+        found = run[name](view, ctx)
         timings[name] = time.perf_counter() - started
         findings += found
         if not consequences and name in consequence_checks:
@@ -230,10 +232,7 @@ def check_family(
     for _round in range(rounds):
         after = as_planned(view, plan)
         extra = [
-            f
-            for name in consequence_checks
-            for f in FAMILY_CHECKS[name](after, ctx)
-            if changes_a_row(f)
+            f for name in consequence_checks for f in run[name](after, ctx) if changes_a_row(f)
         ]
         if not extra:
             break

@@ -1,7 +1,8 @@
 """Stage 5 of a writing run: apply the plan (unless the guard refused it) through the
 ``Applier``, and record the run in the run log: its start, its findings with what is still
 outstanding, its sources' attempts and identities, and its end (``failed`` with exactly what
-was written when the apply raised)."""
+was written when the apply raised). Every write is made by ``reconciler.writing``
+(``applying``, ``runs``, ``source_reads``); this stage decides which, and when."""
 
 from __future__ import annotations
 
@@ -18,13 +19,11 @@ from reconciler.model import (
 )
 from reconciler.pipeline.guarding import forced_entry
 from reconciler.pipeline.values import GuardDecision, Options, Scan, SourcesRead
-from reconciler.planning import (
-    Plan,
-    outstanding,
-)
+from reconciler.planning import Plan
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import Applier, ApplyResult
-from reconciler.writing.runs import error_text
+from reconciler.writing.runs import error_text, finish_reconciliation, start_reconciliation
+from reconciler.writing.source_reads import record_reading
 
 log = logging.getLogger(__name__)
 
@@ -57,34 +56,28 @@ def record(
         error: str | None = None,
     ) -> None:
         """Record the run's findings (with what is still outstanding) and its end."""
-        done = applied.counts() if applied is not None else {}
-        table.record_findings(
-            run_id,
-            findings,
-            outstanding=[outstanding(f, applied=status.applied) for f in findings],
-        )
-        table.finish_run(
+        finish_reconciliation(
+            table,
             run_id,
             status=status,
+            findings=findings,
             counts={**counts, "check_seconds": dict(timings)},
+            written=applied.counts() if applied is not None else {},
             error=error,
             duration_seconds=(clock.now() - started_at).total_seconds(),
             chunks_scanned=scan.totals.chunks,
-            rows_written=int(done.get("table", 0)),
-            payload_writes=int(done.get("payload", 0)),
-            points_written=int(done.get("points", 0)),
-            reingest_requests=int(done.get("reingest", 0)),
         )
 
-    table.start_run(
+    start_reconciliation(
+        table,
+        run_id=run_id,
         mode=options.mode,
         actor=options.actor,
-        forced=decision.forced,
         shard=str(options.shard),
-        status=RunStatus.REFUSED if decision.refused else RunStatus.RUNNING,
-        run_id=run_id,
         job=options.job or options.mode,
         checks=",".join(c for c in CHECKS if c in options.checks),
+        forced=decision.forced,
+        refused=decision.refused,
     )
     if decision.refused:
         finish(RunStatus.REFUSED, plan.counts(), None)
@@ -101,8 +94,7 @@ def record(
     )
     try:
         if decision.forced:
-            forced = [forced_entry(run_id, decision, options, now)]
-            applier.result.audit_head = table.append_audit(forced)
+            applier.audit_first([forced_entry(run_id, decision, options, now)])
         applied = applier.apply(plan, now=now, located=scan.chunks)
     except Exception as exc:
         # Recorded with exactly what was written (the audit has it entry by entry); the
@@ -115,19 +107,8 @@ def record(
         except Exception as again:  # never let the record hide what went wrong
             log.error("could not record the failure of run %s: %s", run_id, again)
         raise
-    for name, state in sources.states.items():
-        if state.scanned:
-            table.record_source_attempt(
-                name,
-                ok=state.readable,
-                at=started_at,  # when it was read: the clock's, never --now's as-of instant
-                error=state.error,
-                documents_seen=state.documents if state.readable else None,
-            )
-    for name, entries in sources.identities.items():
-        table.record_identities(name, list(entries))
-    for name, keys in sources.present.items():
-        table.touch_identities(name, keys)
+    # (when each source was read: the clock's, never --now's as-of instant)
+    record_reading(table, sources.states, sources.identities, sources.present, at=started_at)
     unread = any(
         state.scanned and not (state.readable and state.complete)
         for state in sources.states.values()

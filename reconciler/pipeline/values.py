@@ -61,6 +61,7 @@ class Options:
     successor_policy: str = "supersede"
     unknown_siblings: str = "supersede"
     missing_grace: timedelta = timedelta(days=7)
+    status_contradicts_link: str = "report"
     guard: Guard = Guard()
     ttls: Mapping[str, timedelta | None] = field(default_factory=dict)
     table_batch: int = 1000

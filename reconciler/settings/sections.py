@@ -240,6 +240,10 @@ class PolicySettings(_Section):
     #: (the time rule), or only reported, for teams that move such versions out by hand.
     unknown_siblings: Literal["supersede", "report"] = "supersede"
     missing_in_source_grace: Duration = timedelta(days=7)
+    #: A version the source declares in force while a successor it names is in force already:
+    #: a warning (``family/status_contradicts_link``), or nothing, for vaults that leave a
+    #: replaced note saying ``current`` (declared links win either way).
+    status_contradicts_link: Literal["report", "ignore"] = "report"
 
 
 def _cron(value: str) -> str:

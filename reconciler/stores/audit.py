@@ -328,20 +328,20 @@ class SqlAuditLog:
         self.engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
-    def append(self, entries: Sequence[AuditEntry]) -> str:
+    def append_audit(self, entries: Sequence[AuditEntry]) -> str:
         """Append audit entries in their own transaction; return the new head hash."""
         if not entries:
             return ""
         with self._sessions.begin() as session:
             return append(session, entries)
 
-    def show(
+    def audit_entries(
         self, *, run_id: str | None = None, target: str | None = None, limit: int = 1000
     ) -> Iterator[dict[str, Any]]:
         """Audit entries, oldest first, optionally for one run or one target (doc id)."""
         return show(self.engine, run_id=run_id, target=target, limit=limit)
 
-    def verify(self, *, batch_size: int = 1000) -> Verification:
+    def verify_audit(self, *, batch_size: int = 1000) -> Verification:
         """Walk the chain (see ``verify``)."""
         return verify(self.engine, batch_size=batch_size)
 

@@ -108,6 +108,11 @@ class Applier:
         self.progress = progress
         self.result = ApplyResult()
 
+    def audit_first(self, entries: Sequence[AuditEntry]) -> None:
+        """Audit ``entries`` before the plan (a forced run's override): the run's audit head
+        until the plan writes."""
+        self.result.audit_head = self.table.append_audit(entries)
+
     def apply(self, plan: Plan, *, now: datetime, located: Located | None = None) -> ApplyResult:
         """Execute ``plan``; raise IndexWriteError (after recording) if a batch fails.
 

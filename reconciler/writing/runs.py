@@ -2,18 +2,22 @@
 
 ``recorded`` starts the record, and ends it ``failed`` with the error when the block raises
 (never hiding that error if the log itself cannot be written), else with the status, counts
-and statistics the block set on the ``RunRecord`` it was given.
+and statistics the block set on the ``RunRecord`` it was given. A reconciliation, whose
+record also holds its checks, its findings and what it wrote, is started and ended by
+``start_reconciliation`` and ``finish_reconciliation`` (``pipeline/recording.py``, and
+``app/operations.py`` for one that failed before it was recorded).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.model import RunMode, RunStatus
+from reconciler.model import Finding, RunMode, RunStatus
+from reconciler.planning import outstanding
 from reconciler.ports import RunLog
 
 log = logging.getLogger(__name__)
@@ -76,3 +80,59 @@ def finish_failed(
         )
     except Exception as again:
         log.error("could not record the failure of run %s: %s", run_id, again)
+
+
+def start_reconciliation(
+    table: RunLog,
+    *,
+    run_id: str | None,
+    mode: str,
+    actor: str,
+    shard: str,
+    job: str,
+    checks: str,
+    forced: bool = False,
+    refused: bool = False,
+) -> str:
+    """Record a reconciliation as started (``refused``: as refused by the guard)."""
+    return table.start_run(
+        mode=mode,
+        actor=actor,
+        forced=forced,
+        shard=shard,
+        status=RunStatus.REFUSED if refused else RunStatus.RUNNING,
+        run_id=run_id,
+        job=job,
+        checks=checks,
+    )
+
+
+def finish_reconciliation(
+    table: RunLog,
+    run_id: str,
+    *,
+    status: RunStatus,
+    findings: Sequence[Finding],
+    counts: Mapping[str, Any],
+    written: Mapping[str, Any],
+    error: str | None = None,
+    **stats: float,
+) -> None:
+    """Record a reconciliation's findings, with whether each still holds after what it wrote
+    (``written``: the apply's counts, empty when nothing was applied), and its end."""
+    table.record_findings(
+        run_id,
+        findings,
+        outstanding=[outstanding(f, applied=status.applied) for f in findings],
+    )
+    table.finish_run(
+        run_id,
+        status=status,
+        counts=counts,
+        error=error,
+        rows_written=int(written.get("table", 0)),
+        payload_writes=int(written.get("payload", 0)),
+        points_written=int(written.get("points", 0)),
+        reingest_requests=int(written.get("reingest", 0)),
+        **stats,
+    )

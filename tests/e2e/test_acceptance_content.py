@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from acceptance_kit import Deployment, instant, kinds, writes_zero
+from acceptance_kit import Deployment, instant, kinds, migrated_table, writes_zero
 
 from connectors.vault import VaultSource
 from reconciler.checks.index import REQUIRED_INDEXES
@@ -16,7 +16,6 @@ from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Options
 from reconciler.stores import audit
 from reconciler.stores.memory import InMemoryChunkIndex
-from reconciler.stores.sql import SqlDocumentTable
 
 
 def quarantine(deploy: Deployment, doc_id: str) -> set[tuple[bool, str | None]]:
@@ -181,8 +180,7 @@ def test_missing_payload_indexes_are_created(tmp_path: Path) -> None:
     deploy = Deployment(tmp_path)
     deploy.family("expenses", 2)
     deploy.family("travel", 1)
-    table = SqlDocumentTable.from_url(f"sqlite:///{tmp_path / 'engine.db'}")
-    table.ensure_schema(create=True)
+    table = migrated_table(tmp_path / "engine.db")
     try:
         index = InMemoryChunkIndex()
         sources = [VaultSource("hb", deploy.vault)]

@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from acceptance_kit import Deployment
+from acceptance_kit import Deployment, writes_zero
 from git_kit import Repo
 
-from bench.peps import PepLabels, pep_headers
+from bench.peps import INSTANTS, NEVER_IN_FORCE, PepLabels, pep_headers
+from reconciler import default_filter
 from reconciler.model import VersionState
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -119,6 +122,98 @@ def test_peps_by_configuration_alone_serve_what_their_headers_say(
     code, second = deploy.json("run")
     assert code in {0, 2}
     assert set(second["writes"].values()) == {0}
+
+
+def historical(deploy: Deployment, instant: datetime) -> set[str]:
+    """doc ids ``default_filter(as_of=instant, include_historical=True)`` returns."""
+    found = deploy.points(default_filter(instant, include_historical=True))
+    return {p["doc_id"] for p in found.payloads.values()}
+
+
+#: What the PEPs' own headers contradict (Final beside a Superseded-By in force, a successor
+#: older than its predecessor): reported on every check, never repaired
+#: (``tests/e2e/test_contradictions_e2e.py`` names each one from the headers).
+SOURCE_CONTRADICTIONS = {("family", "status_contradicts_link"), ("family", "successor_predates")}
+
+
+def only_source_contradictions(code: int, data: Mapping[str, Any]) -> bool:
+    """A check with nothing to repair: no write planned, no finding but the source's own
+    contradictions (which make it exit 2)."""
+    found = {(f["check"], f["kind"]) for f in data["findings"]}
+    return code == 2 and found == SOURCE_CONTRADICTIONS and writes_zero(data)
+
+
+def assert_in_force_in_time(deploy: Deployment, labels: PepLabels) -> None:
+    """At each PEP's creation date and at ``INSTANTS``, the historical route admits exactly
+    what the headers say was in force then (a PEP whose status never puts it in force is on
+    that route as published, and is left out of both sides)."""
+    never = {f"peps:pep-{n:04d}" for n, s in labels.status.items() if s in NEVER_IN_FORCE}
+    instants = sorted({*INSTANTS, *(c for c in labels.created.values() if c is not None)})
+    wrong = {
+        t.date().isoformat(): (sorted(got - want), sorted(want - got))
+        for t in instants
+        if (got := historical(deploy, t) - never) != (want := set(labels.in_force_at(t)) - never)
+    }
+    assert not wrong, dict(list(wrong.items())[:5])
+
+
+@pytest.mark.parametrize("deploy", ["sqlite"], indirect=True)
+def test_peps_in_force_at_every_instant_and_check_is_clean(
+    deploy: Deployment, tmp_path: Path
+) -> None:
+    """Families that branch and merge (563 -> 649, 749; 397, 486 -> 773; 102 -> 101, older):
+    after a fresh ingest and one run, what was in force at every PEP's creation date is what
+    the headers say, and a check finds nothing to repair (only the headers' contradictions)."""
+    shutil.copytree(PEPS / "head", tmp_path / "peps-checkout")
+    preset(deploy, "peps", connector="vault", documents="peps-checkout")
+    cycle(deploy, "init", "ingest")
+    code, first = deploy.json("check")
+    labels = PepLabels.of(PEPS / "head")
+    # what the ingestion alone wrote is already what the headers say
+    assert only_source_contradictions(code, first)
+    assert deploy.served() == labels.served
+    assert_in_force_in_time(deploy, labels)
+    both = {"peps:pep-0649", "peps:pep-0749"}  # the branches of 563, both in force
+    assert both <= deploy.served()
+    rows = deploy.rows()
+    assert rows["peps:pep-0563"]["superseded_by"] == "peps:pep-0649"  # the earlier to start
+    # ordinals follow the time order: 345 (2005) before its successor 566 (2017)
+    assert rows["peps:pep-0345"]["doc_version"] < rows["peps:pep-0566"]["doc_version"]
+    # a successor older than its predecessor: 101 stays in force, 102 never was
+    assert "peps:pep-0101" in deploy.served()
+    assert rows["peps:pep-0102"]["effective_to"] == rows["peps:pep-0102"]["effective_from"]
+    cycle(deploy, "run")
+    code, again = deploy.json("check")
+    assert only_source_contradictions(code, again)
+
+
+@pytest.mark.parametrize("deploy", ["sqlite"], indirect=True)
+def test_peps_from_2015_to_today_by_cron(deploy: Deployment, tmp_path: Path) -> None:
+    """The 2015 repository moved to today under the default guard, as cron runs it: the first
+    run is refused (most PEPs were edited in place), an operator forces it once, and from
+    then on ``ingest`` and ``run`` need no ``--force``; what was in force at every instant is
+    what today's headers say, and a check finds nothing to repair."""
+    repo = Repo(tmp_path / "peps-checkout")
+    repo.commit_tree(
+        PEPS / "2015", "the PEPs at the end of 2015", when=datetime(2015, 12, 27, tzinfo=UTC)
+    )
+    preset(deploy, "peps", connector="git", documents="peps-checkout")
+    cycle(deploy, "init", "ingest", "run")
+    repo.commit_tree(PEPS / "head", "today's PEPs", when=datetime(2026, 8, 22, tzinfo=UTC))
+    refused = deploy.cli("run")
+    if refused.exit_code == 3:
+        forced = deploy.cli("run", "--force")
+        assert forced.exit_code in {0, 2}, forced.output
+    else:
+        assert refused.exit_code in {0, 2}, refused.output
+    for command in ("ingest", "run"):
+        result = deploy.cli(command)
+        assert result.exit_code in {0, 2}, (command, result.output)  # never refused again
+    today = PepLabels.of(PEPS / "head")
+    assert deploy.served() == today.served
+    assert_in_force_in_time(deploy, today)
+    code, data = deploy.json("check")
+    assert only_source_contradictions(code, data)
 
 
 def test_peps_history_from_2015_to_today(deploy: Deployment, tmp_path: Path) -> None:

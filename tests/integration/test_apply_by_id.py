@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acceptance_kit import Deployment
+from acceptance_kit import Deployment, migrated_table
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -104,8 +104,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     deploy = Deployment(tmp_path)
     for name in FAMILIES:
         deploy.family(name, 2)
-    table = SqlDocumentTable.from_url(f"sqlite:///{tmp_path / 'byid.db'}")
-    table.ensure_schema(create=True)
+    table = migrated_table(tmp_path / "byid.db")
     index = SpyIndex()
     sources = [VaultSource("hb", deploy.vault)]
     Ingestor(table=table, index=index, embedder=make_embedder("hashing", dim=16, model="")).run(

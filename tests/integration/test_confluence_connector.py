@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+from acceptance_kit import migrated_table
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -46,7 +47,6 @@ from reconciler.pipeline.values import Guard, Options
 from reconciler.settings import load_settings
 from reconciler.sources import build_source, connector_class
 from reconciler.stores.memory import InMemoryChunkIndex
-from reconciler.stores.sql import SqlDocumentTable
 
 USER, TOKEN = "bot@example.com", "s3cr3t-token-7Qx9"
 CLOUD_SPACES = {"ENG": "98301", "OPS": "98302"}
@@ -995,8 +995,7 @@ def test_end_to_end_partial_scan_tombstones_nothing_and_supersession_is_repaired
         FakePage("105", "Travel", "# Travel\n\nBook early.", version=3),
     )
     source = make_source(fake, statuses=("current", "archived", "trashed"))
-    table = SqlDocumentTable.from_url(f"sqlite:///{tmp_path / 'table.db'}")
-    table.ensure_schema(create=True)
+    table = migrated_table(tmp_path / "table.db")
     index = InMemoryChunkIndex()
     try:
         now = datetime.now(UTC)

@@ -1,9 +1,10 @@
 """Convergence: over random corpora and random drift, one ``apply`` repairs everything it can.
 
-The real ``Reconciler`` runs on a real SQLite document table (a fresh file per example) and the
-dict-backed ``InMemoryChunkIndex`` — and the property runs again on a real Qdrant Edge shard
-(``EdgeChunkIndex``, a fresh shard per example); the system of record is a small in-memory
-fake.
+The real ``Reconciler`` runs on a real SQLite document table (a fresh file per example, a copy
+of one migrated once a session) and the dict-backed ``InMemoryChunkIndex`` — and the property
+runs again on a real Qdrant Edge shard (``EdgeChunkIndex``, a fresh copy of an empty shard per
+example); the system of record is a small in-memory fake. The collection starts with no payload
+index or, in about half the examples, with those the default filter needs.
 
 What "converged" means here, precisely. After ``apply``, a ``check`` run may still report
 findings, but none may *carry a repair*. A finding carries a repair when
@@ -31,21 +32,25 @@ writes, points, indexes and newly queued re-ingest requests.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
+from acceptance_kit import migrated_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_kit import examples
 
 from connectors.base import SourceUnavailable
+from reconciler.checks.index import REQUIRED_INDEXES
 from reconciler.model import (
     MANAGED_KEYS,
     OPEN_END,
@@ -89,7 +94,14 @@ STEADY_KINDS = frozenset(
     }
 )
 #: A source with no document, or none with a declared state: the source's to fix, no write.
-SOURCE_WARNINGS = frozenset({("family", "source_empty"), ("family", "all_unknown")})
+SOURCE_WARNINGS = frozenset(
+    {
+        ("family", "source_empty"),
+        ("family", "all_unknown"),
+        ("family", "status_contradicts_link"),
+        ("family", "successor_predates"),
+    }
+)
 
 
 # -- the fake system of record --------------------------------------------------------------
@@ -140,6 +152,9 @@ class Corpus:
     points: dict[int, dict[str, Any]] = field(default_factory=dict)
     drift: list[str] = field(default_factory=list)
     next_point: int = 1
+    #: Whether the collection already has the payload indexes the default filter needs (one
+    #: a run already repaired), else it has none (a new collection).
+    indexed: bool = False
 
     def add_chunks(self, doc: Document, n: int) -> None:
         for k in range(n):
@@ -251,6 +266,7 @@ def corpora(draw: st.DrawFn, *, drifted: bool = True) -> Corpus:
 
     for op in draw(st.lists(st.sampled_from(DRIFTS), max_size=5 if drifted else 0)):
         _drift(draw, corpus, op)
+    corpus.indexed = draw(st.booleans(), label="payload indexes already there")
     return corpus
 
 
@@ -439,17 +455,49 @@ class World:
 ENGINES = ("memory", "edge")
 
 
+@cache
+def edge_template(indexed: bool) -> Path:
+    """An empty Edge shard (with the payload indexes when ``indexed``), made once a session
+    and copied for each example: creating a shard and its six indexes costs about a second."""
+    shard = Path(tempfile.mkdtemp(prefix="convergence-edge-")) / "edge"
+    index = EdgeChunkIndex(shard)
+    try:
+        index.ensure_collection(dim=2)
+        if indexed:
+            for key, schema in REQUIRED_INDEXES.items():
+                index.create_payload_index(key=key, schema=schema)
+    finally:
+        index.close()
+    return shard
+
+
+def empty_index(corpus: Corpus, engine: str, folder: Path) -> InMemoryChunkIndex | EdgeChunkIndex:
+    """The collection an example starts from: empty, with the payload indexes when
+    ``corpus.indexed``."""
+    if engine == "memory":
+        memory = InMemoryChunkIndex()
+        memory.ensure_collection(dim=2)
+        if corpus.indexed:
+            for key, schema in REQUIRED_INDEXES.items():
+                memory.create_payload_index(key=key, schema=schema)
+        return memory
+    shutil.copytree(edge_template(corpus.indexed), folder / "edge")
+    edge = EdgeChunkIndex(folder / "edge")
+    edge.ensure_collection(dim=2)
+    return edge
+
+
 @contextmanager
 def loaded(corpus: Corpus, engine: str = "memory") -> Iterator[World]:
     with tempfile.TemporaryDirectory() as folder:
-        table = SqlDocumentTable.from_url(f"sqlite:///{Path(folder) / 't.db'}")
-        table.ensure_schema(create=True)
-        index: InMemoryChunkIndex | EdgeChunkIndex = (
-            InMemoryChunkIndex() if engine == "memory" else EdgeChunkIndex(Path(folder) / "edge")
-        )
+        table = migrated_table(Path(folder) / "t.db")
+        try:
+            index = empty_index(corpus, engine, Path(folder))
+        except BaseException:
+            table.close()
+            raise
         try:
             table.upsert_documents(corpus.rows.values())
-            index.ensure_collection(dim=2)
             index.upsert_chunks(
                 ChunkRecord(
                     point_id=pid,  # type: ignore[arg-type]  # integer ids, as Qdrant allows

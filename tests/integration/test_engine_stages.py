@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from acceptance_kit import Deployment
+from acceptance_kit import Deployment, migrated_table
 
 from connectors.vault import VaultSource
 from reconciler.check_inputs import CheckContext, SourceState
@@ -36,8 +36,7 @@ def engine(tmp_path: Path) -> Iterator[Reconciler]:
     deploy = Deployment(tmp_path)
     for name in ("expenses", "travel", "leave"):
         deploy.family(name, 2)
-    table = SqlDocumentTable.from_url(f"sqlite:///{tmp_path / 'stages.db'}")
-    table.ensure_schema(create=True)
+    table = migrated_table(tmp_path / "stages.db")
     index = InMemoryChunkIndex()
     sources = [VaultSource("hb", deploy.vault)]
     Ingestor(table=table, index=index, embedder=make_embedder("hashing", dim=16, model="")).run(
@@ -228,8 +227,7 @@ def test_new_documents_are_looked_up_in_batches_not_one_query_each(tmp_path: Pat
     deploy = Deployment(tmp_path)
     for n in range(1200):
         deploy.note(f"n{n:04d}", id=f"n{n:04d}", status="current")
-    table = SqlDocumentTable.from_url(f"sqlite:///{tmp_path / 'batches.db'}")
-    table.ensure_schema(create=True)
+    table = migrated_table(tmp_path / "batches.db")
     counting = CountingTable(table)
     index = InMemoryChunkIndex()
     index.ensure_collection(dim=16)

@@ -21,6 +21,7 @@ ALLOWED = {
     "reconciler.app.bootstrap": "`bootstrap`",
     "reconciler.app.demo": "`demo`",
     "reconciler.app.evaluating": "`eval`",
+    "reconciler.app.suggesting": "`suggest`",
     "reconciler.app.daemon": "`serve`, and the metrics a cron `run` leaves",
     "reconciler.rendering": "drawing what a command returns",
     "reconciler.errors": "mapping errors to exit codes",
@@ -28,7 +29,8 @@ ALLOWED = {
     "reconciler.settings": "loading the configuration the global options name",
     "reconciler.logs": "the log format the global options choose",
     "reconciler.sharding": "parsing --shard",
-    "reconciler.model": "parsing --now and --check",
+    "reconciler.model": "parsing --now",
+    "reconciler.checks": "the names --check offers (the registry: no check module imported)",
     "reconciler.pipeline.values": "the Report a reconciliation returns (its type)",
     "reconciler.metrics": "the live metrics a cron run observes (their type)",
     # `connectors` lists the entry points: no store, no configuration needed; through

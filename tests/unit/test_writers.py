@@ -1,7 +1,8 @@
 """Who writes: every call of a writer method of the ports (a method of a writer Protocol,
-``reconciler.ports.WRITERS``) is in one of the modules listed here, the writing side of the
-code. The list only shrinks: a new writer is a decision made here, in review, not a call
-slipped in elsewhere. Read from the source (no store is opened)."""
+``reconciler.ports.WRITERS``) is in ``reconciler/writing/``, in one of the modules listed
+here. The stages, the ingestion, the commands and the composition root ask the writing side
+to write; they never call a writer method themselves. A new writer is a decision made here,
+in review, not a call slipped in elsewhere. Read from the source (no store is opened)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from reconciler.ports import WRITERS as WRITER_PORTS
 from reconciler.ports import ChunkIndex, ChunkReader, DocumentTable, TableReader
 
 ROOT = Path(__file__).resolve().parents[2]
+WRITING = "reconciler/writing/"
 
 #: The methods of the ports that change a store: those of the writer Protocols.
 WRITER_METHODS = frozenset(
@@ -21,27 +23,24 @@ WRITER_METHODS = frozenset(
     if callable(value) and not name.startswith("_")
 )
 
-#: module -> the writer methods it may call.
+#: module -> the writer methods it may call: modules of ``reconciler/writing/`` only.
 WRITING_MODULES = {
-    # a plan's writes: audit intent, rows with their outbox, payloads, indexes
+    # a plan's writes: audit intent, rows with their outbox, payloads, indexes (and a forced
+    # run's override, audited first)
     "reconciler/writing/applying.py": {
         "append_audit",
         "create_payload_index",
         "set_payloads",
         "write_rows_and_outbox",
     },
-    # a reconciliation's run record, its sources' attempts and identities
-    "reconciler/pipeline/recording.py": {
-        "append_audit",
-        "finish_run",
-        "record_findings",
+    # every command's run record (``recorded``), a reconciliation's with its findings
+    "reconciler/writing/runs.py": {"finish_run", "record_findings", "start_run"},
+    # the sources' reads: attempts, and the identities of what they held
+    "reconciler/writing/source_reads.py": {
         "record_identities",
         "record_source_attempt",
-        "start_run",
         "touch_identities",
     },
-    # every other command's run record (``recorded``)
-    "reconciler/writing/runs.py": {"finish_run", "start_run"},
     # a killed run finished from its intents
     # (and a document a killed ingestion left incomplete, queued for re-ingestion)
     "reconciler/writing/recovery.py": {
@@ -51,23 +50,17 @@ WRITING_MODULES = {
         "set_run_counts",
     },
     "reconciler/writing/rollback.py": {"write_rows_and_outbox"},
-    # the reference ingestion (the only code that embeds) and the adoption of a collection
-    # (its intents and their confirmations audited, as an apply's are)
-    "reconciler/ingesting.py": {
+    # the reference ingestion's writes (its intents and their confirmations audited, as an
+    # apply's are) and the adoption of a collection
+    "reconciler/writing/ingestion.py": {
         "append_audit",
         "delete_document_chunks",
         "ensure_collection",
         "finish_reingest",
         "record_identities",
-        "record_source_attempt",
         "upsert_chunks",
         "upsert_documents",
     },
-    "reconciler/app/bootstrap.py": {"record_identities", "upsert_documents"},
-    # a run that failed before the engine recorded it
-    "reconciler/app/operations.py": {"start_run"},
-    # the reads of the sources by a job whose checks do not read them (serve's TTL, dates)
-    "reconciler/app/probing.py": {"record_source_attempt"},
 }
 
 
@@ -108,3 +101,9 @@ def test_only_the_writing_modules_call_writer_methods() -> None:
     assert {m: sorted(n) for m, n in calls.items()} == {
         m: sorted(n) for m, n in WRITING_MODULES.items()
     }
+
+
+def test_the_writers_are_the_writing_package() -> None:
+    assert all(module.startswith(WRITING) for module in WRITING_MODULES)
+    outside = sorted(module for module in writer_calls() if not module.startswith(WRITING))
+    assert outside == [], "a writer method called outside reconciler/writing/"

@@ -26,7 +26,7 @@ class SqlMetrics:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def snapshot(self, *, recent_runs: int = 500) -> dict[str, Any]:
+    def metrics_snapshot(self, *, recent_runs: int = 500) -> dict[str, Any]:
         """Everything the Prometheus collector exposes that lives in the database.
 
         Timestamps and totals per job come from the run log (so a failed run never moves the

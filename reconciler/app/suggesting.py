@@ -1,0 +1,133 @@
+"""``reconciler suggest``: the library function behind it. Streams the document table, reads
+each document's path and body from its source (once, and drops the body after its profile),
+and hands the profiles to ``reconciler.discovery``. Writes nothing: no row, no audit entry, no
+run, no lease (a person reviews the proposals first).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from reconciler.app.wiring import build_sources, open_table
+from reconciler.discovery import DEFAULT_MIN_SCORE, Profile, Proposals, discover, profile
+from reconciler.errors import ConfigError
+from reconciler.model import Document
+from reconciler.ports.source import ConnectorError, SystemOfRecord
+from reconciler.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which documents ``suggest`` looks at."""
+
+    source: str | None = None
+    doc_class: str | None = None
+    #: Read bodies from the sources (near-duplicate bodies and "replaces X" need them).
+    bodies: bool = True
+
+
+def suggest(
+    settings: Settings,
+    *,
+    scope: Scope = Scope(),
+    min_score: float | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Proposals:
+    """The proposals among the table's documents in ``scope`` scoring at least ``min_score``
+    (default ``DEFAULT_MIN_SCORE``)."""
+    if scope.source is not None and scope.source not in {s.name for s in settings.sources}:
+        raise ConfigError(
+            [("--source", f"no source named {scope.source!r} in the config")],
+            origin=settings.origin,
+        )
+    started = time.perf_counter()
+    notes: list[str] = []
+    readers = _readers(settings, scope, notes)
+    table = open_table(settings)
+    try:
+        profiles = list(
+            _profiles(table.iter_documents(source=scope.source), scope, readers, progress)
+        )
+    finally:
+        table.close()
+    found = discover(
+        profiles, min_score=DEFAULT_MIN_SCORE if min_score is None else min_score, notes=notes
+    )
+    log.info(
+        "suggest: %d documents, %d pairs scored, %d links and %d families proposed in %.1fs",
+        found.documents,
+        found.pairs_scored,
+        len(found.links),
+        len(found.families),
+        time.perf_counter() - started,
+    )
+    return found
+
+
+@dataclass
+class _Reader:
+    """One source's paths (by doc id) and its body reader."""
+
+    source: SystemOfRecord
+    paths: dict[str, tuple[str, str | None]]
+
+
+def _readers(settings: Settings, scope: Scope, notes: list[str]) -> dict[str, _Reader]:
+    """Each source scanned once for its documents' paths (metadata only)."""
+    readers = {}
+    names = [scope.source] if scope.source else None
+    for source in build_sources(settings, names):
+        try:
+            snapshot = source.scan()
+        except ConnectorError as exc:
+            notes.append(
+                f"source {source.name!r} could not be read ({exc}): names from the table only"
+            )
+            continue
+        readers[source.name] = _Reader(
+            source,
+            {d.doc_id: (d.source_key, d.path) for d in snapshot.documents},
+        )
+    return readers
+
+
+def _profiles(
+    documents: Iterator[Document],
+    scope: Scope,
+    readers: dict[str, _Reader],
+    progress: Callable[[int], None] | None,
+) -> Iterator[Profile]:
+    unreadable = 0
+    for n, doc in enumerate(documents, 1):
+        if scope.doc_class is not None and doc.doc_class != scope.doc_class:
+            continue
+        reader = readers.get(doc.source)
+        key, path = reader.paths.get(doc.doc_id, (doc.source_key, None)) if reader else (None, None)
+        body = None
+        if reader is not None and scope.bodies and key is not None:
+            try:
+                body = reader.source.read_body(key)
+            except ConnectorError:
+                unreadable += 1
+        yield profile(
+            doc_id=doc.doc_id,
+            source=doc.source,
+            family=doc.doc_family_id,
+            doc_class=doc.doc_class,
+            title=doc.title,
+            path=path,
+            effective_from=doc.effective_from,
+            body=body,
+            superseded_by=doc.superseded_by,
+        )
+        if progress is not None and n % 1000 == 0:
+            progress(n)
+    if unreadable:
+        log.warning(
+            "suggest: %d bodies could not be read; those documents by name only", unreadable
+        )

@@ -1,0 +1,315 @@
+"""What one document says about its own version, read from its name, its dates and its body:
+the signals discovery compares, pair by pair, without an embedding.
+
+A document is reduced once (``profile``) to a ``Profile``: its name with the version markers
+taken out (``-2025``, ``-v2``, ``_old``, ``archive/``, ``(superseded)``, ``1.2``), the markers
+themselves, its dates, the words that block it with others, a MinHash of its body, and the
+documents its body says it replaces. The body is dropped after that: a profile is small and of
+bounded size whatever the document's length.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+import numpy as np
+from datasketch import MinHash
+
+#: MinHash permutations of a body (LSH bands x rows: see ``blocking``).
+NUM_PERM = 64
+#: Words of a body shingled together.
+SHINGLE = 3
+#: Bodies are read up to this many characters (a longer body is still one document).
+BODY_LIMIT = 50_000
+
+#: Words that say "this is the old one" or "this is the new one".
+OLDER_WORDS = frozenset(
+    {"old", "older", "previous", "prev", "legacy", "deprecated", "superseded", "obsolete",
+     "archive", "archived", "outdated", "retired", "bak", "backup", "former"}
+)  # fmt: skip
+NEWER_WORDS = frozenset({"new", "newer", "latest", "current", "updated", "revised", "final"})
+#: Phrases of two words that mark an older version.
+OLDER_PHRASES = ("last year", "last-year", "last_year")
+#: Words too common to block on (they would put everything in one block).
+STOPWORDS = frozenset(
+    {"a", "an", "and", "the", "of", "for", "to", "in", "on", "with", "by", "at", "or", "is",
+     "md", "rst", "txt", "html", "doc", "docs", "readme", "index"}
+)  # fmt: skip
+
+_YEAR = r"(?:19[7-9][0-9]|20[0-9][0-9])"
+_DATE = re.compile(rf"\b({_YEAR})[-_./]([01]?[0-9])(?:[-_./]([0-3]?[0-9]))?\b")
+_YEAR_TOKEN = re.compile(rf"(?<![0-9a-z.]){_YEAR}(?![0-9a-z.])")
+_VERSION = re.compile(
+    r"(?<![0-9a-z])(?:v|ver|version|rev|r)[ ._-]?([0-9]+(?:\.[0-9]+)*)(?![0-9a-z])"
+)
+_DOTTED = re.compile(r"(?<![0-9a-z.])([0-9]+(?:\.[0-9]+)+)(?![0-9a-z.])")
+_WORD = re.compile(r"[0-9a-z]+")
+_NUMBERED_OLD = re.compile(r"(?:old|bak|backup|archive)[0-9]{1,2}")
+_REPLACING = re.compile(r"\b(?:supersed\w*|replac\w*|obsolet\w*)(\s+by\b)?")
+_NEGATED = re.compile(r"\b(?:not|never|rather than|instead of|without|n't|nor)\W+(?:\w+\W+)?$")
+_REFERENCE = re.compile(r"\b([a-z]{2,12})[\s#-]*0*([0-9]{1,6})\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A version marker found in a name: its text and what it says (older, newer, an ordinal)."""
+
+    text: str
+    #: "older" or "newer" (words), "year", "version" (an ordinal), "date".
+    says: str
+    #: The ordinal it carries (a year, a version as a tuple), for direction.
+    value: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One document as discovery sees it (no body kept)."""
+
+    doc_id: str
+    source: str
+    family: str
+    doc_class: str | None
+    title: str
+    path: str
+    #: Title and path with the markers out, lower case, words joined by one space.
+    title_stem: str
+    path_stem: str
+    markers: tuple[Marker, ...]
+    effective_from: datetime | None
+    #: Dates found in the title or path (the latest first).
+    name_dates: tuple[date, ...]
+    #: Words that put this document in a block with others.
+    keys: frozenset[str]
+    #: MinHash of the body's word shingles, ``NUM_PERM`` uint32 values as bytes (None: no
+    #: body was read).
+    body: bytes | None
+    #: (word, number) references this body makes in a sentence that replaces something.
+    replaces: frozenset[tuple[str, int]]
+    #: (word, number) references this body says replace it ("superseded by PEP 426").
+    replaced_by: frozenset[tuple[str, int]]
+    #: (word, number) the document is known by ("pep-0345" -> ("pep", 345)), if any.
+    reference: tuple[str, int] | None
+    superseded_by: str | None = None
+    #: How many documents of the corpus share this title stem (set by ``blocking.prepare``).
+    series: int = 1
+
+
+def fold(text: str) -> str:
+    """Lower case, accents off, separators as spaces."""
+    if text.isascii():
+        return text.lower()
+    text = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in text if not unicodedata.combining(c)).lower()
+
+
+def markers_of(text: str) -> tuple[str, tuple[Marker, ...], tuple[date, ...]]:
+    """A name with its version markers out, the markers, and the dates it names."""
+    low = fold(text)
+    found: list[Marker] = []
+    dates: list[date] = []
+    if "(superseded)" in low or "[superseded]" in low:
+        found.append(Marker("(superseded)", "older"))
+    for phrase in OLDER_PHRASES:
+        if phrase in low:
+            found.append(Marker(phrase, "older"))
+            low = low.replace(phrase, " ")
+    for match in _DATE.finditer(low):
+        year, month, day = int(match[1]), int(match[2]), int(match[3] or 1)
+        if 1 <= month <= 12 and 1 <= day <= 31:
+            try:
+                dates.append(date(year, month, day))
+            except ValueError:
+                continue
+            found.append(Marker(match[0], "date", (year, month, day)))
+    low = _DATE.sub(" ", low)
+    for match in _VERSION.finditer(low):
+        found.append(Marker(match[0].strip(), "version", _ordinal(match[1])))
+    low = _VERSION.sub(" ", low)
+    for match in _YEAR_TOKEN.finditer(low):
+        found.append(Marker(match[0], "year", (int(match[0]),)))
+        dates.append(date(int(match[0]), 1, 1))
+    low = _YEAR_TOKEN.sub(" ", low)
+    for match in _DOTTED.finditer(low):
+        found.append(Marker(match[0], "version", _ordinal(match[1])))
+    low = _DOTTED.sub(" ", low)
+    words = []
+    for word in _WORD.findall(low):
+        if word in OLDER_WORDS or _NUMBERED_OLD.fullmatch(word):
+            if not (word == "superseded" and found and found[0].text == "(superseded)"):
+                found.append(Marker(word, "older"))
+        elif word in NEWER_WORDS:
+            found.append(Marker(word, "newer"))
+        else:
+            words.append(word)
+    return " ".join(words), tuple(found), tuple(sorted(set(dates), reverse=True))
+
+
+def _ordinal(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def path_name(path: str) -> str:
+    """A path without its extension, folders kept (``archive/`` is a marker)."""
+    folders, _, name = path.replace("\\", "/").rpartition("/")
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    return f"{folders}/{stem}" if folders else stem
+
+
+def blocking_keys(*stems: str) -> frozenset[str]:
+    """The words of the stems that block: not stop words, not bare numbers of one digit."""
+    return frozenset(
+        word
+        for stem in stems
+        for word in stem.split()
+        if word not in STOPWORDS and len(word) >= 2 and not (word.isdigit() and len(word) < 2)
+    )
+
+
+def strip_frontmatter(body: str) -> str:
+    """A body without a leading YAML frontmatter block."""
+    if body.startswith("---"):
+        end = body.find("\n---", 3)
+        if end != -1:
+            return body[end + 4 :]
+    return body
+
+
+def body_minhash(body: str, *, seed: int = 1) -> bytes | None:
+    """MinHash of the body's word shingles as ``NUM_PERM`` uint32 values (None for a body
+    without words): 256 bytes, whatever the body's length."""
+    words = _WORD.findall(fold(strip_frontmatter(body[:BODY_LIMIT])))
+    if not words:
+        return None
+    if len(words) < SHINGLE:
+        shingles = {" ".join(words).encode()}
+    else:
+        shingles = {
+            " ".join(words[i : i + SHINGLE]).encode() for i in range(len(words) - SHINGLE + 1)
+        }
+    hashed = MinHash(
+        num_perm=NUM_PERM,
+        seed=seed,
+        hashfunc=zlib.crc32,
+        permutations=_permutations(seed),
+        scheme="affine32",
+    )
+    hashed.update_batch(list(shingles))
+    return bytes(hashed.hashvalues.astype(np.uint32).tobytes())
+
+
+@functools.cache
+def _permutations(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The MinHash permutations of a seed (made once: they are the costly part of a MinHash)."""
+    return MinHash(num_perm=NUM_PERM, seed=seed, scheme="affine32").permutations  # type: ignore[no-any-return]
+
+
+_ROLE = re.compile(r":([a-z]{2,12}):`(?:[^`<]*<)?0*([0-9]{1,6})[^`]*`")
+#: The object of a replacing verb: a reference right after it ("supersedes PEP 241", "replaced
+#: by the RFC 822"), and more of the same word in a list ("PEPs 513, 571 and 599").
+_OBJECT = re.compile(r"[\s(\"'*]*(?:the\s+|this\s+)?([a-z]{2,12})s?[\s#-]*0*([0-9]{1,6})\b")
+_MORE = re.compile(r"\s*(?:,|and|or|&)\s*(?:and\s+)?(?:[a-z]{2,12}[\s#-]*)?0*([0-9]{1,6})\b")
+
+
+def replaced_references(body: str) -> tuple[frozenset[tuple[str, int]], frozenset[tuple[str, int]]]:
+    """(word, number) references a body says it replaces ("This PEP supersedes PEP 241",
+    "obsoletes RFC 822"), and those it says replace it ("superseded by :pep:`426`"): the
+    reference that is the verb's object, unless the verb is negated ("rather than
+    supersedes")."""
+    replaces: set[tuple[str, int]] = set()
+    replaced_by: set[tuple[str, int]] = set()
+    text = _ROLE.sub(r"\1 \2", fold(strip_frontmatter(body[:BODY_LIMIT])))
+    for verb in _REPLACING.finditer(text):
+        if _NEGATED.search(text[max(0, verb.start() - 30) : verb.start()]):
+            continue
+        into = replaced_by if verb[1] else replaces
+        found = _OBJECT.match(text, verb.end())
+        if found is None or found[1] in STOPWORDS:
+            continue
+        into.add((found[1], int(found[2])))
+        at = found.end()
+        while (more := _MORE.match(text, at)) is not None:
+            into.add((found[1], int(more[1])))
+            at = more.end()
+    return frozenset(replaces), frozenset(replaced_by)
+
+
+def reference_of(*names: str) -> tuple[str, int] | None:
+    """The (word, number) a document is known by: its name is a word and a number only
+    ("pep-0345", "RFC 822")."""
+    for name in names:
+        match = re.fullmatch(r"\s*([a-z]{2,12})[\s#_-]*0*([0-9]{1,6})\s*", fold(name))
+        if match:
+            return match[1], int(match[2])
+    return None
+
+
+def profile(
+    *,
+    doc_id: str,
+    source: str,
+    family: str,
+    doc_class: str | None,
+    title: str | None,
+    path: str | None,
+    effective_from: datetime | None,
+    body: str | None,
+    superseded_by: str | None = None,
+) -> Profile:
+    """Reduce one document to its profile (the body is read here and not kept)."""
+    title = title or ""
+    shown_path = path_name(path or doc_id.partition(":")[2] or doc_id)
+    title_stem, title_markers, title_dates = markers_of(title)
+    path_stem, path_markers, path_dates = markers_of(shown_path.replace("/", " "))
+    if "archive" in fold(shown_path).split("/")[:-1]:
+        path_markers = (
+            *(m for m in path_markers if m.text not in ("archive", "archived")),
+            Marker("archive/", "older"),
+        )
+    basename = shown_path.rpartition("/")[2]
+    replaces, replaced_by = replaced_references(body) if body else (frozenset(), frozenset())
+    return Profile(
+        doc_id=doc_id,
+        source=source,
+        family=family,
+        doc_class=doc_class,
+        title=title,
+        path=shown_path,
+        title_stem=title_stem,
+        path_stem=_last_part(path_stem, basename),
+        markers=_unique((*title_markers, *path_markers)),
+        effective_from=effective_from.astimezone(UTC) if effective_from else None,
+        name_dates=tuple(sorted(set(title_dates) | set(path_dates), reverse=True)),
+        keys=blocking_keys(title_stem, _last_part(path_stem, basename)),
+        body=body_minhash(body) if body else None,
+        replaces=replaces,
+        replaced_by=replaced_by,
+        reference=reference_of(basename, doc_id.partition(":")[2]),
+        superseded_by=superseded_by,
+    )
+
+
+def _last_part(stem: str, basename: str) -> str:
+    """The words of the path stem that come from the file name (the folders dropped: two
+    notes in one folder are not alike for it)."""
+    own, _, _ = markers_of(basename)
+    return own or stem
+
+
+def _unique(markers: Sequence[Marker]) -> tuple[Marker, ...]:
+    seen: dict[tuple[str, str], Marker] = {}
+    for marker in markers:
+        seen.setdefault((marker.text, marker.says), marker)
+    return tuple(seen.values())
+
+
+def bodies_alike(a: Profile, b: Profile) -> float | None:
+    """Estimated Jaccard similarity of two bodies' shingles (None: a body is missing)."""
+    if a.body is None or b.body is None:
+        return None
+    return float(np.mean(np.frombuffer(a.body, np.uint32) == np.frombuffer(b.body, np.uint32)))

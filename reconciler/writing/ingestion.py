@@ -1,0 +1,133 @@
+"""The writes of a registration: the reference ingestion's (``reconciler.ingesting``) and the
+adoption of a collection (``app/bootstrap.py``).
+
+An ingestion's writes are crash-ordered, like an apply's (``IngestionWriter.register``): an
+intent is audited (the document, its text's hash, how many chunks), the old chunks of a
+re-ingested document are deleted, the row is written with its new hash and chunk count, and
+the new chunks last; a confirmation follows every ``CONFIRM_EVERY`` documents and the end of
+each source. ``writing.recovery`` reads what a killed ingestion left unconfirmed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+
+from reconciler.model import AuditEntry, ChunkRecord, Document, RunMode
+from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.writing.applying import CONFIRM
+from reconciler.writing.recovery import INGEST_INTENT
+from reconciler.writing.runs import RunRecord, recorded
+from reconciler.writing.source_reads import Identity, record_attempt
+
+#: Documents written between two confirmations of an ingestion's intents.
+CONFIRM_EVERY = 64
+
+
+class IngestionWriter:
+    """Every write of one ingestion run (``run``), in the order a crash leaves resolvable."""
+
+    def __init__(self, table: DocumentTable, index: ChunkIndex, run: RunRecord) -> None:
+        self.table = table
+        self.index = index
+        self.run = run
+        #: The hash of the last intent audited.
+        self.last = ""
+        #: Intents audited since the last confirmation.
+        self.pending = 0
+
+    def open_collection(self, *, dim: int) -> None:
+        """Create the collection when it does not exist yet."""
+        self.index.ensure_collection(dim=dim)
+
+    def register(
+        self, existing: Document | None, row: Document, records: Sequence[ChunkRecord]
+    ) -> int:
+        """Write one document (``existing``: its row before, when re-ingested) and its
+        chunks, already embedded; return how many chunks were written."""
+        self._intend(existing, row)
+        if existing is not None:
+            self.index.delete_document_chunks(row.doc_id)
+        self.table.upsert_documents([row])
+        return self.index.upsert_chunks(records) if records else 0
+
+    def finish_request(self, request_id: int, *, ok: bool, error: str | None = None) -> None:
+        """End a re-ingest request of the outbox."""
+        self.table.finish_reingest(request_id, ok=ok, error=error)
+
+    def source_unavailable(self, source: str, *, at: datetime, error: str | None) -> None:
+        record_attempt(self.table, source, ok=False, at=at, error=error)
+
+    def source_read(
+        self, source: str, identities: Iterable[Identity], *, at: datetime, documents_seen: int
+    ) -> None:
+        """Record the identities of what ``source`` held, and its successful read."""
+        self.table.record_identities(source, identities)
+        record_attempt(self.table, source, ok=True, at=at, documents_seen=documents_seen)
+
+    def _intend(self, existing: Document | None, row: Document) -> None:
+        if self.pending >= CONFIRM_EVERY:
+            self.confirm()
+        self.last = self.table.append_audit(
+            [
+                AuditEntry(
+                    run_id=self.run.run_id,
+                    at=datetime.now(UTC),
+                    actor="ingest",
+                    reason="re-ingest" if existing is not None else "ingest",
+                    target_type=INGEST_INTENT,
+                    target=row.doc_id,
+                    before=None
+                    if existing is None
+                    else {"source_hash": existing.source_hash, "chunks": existing.chunk_count},
+                    after={
+                        "source": row.source,
+                        "source_key": row.source_key,
+                        "source_hash": row.source_hash,
+                        "chunks": row.chunk_count,
+                    },
+                )
+            ]
+        )
+        self.pending += 1
+
+    def confirm(self) -> None:
+        """Every document intended so far is written."""
+        if not self.pending:
+            return
+        self.table.append_audit(
+            [
+                AuditEntry(
+                    run_id=self.run.run_id,
+                    at=datetime.now(UTC),
+                    actor="ingest",
+                    reason="confirm",
+                    target_type=CONFIRM,
+                    target=self.run.run_id,
+                    before=None,
+                    after={"through": self.last},
+                )
+            ]
+        )
+        self.pending = 0
+
+
+def register_adopted(
+    table: DocumentTable,
+    *,
+    source: str,
+    rows: Sequence[Document],
+    chunk_counts: Mapping[str, int],
+    unmapped: int,
+    chunks_scanned: int,
+) -> str:
+    """Register the rows a bootstrap made of a collection, with their identities under
+    ``source``, as one recorded run; return its id."""
+    with recorded(table, mode=RunMode.BOOTSTRAP, actor="cli") as run:
+        table.upsert_documents(rows, chunk_counts=chunk_counts)
+        table.record_identities(
+            source, [(d.source_key, d.doc_family_id, d.source_hash, None) for d in rows]
+        )
+        run.counts = {"created": len(rows), "unmapped": unmapped}
+        run.stats = {"chunks_scanned": chunks_scanned, "rows_written": len(rows)}
+    return run.run_id
