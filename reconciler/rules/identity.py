@@ -8,7 +8,9 @@ derived, in this order of trust:
    undirected: fan-in and fan-out join one family): members without an
    explicit family inherit it when the component carries exactly one distinct explicit family;
 3. the identity map (``known_by_key``: source_key -> family id recorded by earlier runs), so a
-   new version linked to a known one lands in the known family;
+   new version linked to a known one lands in the known family; when a link joins members of
+   several known families, the one that already holds the most of them is kept (ties: the
+   family of the lowest-ranked member), so the fewest documents move;
 4. the body hash (``known_by_hash``: content_hash -> family id), so a note that moved or was
    renamed (new id, same body) keeps its family; used only when the hash is unique among the
    documents given and the family is not already claimed by another component in this run
@@ -82,9 +84,7 @@ def resolve_families(
         if len(explicit) == 1:
             _assign(family_of, rest, next(iter(explicit)))
             continue
-        known = next(
-            (known_by_key[d.source_key] for d in rest if d.source_key in known_by_key), None
-        )
+        known = _most_known(rest, known_by_key)
         if known is not None:
             _assign(family_of, rest, known)
             claimed.add(known)
@@ -133,6 +133,20 @@ def resolve_families(
         )
     )
     return FamilyAssignment(family_of=MappingProxyType(ordered), new_identities=new_identities)
+
+
+def _most_known(members: Sequence[SourceDocument], known_by_key: Mapping[str, str]) -> str | None:
+    """The known family that already holds the most of ``members`` (ties: the one of the
+    lowest-ranked member), so joining two families moves the fewest documents."""
+    held = Counter(known_by_key[d.source_key] for d in members if d.source_key in known_by_key)
+    if not held:
+        return None
+    first: dict[str, int] = {}
+    for d in members:  # members are in rank order
+        family = known_by_key.get(d.source_key)
+        if family is not None:
+            first.setdefault(family, len(first))
+    return min(held, key=lambda family: (-held[family], first[family]))
 
 
 def _rank(doc: SourceDocument) -> tuple[int, int, str, str]:

@@ -353,9 +353,18 @@ def test_adrs_read_from_lines_of_their_body(
         adrs.commit("supersede 6")
     code, report = deploy.json("run")
     assert {(f["check"], f["kind"]) for f in report["findings"]} == {
-        ("family", "successor_not_marked")  # and no hash/in_place_edit
+        ("family", "successor_not_marked"),  # and no hash/in_place_edit
+        # the new link joins 0006 to 0009's family (0006 moves, not the chain of three), where
+        # it is served beside 0009 until this run supersedes it
+        ("family", "membership_changed"),
+        ("siblings", "live_siblings"),
     }
     assert "adr:adr-0006" not in deploy.served()
+    rows = deploy.rows()
+    assert rows["adr:adr-0006"]["doc_family_id"] == rows["adr:adr-0009"]["doc_family_id"]
+    assert rows["adr:adr-0009"]["doc_family_id"] == "adr:adr-0007"  # the family kept its id
+    code, report = deploy.json("check")
+    assert code == 0, report["findings"]
 
 
 def test_git_reads_sidecars_from_the_commit_and_never_through_a_symlink(tmp_path: Path) -> None:

@@ -129,6 +129,21 @@ def test_several_known_families_pick_the_lowest_ranked_member() -> None:
     assert got.new_identities == (("a", "kb:fam-b"),)
 
 
+def test_joined_known_families_keep_the_one_holding_the_most_members() -> None:
+    # a link from a lone note (lowest ranked) into a known chain of three: the lone note
+    # moves, not the chain
+    docs = [
+        sd("a", version=1, superseded_by="d"),
+        sd("b", version=2, superseded_by="c"),
+        sd("c", version=3, superseded_by="d"),
+        sd("d", version=4),
+    ]
+    known = {"a": "kb:fam-a", "b": "kb:fam-b", "c": "kb:fam-b", "d": "kb:fam-b"}
+    got = resolve(docs, known)
+    assert set(got.family_of.values()) == {"kb:fam-b"}
+    assert got.new_identities == (("a", "kb:fam-b"),)
+
+
 def test_family_id_is_stable_when_a_note_moves() -> None:
     before = [sd("drafts/policy", body="Policy text.", version=1)]
     known = record(resolve(before), {})
