@@ -35,7 +35,7 @@ import tarfile
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from io import BytesIO
@@ -184,27 +184,33 @@ def reconciler(config: Path, *args: str) -> tuple[int, Any, float]:
     return done.returncode, data, seconds
 
 
-def served(config: Path) -> set[str]:
-    """doc ids of the chunks ``default_filter()`` returns now."""
-    from reconciler import default_filter  # noqa: PLC0415 (after the commands: local mode locks)
-    from reconciler.app.wiring import stores  # noqa: PLC0415
+def _payloads(config: Path, scroll_filter: Any, keys: list[str]) -> Iterator[dict[str, Any]]:
+    """Every chunk payload (``keys`` only) the filter admits, a page at a time."""
+    from reconciler.app.wiring import stores  # noqa: PLC0415 (after the commands: local mode locks)
     from reconciler.settings import load_settings  # noqa: PLC0415
 
-    found: set[str] = set()
     with stores(load_settings(config)) as opened:
         client = opened.index.client  # type: ignore[attr-defined]
         offset = None
         while True:
             points, offset = client.scroll(
                 opened.index.collection,  # type: ignore[attr-defined]
-                scroll_filter=default_filter(),
+                scroll_filter=scroll_filter,
                 limit=1000,
                 offset=offset,
-                with_payload=["doc_id"],
+                with_payload=keys,
             )
-            found.update(str(p.payload["doc_id"]) for p in points)
+            for point in points:
+                yield dict(point.payload or {})
             if offset is None:
-                return found
+                return
+
+
+def served(config: Path) -> set[str]:
+    """doc ids of the chunks ``default_filter()`` returns now."""
+    from reconciler import default_filter  # noqa: PLC0415
+
+    return {str(p["doc_id"]) for p in _payloads(config, default_filter(), ["doc_id"])}
 
 
 #: The five instants between 2001 and today the point-in-time comparison always asks about.
@@ -215,56 +221,26 @@ WINDOW_KEYS = ["doc_id", "version_state", "effective_from", "effective_to", "qua
 
 def windows(config: Path) -> dict[str, set[tuple[str, str, str, bool]]]:
     """doc id -> the (state, effective_from, effective_to, quarantined) its chunks carry."""
-    from reconciler.app.wiring import stores  # noqa: PLC0415
-    from reconciler.settings import load_settings  # noqa: PLC0415
-
     found: dict[str, set[tuple[str, str, str, bool]]] = {}
-    with stores(load_settings(config)) as opened:
-        client = opened.index.client  # type: ignore[attr-defined]
-        offset = None
-        while True:
-            points, offset = client.scroll(
-                opened.index.collection,  # type: ignore[attr-defined]
-                limit=1000,
-                offset=offset,
-                with_payload=WINDOW_KEYS,
+    for p in _payloads(config, None, WINDOW_KEYS):
+        found.setdefault(str(p["doc_id"]), set()).add(
+            (
+                str(p.get("version_state")),
+                str(p.get("effective_from")),
+                str(p.get("effective_to")),
+                p.get("quarantined") is True,
             )
-            for point in points:
-                p = point.payload or {}
-                found.setdefault(str(p["doc_id"]), set()).add(
-                    (
-                        str(p.get("version_state")),
-                        str(p.get("effective_from")),
-                        str(p.get("effective_to")),
-                        p.get("quarantined") is True,
-                    )
-                )
-            if offset is None:
-                return found
+        )
+    return found
 
 
 def historical_at(config: Path, instant: datetime) -> set[str]:
     """doc ids of the chunks ``default_filter(as_of=instant, include_historical=True)``
     returns: a real scroll."""
     from reconciler import default_filter  # noqa: PLC0415
-    from reconciler.app.wiring import stores  # noqa: PLC0415
-    from reconciler.settings import load_settings  # noqa: PLC0415
 
-    found: set[str] = set()
-    with stores(load_settings(config)) as opened:
-        client = opened.index.client  # type: ignore[attr-defined]
-        offset = None
-        while True:
-            points, offset = client.scroll(
-                opened.index.collection,  # type: ignore[attr-defined]
-                scroll_filter=default_filter(instant, include_historical=True),
-                limit=1000,
-                offset=offset,
-                with_payload=["doc_id"],
-            )
-            found.update(str(p.payload["doc_id"]) for p in points)
-            if offset is None:
-                return found
+    chosen = default_filter(instant, include_historical=True)
+    return {str(p["doc_id"]) for p in _payloads(config, chosen, ["doc_id"])}
 
 
 def _admitted(window: tuple[str, str, str, bool], instant: datetime) -> bool:
