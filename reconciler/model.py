@@ -301,6 +301,23 @@ class ManagedPage:
 
 
 @dataclass(frozen=True, slots=True)
+class VectorPage:
+    """One page of ``ChunkReader.scan_vectors``: the chunks' document ids and dense vectors,
+    as the collection stores them (read, never re-embedded), in scroll order."""
+
+    #: The ``doc_id`` of each chunk read.
+    doc_ids: Sequence[str]
+    #: Its vector, in the order of ``doc_ids`` (all of one collection's size).
+    vectors: Sequence[Sequence[float]]
+    #: Points of the page left out: no string ``doc_id``, or not exactly one dense vector
+    #: (none, several named ones, a multivector or a sparse one only).
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+
+@dataclass(frozen=True, slots=True)
 class PayloadWrite:
     """Set managed ``payload`` (logical keys) on ``point_ids``; one per document in practice."""
 

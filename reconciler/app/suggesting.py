@@ -1,7 +1,9 @@
 """``reconciler suggest``: the library function behind it. Streams the document table, reads
 each document's path and body from its source (once, and drops the body after its profile),
-and hands the profiles to ``reconciler.discovery``. Writes nothing: no row, no audit entry, no
-run, no lease (a person reviews the proposals first).
+streams the chunk index's vectors once (``Scope.vectors``: each document's reduced to one small
+vector, ``reconciler.discovery.vectors``), and hands the profiles to ``reconciler.discovery``.
+Writes nothing: no row, no payload, no audit entry, no run, no lease (a person reviews the
+proposals first); a local-mode folder or an Edge shard that does not exist is not created.
 """
 
 from __future__ import annotations
@@ -9,11 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
-from reconciler.app.wiring import build_sources, open_table
+from reconciler.app.wiring import build_sources, open_index, open_table
 from reconciler.discovery import DEFAULT_MIN_SCORE, Profile, Proposals, discover, profile
-from reconciler.errors import ConfigError
+from reconciler.discovery.vectors import MIN_DOCUMENTS, ChunkVectors
+from reconciler.errors import ConfigError, StoreFault, StoreUnavailable
 from reconciler.model import Document
 from reconciler.ports.source import ConnectorError, SystemOfRecord
 from reconciler.settings import Settings
@@ -29,6 +33,8 @@ class Scope:
     doc_class: str | None = None
     #: Read bodies from the sources (near-duplicate bodies and "replaces X" need them).
     bodies: bool = True
+    #: Read the chunk vectors already in the index (never re-embedded) and compare them.
+    vectors: bool = True
 
 
 def suggest(
@@ -55,6 +61,8 @@ def suggest(
         )
     finally:
         table.close()
+    if scope.vectors:
+        profiles = with_vectors(settings, profiles, notes)
     found = discover(
         profiles, min_score=DEFAULT_MIN_SCORE if min_score is None else min_score, notes=notes
     )
@@ -67,6 +75,64 @@ def suggest(
         time.perf_counter() - started,
     )
     return found
+
+
+def with_vectors(settings: Settings, profiles: list[Profile], notes: list[str]) -> list[Profile]:
+    """The profiles with their documents' chunk vectors, streamed from the index once and
+    reduced (``ChunkVectors``); unchanged, with a note saying why, when the index cannot be
+    read or holds no vectors of these documents worth comparing."""
+    started = time.perf_counter()
+    reduced = ChunkVectors(p.doc_id for p in profiles)
+    skipped = 0
+    try:
+        if _no_collection_here(settings):
+            raise _NotRead(f"no local Qdrant storage at {settings.index.path}")
+        index = open_index(settings)
+        try:
+            if not index.exists():
+                raise _NotRead(f"collection {settings.index.collection!r} does not exist")
+            for page in index.scan_vectors(batch_size=settings.index.scroll_batch):
+                reduced.add(page.doc_ids, page.vectors)
+                skipped += page.skipped
+        finally:
+            index.close()
+    except (_NotRead, StoreUnavailable, StoreFault, ConfigError) as exc:
+        notes.append(f"chunk vectors not read ({_one_line(exc)}): compared without them")
+        return profiles
+    vectors = reduced.reduce()
+    log.info(
+        "suggest: %d chunk vectors (dim %s) of %d documents read in %.1fs; %d of other "
+        "documents, %d without a document id or one dense vector, %d of another size",
+        reduced.chunks,
+        reduced.dim,
+        len(vectors),
+        time.perf_counter() - started,
+        reduced.outside,
+        skipped,
+        reduced.mismatched,
+    )
+    if len(vectors) < MIN_DOCUMENTS:
+        notes.append(
+            f"chunk vectors not compared: {len(vectors)} of the {len(profiles)} documents have "
+            f"chunks with vectors in the index (at least {MIN_DOCUMENTS} are needed)"
+        )
+        return profiles
+    return [replace(p, vector=vectors[p.doc_id]) if p.doc_id in vectors else p for p in profiles]
+
+
+class _NotRead(Exception):
+    pass
+
+
+def _no_collection_here(settings: Settings) -> bool:
+    """Whether ``index.path`` names a local-mode folder that does not exist (opening it would
+    create it: ``suggest`` creates nothing)."""
+    cfg = settings.index
+    return cfg.engine == "qdrant" and cfg.path is not None and not Path(cfg.path).exists()
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or exc.__class__.__name__
 
 
 @dataclass

@@ -41,6 +41,13 @@ class _SuggestVerb(Verb):
     help="Compare names and dates only; read no body from the sources.",
 )
 @click.option(
+    "--vectors/--no-vectors",
+    default=True,
+    show_default=True,
+    help="Also compare the documents by the chunk vectors already in the index (read once, "
+    "never re-embedded). Without a readable collection, suggest says so and goes on.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -54,13 +61,16 @@ def suggest_command(
     doc_class: str | None,
     min_score: float | None,
     no_bodies: bool,
+    vectors: bool,
     output: Path | None,
 ) -> None:
     """Propose the supersession links and families nobody declared, with their evidence.
 
     Compares the documents the table holds by their titles and paths (version markers such
     as -2025, -v2, _old, archive/, (superseded) taken out), their dates, their bodies
-    (near-duplicates, and a body saying it replaces another) read from the sources. Each
+    (near-duplicates, and a body saying it replaces another) read from the sources, and the
+    vectors of their chunks already in the index (each document's averaged, measured from the
+    corpus's mean; never re-embedded). Each
     proposal has a score, the evidence in words, which one is the newer (or "no direction")
     and a decision, undecided until a person marks it accept or reject. Writes nothing to the
     table, the index or the audit log.
@@ -70,7 +80,9 @@ def suggest_command(
     with errors_mapped():
         found = suggest(
             obj.settings,
-            scope=Scope(source=source, doc_class=doc_class, bodies=not no_bodies),
+            scope=Scope(
+                source=source, doc_class=doc_class, bodies=not no_bodies, vectors=vectors
+            ),
             min_score=min_score,
         )
     data = found.as_dict()

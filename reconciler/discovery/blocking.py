@@ -10,7 +10,9 @@ Three generators, each exact for the evidence it stands for:
   could reach a score of 0.6 is a candidate. The bands are sorted in numpy arrays (8 bytes a
   document and band, for the time of the sort) rather than kept in datasketch's
   ``MinHashLSH``, whose dictionaries hold about 4.5 KB a document;
-- **references**: a body that says it replaces ``PEP 241`` meets the document known by it.
+- **references**: a body that says it replaces ``PEP 241`` meets the document known by it;
+- **chunk vectors** (``vectors.vector_neighbours``): documents whose signatures share a band
+  and whose vectors are alike enough to count (exact: the likeness counts only there).
 
 Each document is then scored against its candidates as it is reached, and only pairs at or
 above ``floor`` are kept: memory holds the profiles and the kept pairs, never the candidates.
@@ -24,8 +26,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from reconciler.discovery.scoring import Scored, score_pair
+from reconciler.discovery.scoring import VECTORS_FLOOR, Scored, score_pair
 from reconciler.discovery.signals import NUM_PERM, Profile
+from reconciler.discovery.vectors import vector_neighbours
 
 #: LSH bands and rows per band (BANDS * ROWS == NUM_PERM).
 BANDS, ROWS = 16, 4
@@ -58,12 +61,14 @@ def candidate_pairs(profiles: Sequence[Profile]) -> Iterator[tuple[int, int]]:
         if p.reference is not None:
             known_by[p.reference].append(i)
     banded = band_neighbours(profiles)
+    alike = vector_neighbours([p.vector for p in profiles], floor=VECTORS_FLOOR)
     referred: set[tuple[int, int]] = set()
     for i, p in enumerate(profiles):
         near: set[int] = set()
         for word in p.keys:
             near.update(blocks[word])
         near.update(banded.get(i, ()))
+        near.update(alike.get(i, ()))
         for j in sorted(near):
             if j > i:
                 yield i, j

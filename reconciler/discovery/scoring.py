@@ -2,7 +2,8 @@
 
 The score is a noisy-or of independent pieces of evidence, each worth at most its weight:
 names alike once the version markers are out (the strongest when the names become equal),
-bodies alike (MinHash), and one body saying it replaces the other. A name likeness counts only
+bodies alike (MinHash), chunk vectors alike (``vectors``: the index's own vectors, when
+``suggest`` read them), and one body saying it replaces the other. A name likeness counts only
 between documents that share a blocking word (``signals.blocking_keys``), so that blocking
 (``blocking``) finds every pair that can score: the property the tests hold it to.
 """
@@ -16,6 +17,7 @@ from datetime import date
 from rapidfuzz import fuzz
 
 from reconciler.discovery.signals import Marker, Profile, bodies_alike
+from reconciler.discovery.vectors import vectors_alike
 
 #: The score a proposal needs by default.
 DEFAULT_MIN_SCORE = 0.7
@@ -24,12 +26,16 @@ SAME_NAME = 0.8  # names equal once the markers are out, and a marker tells them
 NAMES = 0.6  # names alike, at 1.0
 BODIES = 0.8  # bodies alike, at 1.0
 REPLACES = 0.85  # one body says it replaces the other
+VECTORS = 0.8  # chunk vectors alike (centred cosine), at 1.0
 #: More documents than this sharing one name make a series (``Python 3.8 Release Schedule``,
 #: ``3.9``, ...): documents about different things, whose equal names are only alike.
 SERIES = 8
 #: Below these, names or bodies give no evidence at all.
 NAMES_FLOOR = 0.75
 BODIES_FLOOR = 0.3
+#: Below this (centred cosine, ``vectors``), chunk vectors give no evidence: unrelated
+#: documents are near 0.
+VECTORS_FLOOR = 0.6
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,8 @@ class Scored:
     #: (older, newer) doc ids, or None: no direction (the evidence is split or absent).
     direction: tuple[str, str] | None
     evidence: str
+    #: Chunk vectors alike (None: not read, or no evidence: ``vectors.vectors_alike``).
+    vectors: float | None = None
 
 
 def names_alike(a: Profile, b: Profile) -> tuple[float | None, float | None, bool]:
@@ -95,6 +103,7 @@ def score_pair(a: Profile, b: Profile) -> Scored:
     """Score one pair (symmetric in everything but the order of its fields)."""
     titles, paths, same = names_alike(a, b)
     bodies = bodies_alike(a, b)
+    vectors = vectors_alike(a.vector, b.vector)
     replacing = _replacing(a, b)
     misses = 1.0
     if same:
@@ -105,6 +114,8 @@ def score_pair(a: Profile, b: Profile) -> Scored:
             misses *= 1 - NAMES * ((best - NAMES_FLOOR) / (1 - NAMES_FLOOR)) ** 0.5
     if bodies is not None and bodies >= BODIES_FLOOR:
         misses *= 1 - BODIES * bodies
+    if vectors is not None and vectors >= VECTORS_FLOOR:
+        misses *= 1 - VECTORS * (vectors - VECTORS_FLOOR) / (1 - VECTORS_FLOOR)
     if replacing is not None:
         misses *= 1 - REPLACES
     score = round(1 - misses, 4)
@@ -119,7 +130,8 @@ def score_pair(a: Profile, b: Profile) -> Scored:
         same_name=same,
         replacing=replacing,
         direction=direction,
-        evidence=_evidence(a, b, titles, paths, bodies, replacing, direction, why),
+        evidence=_evidence(a, b, titles, paths, bodies, replacing, direction, why, vectors),
+        vectors=vectors,
     )
 
 
@@ -187,6 +199,7 @@ def _evidence(
     replacing: str | None,
     direction: tuple[str, str] | None,
     why: str,
+    vectors: float | None = None,
 ) -> str:
     parts = []
     if max(a.series, b.series) > SERIES:
@@ -197,6 +210,8 @@ def _evidence(
         parts.append(f"paths {paths:.2f} alike")
     if bodies is not None:
         parts.append(f"bodies {bodies:.2f} alike")
+    if vectors is not None and vectors >= VECTORS_FLOOR:
+        parts.append(f"chunk vectors {vectors:.2f} alike")
     parts.append(why)
     parts += _one_sided(a, b, direction)
     return "; ".join(parts)

@@ -21,6 +21,8 @@ from datetime import UTC, date, datetime
 import numpy as np
 from datasketch import MinHash
 
+from reconciler.discovery.vectors import DocVector
+
 #: MinHash permutations of a body (LSH bands x rows: see ``blocking``).
 NUM_PERM = 64
 #: Words of a body shingled together.
@@ -98,6 +100,8 @@ class Profile:
     superseded_by: str | None = None
     #: How many documents of the corpus share this title stem (set by ``blocking.prepare``).
     series: int = 1
+    #: Its chunks' vectors as read from the index, reduced (``vectors``; None: not read).
+    vector: DocVector | None = None
 
 
 def fold(text: str) -> str:

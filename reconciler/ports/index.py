@@ -13,6 +13,7 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
+    VectorPage,
 )
 from reconciler.payload import KeyMap
 
@@ -47,6 +48,13 @@ class ChunkReader(Protocol):
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """Identity and managed payload of the given points (missing ids are absent)."""
+        ...
+
+    def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
+        """Every chunk's doc_id and dense vector as stored, a page at a time, in the order of
+        ``scroll`` (the one read of vectors: ``reconciler suggest`` compares documents by
+        them; nothing is embedded). A point without a string doc_id or without exactly one
+        dense vector is left out and counted (``VectorPage.skipped``); no text is read."""
         ...
 
     @property

@@ -12,7 +12,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from reconciler.model import ALL_KEYS, ManagedPage, PayloadWrite
+from reconciler.model import ALL_KEYS, ManagedPage, PayloadWrite, VectorPage
 from reconciler.payload import KeyMap
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "managed_page",
     "pages",
     "point_batches",
+    "vector_page",
 ]
 
 _Point = TypeVar("_Point")
@@ -162,6 +163,42 @@ def managed_page(
 
 def _id_at(points: Sequence[Any], convert: Callable[[Any], str | int], index: int) -> str | int:
     return convert(points[index].id)
+
+
+def vector_page(points: Sequence[Any], prefix: Sequence[str], doc_id: str) -> VectorPage:
+    """A scroll page of qdrant-client or Edge records read with their vectors as a
+    ``VectorPage``: ``doc_id`` is the stored name of the document id under the nested
+    ``prefix``; a point without a string id or without one dense vector (``dense_vector``)
+    is counted in ``skipped``."""
+    nodes = managed_nodes([point.payload for point in points], prefix)
+    doc_ids: list[str] = []
+    vectors: list[Sequence[float]] = []
+    for point, node in zip(points, nodes, strict=True):
+        owner = node.get(doc_id)
+        vector = dense_vector(point.vector)
+        if isinstance(owner, str) and vector is not None:
+            doc_ids.append(owner)
+            vectors.append(vector)
+    return VectorPage(doc_ids, vectors, skipped=len(points) - len(doc_ids))
+
+
+def dense_vector(stored: Any) -> Sequence[float] | None:
+    """The one dense vector of a point as an engine hands it back: the unnamed vector (a list
+    of numbers), or the only dense one among named vectors; None for none, several dense named
+    vectors (which one is meant is not known), a multivector or a sparse vector only."""
+    if isinstance(stored, Mapping):
+        dense = [v for v in stored.values() if _is_dense(v)]
+        return dense[0] if len(dense) == 1 else None
+    return stored if _is_dense(stored) else None
+
+
+def _is_dense(value: Any) -> bool:
+    return (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and len(value) > 0
+        and isinstance(value[0], float | int)
+    )
 
 
 def facet_counts(values: Iterable[Any], *, limit: int) -> dict[Any, int]:

@@ -49,6 +49,7 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
+    VectorPage,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import (
@@ -59,6 +60,7 @@ from reconciler.stores.chunking_rules import (
     facet_counts,
     managed_page,
     pages,
+    vector_page,
 )
 from reconciler.stores.edge_files import (
     EDGE_MIN_FREE,
@@ -191,6 +193,16 @@ class EdgeChunkIndex:
                     points, self._prefix_parts, self._scan_names, our_id, self._content_name
                 )
 
+    def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
+        """Every chunk's doc_id and dense vector as stored, a page at a time (no text)."""
+        check_batch_size(batch_size)
+        selector = qe.PayloadSelector.Include([self.keys.path("doc_id")])
+        doc_id = self.keys.name("doc_id")
+        self._read_ahead(None)
+        for points in self._pages(batch_size, selector, vectors=True):
+            if points:
+                yield vector_page(points, self._prefix_parts, doc_id)
+
     def _managed_pages(
         self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
     ) -> Iterator[Sequence[qe.Record]]:
@@ -222,7 +234,12 @@ class EdgeChunkIndex:
         return done
 
     def _pages(
-        self, limit: int, selector: qe.PayloadSelector, scroll_filter: qe.Filter | None = None
+        self,
+        limit: int,
+        selector: qe.PayloadSelector,
+        scroll_filter: qe.Filter | None = None,
+        *,
+        vectors: bool = False,
     ) -> Iterator[Sequence[qe.Record]]:
         def fetch(offset: Any) -> tuple[list[qe.Record], Any]:
             request = qe.ScrollRequest(
@@ -230,7 +247,7 @@ class EdgeChunkIndex:
                 limit=limit,
                 filter=scroll_filter,
                 with_payload=selector,
-                with_vector=False,
+                with_vector=vectors,
             )
             with self._reading("scrolling"):
                 return self.shard.scroll(request)

@@ -17,7 +17,14 @@ from functools import partial
 from typing import Any
 
 from reconciler.errors import CollectionMissing, IndexWriteError
-from reconciler.model import MANAGED_KEYS, ChunkRecord, ChunkState, ManagedPage, PayloadWrite
+from reconciler.model import (
+    MANAGED_KEYS,
+    ChunkRecord,
+    ChunkState,
+    ManagedPage,
+    PayloadWrite,
+    VectorPage,
+)
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import check_batch_size, check_payload_index, facet_counts
 
@@ -120,6 +127,23 @@ class InMemoryChunkIndex:
                 partial(_id_at, page),
                 [state.payload.get("content_hash") for state in page],
             )
+
+    def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
+        """Every chunk's doc_id and vector as stored, a page at a time, ordered by id."""
+        check_batch_size(batch_size)
+        points = self._store()
+        ids = sorted(points, key=_id_order)
+        for start in range(0, len(ids), batch_size):
+            doc_ids: list[str] = []
+            vectors: list[tuple[float, ...]] = []
+            page = [points[p] for p in ids[start : start + batch_size] if p in points]
+            for stored in page:
+                doc_id = self.keys.from_point(stored.payload).get("doc_id")
+                if isinstance(doc_id, str) and stored.vector:
+                    doc_ids.append(doc_id)
+                    vectors.append(stored.vector)
+            if page:
+                yield VectorPage(doc_ids, vectors, skipped=len(page) - len(doc_ids))
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""

@@ -30,6 +30,7 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
+    VectorPage,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import (
@@ -40,6 +41,7 @@ from reconciler.stores.chunking_rules import (
     doc_id_batches,
     managed_page,
     pages,
+    vector_page,
 )
 from reconciler.stores.qdrant_errors import reading, writing
 from reconciler.stores.qdrant_requests import doc_filter, payload_batches, schema_name
@@ -164,6 +166,15 @@ class QdrantChunkIndex:
                     points, self._prefix_parts, self._scan_names, _point_id, self._content_name
                 )
 
+    def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
+        """Every chunk's doc_id and dense vector as stored, a page at a time (no text)."""
+        check_batch_size(batch_size)
+        selector = models.PayloadSelectorInclude(include=[self.keys.path("doc_id")])
+        doc_id = self.keys.name("doc_id")
+        for points in self._filtered_pages(batch_size, selector, None, vectors=True):
+            if points:
+                yield vector_page(points, self._prefix_parts, doc_id)
+
     def _pages(
         self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
     ) -> Iterator[Sequence[models.Record]]:
@@ -183,6 +194,8 @@ class QdrantChunkIndex:
         batch_size: int,
         selector: models.PayloadSelectorInclude,
         scroll_filter: models.Filter | None,
+        *,
+        vectors: bool = False,
     ) -> Iterator[Sequence[models.Record]]:
         def fetch(offset: Any) -> tuple[list[models.Record], Any]:
             with self._reading("scrolling"):
@@ -192,7 +205,7 @@ class QdrantChunkIndex:
                     limit=batch_size,
                     offset=offset,
                     with_payload=selector,
-                    with_vectors=False,
+                    with_vectors=vectors,
                 )
 
         for page, points in enumerate(pages(fetch), start=1):

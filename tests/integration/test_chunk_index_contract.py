@@ -217,6 +217,8 @@ class TestChunkIndexContract:
         assert harness.index.exists() is False
         with pytest.raises(IndexUnavailable):
             list(harness.index.scroll())
+        with pytest.raises(IndexUnavailable):
+            list(harness.index.scan_vectors())
         harness.index.ensure_collection(dim=DIM)
         harness.index.ensure_collection(dim=DIM)
         assert harness.index.exists() is True
@@ -266,6 +268,38 @@ class TestChunkIndexContract:
             # MANAGED_KEYS order, an absent key (superseded_by, quarantine_reason) as None.
             assert values == tuple(expected.get(key) for key in MANAGED_KEYS)
             assert isinstance(values, tuple)
+
+    def test_scan_vectors_reads_every_chunks_vector_once_with_its_doc_id(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        pages = list(harness.index.scan_vectors(batch_size=5))
+
+        assert [len(page) for page in pages] == [5, 5, 2]
+        assert all(page.skipped == 0 for page in pages)
+        doc_ids = [doc_id for page in pages for doc_id in page.doc_ids]
+        vectors = [list(v) for page in pages for v in page.vectors]
+        # in scroll order, so chunk i of the scan is point i of the scroll
+        order = [str(s.point_id) for s in harness.index.scroll(batch_size=5)]
+        assert doc_ids == [seeded.logical[pid]["doc_id"] for pid in order]
+        for pid, vector in zip(order, vectors, strict=True):
+            # a cosine collection keeps the direction (Qdrant stores it normalised)
+            assert _unit(vector) == pytest.approx(_unit(harness.raw(pid)[0]), abs=1e-6)
+            assert len(vector) == DIM
+        assert list(harness.index.scroll()) == list(harness.index.scroll())  # nothing written
+
+    def test_scan_vectors_counts_the_points_it_leaves_out(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        stray = str(uuid.uuid5(uuid.NAMESPACE_URL, "stray"))
+        harness.put(stray, [0.0, 0.0, 1.0, 0.0], {harness.layout.text_key: "no metadata"})
+        numbered = str(uuid.uuid5(uuid.NAMESPACE_URL, "numbered"))
+        harness.put(numbered, [0.0, 1.0, 0.0, 0.0], harness.layout.keys.to_point({"doc_id": 7}))
+
+        pages = list(harness.index.scan_vectors(batch_size=4))
+
+        assert sum(page.skipped for page in pages) == 2
+        assert sum(len(page) for page in pages) == DOCS * CHUNKS
+        assert sorted({d for page in pages for d in page.doc_ids}) == sorted(seeded.by_doc)
 
     def test_scan_managed_returns_stored_values_unnormalised(
         self, harness: Harness, seeded: Seeded
@@ -506,6 +540,11 @@ class TestChunkIndexContract:
         }
 
 
+def _unit(vector: list[float]) -> list[float]:
+    norm = sum(v * v for v in vector) ** 0.5
+    return [v / norm for v in vector]
+
+
 def _strip_managed(payload: dict[str, Any], keys: KeyMap) -> dict[str, Any]:
     """The payload with every managed key removed from the object the keys live in."""
     copied: dict[str, Any] = {k: v for k, v in payload.items()}
@@ -524,3 +563,47 @@ def _rows(pages: Iterable[ManagedPage]) -> Iterator[ManagedRow]:
     """A lean scan chunk by chunk."""
     for page in pages:
         yield from page.chunks()
+
+
+def test_scan_vectors_of_named_vectors_reads_the_one_dense_vector(tmp_path: Path) -> None:
+    # LlamaIndex's hybrid collections name a dense and a sparse vector; a collection of two
+    # dense named vectors says nothing of which one is meant, so its points are left out.
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    try:
+        client.create_collection(
+            "hybrid",
+            vectors_config={
+                "text-dense": models.VectorParams(size=2, distance=models.Distance.DOT)
+            },
+            sparse_vectors_config={"text-sparse": models.SparseVectorParams()},
+        )
+        client.create_collection(
+            "two",
+            vectors_config={
+                name: models.VectorParams(size=2, distance=models.Distance.DOT)
+                for name in ("a", "b")
+            },
+        )
+        sparse = models.SparseVector(indices=[3], values=[1.0])
+        client.upsert(
+            "hybrid",
+            [
+                models.PointStruct(
+                    id=1,
+                    vector={"text-dense": [0.5, 2.0], "text-sparse": sparse},
+                    payload={"doc_id": "d"},
+                )
+            ],
+        )
+        client.upsert(
+            "two",
+            [models.PointStruct(id=1, vector={"a": [1, 0], "b": [0, 1]}, payload={"doc_id": "d"})],
+        )
+
+        (hybrid,) = QdrantChunkIndex(client, collection="hybrid").scan_vectors()
+        (two,) = QdrantChunkIndex(client, collection="two").scan_vectors()
+
+        assert (list(hybrid.doc_ids), [list(v) for v in hybrid.vectors]) == (["d"], [[0.5, 2.0]])
+        assert (len(two), two.skipped) == (0, 1)
+    finally:
+        client.close()
