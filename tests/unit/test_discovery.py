@@ -29,6 +29,7 @@ from reconciler.discovery.blocking import (
     scored_pairs,
 )
 from reconciler.discovery.signals import NUM_PERM, markers_of
+from reconciler.discovery.vectors import ChunkVectors
 
 BODY = (
     "Meals when travelling: you can claim up to 40 EUR per day for meals when travelling, "
@@ -203,7 +204,24 @@ def corpora(draw: st.DrawFn):  # type: ignore[no-untyped-def]
         if draw(st.booleans()):
             body += f" This replaces item {draw(st.integers(0, size))}."
         docs.append(doc(f"item-{n}", title=title, path=path, body=body or None))
-    return docs
+    return with_chunk_vectors(draw, docs)
+
+
+def with_chunk_vectors(draw: st.DrawFn, docs):  # type: ignore[no-untyped-def]
+    """Some documents with chunks near one of a few directions, some far from all: only their
+    chunk vectors bring the names and bodies of words of their own together."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    centres = rng.standard_normal((draw(st.integers(1, 4)), 8))
+    reduced = ChunkVectors(d.doc_id for d in docs)
+    for d in docs:
+        if draw(st.booleans()):
+            spread = draw(st.sampled_from([0.02, 0.2, 0.5, 2.0]))
+            chunks = centres[draw(st.integers(0, len(centres) - 1))] + spread * rng.standard_normal(
+                (draw(st.integers(1, 3)), 8)
+            )
+            reduced.add([d.doc_id] * len(chunks), chunks.tolist())
+    vectors = reduced.reduce()
+    return [replace(d, vector=vectors.get(d.doc_id)) for d in docs]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
