@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import unquote
@@ -113,11 +114,7 @@ class Vocabulary:
 
     def selects(self, rel: str) -> bool:
         """Whether the file at ``rel`` (relative to the source's root) is a document."""
-        return bool(
-            wcglob.globmatch(
-                rel, list(self.include), flags=GLOB_FLAGS, exclude=list(self.exclude) or None
-            )
-        )
+        return bool(_matcher(self.include, self.exclude).match(rel))
 
     @staticmethod
     def default_key(rel: str) -> str:
@@ -377,3 +374,10 @@ def _split_links(text: str) -> list[str]:
         current += char
     parts.append(current)
     return [part.strip() for part in parts if part.strip()]
+
+
+@lru_cache(maxsize=64)
+def _matcher(include: tuple[str, ...], exclude: tuple[str, ...]) -> wcglob.WcMatcher[str]:
+    """``include`` less ``exclude`` compiled once (``globmatch`` compiles them again for each
+    path: 26 µs a file of a vault's walk, against 1 µs)."""
+    return wcglob.compile(list(include), flags=GLOB_FLAGS, exclude=list(exclude) or None)

@@ -173,12 +173,15 @@ def _profiles(
     readers: dict[str, _Reader],
     progress: Callable[[int], None] | None,
 ) -> Iterator[Profile]:
-    unreadable = 0
+    unreadable = unlisted = 0
     for n, doc in enumerate(documents, 1):
         if scope.doc_class is not None and doc.doc_class != scope.doc_class:
             continue
         reader = readers.get(doc.source)
-        key, path = reader.paths.get(doc.doc_id, (doc.source_key, None)) if reader else (None, None)
+        key, path = reader.paths.get(doc.doc_id, (None, None)) if reader else (None, None)
+        # (a document its source's scan did not list is not asked for: a vault scans itself
+        # again for every key it does not know, which for N missing notes is N more scans)
+        unlisted += reader is not None and key is None
         body = None
         if reader is not None and scope.bodies and key is not None:
             try:
@@ -201,4 +204,10 @@ def _profiles(
     if unreadable:
         log.warning(
             "suggest: %d bodies could not be read; those documents by name only", unreadable
+        )
+    if unlisted:
+        log.warning(
+            "suggest: %d documents of the table are not in their source's scan (deleted or "
+            "refused there); those documents by name only",
+            unlisted,
         )

@@ -43,8 +43,9 @@ BANDS, BITS = 128, 16
 SEED = 25
 #: Documents whose vectors are reduced at a time (bounds the reduction's scratch memory).
 BLOCK = 4096
-#: Candidate pairs whose likeness is computed at a time.
-PAIRS_AT_ONCE = 1 << 15
+#: Candidate pairs whose likeness is computed at a time (two float64 copies of their vectors:
+#: 25 MB at 384 dimensions).
+PAIRS_AT_ONCE = 1 << 12
 #: Fewer documents with vectors than this have no mean worth taking out: no likeness at all
 #: (two centred vectors are each other's opposite; three, nearly so).
 MIN_DOCUMENTS = 4

@@ -222,3 +222,25 @@ def test_without_a_collection_suggest_says_so_and_creates_none(inherited: Path) 
     (note,) = data["notes"]
     assert note.startswith("chunk vectors not read (no local Qdrant storage at ")
     assert not (inherited.parent / "qdrant").exists()
+
+
+def test_documents_gone_from_their_source_are_compared_by_name_after_one_scan(
+    inherited: Path,
+) -> None:
+    # a vault scans itself again for each note it is asked for and does not know: suggest
+    # asks only for the notes its one scan listed
+    for gone in ("policies/expenses.md", "products/x200.md"):
+        (inherited.parent / "vault" / gone).unlink()
+    result = CliRunner().invoke(
+        cli,
+        ["--config", str(inherited), "--log-level", "info", "suggest", "--format", "json"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+
+    assert result.output.count("vault handbook: ") == 1
+    assert "2 documents of the table are not in their source's scan" in result.output
+    # the gone note is still a row: compared by its title and date, without a body
+    assert ("handbook:expenses-2025", "handbook:expenses", "older -> newer") in links(
+        json.loads(result.output[result.output.index("{") :])
+    )
