@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -486,20 +486,23 @@ def _message(line: str) -> str:
 # -- measuring ------------------------------------------------------------------------------
 
 
-def evaluate(corpus: Corpus, *, vectors: bool = False) -> dict[str, Any]:
+def evaluate(corpus: Corpus, *, vectors: bool = False, bodies: bool = True) -> dict[str, Any]:
     """Run ``suggest`` once in this process (timed, peak RSS) and score it against the labels
-    (``vectors``: with the chunk vectors of the corpus's collection)."""
+    (``vectors``: with the chunk vectors of the corpus's collection; ``bodies``: reading the
+    bodies from the source, as ``--no-bodies`` does not)."""
     from reconciler.app.suggesting import Scope, suggest  # noqa: PLC0415
     from reconciler.settings import load_settings  # noqa: PLC0415
 
     settings = load_settings(corpus.config)
     memory.reset_peak()
     started = time.perf_counter()
-    found = suggest(settings, scope=Scope(vectors=vectors))
+    scope = Scope(vectors=vectors, bodies=bodies)
+    found = suggest(settings, scope=scope)
     seconds = time.perf_counter() - started
     peak = memory.peak()
-    curve = suggest(settings, scope=Scope(vectors=vectors), min_score=min(CURVE))
-    return _scored_row(corpus, found, curve) | {
+    curve = suggest(settings, scope=scope, min_score=min(CURVE))
+    named = corpus.name if bodies else f"{corpus.name} (no bodies)"
+    return _scored_row(replace(corpus, name=named), found, curve) | {
         "seconds": round(seconds, 2),
         "peak_mib": round(peak, 1),
     }
@@ -649,6 +652,12 @@ def main(argv: list[str] | None = None) -> None:
         "process, without and with the chunk vectors",
     )
     parser.add_argument(
+        "--no-bodies",
+        action="store_true",
+        help="read no body from the sources (suggest --no-bodies): names, dates and, with "
+        "--vectors, chunk vectors only, as on a collection adopted with no source",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         help="build the --scale corpus in this folder and keep it; a later run with the same "
@@ -671,13 +680,13 @@ def main(argv: list[str] | None = None) -> None:
         folder = Path(tempfile.mkdtemp(prefix=f"bench-discovery-{name}-"))
         try:
             corpus = build_corpus(folder)
-            rows.append(evaluate(corpus))
+            rows.append(evaluate(corpus, bodies=not args.no_bodies))
             for embedder in args.vectors:
                 started = time.perf_counter()
                 indexed = index_chunks(corpus, embedder)
                 print(f"{name}: indexed with {embedder} in {time.perf_counter() - started:.0f}s",
                       flush=True)  # fmt: skip
-                rows.append(evaluate(indexed, vectors=True))
+                rows.append(evaluate(indexed, vectors=True, bodies=not args.no_bodies))
             print(f"{name}: done", flush=True)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
