@@ -25,7 +25,7 @@ from reconciler.discovery.blocking import (
     ROWS,
     band_neighbours,
     brute_force,
-    restrict_keys,
+    prepare,
     scored_pairs,
 )
 from reconciler.discovery.signals import NUM_PERM, markers_of
@@ -211,7 +211,7 @@ def corpora(draw: st.DrawFn):  # type: ignore[no-untyped-def]
 def test_blocking_misses_no_pair_brute_force_scores_above_the_threshold(
     docs, floor: float, max_block: int
 ) -> None:  # type: ignore[no-untyped-def]
-    ready = restrict_keys(docs, max_block=max_block)
+    ready = prepare(docs, max_block=max_block)
     every = {(s.a, s.b): s.score for s in brute_force(ready, floor=floor)}
     blocked = {(s.a, s.b): s.score for s in scored_pairs(ready, floor=floor)}
     assert blocked == every
