@@ -12,7 +12,9 @@ object and the one doing the replacing is known:
   statement about PEP 426, not about the document reading it). A sentence with no such
   subject counts only when nothing else is said before the verb (a banner: "Superseded by
   RFC 2822", ``.. superseded:: 750``); "the ``<project>`` is replaced by the PEP 503
-  normalized name" is about a project name, not a document;
+  normalized name" is about a project name, not a document. Inside a quotation ("PEP 649
+  states: "this PEP supersedes PEP 563"", a ``>`` line) "this PEP" is the quoted document,
+  not the one quoting it;
 - **the object** is the reference right after the verb, and more of the same word in a list
   ("PEPs 513, 571 and 599", "PEP 397 ("Python launcher") and PEP 486"); a possessive ("replace
   PEP 634's literal patterns") is a part of the document, not the document;
@@ -153,6 +155,8 @@ def _objects(text: str, verb: re.Match[str], own: Ref | None) -> list[Ref]:
         return []
     if text.startswith(_POSSESSIVE, at) or word in _NOT_A_KIND:
         return []
+    if word.endswith("s") and own is not None and word[:-1] == own[0]:
+        word = own[0]  # "PEPs 513, 571 and 599"
     objects = [(word, first)]
     while (more := _MORE.match(text, at)) is not None and more[1] in (None, word):
         objects.append((word, int(more[2])))
@@ -174,6 +178,7 @@ def _subject(clause: str, word: str, own: Ref | None) -> Ref | None:
     named where a banner would need nothing)."""
     nouns = DOCUMENT_NOUNS | {word} | ({own[0]} if own else set())
     noun = "|".join(sorted(nouns))
+    quoted = _quoted_from(clause)
     candidates: list[tuple[int, Ref]] = [
         (found.end(), SELF)
         for found in re.finditer(
@@ -184,6 +189,8 @@ def _subject(clause: str, word: str, own: Ref | None) -> Ref | None:
         candidates.append((this.end(), SELF))
     if (it := re.match(r"\W*it\b", clause)) is not None:
         candidates.append((it.end(), SELF))
+    # the quoted words speak for the quoted document: "this PEP" there is not this one
+    candidates = [(at, who) for at, who in candidates if quoted is None or at <= quoted]
     candidates += [
         (found.end(), (found[1], int(found[2])))
         for found in re.finditer(rf"\b({word})s?[\s#-]*0*([0-9]{{1,6}})\b", clause)
@@ -191,4 +198,17 @@ def _subject(clause: str, word: str, own: Ref | None) -> Ref | None:
     if candidates:
         return max(candidates, key=lambda c: c[0])[1]
     words = re.findall(r"[a-z]+", clause)
-    return SELF if all(w in BANNER_WORDS for w in words) else None
+    return SELF if quoted is None and all(w in BANNER_WORDS for w in words) else None
+
+
+def _quoted_from(clause: str) -> int | None:
+    """Where a quotation the verb stands in opens (an unclosed double quote, a ``>`` line),
+    or None."""
+    line = clause.rfind("\n") + 1
+    if clause[line:].lstrip().startswith(">"):
+        return line
+    if clause.count('"') % 2:
+        return clause.rfind('"')
+    if clause.count("\u201c") > clause.count("\u201d"):
+        return clause.rfind("\u201c")
+    return None
