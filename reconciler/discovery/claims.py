@@ -96,6 +96,10 @@ class Claims:
     between: frozenset[tuple[Ref, Ref]] = frozenset()
 
 
+#: What a body that claims nothing says.
+NOTHING = Claims()
+
+
 def read_claims(text: str, own: Ref | None = None) -> Claims:
     """The claims of a body already folded to lower case (``signals.fold``); ``own`` is the
     reference the document is known by, if any."""
@@ -129,6 +133,8 @@ def read_claims(text: str, own: Ref | None = None) -> Claims:
     if own is not None:
         replaces.discard(own)
         replaced_by.discard(own)
+    if not (replaces or replaced_by or between):
+        return NOTHING  # shared: most bodies claim nothing, and an empty frozenset is 216 bytes
     return Claims(frozenset(replaces), frozenset(replaced_by), frozenset(between))
 
 

@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime
 import numpy as np
 from datasketch import MinHash
 
-from reconciler.discovery.claims import Claims, Ref, read_claims
+from reconciler.discovery.claims import NOTHING, Ref, read_claims
 
 #: MinHash permutations of a body (LSH bands x rows: see ``blocking``).
 NUM_PERM = 64
@@ -316,7 +316,7 @@ def profile(
         )
     reference = reference_of(basename, doc_id.partition(":")[2])
     text = fold(strip_frontmatter(body)) if body else ""
-    claims = read_claims(text, reference) if text else Claims()
+    claims = read_claims(text, reference) if text else NOTHING
     return Profile(
         doc_id=doc_id,
         source=source,
