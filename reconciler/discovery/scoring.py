@@ -2,7 +2,8 @@
 
 The score is a noisy-or of independent pieces of evidence, each worth at most its weight:
 names alike once the version markers are out (the strongest when the names become equal),
-bodies alike (MinHash), and one body saying it replaces the other. A name likeness counts only
+bodies alike (MinHash), and a body saying one replaces the other (one of the two, or a third
+document telling of them: ``claims``). A name likeness counts only
 between documents that share a blocking word (``signals.blocking_keys``), so that blocking
 (``blocking``) finds every pair that can score: the property the tests hold it to.
 """

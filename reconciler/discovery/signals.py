@@ -3,9 +3,9 @@ the signals discovery compares, pair by pair, without an embedding.
 
 A document is reduced once (``profile``) to a ``Profile``: its name with the version markers
 taken out (``-2025``, ``-v2``, ``_old``, ``archive/``, ``(superseded)``, ``1.2``), the markers
-themselves, its dates, the words that block it with others, a MinHash of its body, and the
-documents its body says it replaces. The body is dropped after that: a profile is small and of
-bounded size whatever the document's length.
+themselves, its dates, the words that block it with others, a MinHash of its body, and what
+its body says replaces what (``claims``). The body is dropped after that: a profile is small
+and of bounded size whatever the document's length.
 """
 
 from __future__ import annotations
