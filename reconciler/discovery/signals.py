@@ -130,7 +130,8 @@ def markers_of(
     stays in the name: it says what the document is about (``2024 Term Steering Council
     election``, ``Python 3.9 Release Schedule``), not which edition it is, as one at the end
     does (``Travel policy 2025``). ``v2``, ``version 3`` and ``rev 4`` say so wherever they
-    stand."""
+    stand, and so do a number in parentheses and one that only edition words follow
+    (``Handbook 2024 edition``)."""
     low = fold(text)
     found: list[Marker] = []
     dates: list[date] = []
@@ -177,10 +178,13 @@ def markers_of(
 
 
 _VERSION_WORD = re.compile(r"(?:v|ver|version|rev|r)[0-9]*")
+#: Words after a number that say it numbers an edition (``Handbook 2024 edition``).
+EDITION_WORDS = frozenset({"edition", "draft", "revision", "update", "issue"})
 
 
 def _subject_numbers(low: str) -> tuple[tuple[int, int], ...]:
-    """The spans of the bare years, dotted numbers and dates that words of the name follow."""
+    """The spans of the bare years, dotted numbers and dates that words of the name follow
+    (one in parentheses is an aside: ``Deploy runbook (2023) for ops``)."""
     spans = []
     scratch = low
     for pattern in (_DATE, _VERSION, _YEAR_TOKEN, _DOTTED):
@@ -188,10 +192,16 @@ def _subject_numbers(low: str) -> tuple[tuple[int, int], ...]:
             spans += [
                 (m.start(), m.end())
                 for m in pattern.finditer(scratch)
-                if _named_after(low, m.end())
+                if _named_after(low, m.end()) and not _in_brackets(low, m)
             ]
         scratch = _blank(pattern, scratch, ())
     return tuple(spans)
+
+
+def _in_brackets(low: str, match: re.Match[str]) -> bool:
+    return low[: match.start()].rstrip().endswith(("(", "[")) and low[
+        match.end() :
+    ].lstrip().startswith((")", "]"))
 
 
 def _named_after(low: str, end: int) -> bool:
@@ -202,6 +212,7 @@ def _named_after(low: str, end: int) -> bool:
         and word not in NEWER_WORDS
         and not _NUMBERED_OLD.fullmatch(word)
         and not _VERSION_WORD.fullmatch(word)
+        and word not in EDITION_WORDS
         for word in _WORD.findall(low, end)
     )
 

@@ -77,6 +77,9 @@ def doc(
         ("Travel policy 2025 (superseded)", "travel policy",
          [("(superseded)", "older"), ("2025", "year")]),
         ("API v2 reference", "api reference", [("v2", "version")]),
+        ("Employee handbook 2024 edition", "employee handbook edition", [("2024", "year")]),
+        ("Deploy runbook (2023) for operators", "deploy runbook for operators",
+         [("2023", "year")]),
     ],
 )  # fmt: skip
 def test_markers_come_out_of_names(name: str, stem: str, says: list[tuple[str, str]]) -> None:
