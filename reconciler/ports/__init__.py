@@ -18,6 +18,9 @@ from reconciler.ports.table import (
     AuditLog,
     AuditReader,
     AuditWriter,
+    DeclarationReader,
+    Declarations,
+    DeclarationWriter,
     DocumentReader,
     DocumentRows,
     DocumentTable,
@@ -36,7 +39,15 @@ from reconciler.ports.table import (
 )
 
 #: The Protocols whose methods change a store.
-WRITERS = (ChunkWriter, ChunkIngestion, DocumentWriter, RunLogWriter, OutboxWriter, AuditWriter)
+WRITERS = (
+    ChunkWriter,
+    ChunkIngestion,
+    DocumentWriter,
+    RunLogWriter,
+    OutboxWriter,
+    AuditWriter,
+    DeclarationWriter,
+)
 
 __all__ = [
     "WRITERS",
@@ -47,6 +58,9 @@ __all__ = [
     "ChunkIngestion",
     "ChunkReader",
     "ChunkWriter",
+    "DeclarationReader",
+    "DeclarationWriter",
+    "Declarations",
     "DocumentReader",
     "DocumentRows",
     "DocumentTable",

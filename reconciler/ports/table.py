@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from reconciler.model import (
     AuditEntry,
+    Declaration,
     Document,
     ReingestRequest,
     RowChange,
@@ -337,7 +338,47 @@ class AuditLog(AuditReader, AuditWriter, Protocol):
     ...
 
 
-class TableReader(DocumentReader, RunLogReader, OutboxReader, AuditReader, Protocol):
+class DeclarationReader(Protocol):
+    """A person's declarations (``reconciler declare``), read."""
+
+    def declarations(
+        self, *, active: bool = True, ids: Iterable[str] | None = None
+    ) -> list[Declaration]:
+        """Declarations in the order they were made (``active``: only those not revoked;
+        ``ids``: only those)."""
+        ...
+
+
+class DeclarationWriter(Protocol):
+    """Declarations recorded and revoked, each with its audit entry."""
+
+    def write_declarations(
+        self,
+        *,
+        run_id: str,
+        actor: str,
+        at: datetime,
+        added: Sequence[Declaration] = (),
+        revoked: Sequence[str] = (),
+        restored: Sequence[str] = (),
+        reason: str | None = None,
+    ) -> str:
+        """Record ``added``, revoke the declarations ``revoked`` names (by run ``run_id``),
+        and take back the revocation of those ``restored`` names, with one audit entry each
+        (target type ``declaration``), in ONE transaction; return the new audit head hash
+        ("" when nothing was written)."""
+        ...
+
+
+class Declarations(DeclarationReader, DeclarationWriter, Protocol):
+    """A person's declarations, a declared source of family and supersession."""
+
+    ...
+
+
+class TableReader(
+    DocumentReader, RunLogReader, OutboxReader, AuditReader, DeclarationReader, Protocol
+):
     """Everything the document table answers, and nothing that changes it."""
 
     def stats(self) -> dict[str, Any]:
@@ -350,15 +391,17 @@ class TableReader(DocumentReader, RunLogReader, OutboxReader, AuditReader, Proto
         ...
 
 
-class TableWriter(DocumentWriter, RunLogWriter, OutboxWriter, AuditWriter, Protocol):
+class TableWriter(
+    DocumentWriter, RunLogWriter, OutboxWriter, AuditWriter, DeclarationWriter, Protocol
+):
     """Every write the document table takes (the writing side's: ``tests/unit/test_writers.py``)."""
 
     ...
 
 
 class DocumentTable(TableReader, TableWriter, Protocol):
-    """The document table: rows, identities, source status, run log, outbox and audit log,
-    in one transactional store (a row write and its audit entries commit together)."""
+    """The document table: rows, identities, source status, run log, outbox, audit log and
+    declarations, in one transactional store (a row write and its audit entries commit together)."""
 
     def close(self) -> None:
         """Release the connections."""
