@@ -283,7 +283,12 @@ def declare(
         who,
         f" in run {report.run_id}" if not dry_run else "",
     )
-    recorded = () if report.refused else tuple(made)
+    if report.refused:
+        recorded: tuple[Declaration, ...] = ()
+    elif dry_run:
+        recorded = tuple(made)
+    else:
+        recorded = tuple(dataclasses.replace(d, run_id=report.run_id) for d in made)
     return Declared(report=report, declarations=recorded, skipped=tuple(left), dry_run=dry_run)
 
 
