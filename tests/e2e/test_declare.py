@@ -100,6 +100,7 @@ def test_declare_is_a_planned_guarded_audited_run_that_rollback_undoes(
 
     code, listed = deploy.json("declare", "--list")
     assert [d["id"] for d in listed["declarations"]] == [made["id"]]
+    assert deploy.json("status")[1]["declarations"] == 1
     audited = [
         e for e in deploy.dump()["audit_log"].values() if e["target_type"] == "declaration"
     ]
@@ -113,6 +114,7 @@ def test_declare_is_a_planned_guarded_audited_run_that_rollback_undoes(
     assert rows(deploy) == before_rows
     assert managed(deploy) == before_points
     assert deploy.json("declare", "--list")[1]["declarations"] == []
+    assert deploy.json("status")[1]["declarations"] == 0
     [revoked] = deploy.json("declare", "--list", "--all")[1]["declarations"]
     assert revoked["revoked_by"] == undone["run_id"]
     code, checked = deploy.json("check")
