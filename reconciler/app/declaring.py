@@ -61,7 +61,8 @@ class Decision:
 class Declared:
     """What ``declare`` recorded (or, dry, would record), and the run that did it."""
 
-    report: Report
+    #: The run (``None`` when there was nothing new to declare: no run was made).
+    report: Report | None
     declarations: tuple[Declaration, ...]
     #: Decisions left out, and why (already declared; a proposal not accepted).
     skipped: tuple[str, ...] = ()
@@ -260,10 +261,8 @@ def declare(
     finally:
         table.close()
     left = [*skipped, *already]
-    if not made:
-        raise Undeclarable(
-            ["nothing to declare: " + ("; ".join(left) if left else "no decision was given")]
-        )
+    if not made:  # (declaring a reviewed file again records nothing new: no run)
+        return Declared(report=None, declarations=(), skipped=tuple(left), dry_run=dry_run)
     families = {row.doc_family_id for row in rows.values()} | {
         d.target for d in made if d.kind is DeclarationKind.FAMILY
     }

@@ -242,6 +242,9 @@ def declare_command(
             force=force,
             skipped=skipped,
         )
+    if declared.report is None:  # nothing new: no run was made
+        obj.emit({"run_id": None, **declared.to_json()}, _render_declared)
+        return
     data = {**report_data(declared.report), **declared.to_json()}
 
     def render(data: dict[str, Any]) -> str:
@@ -271,7 +274,9 @@ def _read_decisions(path: Path) -> dict[str, Any]:
 def _render_declared(data: dict[str, Any]) -> str:
     """What ``declare`` recorded (or, dry, would record)."""
     made = data["declarations"]
-    if data["dry_run"]:
+    if "mode" not in data:
+        head = "nothing new to declare: no run was made"
+    elif data["dry_run"]:
         head = f"{len(made)} declaration(s) would be recorded (dry run: nothing written)"
     elif data.get("refused"):
         head = "no declaration recorded: the run was refused"

@@ -275,6 +275,8 @@ def overlay(
     moved: dict[str, str] = {}
     because: dict[str, str] = {}
     for doc_id in {*explicit_family, *(d for f in target for d in members.get(f, ()))}:
+        if standing(doc_id) == "waiting":
+            continue  # its source was not read: it stays where it is until it is
         now = target.get(family(doc_id), family(doc_id))
         before = family_of.get(doc_id) or (rows[doc_id].doc_family_id if doc_id in rows else None)
         if now == before and doc_id not in explicit_family:

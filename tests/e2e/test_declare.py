@@ -167,12 +167,16 @@ def test_what_cannot_be_declared_is_listed_and_nothing_is_written(deploy: Deploy
         ("--supersede", "hb:c", "--by", "hb:c"): "cannot supersede itself",
         ("--supersede", "hb:b", "--by", "hb:a"): "says the reverse",
         ("--supersede", "hb:c", "--by", "hb:dead"): "would leave nothing served",
-        ("--supersede", "hb:a", "--by", "hb:b"): "nothing to declare",
     }
     for args, message in cases.items():
         result = deploy.cli("declare", *args)
         assert result.exit_code == 1, (args, result.output)
         assert message in result.output, (args, result.output)
+    # declared again: nothing new, no run, success (a reviewed file can be declared twice)
+    code, again = deploy.json("declare", "--supersede", "hb:a", "--by", "hb:b")
+    assert (code, again["run_id"], again["declarations"]) == (0, None, [])
+    assert "already declared" in again["skipped"][0]
+    assert tables(deploy) == before
     assert deploy.json("declare", "--supersede", "hb:b", "--by", "hb:c")[0] == 0
     before = tables(deploy)
     result = deploy.cli("declare", "--supersede", "hb:c", "--by", "hb:a")
