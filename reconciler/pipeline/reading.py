@@ -216,7 +216,6 @@ def with_declarations(
         declared_only=found.declared_only,
         because=found.because,
         conflicts=found.conflicts,
-        applied=found.applied,
     )
 
 

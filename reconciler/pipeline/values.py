@@ -120,8 +120,6 @@ class SourcesRead:
     because: Mapping[str, str] = field(default_factory=dict)
     #: Declarations not applied because a source says otherwise (also in ``problems``).
     conflicts: tuple[Conflict, ...] = ()
-    #: The ids of the declarations that took effect.
-    applied: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
