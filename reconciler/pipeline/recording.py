@@ -32,7 +32,6 @@ def record(
     table: DocumentTable,
     index: ChunkIndex,
     options: Options,
-    now: datetime,
     sources: SourcesRead,
     *,
     run_id: str,
@@ -91,11 +90,12 @@ def record(
         scroll_batch=options.scroll_batch,
         progress=(lambda n: progress("applied", n)) if progress is not None else None,
         keep_writing=keep_writing,
+        clock=clock,
     )
     try:
         if decision.forced:
-            applier.audit_first([forced_entry(run_id, decision, options, now)])
-        applied = applier.apply(plan, now=now, located=scan.chunks)
+            applier.audit_first([forced_entry(run_id, decision, options, clock.now())])
+        applied = applier.apply(plan, located=scan.chunks)
     except Exception as exc:
         # Recorded with exactly what was written (the audit has it entry by entry); the
         # next run converges. If the table itself is what failed, the caller records it.
