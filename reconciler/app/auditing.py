@@ -58,10 +58,18 @@ def read_trail(
         raise AuditUnanswerable("the audit log is empty: nothing has been written yet")
     if not survey.asked:
         named = [*(f"family {f!r}" for f in sorted(survey.families)), *map(repr, sorted(docs))]
+        older = (
+            f"; {survey.ingests_without_payload} ingestion entr(ies) of an older version did "
+            "not record payloads, so the families of the documents they wrote are not in the "
+            "log: name such documents with --doc"
+            if survey.ingests_without_payload and survey.families
+            else ""
+        )
         raise NotFound(
             f"the audit log has no entry about {' or '.join(named)}: the reconciler never "
             "wrote a payload there (a family or document id is as the payloads spell it: "
             "`reconciler status`; chunks written only by another pipeline are not in the log)"
+            + older
         )
     about = table.audit_entries_about(survey.asked, upto=walk.last_seq)
     runs = {c.entry.run_id for c in about if c.entry is not None}
@@ -179,8 +187,9 @@ def basis(survey: Survey, *, at: datetime | None, undetermined: Counter[str]) ->
     if survey.ingests_without_payload:
         said.append(
             f"{survey.ingests_without_payload} ingestion entr(ies) of an older version did not "
-            "record the payload they wrote: those chunks are unknown until a later entry "
-            "read them"
+            "record the payload they wrote: those chunks are unknown until a later entry read "
+            "them, and a document no later entry wrote is found by --doc only (its family is "
+            "not in the log)"
         )
     if survey.out_of_order:
         said.append(

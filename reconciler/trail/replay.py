@@ -375,7 +375,9 @@ class Replay:
         if len(span.held) == 1:  # nothing was in doubt (an unknown, or the same payload)
             span.held, span.why = (held,), why
             return
-        self.timelines[key].spans.append(Span(at, (held,), why, cause))
+        # (an entry stamped before the intent, by another machine's clock: at the intent)
+        start = at if span.start is None else max(at, span.start)
+        self.timelines[key].spans.append(Span(start, (held,), why, cause))
 
 
 def _either(*held: Held) -> tuple[Held, ...]:
