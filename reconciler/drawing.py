@@ -126,13 +126,21 @@ def _payload_words(payload: Mapping[str, Any] | None) -> str:
     return words + (" quarantined" if payload.get("quarantined") else "")
 
 
+def _either(variant: Mapping[str, Any], key: str, shown: Any) -> str:
+    """A cell of a period's variant: its value, or each value it may have had (``|``), "none"
+    for no point; an unknown payload is ``?``."""
+    if variant["status"] == "unknown":
+        return "?"
+    values = ["none" if p is None else shown(p.get(key)) for p in variant["payloads"]]
+    return " | ".join(dict.fromkeys(values)) if values else "?"
+
+
 def render_history(data: dict[str, Any]) -> str:
     """``audit history`` for people: per version, each period of what its chunks held."""
     rows = []
     for document in data["documents"]:
         for period in document["periods"]:
             for variant in period["variants"]:
-                payload = next((p for p in variant["payloads"] if p), None) or {}
                 rows.append(
                     [
                         document["family"],
@@ -140,12 +148,10 @@ def render_history(data: dict[str, Any]) -> str:
                         document["version"],
                         period["from"] or "(before)",
                         period["to"] or "now",
-                        variant["status"]
-                        if variant["status"] != "known"
-                        else payload.get("version_state"),
-                        _day(payload.get("effective_from")) if payload else "",
-                        _day(payload.get("effective_to")) if payload else "",
-                        "yes" if payload.get("quarantined") else "",
+                        _either(variant, "version_state", str),
+                        _either(variant, "effective_from", _day),
+                        _either(variant, "effective_to", _day),
+                        _either(variant, "quarantined", lambda q: "yes" if q else "no"),
                         variant["points"],
                         _by(period["by"]),
                     ]

@@ -18,12 +18,14 @@ from reconciler.app.wiring import open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import AuditUnanswerable, NotFound
 from reconciler.filters import filter_terms
-from reconciler.model import rfc3339, utc
+from reconciler.model import ChainedEntry, rfc3339, utc
 from reconciler.ports import TableReader
 from reconciler.settings import Settings
 from reconciler.trail.answers import history_of, served_at
 from reconciler.trail.replay import WHY_TEXT, Replay
 from reconciler.trail.survey import Survey
+from reconciler.writing.applying import CONFIRM, INTENT
+from reconciler.writing.recovery import INGEST_INTENT, RESOLVE
 
 #: Problems of a chain named in the refusal (``audit verify`` lists them all).
 SHOWN_PROBLEMS = 5
@@ -65,20 +67,15 @@ def read_trail(
             if survey.ingests_without_payload and survey.families
             else ""
         )
+        near = f"; the log names {', '.join(map(repr, sorted(survey.near)))}" if survey.near else ""
         raise NotFound(
-            f"the audit log has no entry about {' or '.join(named)}: the reconciler never "
-            "wrote a payload there (a family or document id is as the payloads spell it: "
-            "`reconciler status`; chunks written only by another pipeline are not in the log)"
-            + older
+            f"the audit log has no entry about {' or '.join(named)}{near}: the reconciler never "
+            "wrote a payload there (a family or document id is as the payloads spell it, "
+            "`reconciler audit show --doc DOC` shows a document's; chunks written only by "
+            "another pipeline are not in the log)" + older
         )
-    about = table.audit_entries_about(survey.asked, upto=walk.last_seq)
-    runs = {c.entry.run_id for c in about if c.entry is not None}
-    ends = [
-        c
-        for c in table.audit_entries_about(runs, upto=walk.last_seq)
-        if c.entry is not None and c.entry.target_type in ("confirm", "resolve")
-    ]
-    entries = sorted({c.seq: c for c in [*about, *ends]}.values(), key=lambda c: c.seq)
+    about = sorted(table.audit_entries_about(survey.asked, upto=walk.last_seq), key=lambda c: c.seq)
+    entries = sorted([*about, *ends_of(table, about, upto=walk.last_seq)], key=lambda c: c.seq)
     altered = [c.seq for c in entries if c.entry is None]
     if altered:
         raise AuditUnanswerable(
@@ -86,6 +83,30 @@ def read_trail(
             "(altered since the chain was walked a moment ago): run `reconciler audit verify`"
         )
     return survey, Replay().feed_all(entries)
+
+
+def ends_of(table: TableReader, about: list[ChainedEntry], *, upto: int) -> list[ChainedEntry]:
+    """How the intents among ``about`` ended: for each, the first confirmation of its run
+    after it (it confirms every intent of the run before it), and the run's resolutions.
+    A run's entries are streamed from its first intent here, and no further than its last
+    one's confirmation: what is kept follows the intents, not the run's length."""
+    open_seqs: dict[str, list[int]] = {}
+    for chained in about:
+        if chained.entry is not None and chained.entry.target_type in (INTENT, INGEST_INTENT):
+            open_seqs.setdefault(chained.entry.run_id, []).append(chained.seq)
+    found: list[ChainedEntry] = []
+    for run_id, seqs in open_seqs.items():
+        left = sorted(seqs)
+        for chained in table.audit_entries_about([run_id], upto=upto, after=left[0]):
+            kind = chained.entry.target_type if chained.entry is not None else None
+            if kind == RESOLVE or chained.entry is None:
+                found.append(chained)  # (an altered one is refused by the caller)
+            elif kind == CONFIRM and left[0] < chained.seq:
+                found.append(chained)
+                left = [seq for seq in left if seq > chained.seq]
+                if not left:
+                    break
+    return found
 
 
 def _trail(settings: Settings, families: list[str], docs: list[str]) -> tuple[Survey, Replay]:

@@ -319,9 +319,12 @@ class AuditReader(Protocol):
         """The whole chain, streamed and verified on the way."""
         ...
 
-    def audit_entries_about(self, targets: Iterable[str], *, upto: int) -> list[ChainedEntry]:
-        """The entries whose target is one of ``targets`` (documents, runs), up to ``seq``
-        ``upto``, in order, each checked against its own hash (``entry=None``: altered)."""
+    def audit_entries_about(
+        self, targets: Iterable[str], *, upto: int, after: int = 0
+    ) -> Iterator[ChainedEntry]:
+        """The entries whose target is one of ``targets`` (documents, runs), after ``seq``
+        ``after`` and up to ``upto``, streamed (in chain order for up to 500 targets), each
+        checked against its own hash (``entry=None``: altered)."""
         ...
 
     def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:

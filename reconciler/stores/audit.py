@@ -240,20 +240,25 @@ class ChainWalk:
 
 
 def entries_about(
-    engine: Engine, targets: Iterable[str], *, upto: int, chunk: int = 500
-) -> list[ChainedEntry]:
-    """Every entry whose target is one of ``targets`` (documents, runs), up to ``seq``
-    ``upto``, in order. Each is checked against its own hash again on the way (a walk of the
-    whole chain has verified the links): one altered since is ``entry=None``."""
+    engine: Engine, targets: Iterable[str], *, upto: int, after: int = 0, chunk: int = 500
+) -> Iterator[ChainedEntry]:
+    """Every entry whose target is one of ``targets`` (documents, runs), after ``seq``
+    ``after`` and up to ``upto``, streamed in order within each group of ``chunk`` targets (one
+    group: in chain order). Each is checked against its own hash again on the way (a walk of
+    the whole chain has verified the links): one altered since comes as ``entry=None``."""
     wanted = sorted(set(targets))
     raw = [type_coerce(column, Text()) if column.key in _PARSED else column for column in _COLUMNS]
-    found: list[ChainedEntry] = []
     with Session(engine) as session:
         for first in range(0, len(wanted), chunk):
             rows = session.execute(
-                select(*raw).where(
-                    AuditRow.target.in_(wanted[first : first + chunk]), AuditRow.seq <= upto
+                select(*raw)
+                .where(
+                    AuditRow.target.in_(wanted[first : first + chunk]),
+                    AuditRow.seq > after,
+                    AuditRow.seq <= upto,
                 )
+                .order_by(AuditRow.seq)
+                .execution_options(yield_per=1000)
             )
             for values in rows:
                 row = dict(zip((c.key for c in _COLUMNS), values, strict=True))
@@ -267,9 +272,7 @@ def entries_about(
                     and entry_hash_of(row["prev_hash"], entry) != row["entry_hash"]
                 ):
                     entry = None
-                found.append(ChainedEntry(row["seq"], row["entry_hash"], row["prev_hash"], entry))
-    found.sort(key=lambda chained: chained.seq)
-    return found
+                yield ChainedEntry(row["seq"], row["entry_hash"], row["prev_hash"], entry)
 
 
 #: The columns verify reads, in order; those in ``_PARSED`` are read raw and parsed here, so
@@ -413,10 +416,12 @@ class SqlAuditLog:
         """The whole chain, streamed and verified on the way (see ``ChainWalk``)."""
         return ChainWalk(self.engine, batch_size=batch_size)
 
-    def audit_entries_about(self, targets: Iterable[str], *, upto: int) -> list[ChainedEntry]:
-        """The entries about ``targets`` up to ``seq`` ``upto``, each checked against its
-        hash (see ``entries_about``)."""
-        return entries_about(self.engine, targets, upto=upto)
+    def audit_entries_about(
+        self, targets: Iterable[str], *, upto: int, after: int = 0
+    ) -> Iterator[ChainedEntry]:
+        """The entries about ``targets`` after ``seq`` ``after``, up to ``upto``, each checked
+        against its hash (see ``entries_about``)."""
+        return entries_about(self.engine, targets, upto=upto, after=after)
 
     def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
         """Every entry of one run, in order, with each entry's own hash."""

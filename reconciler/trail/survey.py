@@ -30,6 +30,8 @@ NO_PAYLOAD = frozenset({"row", "reingest", "index", "run"})
 #: How far an entry may be stamped before the latest one ahead of it and still count as in
 #: order (parallel shards stamp an entry before they wait for the chain's head).
 SLACK = timedelta(minutes=1)
+#: How many look-alike family ids a survey keeps (``Survey.near``).
+NEAR = 10
 
 
 @dataclass
@@ -49,6 +51,9 @@ class Survey:
     unknown_types: Counter[str] = field(default_factory=Counter)
     #: The documents the scope asks about.
     asked: set[str] = field(default_factory=set)
+    #: Families the log names that look like one asked about (one is a part of the other),
+    #: at most ``NEAR`` of them: what a mistyped ``--family`` may have meant.
+    near: set[str] = field(default_factory=set)
 
     def see(self, chained: ChainedEntry) -> None:
         """One entry of the walk (an unreadable one is the walk's problem, not counted)."""
@@ -79,7 +84,15 @@ class Survey:
             found = [_field(entry.before), _field(entry.after)]
         else:
             return False
-        return any(family in self.families for family in found if family is not None)
+        named = [family for family in found if family is not None]
+        if len(self.near) < NEAR:
+            for family in named:
+                if family not in self.families and any(
+                    family.lower() in f.lower() or f.lower() in family.lower()
+                    for f in self.families
+                ):
+                    self.near.add(family)
+        return any(family in self.families for family in named)
 
     def log_json(self) -> dict[str, Any]:
         """The log as the answer saw it."""

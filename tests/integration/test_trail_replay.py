@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from reconciler.app.auditing import ends_of
 from reconciler.errors import IndexWriteError
 from reconciler.model import (
     MANAGED_KEYS,
@@ -101,16 +102,9 @@ def replayed(table: SqlDocumentTable, family: str = "h:fam") -> Replay:
     for chained in walk:
         survey.see(chained)
     assert walk.verification.ok
-    about = table.audit_entries_about(survey.asked, upto=walk.last_seq)
-    runs = {c.entry.run_id for c in about if c.entry is not None}
-    ends = [
-        c
-        for c in table.audit_entries_about(runs, upto=walk.last_seq)
-        if c.entry is not None and c.entry.target_type in ("confirm", "resolve")
-    ]
-    return Replay().feed_all(
-        sorted({c.seq: c for c in [*about, *ends]}.values(), key=lambda c: c.seq)
-    )
+    about = sorted(table.audit_entries_about(survey.asked, upto=walk.last_seq), key=lambda c: c.seq)
+    entries = sorted([*about, *ends_of(table, about, upto=walk.last_seq)], key=lambda c: c.seq)
+    return Replay().feed_all(entries)
 
 
 def answer(replay: Replay, at: datetime) -> dict[str, tuple[str, list[object]]]:
@@ -212,13 +206,14 @@ def test_the_walk_and_the_second_read_check_the_chain(table: SqlDocumentTable) -
     entries = list(walk)
     assert walk.verification.ok
     assert walk.last_seq == entries[-1].seq
-    about = table.audit_entries_about({"h:doc"}, upto=walk.last_seq)
+    about = list(table.audit_entries_about({"h:doc"}, upto=walk.last_seq))
     assert [c.entry.target_type for c in about if c.entry] == ["ingest"]
-    assert table.audit_entries_about({"h:doc"}, upto=entries[0].seq - 1) == []
+    assert list(table.audit_entries_about({"h:doc"}, upto=entries[0].seq - 1)) == []
+    assert list(table.audit_entries_about({"h:doc"}, upto=walk.last_seq, after=about[0].seq)) == []
     table.engine.dispose()
     with table.engine.begin() as conn:
         conn.exec_driver_sql("UPDATE audit_log SET reason = 'edited' WHERE target_type = 'ingest'")
-    [altered] = table.audit_entries_about({"h:doc"}, upto=walk.last_seq)
+    [altered] = table.audit_entries_about({"h:doc"}, upto=walk.last_seq)  # type: ignore[misc]
     assert altered.entry is None  # read again, it no longer matches its hash
     walk = table.walk_audit()
     list(walk)
