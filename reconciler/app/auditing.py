@@ -120,13 +120,14 @@ def _trail(settings: Settings, families: list[str], docs: list[str]) -> tuple[Su
 def audit_served(
     settings: Settings,
     *,
-    at: datetime,
+    at: datetime | None,
     families: Iterable[str] = (),
     docs: Iterable[str] = (),
+    clock: Clock = SYSTEM_CLOCK,
 ) -> dict[str, Any]:
-    """What each chunk of the families (documents) held at ``at`` by the audit log, and so
-    what ``default_filter(as_of=at)`` admitted then."""
-    at = utc(at)
+    """What each chunk of the families (documents) held at ``at`` (``None``: now) by the
+    audit log, and so what ``default_filter(as_of=at)`` admitted then."""
+    at = utc(at) if at is not None else clock.now()
     families, docs = sorted(set(families)), sorted(set(docs))
     survey, replay = _trail(settings, families, docs)
     assert survey.first_at is not None

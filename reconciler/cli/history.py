@@ -103,20 +103,27 @@ def _scope(families: tuple[str, ...], docs: tuple[str, ...]) -> None:
         )
 
 
+def _at_option(ctx: click.Context, param: click.Parameter, value: str) -> datetime | None:
+    """An ISO-8601 instant, or ``now`` (``None``: the clock's, when the answer is made)."""
+    if value.strip().lower() == "now":
+        return None
+    return instant_option(ctx, param, value)
+
+
 @audit.command("served")
 @click.option(
     "--at",
     "at",
     required=True,
-    callback=instant_option,
-    metavar="ISO-8601",
+    callback=_at_option,
+    metavar="ISO-8601|now",
     help="The instant asked about (naive means UTC), e.g. when an answer was generated.",
 )
 @click.option("--family", "families", multiple=True, help="A family to answer for (repeatable).")
 @click.option("--doc", "docs", multiple=True, help="A document to answer for (repeatable).")
 @click.pass_obj
 def audit_served_command(
-    obj: CliState, at: datetime, families: tuple[str, ...], docs: tuple[str, ...]
+    obj: CliState, at: datetime | None, families: tuple[str, ...], docs: tuple[str, ...]
 ) -> None:
     """What default_filter(as_of=AT) admitted at an instant, from the audit log alone.
 
