@@ -96,14 +96,15 @@ def held_json(held: tuple[Held, ...]) -> list[dict[str, Any] | None]:
 
 
 def _families(replay: Replay, doc_id: str, span: Span) -> set[str]:
-    """The families a point is counted in at a span: those its payload(s) name, else (its
-    payload unknown) those the document's payloads named anywhere in the log."""
+    """The families a point is counted in at a span: those its payload(s) name, and, where it
+    held no payload the log knows (unknown, or no point), those the document's payloads named
+    anywhere in the log."""
     named = {
         str(one.payload[FAMILY])
         for one in (*span.held, *([Held(PAYLOAD, span.hint)] if span.hint else []))
         if one.payload is not None and one.payload[FAMILY] is not None
     }
-    if any(one.kind == "unknown" for one in span.held):
+    if any(one.kind != PAYLOAD for one in span.held):
         named |= replay.families_of.get(doc_id, set())
     return named
 

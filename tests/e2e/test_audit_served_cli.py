@@ -255,3 +255,6 @@ def test_the_text_answer_names_each_version_and_what_it_rests_on(deploy: Deploym
     assert "3/3" in v2
     assert "this answer rests on:" in lines
     assert any("entries were verified (hash chain intact)" in line for line in lines)
+    result = deploy.cli("audit", "served", "--at", "now", "--family", "hb:a")
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.output.splitlines() if line.startswith("hb:a ")] == [v1, v2]
