@@ -4,7 +4,7 @@ instants, rollbacks of any earlier run, rollbacks of rollbacks), the test scroll
 collection with ``default_filter(as_of=T)`` right after each step, at the instant T it
 records; at the end, for every T, ``audit served --at T`` (the log alone) names exactly the
 points that scroll returned, and the payload it says each point held is the payload the point
-held then. One version comes into force a few seconds into the run, with no write: the filter
+held then, as it is at a random instant between T and the log's next entry. One version comes into force a few seconds into the run, with no write: the filter
 judges the windows at T.
 
 Through the CLI, on SQLite and Qdrant local mode (hypothesis), and on PostgreSQL and a Qdrant
@@ -110,8 +110,10 @@ def served(deploy: Deployment, at: datetime) -> dict[str, Any]:
     return data  # type: ignore[no-any-return]
 
 
-def run(deploy: Deployment, steps: list[tuple[str, Any, str, int]]) -> None:
-    """Each step, each observed; then every observation set against ``audit served``."""
+def run(deploy: Deployment, steps: list[tuple[str, Any, str, int]], fraction: float = 0.5) -> None:
+    """Each step, each observed; then every observation set against ``audit served``, at
+    the instant it was made and at an instant ``fraction`` of the way to the log's next
+    entry (the payloads stood still in between)."""
     observed = [observe(deploy)]
     runs: list[str] = []
     for what, which, value, days in steps:
@@ -132,7 +134,18 @@ def run(deploy: Deployment, steps: list[tuple[str, Any, str, int]]) -> None:
             if result.exit_code == 0:
                 runs.append(json.loads(result.stdout)["run_id"])
         observed.append(observe(deploy))
+    code, shown = deploy.json("audit", "show", "--limit", "1000000")
+    assert code == 0
+    stamps = sorted(datetime.fromisoformat(e["at"]) for e in shown["entries"])
     for at, admitted, payloads in observed:
+        later = next((t for t in stamps if t > at), at + timedelta(seconds=1))
+        still = served(deploy, at + (later - at) * fraction)
+        assert {
+            str(point): variant["payloads"]
+            for document in still["documents"]
+            for variant in document["variants"]
+            for point in variant["points"]
+        } == {point: [payload] for point, payload in payloads.items()}
         answer = served(deploy, at)
         said = {
             str(point): variant
@@ -148,12 +161,12 @@ def run(deploy: Deployment, steps: list[tuple[str, Any, str, int]]) -> None:
 
 
 @settings(max_examples=examples(6), suppress_health_check=[HealthCheck.too_slow])
-@given(steps=st.lists(STEP, min_size=2, max_size=6))
+@given(steps=st.lists(STEP, min_size=2, max_size=6), fraction=st.floats(0, 0.999))
 def test_audit_served_is_what_the_filter_returned_then(
-    steps: list[tuple[str, Any, str, int]],
+    steps: list[tuple[str, Any, str, int]], fraction: float
 ) -> None:
     with deployment() as deploy:
-        run(deploy, steps)
+        run(deploy, steps, fraction)
 
 
 def seeded_steps(seed: int) -> list[tuple[str, Any, str, int]]:
@@ -171,10 +184,10 @@ def seeded_steps(seed: int) -> list[tuple[str, Any, str, int]]:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_same_on_postgresql(seed: int, pg_url: str) -> None:
     with deployment(pg_url) as deploy:
-        run(deploy, seeded_steps(seed))
+        run(deploy, seeded_steps(seed), random.Random(seed).random())
 
 
 @pytest.mark.parametrize("seed", [3, 4])
 def test_the_same_on_a_qdrant_edge_shard(seed: int) -> None:
     with deployment(engine="edge") as deploy:
-        run(deploy, seeded_steps(seed))
+        run(deploy, seeded_steps(seed), random.Random(seed).random())
