@@ -156,15 +156,6 @@ class Timeline:
     doc_id: str
     spans: list[Span] = field(default_factory=list)
 
-    def at(self, instant: datetime) -> Span | None:
-        """The span in force at ``instant`` (``None``: the point has no history at all)."""
-        found = None
-        for span in self.spans:
-            if span.start is not None and span.start > instant:
-                break
-            found = span
-        return found
-
 
 @dataclass
 class _Open:
@@ -196,9 +187,8 @@ class Replay:
         self.families_of: dict[str, set[str]] = {}
         #: run id -> its open intents, oldest first.
         self._open: dict[str, list[_Open]] = {}
-        #: Entries read, and the runs whose intents were met.
+        #: Entries read.
         self.entries = 0
-        self.runs: set[str] = set()
 
     def feed(self, chained: ChainedEntry) -> None:
         """Replay one entry (``chained.entry`` is read; an unreadable entry is the caller's
@@ -217,6 +207,7 @@ class Replay:
             self._resolve(entry)
 
     def feed_all(self, entries: Iterable[ChainedEntry]) -> Replay:
+        """Replay every entry, then ``finish``; returns this replay."""
         for chained in entries:
             self.feed(chained)
         self.finish()
@@ -249,7 +240,6 @@ class Replay:
         cause = Cause(chained.seq, entry.at, entry.run_id, entry.actor, entry.reason)
         opened = _Open(chained.seq, chained.entry_hash, kind, entry.target, cause)
         self._open.setdefault(entry.run_id, []).append(opened)
-        self.runs.add(entry.run_id)
         return opened
 
     def _payload_intent(self, chained: ChainedEntry, entry: AuditEntry) -> None:
