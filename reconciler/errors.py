@@ -20,6 +20,8 @@
     │                               (roll them back first, or ``--cascade``)
     ├── JobStopped                  stop the run: a serve job passed its deadline, or serve
     │                               is stopping (the run is failed; the next one converges)
+    ├── AuditUnanswerable           the audit log cannot answer: its chain fails verification,
+    │                               or the instant asked about is before its first entry
     ├── NotFound                    fix the command: a scoped repair names no document or
     │                               family that the table or a source knows, or no run has
     │                               the given id (prefix)
@@ -126,6 +128,12 @@ class JobStopped(ReconcilerError):
     """A ``serve`` job was asked to stop (past its deadline, or serve is stopping): it stopped
     at a safe point (before a payload batch, or while reading a source) and is recorded as
     failed."""
+
+
+class AuditUnanswerable(ReconcilerError):
+    """``audit served`` / ``audit history`` cannot answer from the log: the chain fails
+    verification (an entry altered, removed or unreadable), or the instant asked about comes
+    before the log's first entry."""
 
 
 class NotFound(ReconcilerError):

@@ -112,7 +112,6 @@ class Reconciler:
                 self.table,
                 self.index,
                 options,
-                now,
                 sources,
                 clock=self.clock,
                 progress=self.progress,

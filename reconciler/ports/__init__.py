@@ -17,6 +17,7 @@ from reconciler.ports.source import SystemOfRecord
 from reconciler.ports.table import (
     AuditLog,
     AuditReader,
+    AuditWalk,
     AuditWriter,
     DeclarationReader,
     Declarations,
@@ -53,6 +54,7 @@ __all__ = [
     "WRITERS",
     "AuditLog",
     "AuditReader",
+    "AuditWalk",
     "AuditWriter",
     "ChunkIndex",
     "ChunkIngestion",

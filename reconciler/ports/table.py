@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from reconciler.model import (
     AuditEntry,
+    ChainedEntry,
     Declaration,
     Document,
     ReingestRequest,
@@ -301,8 +302,31 @@ class ReingestOutbox(OutboxReader, OutboxWriter, Protocol):
     ...
 
 
+class AuditWalk(Protocol):
+    """The whole audit chain, streamed in order and verified on the way (iterate it once)."""
+
+    #: What the walk found wrong; complete once the iteration has ended.
+    verification: Verification
+    #: The ``seq`` of the last entry walked.
+    last_seq: int
+
+    def __iter__(self) -> Iterator[ChainedEntry]: ...
+
+
 class AuditReader(Protocol):
     """The audit log read: a run's entries, entries for display, the chain verified."""
+
+    def walk_audit(self) -> AuditWalk:
+        """The whole chain, streamed and verified on the way."""
+        ...
+
+    def audit_entries_about(
+        self, targets: Iterable[str], *, upto: int, after: int = 0
+    ) -> Iterator[ChainedEntry]:
+        """The entries whose target is one of ``targets`` (documents, runs), after ``seq``
+        ``after`` and up to ``upto``, streamed (in chain order for up to 500 targets), each
+        checked against its own hash (``entry=None``: altered)."""
+        ...
 
     def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
         """Every entry of one run, in order, with each entry's own hash."""

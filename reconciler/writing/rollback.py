@@ -186,7 +186,6 @@ def rollback(
                 )
                 for doc_id, (ids, restored) in points.items()
             ),
-            now=now,
         )
         result.payload_groups = applier.result.payload_writes
         result.points = applier.result.points

@@ -18,6 +18,8 @@ ALLOWED = {
     "reconciler.cli": "the group, the shared options and the other command modules",
     "reconciler.app.operations": "one library function a command",
     "reconciler.app.history": "`rollback`, `audit show`, `audit verify`",
+    "reconciler.app.auditing": "`audit served`, `audit history`",
+    "reconciler.drawing": "drawing what `audit served` and `audit history` return",
     "reconciler.app.bootstrap": "`bootstrap`",
     "reconciler.app.demo": "`demo`",
     "reconciler.app.evaluating": "`eval`",
