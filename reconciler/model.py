@@ -487,17 +487,6 @@ class AuditEntry:
     after: Any
 
 
-@dataclass(frozen=True)
-class ChainedEntry:
-    """An entry as the chain holds it: its place (``seq``), its own hash and the one it links
-    to; ``entry`` is ``None`` when the stored entry cannot be read (a problem of the walk)."""
-
-    seq: int
-    entry_hash: str
-    prev_hash: str
-    entry: AuditEntry | None
-
-
 @dataclass
 class Verification:
     """The result of walking the audit chain."""

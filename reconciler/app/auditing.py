@@ -18,8 +18,9 @@ from reconciler.app.wiring import open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import AuditUnanswerable, NotFound
 from reconciler.filters import filter_terms
-from reconciler.model import ChainedEntry, rfc3339, utc
+from reconciler.model import rfc3339, utc
 from reconciler.ports import TableReader
+from reconciler.ports.table import ChainedEntry
 from reconciler.settings import Settings
 from reconciler.trail.answers import history_of, served_at
 from reconciler.trail.replay import WHY_TEXT, Replay

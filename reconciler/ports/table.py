@@ -7,18 +7,29 @@ table hands back are typed by the read-only Protocols ``RunEntry``, ``SourceStat
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from reconciler.model import (
     AuditEntry,
-    ChainedEntry,
     Declaration,
     Document,
     ReingestRequest,
     RowChange,
     Verification,
 )
+
+
+@dataclass(frozen=True)
+class ChainedEntry:
+    """An entry as the chain holds it: its place (``seq``), its own hash and the one it links
+    to; ``entry`` is ``None`` when the stored entry cannot be read (a problem of the walk)."""
+
+    seq: int
+    entry_hash: str
+    prev_hash: str
+    entry: AuditEntry | None
 
 
 class RunEntry(Protocol):

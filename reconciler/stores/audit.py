@@ -20,7 +20,8 @@ from typing import Any
 from sqlalchemy import Engine, Text, func, insert, select, type_coerce, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.model import AuditEntry, ChainedEntry, Verification, jsonable, rfc3339
+from reconciler.model import AuditEntry, Verification, jsonable, rfc3339
+from reconciler.ports.table import ChainedEntry
 from reconciler.stores.schema import AuditHeadRow, AuditRow, RunRow
 
 __all__ = [

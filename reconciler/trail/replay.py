@@ -39,8 +39,9 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.check_inputs import normalize, same_variant
-from reconciler.model import MANAGED_KEYS, AuditEntry, ChainedEntry
+from reconciler.model import MANAGED_KEYS, AuditEntry
 from reconciler.payload import chunk_id_for, point_id_for
+from reconciler.ports.table import ChainedEntry
 from reconciler.writing.applying import CONFIRM, INTENT
 from reconciler.writing.recovery import INGEST_INTENT, RESOLVE
 

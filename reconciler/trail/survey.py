@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.model import AuditEntry, ChainedEntry, rfc3339
+from reconciler.model import AuditEntry, rfc3339
+from reconciler.ports.table import ChainedEntry
 from reconciler.writing.applying import CONFIRM, INTENT
 from reconciler.writing.recovery import INGEST_INTENT, RESOLVE
 
