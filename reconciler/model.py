@@ -51,11 +51,12 @@ class RunMode(enum.StrEnum):
     INGEST = "ingest"
     BOOTSTRAP = "bootstrap"
     ROLLBACK = "rollback"
+    DECLARE = "declare"  # declarations recorded, and the families they touch reconciled
 
     @property
     def writes(self) -> bool:
         """Whether a reconciliation in this mode applies its plan (under the guard)."""
-        return self in (RunMode.APPLY, RunMode.RUN, RunMode.REPAIR)
+        return self in (RunMode.APPLY, RunMode.RUN, RunMode.REPAIR, RunMode.DECLARE)
 
 
 class RunStatus(enum.StrEnum):
@@ -195,6 +196,40 @@ class SourceDocument:
         return () if self.superseded_by is None else (self.superseded_by,)
 
 
+class DeclarationKind(enum.StrEnum):
+    """What a person declared: ``doc_id`` superseded by the document ``target``, or in the
+    family ``target``."""
+
+    SUPERSEDE = "supersede"
+    FAMILY = "family"
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """A decision a person recorded (``reconciler declare``), read by every run beside the
+    systems of record (``rules.declarations``): who (the run's actor is ``declare``), when,
+    why, on what (a proposal's evidence, score and id), the run that recorded it and the
+    rollback that revoked it."""
+
+    id: str
+    kind: DeclarationKind
+    doc_id: str
+    target: str
+    declared_by: str
+    declared_at: datetime
+    reason: str | None = None
+    evidence: str | None = None
+    score: float | None = None
+    proposal: str | None = None
+    run_id: str | None = None
+    revoked_at: datetime | None = None
+    revoked_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The declaration as the audit log and ``--format json`` spell it."""
+        return {name: jsonable(getattr(self, name)) for name in self.__dataclass_fields__}
+
+
 class ProblemKind(enum.StrEnum):
     """Why a source document could not be taken as it is; each becomes a finding later."""
 
@@ -212,6 +247,7 @@ class ProblemKind(enum.StrEnum):
     LINK_OUTSIDE_ROOT = "link_outside_root"
     #: A configured key name that no document of the source holds (a mapping mistake).
     UNUSED_MAPPING = "unused_mapping"
+    DECLARATION_CONFLICT = "declaration_conflict"  # a source says otherwise: the source stands
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,13 +484,10 @@ _DATETIME_FIELDS = frozenset({"effective_from", "effective_to", "ingested_at", "
 
 def fields_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
     """Turn audited JSON field values back into row values (datetimes parsed)."""
-    restored: dict[str, Any] = {}
-    for name, value in values.items():
-        if name in _DATETIME_FIELDS and isinstance(value, str):
-            restored[name] = parse_instant(value)
-        else:
-            restored[name] = value
-    return restored
+    return {
+        name: parse_instant(value) if name in _DATETIME_FIELDS and isinstance(value, str) else value
+        for name, value in values.items()
+    }
 
 
 @dataclass(frozen=True)

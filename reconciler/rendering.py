@@ -175,6 +175,7 @@ def render_status(data: dict[str, Any]) -> str:
                 "chunks (index)",
                 "quarantined",
                 "re-ingest pending",
+                "declarations",
             ],
             [
                 [
@@ -184,6 +185,7 @@ def render_status(data: dict[str, Any]) -> str:
                     index["chunks"],
                     data["quarantined_documents"],
                     data["reingest_pending"],
+                    data.get("declarations", 0),
                 ]
             ],
         ),

@@ -17,7 +17,11 @@ from reconciler.ports.source import SystemOfRecord
 from reconciler.ports.table import (
     AuditLog,
     AuditReader,
+    AuditWalk,
     AuditWriter,
+    DeclarationReader,
+    Declarations,
+    DeclarationWriter,
     DocumentReader,
     DocumentRows,
     DocumentTable,
@@ -36,17 +40,29 @@ from reconciler.ports.table import (
 )
 
 #: The Protocols whose methods change a store.
-WRITERS = (ChunkWriter, ChunkIngestion, DocumentWriter, RunLogWriter, OutboxWriter, AuditWriter)
+WRITERS = (
+    ChunkWriter,
+    ChunkIngestion,
+    DocumentWriter,
+    RunLogWriter,
+    OutboxWriter,
+    AuditWriter,
+    DeclarationWriter,
+)
 
 __all__ = [
     "WRITERS",
     "AuditLog",
     "AuditReader",
+    "AuditWalk",
     "AuditWriter",
     "ChunkIndex",
     "ChunkIngestion",
     "ChunkReader",
     "ChunkWriter",
+    "DeclarationReader",
+    "DeclarationWriter",
+    "Declarations",
     "DocumentReader",
     "DocumentRows",
     "DocumentTable",

@@ -39,6 +39,7 @@ from reconciler.model import (
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import INTENT, Applier
+from reconciler.writing.declaring import DECLARATION, undo_declarations
 from reconciler.writing.dry import dry_stores, is_dry
 from reconciler.writing.runs import recorded
 
@@ -55,6 +56,8 @@ class RollbackResult:
     rows: int = 0
     payload_groups: int = 0
     points: int = 0
+    #: Declarations revoked (made by the run) or restored (revoked by it).
+    declarations: int = 0
     dry_run: bool = False
     cascaded: list[dict[str, Any]] = field(default_factory=list)
     not_undone: list[dict[str, Any]] = field(default_factory=list)
@@ -68,6 +71,7 @@ class RollbackResult:
             "rows": self.rows,
             "payload_writes": self.payload_groups,
             "points": self.points,
+            "declarations": self.declarations,
             "cascaded": self.cascaded,
             "not_undone": self.not_undone,
         }
@@ -100,13 +104,18 @@ def rollback(
             "wait for it to end, or run `reconciler rollback` again once its lease is free"
         )
     entries, hashes = table.run_entries_with_hashes(run_id)
-    writes = [e for e in entries if e.target_type in (ROW, INTENT)]
+    writes = [e for e in entries if e.target_type in (ROW, INTENT, DECLARATION)]
     if not writes:
-        raise ReconcilerError(f"run {run_id} wrote no rows or payloads: nothing to roll back")
+        raise ReconcilerError(
+            f"run {run_id} wrote no rows, payloads or declarations: nothing to roll back"
+        )
     later = [
         other
         for other in later_runs(
-            table, run_id, first_hash=hashes[0], targets={e.target for e in writes}
+            table,
+            run_id,
+            first_hash=hashes[0],
+            targets={e.target for e in writes if e.target_type != DECLARATION},
         )
         if other not in handled
     ]
@@ -138,6 +147,7 @@ def rollback(
         if e.target_type in ("reingest", "index")
     ] + skipped
     now = datetime.now(UTC)
+    revoked, restored = _declarations_undone(entries)
     with recorded(table, mode=ROLLBACK, actor=ROLLBACK, shard=shard) as record:
         result.run_id = record.run_id
         applier = Applier(
@@ -148,10 +158,22 @@ def rollback(
             batch_points=batch_points,
             keep_writing=keep_writing,
         )
+        # Declarations first: killed after this, the next run no longer reads them (a run
+        # would otherwise write their effect again over the rows restored below).
+        declared_head = undo_declarations(
+            table,
+            run_id=record.run_id,
+            actor=ROLLBACK,
+            at=now,
+            revoked=revoked,
+            restored=restored,
+            reason=f"rollback of run {run_id}",
+        )
+        result.declarations = len(revoked) + len(restored)
         head, _queued = table.write_rows_and_outbox(
             run_id=record.run_id, actor=ROLLBACK, changes=changes, reingests=[], at=now
         )
-        applier.result.audit_head = head
+        applier.result.audit_head = head or declared_head
         result.rows = len(changes)
         rows = table.get_documents(points)
         applier.write_groups(
@@ -164,11 +186,11 @@ def rollback(
                 )
                 for doc_id, (ids, restored) in points.items()
             ),
-            now=now,
         )
         result.payload_groups = applier.result.payload_writes
         result.points = applier.result.points
         record.counts = {
+            "declarations": result.declarations,
             "table": result.rows,
             "payload": result.payload_groups,
             "points": result.points,
@@ -183,6 +205,19 @@ def rollback(
     if dry_run:
         result.run_id = None  # recorded only in the dry stores
     return result
+
+
+def _declarations_undone(entries: Iterable[AuditEntry]) -> tuple[list[str], list[str]]:
+    """The declarations a run made or restored (to revoke) and those it revoked (to restore),
+    each as the run last left it."""
+    last: dict[str, bool] = {}
+    for entry in entries:
+        if entry.target_type == DECLARATION:
+            last[entry.target] = entry.after is not None and entry.after.get("revoked_at") is None
+    return (
+        sorted(d for d, active in last.items() if active),
+        sorted(d for d, active in last.items() if not active),
+    )
 
 
 def _row_changes(

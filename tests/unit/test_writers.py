@@ -50,6 +50,8 @@ WRITING_MODULES = {
         "set_run_counts",
     },
     "reconciler/writing/rollback.py": {"write_rows_and_outbox"},
+    # a declare run's declarations, and their revocation by a rollback (``undo_declarations``)
+    "reconciler/writing/declaring.py": {"write_declarations"},
     # the reference ingestion's writes (its intents and their confirmations audited, as an
     # apply's are) and the adoption of a collection
     "reconciler/writing/ingestion.py": {
@@ -67,7 +69,7 @@ WRITING_MODULES = {
 def test_the_writer_protocols_hold_the_writes_and_nothing_else() -> None:
     ports = {name for port in (ChunkIndex, DocumentTable) for name in dir(port)}
     readers = {name for port in (ChunkReader, TableReader) for name in dir(port)}
-    assert len(WRITER_METHODS) == 17
+    assert len(WRITER_METHODS) == 18
     assert ports >= WRITER_METHODS
     assert not WRITER_METHODS & readers
 
