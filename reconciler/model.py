@@ -51,6 +51,8 @@ class RunMode(enum.StrEnum):
     INGEST = "ingest"
     BOOTSTRAP = "bootstrap"
     ROLLBACK = "rollback"
+    #: ``reconciler split``: points moved between the collections of a split store.
+    SPLIT = "split"
 
     @property
     def writes(self) -> bool:
@@ -272,7 +274,7 @@ class ManagedPage:
     a chunk only when its values differ from its row's, which is rare.
     """
 
-    __slots__ = ("_point_id", "contents", "rows")
+    __slots__ = ("_point_id", "archived", "contents", "rows")
 
     def __init__(
         self,
@@ -286,6 +288,8 @@ class ManagedPage:
         #: ``rows``; ``None`` for a page read without them (every chunk's unknown).
         self.contents = contents
         self._point_id = point_id
+        #: Whether the page comes from the archive collection of a split store.
+        self.archived = False
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -307,6 +311,17 @@ class PayloadWrite:
     point_ids: tuple[str | int, ...]
     payload: Mapping[str, Any]
     doc_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPoint:
+    """A whole point as its collection holds it, to move it into another collection of the
+    same layout: its vectors as the engine hands them back (never embedded again) and its
+    whole payload, text included."""
+
+    point_id: str | int
+    vector: Any
+    payload: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

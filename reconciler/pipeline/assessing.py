@@ -68,9 +68,14 @@ def assess(
     # with a document whose chunks differ from its row, and those with new documents.
     left = set(checks.revisit)
     revisit = left | set(new_by_family) | {f for f in touched if covered(f)}
-    # (documents with a stale chunk, and those that lack chunks, are looked at with their
-    # chunks too: a first pass without chunks cannot see either)
-    drifted = [*scan.chunks.drifted_ids(), *scan.chunks.stale_ids(), *scan.short]
+    # (documents with a stale chunk, those that lack chunks and a split store's misplaced
+    # ones are looked at with their chunks too: a first pass without chunks sees none)
+    drifted = [
+        *scan.chunks.drifted_ids(),
+        *scan.chunks.stale_ids(),
+        *scan.chunks.misplaced_ids(),
+        *scan.short,
+    ]
     for start in range(0, len(drifted), LOOKUP):  # (their families, a batch at a time)
         found = table.get_documents(drifted[start : start + LOOKUP])
         revisit |= {row.doc_family_id for row in found.values()}

@@ -1,18 +1,21 @@
 """The chunk index port: a vector collection seen only through chunk identity and managed
 payload keys, as a reader (``ChunkReader``), the repair's payload-only writer
-(``ChunkWriter``) and the reference ingestion's writer (``ChunkIngestion``); ``ChunkIndex`` is
-all three."""
+(``ChunkWriter``), the reference ingestion's writer (``ChunkIngestion``) and the mover of whole
+points between the two collections of a split store (``ChunkMover``); ``ChunkIndex`` is all
+four. ``SplitIndex`` is a chunk index kept in two collections, a main one and an archive
+(``[index] archive_collection``)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from reconciler.model import (
     ChunkRecord,
     ChunkState,
     ManagedPage,
     PayloadWrite,
+    StoredPoint,
 )
 from reconciler.payload import KeyMap
 
@@ -62,6 +65,16 @@ class ChunkReader(Protocol):
         """Exact number of points, optionally under a filter."""
         ...
 
+    def read_points(self, point_ids: Sequence[str | int]) -> list[StoredPoint]:
+        """Whole points by id, vectors and every payload key as stored (missing ids are
+        absent): what a move copies. Callers read a batch of ids at a time."""
+        ...
+
+    def vector_layout(self) -> Mapping[str, Any]:
+        """The collection's vector configuration (plain data), which ``ensure_layout`` of the
+        same adapter takes to create a collection that holds the same points."""
+        ...
+
     def facet(self, *, key: str, limit: int = 100) -> dict[Any, int]:
         """Counts of the values of a logical key."""
         ...
@@ -103,7 +116,53 @@ class ChunkIngestion(Protocol):
         ...
 
 
-class ChunkIndex(ChunkReader, ChunkWriter, ChunkIngestion, Protocol):
+class ChunkMover(Protocol):
+    """Whole points copied into, and deleted from, a collection of a split store: a move
+    between its collections; vectors are copied as they are, never embedded."""
+
+    def ensure_layout(
+        self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
+    ) -> None:
+        """Create the collection with ``layout`` (another collection's ``vector_layout``) and
+        the payload ``indexes`` (logical key -> schema) if it does not exist."""
+        ...
+
+    def copy_points(self, points: Sequence[StoredPoint]) -> int:
+        """Write whole points as another collection of the same layout held them (vectors
+        and payload as they are; a point already here is replaced); return how many."""
+        ...
+
+    def delete_points(self, point_ids: Sequence[str | int]) -> int:
+        """Delete points by id (missing ids are no error); return how many were asked."""
+        ...
+
+
+class ChunkIndex(ChunkReader, ChunkWriter, ChunkIngestion, ChunkMover, Protocol):
     """A vector collection seen only through chunk identity and managed payload keys."""
 
     ...
+
+
+@runtime_checkable
+class SplitIndex(Protocol):
+    """A chunk index kept in two collections (``[index] archive_collection``): ``main`` holds
+    the servable versions' chunks, ``archive`` every other one. It is a ``ChunkIndex`` over
+    both (reads see both; a payload write goes where its point is); a move goes through the
+    two parts, a batch of point ids at a time (``reconciler.writing.moving``)."""
+
+    main: ChunkIndex
+    archive: ChunkIndex
+
+    @property
+    def collections(self) -> tuple[str, str]:
+        """The names of the main collection and of the archive."""
+        ...
+
+    def with_parts(self, main: ChunkIndex, archive: ChunkIndex) -> ChunkIndex:
+        """The same split over other parts (a dry run's overlays of these)."""
+        ...
+
+
+def split_of(index: object) -> SplitIndex | None:
+    """``index`` as a split store, or ``None`` when it is one collection."""
+    return index if isinstance(index, SplitIndex) else None

@@ -49,6 +49,7 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
+    StoredPoint,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import (
@@ -83,8 +84,10 @@ log = logging.getLogger(__name__)
 #: (the floor and the memory figure live in ``edge_files``; importable from here as before)
 __all__ = ["EDGE_MIN_FREE", "MIB", "READ_AHEAD_BYTES_PER_DOC", "EdgeChunkIndex", "available_memory"]
 
-#: Points per ``upsert_points`` of the reference ingestion.
+#: Points per ``upsert_points`` of the reference ingestion (and of a move's copy).
 UPSERT_BATCH = 256
+#: The file in which Edge persists a shard's configuration.
+EDGE_CONFIG = "edge_config.json"
 
 
 class EdgeChunkIndex:
@@ -256,6 +259,23 @@ class EdgeChunkIndex:
             payload=logical,
         )
 
+    def read_points(self, point_ids: Sequence[str | int]) -> list[StoredPoint]:
+        """Whole points by id (every vector, the whole payload): what a move copies."""
+        if not point_ids:
+            return []
+        with self._reading("reading whole points"):
+            records = self.shard.retrieve([edge_id(p) for p in point_ids], True, True)
+        return [StoredPoint(our_id(r.id), r.vector, dict(r.payload or {})) for r in records]
+
+    def vector_layout(self) -> Mapping[str, Any]:
+        """The shard's configuration as Edge persists it (``edge_config.json``)."""
+        self._check_open()
+        try:
+            layout: dict[str, Any] = json.loads((self.path / EDGE_CONFIG).read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise IndexUnavailable(f"cannot read the configuration of {self.path}: {exc}") from exc
+        return layout
+
     def count(self, *, query_filter: Any | None = None) -> int:
         """Exact number of points, optionally under a ``qdrant_edge.Filter``
         (``reconciler.filters.default_edge_filter`` renders the default filter)."""
@@ -331,6 +351,46 @@ class EdgeChunkIndex:
             self.shard.update(qe.UpdateOperation.create_field_index(path, EDGE_SCHEMAS[schema]))
         log.debug("edge payload index %s (%s) on %s", path, schema, self.path)
 
+    # -- moves between the shards of a split store --------------------------------------------
+
+    def ensure_layout(
+        self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
+    ) -> None:
+        """Create the shard with another shard's configuration (``vector_layout``: written
+        as its ``edge_config.json``, which Edge loads as a new, empty shard) and payload
+        ``indexes``, unless it exists."""
+        self._check_open()
+        if self._load() is not None:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / EDGE_CONFIG).write_text(json.dumps(dict(layout)), encoding="utf-8")
+        self._shard = open_shard(self.path, lambda: qe.EdgeShard.load(str(self.path)))
+        for key, schema in (indexes or {}).items():
+            self.create_payload_index(key=key, schema=schema)
+        log.info("created Edge shard %s with the configuration of another", self.path)
+
+    def copy_points(self, points: Sequence[StoredPoint]) -> int:
+        """Upsert whole points as another shard held them, ``UPSERT_BATCH`` a call."""
+        written = 0
+        for start in range(0, len(points), UPSERT_BATCH):
+            batch = [
+                qe.Point(edge_id(p.point_id), p.vector, dict(p.payload))
+                for p in points[start : start + UPSERT_BATCH]
+            ]
+            with self._writing(f"copying {len(batch)} point(s) into {self.path}", written=written):
+                self.shard.update(qe.UpdateOperation.upsert_points(batch))
+            written += len(batch)
+        return written
+
+    def delete_points(self, point_ids: Sequence[str | int]) -> int:
+        """Delete points by id (missing ids are no error)."""
+        if not point_ids:
+            return 0
+        ids: list[EdgeId] = [edge_id(p) for p in point_ids]
+        with self._writing(f"deleting {len(ids)} point(s) from {self.path}", written=0):
+            self.shard.update(qe.UpdateOperation.delete_points(ids))
+        return len(ids)
+
     # -- the reference ingestion only --------------------------------------------------------
 
     def ensure_collection(self, *, dim: int) -> None:
@@ -346,7 +406,7 @@ class EdgeChunkIndex:
 
     def _check_dim(self, dim: int) -> None:
         try:
-            stored = json.loads((self.path / "edge_config.json").read_text(encoding="utf-8"))
+            stored = json.loads((self.path / EDGE_CONFIG).read_text(encoding="utf-8"))
             size = stored["vectors"][""]["size"]
         except (OSError, ValueError, KeyError, TypeError):
             return  # a layout this build does not read: Edge checks each vector's size anyway

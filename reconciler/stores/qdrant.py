@@ -30,6 +30,7 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
+    StoredPoint,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 from reconciler.stores.chunking_rules import (
@@ -42,7 +43,13 @@ from reconciler.stores.chunking_rules import (
     pages,
 )
 from reconciler.stores.qdrant_errors import reading, writing
-from reconciler.stores.qdrant_requests import doc_filter, payload_batches, schema_name
+from reconciler.stores.qdrant_requests import (
+    collection_config,
+    doc_filter,
+    layout_of,
+    payload_batches,
+    schema_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +228,22 @@ class QdrantChunkIndex:
             payload=payload,
         )
 
+    def read_points(self, point_ids: Sequence[str | int]) -> list[StoredPoint]:
+        """Whole points by id (every vector, the whole payload): what a move copies."""
+        if not point_ids:
+            return []
+        with self._reading("reading whole points"):
+            points = self.client.retrieve(
+                self.collection, ids=list(point_ids), with_payload=True, with_vectors=True
+            )
+        return [StoredPoint(_point_id(p.id), p.vector, dict(p.payload or {})) for p in points]
+
+    def vector_layout(self) -> Mapping[str, Any]:
+        """The collection's dense and sparse vector configuration, as plain data."""
+        with self._reading("reading the collection info"):
+            params = self.client.get_collection(self.collection).config.params
+        return layout_of(params)
+
     def count(self, *, query_filter: Any | None = None) -> int:
         """Exact number of points, optionally under a ``models.Filter``."""
         with self._reading("counting points"):
@@ -306,6 +329,55 @@ class QdrantChunkIndex:
                 wait=True,
             )
         log.debug("payload index %s (%s) on %s", path, schema, self.collection)
+
+    # -- moves between the collections of a split store ---------------------------------------
+
+    def ensure_layout(
+        self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
+    ) -> None:
+        """Create the collection with another one's ``vector_layout`` and payload ``indexes``
+        (logical key -> schema), unless it exists."""
+        if self.exists():
+            return
+        vectors, sparse = collection_config(layout)
+        with self._reading("creating the collection"):
+            self.client.create_collection(
+                self.collection, vectors_config=vectors, sparse_vectors_config=sparse
+            )
+        for key, schema in (indexes or {}).items():
+            self.create_payload_index(key=key, schema=schema)
+        log.info("created collection %s with the layout of another", self.collection)
+
+    def copy_points(self, points: Sequence[StoredPoint]) -> int:
+        """Upsert whole points as another collection held them, ``UPSERT_BATCH`` a call."""
+        written = 0
+        for start in range(0, len(points), UPSERT_BATCH):
+            batch = [
+                models.PointStruct(id=p.point_id, vector=p.vector, payload=dict(p.payload))
+                for p in points[start : start + UPSERT_BATCH]
+            ]
+            what = f"copying {len(batch)} point(s) into {self.collection!r}"
+            with self._writing(what, written=written):
+                result = self.client.upsert(self.collection, points=batch, wait=True)
+            if result.status not in _OK_STATUSES:
+                raise IndexWriteError(
+                    f"{what} was not applied: status {result.status}", points_written=written
+                )
+            written += len(batch)
+        return written
+
+    def delete_points(self, point_ids: Sequence[str | int]) -> int:
+        """Delete points by id (missing ids are no error)."""
+        if not point_ids:
+            return 0
+        what = f"deleting {len(point_ids)} point(s) from {self.collection!r}"
+        with self._writing(what, written=0):
+            self.client.delete(
+                self.collection,
+                points_selector=models.PointIdsList(points=list(point_ids)),
+                wait=True,
+            )
+        return len(point_ids)
 
     # -- the reference ingestion only --------------------------------------------------------
 

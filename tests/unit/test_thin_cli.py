@@ -1,6 +1,6 @@
 """The CLI is thin: a command parses its options, calls one library function of
 ``reconciler.app`` (``operations``, or a command module of its own: ``bootstrap``, ``demo``,
-``evaluating``, ``daemon``), renders what it returns and maps errors to exit codes. So the
+``evaluating``, ``daemon``, ``splitting``), renders what it returns and maps errors to exit codes. So the
 modules of ``reconciler/cli/`` import, of the project, only what is listed here: no store,
 no wiring or lease, no stage of the engine, no writer. Read from the source (every import,
 those made inside a function or for type checking too)."""
@@ -19,6 +19,7 @@ ALLOWED = {
     "reconciler.app.operations": "one library function a command",
     "reconciler.app.history": "`rollback`, `audit show`, `audit verify`",
     "reconciler.app.bootstrap": "`bootstrap`",
+    "reconciler.app.splitting": "`split`",
     "reconciler.app.demo": "`demo`",
     "reconciler.app.evaluating": "`eval`",
     "reconciler.app.suggesting": "`suggest`",
