@@ -89,7 +89,7 @@ class ChunkTally:
     ) -> None:
         #: The 64-bit key of a doc id (``hash``; a test may pass a weaker one).
         self._key = key
-        self.split, self._new_main = split, array("b")  # (a split store's: the docstring)
+        self.split, self._new_main, self._in_archive = split, array("b"), False  # (docstring)
         self._main, self._archived = np.zeros(0, np.bool_), np.zeros(0, np.uint32)
         self._misplaced: dict[int, str] = {}
         self._new_keys = array("q")
@@ -243,6 +243,7 @@ class ChunkTally:
         if not size:
             return
         self.chunks += size
+        self._in_archive = page.archived  # (an orphan's chunks are counted where they are)
         slots = self._page_slots(rows)
         hit = slots >= 0
         if page.contents is not None and hit.any():
@@ -343,6 +344,7 @@ class ChunkTally:
             if orphan is None:
                 orphan = self._orphans[doc_id] = ChunkAggregate()
             orphan.count += 1
+            orphan.archived += self._in_archive
             orphan.variants[variant] = orphan.variants.get(variant, 0) + 1
             self._keep(self._orphan_ids, doc_id, point_id)
             return

@@ -317,6 +317,14 @@ def plan_orphan(finding: Finding, aggregate: ChunkAggregate) -> Plan:
     )
 
 
+def plan_orphan_move(finding: Finding, points: int) -> Plan:
+    """Move the chunks of a document without a row out of a split store's main collection."""
+    assert finding.doc_id is not None
+    family = finding.family or f"(orphan){finding.doc_id}"
+    reason = f"{finding.check}/{finding.kind}"
+    return Plan(moves=(MoveTarget(finding.doc_id, family, True, points, (reason,)),))
+
+
 #: Conditions a write cannot clear: they stay outstanding after a successful apply (the chunks
 #: may be quarantined, but the source is still down, the edit still not re-ingested...).
 PERSISTENT_KINDS = frozenset(

@@ -6,7 +6,8 @@ Where a chunk belongs is the check's rule (``payload/misplaced``): a registered 
 chunks in the main collection when its row's state is servable (``rules.time_rule.kept_in_main``
 of what ``payload_for`` derives), in the archive otherwise. The rows as they stand decide: no
 source is read, no row or payload is written (``apply`` does those, and moves what its repairs
-put elsewhere); chunks without a row stay where they are. Memory stays flat: the collection is
+put elsewhere); chunks without a row (quarantined: never served) go to the archive. Memory
+stays flat: the collection is
 folded per document (the check's tally), the table streamed, the moves made ``scroll_batch``
 documents at a time, a batch of points at a time (``writing.moving``), audited and under the
 whole corpus's lease, as a run of its own that ``rollback`` undoes.
@@ -162,6 +163,17 @@ def _placements(
         if len(targets) >= options.scroll_batch:
             yield targets
             targets = []
+    for orphan_id, chunks in folded.orphans():  # (chunks without a row: never served)
+        points = chunks.count - chunks.archived
+        if orphan_id is None or not points:
+            continue
+        family = next((dict(v).get("doc_family_id") for v in chunks.variants), None)
+        way = ways[True]
+        way.documents += 1
+        way.families.add(str(family))
+        way.points += points
+        way.by_state["(no row)"] += points
+        targets.append(MoveTarget(orphan_id, str(family), True, points, ("payload/misplaced",)))
     if targets:
         yield targets
 

@@ -211,5 +211,27 @@ def check_orphans(doc_id: str | None, aggregate: ChunkAggregate) -> Finding | No
     )
 
 
+def check_orphan_placement(
+    doc_id: str, aggregate: ChunkAggregate, split: tuple[str, str]
+) -> Finding | None:
+    """Chunks of a document without a row in a split store's main collection: no row says
+    they may be served (they are quarantined), so they belong in the archive."""
+    main, archive = split
+    wrong = aggregate.count - aggregate.archived
+    if not wrong:
+        return None
+    family = next((dict(v).get("doc_family_id") for v in aggregate.variants), None)
+    return Finding(
+        check=CHECK,
+        kind=MISPLACED,
+        severity=Severity.WARNING,
+        family=family if isinstance(family, str) else None,
+        doc_id=doc_id,
+        expected={"collection": archive, "version_state": "(no document row)"},
+        actual={"collection": main, "chunks": wrong, "of": aggregate.count},
+        action=f"move {wrong} chunk(s) to {archive} (vectors and payload copied as they are)",
+    )
+
+
 def _quarantined(variant: Variant) -> bool:
     return dict(variant).get("quarantined") is True
