@@ -123,8 +123,9 @@ class ChunkMover(Protocol):
     def ensure_layout(
         self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
     ) -> None:
-        """Create the collection with ``layout`` (another collection's ``vector_layout``) and
-        the payload ``indexes`` (logical key -> schema) if it does not exist."""
+        """Create the collection with ``layout`` (another collection's ``vector_layout``) if it
+        does not exist, and each payload index of ``indexes`` (logical key -> schema) it
+        lacks."""
         ...
 
     def copy_points(self, points: Sequence[StoredPoint]) -> int:

@@ -357,17 +357,18 @@ class EdgeChunkIndex:
         self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
     ) -> None:
         """Create the shard with another shard's configuration (``vector_layout``: written
-        as its ``edge_config.json``, which Edge loads as a new, empty shard) and payload
-        ``indexes``, unless it exists."""
+        as its ``edge_config.json``, which Edge loads as a new, empty shard) unless it exists,
+        and each payload index of ``indexes`` it lacks."""
         self._check_open()
-        if self._load() is not None:
-            return
-        self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / EDGE_CONFIG).write_text(json.dumps(dict(layout)), encoding="utf-8")
-        self._shard = open_shard(self.path, lambda: qe.EdgeShard.load(str(self.path)))
+        if self._load() is None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            (self.path / EDGE_CONFIG).write_text(json.dumps(dict(layout)), encoding="utf-8")
+            self._shard = open_shard(self.path, lambda: qe.EdgeShard.load(str(self.path)))
+            log.info("created Edge shard %s with the configuration of another", self.path)
+        held = self.payload_indexes() if indexes else {}
         for key, schema in (indexes or {}).items():
-            self.create_payload_index(key=key, schema=schema)
-        log.info("created Edge shard %s with the configuration of another", self.path)
+            if held.get(key) != schema:
+                self.create_payload_index(key=key, schema=schema)
 
     def copy_points(self, points: Sequence[StoredPoint]) -> int:
         """Upsert whole points as another shard held them, ``UPSERT_BATCH`` a call."""

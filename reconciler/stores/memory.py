@@ -230,10 +230,11 @@ class InMemoryChunkIndex:
     def ensure_layout(
         self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
     ) -> None:
-        """Create the collection with another one's vector size and payload indexes."""
+        """Create the collection with another one's vector size unless it exists, and the
+        payload indexes it lacks."""
         if self._points is None:
             self.ensure_collection(dim=int(layout["dim"]))
-            self._indexes.update(indexes or {})
+        self._indexes.update(indexes or {})
 
     def copy_points(self, points: Sequence[StoredPoint]) -> int:
         """Store whole points as they are (a copy of each)."""

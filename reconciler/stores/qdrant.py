@@ -335,18 +335,19 @@ class QdrantChunkIndex:
     def ensure_layout(
         self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
     ) -> None:
-        """Create the collection with another one's ``vector_layout`` and payload ``indexes``
-        (logical key -> schema), unless it exists."""
-        if self.exists():
-            return
-        vectors, sparse = collection_config(layout)
-        with self._reading("creating the collection"):
-            self.client.create_collection(
-                self.collection, vectors_config=vectors, sparse_vectors_config=sparse
-            )
+        """Create the collection with another one's ``vector_layout`` unless it exists, and
+        each payload index of ``indexes`` (logical key -> schema) it lacks."""
+        if not self.exists():
+            vectors, sparse = collection_config(layout)
+            with self._reading("creating the collection"):
+                self.client.create_collection(
+                    self.collection, vectors_config=vectors, sparse_vectors_config=sparse
+                )
+            log.info("created collection %s with the layout of another", self.collection)
+        held = self.payload_indexes() if indexes and self.supports_payload_indexes else {}
         for key, schema in (indexes or {}).items():
-            self.create_payload_index(key=key, schema=schema)
-        log.info("created collection %s with the layout of another", self.collection)
+            if held.get(key) != schema:
+                self.create_payload_index(key=key, schema=schema)
 
     def copy_points(self, points: Sequence[StoredPoint]) -> int:
         """Upsert whole points as another collection held them, ``UPSERT_BATCH`` a call."""

@@ -20,11 +20,11 @@ by re-reading those points (``recovery``). A failed batch stops the run and reco
 which points were written (re-read by id); every write is idempotent, so the next run
 converges. Before each batch the lease is checked: a runner that lost it stops writing.
 Never deletes a point, never writes a vector or chunk text, never ``overwrite_payload``/upsert,
-but in a split store (``[index] archive_collection``), where a plan's moves take whole points
-from one collection to the other, vectors as they are (``moving``): the moves to the archive
-go before the payload writes, those back to the main collection after them, so a chunk is
-never in the main collection with a payload that is not served there any more than a crash
-between two steps leaves it.
+but in a split store (``[index] archive_collection``), where a plan's moves then take whole
+points from one collection to the other, vectors as they are (``moving``): after the payload
+writes, so a point moves with the payload it keeps (a point is never written in the
+collection it has just been copied into: qdrant-client local mode would store again the
+vector it normalised in memory).
 """
 
 from __future__ import annotations
@@ -162,7 +162,6 @@ class Applier:
         )
         self.result.rows, self.result.reingests = len(changes), queued
         self.result.audit_head = head or self.result.audit_head
-        self._moves(plan, to_archive=True, now=now)
         if plan.payload_targets:
             try:
                 self._payloads(plan.payload_targets, now=now, located=located)
@@ -174,7 +173,8 @@ class Applier:
                     self.confirm(now=now)
                 raise
             self.confirm(now=now)
-        self._moves(plan, to_archive=False, now=now)
+        for to_archive in (True, False):
+            self._moves(plan, to_archive=to_archive, now=now)
         for key, schema in plan.indexes:
             if self.keep_writing is not None:
                 self.keep_writing()

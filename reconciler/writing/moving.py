@@ -79,6 +79,8 @@ class Mover:
         #: committed; and the last intent not yet copied (a batch in doubt).
         self._done: str | None = None
         self.open_intent: str | None = None
+        #: Whether the archive was made ready (created, its payload indexes given).
+        self._prepared = False
 
     def parts(self, *, to_archive: bool) -> tuple[ChunkIndex, ChunkIndex]:
         """(the collection a move leaves, the one it goes to)."""
@@ -190,7 +192,8 @@ class Mover:
         ]
         self._audit(self._done_entries(now) + intents)
         self.open_intent = self.audit_head
-        copy_into(self.split, dest, points)
+        copy_into(self.split, dest, points, prepare=not self._prepared)
+        self._prepared = self._prepared or dest is self.split.archive
         self._audit([self._entry(MOVE_COPIED, now, self.open_intent, len(points))])
         source.delete_points([p.point_id for p in points])
         self._done, self.open_intent = self.open_intent, None
@@ -228,11 +231,14 @@ class Mover:
             self.audit_head = head
 
 
-def copy_into(split: SplitIndex, dest: ChunkIndex, points: Sequence[StoredPoint]) -> None:
-    """Write whole points into ``dest`` (the archive created first, with the main
-    collection's layout and payload indexes) and read them back: ``IndexWriteError`` unless
-    each is there as it was read (nothing is deleted from the source then)."""
-    if not dest.exists():
+def copy_into(
+    split: SplitIndex, dest: ChunkIndex, points: Sequence[StoredPoint], *, prepare: bool = True
+) -> None:
+    """Write whole points into ``dest`` (with ``prepare``, the archive first made ready:
+    created with the main collection's layout, given the main collection's payload indexes
+    it lacks) and read them back: ``IndexWriteError`` unless each is there as it was read
+    (nothing is deleted from the source then)."""
+    if prepare and dest is split.archive:
         dest.ensure_layout(split.main.vector_layout(), indexes=split.main.payload_indexes())
     dest.copy_points(points)
     back = {str(p.point_id): p for p in dest.read_points([p.point_id for p in points])}
