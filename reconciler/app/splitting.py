@@ -216,7 +216,7 @@ def _moved(
             split=split,
             run_id=record.run_id,
             actor="split",
-            batch_points=settings.index.write_batch,
+            batch_points=settings.index.scroll_batch,
             scroll_batch=settings.index.scroll_batch,
             keep_writing=keep_writing,
             progress=(lambda n: progress("moved", n)) if progress is not None else None,

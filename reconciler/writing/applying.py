@@ -129,7 +129,7 @@ class Applier:
                 split=split,
                 run_id=run_id,
                 actor=actor,
-                batch_points=batch_points,
+                batch_points=scroll_batch,
                 scroll_batch=scroll_batch,
                 keep_writing=keep_writing,
             )

@@ -39,7 +39,7 @@ def split_config(deploy: Deployment, *, batch: int | None = None, moved: float =
     text = deploy.config.read_text(encoding="utf-8").replace(
         'collection = "corpus"',
         'collection = "corpus"\narchive_collection = "corpus_archive"'
-        + (f"\nwrite_batch = {batch}" if batch else ""),
+        + (f"\nscroll_batch = {batch}" if batch else ""),
     )
     text = text.replace("[guard]", f"[guard]\nmax_moved_fraction = {moved}")
     deploy.config.write_text(text, encoding="utf-8")
