@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import qdrant_edge as qe
 from acceptance_kit import Deployment, kinds
+from qdrant_client import QdrantClient, models
 
 from reconciler.filters import default_edge_filter, default_filter, query_points
 from reconciler.ports import ChunkIndex, split_of
@@ -329,3 +330,52 @@ def test_a_killed_split_is_finished_by_the_next_run(
     assert deploy.json("audit", "verify")[0] == 0
     code, data = deploy.json("check")
     assert (code, kinds(data)) == (0, set())
+
+
+def test_bootstrap_adopts_the_documents_of_both_collections(tmp_path: Path) -> None:
+    """A split store built by another pipeline (current versions in the main collection,
+    superseded ones in the archive) is adopted whole: a row for every document of either,
+    with its chunks counted in both; then the reconciler finds each chunk where it belongs."""
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    old = {"version_state": "superseded", "superseded_by": "kb:v2", "doc_family_id": "kb:f"}
+    new = {"version_state": "current", "doc_family_id": "kb:f"}
+    try:
+        for name, doc_id, payload in (("corpus", "kb:v2", new), ("corpus_archive", "kb:v1", old)):
+            client.create_collection(
+                name, vectors_config=models.VectorParams(size=4, distance=models.Distance.COSINE)
+            )
+            client.upsert(
+                name,
+                [
+                    models.PointStruct(
+                        id=n + (0 if name == "corpus" else 10),
+                        vector=[1.0, float(n), 0.5, 0.25],
+                        payload={"doc_id": doc_id, "chunk_id": f"{doc_id}#{n}", **payload},
+                    )
+                    for n in range(3)
+                ],
+            )
+    finally:
+        client.close()
+    config = tmp_path / "reconciler.toml"
+    config.write_text(
+        '[table]\nurl = "sqlite:///reconciler.db"\n[index]\npath = "qdrant"\n'
+        'collection = "corpus"\narchive_collection = "corpus_archive"\n'
+        "[guard]\nmax_changed_fraction = 1.0\n[bootstrap]\n"
+        'preset = "native"\nsource = "kb"\n',
+        encoding="utf-8",
+    )
+    deploy = Deployment.__new__(Deployment)  # (the config above, not the kit's own)
+    deploy.root, deploy.config, deploy.engine = tmp_path, config, "qdrant"
+
+    code, adopted = deploy.json("bootstrap")
+
+    assert code == 0, adopted
+    assert adopted["chunks_scanned"] == 6
+    assert {d["doc_id"]: (d["state"], d["chunks"]) for d in adopted["documents"]} == {
+        "kb:v1": ("superseded", 3),
+        "kb:v2": ("current", 3),
+    }
+    code, data = deploy.json("check", "--check", "payload")
+    assert ("payload", "misplaced") not in {(f["check"], f["kind"]) for f in data["findings"]}
+    assert data["writes"]["moves"] == 0
