@@ -56,6 +56,7 @@ from reconciler.stores.chunking_rules import (
     DOC_FILTER_BATCH,
     check_batch_size,
     check_payload_index,
+    create_missing_indexes,
     doc_id_batches,
     facet_counts,
     managed_page,
@@ -365,10 +366,7 @@ class EdgeChunkIndex:
             (self.path / EDGE_CONFIG).write_text(json.dumps(dict(layout)), encoding="utf-8")
             self._shard = open_shard(self.path, lambda: qe.EdgeShard.load(str(self.path)))
             log.info("created Edge shard %s with the configuration of another", self.path)
-        held = self.payload_indexes() if indexes else {}
-        for key, schema in (indexes or {}).items():
-            if held.get(key) != schema:
-                self.create_payload_index(key=key, schema=schema)
+        create_missing_indexes(self, indexes or {})
 
     def copy_points(self, points: Sequence[StoredPoint]) -> int:
         """Upsert whole points as another shard held them, ``UPSERT_BATCH`` a call."""

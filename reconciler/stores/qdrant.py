@@ -38,6 +38,7 @@ from reconciler.stores.chunking_rules import (
     PAYLOAD_SCHEMAS,
     check_batch_size,
     check_payload_index,
+    create_missing_indexes,
     doc_id_batches,
     managed_page,
     pages,
@@ -344,10 +345,8 @@ class QdrantChunkIndex:
                     self.collection, vectors_config=vectors, sparse_vectors_config=sparse
                 )
             log.info("created collection %s with the layout of another", self.collection)
-        held = self.payload_indexes() if indexes and self.supports_payload_indexes else {}
-        for key, schema in (indexes or {}).items():
-            if held.get(key) != schema:
-                self.create_payload_index(key=key, schema=schema)
+        if self.supports_payload_indexes:
+            create_missing_indexes(self, indexes or {})
 
     def copy_points(self, points: Sequence[StoredPoint]) -> int:
         """Upsert whole points as another collection held them, ``UPSERT_BATCH`` a call."""
@@ -357,14 +356,7 @@ class QdrantChunkIndex:
                 models.PointStruct(id=p.point_id, vector=p.vector, payload=dict(p.payload))
                 for p in points[start : start + UPSERT_BATCH]
             ]
-            what = f"copying {len(batch)} point(s) into {self.collection!r}"
-            with self._writing(what, written=written):
-                result = self.client.upsert(self.collection, points=batch, wait=True)
-            if result.status not in _OK_STATUSES:
-                raise IndexWriteError(
-                    f"{what} was not applied: status {result.status}", points_written=written
-                )
-            written += len(batch)
+            written += self._upsert(batch, f"copying {len(batch)} point(s)", written)
         return written
 
     def delete_points(self, point_ids: Sequence[str | int]) -> int:
@@ -416,16 +408,22 @@ class QdrantChunkIndex:
         while batch := list(itertools.islice(iterator, UPSERT_BATCH)):
             number += 1
             points = [self._point(record) for record in batch]
-            what = f"upsert batch {number} ({len(points)} point(s)) on {self.collection!r}"
-            with self._writing(what, written=written):
-                result = self.client.upsert(self.collection, points=points, wait=True)
-            if result.status not in _OK_STATUSES:
-                raise IndexWriteError(
-                    f"{what} was not applied: status {result.status}", points_written=written
-                )
-            written += len(points)
+            written += self._upsert(
+                points, f"upsert batch {number} ({len(points)} point(s))", written
+            )
             log.debug("upsert batch %d on %s: %d point(s)", number, self.collection, len(points))
         return written
+
+    def _upsert(self, points: list[models.PointStruct], what: str, written: int) -> int:
+        """One ``upsert`` call, waited for; how many points it wrote."""
+        what = f"{what} on {self.collection!r}"
+        with self._writing(what, written=written):
+            result = self.client.upsert(self.collection, points=points, wait=True)
+        if result.status not in _OK_STATUSES:
+            raise IndexWriteError(
+                f"{what} was not applied: status {result.status}", points_written=written
+            )
+        return len(points)
 
     def _point(self, record: ChunkRecord) -> models.PointStruct:
         logical = dict(record.payload)

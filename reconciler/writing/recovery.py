@@ -100,49 +100,28 @@ def resolve_interrupted(
         moves = _finish_moves(index, list(unfinished(entries, hashes)))
         head = hashes[-1] if hashes else ""
         if any(moves.values()):
-            head = table.append_audit(
-                [
-                    AuditEntry(
-                        run_id=run_id,
-                        at=datetime.now(UTC),
-                        actor=actor,
-                        reason="the run stopped while moving points between collections",
-                        target_type=RESOLVE,
-                        target=run_id,
-                        before=None,
-                        after=moves,
-                    )
-                ]
+            head = _resolution(
+                table,
+                run_id,
+                actor,
+                "the run stopped while moving points between collections",
+                moves,
             )
         if complete or requeued:
-            head = table.append_audit(
-                [
-                    AuditEntry(
-                        run_id=run_id,
-                        at=datetime.now(UTC),
-                        actor=actor,
-                        reason="the ingestion stopped while writing documents",
-                        target_type=RESOLVE,
-                        target=run_id,
-                        before=None,
-                        after={"complete": complete, "requeued": requeued},
-                    )
-                ]
+            head = _resolution(
+                table,
+                run_id,
+                actor,
+                "the ingestion stopped while writing documents",
+                {"complete": complete, "requeued": requeued},
             )
         if written or missed:
-            head = table.append_audit(
-                [
-                    AuditEntry(
-                        run_id=run_id,
-                        at=datetime.now(UTC),
-                        actor=actor,
-                        reason="the run stopped during a payload batch",
-                        target_type=RESOLVE,
-                        target=run_id,
-                        before=None,
-                        after={"written": jsonable(written), "not_written": jsonable(missed)},
-                    )
-                ]
+            head = _resolution(
+                table,
+                run_id,
+                actor,
+                "the run stopped during a payload batch",
+                {"written": jsonable(written), "not_written": jsonable(missed)},
             )
         outcome = (
             f"of its last payload batch {len(written)} point(s) were written and "
@@ -179,6 +158,14 @@ def resolve_interrupted(
             log.warning("run %s of shard %s resolved (%s): %s", run_id, shard, status, outcome)
         done.append(Resolved(run_id, len(written), len(missed)))
     return done
+
+
+def _resolution(
+    table: DocumentTable, run_id: str, actor: str, reason: str, after: dict[str, Any]
+) -> str:
+    """Append the ``resolve`` entry that says how a dead run's writes ended; its hash."""
+    entry = AuditEntry(run_id, datetime.now(UTC), actor, reason, RESOLVE, run_id, None, after)
+    return table.append_audit([entry])
 
 
 def _finish_moves(index: ChunkIndex, intents: list[AuditEntry]) -> dict[str, int]:
