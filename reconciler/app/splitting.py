@@ -239,7 +239,6 @@ def _moved(
             record.counts.update(moves=mover.moved, audit_head=mover.audit_head)
             raise
         record.counts = {"moves": mover.moved, "audit_head": mover.audit_head}
-        record.stats = {"points_written": mover.moved}
     log.info("split %s: %d point(s) moved", "(merge)" if merge else "", mover.moved)
     return _result(split, ways, sample, merge=merge, run_id=record.run_id, moved=mover.moved)
 
