@@ -17,6 +17,10 @@ How it maps onto the port, and onto what qdrant-client does:
   vectors' are read through once an open (``_read_ahead``, over ``edge_files.read_ahead``);
 * the disk: a shard is neither opened nor written below a free-space floor
   (``edge_files.ensure_space``);
+* a split store's moves: whole points read (``retrieve`` with vectors and payload) and
+  upserted as they were into another shard, made with this one's ``edge_config.json``
+  (``ensure_layout``); Edge stores a vector that is unit-length already as it is, so a copy
+  is the same bytes;
 * errors: Edge raises bare ``Exception``s, mapped once in ``edge_shard`` (``reading``,
   ``writing``, ``open_shard``): ``IndexUnavailable`` for a read or a held shard,
   ``IndexWriteError`` with ``points_written`` for a write, as the qdrant-client adapter does.
