@@ -8,19 +8,22 @@ are read here, never by the code under test, and never reach the files it reads:
 
 - ``demo``: the handbook of ``reconciler demo``, written with its ``family``, ``version``,
   ``status`` and ``superseded_by`` left out; labels: its ``REPLACEMENTS``;
-- ``peps``: the real PEPs of ``examples/peps/head`` (or ``--peps DIR``, e.g. a whole clone),
-  copied with their ``Status``, ``Superseded-By`` and ``Replaces`` header lines stripped;
-  labels: those headers, by ``bench.peps.PepLabels`` (a plain line reader);
+- ``peps``: the real PEPs of ``examples/peps/head`` (or ``--peps DIR ...``: whole clones, e.g.
+  at other points of their history; one row each, ``peps:<folder name>``), copied with their
+  ``Status``, ``Superseded-By`` and ``Replaces`` header lines stripped; labels: those headers,
+  by ``bench.peps.PepLabels`` (a plain line reader);
 - ``synthetic-N``: generated families of 1 to 4 versions told apart by the markers people use
   (``-2024``, ``-v2``, ``_old``, ``archive/``, ``(superseded)``), bodies edited from version
   to version, and look-alike distractors (a shared word, another product code).
 
 Prints one row per corpus: links proposed, precision and recall at the default threshold,
 direction accuracy, family purity, seconds and peak RSS of ``suggest``, then the
-precision-recall curve (one point per threshold).
+precision-recall curve (one point per threshold), then every link proposed at the default
+threshold that the labels lack, with its evidence.
 
     .venv/bin/python -m bench.discovery                      # demo, peps, synthetic 1k and 10k
     .venv/bin/python -m bench.discovery --sizes 1000 10000 100000 --peps /tmp/peps
+    .venv/bin/python -m bench.discovery --only peps --peps /tmp/peps /tmp/peps-2018
 """
 
 from __future__ import annotations
@@ -147,7 +150,7 @@ version = []
 """
 
 
-def peps_corpus(folder: Path, checkout: Path) -> Corpus:
+def peps_corpus(folder: Path, checkout: Path, name: str = "peps") -> Corpus:
     """The PEPs of ``checkout`` with their supersession headers stripped."""
     labels = PepLabels.of(checkout)
     for path in [*checkout.glob("peps/pep-*"), *checkout.glob("pep-*")]:
@@ -161,7 +164,7 @@ def peps_corpus(folder: Path, checkout: Path) -> Corpus:
         for old, news in labels.successors.items()
         for new in news
     )
-    return Corpus("peps", deploy(folder, "peps", PEP_OPTIONS), links)
+    return Corpus(name, deploy(folder, "peps", PEP_OPTIONS), links)
 
 
 def strip_headers(text: str) -> str:
@@ -353,7 +356,7 @@ def evaluate(corpus: Corpus) -> dict[str, Any]:
             f"{p.older} {p.direction} {p.newer}: {p.evidence}"
             for p in at_default
             if frozenset((p.older, p.newer)) not in _pairs(corpus.links)
-        ][:8]
+        ]
     }
     row |= {"curve": curve}
     return row
@@ -434,7 +437,9 @@ def _table(rows: list[Mapping[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000])
-    parser.add_argument("--peps", type=Path, default=PEPS, help="a folder of PEPs or a clone")
+    parser.add_argument(
+        "--peps", type=Path, nargs="+", default=[PEPS], help="folders of PEPs or clones"
+    )
     parser.add_argument("--only", nargs="*", help="corpora by name (demo, peps, synthetic-N)")
     parser.add_argument(
         "--core", type=int, nargs="*", default=[], help="sizes of the in-memory core run"
@@ -445,10 +450,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.core and not args.only:
         return
     rows = []
-    builders = [("demo", demo_corpus), ("peps", lambda f: peps_corpus(f, args.peps))]
+    builders: list[tuple[str, Any]] = [("demo", demo_corpus)]
+    for checkout in args.peps:
+        name = "peps" if len(args.peps) == 1 else f"peps:{checkout.name}"
+        builders.append((name, lambda f, c=checkout, n=name: peps_corpus(f, c, n)))
     builders += [(f"synthetic-{n}", lambda f, n=n: synthetic_corpus(f, n)) for n in args.sizes]
     for name, build_corpus in builders:
-        if args.only and name not in args.only:
+        if args.only and name.partition(":")[0] not in args.only and name not in args.only:
             continue
         folder = Path(tempfile.mkdtemp(prefix=f"bench-discovery-{name}-"))
         try:

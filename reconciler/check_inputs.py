@@ -175,9 +175,15 @@ class CheckContext:
     #: in the other one than its row's state puts it in is ``payload/misplaced``. ``None``:
     #: one collection.
     split: tuple[str, str] | None = None
+    #: Sources no connector reads, whose declared documents are judged from their rows and
+    #: declarations (``rules.declarations``): readable, never complete (absence is no
+    #: deletion), never expired.
+    declared_only: frozenset[str] = frozenset()
 
     def source_readable(self, name: str) -> bool:
-        """Whether the source was read completely in this run."""
+        """Whether the source was read in this run (or speaks through declarations alone)."""
+        if name in self.declared_only:
+            return True
         state = self.sources.get(name)
         return state is not None and state.scanned and state.readable
 
@@ -216,6 +222,8 @@ class FamilyView:
     #: Documents named by a ``superseded_by`` of this family (source or row) that have a row
     #: in the table, in any family or shard: a successor outside it is "not ingested".
     registered: frozenset[str] = frozenset()
+    #: doc_id -> why a declaration places it in this family, in words (``rules.declarations``).
+    because: Mapping[str, str] = field(default_factory=dict)
     #: What the checks work out from this view once and share (``settled``, the family check's
     #: declared rows): key -> value. Not part of the family's content (no init, compare, repr
     #: or hash), and a copy made by ``dataclasses.replace`` starts empty. Its values are read,

@@ -20,10 +20,15 @@
     │                               (roll them back first, or ``--cascade``)
     ├── JobStopped                  stop the run: a serve job passed its deadline, or serve
     │                               is stopping (the run is failed; the next one converges)
+    ├── AuditUnanswerable           the audit log cannot answer: its chain fails verification,
+    │                               or the instant asked about is before its first entry
     ├── NotFound                    fix the command: a scoped repair names no document or
     │                               family that the table or a source knows, or no run has
     │                               the given id (prefix)
-    └── AmbiguousRunId              fix the command: a run id prefix matches several runs
+    ├── AmbiguousRunId              fix the command: a run id prefix matches several runs
+    └── Undeclarable                fix the decisions: a declaration names no document, or
+                                    a system of record or an earlier declaration says
+                                    otherwise (every problem listed; nothing recorded)
 
 Connector errors live in ``reconciler.ports.source`` (re-exported by ``connectors.base``).
 """
@@ -125,6 +130,12 @@ class JobStopped(ReconcilerError):
     failed."""
 
 
+class AuditUnanswerable(ReconcilerError):
+    """``audit served`` / ``audit history`` cannot answer from the log: the chain fails
+    verification (an entry altered, removed or unreadable), or the instant asked about comes
+    before the log's first entry."""
+
+
 class NotFound(ReconcilerError):
     """A scoped run names a document or family that neither the table nor a source knows, or
     a run id (or prefix) names no recorded run."""
@@ -141,3 +152,15 @@ class AmbiguousRunId(ReconcilerError):
             + ", ".join(candidates)
             + "; give more characters"
         )
+
+
+class Undeclarable(ReconcilerError):
+    """Declarations that cannot be recorded as they are (``reconciler declare``): each names
+    a document the table does not hold, repeats itself, would close a cycle, or says what a
+    system of record contradicts. ``problems`` lists every one; nothing was recorded."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        lines = [f"{len(problems)} declaration(s) cannot be recorded (nothing was written):"]
+        lines += [f"  {problem}" for problem in problems]
+        super().__init__("\n".join(lines))

@@ -7,8 +7,9 @@ Its semantics are written once, as a ``FilterTerms`` value (``filter_terms``): w
 pass, the instant of the effective window (or none), and that a quarantined chunk never passes.
 Two renderings turn that one description into an engine's filter: ``default_filter`` into a
 qdrant-client ``models.Filter`` (local mode and servers) and ``default_edge_filter`` into a
-Qdrant Edge ``qdrant_edge.Filter`` (the optional ``edge`` extra). Neither adds a condition of
-its own.
+Qdrant Edge ``qdrant_edge.Filter`` (the optional ``edge`` extra); a third,
+``FilterTerms.admits``, judges one payload in Python (what the log says a chunk held, for
+``reconciler audit served``). None adds a condition of its own.
 
 A split store (``[index] archive_collection``) keeps the chunks of servable versions in its
 main collection and every other one in its archive. The default route admits only servable
@@ -19,12 +20,14 @@ names the collections a route must search, and ``query_points`` searches them al
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from reconciler.model import HISTORICAL_STATES, SERVABLE_STATES, utc
+from reconciler.model import HISTORICAL_STATES, SERVABLE_STATES, parse_instant, utc
 from reconciler.payload import DEFAULT_KEYS, KeyMap
 
 if TYPE_CHECKING:
@@ -58,6 +61,45 @@ class FilterTerms:
     to_path: str
     instant: datetime | None
     quarantined_path: str
+
+    def admits(self, payload: Mapping[str, Any]) -> bool:
+        """Whether a chunk holding ``payload`` (laid out as the paths say) passes: the third
+        rendering, the terms judged in Python as the engines judge them (a keyword or a list
+        holding one; an RFC 3339 datetime, a text that is none matching no range; ``true``
+        only as a boolean). ``reconciler audit served`` judges recorded payloads with it."""
+        states = _values(payload, self.state_path)
+        if not any(isinstance(v, str) and v in self.states for v in states):
+            return False
+        if self.instant is not None:
+            starts = _instants(_values(payload, self.from_path))
+            ends = _instants(_values(payload, self.to_path))
+            if not any(start <= self.instant for start in starts):
+                return False
+            if not any(end > self.instant for end in ends):
+                return False
+        return not any(v is True for v in _values(payload, self.quarantined_path))
+
+
+def _values(payload: Mapping[str, Any], path: str) -> list[Any]:
+    """The values at a dotted key path (a list's items, each), as Qdrant reads them."""
+    found: list[Any] = [payload]
+    for part in path.split("."):
+        step: list[Any] = []
+        for value in found:
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, Mapping) and part in item:
+                    step.append(item[part])
+        found = step
+    return [item for value in found for item in (value if isinstance(value, list) else [value])]
+
+
+def _instants(values: list[Any]) -> list[datetime]:
+    found = []
+    for value in values:
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError, OverflowError):
+                found.append(parse_instant(value))
+    return found
 
 
 def filter_terms(

@@ -51,13 +51,13 @@ class RunMode(enum.StrEnum):
     INGEST = "ingest"
     BOOTSTRAP = "bootstrap"
     ROLLBACK = "rollback"
-    #: ``reconciler split``: points moved between the collections of a split store.
-    SPLIT = "split"
+    DECLARE = "declare"  # declarations recorded, and the families they touch reconciled
+    SPLIT = "split"  # points moved between the collections of a split store
 
     @property
     def writes(self) -> bool:
         """Whether a reconciliation in this mode applies its plan (under the guard)."""
-        return self in (RunMode.APPLY, RunMode.RUN, RunMode.REPAIR)
+        return self in (RunMode.APPLY, RunMode.RUN, RunMode.REPAIR, RunMode.DECLARE)
 
 
 class RunStatus(enum.StrEnum):
@@ -197,6 +197,40 @@ class SourceDocument:
         return () if self.superseded_by is None else (self.superseded_by,)
 
 
+class DeclarationKind(enum.StrEnum):
+    """What a person declared: ``doc_id`` superseded by the document ``target``, or in the
+    family ``target``."""
+
+    SUPERSEDE = "supersede"
+    FAMILY = "family"
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """A decision a person recorded (``reconciler declare``), read by every run beside the
+    systems of record (``rules.declarations``): who (the run's actor is ``declare``), when,
+    why, on what (a proposal's evidence, score and id), the run that recorded it and the
+    rollback that revoked it."""
+
+    id: str
+    kind: DeclarationKind
+    doc_id: str
+    target: str
+    declared_by: str
+    declared_at: datetime
+    reason: str | None = None
+    evidence: str | None = None
+    score: float | None = None
+    proposal: str | None = None
+    run_id: str | None = None
+    revoked_at: datetime | None = None
+    revoked_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The declaration as the audit log and ``--format json`` spell it."""
+        return {name: jsonable(getattr(self, name)) for name in self.__dataclass_fields__}
+
+
 class ProblemKind(enum.StrEnum):
     """Why a source document could not be taken as it is; each becomes a finding later."""
 
@@ -214,6 +248,7 @@ class ProblemKind(enum.StrEnum):
     LINK_OUTSIDE_ROOT = "link_outside_root"
     #: A configured key name that no document of the source holds (a mapping mistake).
     UNUSED_MAPPING = "unused_mapping"
+    DECLARATION_CONFLICT = "declaration_conflict"  # a source says otherwise: the source stands
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,8 +295,7 @@ class ChunkState:
 
 #: One chunk as the check's lean scan yields it: (point id, doc_id as stored, the raw stored
 #: values of ``MANAGED_KEYS`` in that order, an absent key read as ``None``). No dict, no
-#: ``ChunkState``: the check's hot path compares these raw values and normalises only on a
-#: mismatch.
+#: ``ChunkState``: the check's hot path compares raw values, normalising only a mismatch.
 ManagedRow = tuple[str | int, Any, tuple[Any, ...]]
 
 
@@ -282,14 +316,12 @@ class ManagedPage:
         point_id: Callable[[int], str | int],
         contents: Sequence[Any] | None = None,
     ) -> None:
-        #: ``(doc_id, *managed values)`` a chunk.
-        self.rows = rows
+        self.rows = rows  # ``(doc_id, *managed values)`` a chunk
         #: Each chunk's ``content_hash`` as stored (``None`` when absent), in the order of
         #: ``rows``; ``None`` for a page read without them (every chunk's unknown).
         self.contents = contents
         self._point_id = point_id
-        #: Whether the page comes from the archive collection of a split store.
-        self.archived = False
+        self.archived = False  # whether it comes from a split store's archive collection
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -311,17 +343,6 @@ class PayloadWrite:
     point_ids: tuple[str | int, ...]
     payload: Mapping[str, Any]
     doc_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StoredPoint:
-    """A whole point as its collection holds it, to move it into another collection of the
-    same layout: its vectors as the engine hands them back (never embedded again) and its
-    whole payload, text included."""
-
-    point_id: str | int
-    vector: Any
-    payload: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,13 +467,10 @@ _DATETIME_FIELDS = frozenset({"effective_from", "effective_to", "ingested_at", "
 
 def fields_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
     """Turn audited JSON field values back into row values (datetimes parsed)."""
-    restored: dict[str, Any] = {}
-    for name, value in values.items():
-        if name in _DATETIME_FIELDS and isinstance(value, str):
-            restored[name] = parse_instant(value)
-        else:
-            restored[name] = value
-    return restored
+    return {
+        name: parse_instant(value) if name in _DATETIME_FIELDS and isinstance(value, str) else value
+        for name, value in values.items()
+    }
 
 
 @dataclass(frozen=True)

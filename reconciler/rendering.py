@@ -176,6 +176,7 @@ def render_status(data: dict[str, Any]) -> str:
                 "chunks (index)",
                 "quarantined",
                 "re-ingest pending",
+                "declarations",
             ],
             [
                 [
@@ -185,6 +186,7 @@ def render_status(data: dict[str, Any]) -> str:
                     index["chunks"],
                     data["quarantined_documents"],
                     data["reingest_pending"],
+                    data.get("declarations", 0),
                 ]
             ],
         ),

@@ -82,15 +82,23 @@ class Deployment:
     """
 
     def __init__(
-        self, root: Path, table_url: str = "sqlite:///reconciler.db", *, engine: str = "qdrant"
+        self,
+        root: Path,
+        table_url: str = "sqlite:///reconciler.db",
+        *,
+        engine: str = "qdrant",
+        configured: bool = False,
     ) -> None:
+        """``configured``: the folder holds a deployment whose config is kept as it is (a
+        copy of another test's), else the config is written."""
         self.root = root
         self.vault = root / "vault"
         self.vault.mkdir(parents=True, exist_ok=True)
         self.config = root / "reconciler.toml"
         self.table_url = table_url
         self.engine = engine
-        self.configure()
+        if not configured:
+            self.configure()
 
     # -- the source ----------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from reconciler.errors import (
     LeaseBusy,
     LeaseLost,
     NotFound,
+    Undeclarable,
 )
 from reconciler.model import RunMode, RunStatus, jsonable
 from reconciler.pipeline.running import Reconciler
@@ -346,8 +347,10 @@ def reconcile(
                     clock=clock,
                     control=control,
                 )
-            except NotFound:
-                raise  # a mistyped scope: nothing was read from the index or written
+            except (NotFound, Undeclarable):
+                # a mistyped scope, or decisions a source contradicts: nothing was read from
+                # the index or written, and no run is recorded
+                raise
             except Exception as exc:
                 record_failed(table, options, exc)
                 raise

@@ -220,19 +220,19 @@ def _moved(
             scroll_batch=settings.index.scroll_batch,
             keep_writing=keep_writing,
             progress=(lambda n: progress("moved", n)) if progress is not None else None,
+            clock=clock,
         )
-        now = clock.now()
         try:
             if merge:
                 ways[False].points = mover.move_all(
-                    to_archive=False, now=now, reason="reconciler split --merge"
+                    to_archive=False, reason="reconciler split --merge"
                 )
             else:
                 for targets in _placements(settings, table, index, ways, progress):
                     sample += targets[: SAMPLE - len(sample)]
                     for to_archive in (True, False):
-                        mover.move_targets(targets, to_archive=to_archive, now=now)
-            mover.finish(now=now)
+                        mover.move_targets(targets, to_archive=to_archive)
+            mover.finish()
         except BaseException:
             if mover.open_intent is not None:
                 record.counts["unconfirmed"] = mover.open_intent  # for the next runner

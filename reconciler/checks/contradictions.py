@@ -174,6 +174,10 @@ def check_contradictions(view: FamilyView, ctx: CheckContext) -> list[Finding]:
                 named,
                 now=ctx.now,
                 family=view.family,
-                status_policy=ctx.status_contradicts_link,
+                # A row no source holds keeps its state beside a declared successor: the
+                # declaration is the later word, not a contradiction of the row.
+                status_policy=(
+                    "ignore" if doc.source in ctx.declared_only else ctx.status_contradicts_link
+                ),
             )
     return findings

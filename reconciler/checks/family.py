@@ -53,6 +53,9 @@ def problem_findings(problems: Iterable[SourceProblem], family: str | None) -> l
     for problem in problems:
         if problem.kind in UNREADABLE_PROBLEMS:
             continue
+        if problem.kind is ProblemKind.DECLARATION_CONFLICT:
+            findings.append(_declaration_conflict(problem, family))
+            continue
         kind = (
             "invalid_supersession"
             if problem.kind in _SUPERSESSION_PROBLEMS
@@ -79,6 +82,23 @@ def problem_findings(problems: Iterable[SourceProblem], family: str | None) -> l
             )
         )
     return findings
+
+
+def _declaration_conflict(problem: SourceProblem, family: str | None) -> Finding:
+    """A declaration the document's system of record contradicts: the source's word stands."""
+    return Finding(
+        check=CHECK,
+        kind="declaration_conflict",
+        severity=Severity.WARNING,
+        family=family,
+        doc_id=problem.doc_id,
+        expected="the declaration agrees with the system of record",
+        actual={"message": problem.message},
+        action=(
+            "none: the system of record's own declaration stands; mend the source, or roll "
+            "back the run that recorded the declaration"
+        ),
+    )
 
 
 def _problem_action(problem: SourceProblem) -> str:

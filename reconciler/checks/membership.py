@@ -45,6 +45,8 @@ def check_membership(view: FamilyView, ctx: CheckContext) -> list[Finding]:
 
 def _because(view: FamilyView, doc_id: str) -> str:
     """Why the source places ``doc_id`` in the view's family, in words."""
+    if doc_id in view.because:
+        return view.because[doc_id]
     src = view.sources[doc_id]
     if src.family is not None:
         return f"its source declares family {src.family!r}"

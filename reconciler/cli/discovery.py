@@ -11,7 +11,16 @@ from typing import Any
 
 import click
 
-from reconciler.cli.group import CliState, Verb, cli, errors_mapped, fail
+from reconciler.cli.group import (
+    EXIT_USAGE,
+    CliState,
+    Verb,
+    cli,
+    errors_mapped,
+    exit_for,
+    fail,
+)
+from reconciler.cli.options import output_options
 
 log = logging.getLogger(__name__)
 
@@ -127,3 +136,174 @@ def render_proposals(data: dict[str, Any]) -> str:
             lines.append(f"\n{p['id']}  {p['score']:.2f}  family: {', '.join(p['members'])}")
         lines.append(f"    {p['evidence']}")
     return "\n".join(lines)
+
+
+@cli.command("declare")
+@click.argument("args", nargs=-1, metavar="[PROPOSALS_FILE | DOC...]")
+@click.option("--supersede", "old", metavar="OLD", help="Declare document OLD superseded ...")
+@click.option("--by", "new", metavar="NEW", help="... by document NEW (with --supersede).")
+@click.option(
+    "--family",
+    metavar="F",
+    help="Declare the documents DOC... (the arguments) versions of the family F.",
+)
+@click.option("--who", metavar="NAME", help="Who decided [default: the login name].")
+@click.option("--reason", metavar="TEXT", help="Why (recorded with each declaration).")
+@click.option(
+    "--dry-run", is_flag=True, help="Show the writes the declarations lead to; record nothing."
+)
+@click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
+@click.option(
+    "--list",
+    "listing",
+    is_flag=True,
+    help="List the declarations recorded (with --all, the revoked ones too) and exit.",
+)
+@output_options
+@click.pass_obj
+def declare_command(
+    obj: CliState,
+    args: tuple[str, ...],
+    old: str | None,
+    new: str | None,
+    family: str | None,
+    who: str | None,
+    reason: str | None,
+    dry_run: bool,
+    force: bool,
+    listing: bool,
+) -> None:
+    """Record a person's decisions: which document replaced which, which are one family.
+
+    \b
+    reconciler declare proposals.yaml          the accepted lines of a reviewed `suggest` file
+    reconciler declare --supersede OLD --by NEW
+    reconciler declare --family F DOC DOC...
+    reconciler declare --list                  what is recorded (--all: revoked ones too)
+
+    Declarations are a source of family and supersession every run reads beside the systems
+    of record, for the documents no source speaks for (an adopted collection, say). Where a
+    document's own source declares otherwise, the source wins and the declaration is reported
+    (family/declaration_conflict). Declaring is a recorded run (mode "declare"): the families
+    it touches are reconciled with the new declarations under the blast-radius guard (weighed
+    against the whole corpus), every write is audited, and `reconciler rollback RUN_ID` undoes
+    it and revokes its declarations. --dry-run shows the writes and records nothing.
+
+    Exit 0 on success, 1 when a decision cannot be recorded (each one listed; nothing
+    written), 3 when the guard refused, 4 when a source could not be read, 64 on usage errors.
+    """
+    from reconciler.app.declaring import (
+        Decision,
+        declare,
+        from_proposals,
+        list_declarations,
+    )
+    from reconciler.app.operations import report_data
+    from reconciler.model import DeclarationKind
+    from reconciler.rendering import render_report
+
+    given = [name for name, on in (("--supersede", old), ("--family", family)) if on]
+    if listing:
+        if args or given or new:
+            raise click.UsageError("--list takes no decisions")
+        with errors_mapped():
+            found = list_declarations(obj.settings, active=not obj.show_all)
+        obj.emit({"declarations": [d.to_json() for d in found]}, _render_declarations)
+        return
+    if bool(old) != bool(new):
+        raise click.UsageError("--supersede OLD and --by NEW go together")
+    if len(given) > 1:
+        raise click.UsageError("give one of a proposals file, --supersede or --family")
+    skipped: list[str] = []
+    if old and new:
+        if args:
+            raise click.UsageError("--supersede OLD --by NEW takes no other argument")
+        decisions = [Decision(DeclarationKind.SUPERSEDE, old, new)]
+    elif family:
+        if not args:
+            raise click.UsageError("--family F needs the documents: --family F DOC [DOC...]")
+        decisions = [Decision(DeclarationKind.FAMILY, doc, family) for doc in args]
+    elif len(args) == 1:
+        with errors_mapped():
+            decisions, skipped = from_proposals(_read_decisions(Path(args[0])))
+    else:
+        fail(
+            "give a reviewed proposals file (`reconciler suggest -o proposals.yaml`, then mark "
+            "each decision accept or reject), --supersede OLD --by NEW, or --family F DOC...",
+            EXIT_USAGE,
+        )
+    with errors_mapped():
+        declared = declare(
+            obj.settings,
+            decisions,
+            declared_by=who,
+            reason=reason,
+            dry_run=dry_run,
+            force=force,
+            skipped=skipped,
+        )
+    if declared.report is None:  # nothing new: no run was made
+        obj.emit({"run_id": None, **declared.to_json()}, _render_declared)
+        return
+    data = {**report_data(declared.report), **declared.to_json()}
+
+    def render(data: dict[str, Any]) -> str:
+        return render_report(data, per_kind=obj.per_kind) + "\n" + _render_declared(data)
+
+    obj.emit(data, render)
+    exit_for(declared.report, writing=not dry_run)
+
+
+def _read_decisions(path: Path) -> dict[str, Any]:
+    """A reviewed proposals file (YAML or JSON) as data; a file that cannot be read fails."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        fail(f"could not read {path}: {exc}")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        fail(f"{path} is not a proposals file (YAML or JSON): {exc}")
+    if not isinstance(data, dict):
+        fail(f"{path} is not a proposals file: expected a mapping with a 'proposals' list")
+    return data
+
+
+def _render_declared(data: dict[str, Any]) -> str:
+    """What ``declare`` recorded (or, dry, would record)."""
+    made = data["declarations"]
+    if "mode" not in data:
+        head = "nothing new to declare: no run was made"
+    elif data["dry_run"]:
+        head = f"{len(made)} declaration(s) would be recorded (dry run: nothing written)"
+    elif data.get("refused"):
+        head = "no declaration recorded: the run was refused"
+    else:
+        head = f"{len(made)} declaration(s) recorded in run {data['run_id']}"
+    lines = [head]
+    lines += [f"  {_one(d)}" for d in made]
+    lines += [f"  left out: {why}" for why in data["skipped"]]
+    return "\n".join(lines)
+
+
+def _render_declarations(data: dict[str, Any]) -> str:
+    """``declare --list``."""
+    found = data["declarations"]
+    if not found:
+        return "no declarations recorded"
+    lines = [f"{len(found)} declaration(s), oldest first:"]
+    for d in found:
+        lines.append(f"  {_one(d)}")
+        why = "; ".join(f"{k}: {d[k]}" for k in ("reason", "evidence", "revoked_by") if d.get(k))
+        lines.append(
+            f"      {d['declared_by']} at {d['declared_at']}, run {d['run_id']}"
+            + (f"; {why}" if why else "")
+        )
+    return "\n".join(lines)
+
+
+def _one(d: dict[str, Any]) -> str:
+    verb = "superseded by" if d["kind"] == "supersede" else "in family"
+    return f"{d['id']}  {d['doc_id']} {verb} {d['target']}"

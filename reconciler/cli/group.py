@@ -44,7 +44,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_DRIFT, "drift found (check, plan); a failing slice (eval)"),
     (
         EXIT_REFUSED,
-        "refused by the blast-radius guard, nothing written (apply, run, repair); "
+        "refused by the blast-radius guard, nothing written (apply, run, repair, declare); "
         "a rollback under later runs",
     ),
     (
@@ -115,6 +115,18 @@ def _configured_here() -> bool:
         name.startswith("RECONCILER_") and "__" in name and name != "RECONCILER_TEST_PG"
         for name in os.environ
     )
+
+
+def exit_for(report: Any, *, writing: bool) -> NoReturn:
+    """Exit with the code a run's ``Report`` calls for: 3 refused; a writing run 4 when a source
+    could not be read, else 0; a read-only run 2 when it found drift, else 0."""
+    if report.refused:
+        sys.exit(EXIT_REFUSED)
+    if writing and report.partial:
+        sys.exit(EXIT_PARTIAL)
+    if not writing and report.drift:
+        sys.exit(EXIT_DRIFT)
+    sys.exit(EXIT_OK)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:

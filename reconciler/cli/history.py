@@ -1,15 +1,14 @@
-"""Commands over what runs wrote: ``rollback RUN_ID`` and ``audit show | verify``."""
+"""Commands over what runs wrote: ``rollback RUN_ID`` and ``audit show | verify | served |
+history``."""
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING
+from datetime import datetime
+from pathlib import Path
 
 import click
-
-if TYPE_CHECKING:
-    pass
 
 from reconciler.cli.group import (
     EXIT_ERROR,
@@ -19,6 +18,7 @@ from reconciler.cli.group import (
     errors_mapped,
     fail,
 )
+from reconciler.cli.options import instant_option
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +93,93 @@ def audit_verify_command(obj: CliState) -> None:
     )
     if not data["ok"]:
         sys.exit(EXIT_ERROR)
+
+
+def _scope(families: tuple[str, ...], docs: tuple[str, ...]) -> None:
+    if not families and not docs:
+        raise click.UsageError(
+            "name what to answer for: --family F or --doc D (repeatable); the answer's memory "
+            "follows the families named, so there is no whole-corpus form"
+        )
+
+
+def _at_option(ctx: click.Context, param: click.Parameter, value: str) -> datetime | None:
+    """An ISO-8601 instant, or ``now`` (``None``: the clock's, when the answer is made)."""
+    if value.strip().lower() == "now":
+        return None
+    return instant_option(ctx, param, value)
+
+
+@audit.command("served")
+@click.option(
+    "--at",
+    "at",
+    required=True,
+    callback=_at_option,
+    metavar="ISO-8601|now",
+    help="The instant asked about (naive means UTC), e.g. when an answer was generated.",
+)
+@click.option("--family", "families", multiple=True, help="A family to answer for (repeatable).")
+@click.option("--doc", "docs", multiple=True, help="A document to answer for (repeatable).")
+@click.pass_obj
+def audit_served_command(
+    obj: CliState, at: datetime | None, families: tuple[str, ...], docs: tuple[str, ...]
+) -> None:
+    """What default_filter(as_of=AT) admitted at an instant, from the audit log alone.
+
+    For every chunk of the families (or documents) named: the payload it held at AT as the
+    hash-chained audit log recorded it (the chain is verified first; a broken chain, or an
+    instant before the log's first entry, is an error, exit 1), and so whether the default
+    filter, judging that payload's effective window at AT, admitted it. A chunk the log is
+    unsure of at AT (a write under way, a change made by another tool, an ingestion that did
+    not record its payload) is 'undetermined', and the output says what the answer rests on.
+    The chunk index is not read.
+    """
+    from reconciler.app.auditing import audit_served
+    from reconciler.drawing import render_served
+
+    _scope(families, docs)
+    with errors_mapped():
+        data = audit_served(obj.settings, at=at, families=families, docs=docs)
+    obj.emit(data, render_served)
+
+
+@audit.command("history")
+@click.option("--family", "families", multiple=True, help="A family to draw (repeatable).")
+@click.option("--doc", "docs", multiple=True, help="A document to draw (repeatable).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    metavar="FILE.svg",
+    help="Also draw the timeline (one bar a version's window, coloured by state) to FILE.svg.",
+)
+@click.pass_obj
+def audit_history_command(
+    obj: CliState, families: tuple[str, ...], docs: tuple[str, ...], output: Path | None
+) -> None:
+    """Each version's state and effective window over time, from the audit log alone.
+
+    A table of every period of each version of the families (or documents) named: what its
+    chunks held, from when to when, and which run changed it; then when the default filter
+    admitted it. -o FILE.svg draws it: a lane a version, a bar a period over its effective
+    window, coloured by state, and a band where it was served. The chain is verified first
+    (exit 1 when broken).
+    """
+    from reconciler.app.auditing import audit_history
+    from reconciler.drawing import history_svg, render_history
+
+    _scope(families, docs)
+    if output is not None and output.suffix.lower() != ".svg":
+        raise click.BadParameter(
+            f"{output}: the timeline is drawn as SVG; name a .svg file", param_hint="-o"
+        )
+    with errors_mapped():
+        data = audit_history(obj.settings, families=families, docs=docs)
+    if output is not None:
+        try:
+            output.write_text(history_svg(data), encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot write {output}: {exc}")
+        log.info("timeline written to %s", output)
+    obj.emit(data, render_history)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,13 +23,11 @@ if TYPE_CHECKING:
     from reconciler.pipeline.values import Report
 
 from reconciler.cli.group import (
-    EXIT_DRIFT,
     EXIT_OK,
-    EXIT_PARTIAL,
-    EXIT_REFUSED,
     CliState,
     cli,
     errors_mapped,
+    exit_for,
 )
 from reconciler.cli.options import instant_option, output_options, run_options
 
@@ -78,14 +76,7 @@ def _export(obj: CliState, report: Report | None) -> None:
         click.echo(f"warning: could not export metrics: {exc}", err=True)
 
 
-def _exit(report: Report, *, writing: bool) -> NoReturn:
-    if report.refused:
-        sys.exit(EXIT_REFUSED)
-    if writing and report.partial:
-        sys.exit(EXIT_PARTIAL)
-    if not writing and report.drift:
-        sys.exit(EXIT_DRIFT)
-    sys.exit(EXIT_OK)
+_exit = exit_for
 
 
 @cli.command()

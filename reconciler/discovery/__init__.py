@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciler.discovery.blocking import restrict_keys, scored_pairs
+from reconciler.discovery.blocking import prepare, scored_pairs
 from reconciler.discovery.proposals import (
     Proposal,
     Proposals,
@@ -39,7 +39,7 @@ __all__ = [
 
 def scored(profiles: Sequence[Profile], *, floor: float) -> list[Scored]:
     """Every pair worth proposing at ``floor`` or above, best first."""
-    ready = restrict_keys(profiles)
+    ready = prepare(profiles)
     return sorted(scored_pairs(ready, floor=floor), key=lambda s: (-s.score, s.a, s.b))
 
 

@@ -10,7 +10,9 @@ Three generators, each exact for the evidence it stands for:
   could reach a score of 0.6 is a candidate. The bands are sorted in numpy arrays (8 bytes a
   document and band, for the time of the sort) rather than kept in datasketch's
   ``MinHashLSH``, whose dictionaries hold about 4.5 KB a document;
-- **references**: a body that says it replaces ``PEP 241`` meets the document known by it.
+- **references**: a body that says it replaces ``PEP 241`` meets the document known by it, and
+  a replacement a body tells of between two others (``PEP 409 (superseded by PEP 415)``) is
+  handed to those two by ``prepare`` before anything is scored.
 
 Each document is then scored against its candidates as it is reached, and only pairs at or
 above ``floor`` are kept: memory holds the profiles and the kept pairs, never the candidates.
@@ -24,6 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from reconciler.discovery.claims import Ref
 from reconciler.discovery.scoring import Scored, score_pair
 from reconciler.discovery.signals import NUM_PERM, Profile
 
@@ -31,6 +34,42 @@ from reconciler.discovery.signals import NUM_PERM, Profile
 BANDS, ROWS = 16, 4
 #: A word shared by more documents than this blocks nothing.
 MAX_BLOCK = 32
+
+
+def prepare(profiles: Sequence[Profile], *, max_block: int = MAX_BLOCK) -> list[Profile]:
+    """The profiles ready to compare (``restrict_keys``), each also holding the replacements
+    other bodies tell of it (``Profile.heard``)."""
+    ready = restrict_keys(profiles, max_block=max_block)
+    told: dict[tuple[Ref, Ref], str] = {}
+    for p in ready:
+        for pair in p.between:
+            told[pair] = min(told.get(pair, p.doc_id), p.doc_id)
+    if not told:
+        return ready
+    replaces: dict[Ref, dict[Ref, str]] = defaultdict(dict)
+    replaced_by: dict[Ref, dict[Ref, str]] = defaultdict(dict)
+    for (older, newer), speaker in told.items():
+        replaced_by[older][newer] = speaker
+        replaces[newer][older] = speaker
+    return [_hear(p, replaces, replaced_by) if p.reference is not None else p for p in ready]
+
+
+def _hear(
+    p: Profile, replaces: dict[Ref, dict[Ref, str]], replaced_by: dict[Ref, dict[Ref, str]]
+) -> Profile:
+    assert p.reference is not None
+    more = {ref: s for ref, s in replaces.get(p.reference, {}).items() if ref not in p.replaces}
+    less = {
+        ref: s for ref, s in replaced_by.get(p.reference, {}).items() if ref not in p.replaced_by
+    }
+    if not more and not less:
+        return p
+    return replace(
+        p,
+        replaces=p.replaces | frozenset(more),
+        replaced_by=p.replaced_by | frozenset(less),
+        heard=p.heard | frozenset(more.items()) | frozenset(less.items()),
+    )
 
 
 def restrict_keys(profiles: Sequence[Profile], *, max_block: int = MAX_BLOCK) -> list[Profile]:

@@ -2,7 +2,8 @@
 
 The score is a noisy-or of independent pieces of evidence, each worth at most its weight:
 names alike once the version markers are out (the strongest when the names become equal),
-bodies alike (MinHash), and one body saying it replaces the other. A name likeness counts only
+bodies alike (MinHash), and a body saying one replaces the other (one of the two, or a third
+document telling of them: ``claims``). A name likeness counts only
 between documents that share a blocking word (``signals.blocking_keys``), so that blocking
 (``blocking``) finds every pair that can score: the property the tests hold it to.
 """
@@ -77,25 +78,35 @@ def _alike(x: str, y: str) -> float | None:
     return fuzz.ratio(x, y) / 100
 
 
-def _replacing(a: Profile, b: Profile) -> str | None:
-    a_says = (b.reference is not None and b.reference in a.replaces) or (
-        a.reference is not None and a.reference in b.replaced_by
-    )
-    b_says = (a.reference is not None and a.reference in b.replaces) or (
-        b.reference is not None and b.reference in a.replaced_by
-    )
+def _replacing(a: Profile, b: Profile) -> tuple[str | None, str | None]:
+    """("a" or "b": the one a body says replaces the other, or None; the id of the third
+    document that says so, or None when one of the two says it itself)."""
+    a_says, a_heard = _says(a, b)
+    b_says, b_heard = _says(b, a)
     if a_says and not b_says:
-        return "a"
+        return "a", a_heard
     if b_says and not a_says:
-        return "b"
-    return None
+        return "b", b_heard
+    return None, None
+
+
+def _says(new: Profile, old: Profile) -> tuple[bool, str | None]:
+    """Whether a body says ``new`` replaces ``old``, and who, when only a third body does."""
+    heard = []
+    if old.reference is not None and old.reference in new.replaces:
+        heard.append(dict(new.heard).get(old.reference))
+    if new.reference is not None and new.reference in old.replaced_by:
+        heard.append(dict(old.heard).get(new.reference))
+    if not heard:
+        return False, None
+    return True, None if None in heard else min(h for h in heard if h is not None)
 
 
 def score_pair(a: Profile, b: Profile) -> Scored:
     """Score one pair (symmetric in everything but the order of its fields)."""
     titles, paths, same = names_alike(a, b)
     bodies = bodies_alike(a, b)
-    replacing = _replacing(a, b)
+    replacing, heard = _replacing(a, b)
     misses = 1.0
     if same:
         misses *= 1 - SAME_NAME
@@ -108,7 +119,7 @@ def score_pair(a: Profile, b: Profile) -> Scored:
     if replacing is not None:
         misses *= 1 - REPLACES
     score = round(1 - misses, 4)
-    direction, why = direct(a, b, replacing)
+    direction, why = direct(a, b, replacing, heard)
     return Scored(
         a=a.doc_id,
         b=b.doc_id,
@@ -134,13 +145,16 @@ def _ordinal(p: Profile) -> tuple[int, ...] | None:
     return max(values) if values else None
 
 
-def _votes(a: Profile, b: Profile, replacing: str | None) -> list[tuple[int, str]]:
+def _votes(
+    a: Profile, b: Profile, replacing: str | None, heard: str | None = None
+) -> list[tuple[int, str]]:
     """Each piece of direction evidence: +1 when it says ``b`` is the newer, -1 for ``a``."""
     votes: list[tuple[int, str]] = []
     if replacing is not None:
         newer, older = (a, b) if replacing == "a" else (b, a)
+        who = "a body says" if heard is None else f"{_short_id(heard)} says"
         votes.append(
-            (1 if replacing == "b" else -1, f"a body says {_short(newer)} replaces {_short(older)}")
+            (1 if replacing == "b" else -1, f"{who} {_short(newer)} replaces {_short(older)}")
         )
     da, db = _latest_date(a), _latest_date(b)
     if da is not None and db is not None and da != db:
@@ -161,10 +175,12 @@ def _votes(a: Profile, b: Profile, replacing: str | None) -> list[tuple[int, str
     return votes
 
 
-def direct(a: Profile, b: Profile, replacing: str | None) -> tuple[tuple[str, str] | None, str]:
+def direct(
+    a: Profile, b: Profile, replacing: str | None, heard: str | None = None
+) -> tuple[tuple[str, str] | None, str]:
     """(older, newer) when the evidence agrees (a body's own words outvote the rest), else
     None, with the evidence in words."""
-    votes = _votes(a, b, replacing)
+    votes = _votes(a, b, replacing, heard)
     if not votes:
         return None, "no direction: nothing says which is the newer"
     if replacing is not None:
@@ -219,7 +235,11 @@ def _one_sided(a: Profile, b: Profile, direction: tuple[str, str] | None) -> lis
 
 
 def _short(p: Profile) -> str:
-    return p.doc_id.partition(":")[2] or p.doc_id
+    return _short_id(p.doc_id)
+
+
+def _short_id(doc_id: str) -> str:
+    return doc_id.partition(":")[2] or doc_id
 
 
 def _dotted(value: tuple[int, ...]) -> str:

@@ -3,15 +3,16 @@ the signals discovery compares, pair by pair, without an embedding.
 
 A document is reduced once (``profile``) to a ``Profile``: its name with the version markers
 taken out (``-2025``, ``-v2``, ``_old``, ``archive/``, ``(superseded)``, ``1.2``), the markers
-themselves, its dates, the words that block it with others, a MinHash of its body, and the
-documents its body says it replaces. The body is dropped after that: a profile is small and of
-bounded size whatever the document's length.
+themselves, its dates, the words that block it with others, a MinHash of its body, and what
+its body says replaces what (``claims``). The body is dropped after that: a profile is small
+and of bounded size whatever the document's length.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import sys
 import unicodedata
 import zlib
 from collections.abc import Sequence
@@ -20,6 +21,8 @@ from datetime import UTC, date, datetime
 
 import numpy as np
 from datasketch import MinHash
+
+from reconciler.discovery.claims import NOTHING, Ref, read_claims
 
 #: MinHash permutations of a body (LSH bands x rows: see ``blocking``).
 NUM_PERM = 64
@@ -51,9 +54,6 @@ _VERSION = re.compile(
 _DOTTED = re.compile(r"(?<![0-9a-z.])([0-9]+(?:\.[0-9]+)+)(?![0-9a-z.])")
 _WORD = re.compile(r"[0-9a-z]+")
 _NUMBERED_OLD = re.compile(r"(?:old|bak|backup|archive)[0-9]{1,2}")
-_REPLACING = re.compile(r"\b(?:supersed\w*|replac\w*|obsolet\w*)(\s+by\b)?")
-_NEGATED = re.compile(r"\b(?:not|never|rather than|instead of|without|n't|nor)\W+(?:\w+\W+)?$")
-_REFERENCE = re.compile(r"\b([a-z]{2,12})[\s#-]*0*([0-9]{1,6})\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,27 +89,49 @@ class Profile:
     #: MinHash of the body's word shingles, ``NUM_PERM`` uint32 values as bytes (None: no
     #: body was read).
     body: bytes | None
-    #: (word, number) references this body makes in a sentence that replaces something.
-    replaces: frozenset[tuple[str, int]]
-    #: (word, number) references this body says replace it ("superseded by PEP 426").
-    replaced_by: frozenset[tuple[str, int]]
+    #: (word, number) references of the documents this one replaces: by its own body ("This
+    #: PEP supersedes PEP 241"), or by another's (see ``heard``).
+    replaces: frozenset[Ref]
+    #: (word, number) references of the documents that replace this one ("superseded by PEP
+    #: 426", ``.. superseded:: 292``).
+    replaced_by: frozenset[Ref]
     #: (word, number) the document is known by ("pep-0345" -> ("pep", 345)), if any.
-    reference: tuple[str, int] | None
+    reference: Ref | None
     superseded_by: str | None = None
     #: How many documents of the corpus share this title stem (set by ``blocking.prepare``).
     series: int = 1
+    #: Replacements this body tells of between two other documents, as (older, newer).
+    between: frozenset[tuple[Ref, Ref]] = frozenset()
+    #: References in ``replaces`` or ``replaced_by`` that only another document's body gives,
+    #: with that document's id (set by ``blocking.prepare``).
+    heard: frozenset[tuple[Ref, str]] = frozenset()
 
 
 def fold(text: str) -> str:
     """Lower case, accents off, separators as spaces."""
     if text.isascii():
         return text.lower()
-    text = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in text if not unicodedata.combining(c)).lower()
+    return unicodedata.normalize("NFKD", text).translate(_combining()).lower()
 
 
-def markers_of(text: str) -> tuple[str, tuple[Marker, ...], tuple[date, ...]]:
-    """A name with its version markers out, the markers, and the dates it names."""
+@functools.cache
+def _combining() -> dict[int, None]:
+    """Every combining character, to delete (made once: ``str.translate`` is then one pass in
+    C, where testing each character in Python took most of the time of a long body)."""
+    return dict.fromkeys(c for c in range(sys.maxunicode + 1) if unicodedata.combining(chr(c)))
+
+
+def markers_of(
+    text: str, *, subjects: bool = True
+) -> tuple[str, tuple[Marker, ...], tuple[date, ...]]:
+    """A name with its version markers out, the markers, and the dates it names.
+
+    With ``subjects``, a bare year, dotted number or date that more of the name's words follow
+    stays in the name: it says what the document is about (``2024 Term Steering Council
+    election``, ``Python 3.9 Release Schedule``), not which edition it is, as one at the end
+    does (``Travel policy 2025``). ``v2``, ``version 3`` and ``rev 4`` say so wherever they
+    stand, and so do a number in parentheses and one that only edition words follow
+    (``Handbook 2024 edition``)."""
     low = fold(text)
     found: list[Marker] = []
     dates: list[date] = []
@@ -118,26 +140,31 @@ def markers_of(text: str) -> tuple[str, tuple[Marker, ...], tuple[date, ...]]:
     for phrase in OLDER_PHRASES:
         if phrase in low:
             found.append(Marker(phrase, "older"))
-            low = low.replace(phrase, " ")
+            low = low.replace(phrase, " " * len(phrase))
+    kept = _subject_numbers(low) if subjects else ()
     for match in _DATE.finditer(low):
         year, month, day = int(match[1]), int(match[2]), int(match[3] or 1)
-        if 1 <= month <= 12 and 1 <= day <= 31:
-            try:
-                dates.append(date(year, month, day))
-            except ValueError:
-                continue
-            found.append(Marker(match[0], "date", (year, month, day)))
-    low = _DATE.sub(" ", low)
+        if _within(match, kept) or not (1 <= month <= 12 and 1 <= day <= 31):
+            continue
+        try:
+            dates.append(date(year, month, day))
+        except ValueError:
+            continue
+        found.append(Marker(match[0], "date", (year, month, day)))
+    low = _blank(_DATE, low, kept)
     for match in _VERSION.finditer(low):
-        found.append(Marker(match[0].strip(), "version", _ordinal(match[1])))
-    low = _VERSION.sub(" ", low)
+        if not _within(match, kept):
+            found.append(Marker(match[0].strip(), "version", _ordinal(match[1])))
+    low = _blank(_VERSION, low, kept)
     for match in _YEAR_TOKEN.finditer(low):
-        found.append(Marker(match[0], "year", (int(match[0]),)))
-        dates.append(date(int(match[0]), 1, 1))
-    low = _YEAR_TOKEN.sub(" ", low)
+        if not _within(match, kept):
+            found.append(Marker(match[0], "year", (int(match[0]),)))
+            dates.append(date(int(match[0]), 1, 1))
+    low = _blank(_YEAR_TOKEN, low, kept)
     for match in _DOTTED.finditer(low):
-        found.append(Marker(match[0], "version", _ordinal(match[1])))
-    low = _DOTTED.sub(" ", low)
+        if not _within(match, kept):
+            found.append(Marker(match[0], "version", _ordinal(match[1])))
+    low = _blank(_DOTTED, low, kept)
     words = []
     for word in _WORD.findall(low):
         if word in OLDER_WORDS or _NUMBERED_OLD.fullmatch(word):
@@ -148,6 +175,55 @@ def markers_of(text: str) -> tuple[str, tuple[Marker, ...], tuple[date, ...]]:
         else:
             words.append(word)
     return " ".join(words), tuple(found), tuple(sorted(set(dates), reverse=True))
+
+
+_VERSION_WORD = re.compile(r"(?:v|ver|version|rev|r)[0-9]*")
+#: Words after a number that say it numbers an edition (``Handbook 2024 edition``).
+EDITION_WORDS = frozenset({"edition", "draft", "revision", "update", "issue"})
+
+
+def _subject_numbers(low: str) -> tuple[tuple[int, int], ...]:
+    """The spans of the bare years, dotted numbers and dates that words of the name follow
+    (one in parentheses is an aside: ``Deploy runbook (2023) for ops``)."""
+    spans = []
+    scratch = low
+    for pattern in (_DATE, _VERSION, _YEAR_TOKEN, _DOTTED):
+        if pattern is not _VERSION:
+            spans += [
+                (m.start(), m.end())
+                for m in pattern.finditer(scratch)
+                if _named_after(low, m.end()) and not _in_brackets(low, m)
+            ]
+        scratch = _blank(pattern, scratch, ())
+    return tuple(spans)
+
+
+def _in_brackets(low: str, match: re.Match[str]) -> bool:
+    return low[: match.start()].rstrip().endswith(("(", "[")) and low[
+        match.end() :
+    ].lstrip().startswith((")", "]"))
+
+
+def _named_after(low: str, end: int) -> bool:
+    """Whether a word of the name (not a marker, not a number) comes after ``end``."""
+    return any(
+        not word.isdigit()
+        and word not in OLDER_WORDS
+        and word not in NEWER_WORDS
+        and not _NUMBERED_OLD.fullmatch(word)
+        and not _VERSION_WORD.fullmatch(word)
+        and word not in EDITION_WORDS
+        for word in _WORD.findall(low, end)
+    )
+
+
+def _within(match: re.Match[str], spans: Sequence[tuple[int, int]]) -> bool:
+    return any(start <= match.start() < stop for start, stop in spans)
+
+
+def _blank(pattern: re.Pattern[str], low: str, kept: Sequence[tuple[int, int]]) -> str:
+    """``low`` with the matches of ``pattern`` outside ``kept`` blanked, positions kept."""
+    return pattern.sub(lambda m: m[0] if _within(m, kept) else " " * len(m[0]), low)
 
 
 def _ordinal(text: str) -> tuple[int, ...]:
@@ -180,10 +256,11 @@ def strip_frontmatter(body: str) -> str:
     return body
 
 
-def body_minhash(body: str, *, seed: int = 1) -> bytes | None:
-    """MinHash of the body's word shingles as ``NUM_PERM`` uint32 values (None for a body
-    without words): 256 bytes, whatever the body's length."""
-    words = _WORD.findall(fold(strip_frontmatter(body[:BODY_LIMIT])))
+def body_minhash(text: str, *, seed: int = 1) -> bytes | None:
+    """MinHash of the word shingles of a body (folded, frontmatter off: as ``profile`` reads
+    it) as ``NUM_PERM`` uint32 values (None for a body without words): 256 bytes, whatever
+    the body's length."""
+    words = _WORD.findall(text[:BODY_LIMIT])
     if not words:
         return None
     if len(words) < SHINGLE:
@@ -209,37 +286,7 @@ def _permutations(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return MinHash(num_perm=NUM_PERM, seed=seed, scheme="affine32").permutations  # type: ignore[no-any-return]
 
 
-_ROLE = re.compile(r":([a-z]{2,12}):`(?:[^`<]*<)?0*([0-9]{1,6})[^`]*`")
-#: The object of a replacing verb: a reference right after it ("supersedes PEP 241", "replaced
-#: by the RFC 822"), and more of the same word in a list ("PEPs 513, 571 and 599").
-_OBJECT = re.compile(r"[\s(\"'*]*(?:the\s+|this\s+)?([a-z]{2,12})s?[\s#-]*0*([0-9]{1,6})\b")
-_MORE = re.compile(r"\s*(?:,|and|or|&)\s*(?:and\s+)?(?:[a-z]{2,12}[\s#-]*)?0*([0-9]{1,6})\b")
-
-
-def replaced_references(body: str) -> tuple[frozenset[tuple[str, int]], frozenset[tuple[str, int]]]:
-    """(word, number) references a body says it replaces ("This PEP supersedes PEP 241",
-    "obsoletes RFC 822"), and those it says replace it ("superseded by :pep:`426`"): the
-    reference that is the verb's object, unless the verb is negated ("rather than
-    supersedes")."""
-    replaces: set[tuple[str, int]] = set()
-    replaced_by: set[tuple[str, int]] = set()
-    text = _ROLE.sub(r"\1 \2", fold(strip_frontmatter(body[:BODY_LIMIT])))
-    for verb in _REPLACING.finditer(text):
-        if _NEGATED.search(text[max(0, verb.start() - 30) : verb.start()]):
-            continue
-        into = replaced_by if verb[1] else replaces
-        found = _OBJECT.match(text, verb.end())
-        if found is None or found[1] in STOPWORDS:
-            continue
-        into.add((found[1], int(found[2])))
-        at = found.end()
-        while (more := _MORE.match(text, at)) is not None:
-            into.add((found[1], int(more[1])))
-            at = more.end()
-    return frozenset(replaces), frozenset(replaced_by)
-
-
-def reference_of(*names: str) -> tuple[str, int] | None:
+def reference_of(*names: str) -> Ref | None:
     """The (word, number) a document is known by: its name is a word and a number only
     ("pep-0345", "RFC 822")."""
     for name in names:
@@ -265,14 +312,22 @@ def profile(
     title = title or ""
     shown_path = path_name(path or doc_id.partition(":")[2] or doc_id)
     title_stem, title_markers, title_dates = markers_of(title)
-    path_stem, path_markers, path_dates = markers_of(shown_path.replace("/", " "))
-    if "archive" in fold(shown_path).split("/")[:-1]:
+    folders, _, basename = shown_path.rpartition("/")
+    # a year folder (``2021/``) marks an edition; the file name reads like a title
+    folder_stem, folder_markers, folder_dates = markers_of(
+        folders.replace("/", " "), subjects=False
+    )
+    path_stem, path_markers, path_dates = markers_of(basename)
+    path_stem = path_stem or folder_stem
+    path_markers = (*folder_markers, *path_markers)
+    if "archive" in fold(folders).split("/"):
         path_markers = (
             *(m for m in path_markers if m.text not in ("archive", "archived")),
             Marker("archive/", "older"),
         )
-    basename = shown_path.rpartition("/")[2]
-    replaces, replaced_by = replaced_references(body) if body else (frozenset(), frozenset())
+    reference = reference_of(basename, doc_id.partition(":")[2])
+    text = fold(strip_frontmatter(body)) if body else ""
+    claims = read_claims(text, reference) if text else NOTHING
     return Profile(
         doc_id=doc_id,
         source=source,
@@ -281,24 +336,18 @@ def profile(
         title=title,
         path=shown_path,
         title_stem=title_stem,
-        path_stem=_last_part(path_stem, basename),
+        path_stem=path_stem,
         markers=_unique((*title_markers, *path_markers)),
         effective_from=effective_from.astimezone(UTC) if effective_from else None,
-        name_dates=tuple(sorted(set(title_dates) | set(path_dates), reverse=True)),
-        keys=blocking_keys(title_stem, _last_part(path_stem, basename)),
-        body=body_minhash(body) if body else None,
-        replaces=replaces,
-        replaced_by=replaced_by,
-        reference=reference_of(basename, doc_id.partition(":")[2]),
+        name_dates=tuple(sorted({*title_dates, *folder_dates, *path_dates}, reverse=True)),
+        keys=blocking_keys(title_stem, path_stem),
+        body=body_minhash(text) if text else None,
+        replaces=claims.replaces,
+        replaced_by=claims.replaced_by,
+        reference=reference,
         superseded_by=superseded_by,
+        between=claims.between,
     )
-
-
-def _last_part(stem: str, basename: str) -> str:
-    """The words of the path stem that come from the file name (the folders dropped: two
-    notes in one folder are not alike for it)."""
-    own, _, _ = markers_of(basename)
-    return own or stem
 
 
 def _unique(markers: Sequence[Marker]) -> tuple[Marker, ...]:

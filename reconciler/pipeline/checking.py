@@ -74,6 +74,11 @@ def family_view(
         ),
         chunks=chunks if chunks is not None else {},
         registered=frozenset(named),
+        because=(
+            {d: sources.because[d] for d in members if d in sources.because}
+            if sources.because
+            else {}
+        ),
     )
 
 
@@ -110,6 +115,7 @@ class FamilyChecks:
             missing_grace=options.missing_grace,
             holders=sources.holders,
             status_contradicts_link=options.status_contradicts_link,
+            declared_only=sources.declared_only,
             split=options.split,
         )
         self.sources = sources

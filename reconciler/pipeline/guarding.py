@@ -183,7 +183,10 @@ def decide(
                 )
             )
     guard = options.guard
-    scoped = options.families is not None or options.doc_id is not None
+    # (a run that declares is scoped to the families it touches, and weighed like a whole run)
+    scoped = (options.families is not None or options.doc_id is not None) and not (
+        options.declarations
+    )
     over: list[str] = []
     moved = (
         "moved",

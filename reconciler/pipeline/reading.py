@@ -9,10 +9,15 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from reconciler.check_inputs import SourceState
 from reconciler.checks import SOURCE_CHECKS
 from reconciler.model import (
+    Declaration,
+    DeclarationKind,
+    Document,
+    ProblemKind,
     SourceDocument,
     SourceProblem,
     SourceSnapshot,
@@ -22,15 +27,37 @@ from reconciler.pipeline.values import (
     Options,
     SourcesRead,
 )
-from reconciler.ports import DocumentReader
+from reconciler.ports import DeclarationReader, DocumentReader
 from reconciler.ports.source import ConnectorError, SystemOfRecord
+from reconciler.rules.declarations import families_touched, overlay
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
 
 log = logging.getLogger(__name__)
 
 
+class _Reader(DocumentReader, DeclarationReader, Protocol):
+    """What stage 1 reads of the table: rows, identities, and the declarations."""
+
+
 def read_sources(
+    table: _Reader, sources: Sequence[SystemOfRecord], options: Options, now: datetime
+) -> SourcesRead:
+    """Scan every source (when a check needs them), give each document its family, and read
+    the declarations beside them (``with_declarations``)."""
+    read = read_systems(table, sources, options, now)
+    if not options.checks & SOURCE_CHECKS:
+        return read
+    return with_declarations(
+        table,
+        read,
+        [*table.declarations(active=True), *options.declarations],
+        configured=frozenset(source.name for source in sources),
+        batch=options.table_batch,
+    )
+
+
+def read_systems(
     table: DocumentReader, sources: Sequence[SystemOfRecord], options: Options, now: datetime
 ) -> SourcesRead:
     """Scan every source (when a check needs them) and give each document its family."""
@@ -120,12 +147,75 @@ def read_sources(
         states=states,
         by_id=by_id,
         family_of=family_of,
-        problems={doc_id: tuple(found) for doc_id, found in problems.items()},
+        problems={doc_id: tuple(listed) for doc_id, listed in problems.items()},
         loose_problems=tuple(loose_problems),
         last_seen=last_seen,
         identities=identities,
         present=present,
         holders={digest: tuple(sorted(ids)) for digest, ids in holders.items()},
+    )
+
+
+def with_declarations(
+    table: DocumentReader,
+    read: SourcesRead,
+    declarations: Sequence[Declaration],
+    *,
+    configured: frozenset[str],
+    batch: int = 1000,
+) -> SourcesRead:
+    """``read`` with what the declarations add (``rules.declarations.overlay``): declared
+    successors on the documents their sources leave unlinked, documents no configured source
+    holds judged from their rows, the families declarations join or name, and each conflict
+    with a source as a problem of the document (``family/declaration_conflict``)."""
+    if not declarations:
+        return read
+    named = sorted(
+        {d.doc_id for d in declarations}
+        | {d.target for d in declarations if d.kind is DeclarationKind.SUPERSEDE}
+    )
+    rows: dict[str, Document] = {}
+    for start in range(0, len(named), batch):
+        rows.update(table.get_documents(named[start : start + batch]))
+    touched = sorted(families_touched(declarations, rows, read.family_of))
+    for start in range(0, len(touched), batch):
+        for row in table.iter_documents(batch_size=batch, families=touched[start : start + batch]):
+            rows[row.doc_id] = row
+    readable = frozenset(
+        name for name, state in read.states.items() if state.scanned and state.readable
+    )
+    found = overlay(
+        declarations,
+        rows=rows,
+        sources=read.by_id,
+        family_of=read.family_of,
+        configured=configured,
+        read=readable,
+    )
+    problems = {doc_id: list(listed) for doc_id, listed in read.problems.items()}
+    for conflict in found.conflicts:
+        held = rows.get(conflict.doc_id)
+        decl = conflict.declaration
+        problems.setdefault(conflict.doc_id, []).append(
+            SourceProblem(
+                source=held.source if held is not None else "",
+                kind=ProblemKind.DECLARATION_CONFLICT,
+                message=(
+                    f"declaration {decl.id} ({decl.kind} {decl.doc_id} -> {decl.target}, by "
+                    f"{decl.declared_by}) is not applied: {conflict.message}"
+                ),
+                doc_id=conflict.doc_id,
+                source_key=held.source_key if held is not None else None,
+            )
+        )
+    return dataclasses.replace(
+        read,
+        by_id={**read.by_id, **found.documents},
+        family_of={**read.family_of, **found.family_of},
+        problems={doc_id: tuple(listed) for doc_id, listed in problems.items()},
+        declared_only=found.declared_only,
+        because=found.because,
+        conflicts=found.conflicts,
     )
 
 

@@ -22,6 +22,7 @@ from reconciler.pipeline.values import GuardDecision, Options, Scan, SourcesRead
 from reconciler.planning import Plan
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import Applier, ApplyResult
+from reconciler.writing.declaring import record_declarations
 from reconciler.writing.runs import error_text, finish_reconciliation, start_reconciliation
 from reconciler.writing.source_reads import record_reading
 
@@ -32,7 +33,6 @@ def record(
     table: DocumentTable,
     index: ChunkIndex,
     options: Options,
-    now: datetime,
     sources: SourcesRead,
     *,
     run_id: str,
@@ -91,11 +91,19 @@ def record(
         scroll_batch=options.scroll_batch,
         progress=(lambda n: progress("applied", n)) if progress is not None else None,
         keep_writing=keep_writing,
+        clock=clock,
     )
     try:
         if decision.forced:
-            applier.audit_first([forced_entry(run_id, decision, options, now)])
-        applied = applier.apply(plan, now=now, located=scan.chunks)
+            applier.audit_first([forced_entry(run_id, decision, options, clock.now())])
+        if options.declarations:
+            # Before the plan: a run killed after this leaves declarations the next run
+            # reads and finishes (or that the rollback of this run revokes).
+            head = record_declarations(
+                table, options.declarations, run_id=run_id, actor=options.actor, at=clock.now()
+            )
+            applier.result.audit_head = head or applier.result.audit_head
+        applied = applier.apply(plan, located=scan.chunks)
     except Exception as exc:
         # Recorded with exactly what was written (the audit has it entry by entry); the
         # next run converges. If the table itself is what failed, the caller records it.

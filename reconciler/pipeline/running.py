@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.errors import NotFound
+from reconciler.errors import NotFound, Undeclarable
 from reconciler.model import (
     rfc3339,
 )
@@ -33,6 +33,7 @@ from reconciler.pipeline.values import (
     Report,
     Scan,
     SourcesRead,
+    Totals,
 )
 from reconciler.planning import (
     Plan,
@@ -107,10 +108,11 @@ class Reconciler:
         run_id = options.run_id or str(uuid.uuid4())
         started_at = self.clock.now()
         sources = self.read_sources(options, now)
+        refuse_undeclarable(options, sources)
         scan = self.scan(options, self.scope(options, sources), sources, now)
         assessment = self.assess(options, now, sources, scan)
         plan = self.without_queued_reingests(assessment.plan)
-        decision = decide(options, scan.totals, plan, sources.states, now)
+        decision = decide(options, self.guard_totals(options, scan), plan, sources.states, now)
         findings = [*assessment.findings, *decision.reasons]
         applied = None
         if options.mode.writes:
@@ -118,7 +120,6 @@ class Reconciler:
                 self.table,
                 self.index,
                 options,
-                now,
                 sources,
                 clock=self.clock,
                 progress=self.progress,
@@ -167,6 +168,19 @@ class Reconciler:
             },
         )
         return report
+
+    def guard_totals(self, options: Options, scan: Scan) -> Totals:
+        """What the guard weighs a plan against: the scan's totals, but the whole corpus's
+        families and chunks for a ``declare`` run (scoped to the families it touches, yet
+        weighed like a run of the whole corpus: a file of accepted proposals may touch many)."""
+        if not options.declarations:
+            return scan.totals
+        stats = self.table.stats()
+        return dataclasses.replace(
+            scan.totals,
+            families=max(int(stats.get("families", 0)), scan.totals.families),
+            chunks=max(int(stats.get("chunks_registered", 0)), scan.totals.chunks),
+        )
 
     # -- stage 1: the sources (``reconciler.pipeline.reading``) ----------------------------
 
@@ -246,3 +260,18 @@ class Reconciler:
         return plan.without_reingests(
             self.table.pending_reingest_for(r.doc_id for r in plan.reingests)
         )
+
+
+def refuse_undeclarable(options: Options, sources: SourcesRead) -> None:
+    """Stop a run whose own declarations a source (or an earlier declaration) contradicts,
+    before anything is scanned or written: a person decides again (``Undeclarable``)."""
+    if not options.declarations:
+        return
+    pending = {d.id for d in options.declarations}
+    problems = [
+        f"{c.declaration.kind} {c.declaration.doc_id} -> {c.declaration.target}: {c.message}"
+        for c in sources.conflicts
+        if c.declaration.id in pending
+    ]
+    if problems:
+        raise Undeclarable(problems)

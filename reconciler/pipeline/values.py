@@ -15,6 +15,7 @@ from reconciler.check_inputs import SourceState
 from reconciler.checks import CHECKS
 from reconciler.chunk_tally import ChunkTally, Registered
 from reconciler.model import (
+    Declaration,
     Finding,
     RunMode,
     RunStatus,
@@ -24,13 +25,16 @@ from reconciler.model import (
 from reconciler.planning import (
     Plan,
 )
+from reconciler.rules.declarations import Conflict
 from reconciler.sharding import Shard
 from reconciler.writing.applying import ApplyResult
 
 #: Modes that apply their plan (under the guard).
 WRITING_MODES = frozenset(mode for mode in RunMode if mode.writes)
 #: Modes of a reconciliation (the others are ingest, bootstrap and rollback runs).
-ENGINE_MODES = frozenset({RunMode.CHECK, RunMode.PLAN, RunMode.APPLY, RunMode.RUN, RunMode.REPAIR})
+ENGINE_MODES = frozenset(
+    {RunMode.CHECK, RunMode.PLAN, RunMode.APPLY, RunMode.RUN, RunMode.REPAIR, RunMode.DECLARE}
+)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,10 @@ class Options:
     job: str | None = None
     #: The run's id (chosen by the caller so it can record a failure the engine did not).
     run_id: str | None = None
+    #: Declarations this run makes (``reconciler declare``): read beside the recorded ones,
+    #: and recorded by a ``declare`` run before its plan is written (a ``plan`` run shows
+    #: what they would change). One the sources contradict stops the run (``Undeclarable``).
+    declarations: tuple[Declaration, ...] = ()
     #: A split store's collections, (main, archive) (``[index] archive_collection``); the
     #: runner sets it from its index. ``None``: one collection.
     split: tuple[str, str] | None = None
@@ -110,6 +118,13 @@ class SourcesRead:
     present: Mapping[str, frozenset[str]]
     #: content hash -> the doc ids whose source holds that text (``CheckContext.holders``).
     holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Sources no connector reads whose declared documents are judged from their rows and
+    #: declarations (``rules.declarations``).
+    declared_only: frozenset[str] = frozenset()
+    #: doc_id -> why a declaration places it in its family, in words.
+    because: Mapping[str, str] = field(default_factory=dict)
+    #: Declarations not applied because a source says otherwise (also in ``problems``).
+    conflicts: tuple[Conflict, ...] = ()
 
 
 @dataclass(frozen=True)

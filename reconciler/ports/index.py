@@ -8,6 +8,7 @@ four. ``SplitIndex`` is a chunk index kept in two collections, a main one and an
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from reconciler.model import (
@@ -15,9 +16,19 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
-    StoredPoint,
 )
 from reconciler.payload import KeyMap
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPoint:
+    """A whole point as its collection holds it, to move it into another collection of the
+    same layout: its vectors as the engine hands them back (never embedded again) and its
+    whole payload, text included."""
+
+    point_id: str | int
+    vector: Any
+    payload: Mapping[str, Any]
 
 
 class ChunkReader(Protocol):

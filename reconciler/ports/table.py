@@ -7,16 +7,29 @@ table hands back are typed by the read-only Protocols ``RunEntry``, ``SourceStat
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from reconciler.model import (
     AuditEntry,
+    Declaration,
     Document,
     ReingestRequest,
     RowChange,
     Verification,
 )
+
+
+@dataclass(frozen=True)
+class ChainedEntry:
+    """An entry as the chain holds it: its place (``seq``), its own hash and the one it links
+    to; ``entry`` is ``None`` when the stored entry cannot be read (a problem of the walk)."""
+
+    seq: int
+    entry_hash: str
+    prev_hash: str
+    entry: AuditEntry | None
 
 
 class RunEntry(Protocol):
@@ -300,8 +313,31 @@ class ReingestOutbox(OutboxReader, OutboxWriter, Protocol):
     ...
 
 
+class AuditWalk(Protocol):
+    """The whole audit chain, streamed in order and verified on the way (iterate it once)."""
+
+    #: What the walk found wrong; complete once the iteration has ended.
+    verification: Verification
+    #: The ``seq`` of the last entry walked.
+    last_seq: int
+
+    def __iter__(self) -> Iterator[ChainedEntry]: ...
+
+
 class AuditReader(Protocol):
     """The audit log read: a run's entries, entries for display, the chain verified."""
+
+    def walk_audit(self) -> AuditWalk:
+        """The whole chain, streamed and verified on the way."""
+        ...
+
+    def audit_entries_about(
+        self, targets: Iterable[str], *, upto: int, after: int = 0
+    ) -> Iterator[ChainedEntry]:
+        """The entries whose target is one of ``targets`` (documents, runs), after ``seq``
+        ``after`` and up to ``upto``, streamed (in chain order for up to 500 targets), each
+        checked against its own hash (``entry=None``: altered)."""
+        ...
 
     def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
         """Every entry of one run, in order, with each entry's own hash."""
@@ -337,7 +373,47 @@ class AuditLog(AuditReader, AuditWriter, Protocol):
     ...
 
 
-class TableReader(DocumentReader, RunLogReader, OutboxReader, AuditReader, Protocol):
+class DeclarationReader(Protocol):
+    """A person's declarations (``reconciler declare``), read."""
+
+    def declarations(
+        self, *, active: bool = True, ids: Iterable[str] | None = None
+    ) -> list[Declaration]:
+        """Declarations in the order they were made (``active``: only those not revoked;
+        ``ids``: only those)."""
+        ...
+
+
+class DeclarationWriter(Protocol):
+    """Declarations recorded and revoked, each with its audit entry."""
+
+    def write_declarations(
+        self,
+        *,
+        run_id: str,
+        actor: str,
+        at: datetime,
+        added: Sequence[Declaration] = (),
+        revoked: Sequence[str] = (),
+        restored: Sequence[str] = (),
+        reason: str | None = None,
+    ) -> str:
+        """Record ``added``, revoke the declarations ``revoked`` names (by run ``run_id``),
+        and take back the revocation of those ``restored`` names, with one audit entry each
+        (target type ``declaration``), in ONE transaction; return the new audit head hash
+        ("" when nothing was written)."""
+        ...
+
+
+class Declarations(DeclarationReader, DeclarationWriter, Protocol):
+    """A person's declarations, a declared source of family and supersession."""
+
+    ...
+
+
+class TableReader(
+    DocumentReader, RunLogReader, OutboxReader, AuditReader, DeclarationReader, Protocol
+):
     """Everything the document table answers, and nothing that changes it."""
 
     def stats(self) -> dict[str, Any]:
@@ -350,15 +426,17 @@ class TableReader(DocumentReader, RunLogReader, OutboxReader, AuditReader, Proto
         ...
 
 
-class TableWriter(DocumentWriter, RunLogWriter, OutboxWriter, AuditWriter, Protocol):
+class TableWriter(
+    DocumentWriter, RunLogWriter, OutboxWriter, AuditWriter, DeclarationWriter, Protocol
+):
     """Every write the document table takes (the writing side's: ``tests/unit/test_writers.py``)."""
 
     ...
 
 
 class DocumentTable(TableReader, TableWriter, Protocol):
-    """The document table: rows, identities, source status, run log, outbox and audit log,
-    in one transactional store (a row write and its audit entries commit together)."""
+    """The document table: rows, identities, source status, run log, outbox, audit log and
+    declarations, in one transactional store (a row write and its audit entries commit together)."""
 
     def close(self) -> None:
         """Release the connections."""

@@ -27,7 +27,9 @@ from reconciler.payload import KeyMap
 
 ENV_PREFIX = "RECONCILER_"
 #: Environment variables that are not config keys.
-ENV_RESERVED = {"RECONCILER_CONFIG", "RECONCILER_TEST_PG"}
+#: Variables that are not overrides: the config file, and the test suite's own (its PostgreSQL,
+#: its Hypothesis profile: under ``thorough`` every CLI test refused its config).
+ENV_RESERVED = {"RECONCILER_CONFIG", "RECONCILER_TEST_PG", "RECONCILER_HYPOTHESIS_PROFILE"}
 DEFAULT_CONFIG_NAME = "reconciler.toml"
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,15 +21,18 @@ from sqlalchemy import Engine, Text, func, insert, select, type_coerce, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, Verification, jsonable, rfc3339
+from reconciler.ports.table import ChainedEntry
 from reconciler.stores.schema import AuditHeadRow, AuditRow, RunRow
 
 __all__ = [
     "GENESIS",
     "AuditEntry",
+    "ChainWalk",
     "SqlAuditLog",
     "Verification",
     "append",
     "canonical",
+    "entries_about",
     "entry_hash_of",
     "run_entries",
     "run_entries_with_hashes",
@@ -146,66 +149,131 @@ def _entry(row: AuditRow) -> AuditEntry:
 def verify(engine: Engine, *, batch_size: int = 1000) -> Verification:
     """Recompute every hash in order; report each break, each run whose head is gone, an end
     cut off the chain, and every entry that cannot be read (by its ``seq``, never a crash)."""
-    result = Verification()
-    prev = GENESIS
+    walk = ChainWalk(engine, batch_size=batch_size)
+    for _entry in walk:
+        pass
+    return walk.verification
+
+
+class ChainWalk:
+    """The whole chain, streamed in order and verified on the way: iterate it once; its
+    ``verification`` is complete when the iteration ends (``verify`` is this walk, with
+    nothing done with the entries).
+
+    Each ``ChainedEntry`` comes with its ``seq`` and hashes; one that cannot be read comes with
+    ``entry=None`` (and is a problem). Memory: the runs' heads (one per run) and where the
+    chain's head was met, never a set of every entry. ``last_seq`` is the last entry walked: a
+    reader that goes back to the log for some of its entries (``entries_about``) stops there,
+    so what it reads is what was verified.
+    """
+
+    def __init__(self, engine: Engine, *, batch_size: int = 1000) -> None:
+        self.engine = engine
+        self.batch_size = batch_size
+        self.verification = Verification()
+        self.last_seq = 0
+
+    def __iter__(self) -> Iterator[ChainedEntry]:
+        result = self.verification
+        prev = GENESIS
+        raw = [
+            type_coerce(column, Text()) if column.key in _PARSED else column for column in _COLUMNS
+        ]
+        with Session(self.engine) as session:
+            head = session.get(AuditHeadRow, 1)  # read first: later appends come after it
+            run_heads: dict[str, str] = {}
+            for run_id, counts in session.execute(select(RunRow.run_id, RunRow.counts)):
+                run_head = counts.get("audit_head") if isinstance(counts, dict) else None
+                if run_head:
+                    run_heads[run_head] = run_id
+            found_heads: set[str] = set()
+            head_position: int | None = None
+            rows = session.execute(
+                select(*raw).order_by(AuditRow.seq).execution_options(yield_per=self.batch_size)
+            )
+            for values in rows:
+                row = dict(zip((c.key for c in _COLUMNS), values, strict=True))
+                result.entries += 1
+                seq, entry_hash = row["seq"], row["entry_hash"]
+                self.last_seq = seq
+                if row["prev_hash"] != prev:
+                    result.problems.append(
+                        f"entry {seq}: links to {str(row['prev_hash'])[:12]}, but the entry "
+                        f"before it hashes to {prev[:12]} (an entry was removed or reordered)"
+                    )
+                entry: AuditEntry | None
+                try:
+                    entry = _parse(row)
+                except (ValueError, TypeError) as exc:
+                    result.problems.append(f"entry {seq}: cannot be read ({exc}); altered")
+                    entry = None
+                else:
+                    if entry_hash_of(row["prev_hash"], entry) != entry_hash:
+                        result.problems.append(
+                            f"entry {seq} (run {entry.run_id}, {entry.target_type} "
+                            f"{entry.target}): content does not match its hash (altered)"
+                        )
+                prev = entry_hash
+                if entry_hash in run_heads:
+                    found_heads.add(entry_hash)
+                if head is not None and entry_hash == head.entry_hash:
+                    head_position = result.entries
+                yield ChainedEntry(seq, entry_hash, row["prev_hash"], entry)
+            for run_head, run_id in sorted(run_heads.items(), key=lambda item: item[1]):
+                if run_head not in found_heads:
+                    result.problems.append(
+                        f"run {run_id}: its last audit entry {run_head[:12]} is missing "
+                        "(entries removed)"
+                    )
+            if head is None:
+                result.problems.append("the chain's head record is missing (table audit_head)")
+            elif head.entries and head_position != head.entries:
+                result.problems.append(
+                    f"the chain's head is entry {head.entry_hash[:12]}, number {head.entries}, "
+                    "but "
+                    + (
+                        f"that entry is number {head_position}"
+                        if head_position is not None
+                        else "the log no longer holds it"
+                    )
+                    + " (entries were removed from the end, with or without their runs)"
+                )
+
+
+def entries_about(
+    engine: Engine, targets: Iterable[str], *, upto: int, after: int = 0, chunk: int = 500
+) -> Iterator[ChainedEntry]:
+    """Every entry whose target is one of ``targets`` (documents, runs), after ``seq``
+    ``after`` and up to ``upto``, streamed in order within each group of ``chunk`` targets (one
+    group: in chain order). Each is checked against its own hash again on the way (a walk of
+    the whole chain has verified the links): one altered since comes as ``entry=None``."""
+    wanted = sorted(set(targets))
     raw = [type_coerce(column, Text()) if column.key in _PARSED else column for column in _COLUMNS]
     with Session(engine) as session:
-        head = session.get(AuditHeadRow, 1)  # read first: appends during the walk come after it
-        # Memory: the runs' heads (one per run) and where the chain's head was met, never a
-        # set of every entry.
-        run_heads: dict[str, str] = {}
-        for run_id, counts in session.execute(select(RunRow.run_id, RunRow.counts)):
-            run_head = counts.get("audit_head") if isinstance(counts, dict) else None
-            if run_head:
-                run_heads[run_head] = run_id
-        found_heads: set[str] = set()
-        head_position: int | None = None
-        rows = session.execute(
-            select(*raw).order_by(AuditRow.seq).execution_options(yield_per=batch_size)
-        )
-        for values in rows:
-            row = dict(zip((c.key for c in _COLUMNS), values, strict=True))
-            result.entries += 1
-            seq, entry_hash = row["seq"], row["entry_hash"]
-            if row["prev_hash"] != prev:
-                result.problems.append(
-                    f"entry {seq}: links to {str(row['prev_hash'])[:12]}, but the entry before "
-                    f"it hashes to {prev[:12]} (an entry was removed or reordered)"
+        for first in range(0, len(wanted), chunk):
+            rows = session.execute(
+                select(*raw)
+                .where(
+                    AuditRow.target.in_(wanted[first : first + chunk]),
+                    AuditRow.seq > after,
+                    AuditRow.seq <= upto,
                 )
-            try:
-                entry = _parse(row)
-            except (ValueError, TypeError) as exc:
-                result.problems.append(f"entry {seq}: cannot be read ({exc}); altered")
-            else:
-                if entry_hash_of(row["prev_hash"], entry) != entry_hash:
-                    result.problems.append(
-                        f"entry {seq} (run {entry.run_id}, {entry.target_type} {entry.target}): "
-                        "content does not match its hash (altered)"
-                    )
-            prev = entry_hash
-            if entry_hash in run_heads:
-                found_heads.add(entry_hash)
-            if head is not None and entry_hash == head.entry_hash:
-                head_position = result.entries
-        for run_head, run_id in sorted(run_heads.items(), key=lambda item: item[1]):
-            if run_head not in found_heads:
-                result.problems.append(
-                    f"run {run_id}: its last audit entry {run_head[:12]} is missing "
-                    "(entries removed)"
-                )
-        if head is None:
-            result.problems.append("the chain's head record is missing (table audit_head)")
-        elif head.entries and head_position != head.entries:
-            result.problems.append(
-                f"the chain's head is entry {head.entry_hash[:12]}, number {head.entries}, but "
-                + (
-                    f"that entry is number {head_position}"
-                    if head_position is not None
-                    else "the log no longer holds it"
-                )
-                + " (entries were removed from the end, with or without their runs)"
+                .order_by(AuditRow.seq)
+                .execution_options(yield_per=1000)
             )
-    return result
+            for values in rows:
+                row = dict(zip((c.key for c in _COLUMNS), values, strict=True))
+                entry: AuditEntry | None
+                try:
+                    entry = _parse(row)
+                except (ValueError, TypeError):
+                    entry = None
+                if (
+                    entry is not None
+                    and entry_hash_of(row["prev_hash"], entry) != row["entry_hash"]
+                ):
+                    entry = None
+                yield ChainedEntry(row["seq"], row["entry_hash"], row["prev_hash"], entry)
 
 
 #: The columns verify reads, in order; those in ``_PARSED`` are read raw and parsed here, so
@@ -344,6 +412,17 @@ class SqlAuditLog:
     def verify_audit(self, *, batch_size: int = 1000) -> Verification:
         """Walk the chain (see ``verify``)."""
         return verify(self.engine, batch_size=batch_size)
+
+    def walk_audit(self, *, batch_size: int = 1000) -> ChainWalk:
+        """The whole chain, streamed and verified on the way (see ``ChainWalk``)."""
+        return ChainWalk(self.engine, batch_size=batch_size)
+
+    def audit_entries_about(
+        self, targets: Iterable[str], *, upto: int, after: int = 0
+    ) -> Iterator[ChainedEntry]:
+        """The entries about ``targets`` after ``seq`` ``after``, up to ``upto``, each checked
+        against its hash (see ``entries_about``)."""
+        return entries_about(self.engine, targets, upto=upto, after=after)
 
     def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
         """Every entry of one run, in order, with each entry's own hash."""

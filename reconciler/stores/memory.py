@@ -23,9 +23,9 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
-    StoredPoint,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
+from reconciler.ports.index import StoredPoint
 from reconciler.stores.chunking_rules import check_batch_size, check_payload_index, facet_counts
 
 log = logging.getLogger(__name__)

@@ -30,9 +30,9 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
-    StoredPoint,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
+from reconciler.ports.index import StoredPoint
 from reconciler.stores.chunking_rules import (
     DOC_FILTER_BATCH,
     PAYLOAD_SCHEMAS,

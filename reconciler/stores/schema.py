@@ -241,6 +241,29 @@ class OutboxRow(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
 
 
+class DeclarationRow(Base):
+    """A person's declaration (``reconciler declare``): a declared source of family and
+    supersession every run reads; revoked only by the rollback of the run that recorded it."""
+
+    __tablename__ = "declarations"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: ``supersede`` (``doc_id`` superseded by the document ``target``) or ``family``
+    #: (``doc_id`` in the family ``target``).
+    kind: Mapped[str] = mapped_column(String(16))
+    doc_id: Mapped[str] = mapped_column(String(512), index=True)
+    target: Mapped[str] = mapped_column(String(512), index=True)
+    declared_by: Mapped[str] = mapped_column(String(256))
+    declared_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    evidence: Mapped[str | None] = mapped_column(Text)
+    score: Mapped[float | None] = mapped_column(Float)
+    proposal: Mapped[str | None] = mapped_column(String(64))
+    run_id: Mapped[str | None] = mapped_column(String(36), index=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    revoked_by: Mapped[str | None] = mapped_column(String(36))
+
+
 class LeaseRow(Base):
     """A single-runner lease per shard (SQLite; PostgreSQL uses advisory locks)."""
 

@@ -27,8 +27,9 @@ import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from reconciler.model import ChunkRecord, ChunkState, ManagedPage, PayloadWrite, StoredPoint
+from reconciler.model import ChunkRecord, ChunkState, ManagedPage, PayloadWrite
 from reconciler.ports import ChunkIndex
+from reconciler.ports.index import StoredPoint
 from reconciler.rules.time_rule import kept_in_main
 from reconciler.stores.chunking_rules import facet_counts
 

@@ -33,9 +33,9 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
+from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
 from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
 from reconciler.planning import PayloadTarget, Plan, needs_write
@@ -101,8 +101,12 @@ class Applier:
         progress: Callable[[int], None] | None = None,
         max_pending: int = 100_000,
         keep_writing: Callable[[], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.table = table
+        #: What stamps each audit entry: the instant it is appended, on the clock (never a
+        #: run's ``--now``), so the log's times are when each write happened.
+        self.clock = clock
         #: Raises (``LeaseLost``) when this runner may no longer write; called before a batch.
         self.keep_writing = keep_writing
         #: The hash of the last intent not yet confirmed.
@@ -132,6 +136,7 @@ class Applier:
                 batch_points=scroll_batch,
                 scroll_batch=scroll_batch,
                 keep_writing=keep_writing,
+                clock=clock,
             )
         )
 
@@ -140,7 +145,7 @@ class Applier:
         until the plan writes."""
         self.result.audit_head = self.table.append_audit(entries)
 
-    def apply(self, plan: Plan, *, now: datetime, located: Located | None = None) -> ApplyResult:
+    def apply(self, plan: Plan, *, located: Located | None = None) -> ApplyResult:
         """Execute ``plan``; raise IndexWriteError (after recording) if a batch fails.
 
         ``located``: what the scan kept, so points are written by id (see the module's doc);
@@ -158,23 +163,27 @@ class Applier:
         if self.keep_writing is not None and (changes or reingests):
             self.keep_writing()  # the scan may have been long: still ours to write?
         head, queued = self.table.write_rows_and_outbox(
-            run_id=self.run_id, actor=self.actor, changes=changes, reingests=reingests, at=now
+            run_id=self.run_id,
+            actor=self.actor,
+            changes=changes,
+            reingests=reingests,
+            at=self.clock.now(),
         )
         self.result.rows, self.result.reingests = len(changes), queued
         self.result.audit_head = head or self.result.audit_head
         if plan.payload_targets:
             try:
-                self._payloads(plan.payload_targets, now=now, located=located)
+                self._payloads(plan.payload_targets, located=located)
             except IndexWriteError:
                 raise  # the failed batch was confirmed as far as it went
             except Exception:
                 # A failure after a batch was written (a scroll that broke): say so first.
                 with contextlib.suppress(Exception):
-                    self.confirm(now=now)
+                    self.confirm()
                 raise
-            self.confirm(now=now)
+            self.confirm()
         for to_archive in (True, False):
-            self._moves(plan, to_archive=to_archive, now=now)
+            self._moves(plan, to_archive=to_archive)
         for key, schema in plan.indexes:
             if self.keep_writing is not None:
                 self.keep_writing()
@@ -182,7 +191,7 @@ class Applier:
                 [
                     AuditEntry(
                         self.run_id,
-                        now,
+                        self.clock.now(),
                         self.actor,
                         "index/payload_index_missing",
                         "index",
@@ -197,14 +206,14 @@ class Applier:
         log.debug("applied run %s: %s", self.run_id, self.result.counts())
         return self.result
 
-    def _moves(self, plan: Plan, *, to_archive: bool, now: datetime) -> None:
+    def _moves(self, plan: Plan, *, to_archive: bool) -> None:
         """A split store's moves one way, audited by the mover (its last ``move_done``
         committed before this returns)."""
         if self.mover is None or not plan.moves:
             return
         try:
-            self.mover.move_targets(plan.moves, to_archive=to_archive, now=now)
-            self.mover.finish(now=now)
+            self.mover.move_targets(plan.moves, to_archive=to_archive)
+            self.mover.finish()
         finally:
             self.result.moves = self.mover.moved
             self.result.audit_head = self.mover.audit_head or self.result.audit_head
@@ -212,8 +221,6 @@ class Applier:
     def write_groups(
         self,
         groups: Iterable[tuple[str | None, list[str | int], Mapping[str, Any], str]],
-        *,
-        now: datetime,
     ) -> None:
         """Set ``payload`` on the given points of each (doc_id, point ids, payload, reason)
         group (rollback): each point is re-read by id, written only if it differs, and audited
@@ -236,17 +243,17 @@ class Applier:
                     size += 1
                 batch += variants.values()
                 if size >= self.batch_points:
-                    self._flush(batch, now=now)
+                    self._flush(batch)
                     batch, size = [], 0
         if batch:
-            self._flush(batch, now=now)
-        self.confirm(now=now)
+            self._flush(batch)
+        self.confirm()
 
-    def confirm(self, *, now: datetime) -> None:
+    def confirm(self) -> None:
         """Commit the confirmation of the last batch sent (the others are confirmed by the
         entries committed with the batch after them); never for a batch in doubt."""
         if self._unconfirmed is not None and not self.in_doubt:
-            self._audit([self._confirmation(now)])
+            self._audit([self._confirmation()])
 
     @property
     def pending_intent(self) -> str | None:
@@ -256,7 +263,7 @@ class Applier:
             return self.mover.open_intent
         return self._unconfirmed
 
-    def _confirmation(self, now: datetime, written: list[str | int] | None = None) -> AuditEntry:
+    def _confirmation(self, written: list[str | int] | None = None) -> AuditEntry:
         """ "Every intent of this run up to ``through`` was written" (or only ``written``)."""
         through, points = self._unconfirmed, self._unconfirmed_points
         self._unconfirmed, self._unconfirmed_points = None, 0
@@ -264,14 +271,12 @@ class Applier:
         if written is not None:
             after = {"through": through, "points": len(written), "written": written}
         return AuditEntry(
-            self.run_id, now, self.actor, "confirm", CONFIRM, self.run_id, None, after
+            self.run_id, self.clock.now(), self.actor, "confirm", CONFIRM, self.run_id, None, after
         )
 
     # -- payloads --------------------------------------------------------------------------
 
-    def _payloads(
-        self, targets: Sequence[PayloadTarget], *, now: datetime, located: Located | None
-    ) -> None:
+    def _payloads(self, targets: Sequence[PayloadTarget], *, located: Located | None) -> None:
         """Write each target's differing points: by the ids the scan kept where they are all
         that can differ, else through the doc_id filter (else, for chunks without a doc_id
         whose ids were not kept, one more scroll)."""
@@ -286,13 +291,13 @@ class Applier:
                 by_filter.append(target)
             else:
                 by_scroll.append(target)
-        self._write_by_id(by_id, now=now)
+        self._write_by_id(by_id)
         step = max(self.scroll_batch, 1)
         for start in range(0, len(by_filter), step):
             part = by_filter[start : start + step]
-            self._write_scrolled(part, [t.doc_id for t in part if t.doc_id], now=now)
+            self._write_scrolled(part, [t.doc_id for t in part if t.doc_id])
         if by_scroll:
-            self._write_scrolled(by_scroll, None, now=now)
+            self._write_scrolled(by_scroll, None)
 
     @staticmethod
     def _kept_ids(target: PayloadTarget, located: Located | None) -> list[str | int] | None:
@@ -308,9 +313,7 @@ class Applier:
             return ids
         return None  # the row changes: chunks that matched the old row need it too
 
-    def _write_by_id(
-        self, targets: list[tuple[PayloadTarget, list[str | int]]], *, now: datetime
-    ) -> None:
+    def _write_by_id(self, targets: list[tuple[PayloadTarget, list[str | int]]]) -> None:
         """Re-read the kept ids, document by document, and flush whole documents in batches
         of about ``batch_points`` points."""
         pending: list[tuple[PayloadTarget, list[str | int]]] = []
@@ -322,12 +325,12 @@ class Applier:
             size += len(ids)
             if size >= self.batch_points:
                 done += size
-                self._flush(self._reread(pending), now=now)
+                self._flush(self._reread(pending))
                 if self.progress is not None:
                     self.progress(done)
                 pending, size = [], 0
         if pending:
-            self._flush(self._reread(pending), now=now)
+            self._flush(self._reread(pending))
 
     def _reread(self, pending: list[tuple[PayloadTarget, list[str | int]]]) -> list[WriteGroup]:
         """The groups (one per document and prior payload) of the points that still differ."""
@@ -354,9 +357,7 @@ class Applier:
             groups += variants.values()
         return groups
 
-    def _write_scrolled(
-        self, targets: list[PayloadTarget], doc_ids: list[str] | None, *, now: datetime
-    ) -> None:
+    def _write_scrolled(self, targets: list[PayloadTarget], doc_ids: list[str] | None) -> None:
         """Scroll the targets' points (``doc_ids``: through the doc_id filter; ``None``: the
         whole collection) and write each document's differing points, grouped per document.
 
@@ -397,16 +398,16 @@ class Applier:
                 ready += done
                 ready_size += size
             if ready_size >= self.batch_points:
-                self._flush(ready, now=now)
+                self._flush(ready)
                 ready, ready_size = [], 0
             if held_size >= self.max_pending:
-                self._flush([g for groups in held.values() for g in groups.values()], now=now)
+                self._flush([g for groups in held.values() for g in groups.values()])
                 held, held_size = {}, 0
         rest = ready + [g for groups in held.values() for g in groups.values()]
         for start in range(0, len(rest), max(self.batch_points, 1)):
-            self._flush(rest[start : start + self.batch_points], now=now)
+            self._flush(rest[start : start + self.batch_points])
 
-    def _flush(self, groups: list[WriteGroup], *, now: datetime) -> None:
+    def _flush(self, groups: list[WriteGroup]) -> None:
         if not groups:
             return
         if self.keep_writing is not None:
@@ -414,7 +415,7 @@ class Applier:
                 self.keep_writing()
             except Exception:
                 with contextlib.suppress(Exception):
-                    self.confirm(now=now)  # the batch before was written: say so, then stop
+                    self.confirm()  # the batch before was written: say so, then stop
                 raise
         # (each group sends only the keys some point of it does not hold: the same points
         # after, fewer payload index updates; the intent records the whole target payload)
@@ -423,8 +424,8 @@ class Applier:
             for g in groups
         ]
         # The intents (and the confirmation of the batch before) go first, in one commit.
-        intents = self._entries(groups, now)
-        previous = [self._confirmation(now)] if self._unconfirmed is not None else []
+        intents = self._entries(groups)
+        previous = [self._confirmation()] if self._unconfirmed is not None else []
         self._audit(previous + intents)
         self._unconfirmed = self.result.audit_head
         self._unconfirmed_points = sum(len(g.point_ids) for g in groups)
@@ -447,7 +448,7 @@ class Applier:
                     points_written=self.result.points,
                 ) from exc
             written = [pid for g in done for pid in g.point_ids]
-            self._audit([self._confirmation(now, [jsonable(p) for p in written])])
+            self._audit([self._confirmation([jsonable(p) for p in written])])
             self.result.payload_writes += len(done)
             self.result.points += len(written)
             raise IndexWriteError(
@@ -474,7 +475,8 @@ class Applier:
                 confirmed.append(WriteGroup(group.target, group.before, written))
         return confirmed
 
-    def _entries(self, groups: list[WriteGroup], now: datetime) -> list[AuditEntry]:
+    def _entries(self, groups: list[WriteGroup]) -> list[AuditEntry]:
+        now = self.clock.now()
         return [
             AuditEntry(
                 run_id=self.run_id,

@@ -26,14 +26,15 @@ from typing import Any, cast
 from reconciler.model import (
     AuditEntry,
     ChunkState,
+    Declaration,
     Document,
     PayloadWrite,
     ReingestRequest,
     RowChange,
-    StoredPoint,
     VersionState,
 )
 from reconciler.ports import ChunkIndex, DocumentTable, RunEntry, split_of
+from reconciler.ports.index import StoredPoint
 
 #: Reads of the real table that no dry write changes: passed through as they are.
 TABLE_READS = frozenset({"pending_reingest_for", "run_ids_starting", "close"})
@@ -41,6 +42,8 @@ TABLE_READS = frozenset({"pending_reingest_for", "run_ids_starting", "close"})
 INDEX_READS = frozenset(
     {"supports_payload_indexes", "payload_indexes", "keys", "close", "vector_layout", "collection"}
 )
+#: A dry revocation's instant, where the overlay needs one.
+DRY_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 #: Audit entry types that ``runs_touching_after`` counts (as the stores do).
 TOUCHING = frozenset({"row", "payload"})
 
@@ -88,6 +91,8 @@ class DryTable:
         self._runs: dict[str, DryRunEntry] = {}
         #: The dry audit entries, in order, each with its (made-up) hash.
         self._audit: list[tuple[AuditEntry, str]] = []
+        #: Declarations the dry run revoked (True) or restored (False), by id.
+        self._revoked: dict[str, bool] = {}
 
     def __getattr__(self, name: str) -> Any:
         if name in TABLE_READS:
@@ -133,6 +138,66 @@ class DryTable:
         pending = self._table.pending_reingest_for({r.doc_id for r, _reason in reingests})
         queued = {r.doc_id for r, _reason in reingests} - pending
         return self._append(entries), len(queued)
+
+    # -- declarations --------------------------------------------------------------------------
+
+    def declarations(
+        self, *, active: bool = True, ids: Iterable[str] | None = None
+    ) -> list[Declaration]:
+        """The declarations as the dry run left them (none is added by a rollback)."""
+        found = []
+        for decl in self._table.declarations(active=False, ids=ids):
+            if decl.id in self._revoked:
+                revoked = self._revoked[decl.id]
+                decl = replace(
+                    decl,
+                    revoked_at=(decl.revoked_at or DRY_INSTANT) if revoked else None,
+                    revoked_by=(decl.revoked_by or "dry") if revoked else None,
+                )
+            if decl.revoked_at is None or not active:
+                found.append(decl)
+        return found
+
+    def write_declarations(
+        self,
+        *,
+        run_id: str,
+        actor: str,
+        at: datetime,
+        added: Sequence[Declaration] = (),
+        revoked: Sequence[str] = (),
+        restored: Sequence[str] = (),
+        reason: str | None = None,
+    ) -> str:
+        """Revoke and restore in the overlay, and audit it (a rollback adds none)."""
+        if added:
+            raise AttributeError("a dry run does not record declarations")
+        current = {d.id: d for d in self.declarations(active=False, ids=[*revoked, *restored])}
+        entries = []
+        for ids, revoking in ((revoked, True), (restored, False)):
+            for decl_id in ids:
+                decl = current.get(decl_id)
+                if decl is None or (decl.revoked_at is None) is not revoking:
+                    continue
+                self._revoked[decl_id] = revoking
+                after = replace(
+                    decl,
+                    revoked_at=at if revoking else None,
+                    revoked_by=run_id if revoking else None,
+                )
+                entries.append(
+                    AuditEntry(
+                        run_id,
+                        at,
+                        actor,
+                        reason,
+                        "declaration",
+                        decl_id,
+                        decl.to_json(),
+                        after.to_json(),
+                    )
+                )
+        return self._append(entries) if entries else ""
 
     # -- the run log ---------------------------------------------------------------------------
 

@@ -2,10 +2,10 @@
 adoption of a collection (``app/bootstrap.py``).
 
 An ingestion's writes are crash-ordered, like an apply's (``IngestionWriter.register``): an
-intent is audited (the document, its text's hash, how many chunks), the old chunks of a
-re-ingested document are deleted, the row is written with its new hash and chunk count, and
-the new chunks last; a confirmation follows every ``CONFIRM_EVERY`` documents and the end of
-each source. ``writing.recovery`` reads what a killed ingestion left unconfirmed.
+intent is audited (the document, its text's hash, how many chunks, their point ids and the
+managed payload they carry), the old chunks of a re-ingested document are deleted, the row is
+written with its new hash and chunk count, and the new chunks last; a confirmation follows
+every ``CONFIRM_EVERY`` documents and the end of each source. ``writing.recovery`` reads what a killed ingestion left unconfirmed.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from reconciler.model import AuditEntry, ChunkRecord, Document, RunMode
+from reconciler.model import AuditEntry, ChunkRecord, Document, RunMode, jsonable
+from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import CONFIRM
 from reconciler.writing.recovery import INGEST_INTENT
@@ -45,7 +46,7 @@ class IngestionWriter:
     ) -> int:
         """Write one document (``existing``: its row before, when re-ingested) and its
         chunks, already embedded; return how many chunks were written."""
-        self._intend(existing, row)
+        self._intend(existing, row, records)
         if existing is not None:
             self.index.delete_document_chunks(row.doc_id)
         self.table.upsert_documents([row])
@@ -65,7 +66,9 @@ class IngestionWriter:
         self.table.record_identities(source, identities)
         record_attempt(self.table, source, ok=True, at=at, documents_seen=documents_seen)
 
-    def _intend(self, existing: Document | None, row: Document) -> None:
+    def _intend(
+        self, existing: Document | None, row: Document, records: Sequence[ChunkRecord]
+    ) -> None:
         if self.pending >= CONFIRM_EVERY:
             self.confirm()
         self.last = self.table.append_audit(
@@ -85,6 +88,11 @@ class IngestionWriter:
                         "source_key": row.source_key,
                         "source_hash": row.source_hash,
                         "chunks": row.chunk_count,
+                        # What every new chunk carries (``payload_for(row)``), and which points
+                        # they are: the log knows each chunk's payload from its first write
+                        # (``reconciler audit served``). Entries before this change lack both.
+                        "payload": payload_for(row),
+                        "points": [jsonable(record.point_id) for record in records],
                     },
                 )
             ]

@@ -30,13 +30,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
+from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
-from reconciler.model import AuditEntry, StoredPoint, jsonable
+from reconciler.model import AuditEntry, jsonable
 from reconciler.planning import MoveTarget
 from reconciler.ports import AuditWriter, ChunkIndex, SplitIndex
+from reconciler.ports.index import StoredPoint
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 MOVE = "move"
 MOVE_COPIED = "move_copied"
 MOVE_DONE = "move_done"
+#: How the next runner finished the moves a dead run left (counts of points).
+MOVE_RESOLVE = "move_resolve"
 #: Relative tolerance of a vector copied into an engine that normalises it again.
 DIRECTION_TOLERANCE = 1e-6
 
@@ -63,8 +66,11 @@ class Mover:
         scroll_batch: int = 1000,
         keep_writing: Callable[[], None] | None = None,
         progress: Callable[[int], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.table = table
+        #: What stamps each audit entry: the instant it is appended.
+        self.clock = clock
         self.split = split
         self.run_id = run_id
         self.actor = actor
@@ -89,9 +95,7 @@ class Mover:
 
     # -- what to move ---------------------------------------------------------------------------
 
-    def move_targets(
-        self, targets: Sequence[MoveTarget], *, to_archive: bool, now: datetime
-    ) -> int:
+    def move_targets(self, targets: Sequence[MoveTarget], *, to_archive: bool) -> int:
         """Move the chunks of the targets going one way (found through the doc_id filter in
         the collection they leave, ``scroll_batch`` documents a pass); return points moved."""
         chosen = [t for t in targets if t.to_archive == to_archive]
@@ -103,17 +107,17 @@ class Mover:
         for start in range(0, len(chosen), self.scroll_batch):
             doc_ids = [t.doc_id for t in chosen[start : start + self.scroll_batch]]
             found = source.scroll(batch_size=self.scroll_batch, doc_ids=doc_ids)
-            self._move(((c.doc_id, c.point_id) for c in found), to_archive, reasons.get, now)
+            self._move(((c.doc_id, c.point_id) for c in found), to_archive, reasons.get)
         return self.moved - before
 
-    def move_all(self, *, to_archive: bool, now: datetime, reason: str) -> int:
+    def move_all(self, *, to_archive: bool, reason: str) -> int:
         """Move every point of one collection into the other (``reconciler split --merge``)."""
         source, _dest = self.parts(to_archive=to_archive)
         if not source.exists():
             return 0
         before = self.moved
         found = source.scroll(batch_size=self.scroll_batch)
-        self._move(((c.doc_id, c.point_id) for c in found), to_archive, lambda _d: reason, now)
+        self._move(((c.doc_id, c.point_id) for c in found), to_archive, lambda _d: reason)
         return self.moved - before
 
     def move_points(
@@ -121,7 +125,6 @@ class Mover:
         groups: Iterable[tuple[str, Sequence[str | int]]],
         *,
         to_archive: bool,
-        now: datetime,
         reason: str,
     ) -> list[str | int]:
         """Move the given points (doc id, point ids) where the source still holds them (a
@@ -131,7 +134,7 @@ class Mover:
         if not source.exists():
             return moved
         pairs = ((doc_id, pid) for doc_id, ids in groups for pid in ids)
-        self._move(pairs, to_archive, lambda _d: reason, now, moved)
+        self._move(pairs, to_archive, lambda _d: reason, moved)
         return moved
 
     def _move(
@@ -139,17 +142,16 @@ class Mover:
         pairs: Iterable[tuple[str | None, str | int]],
         to_archive: bool,
         reason: Callable[[str], str | None],
-        now: datetime,
         moved: list[str | int] | None = None,
     ) -> None:
         batch: list[tuple[str | None, str | int]] = []
         for pair in pairs:
             batch.append(pair)
             if len(batch) >= self.batch_points:
-                self._batch(batch, to_archive, reason, now, moved)
+                self._batch(batch, to_archive, reason, moved)
                 batch = []
         if batch:
-            self._batch(batch, to_archive, reason, now, moved)
+            self._batch(batch, to_archive, reason, moved)
 
     # -- one batch --------------------------------------------------------------------------
 
@@ -158,7 +160,6 @@ class Mover:
         batch: list[tuple[str | None, str | int]],
         to_archive: bool,
         reason: Callable[[str], str | None],
-        now: datetime,
         moved: list[str | int] | None,
     ) -> None:
         source, dest = self.parts(to_archive=to_archive)
@@ -166,7 +167,7 @@ class Mover:
             try:
                 self.keep_writing()
             except Exception:
-                self.finish(now=now)  # the batch before is done: say so, then stop
+                self.finish()  # the batch before is done: say so, then stop
                 raise
         points = source.read_points([pid for _doc, pid in batch])
         if not points:
@@ -180,7 +181,7 @@ class Mover:
         intents = [
             AuditEntry(
                 run_id=self.run_id,
-                at=now,
+                at=self.clock.now(),
                 actor=self.actor,
                 reason=reason(doc_id) if doc_id is not None else "placement",
                 target_type=MOVE,
@@ -190,11 +191,11 @@ class Mover:
             )
             for doc_id, ids in by_doc.items()
         ]
-        self._audit(self._done_entries(now) + intents)
+        self._audit(self._done_entries() + intents)
         self.open_intent = self.audit_head
         copy_into(self.split, dest, points, prepare=not self._prepared)
         self._prepared = self._prepared or dest is self.split.archive
-        self._audit([self._entry(MOVE_COPIED, now, self.open_intent, len(points))])
+        self._audit([self._entry(MOVE_COPIED, self.open_intent, len(points))])
         source.delete_points([p.point_id for p in points])
         self._done, self.open_intent = self.open_intent, None
         self.moved += len(points)
@@ -204,26 +205,25 @@ class Mover:
             self.progress(self.moved)
         log.debug("moved %d point(s) %s -> %s", len(points), names["from"], names["to"])
 
-    def finish(self, *, now: datetime) -> None:
+    def finish(self) -> None:
         """Commit the ``move_done`` of the last batch (the others went with the batch after)."""
-        entries = self._done_entries(now)
+        entries = self._done_entries()
         if entries:
             self._audit(entries)
 
-    def _done_entries(self, now: datetime) -> list[AuditEntry]:
+    def _done_entries(self) -> list[AuditEntry]:
         if self._done is None:
             return []
-        entry = self._entry(MOVE_DONE, now, self._done, None)
+        entry = self._entry(MOVE_DONE, self._done, None)
         self._done = None
         return [entry]
 
-    def _entry(
-        self, kind: str, now: datetime, through: str | None, points: int | None
-    ) -> AuditEntry:
+    def _entry(self, kind: str, through: str | None, points: int | None) -> AuditEntry:
         after: dict[str, Any] = {"through": through}
         if points is not None:
             after["points"] = points
-        return AuditEntry(self.run_id, now, self.actor, kind, kind, self.run_id, None, after)
+        at = self.clock.now()
+        return AuditEntry(self.run_id, at, self.actor, kind, kind, self.run_id, None, after)
 
     def _audit(self, entries: list[AuditEntry]) -> None:
         head = self.table.append_audit(entries)

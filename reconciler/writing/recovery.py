@@ -31,7 +31,7 @@ from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.writing.applying import CONFIRM, INTENT
 from reconciler.writing.dry import is_dry
-from reconciler.writing.moving import copy_into, unfinished
+from reconciler.writing.moving import MOVE_RESOLVE, copy_into, unfinished
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,7 @@ def resolve_interrupted(
                 actor,
                 "the run stopped while moving points between collections",
                 moves,
+                kind=MOVE_RESOLVE,
             )
         if complete or requeued:
             head = _resolution(
@@ -161,10 +162,17 @@ def resolve_interrupted(
 
 
 def _resolution(
-    table: DocumentTable, run_id: str, actor: str, reason: str, after: dict[str, Any]
+    table: DocumentTable,
+    run_id: str,
+    actor: str,
+    reason: str,
+    after: dict[str, Any],
+    *,
+    kind: str = RESOLVE,
 ) -> str:
-    """Append the ``resolve`` entry that says how a dead run's writes ended; its hash."""
-    entry = AuditEntry(run_id, datetime.now(UTC), actor, reason, RESOLVE, run_id, None, after)
+    """Append the entry (``resolve``, or a split store's ``move_resolve``) that says how a
+    dead run's writes ended; its hash."""
+    entry = AuditEntry(run_id, datetime.now(UTC), actor, reason, kind, run_id, None, after)
     return table.append_audit([entry])
 
 

@@ -42,6 +42,7 @@ from reconciler.model import (
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import INTENT, Applier
+from reconciler.writing.declaring import DECLARATION, undo_declarations
 from reconciler.writing.dry import dry_stores, is_dry
 from reconciler.writing.moving import MOVE
 from reconciler.writing.runs import recorded
@@ -59,6 +60,8 @@ class RollbackResult:
     rows: int = 0
     payload_groups: int = 0
     points: int = 0
+    #: Declarations revoked (made by the run) or restored (revoked by it).
+    declarations: int = 0
     dry_run: bool = False
     cascaded: list[dict[str, Any]] = field(default_factory=list)
     not_undone: list[dict[str, Any]] = field(default_factory=list)
@@ -74,6 +77,7 @@ class RollbackResult:
             "rows": self.rows,
             "payload_writes": self.payload_groups,
             "points": self.points,
+            "declarations": self.declarations,
             "cascaded": self.cascaded,
             "not_undone": self.not_undone,
         }
@@ -109,15 +113,19 @@ def rollback(
             "wait for it to end, or run `reconciler rollback` again once its lease is free"
         )
     entries, hashes = table.run_entries_with_hashes(run_id)
-    writes = [e for e in entries if e.target_type in (ROW, INTENT, MOVE)]
+    writes = [e for e in entries if e.target_type in (ROW, INTENT, DECLARATION, MOVE)]
     if not writes:
         raise ReconcilerError(
-            f"run {run_id} wrote no rows or payloads and moved no points: nothing to roll back"
+            f"run {run_id} wrote no rows, payloads or declarations and moved no points: "
+            "nothing to roll back"
         )
     later = [
         other
         for other in later_runs(
-            table, run_id, first_hash=hashes[0], targets={e.target for e in writes}
+            table,
+            run_id,
+            first_hash=hashes[0],
+            targets={e.target for e in writes if e.target_type != DECLARATION},
         )
         if other not in handled
     ]
@@ -149,6 +157,7 @@ def rollback(
         if e.target_type in ("reingest", "index")
     ] + skipped
     now = datetime.now(UTC)
+    revoked, restored = _declarations_undone(entries)
     with recorded(table, mode=ROLLBACK, actor=ROLLBACK, shard=shard) as record:
         result.run_id = record.run_id
         applier = Applier(
@@ -159,10 +168,22 @@ def rollback(
             batch_points=batch_points,
             keep_writing=keep_writing,
         )
+        # Declarations first: killed after this, the next run no longer reads them (a run
+        # would otherwise write their effect again over the rows restored below).
+        declared_head = undo_declarations(
+            table,
+            run_id=record.run_id,
+            actor=ROLLBACK,
+            at=now,
+            revoked=revoked,
+            restored=restored,
+            reason=f"rollback of run {run_id}",
+        )
+        result.declarations = len(revoked) + len(restored)
         head, _queued = table.write_rows_and_outbox(
             run_id=record.run_id, actor=ROLLBACK, changes=changes, reingests=[], at=now
         )
-        applier.result.audit_head = head
+        applier.result.audit_head = head or declared_head
         result.rows = len(changes)
         rows = table.get_documents(points)
         applier.write_groups(
@@ -175,17 +196,17 @@ def rollback(
                 )
                 for doc_id, (ids, restored) in points.items()
             ),
-            now=now,
         )
         result.payload_groups = applier.result.payload_writes
         result.points = applier.result.points
         head = applier.result.audit_head
         if applier.mover is not None:
             moves = [e for e in entries if e.target_type == MOVE]
-            result.moves, left = _move_back(applier, moves, run_id, now)
+            result.moves, left = _move_back(applier, moves, run_id)
             result.not_undone += left
             head = applier.mover.audit_head or head
         record.counts = {
+            "declarations": result.declarations,
             "table": result.rows,
             "payload": result.payload_groups,
             "points": result.points,
@@ -205,7 +226,7 @@ def rollback(
 
 
 def _move_back(
-    applier: Applier, intents: list[AuditEntry], run_id: str, now: datetime
+    applier: Applier, intents: list[AuditEntry], run_id: str
 ) -> tuple[int, list[dict[str, Any]]]:
     """Move the points of a run's ``move`` intents back to the collection they left, where
     they are still in the one it put them in; return how many moved, and the others."""
@@ -219,9 +240,9 @@ def _move_back(
         going = [e for e in intents if (e.before.get("from"), e.after.get("to")) == (leave, went)]
         groups = [(e.target, list(e.before["points"])) for e in going]
         done = mover.move_points(
-            groups, to_archive=back_to_archive, now=now, reason=f"rollback of run {run_id}"
+            groups, to_archive=back_to_archive, reason=f"rollback of run {run_id}"
         )
-        mover.finish(now=now)
+        mover.finish()
         moved += len(done)
         back = {str(p) for p in done}
         for doc_id, ids in groups:
@@ -231,6 +252,19 @@ def _move_back(
                     {"target_type": MOVE, "target": doc_id, "after": {"moved_since": stayed}}
                 )
     return moved, left
+
+
+def _declarations_undone(entries: Iterable[AuditEntry]) -> tuple[list[str], list[str]]:
+    """The declarations a run made or restored (to revoke) and those it revoked (to restore),
+    each as the run last left it."""
+    last: dict[str, bool] = {}
+    for entry in entries:
+        if entry.target_type == DECLARATION:
+            last[entry.target] = entry.after is not None and entry.after.get("revoked_at") is None
+    return (
+        sorted(d for d, active in last.items() if active),
+        sorted(d for d, active in last.items() if not active),
+    )
 
 
 def _row_changes(

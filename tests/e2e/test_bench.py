@@ -125,3 +125,16 @@ def test_the_optimize_phase_leaves_a_shard_the_reconciler_still_repairs(tmp_path
     assert repaired["points_written"] == 400
     checked = phase("check")
     assert checked["findings"] == 0
+
+
+def test_the_audit_bench_answers_a_family_of_a_small_log(tmp_path: Path) -> None:
+    """``python -m bench.audit``: a small log built, the three commands run on it, the family
+    asked about replayed from its own entries (three ingestions, its writes, their
+    confirmations), the folder removed."""
+    done = _python("-m", "bench.audit", "--entries=3000", f"--tmpdir={tmp_path}")
+
+    assert done.returncode == 0, done.stderr
+    [row] = [line.split() for line in done.stdout.splitlines() if line.strip()[:1].isdigit()]
+    assert int(row[0]) >= 3000
+    assert int(row[-1]) == 7
+    assert list(tmp_path.iterdir()) == []

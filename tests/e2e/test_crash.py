@@ -34,25 +34,32 @@ SECTIONS = 8  # chunks per note: 125 families x 2 versions x 8 = 2,000 points
 BATCH = 32
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """A clean deployment whose vault then changed: the next apply rewrites every point
-    (v2 retired, v1 re-classified) in about 70 batches. Returns its folder and the stores'
-    state before that apply."""
-    root = tmp_path_factory.mktemp("crash") / "template"
+def rewriting(root: Path, *, families: int, sections: int, batch: int) -> Deployment:
+    """A clean deployment of ``families`` families of two versions whose vault then changed:
+    the next apply rewrites every point (v2 retired, v1 re-classified), ``batch`` points a
+    batch."""
     deploy = Deployment(root)
     config = deploy.config.read_text()
     deploy.config.write_text(
-        config.replace('collection = "corpus"', f'collection = "corpus"\nwrite_batch = {BATCH}')
+        config.replace('collection = "corpus"', f'collection = "corpus"\nwrite_batch = {batch}')
     )
-    for n in range(FAMILIES):
-        deploy.family(f"f{n:03d}", 2, sections=SECTIONS)
+    for n in range(families):
+        deploy.family(f"f{n:03d}", 2, sections=sections)
     deploy.init_ingest()
     code, data = deploy.json("apply")
     assert code == 0, data
-    for n in range(FAMILIES):
+    for n in range(families):
         deploy.edit_front(f"f{n:03d}-v2", status="retired")
         deploy.edit_front(f"f{n:03d}-v1", doc_class="archive")
+    return deploy
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """``rewriting``: about 70 batches to write. Returns its folder and the stores' state
+    before that apply."""
+    root = tmp_path_factory.mktemp("crash") / "template"
+    deploy = rewriting(root, families=FAMILIES, sections=SECTIONS, batch=BATCH)
     return root, state(deploy)
 
 

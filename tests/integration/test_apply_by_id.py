@@ -210,7 +210,7 @@ def test_a_point_repaired_since_the_scan_is_not_written_again(world: World) -> N
 
     applier = Applier(table=world.table, index=world.index, run_id="r", actor="test")
     world.table.start_run(mode=RunMode.APPLY, actor="test", run_id="r")
-    result = applier.apply(assessment.plan, now=NOW, located=scan.chunks)
+    result = applier.apply(assessment.plan, located=scan.chunks)
 
     assert result.points == len(ids) - 1
 

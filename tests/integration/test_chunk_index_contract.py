@@ -29,10 +29,10 @@ from reconciler.model import (
     ManagedPage,
     ManagedRow,
     PayloadWrite,
-    StoredPoint,
     VersionState,
 )
 from reconciler.payload import KeyMap, chunk_payload
+from reconciler.ports.index import StoredPoint
 from reconciler.stores.edge import EdgeChunkIndex
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.qdrant import QdrantChunkIndex

@@ -16,6 +16,8 @@ import pytest
 from reconciler.model import (
     OPEN_END,
     AuditEntry,
+    Declaration,
+    DeclarationKind,
     Document,
     Finding,
     ReingestRequest,
@@ -149,6 +151,74 @@ def test_rows_requests_and_audit_commit_together(table: DocumentTable) -> None:
     assert table.write_rows_and_outbox(
         run_id="r2", actor="cli", changes=[], reingests=[], at=AT
     ) == ("", 0)
+    assert table.verify_audit().ok
+
+
+def declaration(n: int, **changes: object) -> Declaration:
+    values: dict[str, object] = {
+        "id": f"d-{n:04d}",
+        "kind": DeclarationKind.SUPERSEDE,
+        "doc_id": f"h:doc-{n}",
+        "target": f"h:doc-{n + 1}",
+        "declared_by": "alice",
+        "declared_at": AT + timedelta(seconds=n),
+        "reason": "reviewed",
+        "evidence": "titles 0.94 alike",
+        "score": 0.9,
+        "proposal": f"link-{n}",
+    }
+    values.update(changes)
+    return Declaration(**values)  # type: ignore[arg-type]
+
+
+def test_declarations_are_recorded_revoked_and_restored_with_their_audit_entries(
+    table: DocumentTable,
+) -> None:
+    made = [declaration(n, run_id="r1") for n in range(3)]
+    head = table.write_declarations(run_id="r1", actor="declare", at=AT, added=made)
+    assert table.declarations() == made  # in the order they were made, every field kept
+    assert table.declarations(ids=["d-0001", "d-9999"]) == [made[1]]
+    many = [f"d-{n:04d}" for n in range(1200)]  # more than one query's worth of ids
+    assert table.declarations(ids=many) == made
+
+    later = AT + timedelta(days=1)
+    table.write_declarations(run_id="r2", actor="rollback", at=later, revoked=["d-0000"])
+    assert [d.id for d in table.declarations()] == ["d-0001", "d-0002"]
+    [revoked] = table.declarations(active=False, ids=["d-0000"])
+    assert (revoked.revoked_at, revoked.revoked_by) == (later, "r2")
+    # revoking what is revoked, restoring what is active: nothing to write, no entry
+    assert (
+        table.write_declarations(
+            run_id="r3", actor="rollback", at=later, revoked=["d-0000"], restored=["d-0001"]
+        )
+        == ""
+    )
+    table.write_declarations(run_id="r4", actor="rollback", at=later, restored=["d-0000"])
+    assert table.declarations() == made
+
+    entries = [e for run in ("r1", "r2", "r4") for e in table.run_entries_with_hashes(run)[0]]
+    assert [(e.run_id, e.target_type, e.target) for e in entries] == [
+        ("r1", "declaration", "d-0000"),
+        ("r1", "declaration", "d-0001"),
+        ("r1", "declaration", "d-0002"),
+        ("r2", "declaration", "d-0000"),
+        ("r4", "declaration", "d-0000"),
+    ]
+    assert entries[0].before is None
+    assert entries[0].after == made[0].to_json()
+    assert (entries[3].after["revoked_by"], entries[4].after["revoked_by"]) == ("r2", None)
+    assert table.run_entries_with_hashes("r1")[1][-1] == head
+    assert table.verify_audit().ok
+
+
+def test_a_declaration_that_cannot_be_written_writes_nothing(table: DocumentTable) -> None:
+    table.write_declarations(run_id="r1", actor="declare", at=AT, added=[declaration(0)])
+    with pytest.raises(Exception):  # noqa: B017, PT011 (each driver raises its own)
+        table.write_declarations(
+            run_id="r2", actor="declare", at=AT, added=[declaration(1), declaration(0)]
+        )
+    assert [d.id for d in table.declarations()] == ["d-0000"]
+    assert table.run_entries_with_hashes("r2")[0] == []
     assert table.verify_audit().ok
 
 

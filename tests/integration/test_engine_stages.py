@@ -172,7 +172,12 @@ def test_the_guard_refuses_a_source_that_returned_nothing() -> None:
 
 def test_modes_are_an_enum_and_a_bad_mode_is_refused() -> None:
     assert Options(mode="apply").mode is RunMode.APPLY
-    assert [m for m in RunMode if m.writes] == [RunMode.APPLY, RunMode.RUN, RunMode.REPAIR]
+    assert [m for m in RunMode if m.writes] == [
+        RunMode.APPLY,
+        RunMode.RUN,
+        RunMode.REPAIR,
+        RunMode.DECLARE,
+    ]
     with pytest.raises(ValueError, match="delete"):
         Options(mode="delete")
     with pytest.raises(ValueError, match="not a reconciliation mode"):

@@ -25,7 +25,6 @@ from reconciler.model import (
     RunStatus,
     SourceDocument,
     SourceSnapshot,
-    StoredPoint,
     VersionState,
 )
 from reconciler.payload import chunk_payload, payload_for
@@ -33,13 +32,14 @@ from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options, Report
 from reconciler.planning import MoveTarget
 from reconciler.ports import ChunkIndex
+from reconciler.ports.index import StoredPoint
 from reconciler.rules.time_rule import kept_in_main
 from reconciler.stores.edge import EdgeChunkIndex
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.split import SplitChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.writing.moving import MOVE, MOVE_COPIED, MOVE_DONE, Mover
-from reconciler.writing.recovery import RESOLVE, resolve_interrupted
+from reconciler.writing.moving import MOVE, MOVE_COPIED, MOVE_DONE, MOVE_RESOLVE, Mover
+from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.rollback import rollback
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
@@ -353,7 +353,7 @@ def test_a_move_stopped_between_any_two_steps_is_finished_by_the_next_runner(
     rows = world.table.iter_documents()
     targets = [_target(r) for r in rows if not kept_in_main(r.version_state)]
     with pytest.raises(Killed):
-        mover.move_targets(targets, to_archive=True, now=NOW)  # (it stops in the 2nd batch)
+        mover.move_targets(targets, to_archive=True)  # (it stops in the 2nd batch)
 
     resolved = resolve_interrupted(table=world.table, index=world.split, shard="0/1")
 
@@ -361,11 +361,11 @@ def test_a_move_stopped_between_any_two_steps_is_finished_by_the_next_runner(
     assert world.table.get_run(run_id).status == RunStatus.INTERRUPTED  # type: ignore[union-attr]
     # the move finished: every point in one collection, where its row puts it, as it was
     Mover(table=world.table, split=world.split, run_id=run_id, actor="test").move_targets(
-        targets, to_archive=True, now=NOW
+        targets, to_archive=True
     )  # (the batches the killed run never reached)
     world.assert_placed()
     entries, _ = world.table.run_entries_with_hashes(run_id)
-    (resolve,) = [e for e in entries if e.target_type == RESOLVE]
+    (resolve,) = [e for e in entries if e.target_type == MOVE_RESOLVE]
     assert resolve.after == {"finished": left, "moved": 4 - left, "missing": 0}
     assert world.table.verify_audit().ok
 

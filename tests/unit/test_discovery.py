@@ -25,10 +25,11 @@ from reconciler.discovery.blocking import (
     ROWS,
     band_neighbours,
     brute_force,
-    restrict_keys,
+    prepare,
     scored_pairs,
 )
-from reconciler.discovery.signals import NUM_PERM, markers_of
+from reconciler.discovery.claims import read_claims
+from reconciler.discovery.signals import NUM_PERM, fold, markers_of
 
 BODY = (
     "Meals when travelling: you can claim up to 40 EUR per day for meals when travelling, "
@@ -69,6 +70,16 @@ def doc(
          [("1.2", "version")]),
         ("notes 2024-03-01", "notes", [("2024-03-01", "date")]),
         ("pep-0345", "pep 0345", []),
+        # a number that words of the name follow says what the document is about
+        ("2024 Term Steering Council election", "2024 term steering council election", []),
+        ("Python 3.9 Release Schedule", "python 3 9 release schedule", []),
+        ("2024-03-01 meeting notes", "2024 03 01 meeting notes", []),
+        ("Travel policy 2025 (superseded)", "travel policy",
+         [("(superseded)", "older"), ("2025", "year")]),
+        ("API v2 reference", "api reference", [("v2", "version")]),
+        ("Employee handbook 2024 edition", "employee handbook edition", [("2024", "year")]),
+        ("Deploy runbook (2023) for operators", "deploy runbook for operators",
+         [("2023", "year")]),
     ],
 )  # fmt: skip
 def test_markers_come_out_of_names(name: str, stem: str, says: list[tuple[str, str]]) -> None:
@@ -137,6 +148,112 @@ def test_two_things_told_apart_by_a_number_are_not_versions() -> None:
     assert scored.titles is None
 
 
+def test_events_named_by_their_term_or_release_are_a_series_not_versions() -> None:
+    # one election a year, each body from the same template: alike, yet none replaces another
+    template = "The election for the {} term of the Steering Council. Nominations open, then "
+    template += "a vote of two weeks among the core team; the five with most votes are elected."
+    elections = [
+        doc(f"pep-81{n:02d}", title=f"{2019 + n} Term Steering Council election",
+            body=template.format(2019 + n), when=f"{2018 + n}-11-01")
+        for n in range(1, 8)
+    ]  # fmt: skip
+    schedules = [
+        doc(f"pep-{n}", title=f"Python 3.{minor} Release Schedule", when=f"{2007 + minor}-05-01")
+        for n, minor in ((569, 8), (596, 9), (619, 10))
+    ]
+    assert discover([*elections, *schedules]).links == ()
+    # the same names with the year at the end are editions of one document
+    editions = [
+        doc(f"travel-{year}", title=f"Travel policy {year}", body=template.format(year))
+        for year in (2024, 2025)
+    ]
+    (link,) = discover(editions).links
+    assert (link.older, link.newer) == ("s:travel-2024", "s:travel-2025")
+
+
+def test_a_year_folder_is_still_an_edition_marker() -> None:
+    old = doc("a", title="Travel policy", path="archive/2021/travel-policy.md")
+    new = doc("b", title="Travel policy", path="policies/travel-policy.md")
+    assert [m.text for m in old.markers] == ["2021", "archive/"]
+    assert score_pair(old, new).direction == ("s:a", "s:b")
+
+
+def _claims(body: str, own: str) -> tuple[set[str], set[str], set[str]]:
+    word, _, number = own.partition(" ")
+    read = read_claims(fold(body), (word, int(number)))
+    name = " ".join
+    return (
+        {f"{w} {n}" for w, n in read.replaces},
+        {f"{w} {n}" for w, n in read.replaced_by},
+        {f"{name(map(str, old))} -> {name(map(str, new))}" for old, new in read.between},
+    )
+
+
+@pytest.mark.parametrize(
+    ("own", "body", "replaces", "replaced_by", "between"),
+    [
+        ("pep 314", "This PEP supersedes PEP 241.", {"pep 241"}, set(), set()),
+        ("pep 634", "It replaces PEP 622, which is hereby split in three parts.",
+         {"pep 622"}, set(), set()),
+        ("pep 600", "This PEP supersedes PEPs 513, 571 and 599.",
+         {"pep 513", "pep 571", "pep 599"}, set(), set()),
+        ("pep 773", 'This proposal would effectively replace :pep:`397` ("Python launcher for '
+         'Windows") and :pep:`486` ("Make the Python Launcher aware of virtual environments").',
+         {"pep 397", "pep 486"}, set(), set()),
+        ("rfc 2822", "Superseded by RFC 5322.", set(), {"rfc 5322"}, set()),
+        # a banner with a bare number names a document of its own kind
+        ("pep 215", "Post-History:\n\n.. superseded:: 292\n\nAbstract", set(), {"pep 292"}, set()),
+        ("rfc 2822", "Obsoletes: 822\nCategory: Standards Track", {"rfc 822"}, set(), set()),
+        # a sentence whose subject is another document tells of those two
+        ("pep 490", "* :pep:`409` -- Suppressing exception context\n  (superseded by the :pep:`415`)",
+         set(), set(), {"pep 409 -> pep 415"}),
+        ("pep 496", "PEP 426 (which would replace PEP 345) proposed extensions to the markers.",
+         set(), set(), {"pep 345 -> pep 426"}),
+        ("pep 749", 'PEP 649 states: "if accepted, this PEP would supersede PEP 563".',
+         set(), set(), {"pep 563 -> pep 649"}),
+        # not about a document, or not a replacement of one by one
+        ("pep 642", "Value constraints replace :pep:`634`'s literal patterns.", set(), set(), set()),
+        ("pep 642", "This PEP replaces PEP 634's value patterns with constraints.",
+         set(), set(), set()),
+        ("pep 691", "where the ``<project>`` is replaced by the\nPEP 503 normalized name",
+         set(), set(), set()),
+        ("pep 358", "This PEP has partially been superseded by :pep:`3137`.", set(), set(), set()),
+        ("pep 262", "This PEP was superseded by :pep:`345` and :pep:`376`, which were accepted.",
+         set(), set(), set()),
+        ("pep 376", "Combined with PEP 345, the current proposal supersedes PEP 262.",
+         set(), set(), set()),
+        ("rfc 2822", "This memo supplements rather than supersedes RFC 822.", set(), set(), set()),
+        ("adr 9", "Context.\n> This decision replaces ADR 7, they said.", set(), set(), set()),
+        ("adr 9", "The 2 servers are replaced in 2025 by new ones.", set(), set(), set()),
+    ],
+)  # fmt: skip
+def test_a_body_is_read_for_what_replaces_what(
+    own: str, body: str, replaces: set[str], replaced_by: set[str], between: set[str]
+) -> None:
+    assert _claims(body, own) == (replaces, replaced_by, between)
+
+
+def test_a_claim_is_read_wherever_the_body_makes_it() -> None:
+    long = "Background. " * 6000 + "This proposal would replace PEP 397."
+    assert len(long) > 70_000
+    assert _claims(long, "pep 773")[0] == {"pep 397"}
+
+
+def test_a_third_document_telling_of_a_replacement_links_the_two() -> None:
+    old = doc("pep-0409", title="Suppressing exception context", when="2012-01-26")
+    new = doc("pep-0415", title="Implement context suppression with exception attributes",
+              when="2012-02-26")  # fmt: skip
+    teller = doc(
+        "pep-0490",
+        title="Chain exceptions at C level",
+        body="* PEP 409 -- Suppressing exception context\n  (superseded by the PEP 415)",
+    )
+    (link,) = discover([teller, new, old]).links
+    assert (link.older, link.newer) == ("s:pep-0409", "s:pep-0415")
+    assert "pep-0490 says pep-0415 replaces pep-0409" in link.evidence
+    assert link.score >= DEFAULT_MIN_SCORE
+
+
 def test_a_body_saying_it_replaces_another_links_them_unless_it_says_it_does_not() -> None:
     old = doc("rfc-0822", title="Message format", body="The format of messages.")
     new = doc("rfc-2822", title="Internet text messages", body="This memo obsoletes RFC 822.")
@@ -202,6 +319,8 @@ def corpora(draw: st.DrawFn):  # type: ignore[no-untyped-def]
         body = " ".join(draw(st.lists(st.sampled_from(vocabulary), min_size=0, max_size=12)))
         if draw(st.booleans()):
             body += f" This replaces item {draw(st.integers(0, size))}."
+        if draw(st.booleans()):  # a statement about two others
+            body += f" Item {draw(st.integers(0, size))} (superseded by item {draw(st.integers(0, size))})."
         docs.append(doc(f"item-{n}", title=title, path=path, body=body or None))
     return docs
 
@@ -211,7 +330,7 @@ def corpora(draw: st.DrawFn):  # type: ignore[no-untyped-def]
 def test_blocking_misses_no_pair_brute_force_scores_above_the_threshold(
     docs, floor: float, max_block: int
 ) -> None:  # type: ignore[no-untyped-def]
-    ready = restrict_keys(docs, max_block=max_block)
+    ready = prepare(docs, max_block=max_block)
     every = {(s.a, s.b): s.score for s in brute_force(ready, floor=floor)}
     blocked = {(s.a, s.b): s.score for s in scored_pairs(ready, floor=floor)}
     assert blocked == every

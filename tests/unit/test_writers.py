@@ -51,6 +51,8 @@ WRITING_MODULES = {
         "set_run_counts",
     },
     "reconciler/writing/rollback.py": {"write_rows_and_outbox"},
+    # a declare run's declarations, and their revocation by a rollback (``undo_declarations``)
+    "reconciler/writing/declaring.py": {"write_declarations"},
     # a split store's moves: whole points copied into one collection (created with the
     # other's layout), audited before, read back, then deleted from the other
     "reconciler/writing/moving.py": {
@@ -76,7 +78,7 @@ WRITING_MODULES = {
 def test_the_writer_protocols_hold_the_writes_and_nothing_else() -> None:
     ports = {name for port in (ChunkIndex, DocumentTable) for name in dir(port)}
     readers = {name for port in (ChunkReader, TableReader) for name in dir(port)}
-    assert len(WRITER_METHODS) == 20
+    assert len(WRITER_METHODS) == 21
     assert ports >= WRITER_METHODS
     assert not WRITER_METHODS & readers
 

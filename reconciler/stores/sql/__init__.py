@@ -14,6 +14,8 @@ same SQLAlchemy engine and each owning its own transactions:
                                 transaction of row updates + requests + audit entries
 ``stores.audit``                ``SqlAuditLog``: the hash-chained audit log
 ``sql.metrics``                 ``SqlMetrics``: the Prometheus snapshot and status counts
+``sql.declarations``            ``SqlDeclarations``: a person's declarations, recorded and
+                                revoked with their audit entries
 ==============================  ==========================================================
 
 The ORM models are in ``reconciler.stores.schema``, the migrations in ``stores/migrations``.
@@ -29,6 +31,7 @@ from sqlalchemy.orm import sessionmaker
 from reconciler.model import RowChange, fields_from_json
 from reconciler.stores.audit import SqlAuditLog
 from reconciler.stores.sql.connection import make_engine, now
+from reconciler.stores.sql.declarations import SqlDeclarations
 from reconciler.stores.sql.documents import SqlDocuments, document_from_row
 from reconciler.stores.sql.metrics import SqlMetrics
 from reconciler.stores.sql.migrating import SchemaStatus, SqlSchema, _alembic_config
@@ -42,6 +45,7 @@ __all__ = [
     "RowChange",
     "SchemaStatus",
     "SqlAuditLog",
+    "SqlDeclarations",
     "SqlDocumentTable",
     "SqlDocuments",
     "SqlMetrics",
@@ -56,8 +60,11 @@ __all__ = [
 ]
 
 
-class SqlDocumentTable(SqlDocuments, SqlRunLog, SqlOutbox, SqlAuditLog, SqlMetrics, SqlSchema):
-    """The document table, identity map, run log, outbox and audit log in one SQL database.
+class SqlDocumentTable(
+    SqlDocuments, SqlRunLog, SqlOutbox, SqlAuditLog, SqlMetrics, SqlSchema, SqlDeclarations
+):
+    """The document table, identity map, run log, outbox, audit log and declarations in one
+    SQL database.
 
     It is made of the repositories: each method of the port is its repository's own, declared
     there once (``table.start_run`` is ``SqlRunLog.start_run``), and every repository works

@@ -12,7 +12,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from reconciler.errors import TableUnavailable
-from reconciler.stores.schema import DocumentRow, FindingRow, OutboxRow, RunRow, SourceStatusRow
+from reconciler.stores.schema import (
+    DeclarationRow,
+    DocumentRow,
+    FindingRow,
+    OutboxRow,
+    RunRow,
+    SourceStatusRow,
+)
 
 #: Runs that wrote their whole plan (a partial run did; a source was unreadable).
 APPLIED = ("succeeded", "partial")
@@ -153,7 +160,8 @@ class SqlMetrics:
         }
 
     def stats(self) -> dict[str, Any]:
-        """Counts for ``reconciler status``: documents by state, families, chunks, quarantine."""
+        """Counts for ``reconciler status``: documents by state, families, chunks, quarantine,
+        pending re-ingest requests, active declarations."""
         try:
             with Session(self.engine) as session:
                 by_state = dict(
@@ -171,6 +179,9 @@ class SqlMetrics:
                     select(func.count()).where(DocumentRow.quarantined.is_(True))
                 )
                 pending = session.scalar(select(func.count()).where(OutboxRow.status == "pending"))
+                declared = session.scalar(
+                    select(func.count()).where(DeclarationRow.revoked_at.is_(None))
+                )
         except SQLAlchemyError as exc:
             raise TableUnavailable(f"cannot read the document table: {exc}") from None
         return {
@@ -180,4 +191,5 @@ class SqlMetrics:
             "chunks_registered": int(chunks or 0),
             "quarantined_documents": int(quarantined or 0),
             "reingest_pending": int(pending or 0),
+            "declarations": int(declared or 0),
         }

@@ -1,0 +1,308 @@
+"""``reconciler declare``: the library function behind it. Turns a person's decisions (a
+reviewed proposals file of ``suggest``, or one ``--supersede OLD --by NEW`` / ``--family F
+DOC...``) into declarations, checks them against the table, and records them in a run of their
+own: a ``declare`` run, scoped to the families they touch, planned, guarded (weighed against
+the whole corpus), audited and undone by ``rollback`` like any other writing run
+(``--dry-run``: a ``plan`` run, nothing recorded).
+
+What the engine does with declarations is ``reconciler.rules.declarations``'s (a system of
+record's own declaration wins; a disagreement is ``family/declaration_conflict``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from reconciler.app.operations import engine_options, reconcile
+from reconciler.app.wiring import open_table
+from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.discovery import Proposal, ProposalsError, read_proposals
+from reconciler.discovery.proposals import DIRECTED
+from reconciler.errors import Undeclarable
+from reconciler.model import Declaration, DeclarationKind, Document
+from reconciler.pipeline.values import Report
+from reconciler.ports import DocumentReader
+from reconciler.ports.table import DeclarationReader
+from reconciler.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: The run's actor (the person is ``declared_by``).
+ACTOR = "declare"
+#: Longest family id a document row holds.
+FAMILY_ID_MAX = 512
+
+
+class _Table(DocumentReader, DeclarationReader, Protocol):
+    """What ``declare`` reads of the table before its run."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision before it is a declaration: what, about which documents, and on what."""
+
+    kind: DeclarationKind
+    doc_id: str
+    target: str
+    reason: str | None = None
+    evidence: str | None = None
+    score: float | None = None
+    proposal: str | None = None
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What ``declare`` recorded (or, dry, would record), and the run that did it."""
+
+    #: The run (``None`` when there was nothing new to declare: no run was made).
+    report: Report | None
+    declarations: tuple[Declaration, ...]
+    #: Decisions left out, and why (already declared; a proposal not accepted).
+    skipped: tuple[str, ...] = ()
+    dry_run: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The declarations part of the command's JSON."""
+        return {
+            "dry_run": self.dry_run,
+            "declarations": [d.to_json() for d in self.declarations],
+            "skipped": list(self.skipped),
+        }
+
+
+def from_proposals(data: Mapping[str, Any]) -> tuple[list[Decision], list[str]]:
+    """The accepted proposals of a reviewed ``suggest`` file as decisions, and what was left
+    out: undecided and rejected proposals (counted). ``Undeclarable`` lists every accepted
+    proposal that cannot be taken (a link with no direction) and a file that cannot be read."""
+    try:
+        proposals = read_proposals(data)
+    except ProposalsError as exc:
+        raise Undeclarable([f"the proposals file: {p}" for p in exc.problems]) from None
+    decisions: list[Decision] = []
+    problems: list[str] = []
+    left = {"undecided": 0, "reject": 0}
+    for proposal in proposals.proposals:
+        if proposal.decision != "accept":
+            left[proposal.decision] += 1
+            continue
+        if proposal.kind == "link":
+            if proposal.direction != DIRECTED:
+                problems.append(
+                    f"{proposal.id}: accepted with no direction; set older and newer, and "
+                    f"direction: {DIRECTED}"
+                )
+                continue
+            assert proposal.older is not None  # (read_proposals checked both)
+            decisions.append(_decision(DeclarationKind.SUPERSEDE, proposal.older, proposal))
+        else:
+            decisions += _family_members(proposal)
+    if problems:
+        raise Undeclarable(problems)
+    skipped = [f"{n} proposal(s) {what}" for what, n in left.items() if n] if left else []
+    return decisions, skipped
+
+
+def _decision(kind: DeclarationKind, doc_id: str, proposal: Proposal) -> Decision:
+    target = proposal.newer if kind is DeclarationKind.SUPERSEDE else ""
+    return Decision(
+        kind=kind,
+        doc_id=doc_id,
+        target=target or "",
+        reason=f"accepted proposal {proposal.id}",
+        evidence=proposal.evidence,
+        score=proposal.score,
+        proposal=proposal.id,
+    )
+
+
+def _family_members(proposal: Proposal) -> list[Decision]:
+    """An accepted family proposal: every member in one family, named when the table is read
+    (``family_for``; the target is left empty until then)."""
+    return [_decision(DeclarationKind.FAMILY, member, proposal) for member in proposal.members]
+
+
+def family_for(members: Sequence[str], rows: Mapping[str, Document]) -> str:
+    """The family an accepted family proposal gathers its members in: the one that already
+    holds the most of them (ties: the first member's, oldest first), so the fewest move."""
+    held: dict[str, int] = {}
+    for member in members:
+        if member in rows:
+            family = rows[member].doc_family_id
+            held[family] = held.get(family, 0) + 1
+    if not held:
+        return members[0]
+    order = {family: n for n, family in enumerate(dict.fromkeys(held))}
+    return min(held, key=lambda f: (-held[f], order[f]))
+
+
+def decisions_to_declarations(
+    decisions: Sequence[Decision],
+    table: _Table,
+    *,
+    declared_by: str,
+    reason: str | None,
+    at: datetime,
+) -> tuple[list[Declaration], list[str]]:
+    """Decisions checked against the table and made declarations (ids, who, when), and those
+    already declared (left out). ``Undeclarable`` lists every problem at once: a document the
+    table does not hold, a document superseded by itself, a family id that cannot be stored, a
+    decision an active declaration contradicts."""
+    named = sorted(
+        {d.doc_id for d in decisions}
+        | {d.target for d in decisions if d.kind is DeclarationKind.SUPERSEDE}
+    )
+    rows: dict[str, Document] = {}
+    for start in range(0, len(named), 500):
+        rows.update(table.get_documents(named[start : start + 500]))
+    problems = [
+        f"no document {doc_id!r} in the table (doc ids are '<source>:<id>'; `reconciler "
+        "status` and `reconciler suggest` show them)"
+        for doc_id in named
+        if doc_id not in rows
+    ]
+    by_proposal: dict[str, list[str]] = {}
+    for d in decisions:
+        if d.kind is DeclarationKind.FAMILY and not d.target and d.proposal:
+            by_proposal.setdefault(d.proposal, []).append(d.doc_id)
+    active = table.declarations(active=True)
+    links = {(a.doc_id, a.target): a for a in active if a.kind is DeclarationKind.SUPERSEDE}
+    families = {a.doc_id: a for a in active if a.kind is DeclarationKind.FAMILY}
+    made: list[Declaration] = []
+    skipped: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for d in decisions:
+        target = d.target
+        if d.kind is DeclarationKind.FAMILY and not target and d.proposal:
+            target = family_for(by_proposal[d.proposal], rows)
+        key = (str(d.kind), d.doc_id, target)
+        if key in seen:
+            continue
+        seen.add(key)
+        what = f"{d.kind} {d.doc_id} -> {target}"
+        if d.kind is DeclarationKind.SUPERSEDE:
+            if d.doc_id == target:
+                problems.append(f"{what}: a document cannot supersede itself")
+                continue
+            if (d.doc_id, target) in links:
+                skipped.append(f"{what}: already declared ({links[(d.doc_id, target)].id})")
+                continue
+            if (target, d.doc_id) in links:
+                problems.append(
+                    f"{what}: declaration {links[(target, d.doc_id)].id} says the reverse "
+                    "(roll back the run that recorded it first)"
+                )
+                continue
+        else:
+            if not target.strip() or len(target) > FAMILY_ID_MAX:
+                problems.append(f"{what}: a family id is 1 to {FAMILY_ID_MAX} characters")
+                continue
+            earlier = families.get(d.doc_id)
+            if earlier is not None and earlier.target == target:
+                skipped.append(f"{what}: already declared ({earlier.id})")
+                continue
+            if earlier is not None:
+                problems.append(
+                    f"{what}: declaration {earlier.id} places it in {earlier.target!r} "
+                    "(roll back the run that recorded it first)"
+                )
+                continue
+        made.append(
+            Declaration(
+                id=f"d-{uuid.uuid4().hex[:12]}",
+                kind=d.kind,
+                doc_id=d.doc_id,
+                target=target,
+                declared_by=declared_by,
+                declared_at=at,
+                reason=reason or d.reason,
+                evidence=d.evidence,
+                score=d.score,
+                proposal=d.proposal,
+            )
+        )
+    if problems:
+        raise Undeclarable(problems)
+    return made, skipped
+
+
+def declare(
+    settings: Settings,
+    decisions: Sequence[Decision],
+    *,
+    declared_by: str | None = None,
+    reason: str | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    skipped: Iterable[str] = (),
+    clock: Clock = SYSTEM_CLOCK,
+) -> Declared:
+    """Record ``decisions`` as declarations and reconcile the families they touch, in one
+    ``declare`` run (``dry_run``: a ``plan`` run that shows the writes; nothing recorded)."""
+    who = declared_by or default_declarer()
+    at = clock.now()
+    table = open_table(settings)
+    try:
+        made, already = decisions_to_declarations(
+            decisions, table, declared_by=who, reason=reason, at=at
+        )
+        rows = table.get_documents(
+            sorted(
+                {d.doc_id for d in made}
+                | {d.target for d in made if d.kind is DeclarationKind.SUPERSEDE}
+            )
+        )
+    finally:
+        table.close()
+    left = [*skipped, *already]
+    if not made:  # (declaring a reviewed file again records nothing new: no run)
+        return Declared(report=None, declarations=(), skipped=tuple(left), dry_run=dry_run)
+    families = {row.doc_family_id for row in rows.values()} | {
+        d.target for d in made if d.kind is DeclarationKind.FAMILY
+    }
+    options = engine_options(
+        settings,
+        mode="plan" if dry_run else "declare",
+        force=force,
+        actor=ACTOR,
+        families=sorted(families),
+    )
+    options = dataclasses.replace(options, declarations=tuple(made))
+    report = reconcile(settings, options, clock=clock)
+    log.info(
+        "%s %d declaration(s) by %s%s",
+        "planned" if dry_run else ("refused" if report.refused else "recorded"),
+        len(made),
+        who,
+        f" in run {report.run_id}" if not dry_run else "",
+    )
+    if report.refused:
+        recorded: tuple[Declaration, ...] = ()
+    elif dry_run:
+        recorded = tuple(made)
+    else:
+        recorded = tuple(dataclasses.replace(d, run_id=report.run_id) for d in made)
+    return Declared(report=report, declarations=recorded, skipped=tuple(left), dry_run=dry_run)
+
+
+def default_declarer() -> str:
+    """Who declares when ``--who`` is not given: the login name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        return "unknown"
+
+
+def list_declarations(settings: Settings, *, active: bool = True) -> list[Declaration]:
+    """The declarations recorded (``active``: only those not revoked), oldest first."""
+    table = open_table(settings)
+    try:
+        return table.declarations(active=active)
+    finally:
+        table.close()

@@ -1,0 +1,118 @@
+"""The first of the two passes over the audit log behind ``reconciler audit served`` and
+``audit history``: while the chain is walked and verified, note what an answer will rest on
+(the log's first and last instants, its entries, those it cannot read a payload from) and
+which documents the scope asks about. The second pass (``replay``) reads only those
+documents' entries and their runs' again, so memory follows the families asked about, never
+the log's length.
+
+A family is asked about through every document whose payload (before or after a write,
+recorded by an ingestion) or row named it anywhere in the log: a document that moved between
+families is replayed whole, and ``answers`` keeps the points that were in the family at the
+instant asked about.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from reconciler.model import AuditEntry, rfc3339
+from reconciler.ports.table import ChainedEntry
+from reconciler.writing.applying import CONFIRM, INTENT
+from reconciler.writing.recovery import INGEST_INTENT, RESOLVE
+
+#: Entry types an answer reads; the rest (rows, re-ingest requests, indexes, a forced run)
+#: change no payload.
+READ = frozenset({INTENT, INGEST_INTENT, CONFIRM, RESOLVE})
+#: Entry types known to change no payload.
+NO_PAYLOAD = frozenset({"row", "reingest", "index", "run", "declaration"})
+#: How far an entry may be stamped before the latest one ahead of it and still count as in
+#: order (parallel shards stamp an entry before they wait for the chain's head).
+SLACK = timedelta(minutes=1)
+#: How many look-alike family ids a survey keeps (``Survey.near``).
+NEAR = 10
+
+
+@dataclass
+class Survey:
+    """What a walk of the whole chain saw, and the documents a scope asks about."""
+
+    families: frozenset[str]
+    docs: frozenset[str]
+    entries: int = 0
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+    #: Entries stamped more than ``SLACK`` before an entry ahead of them in the chain.
+    out_of_order: int = 0
+    #: Ingestion intents that did not record the payload they wrote (older versions).
+    ingests_without_payload: int = 0
+    #: Entry types this version does not know (written by a newer one): not read.
+    unknown_types: Counter[str] = field(default_factory=Counter)
+    #: The documents the scope asks about.
+    asked: set[str] = field(default_factory=set)
+    #: Families the log names that look like one asked about (one is a part of the other),
+    #: at most ``NEAR`` of them: what a mistyped ``--family`` may have meant.
+    near: set[str] = field(default_factory=set)
+
+    def see(self, chained: ChainedEntry) -> None:
+        """One entry of the walk (an unreadable one is the walk's problem, not counted)."""
+        entry = chained.entry
+        if entry is None:
+            return
+        self.entries += 1
+        if self.first_at is None:
+            self.first_at = entry.at
+        if self.last_at is not None and entry.at < self.last_at - SLACK:
+            self.out_of_order += 1
+        self.last_at = entry.at if self.last_at is None else max(self.last_at, entry.at)
+        kind = entry.target_type
+        if kind not in READ and kind not in NO_PAYLOAD:
+            self.unknown_types[kind] += 1
+        if kind == INGEST_INTENT and "payload" not in (entry.after or {}):
+            self.ingests_without_payload += 1
+        if entry.target in self.docs or (self.families and self._names_family(entry)):
+            self.asked.add(entry.target)
+
+    def _names_family(self, entry: AuditEntry) -> bool:
+        kind = entry.target_type
+        if kind == INTENT:
+            found = [_family(entry.before, "payload"), _family(entry.after, "payload")]
+        elif kind == INGEST_INTENT:
+            found = [_family(entry.after, "payload")]
+        elif kind == "row":
+            found = [_field(entry.before), _field(entry.after)]
+        else:
+            return False
+        named = [family for family in found if family is not None]
+        if len(self.near) < NEAR:
+            for family in named:
+                if family not in self.families and any(
+                    family.lower() in f.lower() or f.lower() in family.lower()
+                    for f in self.families
+                ):
+                    self.near.add(family)
+        return any(family in self.families for family in named)
+
+    def log_json(self) -> dict[str, Any]:
+        """The log as the answer saw it."""
+        return {
+            "entries": self.entries,
+            "verified": True,
+            "first_at": rfc3339(self.first_at) if self.first_at else None,
+            "last_at": rfc3339(self.last_at) if self.last_at else None,
+            "out_of_order": self.out_of_order,
+            "ingests_without_payload": self.ingests_without_payload,
+            "not_read": dict(sorted(self.unknown_types.items())),
+        }
+
+
+def _family(value: Any, key: str) -> str | None:
+    inner = value.get(key) if isinstance(value, dict) else None
+    return _field(inner)
+
+
+def _field(value: Any) -> str | None:
+    family = value.get("doc_family_id") if isinstance(value, dict) else None
+    return str(family) if family is not None else None
