@@ -10,7 +10,10 @@ from spawn to exit (wall; CPU and peak RSS of that process alone, from ``wait4``
 - ``split --dry-run`` (what would move; nothing written);
 - ``split`` (the moves: two thirds of the points, whole, a batch of ``--batch`` ids at a time,
   audited: intent, copy, read back, delete);
-- ``check`` after it (nothing found), and ``split`` again (nothing to move).
+- ``check`` after it (nothing found), and ``split`` again (nothing to move);
+- ``split --merge`` (every archived point back into the main collection: the same moves the
+  other way) under ``tracemalloc``, for the peak of Python objects held at once (the rest of
+  the process's peak RSS is the Edge shards' own memory, which grows with the shards).
 
 It checks what the split left (``status``: the archive holds exactly the superseded
 versions' chunks, the two collections together every point) and prints one table; moves/s
@@ -136,7 +139,27 @@ def one_size(size: int, folder: Path, *, dim: int, seed: int, batch: int) -> lis
     index = json.loads(status["stdout"])["index"]
     assert index["chunks"] == layout.chunks, index
     assert index["archive"]["chunks"] == moved, index
+    merged = timed([sys.executable, "-c", HEAP, str(layout.root / "split.toml")], timeout)
+    if merged["code"] != 0:
+        raise RuntimeError(f"split --merge failed:\n{merged['stderr']}")
+    heap = json.loads(merged["stdout"].strip().splitlines()[-1])
+    note = f"{heap['moved']:,} moved; Python heap peak {heap['heap']:.1f} MiB"
+    rate = f"{heap['moved'] / merged['seconds']:,.0f}"
+    rows.append([f"{layout.chunks:,}", "split --merge (tracemalloc)", *_cells(merged), note, rate])
     return rows
+
+
+#: ``split --merge`` in this process under tracemalloc; prints the points moved and the peak.
+HEAP = """
+import json, sys, tracemalloc
+from reconciler.app.splitting import split_store
+from reconciler.settings import load_settings
+settings = load_settings(sys.argv[1])
+tracemalloc.start()
+data = split_store(settings, merge=True)
+peak = tracemalloc.get_traced_memory()[1] / 2**20
+print(json.dumps({"moved": data["moved"], "heap": peak}))
+"""
 
 
 def _cells(done: dict[str, Any]) -> list[str]:

@@ -52,17 +52,27 @@ SAMPLE = 20
 
 @dataclass
 class _Way:
-    """The moves one way: documents, families, chunks, and the chunks by state."""
+    """The moves one way: documents, families, chunks, and the chunks by state. (The table
+    streams family by family, so a family is counted when it differs from the last one: no
+    set of every family is kept.)"""
 
     documents: int = 0
-    families: set[str] = field(default_factory=set)
+    families: int = 0
     points: int = 0
     by_state: Counter[str] = field(default_factory=Counter)
+    last_family: str | None = None
+
+    def count(self, family: str, state: str, points: int) -> None:
+        self.documents += 1
+        self.families += family != self.last_family
+        self.last_family = family
+        self.points += points
+        self.by_state[state] += points
 
     def to_json(self) -> dict[str, Any]:
         return {
             "documents": self.documents,
-            "families": len(self.families),
+            "families": self.families,
             "points": self.points,
             "by_state": dict(sorted(self.by_state.items())),
         }
@@ -152,11 +162,7 @@ def _placements(
         points = chunks.archived if kept else chunks.count - chunks.archived
         if not points:
             continue
-        way = ways[not kept]
-        way.documents += 1
-        way.families.add(row.doc_family_id)
-        way.points += points
-        way.by_state[state] += points
+        ways[not kept].count(row.doc_family_id, state, points)
         targets.append(
             MoveTarget(row.doc_id, row.doc_family_id, not kept, points, ("payload/misplaced",))
         )
@@ -168,11 +174,7 @@ def _placements(
         if orphan_id is None or not points:
             continue
         family = next((dict(v).get("doc_family_id") for v in chunks.variants), None)
-        way = ways[True]
-        way.documents += 1
-        way.families.add(str(family))
-        way.points += points
-        way.by_state["(no row)"] += points
+        ways[True].count(str(family), "(no row)", points)
         targets.append(MoveTarget(orphan_id, str(family), True, points, ("payload/misplaced",)))
     if targets:
         yield targets
