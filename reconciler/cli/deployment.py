@@ -112,8 +112,9 @@ def split_command(obj: CliState, dry_run: bool, merge: bool) -> None:
     """Move an existing deployment into a split store: [index] archive_collection.
 
     Each registered document's chunks go where its row's state puts them: current, unknown
-    and pending versions in the main collection, superseded, retired and draft ones in the
-    archive, so a retrieval path that forgets default_filter() finds no superseded chunk.
+    and pending versions in the main collection, superseded, retired and draft ones (and
+    chunks without a row) in the archive, so a retrieval path that forgets default_filter()
+    finds no superseded chunk.
     Whole points are copied (vectors as they are, never embedded), read back, then deleted
     from the collection they leave, a batch at a time, audited under the whole corpus's
     lease: a killed split is finished by the next run, and `reconciler rollback RUN_ID`
