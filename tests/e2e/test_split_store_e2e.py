@@ -222,6 +222,11 @@ def test_rollback_of_a_run_that_moved_points_moves_them_back(engine: str, tmp_pa
     assert applied["writes"]["moves"] == 4  # v3 to the archive, v2 back to the main one
     moved = layout(deploy)
     assert {p["doc_id"] for _v, p in moved["main"].values()} == {"hb:f000-v2", "hb:f001-v3"}
+    # the log answers for moved points as for any: by id, wherever they are now
+    code, answer = deploy.json("audit", "served", "--at", "now", "--family", "hb:f000")
+    assert code == 0, answer
+    assert answer["log"]["not_read"] == {}
+    assert answer["served"] == ["hb:f000-v2"]
 
     code, rolled = deploy.json("rollback", applied["run_id"])
     assert code == 0, rolled
