@@ -15,7 +15,7 @@ from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.model import (
     MANAGED_KEYS,
@@ -80,11 +80,35 @@ class ChunkAggregate:
     #: Chunks whose ``content_hash`` names another text than the row's ``source_hash`` (an
     #: older version's chunks left behind, or a pipeline that re-chunked a stale export).
     stale: int = 0
+    #: In a split store, of ``count`` the chunks in the archive collection (the rest are in
+    #: the main one).
+    archived: int = 0
 
     @property
     def drifted(self) -> int:
         """Chunks whose managed payload differs from the row's."""
         return self.count - self.matching
+
+
+class _Slots(Protocol):
+    @property
+    def size(self) -> int: ...
+
+    def slot(self, doc_id: Any) -> int | None: ...
+
+
+class Registered:
+    """The doc ids of the rows a tally (``chunk_tally.ChunkTally``) registered, as a
+    container: membership and size (the ids themselves are not kept)."""
+
+    def __init__(self, tally: _Slots) -> None:
+        self._tally = tally
+
+    def __contains__(self, doc_id: object) -> bool:
+        return self._tally.slot(doc_id) is not None
+
+    def __len__(self) -> int:
+        return self._tally.size
 
 
 _DOC_VERSION = MANAGED_KEYS.index("doc_version")
@@ -147,6 +171,10 @@ class CheckContext:
     holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: ``[policy] status_contradicts_link``: "report" or "ignore" (``checks.contradictions``).
     status_contradicts_link: str = "report"
+    #: A split store's collections, (main, archive) (``[index] archive_collection``): a chunk
+    #: in the other one than its row's state puts it in is ``payload/misplaced``. ``None``:
+    #: one collection.
+    split: tuple[str, str] | None = None
     #: Sources no connector reads, whose declared documents are judged from their rows and
     #: declarations (``rules.declarations``): readable, never complete (absence is no
     #: deletion), never expired.

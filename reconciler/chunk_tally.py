@@ -11,7 +11,9 @@ one ``searchsorted``; the per-chunk Python work is what the store's own page cos
 Beside them, per row, the chunk count the row says it has (``Document.chunk_count``) and a
 64-bit key of its ``source_hash``: a chunk whose ``content_hash`` has another key holds
 another text (``stale``), and a row with fewer chunks than it says lost some (``short``).
-A chunk or a row without a hash is never stale: there is nothing to compare.
+A chunk or a row without a hash is never stale: there is nothing to compare. In a split
+store, per row too: whether its chunks belong in the main collection (``kept_in_main``), the
+chunks seen in the archive, and the ids of *misplaced* documents.
 
 Payload variants, and the doc id, are kept only for documents with a mismatching chunk;
 ``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no row) or when a check
@@ -32,14 +34,23 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from reconciler.check_inputs import ChunkAggregate, Variant, fingerprint, normalize, variant_values
+from reconciler.check_inputs import (
+    ChunkAggregate,
+    Registered,
+    Variant,
+    fingerprint,
+    normalize,
+    variant_values,
+)
 from reconciler.model import MANAGED_KEYS, ManagedPage
+from reconciler.rules.time_rule import kept_in_main
 
 __all__ = ["ChunkTally", "Registered", "check_key"]
 
 #: In a scan row, ``(doc_id, *managed values)``: where each part is.
 _DOC = itemgetter(0)
 _VERSION_AT = itemgetter(1 + MANAGED_KEYS.index("doc_version"))
+_STATE_AT = itemgetter(1 + MANAGED_KEYS.index("version_state"))
 _QUARANTINED_AT = itemgetter(1 + MANAGED_KEYS.index("quarantined"))
 _INT = frozenset({int})
 _BOOL = frozenset({bool})
@@ -63,20 +74,6 @@ def check_key(doc_id: str) -> int:
     return zlib.crc32(doc_id.encode("utf-8", "surrogatepass"))
 
 
-class Registered:
-    """The doc ids of the rows a tally registered, as a container: membership and size (the
-    ids themselves are not kept)."""
-
-    def __init__(self, tally: ChunkTally) -> None:
-        self._tally = tally
-
-    def __contains__(self, doc_id: object) -> bool:
-        return self._tally.slot(doc_id) is not None
-
-    def __len__(self) -> int:
-        return self._tally.size
-
-
 class ChunkTally:
     """doc_id -> its chunks, folded: how many, how many already carry the row's payload, the
     other variants (see the module's docstring for the layout and the keys).
@@ -87,9 +84,14 @@ class ChunkTally:
     whether it has one.
     """
 
-    def __init__(self, *, keep_ids: int = 100_000, key: Callable[[str], int] = hash) -> None:
+    def __init__(
+        self, *, keep_ids: int = 100_000, key: Callable[[str], int] = hash, split: bool = False
+    ) -> None:
         #: The 64-bit key of a doc id (``hash``; a test may pass a weaker one).
         self._key = key
+        self.split, self._new_main, self._in_archive = split, array("b"), False  # (docstring)
+        self._main, self._archived = np.zeros(0, np.bool_), np.zeros(0, np.uint32)
+        self._misplaced: dict[int, str] = {}
         self._new_keys = array("q")
         self._new_checks = array("I")
         self._new_fingerprints = array("q")
@@ -163,6 +165,8 @@ class ChunkTally:
         else:
             self._new_contents.extend(map(content_key, contents))
         self._new_wanted.extend(counts if counts is not None else [0] * len(rows))
+        if self.split:
+            self._new_main.extend(map(kept_in_main, map(_STATE_AT, rows)))
 
     def seal(self) -> None:
         """Sort what was registered (done by the first chunk added or lookup made)."""
@@ -179,9 +183,13 @@ class ChunkTally:
             self._fingerprints = np.frombuffer(self._new_fingerprints, dtype=np.int64)[order]
             self._contents = np.frombuffer(self._new_contents, dtype=np.int64)[order]
             self._wanted = np.frombuffer(self._new_wanted, dtype=np.uint32)[order]
+            if self.split:
+                self._main = np.frombuffer(self._new_main, dtype=np.int8)[order].astype(np.bool_)
             del order
         self._new_keys = self._new_fingerprints = self._new_contents = array("q")
         self._new_checks = self._new_wanted = array("I")
+        self._new_main = array("b")
+        self._archived = np.zeros(size if self.split else 0, np.uint32)
         self._counts = np.zeros(size, np.uint32)
         self._stale = np.zeros(size, np.uint32)
         self._matching = np.zeros(size, np.uint32)
@@ -235,10 +243,13 @@ class ChunkTally:
         if not size:
             return
         self.chunks += size
+        self._in_archive = page.archived  # (an orphan's chunks are counted where they are)
         slots = self._page_slots(rows)
         hit = slots >= 0
         if page.contents is not None and hit.any():
             self._compare_contents(page, slots, hit)
+        if self.split and hit.any():
+            self._place(page, slots, hit)
         matched = hit
         if hit.any():
             expected = self._fingerprints[np.where(hit, slots, 0)]
@@ -272,6 +283,14 @@ class ChunkTally:
         for index in np.flatnonzero(stale).tolist():
             self._stale_docs.setdefault(int(slots[index]), page.rows[index][0])
 
+    def _place(self, page: ManagedPage, slots: Slots, hit: npt.NDArray[np.bool_]) -> None:
+        """Count a page's archived chunks; keep the documents with one in the wrong place."""
+        if page.archived:
+            _bump(self._archived, slots[hit])
+        at = np.flatnonzero(hit)
+        for index in at[self._main[slots[at]] == page.archived].tolist():
+            self._misplaced.setdefault(int(slots[index]), page.rows[index][0])
+
     def add(
         self,
         point_id: str | int,
@@ -279,7 +298,7 @@ class ChunkTally:
         values: tuple[Any, ...],
         content_hash: Any = None,
     ) -> None:
-        """Fold one chunk (the same rule as ``add_page``)."""
+        """Fold one chunk (the same rule as ``add_page``, a split store's placement aside)."""
         self.chunks += 1
         slot = self.slot(doc_id)
         if slot is not None:
@@ -325,6 +344,7 @@ class ChunkTally:
             if orphan is None:
                 orphan = self._orphans[doc_id] = ChunkAggregate()
             orphan.count += 1
+            orphan.archived += self._in_archive
             orphan.variants[variant] = orphan.variants.get(variant, 0) + 1
             self._keep(self._orphan_ids, doc_id, point_id)
             return
@@ -391,6 +411,10 @@ class ChunkTally:
         """The registered documents with a chunk of another text than their row's."""
         return list(self._stale_docs.values())
 
+    def misplaced_ids(self) -> list[str]:
+        """The registered documents with a chunk in the other collection than their row's."""
+        return list(self._misplaced.values())
+
     @property
     def any_short(self) -> bool:
         """Whether a registered row has fewer chunks than it says (``is_short``)."""
@@ -427,6 +451,7 @@ class ChunkTally:
                 matching=self._matching_view[slot],
                 variants=dict(self._variants.get(slot, {})),
                 stale=int(self._stale[slot]),
+                archived=int(self._archived[slot]) if self.split else 0,
             )
         try:
             return self._orphans.get(doc_id)

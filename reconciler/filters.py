@@ -10,6 +10,12 @@ qdrant-client ``models.Filter`` (local mode and servers) and ``default_edge_filt
 Qdrant Edge ``qdrant_edge.Filter`` (the optional ``edge`` extra); a third,
 ``FilterTerms.admits``, judges one payload in Python (what the log says a chunk held, for
 ``reconciler audit served``). None adds a condition of its own.
+
+A split store (``[index] archive_collection``) keeps the chunks of servable versions in its
+main collection and every other one in its archive. The default route admits only servable
+versions, at any ``as_of``, so the main collection alone answers it; the historical route
+admits superseded and retired versions too, which are in the archive: ``collections_for``
+names the collections a route must search, and ``query_points`` searches them all.
 """
 
 from __future__ import annotations
@@ -26,11 +32,18 @@ from reconciler.payload import DEFAULT_KEYS, KeyMap
 
 if TYPE_CHECKING:
     import qdrant_edge
-    from qdrant_client import models
+    from qdrant_client import QdrantClient, models
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FilterTerms", "default_edge_filter", "default_filter", "filter_terms"]
+__all__ = [
+    "FilterTerms",
+    "collections_for",
+    "default_edge_filter",
+    "default_filter",
+    "filter_terms",
+    "query_points",
+]
 
 
 @dataclass(frozen=True)
@@ -201,3 +214,46 @@ def default_edge_filter(
     quarantined = qdrant_edge.MatchValue(numpy.bool_(True))  # type: ignore[arg-type]
     must_not = [qdrant_edge.FieldCondition(key=terms.quarantined_path, match=quarantined)]
     return qdrant_edge.Filter(must=list(must), must_not=list(must_not))
+
+
+def collections_for(
+    include_historical: bool = False, *, collection: str, archive: str | None = None
+) -> tuple[str, ...]:
+    """The collections a retrieval must search (``archive``: a split store's): the main one
+    for the default route, at any ``as_of`` (it admits only servable versions, which a split
+    store keeps there), the main one and the archive for the historical route."""
+    if include_historical and archive is not None:
+        return (collection, archive)
+    return (collection,)
+
+
+def query_points(
+    client: QdrantClient,
+    query: Any,
+    *,
+    collection: str,
+    archive: str | None = None,
+    as_of: datetime | None = None,
+    include_historical: bool = False,
+    limit: int = 10,
+    keys: KeyMap = DEFAULT_KEYS,
+    lower_is_better: bool = False,
+    **kwargs: Any,
+) -> list[models.ScoredPoint]:
+    """``client.query_points`` under ``default_filter(as_of, include_historical, keys=keys)``
+    over every collection the route needs (``collections_for``), merged: best score first
+    (``lower_is_better`` for the Euclid and Manhattan distances), the first ``limit``, a
+    point held by both collections (a move under way) once. Other keyword arguments go to
+    each ``query_points`` call."""
+    sign = -1.0 if lower_is_better else 1.0
+    found: dict[str, models.ScoredPoint] = {}
+    query_filter = default_filter(as_of, include_historical, keys=keys)
+    for name in collections_for(include_historical, collection=collection, archive=archive):
+        response = client.query_points(
+            name, query=query, query_filter=query_filter, limit=limit, **kwargs
+        )
+        for point in response.points:
+            kept = found.get(str(point.id))
+            if kept is None or sign * point.score > sign * kept.score:
+                found[str(point.id)] = point
+    return sorted(found.values(), key=lambda p: sign * p.score, reverse=True)[:limit]

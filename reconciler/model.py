@@ -52,6 +52,7 @@ class RunMode(enum.StrEnum):
     BOOTSTRAP = "bootstrap"
     ROLLBACK = "rollback"
     DECLARE = "declare"  # declarations recorded, and the families they touch reconciled
+    SPLIT = "split"  # points moved between the collections of a split store
 
     @property
     def writes(self) -> bool:
@@ -294,8 +295,7 @@ class ChunkState:
 
 #: One chunk as the check's lean scan yields it: (point id, doc_id as stored, the raw stored
 #: values of ``MANAGED_KEYS`` in that order, an absent key read as ``None``). No dict, no
-#: ``ChunkState``: the check's hot path compares these raw values and normalises only on a
-#: mismatch.
+#: ``ChunkState``: the check's hot path compares raw values, normalising only a mismatch.
 ManagedRow = tuple[str | int, Any, tuple[Any, ...]]
 
 
@@ -308,7 +308,7 @@ class ManagedPage:
     a chunk only when its values differ from its row's, which is rare.
     """
 
-    __slots__ = ("_point_id", "contents", "rows")
+    __slots__ = ("_point_id", "archived", "contents", "rows")
 
     def __init__(
         self,
@@ -316,12 +316,12 @@ class ManagedPage:
         point_id: Callable[[int], str | int],
         contents: Sequence[Any] | None = None,
     ) -> None:
-        #: ``(doc_id, *managed values)`` a chunk.
-        self.rows = rows
+        self.rows = rows  # ``(doc_id, *managed values)`` a chunk
         #: Each chunk's ``content_hash`` as stored (``None`` when absent), in the order of
         #: ``rows``; ``None`` for a page read without them (every chunk's unknown).
         self.contents = contents
         self._point_id = point_id
+        self.archived = False  # whether it comes from a split store's archive collection
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -334,23 +334,6 @@ class ManagedPage:
         """The page chunk by chunk: ``(point id, doc_id, managed values)``."""
         for index, row in enumerate(self.rows):
             yield self._point_id(index), row[0], row[1:]
-
-
-@dataclass(frozen=True, slots=True)
-class VectorPage:
-    """One page of ``ChunkReader.scan_vectors``: the chunks' document ids and dense vectors,
-    as the collection stores them (read, never re-embedded), in scroll order."""
-
-    #: The ``doc_id`` of each chunk read.
-    doc_ids: Sequence[str]
-    #: Its vector, in the order of ``doc_ids`` (all of one collection's size).
-    vectors: Sequence[Sequence[float]]
-    #: Points of the page left out: no string ``doc_id``, or not exactly one dense vector
-    #: (none, several named ones, a multivector or a sparse one only).
-    skipped: int = 0
-
-    def __len__(self) -> int:
-        return len(self.doc_ids)
 
 
 @dataclass(frozen=True, slots=True)

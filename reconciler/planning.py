@@ -33,6 +33,7 @@ from reconciler.model import (
     ReingestRequest,
 )
 from reconciler.payload import payload_for
+from reconciler.rules.time_rule import kept_in_main
 
 #: Order in which row changes are merged; later wins (the source has the last word).
 MERGE_ORDER = {"siblings": 0, "dates": 1, "family": 2}
@@ -90,6 +91,20 @@ class PayloadTarget:
 
 
 @dataclass(frozen=True)
+class MoveTarget:
+    """Move a document's chunks of a split store into the collection its (desired) row's
+    state puts them in: ``to_archive``, or back to the main collection. ``points`` is the
+    number the scan saw in the other one; the mover selects them through the doc_id filter
+    and copies each whole (vectors as they are)."""
+
+    doc_id: str
+    family: str
+    to_archive: bool
+    points: int
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything a run would write (a value: combine plans with ``Plan.combine``)."""
 
@@ -97,6 +112,8 @@ class Plan:
     payload_targets: tuple[PayloadTarget, ...] = ()
     reingests: tuple[ReingestRequest, ...] = ()
     indexes: tuple[tuple[str, str], ...] = ()
+    #: A split store's moves (``[index] archive_collection``; none otherwise).
+    moves: tuple[MoveTarget, ...] = ()
 
     def counts(self) -> dict[str, int]:
         """Writes by kind, as the ``writes`` object of the run's JSON (docs/contracts.md)."""
@@ -108,6 +125,10 @@ class Plan:
             "index": len(self.indexes),
         }
 
+    def moved_points(self) -> int:
+        """Chunks the moves take from one collection of a split store to the other."""
+        return sum(move.points for move in self.moves)
+
     def changed_families(self) -> set[str]:
         """Families any write touches."""
         return {u.family for u in self.row_updates} | {
@@ -117,7 +138,9 @@ class Plan:
     @property
     def empty(self) -> bool:
         """True when nothing would be written."""
-        return not (self.row_updates or self.payload_targets or self.reingests or self.indexes)
+        return not (
+            self.row_updates or self.payload_targets or self.reingests or self.indexes or self.moves
+        )
 
     @classmethod
     def combine(cls, plans: Iterable[Plan]) -> Plan:
@@ -127,12 +150,20 @@ class Plan:
         payload_targets: list[PayloadTarget] = []
         reingests: list[ReingestRequest] = []
         indexes: list[tuple[str, str]] = []
+        moves: list[MoveTarget] = []
         for plan in plans:
             row_updates += plan.row_updates
             payload_targets += plan.payload_targets
             reingests += plan.reingests
             indexes += plan.indexes
-        return cls(tuple(row_updates), tuple(payload_targets), tuple(reingests), tuple(indexes))
+            moves += plan.moves
+        return cls(
+            tuple(row_updates),
+            tuple(payload_targets),
+            tuple(reingests),
+            tuple(indexes),
+            tuple(moves),
+        )
 
     def without_reingests(self, doc_ids: Collection[str]) -> Plan:
         """This plan, minus the re-ingest requests of ``doc_ids`` (already queued)."""
@@ -196,12 +227,18 @@ def _points_to_write(after: Document, aggregate: ChunkAggregate | None, before: 
 
 
 def plan_family(
-    view: FamilyView, findings: Iterable[Finding], truth: Mapping[str, Document] | None = None
+    view: FamilyView,
+    findings: Iterable[Finding],
+    truth: Mapping[str, Document] | None = None,
+    *,
+    split: bool = False,
 ) -> Plan:
-    """The writes that repair one family's findings (``truth``: the source's declared rows)."""
+    """The writes that repair one family's findings (``truth``: the source's declared rows;
+    ``split``: a split store's, whose chunks follow their desired row's state)."""
     row_updates: list[RowUpdate] = []
     payload_targets: list[PayloadTarget] = []
     reingests: list[ReingestRequest] = []
+    moves: list[MoveTarget] = []
     by_doc: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
         if finding.reingest is not None and finding.reingest not in reingests:
@@ -231,11 +268,30 @@ def plan_family(
                         reasons=tuple(dict.fromkeys(reasons + payload_reasons)),
                     )
                 )
+        move = _move(after, view.chunks.get(row.doc_id), doc_findings) if split else None
+        if move is not None:
+            moves.append(move)
     return Plan(
         row_updates=tuple(row_updates),
         payload_targets=tuple(payload_targets),
         reingests=tuple(reingests),
+        moves=tuple(moves),
     )
+
+
+def _move(
+    after: Document, aggregate: ChunkAggregate | None, findings: Iterable[Finding]
+) -> MoveTarget | None:
+    """The move of a document's chunks that are in the other collection than its desired
+    row's state puts them in (``kept_in_main``), if any are."""
+    if aggregate is None:
+        return None
+    kept = kept_in_main(payload_for(after)["version_state"])
+    points = aggregate.archived if kept else aggregate.count - aggregate.archived
+    if not points:
+        return None
+    reasons = tuple(dict.fromkeys(f"{f.check}/{f.kind}" for f in findings))
+    return MoveTarget(after.doc_id, after.doc_family_id, not kept, points, reasons)
 
 
 def plan_orphan(finding: Finding, aggregate: ChunkAggregate) -> Plan:
@@ -259,6 +315,14 @@ def plan_orphan(finding: Finding, aggregate: ChunkAggregate) -> Plan:
             ),
         )
     )
+
+
+def plan_orphan_move(finding: Finding, points: int) -> Plan:
+    """Move the chunks of a document without a row out of a split store's main collection."""
+    assert finding.doc_id is not None
+    family = finding.family or f"(orphan){finding.doc_id}"
+    reason = f"{finding.check}/{finding.kind}"
+    return Plan(moves=(MoveTarget(finding.doc_id, family, True, points, (reason,)),))
 
 
 #: Conditions a write cannot clear: they stay outstanding after a successful apply (the chunks
@@ -320,13 +384,25 @@ def as_planned(view: FamilyView, plan: Plan) -> FamilyView:
     """The family as it will be once ``plan`` is applied (rows updated, chunks rewritten)."""
     updates = {u.doc_id: u.after for u in plan.row_updates}
     rewritten = {t.doc_id for t in plan.payload_targets if not t.partial}
+    moved = {m.doc_id: m.to_archive for m in plan.moves}
     rows = tuple(updates.get(row.doc_id, row) for row in view.rows)
     chunks = {
         doc_id: (
-            ChunkAggregate(count=aggregate.count, matching=aggregate.count, stale=aggregate.stale)
+            ChunkAggregate(
+                count=aggregate.count,
+                matching=aggregate.count,
+                stale=aggregate.stale,
+                archived=aggregate.archived,
+            )
             if doc_id in rewritten or doc_id in updates
             else aggregate
         )
         for doc_id, aggregate in view.chunks.items()
     }
+    for doc_id, to_archive in moved.items():
+        if doc_id in chunks:
+            count = chunks[doc_id].count
+            chunks[doc_id] = dataclasses.replace(
+                chunks[doc_id], archived=count if to_archive else 0
+            )
     return dataclasses.replace(view, rows=rows, chunks=chunks)

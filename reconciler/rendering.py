@@ -165,7 +165,8 @@ def render_status(data: dict[str, Any]) -> str:
     out = [
         f"document table  {data['table']}",
         f"chunk index     {index['location']} / {index['collection']}"
-        + ("" if index["exists"] else " (absent)"),
+        + ("" if index["exists"] else " (absent)")
+        + (f" + archive {index['archive']['collection']}" if "archive" in index else ""),
         "",
         table(
             [
@@ -322,12 +323,17 @@ def _index_write(index: Mapping[str, Any]) -> str:
     return f"  index    {index['key']} ({index['schema']})"
 
 
+def _move_write(move: Mapping[str, Any]) -> str:
+    return f"  move     {move['doc_id']}  {move['points']} chunk(s) {move['from']} -> {move['to']}"
+
+
 #: The kinds of write in a plan's JSON: key, what they are called, one line for each.
 _WRITES = (
     ("rows", "table writes", _row_write),
     ("payloads", "payload writes", _payload_write),
     ("reingest", "re-ingest requests", _reingest_write),
     ("indexes", "indexes", _index_write),
+    ("moves", "moves", _move_write),
 )
 
 
@@ -363,6 +369,13 @@ def _refusal(guard: Mapping[str, Any]) -> str:
     parts = [changed]
     if "changed" in over or ("blast_radius" in kinds and not over):
         tripped.append("too much would change")
+    if "moved" in over:
+        tripped.append("too many chunks would move between the collections")
+        parts.append(
+            f"{guard.get('moving_families')} of {families} families, "
+            f"{guard.get('moving_chunks')} of {chunks} chunks would move (max_moved_fraction "
+            f"{guard.get('max_moved_fraction', 1):.0%}; `reconciler split --dry-run` shows them)"
+        )
     if "restored" in over:
         tripped.append("too many quarantines would be lifted")
         parts = [restored, changed] if "changed" not in over else [changed, restored]
@@ -425,6 +438,7 @@ def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> s
         f"\n{done}: {writes['table']} row(s), {writes['payload']} payload write(s) on "
         f"{writes['points']} chunk(s), {writes['reingest']} re-ingest request(s), "
         f"{writes.get('index', 0)} index(es)"
+        + (f", {writes['moves']} chunk(s) moved between collections" if "moves" in writes else "")
     )
     if data.get("refused"):
         out.append(_refusal(data["guard"]))
@@ -455,6 +469,8 @@ def render_rollback(data: dict[str, Any]) -> str:
             f"{data['rows']} row(s), {data['payload_writes']} payload write(s) on "
             f"{data['points']} chunk(s) restored"
         )
+    if "moves" in data:
+        out.append(f"  {data['moves']} chunk(s) moved back between the collections")
     for item in data["not_undone"]:
         out.append(f"  not undone: {item['target_type']} {item['target']}")
     return "\n".join(out)

@@ -5,7 +5,8 @@ the collection's payloads once (never vectors, never text), groups chunks by doc
 registers one row per document that has none: the state, version, dates, class and family the
 payloads already carry where they are valid, ``unknown`` where they are not. It reports what it
 could not map and never writes a payload: the next ``apply`` derives every chunk's managed keys
-from the new rows, payload-only. Running it again creates nothing.
+from the new rows, payload-only. Running it again creates nothing. A split store's archive
+(``[index] archive_collection``) is read too, after the main collection.
 """
 
 from __future__ import annotations
@@ -81,6 +82,15 @@ def _at_path(payload: Mapping[str, Any] | None, path: str) -> Any:
             return None
         node = node.get(part)
     return node
+
+
+def _scan_all(
+    indexes: list[QdrantChunkIndex], *, keys: KeyMap, family_key: str | None, batch_size: int
+) -> Iterator[tuple[str | int, dict[str, Any], Any]]:
+    """``_scan`` of each collection that exists, in turn."""
+    for index in indexes:
+        if index.exists():
+            yield from _scan(index, keys=keys, family_key=family_key, batch_size=batch_size)
 
 
 def _scan(
@@ -236,8 +246,10 @@ def plan_documents(
     *,
     settings: Settings,
     at: datetime,
+    archive: QdrantChunkIndex | None = None,
 ) -> Adoption:
-    """Read the collection and decide the rows to create (``table`` None: none exist yet)."""
+    """Read the collection (and a split store's ``archive``) and decide the rows to create
+    (``table`` None: none exist yet)."""
     keys = settings.index.key_map
     family_key = settings.bootstrap.family_key
     adoption = Adoption()
@@ -247,8 +259,11 @@ def plan_documents(
     no_id_count = 0
     none_ids = _NO_ID.get(settings.bootstrap.preset, frozenset()) | {""}
     not_text: Counter[str] = Counter()
-    for point_id, payload, family in _scan(
-        index, keys=keys, family_key=family_key, batch_size=settings.index.scroll_batch
+    for point_id, payload, family in _scan_all(
+        [index] if archive is None else [index, archive],
+        keys=keys,
+        family_key=family_key,
+        batch_size=settings.index.scroll_batch,
     ):
         adoption.chunks += 1
         doc_id = payload.get("doc_id")
@@ -318,7 +333,15 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
                     f"{settings.index.path or settings.index.url}; point index.collection at "
                     "the collection to adopt"
                 )
-            adoption = plan_documents(index, table, settings=settings, at=at)
+            archive = None
+            if settings.index.archive_collection is not None:
+                archive = QdrantChunkIndex(
+                    index.client,
+                    collection=settings.index.archive_collection,
+                    keys=settings.index.key_map,
+                    text_key=settings.index.text_key,
+                )
+            adoption = plan_documents(index, table, settings=settings, at=at, archive=archive)
         finally:
             index.close()
         run_id = None

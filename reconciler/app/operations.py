@@ -34,7 +34,7 @@ from reconciler.errors import (
 from reconciler.model import RunMode, RunStatus, jsonable
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
-from reconciler.ports import DocumentTable
+from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
 from reconciler.writing.recovery import resolve_interrupted
@@ -68,6 +68,7 @@ def initialise(settings: Settings) -> dict[str, Any]:
     try:
         exists = index.exists()
         points = index.count() if exists else 0
+        archive = _archive_status(index)
     finally:
         index.close()
     messages = [
@@ -75,6 +76,12 @@ def initialise(settings: Settings) -> dict[str, Any]:
         f"chunk index {_index_location(settings)} collection {settings.index.collection!r}: "
         + (f"{points} point(s)" if exists else "absent (created by the first `reconciler ingest`)"),
     ]
+    if archive:
+        held = archive["archive"]
+        messages.append(
+            f"split store: archive collection {held['collection']!r} holds {held['chunks']} of "
+            "those point(s) (superseded, retired and draft versions'; created by the first move)"
+        )
     return {
         "table": {"url": settings.table.display_url(), "revision": after.current, "action": action},
         "index": {
@@ -82,6 +89,7 @@ def initialise(settings: Settings) -> dict[str, Any]:
             "collection": settings.index.collection,
             "exists": exists,
             "points": points,
+            **archive,
         },
         "messages": messages,
     }
@@ -166,6 +174,7 @@ def gather_status(settings: Settings) -> dict[str, Any]:
         exists = index.exists()
         chunks = index.count() if exists else 0
         chunk_states = index.facet(key="version_state") if exists else {}
+        archive = _archive_status(opened.index)
     configured = {s.name: s for s in settings.sources}
     return {
         "table": settings.table.display_url(),
@@ -175,6 +184,7 @@ def gather_status(settings: Settings) -> dict[str, Any]:
             "exists": exists,
             "chunks": chunks,
             "chunks_by_state": {str(k): v for k, v in sorted(chunk_states.items(), key=str)},
+            **archive,
         },
         **stats,
         "sources": [
@@ -202,6 +212,15 @@ def gather_status(settings: Settings) -> dict[str, Any]:
             for r in runs
         ],
     }
+
+
+def _archive_status(index: ChunkIndex) -> dict[str, Any]:
+    """A split store's archive, for ``status`` (``chunks`` above count both collections)."""
+    split = split_of(index)
+    if split is None:
+        return {}
+    held = split.archive.count() if split.archive.exists() else 0
+    return {"archive": {"collection": split.collections[1], "chunks": held}}
 
 
 # -- reconciliation ------------------------------------------------------------------------
@@ -244,13 +263,21 @@ def engine_options(
             max_changed_fraction=settings.guard.max_changed_fraction,
             max_restored_fraction=settings.guard.max_restored_fraction,
             floor=settings.guard.floor,
+            max_moved_fraction=settings.guard.max_moved_fraction,
         ),
         ttls={s.name: s.effective_ttl for s in settings.sources},
         table_batch=settings.table.batch_size,
         scroll_batch=settings.index.scroll_batch,
         write_batch=settings.index.write_batch,
         job=job,
+        split=split_names(settings),
     )
+
+
+def split_names(settings: Settings) -> tuple[str, str] | None:
+    """The collections of a split store, (main, archive); ``None`` for one collection."""
+    archive = settings.index.archive_collection
+    return None if archive is None else (settings.index.collection, archive)
 
 
 def run_reconciliation(
@@ -444,4 +471,17 @@ def report_data(report: Report) -> dict[str, Any]:
         ],
         "indexes": [{"key": k, "schema": s} for k, s in plan.indexes],
     }
+    if report.split is not None:
+        main, archive = report.split
+        data["plan"]["moves"] = [
+            {
+                "doc_id": m.doc_id,
+                "family": m.family,
+                "points": m.points,
+                "from": main if m.to_archive else archive,
+                "to": archive if m.to_archive else main,
+                "reasons": list(m.reasons),
+            }
+            for m in plan.moves
+        ]
     return data

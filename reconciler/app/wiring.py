@@ -77,11 +77,34 @@ def schema_revision(settings: Settings) -> str | None:
 
 def open_index(settings: Settings) -> ChunkIndex:
     """Open the chunk index of ``index.engine``: qdrant-client (local mode or a server) or a
-    Qdrant Edge shard at ``index.path``/``index.collection``."""
+    Qdrant Edge shard at ``index.path``/``index.collection``; with ``index.archive_collection``,
+    a split store over that collection and its archive (``stores.split``)."""
     cfg = settings.index
+    main = open_edge_index(settings) if cfg.engine == "edge" else open_qdrant_index(settings)
+    if cfg.archive_collection is None:
+        return main
+    from reconciler.stores.split import SplitChunkIndex  # noqa: PLC0415
+
+    try:
+        return SplitChunkIndex(main, open_archive(settings, main))
+    except BaseException:
+        main.close()
+        raise
+
+
+def open_archive(settings: Settings, main: ChunkIndex) -> ChunkIndex:
+    """The archive collection of a split store beside ``main`` (on the same client, or the
+    Edge shard ``index.path``/``index.archive_collection``)."""
+    cfg = settings.index
+    assert cfg.archive_collection is not None
     if cfg.engine == "edge":
-        return open_edge_index(settings)
-    return open_qdrant_index(settings)
+        return open_edge_index(settings, collection=cfg.archive_collection)
+    from reconciler.stores.qdrant import QdrantChunkIndex  # noqa: PLC0415
+
+    assert isinstance(main, QdrantChunkIndex)
+    return QdrantChunkIndex(
+        main.client, collection=cfg.archive_collection, keys=cfg.key_map, text_key=cfg.text_key
+    )
 
 
 def open_qdrant_index(settings: Settings, *, needed_by: str | None = None) -> QdrantChunkIndex:
@@ -108,8 +131,9 @@ def open_qdrant_index(settings: Settings, *, needed_by: str | None = None) -> Qd
     )
 
 
-def open_edge_index(settings: Settings) -> ChunkIndex:
-    """Open (or prepare to create) the Qdrant Edge shard ``index.path``/``index.collection``."""
+def open_edge_index(settings: Settings, *, collection: str | None = None) -> ChunkIndex:
+    """Open (or prepare to create) the Qdrant Edge shard ``index.path``/``index.collection``
+    (or ``collection``)."""
     cfg = settings.index
     try:
         from reconciler.stores.edge import EdgeChunkIndex  # noqa: PLC0415 (an optional extra)
@@ -125,7 +149,8 @@ def open_edge_index(settings: Settings) -> ChunkIndex:
             origin=settings.origin,
         ) from None
     assert cfg.path is not None  # settings require it for Edge
-    return EdgeChunkIndex(Path(cfg.path) / cfg.collection, keys=cfg.key_map, text_key=cfg.text_key)
+    shard = Path(cfg.path) / (collection or cfg.collection)
+    return EdgeChunkIndex(shard, keys=cfg.key_map, text_key=cfg.text_key)
 
 
 def build_sources(settings: Settings, names: list[str] | None = None) -> list[SystemOfRecord]:

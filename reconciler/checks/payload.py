@@ -1,6 +1,7 @@
 """``payload``: document table <-> chunk payloads — every chunk must say what its row says,
 hold the text its row registered (``content_hash`` = the row's ``source_hash``), and be there
-(as many chunks as the row says it has)."""
+(as many chunks as the row says it has); in a split store, in the collection its row's state
+puts it in (``rules.time_rule.kept_in_main``)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,16 @@ from reconciler.check_inputs import (
 )
 from reconciler.checks.common import quarantine_lifted
 from reconciler.model import SERVABLE_STATES, Document, Finding, ReingestRequest, Severity
+from reconciler.payload import payload_for
+from reconciler.rules.time_rule import kept_in_main
 
 CHECK = "payload"
 ORPHAN_REASON = "orphan_chunks"
 #: The quarantine of a document some of whose chunks hold another text than its row's.
 STALE_REASON = "stale_chunks"
 MISSING_REASON = "missing_chunks"
+#: Chunks of a split store in the other collection than their row's state puts them in.
+MISPLACED = "misplaced"
 
 
 def _servable(values: dict[str, Any]) -> bool:
@@ -52,7 +57,37 @@ def check_payload(view: FamilyView, ctx: CheckContext) -> list[Finding]:
             findings.append(_stale(row, aggregate, view.family))
         if row.chunk_count and aggregate.count < row.chunk_count:
             findings.append(_missing(row, aggregate, view.family))
+        if ctx.split is not None:
+            misplaced = check_placement(row, aggregate, view.family, ctx.split)
+            if misplaced is not None:
+                findings.append(misplaced)
     return findings
+
+
+def check_placement(
+    row: Document, aggregate: ChunkAggregate, family: str, split: tuple[str, str]
+) -> Finding | None:
+    """Chunks of a split store in the collection their row's state does not put them in: a
+    servable version's in the archive (a retrieval on the main collection misses it:
+    critical), or another version's in the main collection (only a retrieval path that forgets
+    ``default_filter()`` would return it: a warning)."""
+    state = payload_for(row)["version_state"]
+    main, archive = split
+    kept = kept_in_main(state)
+    wrong = aggregate.archived if kept else aggregate.count - aggregate.archived
+    if not wrong:
+        return None
+    where, found = (main, archive) if kept else (archive, main)
+    return Finding(
+        check=CHECK,
+        kind=MISPLACED,
+        severity=Severity.CRITICAL if kept else Severity.WARNING,
+        family=family,
+        doc_id=row.doc_id,
+        expected={"collection": where, "version_state": state},
+        actual={"collection": found, "chunks": wrong, "of": aggregate.count},
+        action=f"move {wrong} chunk(s) to {where} (vectors and payload copied as they are)",
+    )
 
 
 def _reingest(row: Document, reason: str) -> ReingestRequest:
@@ -173,6 +208,28 @@ def check_orphans(doc_id: str | None, aggregate: ChunkAggregate) -> Finding | No
         actual={"chunks": sum(loose.values())},
         action=f"quarantine {sum(loose.values())} orphan chunk(s)",
         payload_only={"quarantined": True, "quarantine_reason": ORPHAN_REASON},
+    )
+
+
+def check_orphan_placement(
+    doc_id: str, aggregate: ChunkAggregate, split: tuple[str, str]
+) -> Finding | None:
+    """Chunks of a document without a row in a split store's main collection: no row says
+    they may be served (they are quarantined), so they belong in the archive."""
+    main, archive = split
+    wrong = aggregate.count - aggregate.archived
+    if not wrong:
+        return None
+    family = next((dict(v).get("doc_family_id") for v in aggregate.variants), None)
+    return Finding(
+        check=CHECK,
+        kind=MISPLACED,
+        severity=Severity.WARNING,
+        family=family if isinstance(family, str) else None,
+        doc_id=doc_id,
+        expected={"collection": archive, "version_state": "(no document row)"},
+        actual={"collection": main, "chunks": wrong, "of": aggregate.count},
+        action=f"move {wrong} chunk(s) to {archive} (vectors and payload copied as they are)",
     )
 
 

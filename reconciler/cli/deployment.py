@@ -1,5 +1,6 @@
 """Commands that set up and look at a deployment: ``init``, ``ingest``, ``status``,
-``bootstrap`` (adopt an existing collection) and ``connectors``."""
+``bootstrap`` (adopt an existing collection), ``split`` (into a main collection and an
+archive) and ``connectors``."""
 
 from __future__ import annotations
 
@@ -96,6 +97,35 @@ def bootstrap_command(obj: CliState, dry_run: bool) -> None:
     with errors_mapped():
         data = adopt_collection(obj.settings, dry_run=dry_run)
     obj.emit(data, render_bootstrap)
+
+
+@cli.command("split")
+@click.option("--dry-run", is_flag=True, help="Show what would move; write nothing.")
+@click.option(
+    "--merge",
+    is_flag=True,
+    help="Move every archived chunk back into the main collection (before removing "
+    "index.archive_collection).",
+)
+@click.pass_obj
+def split_command(obj: CliState, dry_run: bool, merge: bool) -> None:
+    """Move an existing deployment into a split store: [index] archive_collection.
+
+    Each registered document's chunks go where its row's state puts them: current, unknown
+    and pending versions in the main collection, superseded, retired and draft ones (and
+    chunks without a row) in the archive, so a retrieval path that forgets default_filter()
+    finds no superseded chunk.
+    Whole points are copied (vectors as they are, never embedded), read back, then deleted
+    from the collection they leave, a batch at a time, audited under the whole corpus's
+    lease: a killed split is finished by the next run, and `reconciler rollback RUN_ID`
+    moves its points back. Reads the table and both collections, no source; writes no row
+    or payload. Afterwards every apply keeps the split (the guard weighs its moves).
+    """
+    from reconciler.app.splitting import render_split, split_store
+
+    with errors_mapped(), progress_display(obj.progress) as progress:
+        data = split_store(obj.settings, dry_run=dry_run, merge=merge, progress=progress)
+    obj.emit(data, render_split)
 
 
 # -- reconciliation -----------------------------------------------------------------------

@@ -15,14 +15,14 @@ from reconciler.check_inputs import ChunkAggregate, FamilyView
 from reconciler.checks.family import UNREADABLE_PROBLEMS, unregistered_findings
 from reconciler.checks.hash import check_source, unreadable_findings
 from reconciler.checks.index import check_index
-from reconciler.checks.payload import check_orphans, check_points
+from reconciler.checks.payload import check_orphan_placement, check_orphans, check_points
 from reconciler.checks.source_yield import check_source_yield
 from reconciler.model import Document, SourceDocument
 from reconciler.pipeline import membership
 from reconciler.pipeline.checking import FamilyChecks, family_view, in_doc_scope
 from reconciler.pipeline.scanning import FAMILY_OF, table_rows
 from reconciler.pipeline.values import Assessment, Options, Scan, SourcesRead
-from reconciler.planning import Plan, plan_indexes, plan_orphan
+from reconciler.planning import Plan, plan_indexes, plan_orphan, plan_orphan_move
 from reconciler.ports import ChunkReader, DocumentReader
 
 
@@ -68,9 +68,14 @@ def assess(
     # with a document whose chunks differ from its row, and those with new documents.
     left = set(checks.revisit)
     revisit = left | set(new_by_family) | {f for f in touched if covered(f)}
-    # (documents with a stale chunk, and those that lack chunks, are looked at with their
-    # chunks too: a first pass without chunks cannot see either)
-    drifted = [*scan.chunks.drifted_ids(), *scan.chunks.stale_ids(), *scan.short]
+    # (documents with a stale chunk, those that lack chunks and a split store's misplaced
+    # ones are looked at with their chunks too: a first pass without chunks sees none)
+    drifted = [
+        *scan.chunks.drifted_ids(),
+        *scan.chunks.stale_ids(),
+        *scan.chunks.misplaced_ids(),
+        *scan.short,
+    ]
     for start in range(0, len(drifted), LOOKUP):  # (their families, a batch at a time)
         found = table.get_documents(drifted[start : start + LOOKUP])
         revisit |= {row.doc_family_id for row in found.values()}
@@ -119,6 +124,11 @@ def assess(
             if finding is not None and in_doc_scope(options.doc_id, finding):
                 findings.append(finding)
                 plans.append(plan_orphan(finding, aggregate))
+            if options.split is not None and orphan_id is not None:
+                placed = check_orphan_placement(orphan_id, aggregate, options.split)
+                if placed is not None and in_doc_scope(options.doc_id, placed):
+                    findings.append(placed)
+                    plans.append(plan_orphan_move(placed, aggregate.count - aggregate.archived))
     if scope is None:
         # Problems no registered document matches (a note that never parsed, an entry
         # without an id): the family check's. Unreadable parts of a source without a

@@ -116,6 +116,7 @@ class FamilyChecks:
             holders=sources.holders,
             status_contradicts_link=options.status_contradicts_link,
             declared_only=sources.declared_only,
+            split=options.split,
         )
         self.sources = sources
         self.names = [c for c in family_checks() if c in options.checks]
@@ -227,7 +228,8 @@ def check_family(
             consequences = any(changes_a_row(f) for f in found)
     truth = declared_family(view, ctx).rows if "family" in checks else None
     # (no finding, nothing to plan: what ``plan_family`` would return)
-    plan = plan_family(view, findings, truth) if findings else Plan()
+    split = ctx.split is not None
+    plan = plan_family(view, findings, truth, split=split) if findings else Plan()
     # Repairs have consequences: a version set back to current by the source can leave an
     # older one live beside it. Check the family as the plan leaves it, and fold what the
     # time rule still finds into the same plan, so one apply converges.
@@ -243,8 +245,8 @@ def check_family(
         if not extra:
             break
         findings += extra
-        plan = plan_family(view, findings, truth)
+        plan = plan_family(view, findings, truth, split=split)
     findings = [f for f in findings if in_doc_scope(doc_id, f)]
     if doc_id is not None:
-        plan = plan_family(view, findings, truth)
+        plan = plan_family(view, findings, truth, split=split)
     return FamilyOutcome(findings=tuple(findings), plan=plan, timings=timings)

@@ -7,6 +7,10 @@ the reconciler set, because its cause is gone (the re-ingested text matches the 
 source was read again), is weighed apart against ``guard.max_restored_fraction`` (by default 1:
 never refused): otherwise the recovery from a forced run would be refused in its turn, and a
 cron deployment would keep the documents it re-ingested hidden until someone forced it again.
+In a split store, the chunks moved between its collections (and their families) are weighed
+too, against ``guard.max_moved_fraction``: a move hides nothing from ``default_filter()``, but
+a run that would move much of the corpus (the first run after ``archive_collection`` is set on
+an existing deployment: ``reconciler split`` is the command for that) is stopped and shown.
 """
 
 from __future__ import annotations
@@ -128,7 +132,10 @@ def weigh(plan: Plan, now: datetime) -> Weights:
         families[write.direction].add(write.family)
         chunks[write.direction] += write.points
     counted = families[Direction.HIDE] | families[Direction.CHANGE]
+    moving = {move.family for move in plan.moves}
     return Weights(
+        moving_families=len(moving),
+        moving_chunks=plan.moved_points(),
         changed_families=len(counted),
         changed_chunks=chunks[Direction.HIDE] + chunks[Direction.CHANGE],
         hiding_families=len(families[Direction.HIDE]),
@@ -181,6 +188,11 @@ def decide(
         options.declarations
     )
     over: list[str] = []
+    moved = (
+        "moved",
+        guard.max_moved_fraction,
+        (("families", weights.moving_families), ("chunks", weights.moving_chunks)),
+    )
     for direction, limit, measured in (
         (
             "changed",
@@ -192,6 +204,7 @@ def decide(
             guard.max_restored_fraction,
             (("families", weights.restoring_families), ("chunks", weights.restoring_chunks)),
         ),
+        *([moved] if options.split is not None else []),
     ):
         for what, changed in measured:
             total = families_total if what == "families" else chunks_total
@@ -213,6 +226,7 @@ def decide(
         reasons=tuple(reasons),
         refused=writing and not options.force,
         forced=writing and options.force,
+        max_moved_fraction=guard.max_moved_fraction if options.split is not None else None,
     )
 
 
@@ -220,7 +234,7 @@ def _blast_radius(
     direction: str, what: str, changed: int, total: int, limit: float, weights: Weights
 ) -> Finding:
     """The ``guard/blast_radius`` finding of one direction and measure over its limit."""
-    key = "max_changed_fraction" if direction == "changed" else "max_restored_fraction"
+    key = f"max_{direction}_fraction"
     actual: dict[str, object] = {
         "direction": direction,
         what: changed,
@@ -236,7 +250,13 @@ def _blast_radius(
         doc_id=None,
         expected={"direction": direction, what: f"<= {limit:.0%} of {total} ({key})"},
         actual=actual,
-        action="refuse the run (rerun with --force after review)",
+        action="refuse the run (rerun with --force after review)"
+        + (
+            "; to move an existing deployment into a split store, `reconciler split --dry-run` "
+            "shows the moves and `reconciler split` makes them"
+            if direction == "moved"
+            else ""
+        ),
     )
 
 

@@ -38,7 +38,7 @@ from reconciler.pipeline.values import (
 from reconciler.planning import (
     Plan,
 )
-from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.ports.source import SystemOfRecord
 
 log = logging.getLogger(__name__)
@@ -84,8 +84,16 @@ class Reconciler:
 
     # -- the run ---------------------------------------------------------------------------
 
+    def options(self, options: Options) -> Options:
+        """``options`` with the split of this runner's index (``Options.split``)."""
+        split = split_of(self.index)
+        if split is None or options.split is not None:
+            return options
+        return dataclasses.replace(options, split=split.collections)
+
     def run(self, options: Options) -> Report:
         """Check, plan and (in writing modes) apply under the guard."""
+        options = self.options(options)
         now = options.now or self.clock.now()
         if options.now is not None and abs(options.now - self.clock.now()) > AS_OF_FAR:
             log.warning(
@@ -139,6 +147,7 @@ class Reconciler:
             sources=sources.states,
             chunks_scanned=scan.totals.chunks,
             timings=dict(assessment.timings),
+            split=options.split,
         )
         log.info(
             "%s %s: %.2fs, %d chunk(s) scanned, %d finding(s), writes %s%s",

@@ -4,8 +4,8 @@
 
 Streaming throughout: the table is read once, family by family (expected payload
 fingerprints, the text and chunk count each row says its chunks have), the collection once
-(the lean ``scan_managed``). Memory holds compact per-document state (``ChunkTally``), never
-a whole table or collection.
+(the lean ``scan_managed``; a split store's main collection, then its archive). Memory holds
+compact per-document state (``ChunkTally``), never a whole table or collection.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from reconciler.model import MANAGED_KEYS, Document, VersionState
 from reconciler.payload import payload_values
 from reconciler.pipeline.checking import FamilyChecks
 from reconciler.pipeline.values import FirstPass, Options, Scan, SourcesRead, Totals
-from reconciler.ports import ChunkReader, DocumentReader
+from reconciler.ports import ChunkReader, DocumentReader, split_of
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def scan(
     if sources is not None:
         assert now is not None, "a first pass checks families at the run's instant"
         checks = FamilyChecks(options, now, sources)
-    tally = ChunkTally(keep_ids=options.keep_ids)
+    tally = ChunkTally(keep_ids=options.keep_ids, split=split_of(index) is not None)
     families = 0
     rows_by_source: dict[str, int] = defaultdict(int)
     in_scope: list[str] = []

@@ -48,6 +48,8 @@ class Guard:
     max_restored_fraction: float = 1.0
     #: Changes at or below this many families / chunks never trip the fraction rule.
     floor: int = 10
+    #: Of families or chunks moved between the collections of a split store in one run.
+    max_moved_fraction: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class Options:
     #: and recorded by a ``declare`` run before its plan is written (a ``plan`` run shows
     #: what they would change). One the sources contradict stops the run (``Undeclarable``).
     declarations: tuple[Declaration, ...] = ()
+    #: A split store's collections, (main, archive) (``[index] archive_collection``); the
+    #: runner sets it from its index. ``None``: one collection.
+    split: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         mode = RunMode(self.mode)  # a plain "apply" is accepted; an unknown mode is not
@@ -199,6 +204,10 @@ class Weights:
     #: Families / chunks whose quarantine is lifted, its cause gone (``max_restored_fraction``).
     restoring_families: int = 0
     restoring_chunks: int = 0
+    #: Families / chunks moved between the collections of a split store
+    #: (``max_moved_fraction``).
+    moving_families: int = 0
+    moving_chunks: int = 0
 
 
 @dataclass(frozen=True)
@@ -219,6 +228,8 @@ class GuardDecision:
     refused: bool = False
     #: A writing run that went past a tripped guard (``--force``).
     forced: bool = False
+    #: A split store's limit on moves (``None``: one collection, nothing moves).
+    max_moved_fraction: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``guard`` object of the run's JSON."""
@@ -235,6 +246,10 @@ class GuardDecision:
             "restoring_chunks": self.weights.restoring_chunks,
             "max_restored_fraction": self.max_restored_fraction,
         }
+        if self.max_moved_fraction is not None:
+            data["moving_families"] = self.weights.moving_families
+            data["moving_chunks"] = self.weights.moving_chunks
+            data["max_moved_fraction"] = self.max_moved_fraction
         if self.reasons:
             data["tripped"] = list(dict.fromkeys(r.kind for r in self.reasons))
         if self.over:
@@ -272,6 +287,8 @@ class Report:
     error: str | None = None
     #: Seconds spent in each check (summed over families).
     timings: Mapping[str, float] = field(default_factory=dict)
+    #: A split store's collections (``Options.split``): ``writes`` then counts ``moves``.
+    split: tuple[str, str] | None = None
 
     @property
     def drift(self) -> bool:
@@ -299,13 +316,20 @@ class Report:
         )
 
     def writes(self) -> dict[str, int]:
-        """Writes done (apply) or planned (check/plan); a refused run wrote nothing."""
+        """Writes done (apply) or planned (check/plan); a refused run wrote nothing. A split
+        store's also count ``moves``: chunks moved between its collections."""
+        kinds = ("payload", "table", "reingest", "points", "index")
         if self.refused:
-            return dict.fromkeys(("payload", "table", "reingest", "points", "index"), 0)
-        if self.applied is not None:
-            done = self.applied.counts()
-            return {k: int(done[k]) for k in ("payload", "table", "reingest", "points", "index")}
-        return self.plan.counts()
+            done = dict.fromkeys(kinds, 0)
+            moved = 0
+        elif self.applied is not None:
+            counts = self.applied.counts()
+            done = {k: int(counts[k]) for k in kinds}
+            moved = self.applied.moves
+        else:
+            done = self.plan.counts()
+            moved = self.plan.moved_points()
+        return {**done, "moves": moved} if self.split is not None else done
 
     def to_json(self) -> dict[str, Any]:
         """The run's JSON object (docs/contracts.md), without the CLI's ``plan``."""

@@ -4,14 +4,23 @@ of record.
 Adapters live in ``reconciler.stores``, ``reconciler.app.leasing`` and ``connectors``; the
 logic sees only these Protocols: ``table`` (``DocumentTable``: four roles, documents, run log,
 outbox, audit log, each split into a reader and a writer; ``TableReader``, ``TableWriter``),
-``index`` (``ChunkIndex``: ``ChunkReader``, ``ChunkWriter``, ``ChunkIngestion``), ``lease``
+``index`` (``ChunkIndex``: ``ChunkReader``, ``ChunkWriter``, ``ChunkIngestion``,
+``ChunkMover``; ``SplitIndex``, one kept in two collections), ``lease``
 (``Lease``, the single-runner lease, and ``LeaseFactory``, which the composition root hands
 the commands) and ``source`` (``SystemOfRecord`` and the connector errors). The SQL adapter
 implements each table role as one repository class (``reconciler.stores.sql``). A stage that only reads is typed with a reader, so mypy refuses
 a write there; ``tests/unit/test_writers.py`` holds which modules call a writer's methods.
 """
 
-from reconciler.ports.index import ChunkIndex, ChunkIngestion, ChunkReader, ChunkWriter
+from reconciler.ports.index import (
+    ChunkIndex,
+    ChunkIngestion,
+    ChunkMover,
+    ChunkReader,
+    ChunkWriter,
+    SplitIndex,
+    split_of,
+)
 from reconciler.ports.lease import Lease, LeaseFactory
 from reconciler.ports.source import SystemOfRecord
 from reconciler.ports.table import (
@@ -43,6 +52,7 @@ from reconciler.ports.table import (
 WRITERS = (
     ChunkWriter,
     ChunkIngestion,
+    ChunkMover,
     DocumentWriter,
     RunLogWriter,
     OutboxWriter,
@@ -58,6 +68,7 @@ __all__ = [
     "AuditWriter",
     "ChunkIndex",
     "ChunkIngestion",
+    "ChunkMover",
     "ChunkReader",
     "ChunkWriter",
     "DeclarationReader",
@@ -78,7 +89,9 @@ __all__ = [
     "RunLogReader",
     "RunLogWriter",
     "SourceStatus",
+    "SplitIndex",
     "SystemOfRecord",
     "TableReader",
     "TableWriter",
+    "split_of",
 ]

@@ -1,21 +1,51 @@
 """The chunk index port: a vector collection seen only through chunk identity and managed
 payload keys, as a reader (``ChunkReader``), the repair's payload-only writer
-(``ChunkWriter``) and the reference ingestion's writer (``ChunkIngestion``); ``ChunkIndex`` is
-all three."""
+(``ChunkWriter``), the reference ingestion's writer (``ChunkIngestion``) and the mover of whole
+points between the two collections of a split store (``ChunkMover``); ``ChunkIndex`` is all
+four. ``SplitIndex`` is a chunk index kept in two collections, a main one and an archive
+(``[index] archive_collection``)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from reconciler.model import (
     ChunkRecord,
     ChunkState,
     ManagedPage,
     PayloadWrite,
-    VectorPage,
 )
 from reconciler.payload import KeyMap
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPoint:
+    """A whole point as its collection holds it, to move it into another collection of the
+    same layout: its vectors as the engine hands them back (never embedded again) and its
+    whole payload, text included."""
+
+    point_id: str | int
+    vector: Any
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorPage:
+    """One page of ``ChunkReader.scan_vectors``: the chunks' document ids and dense vectors,
+    as the collection stores them (read, never re-embedded), in scroll order."""
+
+    #: The ``doc_id`` of each chunk read.
+    doc_ids: Sequence[str]
+    #: Its vector, in the order of ``doc_ids`` (all of one collection's size).
+    vectors: Sequence[Sequence[float]]
+    #: Points of the page left out: no string ``doc_id``, or not exactly one dense vector
+    #: (none, several named ones, a multivector or a sparse one only).
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
 
 
 class ChunkReader(Protocol):
@@ -70,6 +100,16 @@ class ChunkReader(Protocol):
         """Exact number of points, optionally under a filter."""
         ...
 
+    def read_points(self, point_ids: Sequence[str | int]) -> list[StoredPoint]:
+        """Whole points by id, vectors and every payload key as stored (missing ids are
+        absent): what a move copies. Callers read a batch of ids at a time."""
+        ...
+
+    def vector_layout(self) -> Mapping[str, Any]:
+        """The collection's vector configuration (plain data), which ``ensure_layout`` of the
+        same adapter takes to create a collection that holds the same points."""
+        ...
+
     def facet(self, *, key: str, limit: int = 100) -> dict[Any, int]:
         """Counts of the values of a logical key."""
         ...
@@ -111,7 +151,54 @@ class ChunkIngestion(Protocol):
         ...
 
 
-class ChunkIndex(ChunkReader, ChunkWriter, ChunkIngestion, Protocol):
+class ChunkMover(Protocol):
+    """Whole points copied into, and deleted from, a collection of a split store: a move
+    between its collections; vectors are copied as they are, never embedded."""
+
+    def ensure_layout(
+        self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
+    ) -> None:
+        """Create the collection with ``layout`` (another collection's ``vector_layout``) if it
+        does not exist, and each payload index of ``indexes`` (logical key -> schema) it
+        lacks."""
+        ...
+
+    def copy_points(self, points: Sequence[StoredPoint]) -> int:
+        """Write whole points as another collection of the same layout held them (vectors
+        and payload as they are; a point already here is replaced); return how many."""
+        ...
+
+    def delete_points(self, point_ids: Sequence[str | int]) -> int:
+        """Delete points by id (missing ids are no error); return how many were asked."""
+        ...
+
+
+class ChunkIndex(ChunkReader, ChunkWriter, ChunkIngestion, ChunkMover, Protocol):
     """A vector collection seen only through chunk identity and managed payload keys."""
 
     ...
+
+
+@runtime_checkable
+class SplitIndex(Protocol):
+    """A chunk index kept in two collections (``[index] archive_collection``): ``main`` holds
+    the servable versions' chunks, ``archive`` every other one. It is a ``ChunkIndex`` over
+    both (reads see both; a payload write goes where its point is); a move goes through the
+    two parts, a batch of point ids at a time (``reconciler.writing.moving``)."""
+
+    main: ChunkIndex
+    archive: ChunkIndex
+
+    @property
+    def collections(self) -> tuple[str, str]:
+        """The names of the main collection and of the archive."""
+        ...
+
+    def with_parts(self, main: ChunkIndex, archive: ChunkIndex) -> ChunkIndex:
+        """The same split over other parts (a dry run's overlays of these)."""
+        ...
+
+
+def split_of(index: object) -> SplitIndex | None:
+    """``index`` as a split store, or ``None`` when it is one collection."""
+    return index if isinstance(index, SplitIndex) else None

@@ -67,6 +67,17 @@ def served_at(
     return str(state) in _SERVABLE_NAMES and not quarantined and start <= instant < end
 
 
+def kept_in_main(state: object) -> bool:
+    """Whether the chunks of a version in ``state`` (its row's ``version_state``, or the one
+    ``payload_for`` derives from it) belong in the main collection of a split store
+    (``[index] archive_collection``), the rest in the archive: the servable versions, in
+    force now or still to come. A version whose successor has not started yet keeps its
+    state until that start (only its ``effective_to`` is written early), so it stays; once its
+    window has closed the rule supersedes it (the ``dates`` schedule writes it), and it moves.
+    A quarantine moves nothing: a hold is lifted where the chunks stand."""
+    return str(state) in _SERVABLE_NAMES
+
+
 def row_served(doc: Document, instant: datetime) -> bool:
     """Whether the chunks derived from ``doc`` are served at ``instant``."""
     return served_at(doc.version_state, start_of(doc), doc.effective_to, doc.quarantined, instant)

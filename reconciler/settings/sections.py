@@ -114,6 +114,10 @@ class IndexSettings(_Section):
     api_key_env: SecretVariable = None
     api_key_file: str | None = None
     collection: str = "corpus"
+    #: A split store: the collection (an Edge shard beside ``collection``'s) that holds every
+    #: chunk of a version that is not servable (superseded, retired, draft), so the main one
+    #: holds only what may be served. Unset: one collection.
+    archive_collection: str | None = None
     payload_prefix: str = ""
     #: Where chunk text lives (``page_content`` in LangChain-built collections).
     text_key: str = "text"
@@ -122,7 +126,7 @@ class IndexSettings(_Section):
     scroll_batch: int = Field(default=1000, gt=0)
     write_batch: int = Field(default=256, gt=0)
 
-    @field_validator("path", "url", "api_key_file", mode="before")
+    @field_validator("path", "url", "api_key_file", "archive_collection", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         """An empty value (``RECONCILER_INDEX__PATH=""`` to switch to a server) is unset."""
@@ -151,6 +155,11 @@ class IndexSettings(_Section):
 
     @model_validator(mode="after")
     def _one_location(self) -> IndexSettings:
+        if self.archive_collection is not None and self.archive_collection == self.collection:
+            raise ValueError(
+                f"index.archive_collection names the main collection {self.collection!r}: "
+                'name another one (e.g. "corpus_archive"), or remove it for one collection'
+            )
         if self.engine == "edge":
             if self.url:
                 raise ValueError(
@@ -232,6 +241,9 @@ class GuardSettings(_Section):
     #: Runs changing at most this many families or chunks never trip the fraction rule (a
     #: five-note vault must be repairable). The empty-source rule has no floor.
     floor: int = Field(default=10, ge=0)
+    #: In a split store (``index.archive_collection``), of families or chunks a run may move
+    #: between the main collection and the archive (``reconciler split`` moves the first time).
+    max_moved_fraction: float = Field(default=0.2, gt=0, le=1)
 
 
 class PolicySettings(_Section):

@@ -10,16 +10,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from reconciler.model import ALL_KEYS, ManagedPage, PayloadWrite, VectorPage
+from reconciler.model import ALL_KEYS, ManagedPage, PayloadWrite
 from reconciler.payload import KeyMap
+from reconciler.ports.index import VectorPage
 
 __all__ = [
     "DOC_FILTER_BATCH",
     "PAYLOAD_SCHEMAS",
     "check_batch_size",
     "check_payload_index",
+    "create_missing_indexes",
     "doc_id_batches",
     "facet_counts",
     "managed_nodes",
@@ -27,6 +29,7 @@ __all__ = [
     "pages",
     "point_batches",
     "vector_page",
+    "vector_pages",
 ]
 
 _Point = TypeVar("_Point")
@@ -67,6 +70,22 @@ def check_payload_index(key: str, schema: str) -> None:
         raise ValueError(f"unknown payload key {key!r}; one of {', '.join(ALL_KEYS)}")
     if schema not in PAYLOAD_SCHEMAS:
         raise ValueError(f"unknown payload schema {schema!r}; one of {', '.join(PAYLOAD_SCHEMAS)}")
+
+
+class _Indexed(Protocol):
+    def payload_indexes(self) -> Mapping[str, str]: ...
+
+    def create_payload_index(self, *, key: str, schema: str) -> None: ...
+
+
+def create_missing_indexes(index: _Indexed, indexes: Mapping[str, str]) -> None:
+    """Create each payload index of ``indexes`` (logical key -> schema) ``index`` lacks."""
+    if not indexes:
+        return
+    held = index.payload_indexes()
+    for key, schema in indexes.items():
+        if held.get(key) != schema:
+            index.create_payload_index(key=key, schema=schema)
 
 
 def point_batches(
@@ -163,6 +182,14 @@ def managed_page(
 
 def _id_at(points: Sequence[Any], convert: Callable[[Any], str | int], index: int) -> str | int:
     return convert(points[index].id)
+
+
+def vector_pages(
+    pages: Iterable[Sequence[Any]], prefix: Sequence[str], doc_id: str
+) -> Iterator[VectorPage]:
+    """Scroll pages read with their vectors as ``VectorPage``s (``vector_page``), empty ones
+    left out."""
+    return (vector_page(points, prefix, doc_id) for points in pages if points)
 
 
 def vector_page(points: Sequence[Any], prefix: Sequence[str], doc_id: str) -> VectorPage:

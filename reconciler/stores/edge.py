@@ -17,6 +17,10 @@ How it maps onto the port, and onto what qdrant-client does:
   vectors' are read through once an open (``_read_ahead``, over ``edge_files.read_ahead``);
 * the disk: a shard is neither opened nor written below a free-space floor
   (``edge_files.ensure_space``);
+* a split store's moves: whole points read (``retrieve`` with vectors and payload) and
+  upserted as they were into another shard, made with this one's ``edge_config.json``
+  (``ensure_layout``); Edge stores a vector that is unit-length already as it is, so a copy
+  is the same bytes;
 * errors: Edge raises bare ``Exception``s, mapped once in ``edge_shard`` (``reading``,
   ``writing``, ``open_shard``): ``IndexUnavailable`` for a read or a held shard,
   ``IndexWriteError`` with ``points_written`` for a write, as the qdrant-client adapter does.
@@ -49,18 +53,19 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
-    VectorPage,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
+from reconciler.ports.index import StoredPoint, VectorPage
 from reconciler.stores.chunking_rules import (
     DOC_FILTER_BATCH,
     check_batch_size,
     check_payload_index,
+    create_missing_indexes,
     doc_id_batches,
     facet_counts,
     managed_page,
     pages,
-    vector_page,
+    vector_pages,
 )
 from reconciler.stores.edge_files import (
     EDGE_MIN_FREE,
@@ -85,8 +90,10 @@ log = logging.getLogger(__name__)
 #: (the floor and the memory figure live in ``edge_files``; importable from here as before)
 __all__ = ["EDGE_MIN_FREE", "MIB", "READ_AHEAD_BYTES_PER_DOC", "EdgeChunkIndex", "available_memory"]
 
-#: Points per ``upsert_points`` of the reference ingestion.
+#: Points per ``upsert_points`` of the reference ingestion (and of a move's copy).
 UPSERT_BATCH = 256
+#: The file in which Edge persists a shard's configuration.
+EDGE_CONFIG = "edge_config.json"
 
 
 class EdgeChunkIndex:
@@ -196,12 +203,10 @@ class EdgeChunkIndex:
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
         """Every chunk's doc_id and dense vector as stored, a page at a time (no text)."""
         check_batch_size(batch_size)
-        selector = qe.PayloadSelector.Include([self.keys.path("doc_id")])
-        doc_id = self.keys.name("doc_id")
         self._read_ahead(None)
-        for points in self._pages(batch_size, selector, vectors=True):
-            if points:
-                yield vector_page(points, self._prefix_parts, doc_id)
+        read = self._pages(batch_size, qe.PayloadSelector.Include([self.keys.path("doc_id")]),
+                           vectors=True)  # fmt: skip
+        return vector_pages(read, self._prefix_parts, self.keys.name("doc_id"))
 
     def _managed_pages(
         self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
@@ -272,6 +277,23 @@ class EdgeChunkIndex:
             chunk_id=logical.get("chunk_id"),
             payload=logical,
         )
+
+    def read_points(self, point_ids: Sequence[str | int]) -> list[StoredPoint]:
+        """Whole points by id (every vector, the whole payload): what a move copies."""
+        if not point_ids:
+            return []
+        with self._reading("reading whole points"):
+            records = self.shard.retrieve([edge_id(p) for p in point_ids], True, True)
+        return [StoredPoint(our_id(r.id), r.vector, dict(r.payload or {})) for r in records]
+
+    def vector_layout(self) -> Mapping[str, Any]:
+        """The shard's configuration as Edge persists it (``edge_config.json``)."""
+        self._check_open()
+        try:
+            layout: dict[str, Any] = json.loads((self.path / EDGE_CONFIG).read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise IndexUnavailable(f"cannot read the configuration of {self.path}: {exc}") from exc
+        return layout
 
     def count(self, *, query_filter: Any | None = None) -> int:
         """Exact number of points, optionally under a ``qdrant_edge.Filter``
@@ -348,6 +370,44 @@ class EdgeChunkIndex:
             self.shard.update(qe.UpdateOperation.create_field_index(path, EDGE_SCHEMAS[schema]))
         log.debug("edge payload index %s (%s) on %s", path, schema, self.path)
 
+    # -- moves between the shards of a split store --------------------------------------------
+
+    def ensure_layout(
+        self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
+    ) -> None:
+        """Create the shard with another shard's configuration (``vector_layout``: written
+        as its ``edge_config.json``, which Edge loads as a new, empty shard) unless it exists,
+        and each payload index of ``indexes`` it lacks."""
+        self._check_open()
+        if self._load() is None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            (self.path / EDGE_CONFIG).write_text(json.dumps(dict(layout)), encoding="utf-8")
+            self._shard = open_shard(self.path, lambda: qe.EdgeShard.load(str(self.path)))
+            log.info("created Edge shard %s with the configuration of another", self.path)
+        create_missing_indexes(self, indexes or {})
+
+    def copy_points(self, points: Sequence[StoredPoint]) -> int:
+        """Upsert whole points as another shard held them, ``UPSERT_BATCH`` a call."""
+        written = 0
+        for start in range(0, len(points), UPSERT_BATCH):
+            batch = [
+                qe.Point(edge_id(p.point_id), p.vector, dict(p.payload))
+                for p in points[start : start + UPSERT_BATCH]
+            ]
+            with self._writing(f"copying {len(batch)} point(s) into {self.path}", written=written):
+                self.shard.update(qe.UpdateOperation.upsert_points(batch))
+            written += len(batch)
+        return written
+
+    def delete_points(self, point_ids: Sequence[str | int]) -> int:
+        """Delete points by id (missing ids are no error)."""
+        if not point_ids:
+            return 0
+        ids: list[EdgeId] = [edge_id(p) for p in point_ids]
+        with self._writing(f"deleting {len(ids)} point(s) from {self.path}", written=0):
+            self.shard.update(qe.UpdateOperation.delete_points(ids))
+        return len(ids)
+
     # -- the reference ingestion only --------------------------------------------------------
 
     def ensure_collection(self, *, dim: int) -> None:
@@ -363,7 +423,7 @@ class EdgeChunkIndex:
 
     def _check_dim(self, dim: int) -> None:
         try:
-            stored = json.loads((self.path / "edge_config.json").read_text(encoding="utf-8"))
+            stored = json.loads((self.path / EDGE_CONFIG).read_text(encoding="utf-8"))
             size = stored["vectors"][""]["size"]
         except (OSError, ValueError, KeyError, TypeError):
             return  # a layout this build does not read: Edge checks each vector's size anyway

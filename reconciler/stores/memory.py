@@ -23,9 +23,9 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
-    VectorPage,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
+from reconciler.ports.index import StoredPoint, VectorPage
 from reconciler.stores.chunking_rules import check_batch_size, check_payload_index, facet_counts
 
 log = logging.getLogger(__name__)
@@ -164,6 +164,20 @@ class InMemoryChunkIndex:
             )
         return found
 
+    def read_points(self, point_ids: Sequence[str | int]) -> list[StoredPoint]:
+        """Whole points by id (copies: the vector and the whole payload)."""
+        points = self._store()
+        return [
+            StoredPoint(pid, points[pid].vector, copy.deepcopy(points[pid].payload))
+            for pid in point_ids
+            if pid in points
+        ]
+
+    def vector_layout(self) -> Mapping[str, Any]:
+        """The vector size."""
+        self._store()
+        return {"dim": self._dim}
+
     def count(self, *, query_filter: Any | None = None) -> int:
         """Number of points; this fake evaluates no filters."""
         if query_filter is not None:
@@ -227,6 +241,33 @@ class InMemoryChunkIndex:
         check_payload_index(key, schema)
         self._store()
         self._indexes[key] = schema
+
+    # -- moves between the collections of a split store ---------------------------------------
+
+    def ensure_layout(
+        self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
+    ) -> None:
+        """Create the collection with another one's vector size unless it exists, and the
+        payload indexes it lacks."""
+        if self._points is None:
+            self.ensure_collection(dim=int(layout["dim"]))
+        self._indexes.update(indexes or {})
+
+    def copy_points(self, points: Sequence[StoredPoint]) -> int:
+        """Store whole points as they are (a copy of each)."""
+        store = self._store()
+        for point in points:
+            if len(point.vector) != self._dim:
+                raise ValueError(f"vector of {point.point_id}: not {self._dim} dimension(s)")
+            store[point.point_id] = _Point(tuple(point.vector), copy.deepcopy(dict(point.payload)))
+        return len(points)
+
+    def delete_points(self, point_ids: Sequence[str | int]) -> int:
+        """Delete points by id (missing ids are no error)."""
+        store = self._store()
+        for point_id in point_ids:
+            store.pop(point_id, None)
+        return len(point_ids)
 
     # -- the reference ingestion only --------------------------------------------------------
 

@@ -30,21 +30,28 @@ from reconciler.model import (
     ChunkState,
     ManagedPage,
     PayloadWrite,
-    VectorPage,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
+from reconciler.ports.index import StoredPoint, VectorPage
 from reconciler.stores.chunking_rules import (
     DOC_FILTER_BATCH,
     PAYLOAD_SCHEMAS,
     check_batch_size,
     check_payload_index,
+    create_missing_indexes,
     doc_id_batches,
     managed_page,
     pages,
-    vector_page,
+    vector_pages,
 )
 from reconciler.stores.qdrant_errors import reading, writing
-from reconciler.stores.qdrant_requests import doc_filter, payload_batches, schema_name
+from reconciler.stores.qdrant_requests import (
+    collection_config,
+    doc_filter,
+    layout_of,
+    payload_batches,
+    schema_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -170,10 +177,8 @@ class QdrantChunkIndex:
         """Every chunk's doc_id and dense vector as stored, a page at a time (no text)."""
         check_batch_size(batch_size)
         selector = models.PayloadSelectorInclude(include=[self.keys.path("doc_id")])
-        doc_id = self.keys.name("doc_id")
-        for points in self._filtered_pages(batch_size, selector, None, vectors=True):
-            if points:
-                yield vector_page(points, self._prefix_parts, doc_id)
+        read = self._filtered_pages(batch_size, selector, None, vectors=True)
+        return vector_pages(read, self._prefix_parts, self.keys.name("doc_id"))
 
     def _pages(
         self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
@@ -233,6 +238,22 @@ class QdrantChunkIndex:
             chunk_id=payload.get("chunk_id"),
             payload=payload,
         )
+
+    def read_points(self, point_ids: Sequence[str | int]) -> list[StoredPoint]:
+        """Whole points by id (every vector, the whole payload): what a move copies."""
+        if not point_ids:
+            return []
+        with self._reading("reading whole points"):
+            points = self.client.retrieve(
+                self.collection, ids=list(point_ids), with_payload=True, with_vectors=True
+            )
+        return [StoredPoint(_point_id(p.id), p.vector, dict(p.payload or {})) for p in points]
+
+    def vector_layout(self) -> Mapping[str, Any]:
+        """The collection's dense and sparse vector configuration, as plain data."""
+        with self._reading("reading the collection info"):
+            params = self.client.get_collection(self.collection).config.params
+        return layout_of(params)
 
     def count(self, *, query_filter: Any | None = None) -> int:
         """Exact number of points, optionally under a ``models.Filter``."""
@@ -320,6 +341,47 @@ class QdrantChunkIndex:
             )
         log.debug("payload index %s (%s) on %s", path, schema, self.collection)
 
+    # -- moves between the collections of a split store ---------------------------------------
+
+    def ensure_layout(
+        self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
+    ) -> None:
+        """Create the collection with another one's ``vector_layout`` unless it exists, and
+        each payload index of ``indexes`` (logical key -> schema) it lacks."""
+        if not self.exists():
+            vectors, sparse = collection_config(layout)
+            with self._reading("creating the collection"):
+                self.client.create_collection(
+                    self.collection, vectors_config=vectors, sparse_vectors_config=sparse
+                )
+            log.info("created collection %s with the layout of another", self.collection)
+        if self.supports_payload_indexes:
+            create_missing_indexes(self, indexes or {})
+
+    def copy_points(self, points: Sequence[StoredPoint]) -> int:
+        """Upsert whole points as another collection held them, ``UPSERT_BATCH`` a call."""
+        written = 0
+        for start in range(0, len(points), UPSERT_BATCH):
+            batch = [
+                models.PointStruct(id=p.point_id, vector=p.vector, payload=dict(p.payload))
+                for p in points[start : start + UPSERT_BATCH]
+            ]
+            written += self._upsert(batch, f"copying {len(batch)} point(s)", written)
+        return written
+
+    def delete_points(self, point_ids: Sequence[str | int]) -> int:
+        """Delete points by id (missing ids are no error)."""
+        if not point_ids:
+            return 0
+        what = f"deleting {len(point_ids)} point(s) from {self.collection!r}"
+        with self._writing(what, written=0):
+            self.client.delete(
+                self.collection,
+                points_selector=models.PointIdsList(points=list(point_ids)),
+                wait=True,
+            )
+        return len(point_ids)
+
     # -- the reference ingestion only --------------------------------------------------------
 
     def ensure_collection(self, *, dim: int) -> None:
@@ -356,16 +418,22 @@ class QdrantChunkIndex:
         while batch := list(itertools.islice(iterator, UPSERT_BATCH)):
             number += 1
             points = [self._point(record) for record in batch]
-            what = f"upsert batch {number} ({len(points)} point(s)) on {self.collection!r}"
-            with self._writing(what, written=written):
-                result = self.client.upsert(self.collection, points=points, wait=True)
-            if result.status not in _OK_STATUSES:
-                raise IndexWriteError(
-                    f"{what} was not applied: status {result.status}", points_written=written
-                )
-            written += len(points)
+            written += self._upsert(
+                points, f"upsert batch {number} ({len(points)} point(s))", written
+            )
             log.debug("upsert batch %d on %s: %d point(s)", number, self.collection, len(points))
         return written
+
+    def _upsert(self, points: list[models.PointStruct], what: str, written: int) -> int:
+        """One ``upsert`` call, waited for; how many points it wrote."""
+        what = f"{what} on {self.collection!r}"
+        with self._writing(what, written=written):
+            result = self.client.upsert(self.collection, points=points, wait=True)
+        if result.status not in _OK_STATUSES:
+            raise IndexWriteError(
+                f"{what} was not applied: status {result.status}", points_written=written
+            )
+        return len(points)
 
     def _point(self, record: ChunkRecord) -> models.PointStruct:
         logical = dict(record.payload)

@@ -1,10 +1,13 @@
 """What the qdrant-client adapter sends, in the client's models: the doc_id filter, the
 payload writes grouped into ``batch_update_points`` calls of about a batch of points each,
-and the port's name of a payload index type. Pure: no client is called here."""
+the port's name of a payload index type, and a collection's vector layout as plain data and
+back (the archive of a split store is created with its main collection's). Pure: no client
+is called here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from qdrant_client import models
 
@@ -12,7 +15,7 @@ from reconciler.model import PayloadWrite
 from reconciler.payload import KeyMap
 from reconciler.stores.chunking_rules import point_batches
 
-__all__ = ["doc_filter", "payload_batches", "schema_name"]
+__all__ = ["collection_config", "doc_filter", "layout_of", "payload_batches", "schema_name"]
 
 
 def doc_filter(keys: KeyMap, doc_ids: list[str]) -> models.Filter:
@@ -40,3 +43,34 @@ def payload_batches(
 def schema_name(data_type: models.PayloadSchemaType | str) -> str:
     """The port's name of a payload index type (``keyword``, ``integer``, ...)."""
     return data_type.value if isinstance(data_type, models.PayloadSchemaType) else str(data_type)
+
+
+def layout_of(params: models.CollectionParams) -> dict[str, Any]:
+    """A collection's dense and sparse vector configuration as plain JSON data."""
+    return {"vectors": _plain(params.vectors), "sparse_vectors": _plain(params.sparse_vectors)}
+
+
+def _plain(params: Any) -> Any:
+    if params is None:
+        return None
+    if isinstance(params, Mapping):
+        return {name: _plain(value) for name, value in params.items()}
+    return params.model_dump(mode="json", exclude_none=True)
+
+
+def collection_config(
+    layout: Mapping[str, Any],
+) -> tuple[
+    models.VectorParams | dict[str, models.VectorParams],
+    dict[str, models.SparseVectorParams] | None,
+]:
+    """``create_collection``'s vectors and sparse vectors of a ``layout_of``."""
+    vectors = layout.get("vectors")
+    sparse = layout.get("sparse_vectors")
+    dense: models.VectorParams | dict[str, models.VectorParams] = (
+        models.VectorParams.model_validate(vectors)
+        if isinstance(vectors, Mapping) and "size" in vectors
+        else {name: models.VectorParams.model_validate(v) for name, v in (vectors or {}).items()}
+    )
+    named = {n: models.SparseVectorParams.model_validate(v) for n, v in (sparse or {}).items()}
+    return dense, named or None

@@ -21,13 +21,17 @@ from typing import Any
 from reconciler.model import AuditEntry, rfc3339
 from reconciler.ports.table import ChainedEntry
 from reconciler.writing.applying import CONFIRM, INTENT
+from reconciler.writing.moving import MOVE, MOVE_COPIED, MOVE_DONE, MOVE_RESOLVE
 from reconciler.writing.recovery import INGEST_INTENT, RESOLVE
 
 #: Entry types an answer reads; the rest (rows, re-ingest requests, indexes, a forced run)
 #: change no payload.
 READ = frozenset({INTENT, INGEST_INTENT, CONFIRM, RESOLVE})
-#: Entry types known to change no payload.
-NO_PAYLOAD = frozenset({"row", "reingest", "index", "run", "declaration"})
+#: Entry types known to change no payload (a split store's moves carry a point whole from one
+#: collection to the other: the answer follows points by id, wherever they are).
+NO_PAYLOAD = frozenset(
+    {"row", "reingest", "index", "run", "declaration", MOVE, MOVE_COPIED, MOVE_DONE, MOVE_RESOLVE}
+)
 #: How far an entry may be stamped before the latest one ahead of it and still count as in
 #: order (parallel shards stamp an entry before they wait for the chain's head).
 SLACK = timedelta(minutes=1)

@@ -19,7 +19,12 @@ value covered by an entry; the next run that takes the lease resolves the unconf
 by re-reading those points (``recovery``). A failed batch stops the run and records exactly
 which points were written (re-read by id); every write is idempotent, so the next run
 converges. Before each batch the lease is checked: a runner that lost it stops writing.
-Never deletes a point, never writes a vector or chunk text, never ``overwrite_payload``/upsert.
+Never deletes a point, never writes a vector or chunk text, never ``overwrite_payload``/upsert,
+but in a split store (``[index] archive_collection``), where a plan's moves then take whole
+points from one collection to the other, vectors as they are (``moving``): after the payload
+writes, so a point moves with the payload it keeps (a point is never written in the
+collection it has just been copied into: qdrant-client local mode would store again the
+vector it normalised in memory).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
 from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
 from reconciler.planning import PayloadTarget, Plan, needs_write
-from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.writing.differs import (
     Differs,
     Located,
@@ -42,6 +47,7 @@ from reconciler.writing.differs import (
     expected_of,
     still_differs,
 )
+from reconciler.writing.moving import Mover
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +67,13 @@ class ApplyResult:
     indexes: int = 0
     audit_head: str = ""
     error: str | None = None
+    #: Points moved between the collections of a split store (``split``: the store is one).
+    moves: int = 0
+    split: bool = False
 
     def counts(self) -> dict[str, Any]:
         """For the run record."""
-        return {
+        counts: dict[str, Any] = {
             "table": self.rows,
             "reingest": self.reingests,
             "payload": self.payload_writes,
@@ -72,6 +81,9 @@ class ApplyResult:
             "index": self.indexes,
             "audit_head": self.audit_head,
         }
+        if self.split:
+            counts["moves"] = self.moves
+        return counts
 
 
 class Applier:
@@ -110,7 +122,23 @@ class Applier:
         self.batch_points = batch_points
         self.scroll_batch = scroll_batch
         self.progress = progress
-        self.result = ApplyResult()
+        split = split_of(index)
+        self.result = ApplyResult(split=split is not None)
+        #: A split store's mover (``None``: one collection).
+        self.mover = (
+            None
+            if split is None
+            else Mover(
+                table=table,
+                split=split,
+                run_id=run_id,
+                actor=actor,
+                batch_points=scroll_batch,
+                scroll_batch=scroll_batch,
+                keep_writing=keep_writing,
+                clock=clock,
+            )
+        )
 
     def audit_first(self, entries: Sequence[AuditEntry]) -> None:
         """Audit ``entries`` before the plan (a forced run's override): the run's audit head
@@ -154,6 +182,8 @@ class Applier:
                     self.confirm()
                 raise
             self.confirm()
+        for to_archive in (True, False):
+            self._moves(plan, to_archive=to_archive)
         for key, schema in plan.indexes:
             if self.keep_writing is not None:
                 self.keep_writing()
@@ -175,6 +205,18 @@ class Applier:
             self.result.indexes += 1
         log.debug("applied run %s: %s", self.run_id, self.result.counts())
         return self.result
+
+    def _moves(self, plan: Plan, *, to_archive: bool) -> None:
+        """A split store's moves one way, audited by the mover (its last ``move_done``
+        committed before this returns)."""
+        if self.mover is None or not plan.moves:
+            return
+        try:
+            self.mover.move_targets(plan.moves, to_archive=to_archive)
+            self.mover.finish()
+        finally:
+            self.result.moves = self.mover.moved
+            self.result.audit_head = self.mover.audit_head or self.result.audit_head
 
     def write_groups(
         self,
@@ -215,7 +257,10 @@ class Applier:
 
     @property
     def pending_intent(self) -> str | None:
-        """The last intent not confirmed (a batch in doubt, or one not yet confirmed)."""
+        """The last intent not confirmed (a batch in doubt, or one not yet confirmed; or a
+        move not yet copied and deleted)."""
+        if self.mover is not None and self.mover.open_intent is not None:
+            return self.mover.open_intent
         return self._unconfirmed
 
     def _confirmation(self, written: list[str | int] | None = None) -> AuditEntry:

@@ -7,6 +7,9 @@ rollback, step by step: the second rollback of a cascade reads the rows the firs
 a point counts only when it still differs, a resolved run reads as ``interrupted``, and what
 the dry run reports is what the real one does. Nothing reaches a store.
 
+A split store's two collections are overlaid apart (``SplitIndex.with_parts``): a dry move
+copies a point into the one overlay and deletes it from the other.
+
 Only what that code reads is overlaid; any other method (a read the overlay would not keep
 true, or a write it does not hold) raises ``AttributeError`` naming it, so a new call in the
 rollback fails its tests instead of writing during a dry run.
@@ -30,12 +33,15 @@ from reconciler.model import (
     RowChange,
     VersionState,
 )
-from reconciler.ports import ChunkIndex, DocumentTable, RunEntry
+from reconciler.ports import ChunkIndex, DocumentTable, RunEntry, split_of
+from reconciler.ports.index import StoredPoint
 
 #: Reads of the real table that no dry write changes: passed through as they are.
 TABLE_READS = frozenset({"pending_reingest_for", "run_ids_starting", "close"})
 #: Reads of the real index that no payload write changes.
-INDEX_READS = frozenset({"exists", "supports_payload_indexes", "payload_indexes", "keys", "close"})
+INDEX_READS = frozenset(
+    {"supports_payload_indexes", "payload_indexes", "keys", "close", "vector_layout", "collection"}
+)
 #: A dry revocation's instant, where the overlay needs one.
 DRY_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 #: Audit entry types that ``runs_touching_after`` counts (as the stores do).
@@ -308,28 +314,61 @@ class DryTable:
 
 
 class DryIndex:
-    """The chunk index under a dry run's overlay of payload writes."""
+    """The chunk index under a dry run's overlay of payload writes (and of a split store's
+    moves: the points copied in, the points deleted)."""
 
     def __init__(self, index: ChunkIndex) -> None:
         self._index = index
         #: point id (as text) -> the managed keys the dry run set on it.
         self._payloads: dict[str, dict[str, Any]] = {}
+        #: point id (as text) -> a point a dry move copied in; the ids it deleted.
+        self._added: dict[str, StoredPoint] = {}
+        self._deleted: set[str] = set()
+        self._created = False
 
     def __getattr__(self, name: str) -> Any:
         if name in INDEX_READS:
             return getattr(self._index, name)
         raise AttributeError(f"a dry run does not keep {name!r} true: it may not call it")
 
+    def exists(self) -> bool:
+        """Whether the collection exists, or a dry move created it."""
+        return self._created or self._index.exists()
+
+    def _real(self, point_ids: Sequence[str | int]) -> list[str | int]:
+        if not self._index.exists():
+            return []
+        return [p for p in point_ids if str(p) not in self._deleted and str(p) not in self._added]
+
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The points as the dry run left them."""
-        found = []
-        for state in self._index.retrieve(point_ids):
+        found = list(self._index.retrieve(self._real(point_ids)))
+        keys = self._index.keys
+        for pid in point_ids:
+            added = self._added.get(str(pid))
+            if added is not None:
+                payload = keys.from_point(added.payload)
+                found.append(
+                    ChunkState(pid, payload.get("doc_id"), payload.get("chunk_id"), payload)
+                )
+        for at, state in enumerate(found):
             written = self._payloads.get(str(state.point_id))
             if written is not None:
                 payload = {**state.payload, **written}
-                state = replace(state, doc_id=payload.get("doc_id"), payload=payload)
-            found.append(state)
+                found[at] = replace(state, doc_id=payload.get("doc_id"), payload=payload)
         return found
+
+    def read_points(self, point_ids: Sequence[str | int]) -> list[StoredPoint]:
+        """Whole points as the dry run left them (its payload writes merged in)."""
+        found = list(self._index.read_points(self._real(point_ids)))
+        found += [self._added[str(p)] for p in point_ids if str(p) in self._added]
+        keys = self._index.keys
+        return [
+            replace(p, payload=_merged(p.payload, keys.nest_key, keys.to_stored(written)))
+            if (written := self._payloads.get(str(p.point_id)))
+            else p
+            for p in found
+        ]
 
     def set_payloads(self, writes: Sequence[PayloadWrite], *, batch_size: int = 256) -> int:
         """Merge the payloads into the overlay; return the points written."""
@@ -340,9 +379,53 @@ class DryIndex:
                 points += 1
         return points
 
+    def ensure_layout(
+        self, layout: Mapping[str, Any], *, indexes: Mapping[str, str] | None = None
+    ) -> None:
+        """A dry move creates the collection in the overlay."""
+        self._created = True
+
+    def copy_points(self, points: Sequence[StoredPoint]) -> int:
+        """Copy whole points into the overlay."""
+        for point in points:
+            self._added[str(point.point_id)] = point
+            self._deleted.discard(str(point.point_id))
+            self._payloads.pop(str(point.point_id), None)
+        return len(points)
+
+    def delete_points(self, point_ids: Sequence[str | int]) -> int:
+        """Delete points in the overlay."""
+        for point_id in point_ids:
+            self._added.pop(str(point_id), None)
+            self._payloads.pop(str(point_id), None)
+            self._deleted.add(str(point_id))
+        return len(point_ids)
+
+
+def _merged(
+    payload: Mapping[str, Any], nest: str | None, keys: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A whole payload with stored keys set at the nested object ``nest`` (a null removes)."""
+    merged = dict(payload)
+    node = merged
+    for part in nest.split(".") if nest else ():
+        child = dict(node.get(part) or {})
+        node[part] = child
+        node = child
+    for key, value in keys.items():
+        if value is None:
+            node.pop(key, None)
+        else:
+            node[key] = value
+    return merged
+
 
 def dry_stores(table: DocumentTable, index: ChunkIndex) -> tuple[DocumentTable, ChunkIndex]:
     """The two stores under one dry run (see the module docstring)."""
+    split = split_of(index)
+    if split is not None:
+        parts = cast(ChunkIndex, DryIndex(split.main)), cast(ChunkIndex, DryIndex(split.archive))
+        return cast(DocumentTable, DryTable(table)), split.with_parts(*parts)
     return cast(DocumentTable, DryTable(table)), cast(ChunkIndex, DryIndex(index))
 
 

@@ -8,6 +8,10 @@ of its unconfirmed intents, records which of them carry the new payload (a ``res
 entry), and marks the run ``interrupted`` (a failed run for metrics and alerts). Rollback of
 an interrupted run then restores exactly the points that were written.
 
+A split store's moves (``moving``) left without their ``move_done`` are finished: what the
+collection they leave still holds is copied again, read back and deleted there, so every
+point ends in exactly one collection, with its vectors as they were.
+
 An ingestion (``reconciler.ingesting``) audits an intent before each document's writes: its
 unconfirmed intents are resolved by reading the document's points back by id; a document
 whose chunks are not all there with its text is queued for re-ingestion (the outbox), so the
@@ -24,9 +28,10 @@ from typing import Any
 from reconciler.model import MANAGED_KEYS, AuditEntry, RunStatus, jsonable
 from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.planning import PayloadTarget, needs_write
-from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.writing.applying import CONFIRM, INTENT
 from reconciler.writing.dry import is_dry
+from reconciler.writing.moving import MOVE_RESOLVE, copy_into, unfinished
 
 log = logging.getLogger(__name__)
 
@@ -92,41 +97,43 @@ def resolve_interrupted(
         complete, requeued = _resolve_ingest(
             table, index, run_id, unconfirmed(entries, hashes, INGEST_INTENT)
         )
+        moves = _finish_moves(index, list(unfinished(entries, hashes)))
         head = hashes[-1] if hashes else ""
+        if any(moves.values()):
+            head = _resolution(
+                table,
+                run_id,
+                actor,
+                "the run stopped while moving points between collections",
+                moves,
+                kind=MOVE_RESOLVE,
+            )
         if complete or requeued:
-            head = table.append_audit(
-                [
-                    AuditEntry(
-                        run_id=run_id,
-                        at=datetime.now(UTC),
-                        actor=actor,
-                        reason="the ingestion stopped while writing documents",
-                        target_type=RESOLVE,
-                        target=run_id,
-                        before=None,
-                        after={"complete": complete, "requeued": requeued},
-                    )
-                ]
+            head = _resolution(
+                table,
+                run_id,
+                actor,
+                "the ingestion stopped while writing documents",
+                {"complete": complete, "requeued": requeued},
             )
         if written or missed:
-            head = table.append_audit(
-                [
-                    AuditEntry(
-                        run_id=run_id,
-                        at=datetime.now(UTC),
-                        actor=actor,
-                        reason="the run stopped during a payload batch",
-                        target_type=RESOLVE,
-                        target=run_id,
-                        before=None,
-                        after={"written": jsonable(written), "not_written": jsonable(missed)},
-                    )
-                ]
+            head = _resolution(
+                table,
+                run_id,
+                actor,
+                "the run stopped during a payload batch",
+                {"written": jsonable(written), "not_written": jsonable(missed)},
             )
         outcome = (
             f"of its last payload batch {len(written)} point(s) were written and "
             f"{len(missed)} were not (see `reconciler audit show --run {run_id}`)"
         )
+        if any(moves.values()):
+            outcome = (
+                f"of the points it was moving {moves['finished']} were moved now, "
+                f"{moves['moved']} had been and {moves['missing']} were in neither collection "
+                f"(see `reconciler audit show --run {run_id}`)"
+            )
         if complete or requeued:
             outcome = (
                 f"of the documents it was writing {len(complete)} were complete and "
@@ -152,6 +159,59 @@ def resolve_interrupted(
             log.warning("run %s of shard %s resolved (%s): %s", run_id, shard, status, outcome)
         done.append(Resolved(run_id, len(written), len(missed)))
     return done
+
+
+def _resolution(
+    table: DocumentTable,
+    run_id: str,
+    actor: str,
+    reason: str,
+    after: dict[str, Any],
+    *,
+    kind: str = RESOLVE,
+) -> str:
+    """Append the entry (``resolve``, or a split store's ``move_resolve``) that says how a
+    dead run's writes ended; its hash."""
+    entry = AuditEntry(run_id, datetime.now(UTC), actor, reason, kind, run_id, None, after)
+    return table.append_audit([entry])
+
+
+def _finish_moves(index: ChunkIndex, intents: list[AuditEntry]) -> dict[str, int]:
+    """Finish a split store's moves that have no ``move_done``: copy what the collection they
+    leave still holds again, read it back, delete it there. Counts the points ``finished``
+    now, ``moved`` before (in the destination only) and ``missing`` (in neither)."""
+    counts = {"finished": 0, "moved": 0, "missing": 0}
+    split = split_of(index)
+    if not intents:
+        return counts
+    if split is None:
+        log.warning(
+            "%d move(s) between the collections of a split store were left unfinished, and "
+            "index.archive_collection is not set: set it back to finish them",
+            len(intents),
+        )
+        return counts
+    main, archive = split.collections
+    parts = {main: split.main, archive: split.archive}
+    for intent in intents:
+        source, dest = parts.get(intent.before.get("from")), parts.get(intent.after.get("to"))
+        if source is None or dest is None:
+            log.warning(
+                "a move from %s to %s names another collection", intent.before, intent.after
+            )
+            continue
+        ids = list(intent.before["points"])
+        held = source.read_points(ids) if source.exists() else []
+        if held:
+            copy_into(split, dest, held)
+            source.delete_points([p.point_id for p in held])
+        gone = {str(p.point_id) for p in held}
+        rest = [i for i in ids if str(i) not in gone]
+        there = len(dest.retrieve(rest)) if rest and dest.exists() else 0
+        counts["finished"] += len(held)
+        counts["moved"] += there
+        counts["missing"] += len(ids) - len(held) - there
+    return counts
 
 
 def _resolve_ingest(

@@ -10,6 +10,9 @@
   back first, newest first.
 - An **interrupted** run (its process died) is rolled back from its intents: every point it
   may have written is set from the restored rows.
+- **Moves back**: in a split store, the points the run moved from one collection to the other
+  go back where they were (audited as any move, ``moving``), those it put there that are
+  still there; one that has moved again since is left and listed.
 
 It runs as a new audited run by actor ``rollback``, under the lease of the rolled-back run's
 shard (the caller takes it). ``dry_run`` runs the same code on stores whose writes stay in
@@ -41,6 +44,7 @@ from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import INTENT, Applier
 from reconciler.writing.declaring import DECLARATION, undo_declarations
 from reconciler.writing.dry import dry_stores, is_dry
+from reconciler.writing.moving import MOVE
 from reconciler.writing.runs import recorded
 
 ROW = "row"
@@ -61,10 +65,12 @@ class RollbackResult:
     dry_run: bool = False
     cascaded: list[dict[str, Any]] = field(default_factory=list)
     not_undone: list[dict[str, Any]] = field(default_factory=list)
+    #: Points moved back between the collections of a split store (``None``: not one).
+    moves: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for output."""
-        return {
+        data: dict[str, Any] = {
             "run_id": self.run_id,
             "rolled_back": self.rolled_back,
             "dry_run": self.dry_run,
@@ -75,6 +81,9 @@ class RollbackResult:
             "cascaded": self.cascaded,
             "not_undone": self.not_undone,
         }
+        if self.moves is not None:
+            data["moves"] = self.moves
+        return data
 
 
 def rollback(
@@ -104,10 +113,11 @@ def rollback(
             "wait for it to end, or run `reconciler rollback` again once its lease is free"
         )
     entries, hashes = table.run_entries_with_hashes(run_id)
-    writes = [e for e in entries if e.target_type in (ROW, INTENT, DECLARATION)]
+    writes = [e for e in entries if e.target_type in (ROW, INTENT, DECLARATION, MOVE)]
     if not writes:
         raise ReconcilerError(
-            f"run {run_id} wrote no rows, payloads or declarations: nothing to roll back"
+            f"run {run_id} wrote no rows, payloads or declarations and moved no points: "
+            "nothing to roll back"
         )
     later = [
         other
@@ -189,14 +199,22 @@ def rollback(
         )
         result.payload_groups = applier.result.payload_writes
         result.points = applier.result.points
+        head = applier.result.audit_head
+        if applier.mover is not None:
+            moves = [e for e in entries if e.target_type == MOVE]
+            result.moves, left = _move_back(applier, moves, run_id)
+            result.not_undone += left
+            head = applier.mover.audit_head or head
         record.counts = {
             "declarations": result.declarations,
             "table": result.rows,
             "payload": result.payload_groups,
             "points": result.points,
-            "audit_head": applier.result.audit_head,
+            "audit_head": head,
             "rolled_back": run_id,
         }
+        if result.moves is not None:
+            record.counts["moves"] = result.moves
         record.stats = {
             "rows_written": result.rows,
             "payload_writes": result.payload_groups,
@@ -205,6 +223,35 @@ def rollback(
     if dry_run:
         result.run_id = None  # recorded only in the dry stores
     return result
+
+
+def _move_back(
+    applier: Applier, intents: list[AuditEntry], run_id: str
+) -> tuple[int, list[dict[str, Any]]]:
+    """Move the points of a run's ``move`` intents back to the collection they left, where
+    they are still in the one it put them in; return how many moved, and the others."""
+    mover = applier.mover
+    assert mover is not None
+    main, archive = mover.split.collections
+    moved = 0
+    left: list[dict[str, Any]] = []
+    for back_to_archive in (True, False):  # (what the run served stops first)
+        leave, went = (archive, main) if back_to_archive else (main, archive)
+        going = [e for e in intents if (e.before.get("from"), e.after.get("to")) == (leave, went)]
+        groups = [(e.target, list(e.before["points"])) for e in going]
+        done = mover.move_points(
+            groups, to_archive=back_to_archive, reason=f"rollback of run {run_id}"
+        )
+        mover.finish()
+        moved += len(done)
+        back = {str(p) for p in done}
+        for doc_id, ids in groups:
+            stayed = [p for p in ids if str(p) not in back]
+            if stayed:
+                left.append(
+                    {"target_type": MOVE, "target": doc_id, "after": {"moved_since": stayed}}
+                )
+    return moved, left
 
 
 def _declarations_undone(entries: Iterable[AuditEntry]) -> tuple[list[str], list[str]]:

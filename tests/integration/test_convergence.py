@@ -68,9 +68,10 @@ from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options, Report
 from reconciler.planning import PAYLOAD_KINDS
 from reconciler.rules.declared_state import expected_document
-from reconciler.rules.time_rule import UNKNOWN_SIBLINGS_POLICIES
+from reconciler.rules.time_rule import UNKNOWN_SIBLINGS_POLICIES, kept_in_main
 from reconciler.stores.edge import EdgeChunkIndex
 from reconciler.stores.memory import InMemoryChunkIndex
+from reconciler.stores.split import SplitChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)
@@ -418,7 +419,7 @@ def _drift(draw: st.DrawFn, corpus: Corpus, op: str) -> None:
 @dataclass
 class World:
     table: SqlDocumentTable
-    index: InMemoryChunkIndex | EdgeChunkIndex
+    index: InMemoryChunkIndex | EdgeChunkIndex | SplitChunkIndex
     engine: Reconciler
     ttls: Mapping[str, timedelta | None]
 
@@ -427,7 +428,7 @@ class World:
             Options(
                 mode=mode,
                 now=NOW,
-                guard=Guard(max_changed_fraction=1.0),
+                guard=Guard(max_changed_fraction=1.0, max_moved_fraction=1.0),
                 missing_grace=GRACE,
                 ttls=self.ttls,
                 actor="test",
@@ -435,6 +436,11 @@ class World:
         )
 
     def snapshot_points(self) -> dict[int | str, tuple[tuple[float, ...], dict[str, Any]]]:
+        if isinstance(self.index, SplitChunkIndex):  # both collections, whole points
+            ids = [c.point_id for c in self.index.scroll()]
+            return {
+                p.point_id: (tuple(p.vector), dict(p.payload)) for p in self.index.read_points(ids)
+            }
         if isinstance(self.index, InMemoryChunkIndex):
             return {c.point_id: self.index.point(c.point_id) for c in self.index.scroll()}
         ids = [c.point_id for c in self.index.scroll()]
@@ -488,17 +494,26 @@ def empty_index(corpus: Corpus, engine: str, folder: Path) -> InMemoryChunkIndex
 
 
 @contextmanager
-def loaded(corpus: Corpus, engine: str = "memory") -> Iterator[World]:
+def loaded(
+    corpus: Corpus, engine: str = "memory", archived: set[int] | None = None
+) -> Iterator[World]:
+    """The corpus in a table and a collection; with ``archived``, a split store whose main
+    collection holds the points but those, which its archive holds."""
     with tempfile.TemporaryDirectory() as folder:
         table = migrated_table(Path(folder) / "t.db")
         try:
-            index = empty_index(corpus, engine, Path(folder))
+            index: Any = empty_index(corpus, engine, Path(folder))
+            if archived is not None:
+                other = Path(folder) / "archive"
+                other.mkdir()
+                archive = empty_index(dataclasses.replace(corpus, indexed=False), engine, other)
+                index = SplitChunkIndex(index, archive)
         except BaseException:
             table.close()
             raise
         try:
             table.upsert_documents(corpus.rows.values())
-            index.upsert_chunks(
+            (index.main if archived is not None else index).upsert_chunks(
                 ChunkRecord(
                     point_id=pid,  # type: ignore[arg-type]  # integer ids, as Qdrant allows
                     chunk_id=payload["chunk_id"],
@@ -507,7 +522,20 @@ def loaded(corpus: Corpus, engine: str = "memory") -> Iterator[World]:
                     payload=payload,
                 )
                 for pid, payload in corpus.points.items()
+                if pid not in (archived or ())
             )
+            if archived:  # (what an earlier split moved, or a pipeline wrote there)
+                index.archive.upsert_chunks(
+                    ChunkRecord(
+                        point_id=pid,  # type: ignore[arg-type]
+                        chunk_id=payload["chunk_id"],
+                        text=f"text of point {pid}",
+                        vector=(float(pid), 0.5),
+                        payload=payload,
+                    )
+                    for pid, payload in corpus.points.items()
+                    if pid in archived
+                )
             sources = [
                 FakeSource(name, docs, corpus.problems.get(name), down=name in corpus.down)
                 for name, docs in corpus.sources.items()
@@ -711,6 +739,44 @@ def test_checking_families_in_the_first_pass_changes_nothing(
         assert found == [f.to_json() for f in every.findings], _describe(corpus, report)
         assert report.plan == engine.without_queued_reingests(every.plan)
         assert report.summary == {check: dict(counts) for check, counts in every.summary.items()}
+
+
+@settings(
+    max_examples=examples(30),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(corpora(), st.data())
+@pytest.mark.parametrize("engine", ENGINES)
+def test_apply_converges_with_a_split_store(
+    engine: str, corpus: Corpus, data: st.DataObject
+) -> None:
+    """The same promise on a split store (``[index] archive_collection``) whose archive holds
+    a random part of the points, wherever they belong: after ``apply``, a ``check`` finds
+    nothing to repair or move, a second ``apply`` writes and moves nothing, every point is
+    in one collection only, with its vector as ingested, and a retrieval path that forgets
+    ``default_filter()`` on the main collection finds only chunks of servable versions."""
+    points = sorted(corpus.points)
+    archived = data.draw(
+        st.sets(st.sampled_from(points)) if points else st.just(set()), label="archived"
+    )
+    with loaded(corpus, engine, archived) as world:
+        assert isinstance(world.index, SplitChunkIndex)
+        assert_converged(world, corpus)
+        check = world.run("check")
+        assert check.plan.moves == (), _describe(corpus, check)
+        assert world.run("apply").writes()["moves"] == 0
+        main = {str(c.point_id): c for c in world.index.main.scroll()}
+        archive = {str(c.point_id): c for c in world.index.archive.scroll()}
+        assert not main.keys() & archive.keys()
+        assert sorted(main.keys() | archive.keys()) == sorted(str(p) for p in points)
+        rows = {r.doc_id: r for r in world.table.iter_documents()}
+        for chunk in main.values():  # the forgotten filter
+            assert chunk.doc_id in rows, chunk  # (chunks without a row go to the archive)
+            assert chunk.payload["version_state"] in ("current", "unknown", "pending"), chunk
+        for chunk in archive.values():
+            row = rows.get(chunk.doc_id or "")
+            assert row is None or not kept_in_main(row.version_state), chunk
 
 
 # -- regressions found by the property, as plain deterministic tests ------------------------

@@ -40,6 +40,7 @@ from reconciler.model import (
     utc,
 )
 from reconciler.payload import instant_text, payload_values
+from reconciler.rules.time_rule import kept_in_main
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 IDS = [f"hb:doc-{n}" for n in range(12)] + ["hb:é", "hb:dóc-1", "hb:doc-1 "]
@@ -159,6 +160,45 @@ def test_the_tally_reads_as_a_dict_of_normalised_chunks(
             d: a for d, a in aggregates.items() if d not in registered and d != 7
         } | ({7: aggregates[7]} if 7 in aggregates else {})
         assert len(tally.registered) == len(rows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(worlds(), st.data(), st.integers(min_value=1, max_value=9))
+def test_a_split_stores_tally_counts_each_documents_archived_chunks_and_misplaced_ones(
+    world: tuple[list[Document], list[tuple[Any, Any, tuple[Any, ...]]]],
+    data: st.DataObject,
+    page_size: int,
+) -> None:
+    """A split store's scan reads its main collection, then its archive (pages flagged): per
+    document the tally counts the chunks it saw in the archive, and names a registered one
+    misplaced when a chunk of it is in the other collection than its row's state puts it
+    in (``kept_in_main``), whatever that chunk's own payload says."""
+    rows, chunks = world
+    archived = [data.draw(st.booleans(), label=f"chunk {n} archived") for n in range(len(chunks))]
+    tally = ChunkTally(split=True)
+    for row in rows:
+        tally.expect(row.doc_id, payload_values(row))
+    for flag in (False, True):
+        for page in _pages(
+            [c for c, a in zip(chunks, archived, strict=True) if a == flag], page_size
+        ):
+            page.archived = flag
+            tally.add_page(page)
+
+    by_id = {row.doc_id: row for row in rows}
+    counted: dict[Any, list[bool]] = {}
+    for (_p, doc_id, _values), flag in zip(chunks, archived, strict=True):
+        counted.setdefault(doc_id, []).append(flag)
+    misplaced = set()
+    for doc_id, flags in counted.items():
+        aggregate = tally.get(doc_id)
+        assert aggregate is not None
+        assert aggregate.archived == sum(flags), doc_id
+        row = by_id.get(doc_id) if isinstance(doc_id, str) else None
+        if row is not None and any(f == kept_in_main(row.version_state) for f in flags):
+            misplaced.add(doc_id)
+    assert sorted(tally.misplaced_ids()) == sorted(misplaced)
+    assert ChunkTally().misplaced_ids() == []  # (one collection: nothing to place)
 
 
 def test_a_sharded_run_leaves_other_shards_orphans_alone() -> None:

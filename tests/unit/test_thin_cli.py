@@ -1,9 +1,10 @@
 """The CLI is thin: a command parses its options, calls one library function of
 ``reconciler.app`` (``operations``, or a command module of its own: ``bootstrap``, ``demo``,
-``evaluating``, ``daemon``, ``suggesting``, ``declaring``), renders what it returns and maps errors to exit codes. So the
-modules of ``reconciler/cli/`` import, of the project, only what is listed here: no store,
-no wiring or lease, no stage of the engine, no writer. Read from the source (every import,
-those made inside a function or for type checking too)."""
+``evaluating``, ``daemon``, ``suggesting``, ``declaring``, ``splitting``), renders what it
+returns and maps errors to exit codes. So the modules of ``reconciler/cli/`` import, of the
+project, only what is listed here: no store, no wiring or lease, no stage of the engine, no
+writer. Read from the source (every import, those made inside a function or for type
+checking too)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ ALLOWED = {
     "reconciler.app.auditing": "`audit served`, `audit history`",
     "reconciler.drawing": "drawing what `audit served` and `audit history` return",
     "reconciler.app.bootstrap": "`bootstrap`",
+    "reconciler.app.splitting": "`split`",
     "reconciler.app.demo": "`demo`",
     "reconciler.app.evaluating": "`eval`",
     "reconciler.app.suggesting": "`suggest`",

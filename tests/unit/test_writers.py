@@ -45,6 +45,7 @@ WRITING_MODULES = {
     # (and a document a killed ingestion left incomplete, queued for re-ingestion)
     "reconciler/writing/recovery.py": {
         "append_audit",
+        "delete_points",
         "finish_run",
         "request_reingest",
         "set_run_counts",
@@ -52,6 +53,14 @@ WRITING_MODULES = {
     "reconciler/writing/rollback.py": {"write_rows_and_outbox"},
     # a declare run's declarations, and their revocation by a rollback (``undo_declarations``)
     "reconciler/writing/declaring.py": {"write_declarations"},
+    # a split store's moves: whole points copied into one collection (created with the
+    # other's layout), audited before, read back, then deleted from the other
+    "reconciler/writing/moving.py": {
+        "append_audit",
+        "copy_points",
+        "delete_points",
+        "ensure_layout",
+    },
     # the reference ingestion's writes (its intents and their confirmations audited, as an
     # apply's are) and the adoption of a collection
     "reconciler/writing/ingestion.py": {
@@ -69,7 +78,7 @@ WRITING_MODULES = {
 def test_the_writer_protocols_hold_the_writes_and_nothing_else() -> None:
     ports = {name for port in (ChunkIndex, DocumentTable) for name in dir(port)}
     readers = {name for port in (ChunkReader, TableReader) for name in dir(port)}
-    assert len(WRITER_METHODS) == 18
+    assert len(WRITER_METHODS) == 21
     assert ports >= WRITER_METHODS
     assert not WRITER_METHODS & readers
 

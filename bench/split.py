@@ -1,0 +1,196 @@
+"""A split store on Qdrant Edge, timed: ``python -m bench.split [--sizes 100000,1000000]``.
+
+For each size N it builds the bench's synthetic corpus on Edge (``python -m bench.phases build
+ROOT N --engine edge``: families of 3 versions, versions 1 and 2 superseded, 10 chunks a
+document, the six payload indexes), configures it as a split store (``[index]
+archive_collection``), then runs the console command itself, each in a fresh process timed
+from spawn to exit (wall; CPU and peak RSS of that process alone, from ``wait4``):
+
+- ``check`` before the split (every superseded chunk is ``payload/misplaced``);
+- ``split --dry-run`` (what would move; nothing written);
+- ``split`` (the moves: two thirds of the points, whole, a batch of ``--batch`` ids at a time,
+  audited: intent, copy, read back, delete);
+- ``check`` after it (nothing found), and ``split`` again (nothing to move);
+- ``split --merge`` (every archived point back into the main collection: the same moves the
+  other way) under ``tracemalloc``, for the peak of Python objects held at once (the rest of
+  the process's peak RSS is the Edge shards' own memory, which grows with the shards).
+
+It checks what the split left (``status``: the archive holds exactly the superseded
+versions' chunks, the two collections together every point) and prints one table; moves/s
+is points moved over the command's wall time. Temporary folders are removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.corpus import CHUNKS_PER_DOC, COLLECTION, Layout
+
+ARCHIVE = f"{COLLECTION}_archive"
+#: (label, command arguments) of each timed run, in order.
+RUNS = (
+    ("check (one collection's layout)", ["check"]),
+    ("split --dry-run", ["split", "--dry-run"]),
+    ("split", ["split"]),
+    ("check (split)", ["check"]),
+    ("split (again: nothing to move)", ["split"]),
+)
+
+
+def timed(command: list[str], timeout: float) -> dict[str, Any]:
+    """Run a command; its wall seconds, CPU seconds and peak RSS (MiB), and its stdout."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = started + timeout
+    out = b""
+    err = b""
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() > deadline:
+            process.kill()
+            raise TimeoutError(f"{' '.join(command)} took longer than {timeout:.0f} s")
+        # (drain the pipes so a large JSON report cannot block the child)
+        assert process.stdout is not None
+        assert process.stderr is not None
+        time.sleep(0.05)
+        out += _read(process.stdout)
+        err += _read(process.stderr)
+    seconds = time.perf_counter() - started
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out += process.stdout.read()
+    err += process.stderr.read()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "seconds": seconds,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "peak": usage.ru_maxrss / 1024,
+        "code": process.returncode,
+        "stdout": out.decode(),
+        "stderr": err.decode()[-2000:],
+    }
+
+
+def _read(pipe: Any) -> bytes:
+    os.set_blocking(pipe.fileno(), False)
+    try:
+        return pipe.read() or b""
+    finally:
+        os.set_blocking(pipe.fileno(), True)
+
+
+def config(layout: Layout, batch: int) -> Path:
+    """The split store's config: the corpus's table, its Edge shard and an archive beside."""
+    path = layout.root / "split.toml"
+    path.write_text(
+        f"[table]\nurl = {json.dumps(layout.table_url)}\n\n"
+        f'[index]\nengine = "edge"\npath = {json.dumps(str(layout.root / "edge"))}\n'
+        f"collection = {json.dumps(COLLECTION)}\narchive_collection = {json.dumps(ARCHIVE)}\n"
+        f"scroll_batch = {batch}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def one_size(size: int, folder: Path, *, dim: int, seed: int, batch: int) -> list[list[str]]:
+    layout = Layout(root=folder / f"split-{size}", requested=size, dim=dim, seed=seed)
+    timeout = 600 + 0.05 * size
+    build = timed(
+        [
+            *(sys.executable, "-m", "bench.phases", "build", str(layout.root), str(size)),
+            *("--engine", "edge", "--dim", str(dim), "--seed", str(seed)),
+        ],
+        timeout,
+    )
+    if build["code"] != 0:
+        raise RuntimeError(f"build failed:\n{build['stderr']}")
+    rows = [[f"{layout.chunks:,}", "build (setup)", *_cells(build), "-", "-"]]
+    cli = [sys.executable, "-m", "reconciler.cli", "--config", str(config(layout, batch))]
+    moved = layout.superseded * CHUNKS_PER_DOC
+    for label, arguments in RUNS:
+        done = timed([*cli, "--format", "json", *arguments], timeout)
+        data = json.loads(done["stdout"]) if done["stdout"].strip() else {}
+        if done["code"] not in (0, 2):
+            raise RuntimeError(f"{label} exited {done['code']}:\n{done['stderr']}")
+        points = data.get("moved") if arguments[0] == "split" else None
+        note = "-"
+        if label == "split --dry-run":
+            points = data["to_archive"]["points"]
+            assert points == moved, (points, moved)
+            note = f"{points:,} to move"
+        elif arguments[0] == "check":
+            note = f"{len(data['findings']):,} finding(s)"
+        elif points is not None:
+            note = f"{points:,} moved"
+        rate = f"{points / done['seconds']:,.0f}" if points and label == "split" else "-"
+        rows.append([f"{layout.chunks:,}", label, *_cells(done), note, rate])
+    status = timed([*cli, "--format", "json", "status"], timeout)
+    index = json.loads(status["stdout"])["index"]
+    assert index["chunks"] == layout.chunks, index
+    assert index["archive"]["chunks"] == moved, index
+    merged = timed([sys.executable, "-c", HEAP, str(layout.root / "split.toml")], timeout)
+    if merged["code"] != 0:
+        raise RuntimeError(f"split --merge failed:\n{merged['stderr']}")
+    heap = json.loads(merged["stdout"].strip().splitlines()[-1])
+    note = f"{heap['moved']:,} moved; Python heap peak {heap['heap']:.1f} MiB"
+    rate = f"{heap['moved'] / merged['seconds']:,.0f}"
+    rows.append([f"{layout.chunks:,}", "split --merge (tracemalloc)", *_cells(merged), note, rate])
+    return rows
+
+
+#: ``split --merge`` in this process under tracemalloc; prints the points moved and the peak.
+HEAP = """
+import json, sys, tracemalloc
+from reconciler.app.splitting import split_store
+from reconciler.settings import load_settings
+settings = load_settings(sys.argv[1])
+tracemalloc.start()
+data = split_store(settings, merge=True)
+peak = tracemalloc.get_traced_memory()[1] / 2**20
+print(json.dumps({"moved": data["moved"], "heap": peak}))
+"""
+
+
+def _cells(done: dict[str, Any]) -> list[str]:
+    return [f"{done['seconds']:.2f}", f"{done['cpu']:.2f}", f"{done['peak']:,.0f}"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.split", description=__doc__)
+    parser.add_argument("--sizes", default="100000", help="comma-separated chunk counts")
+    parser.add_argument("--dim", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--batch", type=int, default=1000, help="[index] scroll_batch: points a move batch"
+    )
+    parser.add_argument("--tmpdir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    folder = Path(tempfile.mkdtemp(prefix="bench-split-", dir=args.tmpdir))
+    header = ["chunks", "command", "wall s", "CPU s", "peak RSS MiB", "", "moves/s"]
+    print(" | ".join(header))
+    print(" | ".join("---" for _ in header))
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            for row in one_size(size, folder, dim=args.dim, seed=args.seed, batch=args.batch):
+                print(" | ".join(row), flush=True)
+            shutil.rmtree(folder / f"split-{size}", ignore_errors=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    load = os.getloadavg()
+    print(f"\nload average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; batch {args.batch}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,293 @@
+"""Moves of whole points between the two collections of a split store (``[index]
+archive_collection``): the main one holds the servable versions' chunks, the archive every
+other one (``rules.time_rule.kept_in_main``).
+
+A move never embeds: a point is read whole from the collection it leaves (its vectors and
+payload as stored) and written as it is into the other. It goes a batch of point ids at a
+time (``batch_points``; a document's points are found through the doc_id filter, a page at a
+time), in four steps, each audited before the next:
+
+1. **intent**: one ``move`` entry per document of the batch (its point ids, the collection
+   they leave, the one they go to), committed with the ``move_done`` of the batch before;
+2. **copy**: the points, read whole from the source, are written into the destination (the
+   archive is created first, with the main collection's layout and payload indexes);
+3. **confirm**: the destination is read back; once every point there is its source's
+   (payload exactly, vectors exactly, or the same direction where the engine normalises a
+   cosine vector again as it stores it: qdrant-client local mode), ``move_copied`` is
+   committed;
+4. **delete**: the points are deleted from the source; ``move_done`` says so, committed with
+   the next batch's intents (or at the end).
+
+So a process killed between any two steps leaves every point in at least one collection (in
+the source until 4, in both between 3 and 4), and a ``move`` intent without its ``move_done``:
+the next runner of the shard (``recovery``) finishes it, copying again what the source still
+holds, checking it and deleting it there; each step is idempotent. A failed batch stops the
+run and leaves the same record. Before each batch the lease is checked (``keep_writing``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.errors import IndexWriteError
+from reconciler.model import AuditEntry, jsonable
+from reconciler.planning import MoveTarget
+from reconciler.ports import AuditWriter, ChunkIndex, SplitIndex
+from reconciler.ports.index import StoredPoint
+
+log = logging.getLogger(__name__)
+
+#: Audit entry types of a move: the intent (before the copy), the copy confirmed (read back
+#: from the destination), and the points gone from the source.
+MOVE = "move"
+MOVE_COPIED = "move_copied"
+MOVE_DONE = "move_done"
+#: How the next runner finished the moves a dead run left (counts of points).
+MOVE_RESOLVE = "move_resolve"
+#: Relative tolerance of a vector copied into an engine that normalises it again.
+DIRECTION_TOLERANCE = 1e-6
+
+
+class Mover:
+    """Moves points between the collections of one split store, audited (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        table: AuditWriter,
+        split: SplitIndex,
+        run_id: str,
+        actor: str,
+        batch_points: int = 1000,
+        scroll_batch: int = 1000,
+        keep_writing: Callable[[], None] | None = None,
+        progress: Callable[[int], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.table = table
+        #: What stamps each audit entry: the instant it is appended.
+        self.clock = clock
+        self.split = split
+        self.run_id = run_id
+        self.actor = actor
+        self.batch_points = max(batch_points, 1)
+        self.scroll_batch = max(scroll_batch, 1)
+        self.keep_writing = keep_writing
+        self.progress = progress
+        #: Points moved, and the audit head after the last entry this mover committed.
+        self.moved = 0
+        self.audit_head = ""
+        #: The last intent whose points are copied and deleted, its ``move_done`` not yet
+        #: committed; and the last intent not yet copied (a batch in doubt).
+        self._done: str | None = None
+        self.open_intent: str | None = None
+        #: Whether the archive was made ready (created, its payload indexes given).
+        self._prepared = False
+
+    def parts(self, *, to_archive: bool) -> tuple[ChunkIndex, ChunkIndex]:
+        """(the collection a move leaves, the one it goes to)."""
+        split = self.split
+        return (split.main, split.archive) if to_archive else (split.archive, split.main)
+
+    # -- what to move ---------------------------------------------------------------------------
+
+    def move_targets(self, targets: Sequence[MoveTarget], *, to_archive: bool) -> int:
+        """Move the chunks of the targets going one way (found through the doc_id filter in
+        the collection they leave, ``scroll_batch`` documents a pass); return points moved."""
+        chosen = [t for t in targets if t.to_archive == to_archive]
+        reasons = {t.doc_id: ", ".join(t.reasons) or "placement" for t in chosen}
+        source, _dest = self.parts(to_archive=to_archive)
+        if not chosen or not source.exists():
+            return 0
+        before = self.moved
+        for start in range(0, len(chosen), self.scroll_batch):
+            doc_ids = [t.doc_id for t in chosen[start : start + self.scroll_batch]]
+            found = source.scroll(batch_size=self.scroll_batch, doc_ids=doc_ids)
+            self._move(((c.doc_id, c.point_id) for c in found), to_archive, reasons.get)
+        return self.moved - before
+
+    def move_all(self, *, to_archive: bool, reason: str) -> int:
+        """Move every point of one collection into the other (``reconciler split --merge``)."""
+        source, _dest = self.parts(to_archive=to_archive)
+        if not source.exists():
+            return 0
+        before = self.moved
+        found = source.scroll(batch_size=self.scroll_batch)
+        self._move(((c.doc_id, c.point_id) for c in found), to_archive, lambda _d: reason)
+        return self.moved - before
+
+    def move_points(
+        self,
+        groups: Iterable[tuple[str, Sequence[str | int]]],
+        *,
+        to_archive: bool,
+        reason: str,
+    ) -> list[str | int]:
+        """Move the given points (doc id, point ids) where the source still holds them (a
+        rollback's); return the ids moved."""
+        moved: list[str | int] = []
+        source, _dest = self.parts(to_archive=to_archive)
+        if not source.exists():
+            return moved
+        pairs = ((doc_id, pid) for doc_id, ids in groups for pid in ids)
+        self._move(pairs, to_archive, lambda _d: reason, moved)
+        return moved
+
+    def _move(
+        self,
+        pairs: Iterable[tuple[str | None, str | int]],
+        to_archive: bool,
+        reason: Callable[[str], str | None],
+        moved: list[str | int] | None = None,
+    ) -> None:
+        batch: list[tuple[str | None, str | int]] = []
+        for pair in pairs:
+            batch.append(pair)
+            if len(batch) >= self.batch_points:
+                self._batch(batch, to_archive, reason, moved)
+                batch = []
+        if batch:
+            self._batch(batch, to_archive, reason, moved)
+
+    # -- one batch --------------------------------------------------------------------------
+
+    def _batch(
+        self,
+        batch: list[tuple[str | None, str | int]],
+        to_archive: bool,
+        reason: Callable[[str], str | None],
+        moved: list[str | int] | None,
+    ) -> None:
+        source, dest = self.parts(to_archive=to_archive)
+        if self.keep_writing is not None:
+            try:
+                self.keep_writing()
+            except Exception:
+                self.finish()  # the batch before is done: say so, then stop
+                raise
+        points = source.read_points([pid for _doc, pid in batch])
+        if not points:
+            return
+        held = {str(p.point_id) for p in points}
+        by_doc: dict[str | None, list[str | int]] = {}
+        for doc_id, pid in batch:
+            if str(pid) in held:
+                by_doc.setdefault(doc_id, []).append(pid)
+        names = {"from": _name(source), "to": _name(dest)}
+        intents = [
+            AuditEntry(
+                run_id=self.run_id,
+                at=self.clock.now(),
+                actor=self.actor,
+                reason=reason(doc_id) if doc_id is not None else "placement",
+                target_type=MOVE,
+                target=doc_id or "(no doc_id)",
+                before={"points": jsonable(ids), "from": names["from"]},
+                after={"to": names["to"]},
+            )
+            for doc_id, ids in by_doc.items()
+        ]
+        self._audit(self._done_entries() + intents)
+        self.open_intent = self.audit_head
+        copy_into(self.split, dest, points, prepare=not self._prepared)
+        self._prepared = self._prepared or dest is self.split.archive
+        self._audit([self._entry(MOVE_COPIED, self.open_intent, len(points))])
+        source.delete_points([p.point_id for p in points])
+        self._done, self.open_intent = self.open_intent, None
+        self.moved += len(points)
+        if moved is not None:
+            moved.extend(p.point_id for p in points)
+        if self.progress is not None:
+            self.progress(self.moved)
+        log.debug("moved %d point(s) %s -> %s", len(points), names["from"], names["to"])
+
+    def finish(self) -> None:
+        """Commit the ``move_done`` of the last batch (the others went with the batch after)."""
+        entries = self._done_entries()
+        if entries:
+            self._audit(entries)
+
+    def _done_entries(self) -> list[AuditEntry]:
+        if self._done is None:
+            return []
+        entry = self._entry(MOVE_DONE, self._done, None)
+        self._done = None
+        return [entry]
+
+    def _entry(self, kind: str, through: str | None, points: int | None) -> AuditEntry:
+        after: dict[str, Any] = {"through": through}
+        if points is not None:
+            after["points"] = points
+        at = self.clock.now()
+        return AuditEntry(self.run_id, at, self.actor, kind, kind, self.run_id, None, after)
+
+    def _audit(self, entries: list[AuditEntry]) -> None:
+        head = self.table.append_audit(entries)
+        if head:
+            self.audit_head = head
+
+
+def copy_into(
+    split: SplitIndex, dest: ChunkIndex, points: Sequence[StoredPoint], *, prepare: bool = True
+) -> None:
+    """Write whole points into ``dest`` (with ``prepare``, the archive first made ready:
+    created with the main collection's layout, given the main collection's payload indexes
+    it lacks) and read them back: ``IndexWriteError`` unless each is there as it was read
+    (nothing is deleted from the source then)."""
+    if prepare and dest is split.archive:
+        dest.ensure_layout(split.main.vector_layout(), indexes=split.main.payload_indexes())
+    dest.copy_points(points)
+    back = {str(p.point_id): p for p in dest.read_points([p.point_id for p in points])}
+    wrong = [p.point_id for p in points if not same_point(p, back.get(str(p.point_id)))]
+    if wrong:
+        raise IndexWriteError(
+            f"{len(wrong)} point(s) copied into {_name(dest)} do not read back as they were "
+            f"read (first: {wrong[0]}); nothing was deleted from the collection they leave, "
+            "and the next run finishes the move",
+            points_written=0,
+        )
+
+
+def same_point(read: StoredPoint, copied: StoredPoint | None) -> bool:
+    """Whether a copied point is the point read: the same payload, the same vectors (or, on
+    an engine that normalises a cosine vector as it stores it, the same direction)."""
+    return (
+        copied is not None
+        and dict(copied.payload) == dict(read.payload)
+        and _same_vector(read.vector, copied.vector)
+    )
+
+
+def _same_vector(a: Any, b: Any) -> bool:
+    if a == b:
+        return True
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same_vector(a[k], b[k]) for k in a)
+    if not (isinstance(a, list | tuple) and isinstance(b, list | tuple)) or len(a) != len(b):
+        return False
+    if a and all(isinstance(x, list | tuple) for x in (*a, *b)):  # a multivector
+        return all(_same_vector(x, y) for x, y in zip(a, b, strict=True))
+    if not all(isinstance(x, float | int) for x in (*a, *b)):
+        return False
+    dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
+    norms = math.sqrt(math.fsum(x * x for x in a) * math.fsum(y * y for y in b))
+    return norms > 0 and dot / norms >= 1 - DIRECTION_TOLERANCE
+
+
+def _name(part: ChunkIndex) -> str:
+    """A collection's name as the audit records it."""
+    return str(getattr(part, "collection", None) or part)
+
+
+def unfinished(entries: Sequence[AuditEntry], hashes: Sequence[str]) -> Iterator[AuditEntry]:
+    """The ``move`` intents of one run after its last ``move_done`` (in order)."""
+    done_through = None
+    for entry in entries:
+        if entry.target_type == MOVE_DONE and isinstance(entry.after, dict):
+            done_through = entry.after.get("through")
+    position = hashes.index(done_through) if done_through in hashes else -1
+    return (e for e in entries[position + 1 :] if e.target_type == MOVE)
