@@ -105,16 +105,15 @@ def from_proposals(data: Mapping[str, Any]) -> tuple[list[Decision], list[str]]:
             decisions += _family_members(proposal)
     if problems:
         raise Undeclarable(problems)
-    skipped = [f"{n} proposal(s) {what}" for what, n in left.items() if n] if left else []
+    skipped = [f"{n} proposal(s) {what}" for what, n in left.items() if n]
     return decisions, skipped
 
 
 def _decision(kind: DeclarationKind, doc_id: str, proposal: Proposal) -> Decision:
-    target = proposal.newer if kind is DeclarationKind.SUPERSEDE else ""
     return Decision(
         kind=kind,
         doc_id=doc_id,
-        target=target or "",
+        target=(proposal.newer or "") if kind is DeclarationKind.SUPERSEDE else "",
         reason=f"accepted proposal {proposal.id}",
         evidence=proposal.evidence,
         score=proposal.score,
@@ -149,9 +148,9 @@ def decisions_to_declarations(
     declared_by: str,
     reason: str | None,
     at: datetime,
-) -> tuple[list[Declaration], list[str]]:
-    """Decisions checked against the table and made declarations (ids, who, when), and those
-    already declared (left out). ``Undeclarable`` lists every problem at once: a document the
+) -> tuple[list[Declaration], list[str], dict[str, Document]]:
+    """Decisions checked against the table and made declarations (ids, who, when), those
+    already declared (left out), and the rows of the documents they name. ``Undeclarable`` lists every problem at once: a document the
     table does not hold, a document superseded by itself, a family id that cannot be stored, a
     decision an active declaration contradicts."""
     named = sorted(
@@ -229,7 +228,7 @@ def decisions_to_declarations(
         )
     if problems:
         raise Undeclarable(problems)
-    return made, skipped
+    return made, skipped, rows
 
 
 def declare(
@@ -249,21 +248,18 @@ def declare(
     at = clock.now()
     table = open_table(settings)
     try:
-        made, already = decisions_to_declarations(
+        made, already, rows = decisions_to_declarations(
             decisions, table, declared_by=who, reason=reason, at=at
-        )
-        rows = table.get_documents(
-            sorted(
-                {d.doc_id for d in made}
-                | {d.target for d in made if d.kind is DeclarationKind.SUPERSEDE}
-            )
         )
     finally:
         table.close()
     left = [*skipped, *already]
     if not made:  # (declaring a reviewed file again records nothing new: no run)
         return Declared(report=None, declarations=(), skipped=tuple(left), dry_run=dry_run)
-    families = {row.doc_family_id for row in rows.values()} | {
+    named = {d.doc_id for d in made} | {
+        d.target for d in made if d.kind is DeclarationKind.SUPERSEDE
+    }
+    families = {rows[doc_id].doc_family_id for doc_id in named} | {
         d.target for d in made if d.kind is DeclarationKind.FAMILY
     }
     options = engine_options(
