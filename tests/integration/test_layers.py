@@ -52,6 +52,8 @@ FORBIDDEN = [
     ("reconciler/ports/lease.py", "reconciler.ports.table", "ports"),
     ("reconciler/cli/reconcile.py", "reconciler.stores.qdrant", "composition"),
     ("reconciler/cli/group.py", "reconciler.cli.reconcile", "cli"),
+    ("reconciler/integrations/retrieving.py", "reconciler.app.wiring", "integrations"),
+    ("reconciler/checks/family.py", "reconciler.integrations.retrieving", "core"),
     # the cycle settings -> sources -> settings, which a type annotation once made
     ("reconciler/sources.py", "reconciler.settings", "acyclic"),
 ]
