@@ -1,11 +1,13 @@
 """Commands that measure retrieval through ``default_filter()``: ``demo`` (a fictional
-handbook, before and after a repair) and ``eval`` (a sliced scorecard on golden queries)."""
+handbook, before and after a repair), ``eval`` (a sliced scorecard on golden queries) and
+``search`` (what retrieval returns for one query, now or at another instant)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,7 @@ from reconciler.cli.group import (
     errors_mapped,
     fail,
 )
+from reconciler.cli.options import instant_option
 
 log = logging.getLogger(__name__)
 
@@ -94,3 +97,42 @@ def eval_command(
     obj.emit(data, render_eval)
     if not data["ok"]:
         sys.exit(EXIT_DRIFT)
+
+
+@cli.command()
+@click.argument("query")
+@click.option(
+    "--as-of",
+    "as_of",
+    callback=instant_option,
+    metavar="ISO-8601",
+    help="What is (or was) in force at this instant instead of now.",
+)
+@click.option(
+    "--historical",
+    is_flag=True,
+    help="Add superseded and retired versions (and a split store's archive); without "
+    "--as-of, every version ever published.",
+)
+@click.option(
+    "-k",
+    "k",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="How many chunks to return.",
+)
+@click.pass_obj
+def search(obj: CliState, query: str, as_of: datetime | None, historical: bool, k: int) -> None:
+    """Show what retrieval returns for QUERY: what an assistant would cite.
+
+    Embeds QUERY with the configured embedder ([ingest]) and searches the collection under
+    the default filter, built at the instant of the search (or --as-of): each hit with its
+    document id, version state and window. Quarantined chunks never come back; --historical
+    takes the opt-in historical route (over a split store's archive too). Read-only.
+    """
+    from reconciler.app.searching import render_search, search_corpus
+
+    with errors_mapped():
+        data = search_corpus(obj.settings, query, k=k, as_of=as_of, include_historical=historical)
+    obj.emit(data, render_search)
