@@ -1,7 +1,8 @@
 """The canonical retrieval filter (docs/contracts.md), for every retrieval path to use.
 
 Relevance cannot see that one document replaced another; this filter can. It reads only
-payload keys the reconciler keeps true.
+payload keys the reconciler keeps true. A filter belongs to one query: each is built at an
+instant, so this module hands out functions that build one, never a filter to keep.
 
 Its semantics are written once, as a ``FilterTerms`` value (``filter_terms``): which states
 pass, the instant of the effective window (or none), and that a quarantined chunk never passes.
@@ -138,6 +139,13 @@ def default_filter(
     keys: KeyMap = DEFAULT_KEYS,
 ) -> models.Filter:
     """Return the Qdrant filter that admits only versions in force at ``as_of`` (default now).
+
+    Build it for one query, inside the query's call, and never keep it: "now" is read when it
+    is built, so a filter kept and reused (a retriever made around it, a module constant)
+    goes on admitting the version in force then. Past a successor's ``effective_from`` it
+    serves the replaced version; after the next run, which closes that version's state too,
+    it serves no version of the family at all. The retrievers of ``reconciler.integrations``
+    (LangChain, LlamaIndex) and ``query_points`` build it per query for you.
 
     Default route: ``version_state`` in current/unknown/pending, ``effective_from <= as_of <
     effective_to``, and not quarantined. A pending version passes only once its

@@ -1,9 +1,9 @@
 """A LangChain retriever that serves only versions in force at the instant of each query.
 
-``vector_store.as_retriever(search_kwargs={"filter": default_filter()})`` keeps the filter of
-the instant it was built: after a successor's ``effective_from`` passes it goes on citing the
-replaced version, and after the next run it finds no version of that family at all. This
-retriever builds the filter inside every call (``retrieving.search``), from its ``clock``::
+A retriever made by a vector store around a filter object keeps the instant that filter was
+built at: after a successor's ``effective_from`` passes it goes on citing the replaced
+version, and after the next run it finds no version of that family at all. This retriever
+builds the filter inside every call (``retrieving.search``), from its ``clock``::
 
     from reconciler.integrations.langchain import VersionAwareRetriever
 

@@ -2,9 +2,9 @@
 
 LlamaIndex's ``MetadataFilters`` cannot say the default filter (it has no date range on a
 datetime payload, and no "not true" for the quarantine), so the only way through its Qdrant
-store is ``qdrant_filters=``, built by hand, once, and kept: after a successor's
-``effective_from`` passes it goes on citing the replaced version. This retriever builds the
-filter inside every call (``retrieving.search``), from its ``clock``::
+store is a Qdrant filter handed in as ``qdrant_filters``, and one handed in once is kept:
+after a successor's ``effective_from`` passes it goes on citing the replaced version. This
+retriever builds the filter inside every call (``retrieving.search``), from its ``clock``::
 
     from reconciler.integrations.llamaindex import VersionAwareRetriever
 

@@ -6,10 +6,12 @@ that the core imports without either framework while each module names the extra
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import warnings
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,7 +59,9 @@ TEXTS = {
 }
 
 
-def collection(keys: KeyMap = DEFAULT_KEYS, text_key: str = "text") -> QdrantClient:
+def collection(
+    keys: KeyMap = DEFAULT_KEYS, text_key: str = "text", rows: list[Document] = ROWS
+) -> QdrantClient:
     """A collection laid out as ``keys`` say, written with the project's own payloads (what
     the reference ingestion writes)."""
     client = QdrantClient(location=":memory:")
@@ -65,7 +69,7 @@ def collection(keys: KeyMap = DEFAULT_KEYS, text_key: str = "text") -> QdrantCli
         "corpus", vectors_config=models.VectorParams(size=DIM, distance=models.Distance.COSINE)
     )
     points = []
-    for document in ROWS:
+    for document in rows:
         chunk_id = chunk_id_for(document.doc_id, 0)
         payload = keys.to_point(chunk_payload(document, chunk_id=chunk_id))
         payload[text_key] = TEXTS[document.doc_id]
@@ -186,3 +190,45 @@ def test_a_missing_collection_says_what_to_do() -> None:
     lc = lc_retriever(client, ManualClock(T))
     with pytest.raises(ValueError, match=r"collection 'corpus' does not exist: point"):
         lc.invoke("meals")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_readme_lines_run_as_written() -> None:
+    """README's three lines, over a LangChain store on a collection in LangChain's layout,
+    at the real instant: a version that ended yesterday is gone, its successor is served."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    opening = readme.split("## Two commands", 1)[0]
+    [snippet] = re.findall(r"```python\n(.*?)```", opening, flags=re.DOTALL)
+    yesterday = datetime.now(UTC) - timedelta(days=1)
+    rows = [
+        row("hb:v1", VersionState.CURRENT, yesterday - timedelta(days=300), effective_to=yesterday),
+        row("hb:v2", VersionState.CURRENT, yesterday),
+    ]
+    keys = KeyMap(prefix="metadata.")
+    client = collection(keys, "page_content", rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store = LangChainStore(
+            client=client,
+            collection_name="corpus",
+            embedding=langchain.EmbedderEmbeddings(EMBEDDER),
+        )
+    scope: dict[str, Any] = {"vector_store": store}
+    exec(snippet, scope)
+    assert [d.metadata["doc_id"] for d in scope["docs"]] == ["hb:v2"]
+
+
+def test_no_doc_builds_a_retriever_around_a_kept_filter() -> None:
+    """The docs show the filter built per query only: no vector store's retriever with a
+    filter in its search arguments, no filter handed to LlamaIndex's store once."""
+    for path in [
+        ROOT / "README.md",
+        *(ROOT / "docs").rglob("*.md"),
+        *(ROOT / "examples").rglob("*.py"),
+    ]:
+        text = path.read_text(encoding="utf-8")
+        assert "as_retriever(" not in text, path
+        assert "search_kwargs" not in text, path
+        assert "qdrant_filters=" not in text, path
