@@ -79,6 +79,18 @@ def collection(
     return client
 
 
+def lc_store(client: QdrantClient, text_key: str) -> LangChainStore:
+    """LangChain's own Qdrant store over the collection (its text under ``text_key``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return LangChainStore(
+            client=client,
+            collection_name="corpus",
+            embedding=langchain.EmbedderEmbeddings(EMBEDDER),
+            content_payload_key=text_key,
+        )
+
+
 def lc_retriever(client: QdrantClient, clock: ManualClock, **fields: Any) -> Any:
     return langchain.VersionAwareRetriever.from_client(
         client, "corpus", embeddings=langchain.EmbedderEmbeddings(EMBEDDER), clock=clock, **fields
@@ -143,14 +155,7 @@ def test_k_and_the_score_threshold_are_passed_through() -> None:
 def test_metadata_names_the_version_whatever_the_layout(keys: KeyMap, text_key: str) -> None:
     client = collection(keys, text_key)
     clock = ManualClock(T)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        store = LangChainStore(
-            client=client,
-            collection_name="corpus",
-            embedding=langchain.EmbedderEmbeddings(EMBEDDER),
-            content_payload_key=text_key,
-        )
+    store = lc_store(client, text_key)
     lc = langchain.VersionAwareRetriever.from_vector_store(store, keys=keys, clock=clock)
     [doc] = lc.invoke("meals")
     assert doc.page_content == TEXTS["hb:v2"]
@@ -208,14 +213,7 @@ def test_the_readme_lines_run_as_written() -> None:
     ]
     keys = KeyMap(prefix="metadata.")
     client = collection(keys, "page_content", rows)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        store = LangChainStore(
-            client=client,
-            collection_name="corpus",
-            embedding=langchain.EmbedderEmbeddings(EMBEDDER),
-        )
-    scope: dict[str, Any] = {"vector_store": store}
+    scope: dict[str, Any] = {"vector_store": lc_store(client, "page_content")}
     exec(snippet, scope)
     assert [d.metadata["doc_id"] for d in scope["docs"]] == ["hb:v2"]
 
