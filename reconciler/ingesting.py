@@ -36,7 +36,13 @@ from reconciler.model import (
     SourceDocument,
     SourceProblem,
 )
-from reconciler.payload import POINT_NAMESPACE, chunk_id_for, chunk_payload, point_id_for
+from reconciler.payload import (
+    LAYOUTS,
+    POINT_NAMESPACE,
+    chunk_id_for,
+    chunk_payload,
+    point_id_for,
+)
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.ports.source import (
     ConnectorError,
@@ -139,8 +145,12 @@ class Ingestor:
         max_chunk_chars: int = 1200,
         progress: IngestProgress | None = None,
         unknown_siblings: str = "supersede",
+        layout: str = "default",
     ) -> None:
         self.table = table
+        #: ``[index] layout``: the framework whose payload layout new chunks are written in
+        #: (the key map places the version keys; this adds what the framework reads besides).
+        self.layout = LAYOUTS[layout]
         #: ``[policy] unknown_siblings``, for the time rule new rows are derived by.
         self.unknown_siblings = unknown_siblings
         self.index = index
@@ -297,13 +307,17 @@ class Ingestor:
         records = []
         for n, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
             chunk_id = chunk_id_for(document.doc_id, n)
+            point_id = point_id_for(chunk_id)
+            stored, extra = self.layout.chunk_fields(
+                text, doc_id=document.doc_id, point_id=point_id
+            )
             records.append(
                 ChunkRecord(
-                    point_id=point_id_for(chunk_id),
+                    point_id=point_id,
                     chunk_id=chunk_id,
-                    text=text,
+                    text=stored,
                     vector=vector,
-                    payload=chunk_payload(document, chunk_id=chunk_id),
+                    payload={**chunk_payload(document, chunk_id=chunk_id), **extra},
                 )
             )
         return records

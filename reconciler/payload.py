@@ -7,6 +7,7 @@ disagree about what a chunk should say.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -165,12 +166,100 @@ class KeyMap:
 
 DEFAULT_KEYS = KeyMap()
 
+
+@dataclass(frozen=True)
+class Layout:
+    """How a framework lays out a chunk's payload (``[index] layout``): where the version
+    keys live (``prefix``), where the text is (``text_key``), the stored name of the document
+    id, and whether the text is a serialised LlamaIndex node."""
+
+    name: str
+    prefix: str = ""
+    text_key: str = "text"
+    doc_id_key: str = "doc_id"
+    node_content: bool = False
+
+    def chunk_fields(self, text: str, *, doc_id: str, point_id: str) -> tuple[str, dict[str, Any]]:
+        """What a new chunk stores under ``text_key``, and the payload keys the framework
+        reads beside the version keys (top level in LlamaIndex's flat layout)."""
+        if not self.node_content:
+            return text, {}
+        return _node_content(text, doc_id=doc_id, point_id=point_id), {
+            "_node_type": "TextNode",
+            "document_id": doc_id,
+            "ref_doc_id": doc_id,
+        }
+
+
+#: The payload layouts ``[index] layout`` names. LangChain's ``QdrantVectorStore`` keeps a
+#: ``Document`` as ``{"page_content": ..., "metadata": {...}}`` and names its origin
+#: ``metadata.source``; LlamaIndex's flattens a node's metadata to the top level, serialises
+#: the node (with its text) under ``_node_content``, and names its source document under
+#: ``doc_id``, ``document_id`` and ``ref_doc_id``.
+LAYOUTS: dict[str, Layout] = {
+    "default": Layout("default"),
+    "langchain": Layout(
+        "langchain", prefix="metadata.", text_key="page_content", doc_id_key="source"
+    ),
+    "llamaindex": Layout("llamaindex", text_key="_node_content", node_content=True),
+}
+
+
+def _node_content(text: str, *, doc_id: str, point_id: str) -> str:
+    """A LlamaIndex ``TextNode`` as its Qdrant store serialises it (``node_to_metadata_dict``):
+    the point's id, the text, and the source document as its ``SOURCE`` relationship ("1")."""
+    node: dict[str, Any] = {
+        "id_": point_id,
+        "embedding": None,
+        "metadata": {},
+        "excluded_embed_metadata_keys": [],
+        "excluded_llm_metadata_keys": [],
+        "relationships": {
+            "1": {
+                "node_id": doc_id,
+                "node_type": None,
+                "metadata": {},
+                "hash": None,
+                "class_name": "RelatedNodeInfo",
+            }
+        },
+        "metadata_template": "{key}: {value}",
+        "metadata_separator": "\n",
+        "text": text,
+        "mimetype": "text/plain",
+        "start_char_idx": None,
+        "end_char_idx": None,
+        "text_template": "{metadata_str}\n\n{content}",
+        "class_name": "TextNode",
+    }
+    return json.dumps(node, ensure_ascii=False)
+
+
+def chunk_text(payload: Mapping[str, Any], text_key: str) -> str | None:
+    """A chunk's text from its payload: the value at ``text_key``, or the text of the
+    LlamaIndex node serialised there."""
+    value = payload.get(text_key)
+    if not isinstance(value, str):
+        return None
+    if text_key == "_node_content":
+        try:
+            node = json.loads(value)
+        except ValueError:
+            return value
+        text = node.get("text") if isinstance(node, dict) else None
+        return text if isinstance(text, str) else None
+    return value
+
+
 __all__ = [
     "DEFAULT_KEYS",
+    "LAYOUTS",
     "MANAGED_KEYS",
     "KeyMap",
+    "Layout",
     "chunk_id_for",
     "chunk_payload",
+    "chunk_text",
     "payload_for",
     "point_id_for",
 ]

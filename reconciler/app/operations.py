@@ -135,6 +135,7 @@ def ingest_sources(
                 max_chunk_chars=settings.ingest.max_chunk_chars,
                 progress=progress,
                 unknown_siblings=settings.policy.unknown_siblings,
+                layout=settings.index.layout,
             )
             report = ingestor.run(sources, outbox_only=outbox_only)
     return {

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.filters import query_points
 from reconciler.model import utc
-from reconciler.payload import DEFAULT_KEYS, KeyMap
+from reconciler.payload import DEFAULT_KEYS, KeyMap, chunk_text
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -90,7 +90,7 @@ class Route:
 @dataclass(frozen=True)
 class Hit:
     """One chunk a search returned: its point id, score, whole stored payload, the version
-    keys read through the key map (logical names), and its text when ``text_key`` holds one."""
+    keys read through the key map (logical names), and its text (``payload.chunk_text``)."""
 
     point_id: str
     score: float
@@ -179,14 +179,13 @@ def search(
     hits = []
     for point in points:
         payload = point.payload or {}
-        text = payload.get(route.text_key)
         hits.append(
             Hit(
                 point_id=str(point.id),
                 score=float(point.score),
                 payload=payload,
                 version=route.keys.from_point(payload),
-                text=text if isinstance(text, str) else None,
+                text=chunk_text(payload, route.text_key),
             )
         )
     return hits

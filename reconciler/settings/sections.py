@@ -23,7 +23,7 @@ from sqlalchemy.engine import make_url
 
 from reconciler.errors import ConfigError
 from reconciler.model import ALL_KEYS
-from reconciler.payload import KeyMap
+from reconciler.payload import LAYOUTS, KeyMap
 
 ENV_PREFIX = "RECONCILER_"
 #: Environment variables that are not config keys.
@@ -118,6 +118,10 @@ class IndexSettings(_Section):
     #: chunk of a version that is not servable (superseded, retired, draft), so the main one
     #: holds only what may be served. Unset: one collection.
     archive_collection: str | None = None
+    #: The framework whose payload layout the collection has (``reconciler.payload.LAYOUTS``):
+    #: sets the defaults of payload_prefix, text_key and keys.doc_id (explicit ones win), and
+    #: what the reference ingestion writes beside them. ``[bootstrap] preset`` is its old name.
+    layout: Literal["default", "langchain", "llamaindex"] = "default"
     payload_prefix: str = ""
     #: Where chunk text lives (``page_content`` in LangChain-built collections).
     text_key: str = "text"
@@ -325,15 +329,16 @@ class IngestSettings(_Section):
     max_chunk_chars: int = Field(default=1200, ge=200)
 
 
-#: Payload layouts ``[bootstrap] preset`` names: defaults for index.payload_prefix,
-#: index.text_key and the stored name of the document id (``index.keys.doc_id``).
+#: Payload layouts ``[bootstrap] preset`` names (``[index] layout``'s, "native" for "default"):
+#: defaults for index.payload_prefix, index.text_key and the stored name of the document id
+#: (``index.keys.doc_id``).
 BOOTSTRAP_PRESETS: dict[str, dict[str, str]] = {
     "native": {},
-    # LangChain's QdrantVectorStore: {"page_content": ..., "metadata": {...}}.
-    "langchain": {"payload_prefix": "metadata.", "text_key": "page_content", "doc_id": "source"},
-    # LlamaIndex's QdrantVectorStore: flattened metadata, the node (with its text) serialised
-    # under "_node_content", the source document's id under doc_id, ref_doc_id and document_id.
-    "llamaindex": {"payload_prefix": "", "text_key": "_node_content", "doc_id": "doc_id"},
+    **{
+        name: {"payload_prefix": each.prefix, "text_key": each.text_key, "doc_id": each.doc_id_key}
+        for name, each in LAYOUTS.items()
+        if name != "default"
+    },
 }
 
 
@@ -352,21 +357,28 @@ class BootstrapSettings(_Section):
 
 
 def _preset_defaults(data: Any) -> Any:
-    """Fill index defaults from ``[bootstrap]``: the preset's layout, then ``doc_id_key``."""
+    """Fill index defaults from the layout (``[index] layout``, or its old name ``[bootstrap]
+    preset``, each filled from the other), then ``[bootstrap] doc_id_key``."""
     if not isinstance(data, Mapping):
         return data
-    raw = data.get("bootstrap")
-    if isinstance(raw, BootstrapSettings):
-        raw = raw.model_dump()
-    if not isinstance(raw, Mapping):
-        return data
-    preset = BOOTSTRAP_PRESETS.get(str(raw.get("preset") or "native"))
-    if preset is None:
-        return data  # the field validator reports the unknown preset
     index = data.get("index")
     if isinstance(index, IndexSettings):
         return data  # an already-built section is taken as it is
+    raw = data.get("bootstrap")
+    if isinstance(raw, BootstrapSettings):
+        raw = raw.model_dump()
+    raw = dict(raw) if isinstance(raw, Mapping) else {}
     index = dict(index) if isinstance(index, Mapping) else {}
+    layout = index.get("layout")
+    if raw.get("preset") in BOOTSTRAP_PRESETS and not layout:
+        layout = "default" if raw["preset"] == "native" else raw["preset"]
+    elif isinstance(layout, str) and layout in LAYOUTS and not raw.get("preset"):
+        raw["preset"] = "native" if layout == "default" else layout
+    preset = BOOTSTRAP_PRESETS.get(str(raw.get("preset") or "native"))
+    if preset is None or not (raw or layout):
+        return data  # (the field validators report an unknown preset or layout)
+    if layout:
+        index["layout"] = layout
     keys = index.get("keys")
     keys = dict(keys) if isinstance(keys, Mapping) else {}
     for name in ("payload_prefix", "text_key"):
@@ -377,7 +389,7 @@ def _preset_defaults(data: Any) -> Any:
         keys.setdefault("doc_id", doc_id)
     if keys:
         index["keys"] = keys
-    return {**data, "index": index}
+    return {**data, "bootstrap": raw, "index": index}
 
 
 class Settings(_Section):
@@ -399,6 +411,16 @@ class Settings(_Section):
     @classmethod
     def _presets(cls, data: Any) -> Any:
         return _preset_defaults(data)
+
+    @model_validator(mode="after")
+    def _layout_agrees(self) -> Settings:
+        preset = "default" if self.bootstrap.preset == "native" else self.bootstrap.preset
+        if preset != self.index.layout:
+            raise ValueError(
+                f"index.layout {self.index.layout!r} differs from bootstrap.preset "
+                f"{self.bootstrap.preset!r} (its old name); set index.layout alone"
+            )
+        return self
 
     @model_validator(mode="after")
     def _doc_id_key_agrees(self) -> Settings:

@@ -341,6 +341,87 @@ def test_llamaindex_collection_is_adopted_then_reconciled(llamaindex_corpus: Pat
     assert_converged(config)
 
 
+# -- the framework's collection, adopted by its layout, read by its retriever -------------------
+
+
+def served_doc_ids(root: Path, collection: str, config: Path) -> set[str]:
+    """The documents ``default_filter()`` admits in the collection now, laid out as configured."""
+    from reconciler import default_filter  # noqa: PLC0415
+
+    keys = load_settings(config, environ={}).index.key_map
+    client = QdrantClient(path=str(root / "qdrant"))
+    try:
+        found, _ = client.scroll(
+            collection, scroll_filter=default_filter(keys=keys), limit=10_000, with_payload=True
+        )
+    finally:
+        client.close()
+    return {keys.from_point(p.payload)["doc_id"] for p in found}
+
+
+@pytest.mark.parametrize(
+    ("framework", "collection", "bootstrap"),
+    [("langchain", "lc", 'family_key = "metadata.family"'), ("llamaindex", "li", "")],
+)
+def test_adopted_by_index_layout_and_read_by_the_version_aware_retriever(
+    request: pytest.FixtureRequest, framework: str, collection: str, bootstrap: str
+) -> None:
+    """A collection the framework wrote: ``[index] layout`` alone (no key mapping by hand),
+    ``bootstrap``, ``apply``; the framework's own store then feeds the retriever, which
+    returns exactly what the filter admits, never a superseded, retired or orphan chunk."""
+    root: Path = request.getfixturevalue(f"{framework}_corpus")
+    config = write_config(root, collection, bootstrap)
+    config.write_text(
+        config.read_text(encoding="utf-8").replace(
+            f'collection = "{collection}"', f'collection = "{collection}"\nlayout = "{framework}"'
+        ),
+        encoding="utf-8",
+    )
+    code, data = run(config, "bootstrap")
+    assert code == 0, data
+    assert data["preset"] == framework
+    reconcile_and_compare(root, config, collection, load_settings(config).index.text_key)
+    assert_converged(config)
+    wanted = served_doc_ids(root, collection, config)
+    assert wanted
+    assert not wanted & {"handbook/expenses-2023.md", "salary-bands-2023"}
+    settings = load_settings(config, environ={})
+    client = QdrantClient(path=str(root / "qdrant"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if framework == "langchain":
+                from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: PLC0415
+                from langchain_qdrant import QdrantVectorStore  # noqa: PLC0415
+
+                from reconciler.integrations.langchain import VersionAwareRetriever  # noqa: PLC0415
+
+                store = QdrantVectorStore(
+                    client=client,
+                    collection_name=collection,
+                    embedding=DeterministicFakeEmbedding(size=DIM),
+                )
+                retriever = VersionAwareRetriever.from_vector_store(store, settings=settings, k=100)
+                got = {d.metadata["source"] for d in retriever.invoke("policy")}
+            else:
+                from llama_index.core import MockEmbedding  # noqa: PLC0415
+                from llama_index.vector_stores.qdrant import QdrantVectorStore  # noqa: PLC0415
+
+                from reconciler.integrations import llamaindex  # noqa: PLC0415
+
+                li_store = QdrantVectorStore(client=client, collection_name=collection)
+                li = llamaindex.VersionAwareRetriever.from_vector_store(
+                    li_store,
+                    embed_model=MockEmbedding(embed_dim=DIM),
+                    settings=settings,
+                    similarity_top_k=100,
+                )
+                got = {h.node.ref_doc_id for h in li.retrieve("policy")}
+    finally:
+        client.close()
+    assert got == wanted
+
+
 # -- settings ---------------------------------------------------------------------------------
 
 
