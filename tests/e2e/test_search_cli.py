@@ -4,12 +4,28 @@ archive, never a quarantined chunk, and the text a person reads."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from acceptance_kit import Deployment, body, day
 
 QUERY = "expenses meals rule"
+#: The keys of a hit, as docs/contracts.md lists them.
+HIT_KEYS = (
+    "rank",
+    "score",
+    "point_id",
+    "doc_id",
+    "chunk_id",
+    "family",
+    "version",
+    "version_state",
+    "effective_from",
+    "effective_to",
+    "superseded_by",
+    "text",
+)
 
 
 @pytest.fixture
@@ -34,6 +50,8 @@ def doc_ids(data: dict[str, object]) -> set[str]:
 def test_the_default_route_now_and_as_of(deploy: Deployment) -> None:
     code, data = deploy.json("search", QUERY, "-k", "20")
     assert code == 0
+    assert set(data) == {"query", "route", "as_of", "collections", "k", "hits"}
+    assert set(data["hits"][0]) == set(HIT_KEYS)
     assert data["route"] == "default"
     assert data["collections"] == ["corpus"]
     assert doc_ids(data) == {"hb:expenses-v2"}  # v1 superseded, travel quarantined
@@ -89,3 +107,13 @@ def test_the_text_a_person_reads(deploy: Deployment) -> None:
     result = deploy.cli("search", QUERY, "--as-of", "yesterday")
     assert result.exit_code == 64
     assert "not an ISO-8601 instant" in result.output
+
+
+def test_the_contracts_list_the_keys_of_a_hit() -> None:
+    contracts = (Path(__file__).resolve().parents[2] / "docs" / "contracts.md").read_text(
+        encoding="utf-8"
+    )
+    section = contracts.split("## The JSON of `search`", 1)[1].split("\n## ", 1)[0]
+    [row] = [line for line in section.splitlines() if line.startswith("| `hits` |")]
+    listed = re.sub(r"\([^)]*\)", "", row.split("best first:", 1)[1])  # asides left out
+    assert re.findall(r"`(\w+)`", listed) == list(HIT_KEYS)
