@@ -4,7 +4,10 @@ Retrieval and ingestion code import two functions from here::
 
     from reconciler import payload_for, default_filter
 
-(``default_edge_filter`` is ``default_filter`` for Qdrant Edge shards.)
+(``default_edge_filter`` is ``default_filter`` for Qdrant Edge shards.) LangChain and LlamaIndex
+code takes a retriever that builds the filter per query instead:
+``reconciler.integrations.langchain`` and ``reconciler.integrations.llamaindex`` (extras of the
+same names; not imported from here).
 """
 
 from typing import TYPE_CHECKING, Any

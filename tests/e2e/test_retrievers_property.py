@@ -296,7 +296,7 @@ def play(split: bool, offsets: list[float], steps: list[tuple[str, Any, Any]], b
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["one-collection", "split-store"])
-@settings(max_examples=examples(5))
+@settings(max_examples=examples(8))
 @given(
     offsets=st.lists(st.floats(-200, 200), min_size=3, max_size=3),
     steps=st.lists(STEP, min_size=2, max_size=8),
