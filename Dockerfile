@@ -15,7 +15,7 @@ RUN useradd --system --uid 10001 --create-home --home-dir /var/lib/reconciler re
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-index --find-links /wheels corpus-reconciler[postgres] \
     && rm -rf /wheels
-COPY config/reconciler.example.toml /etc/reconciler/reconciler.example.toml
+COPY reconciler/settings/reconciler.example.toml /etc/reconciler/reconciler.example.toml
 USER 10001
 WORKDIR /var/lib/reconciler
 ENV RECONCILER_CONFIG=/etc/reconciler/reconciler.toml \

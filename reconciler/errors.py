@@ -164,3 +164,19 @@ class Undeclarable(ReconcilerError):
         lines = [f"{len(problems)} declaration(s) cannot be recorded (nothing was written):"]
         lines += [f"  {problem}" for problem in problems]
         super().__init__("\n".join(lines))
+
+
+class VocabularyUnread(ReconcilerError):
+    """A fresh deployment's configuration reads nothing of a field it maps: ``ingest``
+    refuses (exit 2) rather than register every document as the source did not say."""
+
+    def __init__(self, source: str, fields: list[str]) -> None:
+        self.source = source
+        self.fields = fields
+        super().__init__(
+            f"source {source!r}: the configuration reads nothing of "
+            f"{', '.join(f'fields.{f}' for f in fields)} from any document, so every "
+            "document would be registered without it (unknown is served); nothing was "
+            "ingested. See what each reader extracts with `reconciler vocabulary check`, "
+            "mend [sources.options], or ingest anyway with --accept-unread"
+        )

@@ -79,6 +79,8 @@ class Note:
     unread: Mapping[str, str] = field(default_factory=dict)
     #: Why no body pattern gave the id of a document that writes one (its path is its id).
     id_missed: str | None = None
+    #: field -> reader -> what each reader holds for it (``reconciler vocabulary check``).
+    readings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +195,7 @@ class Vocabulary:
         note.replaces = reading.links("replaces")
         note.invalid = reading.invalid
         note.found = frozenset(reading.found)
+        note.readings = reading.every_reader()
         note.unread = unread_keys(
             text,
             readers=self.readers,
@@ -230,18 +233,37 @@ class _Reading:
     def read_raw(self, name: str) -> tuple[Any, str, str | None]:
         """(value, key, the reader that gave it) from the first reader holding the field."""
         for reader in self.vocabulary.readers:
-            meta = self.metas.get(reader, {})
-            keys = (name,) if reader == "body" else self.vocabulary.keys.get(name, (name,))
-            for key in keys:
-                value = meta.get(key.lower() if reader == "headers" else key)
-                value = self.vocabulary.without_empty(value)
-                if value is None or value == "" or (value == [] and name in LINK_FIELDS):
-                    continue  # an empty list is no link; elsewhere it is no single value
-                if reader == "body" and name not in LINK_FIELDS:
-                    value = value[0]  # a single field: the first line that gives it
-                self.found.add(name)
-                return value, key, reader
+            held = self.held(reader, name)
+            if held is None:
+                continue
+            value, key = held
+            if reader == "body" and name not in LINK_FIELDS:
+                value = value[0]  # a single field: the first line that gives it
+            self.found.add(name)
+            return value, key, reader
         return None, (*self.vocabulary.keys.get(name, ()), name)[0], None
+
+    def held(self, reader: str, name: str) -> tuple[Any, str] | None:
+        """(value, key) of the field in one reader's metadata, or None when it holds none."""
+        meta = self.metas.get(reader, {})
+        keys = (name,) if reader == "body" else self.vocabulary.keys.get(name, (name,))
+        for key in keys:
+            value = meta.get(key.lower() if reader == "headers" else key)
+            value = self.vocabulary.without_empty(value)
+            if value is None or value == "" or (value == [] and name in LINK_FIELDS):
+                continue  # an empty list is no link; elsewhere it is no single value
+            return value, key
+        return None
+
+    def every_reader(self) -> dict[str, dict[str, Any]]:
+        """field -> reader -> the value each reader holds for it (not only the first)."""
+        out: dict[str, dict[str, Any]] = {}
+        for name in FIELDS:
+            for reader in self.vocabulary.readers:
+                held = self.held(reader, name)
+                if held is not None:
+                    out.setdefault(name, {})[reader] = held[0]
+        return out
 
     def single(self, name: str, field: str | None = None) -> tuple[str | None, str]:
         value, key = self.raw(name)
