@@ -68,6 +68,17 @@ class DriverMissing(ReconcilerError):
         )
 
 
+class ExtraMissing(ReconcilerError):
+    """A command needs a package of an optional extra that is not installed (one line: the
+    command that installs it)."""
+
+    def __init__(self, extra: str, module: str, command: str) -> None:
+        super().__init__(
+            f"`reconciler {command}` needs {module!r}, which is not installed: "
+            f"pip install 'corpus-reconciler[{extra}]'"
+        )
+
+
 class SchemaError(ReconcilerError):
     """The document table's schema revision is unknown to this build."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -170,6 +171,22 @@ def test_without_a_config_commands_refuse_in_one_line(no_config: Path, command: 
     assert "reconciler config example > reconciler.toml" in lines[0]
     assert "config/" not in lines[0]  # a pip user has no checkout
     assert list(no_config.iterdir()) == []  # no reconciler.db, no qdrant/
+
+
+@pytest.mark.parametrize(
+    ("command", "codes"),
+    [
+        (["declare"], [0, 1, 2, 3, 4, 64]),
+        (["ingest"], [0, 1, 2, 64]),
+        (["vocabulary", "check"], [0, 1, 2, 64]),
+        (["config", "example"], [0, 64]),
+    ],
+)
+def test_help_lists_every_exit_code_the_command_uses(command: list[str], codes: list[int]) -> None:
+    said = invoke(*command, "--help").output
+    listed = said.split("Exit codes:", 1)[1]
+    found = [int(n) for n in re.findall(r"(?m)^\s+(\d+)  ", listed)]
+    assert found == codes, said
 
 
 def test_the_example_config_ships_in_the_package_and_loads(no_config: Path) -> None:
