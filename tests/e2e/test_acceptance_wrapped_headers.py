@@ -7,6 +7,8 @@ text otherwise unchanged:
   spaces, and in every fifth page a notice above it (``{{Archived}}``);
 - a markdown page: a title line, then the block in a fenced block indented by two spaces.
 
+The wiki export is read through the vault and the git connector.
+
 The PEP preset is run on them as shipped (only ``include`` names the new files) through the
 CLI: ``init``, ``ingest``, ``run``. What ``default_filter()`` then serves is what the headers
 say: the statuses are read back from the rewritten files by a regular expression of this file
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import re
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from acceptance_kit import Deployment
+from git_kit import Repo
 from test_acceptance_vocabulary import PEPS, cycle, preset
 
 from bench.peps import PepLabels
@@ -73,15 +77,22 @@ def rewrite(into: Path, shape: str) -> dict[int, str]:
 
 
 @pytest.mark.parametrize("deploy", ["sqlite"], indirect=True)
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize(
+    ("shape", "connector"), [("mediawiki", "vault"), ("fenced", "vault"), ("mediawiki", "git")]
+)
 def test_wrapped_header_blocks_serve_what_their_headers_say(
-    deploy: Deployment, shape: str, tmp_path: Path
+    deploy: Deployment, shape: str, connector: str, tmp_path: Path
 ) -> None:
     documents = tmp_path / "wrapped"
     statuses = rewrite(documents, shape)
     labels = PepLabels.of(PEPS / "head")
     assert statuses == dict(labels.status)  # the rewriting kept every header
-    preset(deploy, "peps", connector="vault", documents=str(documents))
+    if connector == "git":
+        Repo(tmp_path / "repo").commit_tree(
+            documents, "a wiki export", when=datetime(2026, 8, 22, tzinfo=UTC)
+        )
+        documents = tmp_path / "repo"
+    preset(deploy, "peps", connector=connector, documents=str(documents))
     suffix = SHAPES[shape][1]
     text = deploy.config.read_text(encoding="utf-8")
     text = re.sub(r"(?m)^include = .*$", f'include = ["peps/pep-*{suffix}"]', text)

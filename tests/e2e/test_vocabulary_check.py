@@ -11,18 +11,22 @@ reads every field, and ``ingest`` goes on.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from acceptance_kit import Deployment
+from click.testing import CliRunner
 from test_acceptance_vocabulary import PEPS, preset
 from test_acceptance_wrapped_headers import mediawiki
 
 from bench.peps import PepLabels
+from reconciler.cli import cli
 
 COUNT = 12
+EXAMPLES = PEPS.parent
 
 
 def wiki_peps(into: Path) -> dict[str, str]:
@@ -130,3 +134,19 @@ def test_ingest_with_the_preset_is_not_refused(deploy: Deployment, wiki: dict[st
     labels = PepLabels.of(PEPS / "head")
     assert served <= labels.served | {f"peps:pep-{n:04d}" for n in labels.status}
     assert len(deploy.rows()) == COUNT
+
+
+@pytest.mark.parametrize("preset_name", ["peps", "kep", "adr"])
+def test_the_shipped_presets_read_every_field_they_map(preset_name: str) -> None:
+    """The refusal must never fire on the examples as shipped; the dry read writes nothing."""
+    folder = EXAMPLES / preset_name
+    before = sorted(p.name for p in folder.iterdir())
+    result = CliRunner().invoke(
+        cli,
+        ["--config", str(folder / "reconciler.toml"), "--format", "json", "vocabulary", "check"],
+    )
+    assert result.exit_code == 0, result.output
+    (report,) = json.loads(result.stdout)["sources"]
+    assert report["unread"] == []
+    assert report["states"]["unknown"] == 0
+    assert sorted(p.name for p in folder.iterdir()) == before
