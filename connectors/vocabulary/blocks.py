@@ -15,6 +15,10 @@ Found, in this order:
 - ``header_start`` (a source option) names the line the block starts on, when none of these
   finds it; then only that is tried.
 
+Below the top, a block counts only when it holds a key the vocabulary reads (``wanted``): a
+paragraph such as ``Note: …`` / ``Warning: …`` in a document's text is content, and taking it
+out would change the document's content hash.
+
 Pure text in, lines out.
 """
 
@@ -32,6 +36,7 @@ _TOP_HEADER = re.compile(r"[!-9;-~]+:")
 #: A header line anywhere else: a word, a colon, then a space or the line's end (so that
 #: ``http://…`` and ``12:30`` are no header).
 _HEADER = re.compile(r"(?P<indent>[ \t]*)[A-Za-z][A-Za-z0-9_.-]*:(?:[ \t]|$)")
+_NAME = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_.-]*):", re.MULTILINE)
 _PRE_OPEN = re.compile(r"[ \t]*<pre(?:[ \t][^>]*)?>(?P<rest>.*)$", re.IGNORECASE)
 _PRE_CLOSE = re.compile(r"</pre\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,})[^`]*$")
@@ -48,8 +53,16 @@ class Located:
     last_line: int
 
 
-def locate(text: str, *, start: re.Pattern[str] | None = None) -> Located | None:
-    """The header block of ``text`` (newlines already ``\\n``), or None when it has none."""
+def locate(
+    text: str,
+    *,
+    start: re.Pattern[str] | None = None,
+    wanted: frozenset[str] | None = None,
+) -> Located | None:
+    """The header block of ``text`` (newlines already ``\\n``), or None when it has none.
+
+    ``wanted``: lower-cased key names; below the top, a block holding none of them is none
+    (None: any block counts)."""
     lines = text.split("\n")
     if start is not None:
         match = start.search(text)
@@ -64,15 +77,22 @@ def locate(text: str, *, start: re.Pattern[str] | None = None) -> Located | None
         return None
     if _wrapped_or_indented(lines[first]):
         found = _block_at(lines, first, least=1)
-        if found is not None:
+        if found is not None and _holds(found, wanted):
             return found
     for at in range(first, min(len(lines), PREAMBLE_LINES)):
         opens = _PRE_OPEN.match(lines[at]) or _FENCE.match(lines[at])
         if opens or (lines[at].strip() and (at == first or not lines[at - 1].strip())):
             found = _block_at(lines, at, least=2)
-            if found is not None:
+            if found is not None and _holds(found, wanted):
                 return found
     return None
+
+
+def _holds(found: Located, wanted: frozenset[str] | None) -> bool:
+    if wanted is None:
+        return True
+    names = {match.group("name").lower() for match in _NAME.finditer(found.block)}
+    return bool(names & wanted)
 
 
 def _wrapped_or_indented(line: str) -> bool:

@@ -170,7 +170,11 @@ class Vocabulary:
         if "frontmatter" in self.readers:
             metas["frontmatter"], body = split(body)
         if "headers" in self.readers:
-            metas["headers"], body = header_block(body, start=self.header_start)
+            metas["headers"], body = header_block(
+                body,
+                start=self.header_start,
+                wanted=frozenset(k.lower() for keys in self.keys.values() for k in keys),
+            )
         body = normalise_body(body)
         if "sidecar" in self.readers:
             metas["sidecar"] = sidecar_mapping(sidecar, self.sidecar_path(rel) or "")

@@ -34,19 +34,23 @@ def decode(data: bytes, what: str) -> str:
 
 
 def header_block(
-    text: str, *, start: re.Pattern[str] | None = None
+    text: str,
+    *,
+    start: re.Pattern[str] | None = None,
+    wanted: frozenset[str] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """An RFC 822 header block of ``text``: (lower-cased name -> value, the text without it).
 
     Continuation lines are unfolded; a repeated name gives a list. The block is found where
     ``blocks.locate`` finds it (the top, a ``<pre>`` or fenced wrapper, indented lines, after
-    a notice) or where ``start`` says; text without one has no header block.
+    a notice; below the top, only a block holding one of the ``wanted`` names) or where
+    ``start`` says; text without one has no header block.
     """
     if start is None and _HEADER_LINE.match(text):
         message = HeaderParser(policy=policy.compat32).parsestr(text)
         payload = message.get_payload()
         return _headers(message.items()), payload if isinstance(payload, str) else ""
-    located = locate(text, start=start)
+    located = locate(text, start=start, wanted=wanted)
     if located is None:
         return {}, text
     message = HeaderParser(policy=policy.compat32).parsestr(located.block)

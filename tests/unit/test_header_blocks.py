@@ -108,6 +108,21 @@ def test_every_wrapping_reads_the_same_headers_as_the_bare_block(
     assert header_block(wrapped)[0] == header_block(bare)[0]
 
 
+def test_below_the_top_a_block_of_keys_nobody_reads_is_content() -> None:
+    """A ``Note:``/``Warning:`` paragraph below a title is text: taking it out would change
+    the content hash of documents that never had a header block (an in-place edit on
+    upgrade). Only a block holding a key the vocabulary reads is metadata."""
+    text = "# Deploying\n\nNote: read this first\nWarning: it is long\n\nThe body.\n"
+    vocab = vocabulary(readers=["frontmatter", "headers"], fields={"status": "Status"})
+    note = vocab.read("x.md", text.encode())
+    assert "Note: read this first" in note.body
+    assert header_block(text, wanted=frozenset({"status"})) == ({}, text)
+    wrapped = "<pre>\nNote: x\nAuthor: y\n</pre>\nBody.\n"
+    assert header_block(wrapped, wanted=frozenset({"status"})) == ({}, wrapped)
+    meta, _ = header_block(text.replace("Warning", "Status"), wanted=frozenset({"status"}))
+    assert meta == {"note": "read this first", "status": "it is long"}
+
+
 # -- through a vault: states, and the problems of a config that misses ---------------------
 
 
