@@ -41,7 +41,11 @@ EXIT_USAGE = 64
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_OK, "success; no drift (check, plan)"),
     (EXIT_ERROR, "error: a store, a source, the config file, an unknown run id"),
-    (EXIT_DRIFT, "drift found (check, plan); a failing slice (eval)"),
+    (
+        EXIT_DRIFT,
+        "drift found (check, plan); a failing slice (eval); a mapped field read from no "
+        "document (vocabulary check, and ingest on a fresh source)",
+    ),
     (
         EXIT_REFUSED,
         "refused by the blast-radius guard, nothing written (apply, run, repair, declare); "
