@@ -101,7 +101,9 @@ def unread_fields(counts: Iterable[FieldCount], unread: Iterable[str] = ()) -> l
 
 def _ambiguous(name: str, held: Mapping[str, Any]) -> bool:
     values = list(held.values())
-    if name not in LINK_FIELDS and any(isinstance(v, list) and len(set(map(str, v))) > 1 for v in values):
+    if name not in LINK_FIELDS and any(
+        isinstance(v, list) and len(set(map(str, v))) > 1 for v in values
+    ):
         return True
     return len({str(v) for v in values}) > 1
 

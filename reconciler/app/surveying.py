@@ -90,9 +90,7 @@ def survey_source(
     states = _states(snapshot, now=now, unknown_siblings=unknown_siblings)
     total = len(snapshot.documents)
     counted = Counter(state.value for state in states.values())
-    unused = {
-        p.field: p.message for p in snapshot.problems if p.kind is ProblemKind.UNUSED_MAPPING
-    }
+    unused = {p.field: p.message for p in snapshot.problems if p.kind is ProblemKind.UNUSED_MAPPING}
     report: dict[str, Any] = {
         "source": source.name,
         "documents": total,
@@ -129,9 +127,7 @@ def survey_source(
     return SourceSurvey(source.name, tuple(unread), mostly_unknown, report)
 
 
-def refuse_unread(
-    sources: list[SystemOfRecord], table: DocumentTable, settings: Settings
-) -> None:
+def refuse_unread(sources: list[SystemOfRecord], table: DocumentTable, settings: Settings) -> None:
     """Raise ``VocabularyUnread`` for the first source none of whose documents is registered
     (a fresh deployment) whose configuration reads nothing of a field it maps."""
     for source in sources:
