@@ -19,6 +19,9 @@ from connectors.vocabulary.blocks import PREAMBLE_LINES
 
 __all__ = ["id_pattern_missed", "unread_keys"]
 
+#: How much of a text is searched for keys no reader took: metadata sits near the top, and
+#: every scan pays for the search (a document that lacks a mapped field is searched).
+SEARCHED_CHARS = 16_384
 #: Readers whose fields are named by ``fields`` (the body reader's are named by its groups).
 _KEYED_READERS = ("frontmatter", "headers", "sidecar")
 
@@ -32,11 +35,12 @@ def unread_keys(
     header_start: re.Pattern[str] | None,
     metas: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, str]:
-    """field -> where the raw text writes a key mapped to it (one of ``unfound``, the mapped
-    fields no reader gave), and why no reader took it."""
+    """field -> where the raw text (its first ``SEARCHED_CHARS``) writes a key mapped to it
+    (one of ``unfound``, the mapped fields no reader gave), and why no reader took it."""
     if not any(reader in _KEYED_READERS for reader in readers):
         return {}
     out: dict[str, str] = {}
+    text = text[:SEARCHED_CHARS]
     for name in sorted(unfound):
         names = keys.get(name, ())
         match = _key_line(names, "headers" in readers).search(text) if names else None
