@@ -7,15 +7,15 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY reconciler ./reconciler
 COPY connectors ./connectors
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[postgres]"
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[postgres,discovery]"
 
 FROM python:3.11-slim
 RUN useradd --system --uid 10001 --create-home --home-dir /var/lib/reconciler reconciler \
     && mkdir -p /etc/reconciler
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels corpus-reconciler[postgres] \
+RUN pip install --no-cache-dir --no-index --find-links /wheels "corpus-reconciler[postgres,discovery]" \
     && rm -rf /wheels
-COPY config/reconciler.example.toml /etc/reconciler/reconciler.example.toml
+COPY reconciler/settings/reconciler.example.toml /etc/reconciler/reconciler.example.toml
 USER 10001
 WORKDIR /var/lib/reconciler
 ENV RECONCILER_CONFIG=/etc/reconciler/reconciler.toml \

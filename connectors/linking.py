@@ -66,6 +66,8 @@ def admit_note(
         problem(ProblemKind.INVALID_FIELD, message, rel, doc_id, field=name)
         for name, message in note.invalid
     )
+    if note.id_missed is not None:
+        problems.append(problem(ProblemKind.ID_NOT_READ, note.id_missed, rel, doc_id))
     first = kept.get(note.key)
     if first is not None:
         duplicates.setdefault(note.key, [first.path]).append(rel)
@@ -102,23 +104,43 @@ def refuse_duplicates(
 
 
 def unused_mappings(vocabulary: Vocabulary, notes: Iterable[Note]) -> list[tuple[str, str]]:
-    """(field, message) for each field the configuration maps that no document holds (link
-    fields aside)."""
+    """(field, message) for each field the configuration maps that no document's readers
+    gave: where documents write the key although no reader took it, the first of them and
+    the likely cause; else (link fields aside) that no document writes it at all."""
     found: set[str] = set()
+    unread: dict[str, list[tuple[str, str]]] = defaultdict(list)
     any_note = False
     for note in notes:
         any_note = True
         found |= note.found
+        for name, where in note.unread.items():
+            unread[name].append((note.path, where))
     if not any_note:
         return []
-    return [
-        (
-            name,
-            f"fields.{name} = {list(vocabulary.keys[name])!r}: no document of the source holds "
-            "this key; check its spelling (or remove the mapping if the source never writes it)",
-        )
-        for name in sorted(vocabulary.mapped - found - _LINK_FIELDS)
-    ]
+    readers = " and ".join(f"the {r} reader" for r in vocabulary.readers if r != "body")
+    out: list[tuple[str, str]] = []
+    for name in sorted(vocabulary.mapped - found):
+        mapping = f"fields.{name} = {list(vocabulary.keys[name])!r}"
+        if unread.get(name):
+            path, where = unread[name][0]
+            out.append(
+                (
+                    name,
+                    f"{mapping}: {readers or 'no reader'} took it from no document, but "
+                    f"{len(unread[name])} document(s) write the key (the first: {path} "
+                    f"{where})",
+                )
+            )
+        elif name not in _LINK_FIELDS:
+            out.append(
+                (
+                    name,
+                    f"{mapping}: no document of the source writes this key anywhere in its "
+                    "text; check its spelling (or remove the mapping if the source never "
+                    "writes it)",
+                )
+            )
+    return out
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,9 @@ class VaultSource:
         self.name = name
         self.path = Path(path)
         self.vocabulary = vocabulary or Vocabulary(include=DEFAULT_INCLUDE)
+        #: The notes the last scan took, as read, when ``keep_notes`` (a dry read) asks.
+        self.keep_notes = False
+        self.last_notes: tuple[Note, ...] = ()
         self._clock = clock or (lambda: datetime.now(UTC))
         self._paths: dict[str, str] = {}  # source_key -> relative path, from the last scan
 
@@ -164,6 +167,8 @@ class VaultSource:
             place="the vault",
             vocabulary=self.vocabulary,
         )
+        if self.keep_notes:  # ``reconciler vocabulary check`` shows them
+            self.last_notes = tuple(notes)
         documents = tuple(
             SourceDocument(
                 source=self.name,

@@ -68,6 +68,17 @@ class DriverMissing(ReconcilerError):
         )
 
 
+class ExtraMissing(ReconcilerError):
+    """A command needs a package of an optional extra that is not installed (one line: the
+    command that installs it)."""
+
+    def __init__(self, extra: str, module: str, command: str) -> None:
+        super().__init__(
+            f"`reconciler {command}` needs {module!r}, which is not installed: "
+            f"pip install 'corpus-reconciler[{extra}]'"
+        )
+
+
 class SchemaError(ReconcilerError):
     """The document table's schema revision is unknown to this build."""
 
@@ -164,3 +175,19 @@ class Undeclarable(ReconcilerError):
         lines = [f"{len(problems)} declaration(s) cannot be recorded (nothing was written):"]
         lines += [f"  {problem}" for problem in problems]
         super().__init__("\n".join(lines))
+
+
+class VocabularyUnread(ReconcilerError):
+    """A fresh deployment's configuration reads nothing of a field it maps: ``ingest``
+    refuses (exit 2) rather than register every document as the source did not say."""
+
+    def __init__(self, source: str, fields: list[str]) -> None:
+        self.source = source
+        self.fields = fields
+        super().__init__(
+            f"source {source!r}: the configuration reads nothing of "
+            f"{', '.join(f'fields.{f}' for f in fields)} from any document, so every "
+            "document would be registered without it (unknown is served); nothing was "
+            "ingested. See what each reader extracts with `reconciler vocabulary check`, "
+            "mend [sources.options], or ingest anyway with --accept-unread"
+        )

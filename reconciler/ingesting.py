@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,7 +49,7 @@ from reconciler.ports.source import (
     SourceUnavailable,
     SystemOfRecord,
 )
-from reconciler.rules.declared_state import family_rows, version_ordinals
+from reconciler.rules.declared_state import family_rows, ordinals_by_family
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
 from reconciler.writing.ingestion import IngestionWriter
@@ -223,12 +222,7 @@ class Ingestor:
         assignment = resolve_families(
             snapshot.documents, known_by_key=known_by_key, known_by_hash=known_by_hash
         )
-        families: dict[str, list[SourceDocument]] = defaultdict(list)
-        for doc in snapshot.documents:
-            families[assignment.family_of[doc.doc_id]].append(doc)
-        ordinals: dict[str, int] = {}
-        for members in families.values():
-            ordinals.update(version_ordinals(members))
+        ordinals = ordinals_by_family(snapshot.documents, assignment.family_of)
 
         registered = self.table.get_documents(by_id)
         # New rows: as each declares itself, with the window end its family gives it while

@@ -246,8 +246,8 @@ class ProblemKind(enum.StrEnum):
     #: Links a source cannot take as they are (a connector whose successors must be one).
     CONFLICTING_LINKS = "conflicting_links"
     LINK_OUTSIDE_ROOT = "link_outside_root"
-    #: A configured key name that no document of the source holds (a mapping mistake).
-    UNUSED_MAPPING = "unused_mapping"
+    UNUSED_MAPPING = "unused_mapping"  # a mapped key no reader took from any document
+    ID_NOT_READ = "id_not_read"  # an ``id`` body pattern missed the id's line: path is id
     DECLARATION_CONFLICT = "declaration_conflict"  # a source says otherwise: the source stands
 
 

@@ -71,6 +71,9 @@ class GitSource:
         self.subdir = clean_subdir(subdir)
         self.glob = glob
         self.vocabulary = vocabulary or Vocabulary(include=(glob,))
+        #: The notes the last scan took, as read, when ``keep_notes`` (a dry read) asks.
+        self.keep_notes = False
+        self.last_notes: tuple[Note, ...] = ()
         self.effective_from = effective_from
         self.cache_dir = (
             Path(cache_dir).expanduser()
@@ -185,6 +188,8 @@ class GitSource:
             place="the repository",
             vocabulary=self.vocabulary,
         )
+        if self.keep_notes:  # ``reconciler vocabulary check`` shows them
+            self.last_notes = tuple(notes)
         times = commit_times(
             self._git,
             git_dir,

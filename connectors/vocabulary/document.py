@@ -21,6 +21,7 @@ from connectors.frontmatter import SUFFIX, NoteRefused, normalise_body, split
 from connectors.records import read_date, shown
 from connectors.vocabulary.fields import FIELDS, GLOB_FLAGS, LINK_FIELDS, format_id
 from connectors.vocabulary.readers import body_lines, decode, header_block, sidecar_mapping
+from connectors.vocabulary.unread import id_pattern_missed, unread_keys
 from reconciler.model import ProblemKind, VersionState
 
 __all__ = ["Link", "Note", "Vocabulary"]
@@ -74,6 +75,12 @@ class Note:
     invalid: list[tuple[str, str]] = field(default_factory=list)
     #: The logical fields the document's metadata holds (for mappings no document uses).
     found: frozenset[str] = frozenset()
+    #: field -> where the raw text writes a key mapped to it that no reader took, and why.
+    unread: Mapping[str, str] = field(default_factory=dict)
+    #: Why no body pattern gave the id of a document that writes one (its path is its id).
+    id_missed: str | None = None
+    #: field -> reader -> what each reader holds for it (``reconciler vocabulary check``).
+    readings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +105,8 @@ class Vocabulary:
     link_pattern: re.Pattern[str] | None = None
     #: Values that mean "none" in any field (``n/a``, ``TBD``), compared without case.
     empty_values: frozenset[str] = frozenset()
+    #: Where the header block starts when no default place finds it (``blocks.locate``).
+    header_start: re.Pattern[str] | None = None
 
     def without_empty(self, value: Any) -> Any:
         """``value`` with the items that mean "none" taken out (None when nothing is left)."""
@@ -161,16 +170,24 @@ class Vocabulary:
         if "frontmatter" in self.readers:
             metas["frontmatter"], body = split(body)
         if "headers" in self.readers:
-            metas["headers"], body = header_block(body)
+            metas["headers"], body = header_block(
+                body,
+                start=self.header_start,
+                wanted=frozenset(k.lower() for keys in self.keys.values() for k in keys),
+            )
         body = normalise_body(body)
         if "sidecar" in self.readers:
             metas["sidecar"] = sidecar_mapping(sidecar, self.sidecar_path(rel) or "")
+        before_lines = body
         if "body" in self.readers:
             metas["body"], body = body_lines(body, self.body_patterns)
         reading = _Reading(self, metas)
         if default_key is None:
             default_key = self.default_key(rel)
-        note = Note(path=rel, key=reading.identity() or default_key, body=body)
+        identity = reading.identity()
+        note = Note(path=rel, key=identity or default_key, body=body)
+        if identity is None and "body" in self.readers:
+            note.id_missed = id_pattern_missed(before_lines, self.body_patterns)
         note.family = reading.text("family")
         note.title = reading.text("title")
         note.doc_class = reading.text("doc_class")
@@ -182,6 +199,15 @@ class Vocabulary:
         note.replaces = reading.links("replaces")
         note.invalid = reading.invalid
         note.found = frozenset(reading.found)
+        note.readings = reading.every_reader()
+        note.unread = unread_keys(
+            text,
+            readers=self.readers,
+            keys=self.keys,
+            unfound=set(self.mapped - reading.found),
+            header_start=self.header_start,
+            metas=metas,
+        )
         return note
 
     def id_of(self, token: str) -> str | None:
@@ -211,18 +237,37 @@ class _Reading:
     def read_raw(self, name: str) -> tuple[Any, str, str | None]:
         """(value, key, the reader that gave it) from the first reader holding the field."""
         for reader in self.vocabulary.readers:
-            meta = self.metas.get(reader, {})
-            keys = (name,) if reader == "body" else self.vocabulary.keys.get(name, (name,))
-            for key in keys:
-                value = meta.get(key.lower() if reader == "headers" else key)
-                value = self.vocabulary.without_empty(value)
-                if value is None or value == "" or (value == [] and name in LINK_FIELDS):
-                    continue  # an empty list is no link; elsewhere it is no single value
-                if reader == "body" and name not in LINK_FIELDS:
-                    value = value[0]  # a single field: the first line that gives it
-                self.found.add(name)
-                return value, key, reader
+            held = self.held(reader, name)
+            if held is None:
+                continue
+            value, key = held
+            if reader == "body" and name not in LINK_FIELDS:
+                value = value[0]  # a single field: the first line that gives it
+            self.found.add(name)
+            return value, key, reader
         return None, (*self.vocabulary.keys.get(name, ()), name)[0], None
+
+    def held(self, reader: str, name: str) -> tuple[Any, str] | None:
+        """(value, key) of the field in one reader's metadata, or None when it holds none."""
+        meta = self.metas.get(reader, {})
+        keys = (name,) if reader == "body" else self.vocabulary.keys.get(name, (name,))
+        for key in keys:
+            value = meta.get(key.lower() if reader == "headers" else key)
+            value = self.vocabulary.without_empty(value)
+            if value is None or value == "" or (value == [] and name in LINK_FIELDS):
+                continue  # an empty list is no link; elsewhere it is no single value
+            return value, key
+        return None
+
+    def every_reader(self) -> dict[str, dict[str, Any]]:
+        """field -> reader -> the value each reader holds for it (not only the first)."""
+        out: dict[str, dict[str, Any]] = {}
+        for name in FIELDS:
+            for reader in self.vocabulary.readers:
+                held = self.held(reader, name)
+                if held is not None:
+                    out.setdefault(name, {})[reader] = held[0]
+        return out
 
     def single(self, name: str, field: str | None = None) -> tuple[str | None, str]:
         value, key = self.raw(name)

@@ -224,6 +224,16 @@ def _link_pattern(value: Any) -> str:
     return str(value)
 
 
+def _header_start(value: Any) -> str:
+    if not _filled(value):
+        raise invalid("a regular expression matching the block's first line, like '^ *PEP:'")
+    try:
+        re.compile(str(value), re.MULTILINE)
+    except re.error as exc:
+        raise invalid(f"is not a valid regular expression: {exc}") from None
+    return str(value)
+
+
 def _empty_values(value: Any) -> list[str]:
     return _strings(value, "values that mean none, like 'n/a'")
 
@@ -245,6 +255,7 @@ class VocabularyOptions(ConnectorOptions):
     id_template: Annotated[str, PlainValidator(_id_template)] | None = None
     link_pattern: Annotated[str, PlainValidator(_link_pattern)] | None = None
     empty_values: Annotated[list[str], PlainValidator(_empty_values)] = Field(default_factory=list)
+    header_start: Annotated[str, PlainValidator(_header_start)] | None = None
 
     def vocabulary(self, default_include: Sequence[str]) -> Vocabulary:
         """The compiled vocabulary; ``default_include`` when ``include`` is not given."""
@@ -266,6 +277,9 @@ class VocabularyOptions(ConnectorOptions):
             id_template=self.id_template,
             link_pattern=re.compile(self.link_pattern) if self.link_pattern else None,
             empty_values=frozenset(v.strip().lower() for v in self.empty_values),
+            header_start=(
+                re.compile(self.header_start, re.MULTILINE) if self.header_start else None
+            ),
         )
 
 
@@ -300,6 +314,10 @@ def vocabulary_rules(options: Mapping[str, Any]) -> list[tuple[Loc, str]]:
     if options.get("body_patterns") and "body" not in readers:
         problems.append(
             (("options", "readers"), "body_patterns are set but 'body' is not among the readers")
+        )
+    if options.get("header_start") and "headers" not in readers:
+        problems.append(
+            (("options", "readers"), "header_start is set but 'headers' is not among the readers")
         )
     fields = options.get("fields")
     if isinstance(fields, Mapping) and "body" in readers and readers == ["body"]:

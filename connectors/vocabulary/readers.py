@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from connectors.frontmatter import NoteRefused, load_yaml, normalise_body, yaml_problem
+from connectors.vocabulary.blocks import locate
 from connectors.vocabulary.fields import STATE_FIELDS
 from reconciler.model import ProblemKind
 
@@ -32,17 +33,33 @@ def decode(data: bytes, what: str) -> str:
         ) from exc
 
 
-def header_block(text: str) -> tuple[dict[str, Any], str]:
-    """An RFC 822 header block at the top of ``text``: (lower-cased name -> value, body).
+def header_block(
+    text: str,
+    *,
+    start: re.Pattern[str] | None = None,
+    wanted: frozenset[str] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """An RFC 822 header block of ``text``: (lower-cased name -> value, the text without it).
 
-    Continuation lines are unfolded; a repeated name gives a list. Text that does not open
-    with ``Name: value`` has no header block.
+    Continuation lines are unfolded; a repeated name gives a list. The block is found where
+    ``blocks.locate`` finds it (the top, a ``<pre>`` or fenced wrapper, indented lines, after
+    a notice; below the top, only a block holding one of the ``wanted`` names) or where
+    ``start`` says; text without one has no header block.
     """
-    if not _HEADER_LINE.match(text):
+    if start is None and _HEADER_LINE.match(text):
+        message = HeaderParser(policy=policy.compat32).parsestr(text)
+        payload = message.get_payload()
+        return _headers(message.items()), payload if isinstance(payload, str) else ""
+    located = locate(text, start=start, wanted=wanted)
+    if located is None:
         return {}, text
-    message = HeaderParser(policy=policy.compat32).parsestr(text)
+    message = HeaderParser(policy=policy.compat32).parsestr(located.block)
+    return _headers(message.items()), located.body
+
+
+def _headers(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
     meta: dict[str, Any] = {}
-    for name, value in message.items():
+    for name, value in items:
         clean = " ".join(str(value).split())
         key = name.strip().lower()
         if key in meta:
@@ -50,8 +67,7 @@ def header_block(text: str) -> tuple[dict[str, Any], str]:
             meta[key] = [*previous, clean] if isinstance(previous, list) else [previous, clean]
         else:
             meta[key] = clean
-    payload = message.get_payload()
-    return meta, payload if isinstance(payload, str) else ""
+    return meta
 
 
 def sidecar_mapping(data: bytes | None, where: str) -> Mapping[str, Any]:

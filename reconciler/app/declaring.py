@@ -127,6 +127,26 @@ def _family_members(proposal: Proposal) -> list[Decision]:
     return [_decision(DeclarationKind.FAMILY, member, proposal) for member in proposal.members]
 
 
+def _missing(missing: list[str], table: _Table) -> list[str]:
+    """A problem for each id the table does not hold; one written ``<source>:<id>`` whose bare
+    ``<id>`` the table holds (a row adopted by ``bootstrap`` keeps the collection's own id)
+    says so."""
+    bare = {doc_id: doc_id.split(":", 1)[1] for doc_id in missing if ":" in doc_id}
+    held = table.get_documents(sorted(set(bare.values()))) if bare else {}
+    return [
+        f"no document {doc_id!r} in the table: "
+        + (
+            f"did you mean {bare[doc_id]!r}? A row adopted by `reconciler bootstrap` keeps "
+            "the collection's own id, with no '<source>:' prefix"
+            if bare.get(doc_id) in held
+            else "doc ids are '<source>:<id>' for a configured source, the collection's own "
+            "id for a row adopted by `reconciler bootstrap`; `reconciler status` and "
+            "`reconciler suggest` show them"
+        )
+        for doc_id in missing
+    ]
+
+
 def family_for(members: Sequence[str], rows: Mapping[str, Document]) -> str:
     """The family an accepted family proposal gathers its members in: the one that already
     holds the most of them (ties: the first member's, oldest first), so the fewest move."""
@@ -160,12 +180,7 @@ def decisions_to_declarations(
     rows: dict[str, Document] = {}
     for start in range(0, len(named), 500):
         rows.update(table.get_documents(named[start : start + 500]))
-    problems = [
-        f"no document {doc_id!r} in the table (doc ids are '<source>:<id>'; `reconciler "
-        "status` and `reconciler suggest` show them)"
-        for doc_id in named
-        if doc_id not in rows
-    ]
+    problems = _missing([doc_id for doc_id in named if doc_id not in rows], table)
     by_proposal: dict[str, list[str]] = {}
     for d in decisions:
         if d.kind is DeclarationKind.FAMILY and not d.target and d.proposal:

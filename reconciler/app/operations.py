@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.app.leasing import HeldLease, lease_name
 from reconciler.app.probing import probe_sources
 from reconciler.app.stopping import JobControl, stoppable_sources
+from reconciler.app.surveying import refuse_unread
 from reconciler.app.wiring import (
     build_sources,
     leases_of,
@@ -101,12 +102,16 @@ def ingest_sources(
     names: list[str] | None = None,
     outbox_only: bool = False,
     progress: IngestProgress | None = None,
+    accept_unread: bool = False,
 ) -> dict[str, Any]:
     """Run the reference ingestion over the configured sources (``progress``: see
     ``IngestProgress``), under the whole corpus's lease (it may write any family): a run or
     an apply of the whole corpus and another ingestion wait for it, and it first resolves what
     a killed ingestion or run left (``resolve_interrupted``). Raises ``LeaseBusy`` when
-    another runner holds that lease."""
+    another runner holds that lease. On a fresh deployment (a source none of whose documents
+    is registered) the source is first read dry, and ``VocabularyUnread`` is raised, with
+    nothing written, when its configuration reads nothing of a field it maps (unless
+    ``accept_unread``)."""
     unknown = sorted(set(names or []) - {s.name for s in settings.sources})
     if unknown:
         raise ConfigError([("sources", f"no source named {n!r}") for n in unknown])
@@ -128,6 +133,8 @@ def ingest_sources(
                     "was read or written): run it again when that one has ended"
                 )
             resolve_interrupted(table=opened.table, index=opened.index, shard=WHOLE)
+            if not (accept_unread or outbox_only):
+                refuse_unread(sources, opened.table, settings)
             ingestor = Ingestor(
                 table=opened.table,
                 index=opened.index,

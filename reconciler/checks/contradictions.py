@@ -15,6 +15,13 @@ carry no write: only the source can be mended.
   scheduling idiom of a vault (``status: current`` beside ``superseded_by: v2`` that starts
   next year) and no contradiction; once it has started, a note still saying ``current`` is
   stale, reported unless ``[policy] status_contradicts_link = "ignore"``.
+- ``successor_not_in_force``: the source declares a version ``superseded`` and names
+  successors, none of which ever comes into force (each is a draft or retired). Declared
+  links close a version only when a successor comes into force, so it stays in force and is
+  served (as ``current``) although its source says it is replaced. A ``retired`` version is
+  hidden as it says, whatever its successors (PEP 543, rejected, names the draft 748): no
+  finding. A successor that is to start later (pending) is the scheduling idiom, no finding
+  either: the row's ``effective_to`` already says when it ends.
 - ``successor_predates``: a successor that comes into force starts before the version it
   supersedes (PEP 102, created 2002, superseded by PEP 101, created 2001). The older
   version's window closes at its own start: it is never in force, at no instant.
@@ -97,6 +104,13 @@ def contradictions(
                 ),
             )
         )
+    if (
+        status_policy != "ignore"
+        and doc.state is VersionState.SUPERSEDED
+        and successors
+        and not live
+    ):
+        findings.append(_not_in_force(doc, successors, family, now=now))
     start = doc.effective_from
     earlier = [s for s in live if start is not None and _before(s.effective_from, start)]
     if start is not None and earlier:
@@ -117,6 +131,31 @@ def contradictions(
             )
         )
     return findings
+
+
+def _not_in_force(
+    doc: SourceDocument, successors: Sequence[Successor], family: str | None, *, now: datetime
+) -> Finding:
+    names = ", ".join(
+        f"{s.doc_id} ({s.state.value if isinstance(s, SourceDocument) and s.state else '?'})"
+        for s in successors
+    )
+    start = doc.effective_from
+    served = "pending" if start is not None and utc(start) > utc(now) else "current"
+    action = (
+        f"none: {doc.doc_id} is served as {served}: the source declares it superseded, but no "
+        f"successor it names comes into force ({names}), and declared links close a version "
+        f"only once a successor is in force; approve the successor, or declare {doc.doc_id} "
+        "retired to stop serving it"
+    )
+    return _warning(
+        "successor_not_in_force",
+        doc,
+        family,
+        expected={"a successor in force": [s.doc_id for s in successors]},
+        actual={"status": str(doc.state), "served": served, "successors": _listed(successors)},
+        action=action,
+    )
 
 
 def _warning(

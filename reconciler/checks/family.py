@@ -102,6 +102,8 @@ def _declaration_conflict(problem: SourceProblem, family: str | None) -> Finding
 
 
 def _problem_action(problem: SourceProblem) -> str:
+    if problem.kind is ProblemKind.ID_NOT_READ:
+        return "none: its id is its path until the pattern or the line is mended"
     if problem.kind is ProblemKind.CONFLICTING_LINKS and not problem.field:
         return "none: fix the links in the source; the successor both links name is used"
     if problem.field:

@@ -75,9 +75,9 @@ def check_source_yield(
                     actual={"source": name, "documents": seen[name], "unknown": unknown[name]},
                     action=(
                         "none: every document is served as unknown, in force by the time rule "
-                        "alone (the latest of each family); check the status mapping: the "
-                        "status field the connector reads and its vocabulary "
-                        "(docs/connectors/mapping.md)"
+                        "alone (the latest of each family); check the status mapping: "
+                        "`reconciler vocabulary check` shows what each reader reads of each "
+                        "document, and where a status is written but not read"
                     ),
                 )
             )

@@ -1,7 +1,8 @@
 """The ``reconciler`` command: thin. Parse, load settings, call one function, map errors to
 exit codes (see ``EXIT_CODES``). One module a group of commands: ``reconcile`` (check, plan,
 apply, run, repair), ``deployment`` (init, ingest, status, bootstrap, connectors),
-``history`` (rollback, audit), ``retrieval`` (demo, eval), ``discovery`` (suggest), ``serve``; what they share is in
+``history`` (rollback, audit), ``retrieval`` (demo, eval), ``discovery`` (suggest),
+``onboarding`` (config example, vocabulary check), ``serve``; what they share is in
 ``group`` and ``options``.
 
 Start-up matters (every cron run and every ``--help`` pays it): the package imports only click
@@ -9,7 +10,15 @@ and light modules of its own; each command imports the operations it needs when 
 ``tests/e2e/test_cli.py`` holds that line, ``python -m bench.startup`` measures it.
 """
 
-from reconciler.cli import deployment, discovery, history, reconcile, retrieval, serve
+from reconciler.cli import (
+    deployment,
+    discovery,
+    history,
+    onboarding,
+    reconcile,
+    retrieval,
+    serve,
+)
 from reconciler.cli.group import (
     EXIT_CODES,
     EXIT_DRIFT,
@@ -36,6 +45,7 @@ __all__ = [
     "discovery",
     "history",
     "main",
+    "onboarding",
     "reconcile",
     "retrieval",
     "serve",

@@ -16,10 +16,12 @@ if TYPE_CHECKING:
     pass
 
 from reconciler.cli.group import (
+    EXIT_DRIFT,
     EXIT_ERROR,
     CliState,
     cli,
     errors_mapped,
+    fail,
 )
 
 log = logging.getLogger(__name__)
@@ -47,21 +49,45 @@ def init(obj: CliState) -> None:
     is_flag=True,
     help="Only consume pending re-ingest requests; do not register new documents.",
 )
+@click.option(
+    "--accept-unread",
+    is_flag=True,
+    help="Ingest a fresh source even when its configuration reads nothing of a mapped field.",
+)
 @click.pass_obj
-def ingest(obj: CliState, source_names: tuple[str, ...], outbox_only: bool) -> None:
+def ingest(
+    obj: CliState, source_names: tuple[str, ...], outbox_only: bool, accept_unread: bool
+) -> None:
     """Reference ingestion: chunk, embed and register new documents; consume the re-ingest outbox.
 
     This is the only command that embeds, and nothing in the reconciler calls it. Documents
-    already registered are left as they are (their state is the reconciler's job). Exits 1 when
-    a source could not be read; what was read is still ingested.
+    already registered are left as they are (their state is the reconciler's job). A source
+    none of whose documents is registered yet is first read dry (`reconciler vocabulary
+    check`): when its configuration reads nothing of a field it maps, nothing is ingested.
+
+    \b
+    Exit codes:
+      0  ingested
+      1  error; or a source could not be read (what was read is still ingested)
+      2  refused: a fresh source's configuration reads nothing of a field it maps (the
+         message names it; --accept-unread ingests anyway)
+     64  usage error
     """
     from reconciler.app.operations import ingest_sources
+    from reconciler.errors import VocabularyUnread
     from reconciler.rendering import render_ingest
 
     with errors_mapped(), progress_display(obj.progress) as progress:
-        data = ingest_sources(
-            obj.settings, names=list(source_names), outbox_only=outbox_only, progress=progress
-        )
+        try:
+            data = ingest_sources(
+                obj.settings,
+                names=list(source_names),
+                outbox_only=outbox_only,
+                progress=progress,
+                accept_unread=accept_unread,
+            )
+        except VocabularyUnread as exc:
+            fail(str(exc), EXIT_DRIFT, kind="vocabulary_unread")
     obj.emit(data, render_ingest)
     if not data["ok"]:
         sys.exit(EXIT_ERROR)

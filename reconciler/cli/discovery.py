@@ -84,9 +84,9 @@ def suggest_command(
     and a decision, undecided until a person marks it accept or reject. Writes nothing to the
     table, the index or the audit log.
     """
-    from reconciler.app.suggesting import Scope, suggest
-
     with errors_mapped():
+        from reconciler.app.suggesting import Scope, suggest  # ExtraMissing without datasketch
+
         found = suggest(
             obj.settings,
             scope=Scope(source=source, doc_class=doc_class, bodies=not no_bodies, vectors=vectors),
@@ -199,8 +199,14 @@ def declare_command(
     against the whole corpus), every write is audited, and `reconciler rollback RUN_ID` undoes
     it and revokes its declarations. --dry-run shows the writes and records nothing.
 
-    Exit 0 on success, 1 when a decision cannot be recorded (each one listed; nothing
-    written), 3 when the guard refused, 4 when a source could not be read, 64 on usage errors.
+    \b
+    Exit codes:
+      0  declared; with --dry-run, nothing would change; --list listed
+      1  a decision cannot be recorded (each one listed; nothing written), or an error
+      2  --dry-run: the declarations lead to the writes shown (nothing recorded)
+      3  refused by the blast-radius guard, nothing written (--force after review)
+      4  declared, but a source could not be read (run status "partial")
+     64  usage error
     """
     from reconciler.app.declaring import (
         Decision,

@@ -41,7 +41,11 @@ EXIT_USAGE = 64
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_OK, "success; no drift (check, plan)"),
     (EXIT_ERROR, "error: a store, a source, the config file, an unknown run id"),
-    (EXIT_DRIFT, "drift found (check, plan); a failing slice (eval)"),
+    (
+        EXIT_DRIFT,
+        "drift found (check, plan); a failing slice (eval); a mapped field read from no "
+        "document (vocabulary check, and ingest on a fresh source)",
+    ),
     (
         EXIT_REFUSED,
         "refused by the blast-radius guard, nothing written (apply, run, repair, declare); "
@@ -59,7 +63,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
 NO_CONFIG = (
     "no config file: give --config FILE, set RECONCILER_CONFIG or run from a folder holding "
     "reconciler.toml; to try it out run `reconciler demo` (it writes one), for your own "
-    "deployment copy config/reconciler.example.toml"
+    "deployment write the annotated example with `reconciler config example > reconciler.toml`"
 )
 
 
@@ -82,7 +86,7 @@ class CliState:
         file at all (a command run in an empty folder must not create a deployment there)."""
         if self._settings is None:
             if self.config is None and not _configured_here():
-                fail(NO_CONFIG, EXIT_USAGE)
+                fail(NO_CONFIG, EXIT_USAGE, kind="no_config")
             from reconciler.settings import load_settings
 
             self._settings = load_settings(self.config)
@@ -129,10 +133,25 @@ def exit_for(report: Any, *, writing: bool) -> NoReturn:
     sys.exit(EXIT_OK)
 
 
-def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    """Print an error for a person and exit."""
-    click.secho(f"error: {message}", fg="red", err=True)
+#: The ``error`` of a JSON error object, by exit code, when the caller names none.
+_ERROR_KINDS = {EXIT_ERROR: "error", EXIT_DRIFT: "refused", EXIT_REFUSED: "refused"}
+
+
+def fail(message: str, code: int = EXIT_ERROR, *, kind: str | None = None) -> NoReturn:
+    """Print an error and exit: for a person on stderr; under ``--format json`` one object on
+    stdout, ``{"error": kind, "message": ..., "exit_code": code}``."""
+    if _wants_json():
+        error = kind or _ERROR_KINDS.get(code, "usage" if code == EXIT_USAGE else "error")
+        click.echo(json.dumps({"error": error, "message": message, "exit_code": code}))
+    else:
+        click.secho(f"error: {message}", fg="red", err=True)
     sys.exit(code)
+
+
+def _wants_json() -> bool:
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_object(CliState) if ctx is not None else None
+    return state is not None and state.fmt == "json"
 
 
 @contextmanager
@@ -141,21 +160,30 @@ def errors_mapped() -> Iterator[None]:
     try:
         yield
     except ConfigError as exc:
-        fail(f"invalid configuration: {exc}")
+        fail(f"invalid configuration: {exc}", kind="invalid_configuration")
     except SchemaError as exc:
-        fail(str(exc))
+        fail(str(exc), kind="schema")
     except AmbiguousRunId as exc:
-        fail(str(exc), EXIT_USAGE)
+        fail(str(exc), EXIT_USAGE, kind="ambiguous_run_id")
     except CollectionMissing as exc:
-        fail(str(exc))  # not an outage: the message says what to do
+        fail(str(exc), kind="collection_missing")  # not an outage: the message says what to do
     except StoreUnavailable as exc:
-        fail(f"{exc} (check that the store is running and reachable, then retry)")
+        fail(
+            f"{exc} (check that the store is running and reachable, then retry)",
+            kind="store_unavailable",
+        )
     except IndexWriteError as exc:
-        fail(f"{exc}; the next run converges (every write is idempotent)")
+        fail(f"{exc}; the next run converges (every write is idempotent)", kind="index_write")
     except ConnectorError as exc:
-        fail(str(exc))
+        fail(str(exc), kind="source")
     except ReconcilerError as exc:
-        fail(str(exc))
+        fail(str(exc), kind=_kind_of(exc))
+
+
+def _kind_of(exc: Exception) -> str:
+    """``LeaseBusy`` -> ``lease_busy``."""
+    name = type(exc).__name__
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
 # -- options accepted before and after the verb ------------------------------------------------
@@ -267,6 +295,8 @@ class Verbs(click.Group):
             return super().invoke(ctx)
         except click.UsageError as error:
             _as_usage(error)
+            if _wants_json():
+                fail(error.format_message(), EXIT_USAGE, kind="usage")
             raise
 
 

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 import numpy as np
-from datasketch import MinHash
+
+from reconciler.errors import ExtraMissing
+
+try:  # the [discovery] extra: datasketch brings scipy, too heavy for every install
+    from datasketch import MinHash
+except ImportError:
+    raise ExtraMissing("discovery", "datasketch", "suggest") from None
 
 from reconciler.discovery.claims import NOTHING, Ref, read_claims
 from reconciler.discovery.vectors import DocVector

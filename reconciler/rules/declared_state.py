@@ -222,6 +222,19 @@ def with_registered(
     return dataclasses.replace(source_doc, **values) if values else source_doc  # type: ignore[arg-type]
 
 
+def ordinals_by_family(
+    documents: Iterable[SourceDocument], family_of: Mapping[str, str]
+) -> dict[str, int]:
+    """``version_ordinals`` of every family of ``documents`` (``family_of``: id -> family)."""
+    families: dict[str, list[SourceDocument]] = defaultdict(list)
+    for doc in documents:
+        families[family_of[doc.doc_id]].append(doc)
+    ordinals: dict[str, int] = {}
+    for members in families.values():
+        ordinals.update(version_ordinals(members))
+    return ordinals
+
+
 def version_ordinals(documents: list[SourceDocument]) -> dict[str, int]:
     """Ordinals for one family's documents that declare no ``version``.
 

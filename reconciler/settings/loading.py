@@ -134,7 +134,8 @@ def load_settings(
                 [
                     (
                         "(file)",
-                        f"{file} does not exist; create one from config/reconciler.example.toml",
+                        f"{file} does not exist; write the annotated example there with "
+                        f"`reconciler config example > {file}`",
                     )
                 ],
                 origin=origin,

@@ -257,6 +257,23 @@ def test_langchain_collection_is_adopted_then_reconciled(langchain_corpus: Path)
     assert_converged(config)
 
 
+def test_adopted_rows_are_declared_by_their_own_ids_and_a_prefixed_id_says_so(
+    langchain_corpus: Path,
+) -> None:
+    """docs/adopting.md: a row adopted by bootstrap keeps the collection's id (issue 34: the
+    doc's ``adopted:X`` failed with a message that said ids are '<source>:<id>')."""
+    config = write_config(langchain_corpus, "lc", 'preset = "langchain"')
+    assert run(config, "bootstrap")[0] == 0
+    old, new = "handbook/datasheet.md", "handbook/onboarding.md"
+    code, refused = run(config, "declare", "--supersede", f"adopted:{old}", "--by", new)
+    assert code == 1
+    assert refused["error"] == "undeclarable"
+    assert f"did you mean {old!r}?" in refused["message"]
+    code, data = run(config, "declare", "--supersede", old, "--by", new)
+    assert code == 0, data
+    assert rows(langchain_corpus)[old].superseded_by == new
+
+
 # -- LlamaIndex -------------------------------------------------------------------------------
 
 

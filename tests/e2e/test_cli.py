@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from acceptance_kit import Deployment
 from click.testing import CliRunner, Result
 
 from reconciler.cli import EXIT_CODES, EXIT_PARTIAL, EXIT_USAGE, cli
+from reconciler.settings import load_settings
 
 
 @pytest.fixture
@@ -166,8 +168,53 @@ def test_without_a_config_commands_refuse_in_one_line(no_config: Path, command: 
     lines = result.output.strip().splitlines()
     assert len(lines) == 1
     assert "reconciler demo" in lines[0]
-    assert "config/reconciler.example.toml" in lines[0]
+    assert "reconciler config example > reconciler.toml" in lines[0]
+    assert "config/" not in lines[0]  # a pip user has no checkout
     assert list(no_config.iterdir()) == []  # no reconciler.db, no qdrant/
+
+
+@pytest.mark.parametrize(
+    ("command", "codes"),
+    [
+        (["declare"], [0, 1, 2, 3, 4, 64]),
+        (["ingest"], [0, 1, 2, 64]),
+        (["vocabulary", "check"], [0, 1, 2, 64]),
+        (["config", "example"], [0, 64]),
+    ],
+)
+def test_help_lists_every_exit_code_the_command_uses(command: list[str], codes: list[int]) -> None:
+    said = invoke(*command, "--help").output
+    listed = said.split("Exit codes:", 1)[1]
+    found = [int(n) for n in re.findall(r"(?m)^\s+(\d+)  ", listed)]
+    assert found == codes, said
+
+
+def test_the_example_config_ships_in_the_package_and_loads(no_config: Path) -> None:
+    result = invoke("config", "example")
+    assert result.exit_code == 0
+    (no_config / "reconciler.toml").write_text(result.output, encoding="utf-8")
+    assert load_settings(no_config / "reconciler.toml").sources
+    (no_config / "reconciler.toml").unlink()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "kind"),
+    [
+        (["status"], EXIT_USAGE, "no_config"),
+        (["--config", "missing.toml", "status"], 1, "invalid_configuration"),
+        (["rollback", "--no-such-option"], EXIT_USAGE, "usage"),
+    ],
+)
+def test_errors_are_one_json_object_under_format_json(
+    no_config: Path, args: list[str], code: int, kind: str
+) -> None:
+    result = invoke("--format", "json", *args)
+    assert result.exit_code == code, result.output
+    error = json.loads(result.stdout)
+    assert error["error"] == kind
+    assert error["exit_code"] == code
+    assert error["message"]
+    assert list(no_config.iterdir()) == []
 
 
 def test_without_a_config_help_version_and_connectors_still_work(no_config: Path) -> None:

@@ -244,3 +244,28 @@ def test_documents_gone_from_their_source_are_compared_by_name_after_one_scan(
     assert ("handbook:expenses-2025", "handbook:expenses", "older -> newer") in links(
         json.loads(result.output[result.output.index("{") :])
     )
+
+
+def test_without_the_discovery_extra_suggest_names_the_command_that_installs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """datasketch (and scipy with it) is the ``discovery`` extra (issue 34): an install
+    without it runs every other command, and ``suggest`` says the one line that adds it."""
+    import sys  # noqa: PLC0415  (the modules are swapped for this test alone)
+
+    monkeypatch.setitem(sys.modules, "datasketch", None)  # import datasketch -> ImportError
+    for name in [
+        m
+        for m in sys.modules
+        if m.startswith(("reconciler.discovery", "reconciler.app.suggesting"))
+    ]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.chdir(tmp_path)
+    for fmt, stream in (("table", "stderr"), ("json", "stdout")):
+        result = CliRunner().invoke(cli, ["--format", fmt, "suggest"])
+        assert result.exit_code == 1, result.output
+        said = getattr(result, stream)
+        assert "pip install 'corpus-reconciler[discovery]'" in said
+        assert said.count("\n") == 1
+    assert json.loads(result.stdout)["error"] == "extra_missing"
+    assert list(tmp_path.iterdir()) == []

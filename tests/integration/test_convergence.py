@@ -101,6 +101,7 @@ SOURCE_WARNINGS = frozenset(
         ("family", "all_unknown"),
         ("family", "status_contradicts_link"),
         ("family", "successor_predates"),
+        ("family", "successor_not_in_force"),
     }
 )
 

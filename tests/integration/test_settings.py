@@ -14,7 +14,7 @@ from reconciler.settings import load_settings, parse_duration
 from reconciler.settings.sections import ScheduleSettings
 from reconciler.sources import BUILTIN, ENTRY_POINT_GROUP, describe
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "reconciler.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "reconciler" / "settings" / "reconciler.example.toml"
 
 
 def write(tmp_path: Path, body: str) -> Path:

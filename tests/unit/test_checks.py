@@ -337,7 +337,9 @@ def test_family_successor_not_ingested_keep_policy_keeps_the_state() -> None:
 
 
 def test_family_a_successor_that_never_comes_into_force_closes_nothing() -> None:
-    """v1 names a draft successor dated ahead: after that date v1 is still the one in force."""
+    """v1 names a draft successor dated ahead: after that date v1 is still the one in force,
+    with nothing to repair; that it is served although its source says superseded is a
+    warning (issue 34), no write."""
     rows = [
         row("v1", version=1, start=NOW - 100 * DAY),
         row("v2", version=2, state=DRAFT, start=NOW - DAY),
@@ -347,7 +349,8 @@ def test_family_a_successor_that_never_comes_into_force_closes_nothing() -> None
         src("v2", version=2, state=DRAFT, start=NOW - DAY),
     ]
     findings = check_family(view(rows, sources), family_ctx(rows))
-    assert kinds(findings) == []
+    assert kinds(findings) == [("successor_not_in_force", did("v1"))]
+    assert findings[0].severity is Severity.WARNING
 
 
 def test_family_retired_in_source() -> None:

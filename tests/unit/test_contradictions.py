@@ -90,6 +90,23 @@ def test_an_undated_successor_is_in_force_from_the_start() -> None:
     assert kinds(contradictions(v1, [v2], now=NOW, family="f")) == ["status_contradicts_link"]
 
 
+def test_superseded_beside_successors_that_never_come_into_force_says_it_is_served() -> None:
+    """Issue 34: ``superseded`` while its named successor is a draft is served as current
+    (declared links close nothing until a successor is in force): a warning says so. A
+    ``retired`` one is hidden as it says: no finding."""
+    draft = doc("v2", VersionState.DRAFT, effective_from=NOW - 10 * DAY)
+    v1 = doc("v1", SUPERSEDED, effective_from=NOW - 300 * DAY, superseded_by="s:v2")
+    [finding] = contradictions(v1, [draft], now=NOW, family="f")
+    assert (finding.kind, finding.severity) == ("successor_not_in_force", Severity.WARNING)
+    assert finding.actual["served"] == "current"
+    assert "s:v2 (draft)" in finding.action
+    retired = doc("v1", VersionState.RETIRED, effective_from=NOW - 300 * DAY, superseded_by="s:v2")
+    assert contradictions(retired, [draft], now=NOW, family="f") == []
+    assert contradictions(v1, [draft], now=NOW, family="f", status_policy="ignore") == []
+    pending = doc("v2", VersionState.PENDING, effective_from=NOW + 10 * DAY)
+    assert contradictions(v1, [pending], now=NOW, family="f") == []  # scheduled: no finding
+
+
 @pytest.mark.parametrize("state", [SUPERSEDED, None, VersionState.DRAFT, VersionState.RETIRED])
 def test_a_version_that_does_not_say_in_force_contradicts_no_link(
     state: VersionState | None,
@@ -252,6 +269,9 @@ def oracle(
     }
     if older:
         expected["successor_predates"] = older
+    said_out = state is not None and state.value == "superseded"
+    if said_out and named and not entering and policy == "report":
+        expected["successor_not_in_force"] = {s.doc_id for s in named}
     return expected
 
 
@@ -264,7 +284,11 @@ def test_a_finding_iff_the_oracle_says_status_in_force_and_successor_started_or_
 ) -> None:
     v1 = doc("v1", state, effective_from=start)
     found = contradictions(v1, named, now=NOW, family="f", status_policy=policy)
-    listed = {"status_contradicts_link": "successors_in_force", "successor_predates": "successors"}
+    listed = {
+        "status_contradicts_link": "successors_in_force",
+        "successor_predates": "successors",
+        "successor_not_in_force": "successors",
+    }
     got = {f.kind: {s["doc_id"] for s in f.actual[listed[f.kind]]} for f in found}
     assert got == oracle(state, start, named, policy)
     assert len(found) == len(got)  # one finding per kind

@@ -28,6 +28,7 @@ ALLOWED = {
     "reconciler.app.searching": "`search`",
     "reconciler.app.suggesting": "`suggest`",
     "reconciler.app.declaring": "`declare`",
+    "reconciler.app.surveying": "`vocabulary check`",
     "reconciler.app.daemon": "`serve`, and the metrics a cron `run` leaves",
     "reconciler.rendering": "drawing what a command returns",
     "reconciler.errors": "mapping errors to exit codes",
