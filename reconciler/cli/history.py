@@ -7,6 +7,7 @@ import logging
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -78,21 +79,47 @@ def audit_show(obj: CliState, run_id: str | None, doc_id: str | None, limit: int
 @audit.command("verify")
 @click.pass_obj
 def audit_verify_command(obj: CliState) -> None:
-    """Recompute the hash chain; exit 1 when any entry was altered or removed."""
+    """Recompute the hash chain; exit 1 when any entry was altered or removed.
+
+    Says which protection was in force: keyed (RECONCILER_AUDIT_KEY or
+    RECONCILER_AUDIT_KEY_FILE), anchored (RECONCILER_AUDIT_ANCHOR), or unkeyed (whoever can
+    write the table can rewrite the chain unseen; docs/auditing.md).
+    """
     from reconciler.app.history import audit_verify
 
     with errors_mapped():
         data = audit_verify(obj.settings)
-    obj.emit(
-        data,
-        lambda d: (
-            f"audit log intact: {d['entries']} entries"
-            if d["ok"]
-            else "audit log BROKEN:\n" + "\n".join(f"  {p}" for p in d["problems"])
-        ),
-    )
+    obj.emit(data, _verified)
     if not data["ok"]:
         sys.exit(EXIT_ERROR)
+
+
+@audit.command("seal")
+@click.pass_obj
+def audit_seal_command(obj: CliState) -> None:
+    """Append one entry to the chain, keyed when an audit key is given, then verify it.
+
+    Run it once after setting RECONCILER_AUDIT_KEY (or RECONCILER_AUDIT_KEY_FILE) on a
+    deployment whose log predates the key: from its entry on, the chain is keyed, and
+    `audit verify` requires it to end keyed. Exit 1 when the chain does not verify.
+    """
+    from reconciler.app.history import audit_seal
+
+    with errors_mapped():
+        data = audit_seal(obj.settings)
+    obj.emit(data, lambda d: f"sealed at entry {d['entries']} ({d['head'][:12]}); " + _verified(d))
+    if not data["ok"]:
+        sys.exit(EXIT_ERROR)
+
+
+def _verified(d: dict[str, Any]) -> str:
+    """What ``audit verify`` (and ``seal``) found, and which protection was in force."""
+    found = (
+        f"audit log intact: {d['entries']} entries"
+        if d["ok"]
+        else "audit log BROKEN:\n" + "\n".join(f"  {p}" for p in d["problems"])
+    )
+    return found + "".join(f"\nprotection: {p}" for p in d["protection"])
 
 
 def _scope(families: tuple[str, ...], docs: tuple[str, ...]) -> None:
