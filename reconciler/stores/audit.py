@@ -468,6 +468,17 @@ class SqlAuditLog:
         against its hash (see ``entries_about``)."""
         return entries_about(self.engine, targets, upto=upto, after=after)
 
+    def audit_targets(self, *, kinds: Iterable[str], upto: int) -> Iterator[str]:
+        """Every target of an entry of one of ``kinds`` up to ``upto``, once each, in order."""
+        with Session(self.engine) as session:
+            yield from session.scalars(
+                select(AuditRow.target)
+                .where(AuditRow.target_type.in_(sorted(set(kinds))), AuditRow.seq <= upto)
+                .distinct()
+                .order_by(AuditRow.target)
+                .execution_options(yield_per=1000)
+            )
+
     def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
         """Every entry of one run, in order, with each entry's own hash."""
         return run_entries_with_hashes(self.engine, run_id)
