@@ -23,6 +23,7 @@ from hypothesis_kit import examples
 from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
+from reconciler.metrics import build_registry
 from reconciler.stores import audit
 from reconciler.stores.audit_protection import ANCHOR_ENV, KEY_ENV, KEY_FILE_ENV
 from reconciler.stores.schema import AuditHeadRow, AuditRow
@@ -198,3 +199,16 @@ def test_audit_verify_says_the_protection_and_seal_starts_the_keyed_part(
     result = deploy.cli("audit", "verify")
     assert result.exit_code == 0
     assert "protection: keyed: every entry from entry" in result.output
+
+
+def test_the_head_is_exported_as_a_metric(
+    table: SqlDocumentTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prometheus keeps the series it scrapes outside the table: the head's history there is
+    a witness an insider cannot rewrite with the table."""
+    for name in (KEY_ENV, KEY_FILE_ENV, ANCHOR_ENV):
+        monkeypatch.delenv(name, raising=False)
+    head = table.append_audit(entries("r1", 3))
+    registry, _live = build_registry(table.metrics_snapshot)
+    assert registry.get_sample_value("reconciler_audit_entries") == 3.0
+    assert registry.get_sample_value("reconciler_audit_head_info", {"head": head[:16]}) == 1.0
