@@ -126,6 +126,8 @@ def load_text(text: str, *, lines: bool = False, max_depth: int = MAX_DEPTH) -> 
                     skipping += 1
                 elif isinstance(event, ev.CollectionEndEvent):
                     skipping -= 1
+                    if not skipping:  # the branch not read stands as nothing
+                        _place(None, stack, top, problems, None, event)
                 continue
             if isinstance(event, ev.CollectionEndEvent):
                 value, path, _, _ = stack.pop()

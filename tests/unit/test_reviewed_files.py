@@ -125,6 +125,13 @@ def test_nesting_past_the_limit_is_refused_by_the_reader_itself() -> None:
         f"line {MAX_DEPTH + 1}: nested deeper than {MAX_DEPTH} levels; the rest of this branch "
         "was not read",
     )
+    # what follows the branch not read is read as it is: one problem, not a cascade
+    with pytest.raises(UnsafeYaml) as caught:
+        load_text("a: " + "[" * 40 + "]" * 40 + "\nb: 1\nb: 2\n")
+    assert caught.value.problems == (
+        f"line 1: nested deeper than {MAX_DEPTH} levels; the rest of this branch was not read",
+        "line 3: the key 'b' a second time in one mapping",
+    )
 
 
 def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
