@@ -68,12 +68,17 @@ def entry_hash_of(prev_hash: str, entry: AuditEntry, key: bytes | None = None) -
     return _hash_of(prev_hash, entry, jsonable(entry.before), jsonable(entry.after), key)
 
 
-def _keying(prev_hash: str, entry: AuditEntry, stored: str, key: bytes | None) -> bool | None:
+def _keying(
+    prev_hash: str, entry: AuditEntry, stored: str, key: bytes | None, *, keyed_first: bool = False
+) -> bool | None:
     """Whether the entry's stored hash is its keyed one (True), its plain one (False), or
-    neither (None: altered, or keyed under a key not given)."""
+    neither (None: altered, or keyed under a key not given). ``keyed_first``: try the key
+    first (past the first keyed entry, every one should be: one hash, not two)."""
+    if key is not None and keyed_first and entry_hash_of(prev_hash, entry, key) == stored:
+        return True
     if entry_hash_of(prev_hash, entry) == stored:
         return False
-    if key is not None and entry_hash_of(prev_hash, entry, key) == stored:
+    if key is not None and not keyed_first and entry_hash_of(prev_hash, entry, key) == stored:
         return True
     return None
 
@@ -238,7 +243,9 @@ class ChainWalk:
                     result.problems.append(f"entry {seq}: cannot be read ({exc}); altered")
                     entry = None
                 else:
-                    keyed = _keying(row["prev_hash"], entry, entry_hash, key)
+                    keyed = _keying(
+                        row["prev_hash"], entry, entry_hash, key, keyed_first=bool(keyed_from)
+                    )
                     if keyed is None:
                         result.problems.append(
                             f"entry {seq} (run {entry.run_id}, {entry.target_type} "
