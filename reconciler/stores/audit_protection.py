@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -56,6 +57,8 @@ __all__ = [
     "say_protection",
     "write_anchor",
 ]
+
+log = logging.getLogger(__name__)
 
 KEY_ENV = "RECONCILER_AUDIT_KEY"
 KEY_FILE_ENV = "RECONCILER_AUDIT_KEY_FILE"
@@ -171,8 +174,12 @@ def anchor_after_commit(session: Session, entries: int, head: str, key: bytes | 
 
     def anchor(committed: Session) -> None:
         pending = committed.info.pop("audit_anchor", None)
-        if pending is not None:
+        if pending is None:
+            return
+        try:
             write_anchor(path, entries=pending[0], head=pending[1], key=key)
+        except AuditProtectionError as exc:  # the write is committed: say so, do not fail it
+            log.error("%s", exc)
 
     def forget(rolled_back: Session) -> None:
         rolled_back.info.pop("audit_anchor", None)

@@ -212,3 +212,21 @@ def test_the_head_is_exported_as_a_metric(
     registry, _live = build_registry(table.metrics_snapshot)
     assert registry.get_sample_value("reconciler_audit_entries") == 3.0
     assert registry.get_sample_value("reconciler_audit_head_info", {"head": head[:16]}) == 1.0
+
+
+def test_an_anchor_that_cannot_be_written_is_said_and_the_write_stands(
+    table: SqlDocumentTable,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for name in (KEY_ENV, KEY_FILE_ENV):
+        monkeypatch.delenv(name, raising=False)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv(ANCHOR_ENV, str(blocker / "audit-head.json"))
+    head = table.append_audit(entries("r1", 2))  # committed, whatever the anchor does
+    assert head
+    assert "the audit head could not be anchored" in caplog.text
+    problems = audit.verify(table.engine).problems
+    assert any("cannot be read" in p for p in problems), problems
