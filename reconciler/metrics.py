@@ -96,6 +96,25 @@ class RunLogCollector(Collector):
             errors.add_metric([name], float(state["failures"]))
         yield up
         yield errors
+        yield from self._audit_head(data.get("audit_head"))
+
+    def _audit_head(self, head: Mapping[str, Any] | None) -> Iterator[Metric]:
+        """The audit chain's head: its entries and (a label) its hash's first 16 digits, so
+        that the series Prometheus keeps, outside the table, witness the chain's growth."""
+        if head is None:
+            return
+        entries = GaugeMetricFamily(
+            f"{PREFIX}audit_entries", "Entries of the audit chain, at its head."
+        )
+        entries.add_metric([], float(head["entries"]))
+        info = GaugeMetricFamily(
+            f"{PREFIX}audit_head_info",
+            "The audit chain's head (the first 16 hex digits of its last entry's hash).",
+            labels=["head"],
+        )
+        info.add_metric([str(head["hash"])[:16]], 1.0)
+        yield entries
+        yield info
 
     def _jobs(self, jobs: dict[str, dict[str, Any]]) -> Iterator[Metric]:
         last_run = GaugeMetricFamily(

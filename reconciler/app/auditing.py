@@ -10,7 +10,7 @@ chunk index is not opened: the answer is the log's, and says what it rests on.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +44,16 @@ def read_trail(
     """Walk and verify the whole chain, then replay the entries of the documents the scope
     asks about (see the module docstring). ``AuditUnanswerable`` when the chain fails
     verification or is empty; ``NotFound`` when the log holds nothing about the scope."""
+    survey, upto = _walked(table, families=families, docs=docs)
+    if not survey.asked:
+        raise _nothing_about(survey, docs)
+    return survey, _replayed(table, survey.asked, upto=upto)
+
+
+def _walked(
+    table: TableReader, *, families: Iterable[str] = (), docs: Iterable[str] = ()
+) -> tuple[Survey, int]:
+    """The whole chain walked and verified: the survey of it, and its last ``seq``."""
     survey = Survey(families=frozenset(families), docs=frozenset(docs))
     walk = table.walk_audit()
     for chained in walk:
@@ -59,31 +69,38 @@ def read_trail(
         )
     if not survey.entries:
         raise AuditUnanswerable("the audit log is empty: nothing has been written yet")
-    if not survey.asked:
-        named = [*(f"family {f!r}" for f in sorted(survey.families)), *map(repr, sorted(docs))]
-        older = (
-            f"; {survey.ingests_without_payload} ingestion entr(ies) of an older version did "
-            "not record payloads, so the families of the documents they wrote are not in the "
-            "log: name such documents with --doc"
-            if survey.ingests_without_payload and survey.families
-            else ""
-        )
-        near = f"; the log names {', '.join(map(repr, sorted(survey.near)))}" if survey.near else ""
-        raise NotFound(
-            f"the audit log has no entry about {' or '.join(named)}{near}: the reconciler never "
-            "wrote a payload there (a family or document id is as the payloads spell it, "
-            "`reconciler audit show --doc DOC` shows a document's; chunks written only by "
-            "another pipeline are not in the log)" + older
-        )
-    about = sorted(table.audit_entries_about(survey.asked, upto=walk.last_seq), key=lambda c: c.seq)
-    entries = sorted([*about, *ends_of(table, about, upto=walk.last_seq)], key=lambda c: c.seq)
+    return survey, walk.last_seq
+
+
+def _nothing_about(survey: Survey, docs: Iterable[str]) -> NotFound:
+    named = [*(f"family {f!r}" for f in sorted(survey.families)), *map(repr, sorted(docs))]
+    older = (
+        f"; {survey.ingests_without_payload} ingestion entr(ies) of an older version did "
+        "not record payloads, so the families of the documents they wrote are not in the "
+        "log: name such documents with --doc"
+        if survey.ingests_without_payload and survey.families
+        else ""
+    )
+    near = f"; the log names {', '.join(map(repr, sorted(survey.near)))}" if survey.near else ""
+    return NotFound(
+        f"the audit log has no entry about {' or '.join(named)}{near}: the reconciler never "
+        "wrote a payload there (a family or document id is as the payloads spell it, "
+        "`reconciler audit show --doc DOC` shows a document's; chunks written only by "
+        "another pipeline are not in the log)" + older
+    )
+
+
+def _replayed(table: TableReader, docs: Iterable[str], *, upto: int) -> Replay:
+    """The entries of ``docs`` (and how their runs' intents ended), up to ``upto``, replayed."""
+    about = sorted(table.audit_entries_about(docs, upto=upto), key=lambda c: c.seq)
+    entries = sorted([*about, *ends_of(table, about, upto=upto)], key=lambda c: c.seq)
     altered = [c.seq for c in entries if c.entry is None]
     if altered:
         raise AuditUnanswerable(
             f"audit entries {', '.join(map(str, altered[:10]))} no longer match their hash "
             "(altered since the chain was walked a moment ago): run `reconciler audit verify`"
         )
-    return survey, Replay().feed_all(entries)
+    return Replay().feed_all(entries)
 
 
 def ends_of(table: TableReader, about: list[ChainedEntry], *, upto: int) -> list[ChainedEntry]:
@@ -148,6 +165,88 @@ def audit_served(
         "documents": documents,
         "basis": basis(survey, at=at, undetermined=_undetermined(documents)),
     }
+
+
+#: Documents answered at a time by the whole-corpus form (what is held at once).
+CORPUS_BATCH = 500
+
+
+class CorpusAnswer:
+    """``audit served --at T --all``: every document the log wrote a payload of, answered a
+    batch at a time (``CORPUS_BATCH`` documents: their entries and their runs' ends, replayed,
+    answered, dropped), so memory follows the batch, not the corpus or the log. Read ``head``,
+    iterate ``documents()`` once (the table is closed when it ends), then ``tail()``: the
+    summary (documents by whether they were served, chunks by status) and what it rests on."""
+
+    def __init__(self, settings: Settings, *, at: datetime | None, clock: Clock) -> None:
+        self.at = utc(at) if at is not None else clock.now()
+        self._table = open_table(settings)
+        try:
+            self._survey, self._upto = _walked(self._table)
+        except BaseException:
+            self._table.close()
+            raise
+        assert self._survey.first_at is not None
+        if self.at < self._survey.first_at:
+            self._table.close()
+            raise AuditUnanswerable(
+                f"{rfc3339(self.at)} is before the audit log begins "
+                f"({rfc3339(self._survey.first_at)}): the log cannot say what was served then"
+            )
+        self.served: Counter[str] = Counter()
+        self.chunks: Counter[str] = Counter()
+        self._undetermined: Counter[str] = Counter()
+        self._replayed = 0
+
+    @property
+    def head(self) -> dict[str, Any]:
+        """What the answer is about, before its documents."""
+        return {"at": rfc3339(self.at), "scope": {"all": True}}
+
+    def documents(self) -> Iterator[dict[str, Any]]:
+        """Each document's answer (as ``audit served`` gives it), in doc id order."""
+        try:
+            batch: list[str] = []
+            kinds = (INTENT, INGEST_INTENT)
+            for doc_id in self._table.audit_targets(kinds=kinds, upto=self._upto):
+                batch.append(doc_id)
+                if len(batch) == CORPUS_BATCH:
+                    yield from self._answered(batch)
+                    batch = []
+            if batch:
+                yield from self._answered(batch)
+        finally:
+            self._table.close()
+
+    def _answered(self, docs: list[str]) -> Iterator[dict[str, Any]]:
+        replay = _replayed(self._table, docs, upto=self._upto)
+        self._replayed += replay.entries
+        answered = served_at(replay, at=self.at, families=set(), docs=set(docs), admits=admits)
+        for document in answered:
+            self.served[document["served"]] += 1
+            for variant in document["variants"]:
+                self.chunks[variant["status"]] += len(variant["points"])
+            self._undetermined.update(_undetermined([document]))
+            yield document
+
+    def tail(self) -> dict[str, Any]:
+        """The summary and the basis, once the documents are read."""
+        return {
+            "log": {**self._survey.log_json(), "replayed": self._replayed},
+            "summary": {
+                "documents": sum(self.served.values()),
+                "served": dict(sorted(self.served.items())),
+                "chunks": dict(sorted(self.chunks.items())),
+            },
+            "basis": basis(self._survey, at=self.at, undetermined=self._undetermined),
+        }
+
+
+def audit_served_corpus(
+    settings: Settings, *, at: datetime | None, clock: Clock = SYSTEM_CLOCK
+) -> CorpusAnswer:
+    """``audit served`` for the whole corpus, streamed (``CorpusAnswer``)."""
+    return CorpusAnswer(settings, at=at, clock=clock)
 
 
 def audit_history(

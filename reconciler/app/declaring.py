@@ -18,12 +18,14 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from reconciler.app.operations import engine_options, reconcile
 from reconciler.app.wiring import open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.discovery import Proposal, ProposalsError, read_proposals
+from reconciler.discovery import Proposal, Proposals, ProposalsError, load_reviewed
+from reconciler.discovery.lookalikes import shown, skeleton, unusual
 from reconciler.discovery.proposals import DIRECTED
 from reconciler.errors import Undeclarable
 from reconciler.model import Declaration, DeclarationKind, Document
@@ -77,14 +79,21 @@ class Declared:
         }
 
 
-def from_proposals(data: Mapping[str, Any]) -> tuple[list[Decision], list[str]]:
+def from_file(path: Path) -> tuple[list[Decision], list[str]]:
+    """The accepted proposals of the reviewed file at ``path`` (read as a file nobody vouches
+    for: ``reconciler.discovery.reviewed``) as decisions, and what was left out.
+    ``Undeclarable`` lists every problem of the file, each with its line."""
+    try:
+        proposals = load_reviewed(path)
+    except ProposalsError as exc:
+        raise Undeclarable([f"{path}: {p}" for p in exc.problems]) from None
+    return from_proposals(proposals)
+
+
+def from_proposals(proposals: Proposals) -> tuple[list[Decision], list[str]]:
     """The accepted proposals of a reviewed ``suggest`` file as decisions, and what was left
     out: undecided and rejected proposals (counted). ``Undeclarable`` lists every accepted
-    proposal that cannot be taken (a link with no direction) and a file that cannot be read."""
-    try:
-        proposals = read_proposals(data)
-    except ProposalsError as exc:
-        raise Undeclarable([f"the proposals file: {p}" for p in exc.problems]) from None
+    proposal that cannot be taken (a link with no direction)."""
     decisions: list[Decision] = []
     problems: list[str] = []
     left = {"undecided": 0, "reject": 0}
@@ -127,24 +136,6 @@ def _family_members(proposal: Proposal) -> list[Decision]:
     return [_decision(DeclarationKind.FAMILY, member, proposal) for member in proposal.members]
 
 
-def _missing(missing: list[str], table: _Table) -> list[str]:
-    """A problem for each id the table does not hold; one written ``<source>:<id>`` whose bare
-    ``<id>`` the table holds (a row adopted by ``bootstrap`` keeps the collection's own id)
-    says so."""
-    bare = {doc_id: doc_id.split(":", 1)[1] for doc_id in missing if ":" in doc_id}
-    held = table.get_documents(sorted(set(bare.values()))) if bare else {}
-    return [
-        f"no document {doc_id!r} in the table: "
-        + (
-            f"did you mean {bare[doc_id]!r}? A row adopted by `reconciler bootstrap` keeps "
-            "the collection's own id, with no '<source>:' prefix"
-            if bare.get(doc_id) in held
-            else "doc ids are '<source>:<id>' for a configured source, the collection's own "
-            "id for a row adopted by `reconciler bootstrap`; `reconciler status` and "
-            "`reconciler suggest` show them"
-        )
-        for doc_id in missing
-    ]
 
 
 def family_for(members: Sequence[str], rows: Mapping[str, Document]) -> str:
@@ -180,7 +171,7 @@ def decisions_to_declarations(
     rows: dict[str, Document] = {}
     for start in range(0, len(named), 500):
         rows.update(table.get_documents(named[start : start + 500]))
-    problems = _missing([doc_id for doc_id in named if doc_id not in rows], table)
+    problems = _unknown(table, [doc_id for doc_id in named if doc_id not in rows])
     by_proposal: dict[str, list[str]] = {}
     for d in decisions:
         if d.kind is DeclarationKind.FAMILY and not d.target and d.proposal:
@@ -241,9 +232,84 @@ def decisions_to_declarations(
                 proposal=d.proposal,
             )
         )
+    problems += contradictions(made)
     if problems:
         raise Undeclarable(problems)
     return made, skipped, rows
+
+
+def _unknown(table: _Table, missing: Sequence[str]) -> list[str]:
+    """A problem for each id the table does not hold: the bare id the table holds when one
+    was written ``<source>:<id>`` (a row adopted by ``bootstrap`` keeps the collection's own
+    id), else its unusual characters named and the real id it imitates (``lookalikes``)."""
+    imitated = {doc_id: skeleton(doc_id) for doc_id in missing}
+    bare = {doc_id: doc_id.split(":", 1)[1] for doc_id in missing if ":" in doc_id}
+    asked = sorted(
+        {s for doc_id, s in imitated.items() if s != doc_id} | set(bare.values())
+    )
+    real: set[str] = set()
+    for start in range(0, len(asked), 500):
+        real.update(table.get_documents(asked[start : start + 500]))
+    problems = []
+    for doc_id in missing:
+        problem = (
+            f"no document {shown(doc_id)} in the table (doc ids are '<source>:<id>'; "
+            "`reconciler status` and `reconciler suggest` show them)"
+        )
+        odd = unusual(doc_id)
+        if bare.get(doc_id) in real:
+            problem += (
+                f"; did you mean {shown(bare[doc_id])}? A row adopted by `reconciler "
+                "bootstrap` keeps the collection's own id, with no '<source>:' prefix"
+            )
+        elif imitated[doc_id] in real:
+            problem += (
+                f"; it looks like {shown(imitated[doc_id])}, which the table holds, but has "
+                + ", ".join(odd)
+            )
+        elif odd:
+            problem += "; note its unusual character(s): " + ", ".join(odd)
+        problems.append(problem)
+    return problems
+
+
+def contradictions(made: Sequence[Declaration]) -> list[str]:
+    """What the declarations of one file (or one command) say against each other: a document
+    placed in two families, superseded by two documents, or superseded in a cycle (``a`` by
+    ``b`` by ... by ``a``). Any one refuses the whole file."""
+    problems = []
+    for kind, what in (
+        (DeclarationKind.FAMILY, "into two or more families"),
+        (DeclarationKind.SUPERSEDE, "superseded by two or more documents"),
+    ):
+        targets: dict[str, list[Declaration]] = {}
+        for d in made:
+            if d.kind is kind:
+                targets.setdefault(d.doc_id, []).append(d)
+        for doc_id, those in targets.items():
+            if len(those) > 1:
+                problems.append(
+                    f"{doc_id} is declared {what} at once: "
+                    + "; ".join(f"{shown(d.target)}{_from(d)}" for d in those)
+                )
+    successor = {d.doc_id: d.target for d in made if d.kind is DeclarationKind.SUPERSEDE}
+    reported: set[str] = set()
+    for start in successor:
+        path, at = [start], successor.get(start)
+        while (
+            at is not None and at not in path and at not in reported and len(path) <= len(successor)
+        ):
+            path.append(at)
+            at = successor.get(at)
+        if at is not None and at in path and at not in reported:
+            cycle = path[path.index(at) :]
+            reported.update(cycle)
+            problems.append("the declarations supersede in a cycle: " + " -> ".join([*cycle, at]))
+    return problems
+
+
+def _from(d: Declaration) -> str:
+    return f" (proposal {d.proposal})" if d.proposal else ""
 
 
 def declare(

@@ -1,5 +1,5 @@
 """Commands over what runs wrote: ``rollback`` (under the run's shard lease, or dry) and
-``audit show | verify``, each run named by its id or any unique prefix of it."""
+``audit show | verify | seal``, each run named by its id or any unique prefix of it."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from reconciler.app.operations import lease_guard
 from reconciler.app.wiring import leases_of, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import AmbiguousRunId, LeaseBusy, NotFound
+from reconciler.model import Verification
 from reconciler.ports import DocumentTable
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
 from reconciler.writing.dry import dry_stores
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.rollback import rollback
+from reconciler.writing.sealing import seal
 
 
 def resolve_run_id(table: DocumentTable, given: str) -> str:
@@ -111,10 +113,33 @@ def audit_entries(
 
 
 def audit_verify(settings: Settings) -> dict[str, Any]:
-    """Walk the audit chain."""
+    """Walk the audit chain; say what protected it (keyed, anchored, or unkeyed)."""
     table = open_table(settings)
     try:
         result = table.verify_audit()
     finally:
         table.close()
-    return {"ok": result.ok, "entries": result.entries, "problems": result.problems}
+    return _verified(result)
+
+
+def _verified(result: Verification) -> dict[str, Any]:
+    return {
+        "ok": result.ok,
+        "entries": result.entries,
+        "problems": result.problems,
+        # keyed, anchored, or unkeyed (the table's store says; reconciler.stores.audit_protection)
+        "protection": list(getattr(result, "protection", [])),
+    }
+
+
+def audit_seal(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
+    """Append one entry to the audit chain (``writing.sealing``), hashed under the audit key
+    when one is given, and verify the chain: how a deployment that sets a key starts the
+    chain's keyed part."""
+    table = open_table(settings)
+    try:
+        head = seal(table, at=clock.now())
+        result = table.verify_audit()
+    finally:
+        table.close()
+    return {"head": head, **_verified(result)}

@@ -211,7 +211,7 @@ def declare_command(
     from reconciler.app.declaring import (
         Decision,
         declare,
-        from_proposals,
+        from_file,
         list_declarations,
     )
     from reconciler.app.operations import report_data
@@ -241,7 +241,7 @@ def declare_command(
         decisions = [Decision(DeclarationKind.FAMILY, doc, family) for doc in args]
     elif len(args) == 1:
         with errors_mapped():
-            decisions, skipped = from_proposals(_read_decisions(Path(args[0])))
+            decisions, skipped = from_file(Path(args[0]))
     else:
         fail(
             "give a reviewed proposals file (`reconciler suggest -o proposals.yaml`, then mark "
@@ -268,23 +268,6 @@ def declare_command(
 
     obj.emit(data, render)
     exit_for(declared.report, writing=not dry_run)
-
-
-def _read_decisions(path: Path) -> dict[str, Any]:
-    """A reviewed proposals file (YAML or JSON) as data; a file that cannot be read fails."""
-    import yaml
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        fail(f"could not read {path}: {exc}")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        fail(f"{path} is not a proposals file (YAML or JSON): {exc}")
-    if not isinstance(data, dict):
-        fail(f"{path} is not a proposals file: expected a mapping with a 'proposals' list")
-    return data
 
 
 def _render_declared(data: dict[str, Any]) -> str:

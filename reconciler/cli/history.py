@@ -7,6 +7,7 @@ import logging
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -78,29 +79,88 @@ def audit_show(obj: CliState, run_id: str | None, doc_id: str | None, limit: int
 @audit.command("verify")
 @click.pass_obj
 def audit_verify_command(obj: CliState) -> None:
-    """Recompute the hash chain; exit 1 when any entry was altered or removed."""
+    """Recompute the hash chain; exit 1 when any entry was altered or removed.
+
+    Says which protection was in force: keyed (RECONCILER_AUDIT_KEY or
+    RECONCILER_AUDIT_KEY_FILE), anchored (RECONCILER_AUDIT_ANCHOR), or unkeyed (whoever can
+    write the table can rewrite the chain unseen; docs/auditing.md).
+    """
     from reconciler.app.history import audit_verify
 
     with errors_mapped():
         data = audit_verify(obj.settings)
-    obj.emit(
-        data,
-        lambda d: (
-            f"audit log intact: {d['entries']} entries"
-            if d["ok"]
-            else "audit log BROKEN:\n" + "\n".join(f"  {p}" for p in d["problems"])
-        ),
-    )
+    obj.emit(data, _verified)
     if not data["ok"]:
         sys.exit(EXIT_ERROR)
+
+
+@audit.command("seal")
+@click.pass_obj
+def audit_seal_command(obj: CliState) -> None:
+    """Append one entry to the chain, keyed when an audit key is given, then verify it.
+
+    Run it once after setting RECONCILER_AUDIT_KEY (or RECONCILER_AUDIT_KEY_FILE) on a
+    deployment whose log predates the key: from its entry on, the chain is keyed, and
+    `audit verify` requires it to end keyed. Exit 1 when the chain does not verify.
+    """
+    from reconciler.app.history import audit_seal
+
+    with errors_mapped():
+        data = audit_seal(obj.settings)
+    obj.emit(data, lambda d: f"sealed at entry {d['entries']} ({d['head'][:12]}); " + _verified(d))
+    if not data["ok"]:
+        sys.exit(EXIT_ERROR)
+
+
+def _verified(d: dict[str, Any]) -> str:
+    """What ``audit verify`` (and ``seal``) found, and which protection was in force."""
+    found = (
+        f"audit log intact: {d['entries']} entries"
+        if d["ok"]
+        else "audit log BROKEN:\n" + "\n".join(f"  {p}" for p in d["problems"])
+    )
+    return found + "".join(f"\nprotection: {p}" for p in d["protection"])
 
 
 def _scope(families: tuple[str, ...], docs: tuple[str, ...]) -> None:
     if not families and not docs:
         raise click.UsageError(
-            "name what to answer for: --family F or --doc D (repeatable); the answer's memory "
-            "follows the families named, so there is no whole-corpus form"
+            "name what to answer for: --family F or --doc D (repeatable), or --all for the "
+            "whole corpus (streamed, with a summary)"
         )
+
+
+def _served_corpus(obj: CliState, at: datetime | None) -> None:
+    """``audit served --all``: the documents written as they are answered, then the summary."""
+    import json
+
+    from reconciler.app.auditing import audit_served_corpus
+
+    with errors_mapped():
+        answer = audit_served_corpus(obj.settings, at=at)
+        if obj.fmt == "json":
+            click.echo(json.dumps(answer.head)[:-1] + ', "documents": [', nl=False)
+            for n, document in enumerate(answer.documents()):
+                click.echo(("," if n else "") + "\n" + json.dumps(document), nl=False)
+            click.echo("\n], " + json.dumps(answer.tail())[1:])
+            return
+        click.echo(f"what default_filter(as_of={answer.head['at']}) admitted, every document")
+        for d in answer.documents():
+            chunks = d["chunks"]
+            total = chunks["served"] + chunks["not_served"] + chunks["undetermined"]
+            click.echo(
+                f"{d['family']}  {d['doc_id']}  v{d['version']}  {d['version_state']}  "
+                f"served: {d['served']}  {chunks['served']}/{total} chunk(s)"
+            )
+        ended = answer.tail()
+        summary = ended["summary"]
+        click.echo(
+            f"\n{summary['documents']} document(s): "
+            + ", ".join(f"{n} {what}" for what, n in summary["served"].items())
+            + "; chunks: "
+            + ", ".join(f"{n} {what}" for what, n in summary["chunks"].items())
+        )
+        click.echo("this answer rests on:\n" + "\n".join(f"  - {b}" for b in ended["basis"]))
 
 
 def _at_option(ctx: click.Context, param: click.Parameter, value: str) -> datetime | None:
@@ -121,9 +181,19 @@ def _at_option(ctx: click.Context, param: click.Parameter, value: str) -> dateti
 )
 @click.option("--family", "families", multiple=True, help="A family to answer for (repeatable).")
 @click.option("--doc", "docs", multiple=True, help="A document to answer for (repeatable).")
+@click.option(
+    "--all",
+    "whole",
+    is_flag=True,
+    help="Answer for every document the log wrote, streamed a batch at a time, with a summary.",
+)
 @click.pass_obj
 def audit_served_command(
-    obj: CliState, at: datetime | None, families: tuple[str, ...], docs: tuple[str, ...]
+    obj: CliState,
+    at: datetime | None,
+    families: tuple[str, ...],
+    docs: tuple[str, ...],
+    whole: bool,
 ) -> None:
     """What default_filter(as_of=AT) admitted at an instant, from the audit log alone.
 
@@ -133,11 +203,18 @@ def audit_served_command(
     filter, judging that payload's effective window at AT, admitted it. A chunk the log is
     unsure of at AT (a write under way, a change made by another tool, an ingestion that did
     not record its payload) is 'undetermined', and the output says what the answer rests on.
-    The chunk index is not read.
+    The chunk index is not read. --all answers for the whole corpus: one line a document
+    (one JSON object a document, inside the answer's "documents"), written as they are
+    answered, then the summary; memory follows a batch of documents, not the corpus.
     """
     from reconciler.app.auditing import audit_served
     from reconciler.drawing import render_served
 
+    if whole:
+        if families or docs:
+            raise click.UsageError("--all answers for every document: give no --family/--doc")
+        _served_corpus(obj, at)
+        return
     _scope(families, docs)
     with errors_mapped():
         data = audit_served(obj.settings, at=at, families=families, docs=docs)

@@ -4,7 +4,8 @@ feeds it the table's documents and the sources' bodies, and writes nothing anywh
 
 ``signals`` reduces a document to a small profile, ``blocking`` finds the pairs worth scoring
 without comparing every pair, ``scoring`` scores a pair and tells which is the newer, in words,
-``proposals`` turns the scored pairs into link and family proposals and reads them back.
+``proposals`` turns the scored pairs into link and family proposals, ``reviewed`` reads a
+reviewed file of them back (through ``safe_yaml``: a file nobody vouches for).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from reconciler.discovery.proposals import (
     Proposals,
     ProposalsError,
     build,
-    read_proposals,
 )
+from reconciler.discovery.reviewed import load_reviewed
+from reconciler.discovery.reviewed import read_reviewed as read_proposals
 from reconciler.discovery.scoring import DEFAULT_MIN_SCORE, Scored, score_pair
 from reconciler.discovery.signals import Profile, profile
 
@@ -30,6 +32,7 @@ __all__ = [
     "ProposalsError",
     "Scored",
     "discover",
+    "load_reviewed",
     "profile",
     "read_proposals",
     "score_pair",

@@ -26,8 +26,12 @@ object and the one doing the replacing is known:
   document, so a replacement shared between two is for a person to read, not a link to
   propose.
 
-The whole body is read (a long document says what it replaces wherever it says it); only the
-references found are kept.
+The body is read up to ``MAX_CHARS`` characters (a long document says what it replaces
+wherever it says it, and a PEP is under 200,000); past that the rest is not read, and the
+claims say so (``Claims.capped``; the evidence of a proposal names the document). Only the
+references found are kept. Reading is linear in the text read: every pattern is compiled
+once, here, and each verb is weighed on a window of at most ``SENTENCE`` characters before it
+and a bounded one after it (tests/unit/test_claims_linear.py counts the work per byte).
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ BANNER_WORDS = frozenset(
 SELF: Ref = ("", -1)
 #: How far back a sentence is read for its subject.
 SENTENCE = 300
+#: The most characters of a body read for claims.
+MAX_CHARS = 500_000
 
 _ROLE = re.compile(r":([a-z]{2,12}):`(?:[^`<]*<)?0*([0-9]{1,6})[^`]*`")
 #: A replacing verb, then "by"/"with" (passive), or a colon (a label: ``superseded::``).
@@ -84,6 +90,14 @@ _NOT_A_KIND = frozenset(
      "from", "since", "until", "after", "before"}
 )  # fmt: skip
 _AUX = r"(?:(?:has|have|had|been|was|is|will|would|now|also)\s+)*"
+#: "this <word> [<word>]" / "the current <word> [<word>]": the document itself when one of
+#: the words is a document noun (checked in Python: the nouns depend on the verb's object, and
+#: a pattern per object would be compiled per sentence).
+_THIS_NOUN = re.compile(r"\b(?:this|the\s+(?:current|present))(?=\s+([a-z]+)\b(?:\s+([a-z]+)\b)?)")
+_THIS_END = re.compile(rf"\bthis\s+{_AUX}$")
+_IT = re.compile(r"\W*it\b")
+_A_REFERENCE = re.compile(r"\b([a-z]{2,13})[\s#-]*0*([0-9]{1,6})\b")
+_WORD = re.compile(r"[a-z]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +108,19 @@ class Claims:
     replaces: frozenset[Ref] = frozenset()
     replaced_by: frozenset[Ref] = frozenset()
     between: frozenset[tuple[Ref, Ref]] = frozenset()
+    #: ``MAX_CHARS`` when the body was longer and only that much of it was read, else None.
+    capped: int | None = None
 
 
 #: What a body that claims nothing says.
 NOTHING = Claims()
 
 
-def read_claims(text: str, own: Ref | None = None) -> Claims:
+def read_claims(text: str, own: Ref | None = None, *, max_chars: int = MAX_CHARS) -> Claims:
     """The claims of a body already folded to lower case (``signals.fold``); ``own`` is the
-    reference the document is known by, if any."""
-    text = _ROLE.sub(r"\1 \2", text)
+    reference the document is known by, if any. Only the first ``max_chars`` are read."""
+    capped = max_chars if len(text) > max_chars else None
+    text = _ROLE.sub(_role_reference, text[:max_chars])
     replaces: set[Ref] = set()
     replaced_by: set[Ref] = set()
     between: set[tuple[Ref, Ref]] = set()
@@ -133,9 +150,14 @@ def read_claims(text: str, own: Ref | None = None) -> Claims:
     if own is not None:
         replaces.discard(own)
         replaced_by.discard(own)
-    if not (replaces or replaced_by or between):
+    if not (replaces or replaced_by or between or capped):
         return NOTHING  # shared: most bodies claim nothing, and an empty frozenset is 216 bytes
-    return Claims(frozenset(replaces), frozenset(replaced_by), frozenset(between))
+    return Claims(frozenset(replaces), frozenset(replaced_by), frozenset(between), capped)
+
+
+def _role_reference(role: re.Match[str]) -> str:
+    """``:pep:`345``` (or ``:rfc:`title <822>```) as the plain reference ``pep 345``."""
+    return f"{role[1]} {role[2]}"
 
 
 def _passive(verb: re.Match[str]) -> bool | None:
@@ -183,27 +205,27 @@ def _subject(clause: str, word: str, own: Ref | None) -> Ref | None:
     """Who does the replacing: ``SELF``, another reference, or None (someone else, or no one
     named where a banner would need nothing)."""
     nouns = DOCUMENT_NOUNS | {word} | ({own[0]} if own else set())
-    noun = "|".join(sorted(nouns))
     quoted = _quoted_from(clause)
-    candidates: list[tuple[int, Ref]] = [
-        (found.end(), SELF)
-        for found in re.finditer(
-            rf"\b(?:this|the\s+(?:current|present))\s+(?:[a-z]+\s+)?(?:{noun})\b", clause
-        )
-    ]
-    if (this := re.search(rf"\bthis\s+{_AUX}$", clause)) is not None:
+    candidates: list[tuple[int, Ref]] = []
+    for found in _THIS_NOUN.finditer(clause):
+        if found[2] in nouns:  # "this new policy": the second word is the noun
+            candidates.append((found.end(2), SELF))
+        elif found[1] in nouns:
+            candidates.append((found.end(1), SELF))
+    if (this := _THIS_END.search(clause)) is not None:
         candidates.append((this.end(), SELF))
-    if (it := re.match(r"\W*it\b", clause)) is not None:
+    if (it := _IT.match(clause)) is not None:
         candidates.append((it.end(), SELF))
     # the quoted words speak for the quoted document: "this PEP" there is not this one
     candidates = [(at, who) for at, who in candidates if quoted is None or at <= quoted]
     candidates += [
-        (found.end(), (found[1], int(found[2])))
-        for found in re.finditer(rf"\b({word})s?[\s#-]*0*([0-9]{{1,6}})\b", clause)
+        (found.end(), (word, int(found[2])))
+        for found in _A_REFERENCE.finditer(clause)
+        if found[1] in (word, word + "s")
     ]
     if candidates:
         return max(candidates, key=lambda c: c[0])[1]
-    words = re.findall(r"[a-z]+", clause)
+    words = _WORD.findall(clause)
     return SELF if quoted is None and all(w in BANNER_WORDS for w in words) else None
 
 

@@ -2,8 +2,9 @@
 and family proposals (these belong together), each with an id, a score, the evidence in words
 and a decision to fill in (``undecided`` until a person writes ``accept`` or ``reject``).
 
-The file ``suggest -o proposals.yaml`` writes is read back by ``read_proposals``, which checks
-every field and lists every problem at once, so the decisions a person made can be recorded.
+The file ``suggest -o proposals.yaml`` writes is read back by ``reviewed.read_reviewed``, which
+checks every field and lists every problem at once, so the decisions a person made can be
+recorded.
 
 A proposals file::
 
@@ -251,82 +252,3 @@ class ProposalsError(ValueError):
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = tuple(problems)
         super().__init__("; ".join(self.problems))
-
-
-def read_proposals(data: Mapping[str, Any]) -> Proposals:
-    """A proposals file's content (parsed YAML or JSON) checked and read back."""
-    problems: list[str] = []
-    if data.get("format") != FORMAT:
-        problems.append(f"format: expected {FORMAT!r}, found {data.get('format')!r}")
-    items = data.get("proposals")
-    if not isinstance(items, list):
-        raise ProposalsError([*problems, "proposals: expected a list"])
-    read: list[Proposal] = []
-    for n, item in enumerate(items):
-        where = f"proposals[{n}]"
-        if not isinstance(item, Mapping):
-            problems.append(f"{where}: expected a mapping")
-            continue
-        proposal, wrong = _read_one(item, where)
-        problems.extend(wrong)
-        if proposal is not None:
-            read.append(proposal)
-    if problems:
-        raise ProposalsError(problems)
-    return Proposals(
-        proposals=tuple(read),
-        min_score=float(data.get("min_score", 0.0)),
-        documents=int(data.get("documents", 0)),
-        pairs_scored=int(data.get("pairs_scored", 0)),
-        notes=tuple(str(n) for n in data.get("notes") or ()),
-    )
-
-
-def _read_one(item: Mapping[str, Any], where: str) -> tuple[Proposal | None, list[str]]:
-    problems = []
-    kind, decision = item.get("kind"), item.get("decision", "undecided")
-    if kind not in KINDS:
-        problems.append(f"{where}.kind: expected link or family, found {kind!r}")
-    if decision not in DECISIONS:
-        problems.append(
-            f"{where}.decision: expected accept, reject or undecided, found {decision!r}"
-        )
-    if not isinstance(item.get("id"), str) or not item.get("id"):
-        problems.append(f"{where}.id: expected a string")
-    score = item.get("score")
-    if not isinstance(score, int | float) or isinstance(score, bool):
-        problems.append(f"{where}.score: expected a number, found {score!r}")
-    if kind == "link":
-        for key in ("older", "newer"):
-            if not isinstance(item.get(key), str) or not item.get(key):
-                problems.append(f"{where}.{key}: expected a document id")
-        if item.get("direction") not in (DIRECTED, NO_DIRECTION):
-            problems.append(
-                f"{where}.direction: expected {DIRECTED!r} or {NO_DIRECTION!r}, "
-                f"found {item.get('direction')!r}"
-            )
-        elif item.get("older") == item.get("newer"):
-            problems.append(f"{where}: a document can't replace itself")
-    if kind == "family" and not (
-        isinstance(item.get("members"), list)
-        and len(item["members"]) >= 2
-        and all(isinstance(m, str) for m in item["members"])
-    ):
-        problems.append(f"{where}.members: expected a list of two or more document ids")
-    if problems:
-        return None, problems
-    return (
-        Proposal(
-            id=str(item["id"]),
-            kind=str(kind),
-            score=float(score),  # type: ignore[arg-type]
-            evidence=str(item.get("evidence", "")),
-            decision=str(decision),
-            older=item.get("older"),
-            newer=item.get("newer"),
-            direction=item.get("direction"),
-            members=tuple(item.get("members") or ()),
-            links=tuple(item.get("links") or ()),
-        ),
-        [],
-    )

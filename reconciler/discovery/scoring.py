@@ -231,6 +231,11 @@ def _evidence(
         parts.append(f"chunk vectors {vectors:.2f} alike")
     parts.append(why)
     parts += _one_sided(a, b, direction)
+    parts += [
+        f"claims read from the first {p.claims_capped:,} characters of {_short(p)} only"
+        for p in (a, b)
+        if p.claims_capped is not None
+    ]
     return "; ".join(parts)
 
 

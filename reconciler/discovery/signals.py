@@ -114,6 +114,8 @@ class Profile:
     heard: frozenset[tuple[Ref, str]] = frozenset()
     #: Its chunks' vectors as read from the index, reduced (``vectors``; None: not read).
     vector: DocVector | None = None
+    #: How many characters of its body were read for claims, when it was longer (else None).
+    claims_capped: int | None = None
 
 
 def fold(text: str) -> str:
@@ -356,6 +358,7 @@ def profile(
         reference=reference,
         superseded_by=superseded_by,
         between=claims.between,
+        claims_capped=claims.capped,
     )
 
 

@@ -339,6 +339,11 @@ class AuditReader(Protocol):
         checked against its own hash (``entry=None``: altered)."""
         ...
 
+    def audit_targets(self, *, kinds: Iterable[str], upto: int) -> Iterator[str]:
+        """Every target of an entry of one of ``kinds`` up to ``seq`` ``upto``, once each, in
+        order, streamed (the store's own DISTINCT: nothing held here)."""
+        ...
+
     def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
         """Every entry of one run, in order, with each entry's own hash."""
         ...

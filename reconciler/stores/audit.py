@@ -22,6 +22,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, Verification, jsonable, rfc3339
 from reconciler.ports.table import ChainedEntry
+from reconciler.stores.audit_protection import (
+    ProtectedVerification,
+    anchor_after_commit,
+    anchor_of,
+    audit_key,
+    keyed_digest,
+    say_protection,
+)
 from reconciler.stores.schema import AuditHeadRow, AuditRow, RunRow
 
 __all__ = [
@@ -54,12 +62,30 @@ def _canonical_plain(plain: Any) -> str:
     return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def entry_hash_of(prev_hash: str, entry: AuditEntry) -> str:
-    """sha256 over the previous hash and the entry's content."""
-    return _hash_of(prev_hash, entry, jsonable(entry.before), jsonable(entry.after))
+def entry_hash_of(prev_hash: str, entry: AuditEntry, key: bytes | None = None) -> str:
+    """sha256 over the previous hash and the entry's content (with ``key``: their HMAC-SHA256
+    under it, a keyed entry: ``audit_protection``)."""
+    return _hash_of(prev_hash, entry, jsonable(entry.before), jsonable(entry.after), key)
 
 
-def _hash_of(prev_hash: str, entry: AuditEntry, before: Any, after: Any) -> str:
+def _keying(
+    prev_hash: str, entry: AuditEntry, stored: str, key: bytes | None, *, keyed_first: bool = False
+) -> bool | None:
+    """Whether the entry's stored hash is its keyed one (True), its plain one (False), or
+    neither (None: altered, or keyed under a key not given). ``keyed_first``: try the key
+    first (past the first keyed entry, every one should be: one hash, not two)."""
+    if key is not None and keyed_first and entry_hash_of(prev_hash, entry, key) == stored:
+        return True
+    if entry_hash_of(prev_hash, entry) == stored:
+        return False
+    if key is not None and not keyed_first and entry_hash_of(prev_hash, entry, key) == stored:
+        return True
+    return None
+
+
+def _hash_of(
+    prev_hash: str, entry: AuditEntry, before: Any, after: Any, key: bytes | None = None
+) -> str:
     """``entry_hash_of``, given the entry's before and after already made plain
     (``jsonable``, which leaves a plain value as it is): an append makes them plain once, for
     the hash and for the row alike."""
@@ -75,6 +101,8 @@ def _hash_of(prev_hash: str, entry: AuditEntry, before: Any, after: Any) -> str:
             "after": after,
         }
     )
+    if key is not None:
+        return keyed_digest(key, f"{prev_hash}\n{body}")
     return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
 
 
@@ -105,10 +133,11 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     """
     head = _lock_head(session)
     prev = head.entry_hash
+    key = audit_key()
     rows: list[dict[str, Any]] = []
     for entry in entries:
         before, after = jsonable(entry.before), jsonable(entry.after)
-        digest = _hash_of(prev, entry, before, after)
+        digest = _hash_of(prev, entry, before, after, key)
         rows.append(
             {
                 "run_id": entry.run_id,
@@ -130,6 +159,7 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     head.entry_hash = prev
     head.entries += len(entries)
     session.flush()
+    anchor_after_commit(session, head.entries, prev, key)
     return prev
 
 
@@ -170,12 +200,17 @@ class ChainWalk:
     def __init__(self, engine: Engine, *, batch_size: int = 1000) -> None:
         self.engine = engine
         self.batch_size = batch_size
-        self.verification = Verification()
+        self._result = ProtectedVerification()
+        self.verification: Verification = self._result
         self.last_seq = 0
 
     def __iter__(self) -> Iterator[ChainedEntry]:
-        result = self.verification
+        result = self._result
         prev = GENESIS
+        key = audit_key()
+        anchor, where = anchor_of(result, key)
+        keyed_from: int | None = None
+        unkeyed_after: list[int] = []
         raw = [
             type_coerce(column, Text()) if column.key in _PARSED else column for column in _COLUMNS
         ]
@@ -208,11 +243,25 @@ class ChainWalk:
                     result.problems.append(f"entry {seq}: cannot be read ({exc}); altered")
                     entry = None
                 else:
-                    if entry_hash_of(row["prev_hash"], entry) != entry_hash:
+                    keyed = _keying(
+                        row["prev_hash"], entry, entry_hash, key, keyed_first=bool(keyed_from)
+                    )
+                    if keyed is None:
                         result.problems.append(
                             f"entry {seq} (run {entry.run_id}, {entry.target_type} "
-                            f"{entry.target}): content does not match its hash (altered)"
+                            f"{entry.target}): content does not match its hash (altered"
+                            + (")" if key else ", or keyed under a key this process lacks)")
                         )
+                    elif keyed and keyed_from is None:
+                        keyed_from = seq
+                    elif not keyed and keyed_from is not None:
+                        unkeyed_after.append(seq)
+                if anchor and result.entries == anchor.entries and entry_hash != anchor.head:
+                    result.problems.append(
+                        f"entry {seq}, number {anchor.entries}, hashes to {entry_hash[:12]} "
+                        f"but {where} anchored {anchor.head[:12]} there at {anchor.at}: "
+                        "the chain was rewritten up to it"
+                    )
                 prev = entry_hash
                 if entry_hash in run_heads:
                     found_heads.add(entry_hash)
@@ -225,6 +274,7 @@ class ChainWalk:
                         f"run {run_id}: its last audit entry {run_head[:12]} is missing "
                         "(entries removed)"
                     )
+            say_protection(result, key, keyed_from, unkeyed_after, anchor, where)
             if head is None:
                 result.problems.append("the chain's head record is missing (table audit_head)")
             elif head.entries and head_position != head.entries:
@@ -249,6 +299,7 @@ def entries_about(
     the whole chain has verified the links): one altered since comes as ``entry=None``."""
     wanted = sorted(set(targets))
     raw = [type_coerce(column, Text()) if column.key in _PARSED else column for column in _COLUMNS]
+    key = audit_key()
     with Session(engine) as session:
         for first in range(0, len(wanted), chunk):
             rows = session.execute(
@@ -270,7 +321,7 @@ def entries_about(
                     entry = None
                 if (
                     entry is not None
-                    and entry_hash_of(row["prev_hash"], entry) != row["entry_hash"]
+                    and _keying(row["prev_hash"], entry, row["entry_hash"], key) is None
                 ):
                     entry = None
                 yield ChainedEntry(row["seq"], row["entry_hash"], row["prev_hash"], entry)
@@ -423,6 +474,17 @@ class SqlAuditLog:
         """The entries about ``targets`` after ``seq`` ``after``, up to ``upto``, each checked
         against its hash (see ``entries_about``)."""
         return entries_about(self.engine, targets, upto=upto, after=after)
+
+    def audit_targets(self, *, kinds: Iterable[str], upto: int) -> Iterator[str]:
+        """Every target of an entry of one of ``kinds`` up to ``upto``, once each, in order."""
+        with Session(self.engine) as session:
+            yield from session.scalars(
+                select(AuditRow.target)
+                .where(AuditRow.target_type.in_(sorted(set(kinds))), AuditRow.seq <= upto)
+                .distinct()
+                .order_by(AuditRow.target)
+                .execution_options(yield_per=1000)
+            )
 
     def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
         """Every entry of one run, in order, with each entry's own hash."""

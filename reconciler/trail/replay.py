@@ -188,6 +188,10 @@ class Replay:
         self.families_of: dict[str, set[str]] = {}
         #: run id -> its open intents, oldest first.
         self._open: dict[str, list[_Open]] = {}
+        #: Documents whose every point the log knows (an ingestion that recorded its points
+        #: registered or replaced them all): a point of theirs first met in a later
+        #: ingestion did not exist before it.
+        self._all_points_known: set[str] = set()
         #: Entries read.
         self.entries = 0
 
@@ -295,14 +299,21 @@ class Replay:
         registering = entry.before is None  # a new document: its points did not exist
         for key in old:
             self._ingest_change(opened, self.timelines[key], NO_POINT, "deleted", entry)
+        # a re-ingestion of a document whose points the log knows creates the new ones: they
+        # did not exist before it (absent then), not "before the log's history" (unknown)
+        created = registering or doc_id in self._all_points_known
         for point_id in new_points:
             timeline = self._timeline(point_id, doc_id)
             if not timeline.spans:
-                start = "not_created" if registering else "before_history"
+                start = "not_created" if created else "before_history"
                 timeline.spans.append(
-                    Span(None, (NO_POINT if registering else NOT_KNOWN,), start, opened.cause)
+                    Span(None, (NO_POINT if created else NOT_KNOWN,), start, opened.cause)
                 )
             self._ingest_change(opened, timeline, new_held, why, entry)
+        if recorded:
+            self._all_points_known.add(doc_id)
+        else:
+            self._all_points_known.discard(doc_id)
 
     def _ingest_change(
         self, opened: _Open, timeline: Timeline, after: Held, why: str, entry: AuditEntry

@@ -28,9 +28,21 @@ from reconciler.writing.recovery import INGEST_INTENT, RESOLVE
 #: change no payload.
 READ = frozenset({INTENT, INGEST_INTENT, CONFIRM, RESOLVE})
 #: Entry types known to change no payload (a split store's moves carry a point whole from one
-#: collection to the other: the answer follows points by id, wherever they are).
+#: collection to the other: the answer follows points by id, wherever they are; ``audit``: a
+#: seal of the chain, ``reconciler audit seal``).
 NO_PAYLOAD = frozenset(
-    {"row", "reingest", "index", "run", "declaration", MOVE, MOVE_COPIED, MOVE_DONE, MOVE_RESOLVE}
+    {
+        "row",
+        "reingest",
+        "index",
+        "run",
+        "declaration",
+        "audit",
+        MOVE,
+        MOVE_COPIED,
+        MOVE_DONE,
+        MOVE_RESOLVE,
+    }
 )
 #: How far an entry may be stamped before the latest one ahead of it and still count as in
 #: order (parallel shards stamp an entry before they wait for the chain's head).

@@ -5,6 +5,8 @@ rules query metrics, labels and label values the product really exports."""
 from __future__ import annotations
 
 import configparser
+import copy
+import importlib.util
 import json
 import re
 import shlex
@@ -170,3 +172,214 @@ def test_the_checker_catches_a_renamed_job() -> None:
     assert unknown_in("sum by (shard) (reconciler_last_success_timestamp_seconds)", series) == [
         "grouping label shard"
     ]
+
+
+# -- Kubernetes' "restricted" Pod Security profile -----------------------------------------------
+# No validator of the Pod Security Standards installs offline (kube-score, kubeconform and
+# polaris are Go binaries; checkov's Python package needs its policy downloads), so the profile's
+# rules are written out here, from https://kubernetes.io/docs/concepts/security/pod-security-standards/
+# (baseline and restricted, v1.30+), and the checker is tested on a pod that breaks each one.
+
+RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+    "projected", "secret",
+}  # fmt: skip
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+}  # fmt: skip
+SELINUX_TYPES = {None, "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+
+
+def restricted_violations(pod: dict) -> list[str]:  # type: ignore[type-arg]
+    """Every rule of the "restricted" profile (baseline's included) that ``pod`` (a PodSpec)
+    breaks, in words."""
+    found = []
+    pod_sc = pod.get("securityContext") or {}
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            found.append(f"{key} is true")
+    for volume in pod.get("volumes") or []:
+        kinds = set(volume) - {"name"}
+        if not kinds <= RESTRICTED_VOLUMES:
+            found.append(f"volume {volume['name']}: type {sorted(kinds - RESTRICTED_VOLUMES)}")
+    for sysctl in pod_sc.get("sysctls") or []:
+        if sysctl["name"] not in SAFE_SYSCTLS:
+            found.append(f"sysctl {sysctl['name']}")
+    containers = [
+        c
+        for key in ("initContainers", "containers", "ephemeralContainers")
+        for c in pod.get(key) or []
+    ]
+    for c in containers:
+        sc, name = c.get("securityContext") or {}, f"container {c['name']}"
+        if sc.get("privileged"):
+            found.append(f"{name}: privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation is not false")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []):
+            found.append(f"{name}: capabilities do not drop ALL")
+        if set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            found.append(
+                f"{name}: adds capabilities {sorted(set(caps['add']) - {'NET_BIND_SERVICE'})}"
+            )
+        if any(p.get("hostPort") for p in c.get("ports") or []):
+            found.append(f"{name}: a hostPort")
+        if sc.get("procMount", "Default") != "Default":
+            found.append(f"{name}: procMount {sc['procMount']}")
+        non_root = sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
+        if non_root is not True:
+            found.append(f"{name}: runAsNonRoot is not true (pod or container)")
+        if sc.get("runAsUser", pod_sc.get("runAsUser")) == 0:
+            found.append(f"{name}: runAsUser 0")
+        seccomp = (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccompProfile is {seccomp or 'unset'}, not RuntimeDefault")
+        selinux = sc.get("seLinuxOptions") or pod_sc.get("seLinuxOptions") or {}
+        if selinux.get("type") not in SELINUX_TYPES or selinux.get("user") or selinux.get("role"):
+            found.append(f"{name}: seLinuxOptions {selinux}")
+        apparmor = (sc.get("appArmorProfile") or pod_sc.get("appArmorProfile") or {}).get("type")
+        if apparmor not in (None, "RuntimeDefault", "Localhost"):
+            found.append(f"{name}: appArmorProfile {apparmor}")
+    return found
+
+
+def pod_specs() -> dict[str, dict]:  # type: ignore[type-arg]
+    """The PodSpec of every manifest that makes pods."""
+    found = {}
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            spec = (doc or {}).get("spec") or {}
+            template = spec.get("jobTemplate", {}).get("spec", spec).get("template")
+            if template:
+                found[path.name] = template["spec"]
+    return found
+
+
+def test_every_pod_passes_the_restricted_pod_security_profile() -> None:
+    pods = pod_specs()
+    assert set(pods) == {"deployment.yaml", "cronjob.yaml", "indexed-job.yaml"}
+    assert {name: restricted_violations(pod) for name, pod in pods.items()} == {
+        name: [] for name in pods
+    }
+
+
+def test_the_restricted_checker_names_each_rule_a_pod_breaks() -> None:
+    bad = {
+        "hostNetwork": True,
+        "securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}]},
+        "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
+        "containers": [
+            {
+                "name": "c",
+                "ports": [{"containerPort": 80, "hostPort": 80}],
+                "securityContext": {
+                    "privileged": True,
+                    "runAsUser": 0,
+                    "capabilities": {"add": ["SYS_ADMIN"]},
+                    "seccompProfile": {"type": "Unconfined"},
+                    "procMount": "Unmasked",
+                },
+            }
+        ],
+    }
+    assert len(restricted_violations(bad)) == 12
+    # the shipped pods, loosened one rule at a time, each fail
+    pod = pod_specs()["deployment.yaml"]
+    for key in ("allowPrivilegeEscalation", "capabilities", "runAsNonRoot"):
+        loose = copy.deepcopy(pod)
+        del loose["containers"][0]["securityContext"][key]
+        if key == "runAsNonRoot":
+            del loose["securityContext"][key]
+        assert restricted_violations(loose), key
+    loose = copy.deepcopy(pod)
+    del loose["securityContext"]["seccompProfile"]
+    assert restricted_violations(loose) == [
+        "container reconciler: seccompProfile is unset, not RuntimeDefault"
+    ]
+
+
+def test_the_vault_the_config_reads_is_mounted_and_explained() -> None:
+    toml_text = load("configmap.yaml")["data"]["reconciler.toml"]
+    vault = re.search(r'type = "vault"\s*\npath = "([^"]+)"', toml_text)
+    assert vault, toml_text
+    for name, pod in pod_specs().items():
+        mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+        assert vault.group(1) in mounts, name
+        assert mounts[vault.group(1)]["readOnly"] is True
+        volume = next(v for v in pod["volumes"] if v["name"] == mounts[vault.group(1)]["name"])
+        assert volume["persistentVolumeClaim"]["readOnly"] is True
+        text = (DEPLOY / "kubernetes" / name).read_text()
+        assert "must be mounted here, or every run reads nothing and exits 4" in text, name
+
+
+def test_the_operator_manifests_are_generated_from_the_one_rules_file() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "monitoring_manifests", ROOT / "scripts" / "monitoring_manifests.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    for path, text in generator.rendered().items():
+        assert path.read_text() == text, f"{path.name}: run scripts/monitoring_manifests.py"
+    rules = yaml.safe_load((ROOT / "config" / "alerts" / "reconciler.rules.yml").read_text())
+    [rule] = yaml.safe_load_all((DEPLOY / "kubernetes" / "prometheusrule.yaml").read_text())
+    assert rule["kind"] == "PrometheusRule"
+    assert rule["spec"]["groups"] == rules["groups"]
+    service, monitor = yaml.safe_load_all(
+        (DEPLOY / "kubernetes" / "servicemonitor.yaml").read_text()
+    )
+    deployment = load("deployment.yaml")["spec"]["template"]
+    assert service["spec"]["selector"].items() <= deployment["metadata"]["labels"].items()
+    [port] = deployment["spec"]["containers"][0]["ports"]
+    assert service["spec"]["ports"][0]["targetPort"] == port["name"]
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    assert monitor["metadata"]["labels"] == rule["metadata"]["labels"]
+
+
+# -- the image (no Docker engine here: the Dockerfile is read, not built) -------------------------
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """The Dockerfile's instructions, continuation lines joined: (INSTRUCTION, arguments)."""
+    text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
+    lines = [line.strip() for line in text.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+def test_the_image_is_pinned_runs_as_non_root_checks_its_health_and_listens_outside() -> None:
+    steps = dockerfile()
+    args = dict(a.split("=", 1) for kind, a in steps if kind == "ARG" and "=" in a)
+    bases = [a.split()[0] for kind, a in steps if kind == "FROM"]
+    assert len(bases) == 2
+    for base in bases:
+        image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], base)
+        assert re.fullmatch(r"[\w./:-]+@sha256:[0-9a-f]{64}", image), image
+    users = [a for kind, a in steps if kind == "USER"]
+    assert users
+    assert users[-1].split(":")[0] not in ("0", "root")
+    assert int(users[-1].split(":")[0]) == 10001
+    [health] = [a for kind, a in steps if kind == "HEALTHCHECK"]
+    assert "/healthz" in health
+    assert "CMD" in health
+    env = dict(pair.split("=", 1) for kind, a in steps if kind == "ENV" for pair in shlex.split(a))
+    [exposed] = [a for kind, a in steps if kind == "EXPOSE"]
+    from reconciler.settings import load_settings  # noqa: PLC0415
+
+    settings = load_settings(
+        ROOT / "config" / "reconciler.example.toml",
+        environ={"RECONCILER_METRICS__LISTEN": env["RECONCILER_METRICS__LISTEN"]},
+    )
+    host, port = settings.metrics.listen.rsplit(":", 1)
+    assert (host, port) == ("0.0.0.0", exposed)

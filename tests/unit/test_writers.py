@@ -33,6 +33,8 @@ WRITING_MODULES = {
         "set_payloads",
         "write_rows_and_outbox",
     },
+    # ``audit seal``: one entry, keyed when a key is given
+    "reconciler/writing/sealing.py": {"append_audit"},
     # every command's run record (``recorded``), a reconciliation's with its findings
     "reconciler/writing/runs.py": {"finish_run", "record_findings", "start_run"},
     # the sources' reads: attempts, and the identities of what they held

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.errors import TableUnavailable
 from reconciler.stores.schema import (
+    AuditHeadRow,
     DeclarationRow,
     DocumentRow,
     FindingRow,
@@ -143,6 +144,7 @@ class SqlMetrics:
                 }
                 for row in session.scalars(select(SourceStatusRow))
             }
+            head = session.get(AuditHeadRow, 1)
         return {
             "jobs": jobs,
             "totals": {
@@ -157,6 +159,12 @@ class SqlMetrics:
             "findings": findings,
             "quarantined_families": {str(r or "none"): int(n) for r, n in quarantined},
             "sources": sources,
+            # the audit chain's head: exported, it is kept outside the table by Prometheus
+            "audit_head": (
+                {"entries": int(head.entries), "hash": head.entry_hash}
+                if head is not None
+                else None
+            ),
         }
 
     def stats(self) -> dict[str, Any]:

@@ -1,0 +1,169 @@
+"""``python -m bench.declare``: how long ``reconciler declare FILE`` takes on a large reviewed
+file, read as a file nobody vouches for (``reconciler.discovery.safe_yaml``: libyaml's parser,
+the limits checked event by event, a pydantic schema).
+
+It builds, in a temporary folder, an adopted corpus of 2 x N documents in a SQLite table (each
+its own family, as ``bootstrap`` leaves an inherited corpus; no chunk points, so what is timed
+is the declaring, not payload writes), and a proposals file of N accepted links (older ->
+newer), written as ``suggest -o`` writes one (``Proposals.as_dict`` dumped as YAML). Then it
+times, each in a fresh process:
+
+- ``read``: ``from_file`` alone: the file read, checked and turned into decisions;
+- ``declare``: the command ``reconciler declare FILE --force`` from spawn to exit: the file
+  read, every id checked against the table, the declarations recorded in one ``declare`` run
+  that reconciles the N families it touches (guard weighed, audited).
+
+    .venv/bin/python -m bench.declare                  # N = 100,000
+    .venv/bin/python -m bench.declare --sizes 10000,100000
+
+Its temporary folder is removed when it ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from itertools import islice
+from pathlib import Path
+
+import yaml
+
+from reconciler.discovery.proposals import DIRECTED, Proposal, Proposals
+from reconciler.model import OPEN_END, Document, VersionState
+
+ROOT = Path(__file__).resolve().parent.parent
+EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def rows(n: int) -> list[Document]:
+    """2 x n adopted rows: ``b:old-i`` and ``b:new-i``, each its own family, both current."""
+    out = []
+    for i in range(n):
+        for version, name in ((1, f"old-{i}"), (2, f"new-{i}")):
+            out.append(
+                Document(
+                    doc_id=f"b:{name}",
+                    source="b",
+                    source_key=name,
+                    doc_family_id=f"b:{name}",
+                    doc_version=1,
+                    version_state=VersionState.CURRENT,
+                    effective_from=EPOCH + timedelta(days=365 * (version - 1), minutes=i % 1000),
+                    effective_to=OPEN_END,
+                    superseded_by=None,
+                    doc_class=None,
+                    title=f"Policy {i}" + (" (old)" if version == 1 else ""),
+                    source_hash=f"sha256:{i:032x}{version:032x}",
+                    chunk_count=0,
+                )
+            )
+    return out
+
+
+def build(root: Path, n: int) -> tuple[Path, Path]:
+    """The deployment (config, table, empty collection) and the reviewed file."""
+    from reconciler.stores.qdrant import QdrantChunkIndex, connect  # noqa: PLC0415
+    from reconciler.stores.sql import SqlDocumentTable  # noqa: PLC0415
+
+    config = root / "reconciler.toml"
+    config.write_text(
+        '[table]\nurl = "sqlite:///reconciler.db"\n[index]\npath = "qdrant"\n'
+        'collection = "corpus"\n[guard]\nmax_changed_fraction = 1.0\n',
+        encoding="utf-8",
+    )
+    table = SqlDocumentTable.from_url(f"sqlite:///{root / 'reconciler.db'}")
+    table.ensure_schema(create=True)
+    documents = iter(rows(n))
+    while batch := list(islice(documents, 5000)):
+        table.upsert_documents(batch, chunk_counts={d.doc_id: 0 for d in batch})
+    table.close()
+    index = QdrantChunkIndex(connect(path=str(root / "qdrant")), collection="corpus")
+    index.ensure_collection(dim=16)
+    index.close()
+    proposals = Proposals(
+        proposals=tuple(
+            Proposal(
+                id=f"link-{i:010x}",
+                kind="link",
+                score=0.86,
+                evidence="titles 0.90 alike; `(old)` in the older title; dates 2020 -> 2021",
+                decision="accept",
+                older=f"b:old-{i}",
+                newer=f"b:new-{i}",
+                direction=DIRECTED,
+            )
+            for i in range(n)
+        ),
+        min_score=0.7,
+        documents=2 * n,
+    )
+    reviewed = root / "reviewed.yaml"
+    dumper = yaml.CSafeDumper if yaml.__with_libyaml__ else yaml.SafeDumper
+    with reviewed.open("w", encoding="utf-8") as f:
+        yaml.dump(proposals.as_dict(), f, Dumper=dumper, sort_keys=False, width=100)
+    return config, reviewed
+
+
+READ = """
+import resource, sys, time
+from pathlib import Path
+from reconciler.app.declaring import from_file
+t = time.perf_counter()
+decisions, _ = from_file(Path(sys.argv[1]))
+took = time.perf_counter() - t
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(f"{len(decisions)} {took:.2f} {rss:.0f}")
+"""
+
+
+def run(n: int, tmp: Path) -> None:
+    root = Path(tempfile.mkdtemp(prefix=f"declare-{n}-", dir=tmp))
+    try:
+        _run(n, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # (a corpus of 100,000 is ~200 MB)
+
+
+def _run(n: int, root: Path) -> None:
+    t = time.perf_counter()
+    config, reviewed = build(root, n)
+    built = time.perf_counter() - t
+    size = reviewed.stat().st_size
+    out = subprocess.run(
+        [sys.executable, "-c", READ, str(reviewed)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    t = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler.cli", "--config", str(config), "--format", "json",
+         "declare", str(reviewed), "--force", "--who", "bench"],
+        capture_output=True, text=True, cwd=root, check=False,
+    )  # fmt: skip
+    declared = time.perf_counter() - t
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(
+        f"N={n:,} proposals ({size / 1e6:.1f} MB file; corpus of {2 * n:,} rows built in "
+        f"{built:.0f} s)\n  read and checked: {out[1]} s, peak RSS {out[2]} MB\n"
+        f"  reconciler declare FILE --force: {declared:.1f} s (exit {done.returncode}), peak "
+        f"RSS of the children so far {child:.0f} MB"
+    )
+    if done.returncode != 0:
+        print(done.stdout[-2000:], done.stderr[-2000:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100000")
+    parser.add_argument("--tmpdir", type=Path, default=Path(tempfile.gettempdir()))
+    args = parser.parse_args()
+    for n in (int(s) for s in args.sizes.split(",")):
+        run(n, args.tmpdir)
+
+
+if __name__ == "__main__":
+    main()
