@@ -136,8 +136,6 @@ def _family_members(proposal: Proposal) -> list[Decision]:
     return [_decision(DeclarationKind.FAMILY, member, proposal) for member in proposal.members]
 
 
-
-
 def family_for(members: Sequence[str], rows: Mapping[str, Document]) -> str:
     """The family an accepted family proposal gathers its members in: the one that already
     holds the most of them (ties: the first member's, oldest first), so the fewest move."""
@@ -244,9 +242,7 @@ def _unknown(table: _Table, missing: Sequence[str]) -> list[str]:
     id), else its unusual characters named and the real id it imitates (``lookalikes``)."""
     imitated = {doc_id: skeleton(doc_id) for doc_id in missing}
     bare = {doc_id: doc_id.split(":", 1)[1] for doc_id in missing if ":" in doc_id}
-    asked = sorted(
-        {s for doc_id, s in imitated.items() if s != doc_id} | set(bare.values())
-    )
+    asked = sorted({s for doc_id, s in imitated.items() if s != doc_id} | set(bare.values()))
     real: set[str] = set()
     for start in range(0, len(asked), 500):
         real.update(table.get_documents(asked[start : start + 500]))
