@@ -378,7 +378,7 @@ def test_the_image_is_pinned_runs_as_non_root_checks_its_health_and_listens_outs
     from reconciler.settings import load_settings  # noqa: PLC0415
 
     settings = load_settings(
-        ROOT / "config" / "reconciler.example.toml",
+        ROOT / "reconciler" / "settings" / "reconciler.example.toml",
         environ={"RECONCILER_METRICS__LISTEN": env["RECONCILER_METRICS__LISTEN"]},
     )
     host, port = settings.metrics.listen.rsplit(":", 1)
