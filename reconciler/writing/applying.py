@@ -37,7 +37,7 @@ from typing import Any
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
-from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
+from reconciler.model import MANAGED_KEYS, AuditEntry, AuditKind, PayloadWrite, RowChange, jsonable
 from reconciler.planning import PayloadTarget, Plan, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.writing.differs import (
@@ -52,8 +52,8 @@ from reconciler.writing.moving import Mover
 log = logging.getLogger(__name__)
 
 #: Audit entry types of payload writes: the intent (before the write) and its confirmation.
-INTENT = "payload"
-CONFIRM = "confirm"
+INTENT = AuditKind.PAYLOAD
+CONFIRM = AuditKind.CONFIRM
 
 
 @dataclass

@@ -34,7 +34,7 @@ from typing import Any
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
-from reconciler.model import AuditEntry, jsonable
+from reconciler.model import AuditEntry, AuditKind, jsonable
 from reconciler.planning import MoveTarget
 from reconciler.ports import AuditWriter, ChunkIndex, SplitIndex
 from reconciler.ports.index import StoredPoint
@@ -43,11 +43,11 @@ log = logging.getLogger(__name__)
 
 #: Audit entry types of a move: the intent (before the copy), the copy confirmed (read back
 #: from the destination), and the points gone from the source.
-MOVE = "move"
-MOVE_COPIED = "move_copied"
-MOVE_DONE = "move_done"
+MOVE = AuditKind.MOVE
+MOVE_COPIED = AuditKind.MOVE_COPIED
+MOVE_DONE = AuditKind.MOVE_DONE
 #: How the next runner finished the moves a dead run left (counts of points).
-MOVE_RESOLVE = "move_resolve"
+MOVE_RESOLVE = AuditKind.MOVE_RESOLVE
 #: Relative tolerance of a vector copied into an engine that normalises it again.
 DIRECTION_TOLERANCE = 1e-6
 
