@@ -139,17 +139,6 @@ def parts() -> Mapping[str, Parts]:
     return MappingProxyType(found)
 
 
-def family_checks() -> Mapping[str, FamilyCheck]:
-    """The family checks by name, in the registry's order (their modules imported now)."""
-    return MappingProxyType(
-        {
-            name: part.family
-            for name, part in parts().items()
-            if part.family is not None and part.check.per_family
-        }
-    )
-
-
 __all__ = [
     "CHECKS",
     "MOVING_CHECKS",
@@ -161,6 +150,5 @@ __all__ = [
     "Registered",
     "SourcesCheck",
     "Truth",
-    "family_checks",
     "parts",
 ]
