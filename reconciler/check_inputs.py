@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from reconciler.model import (
     MANAGED_KEYS,
     Document,
+    Finding,
     SourceDocument,
     SourceProblem,
     parse_instant,
@@ -262,3 +263,56 @@ class FamilyView:
         for doc_id, doc in sorted(self.sources.items()):
             if doc_id not in ids:
                 yield doc
+
+
+@dataclass(frozen=True)
+class CollectionView:
+    """What a check over the whole collection sees, once a run has scanned it (the collection
+    part of a registered check, ``collection_<name>``)."""
+
+    #: Chunks scanned; chunks the rows say they have, and how many of those were found.
+    chunks_scanned: int
+    chunks_expected: int
+    chunks_found: int
+    #: Whether the run covers the whole shard (no ``--doc``, no ``--family``).
+    whole: bool
+    #: ``--doc``: only that document's findings are kept.
+    doc_id: str | None
+    #: A split store's collections, (main, archive) (``CheckContext.split``).
+    split: tuple[str, str] | None
+    #: The chunks whose doc_id has no row (``None``: no doc_id), by doc_id.
+    orphans: tuple[tuple[str | None, ChunkAggregate], ...]
+    #: Reads the payload indexes the collection holds (``None``: its engine keeps none).
+    payload_indexes: Callable[[], Mapping[str, str]] | None
+
+    def in_scope(self, finding: Finding) -> bool:
+        """Whether ``finding`` is one the run reports (``--doc`` keeps its document's)."""
+        return self.doc_id is None or finding.doc_id == self.doc_id
+
+
+@dataclass(frozen=True)
+class SourcesView:
+    """What a check over the sources sees, in a run of the whole shard (the sources part of a
+    registered check, ``sources_<name>``)."""
+
+    now: datetime
+    states: Mapping[str, SourceState]
+    #: Every document the sources yielded.
+    documents: tuple[SourceDocument, ...]
+    #: doc_id -> the problems the connector reported about it.
+    problems: Mapping[str, tuple[SourceProblem, ...]]
+    #: Problems no document identity could be given to.
+    loose_problems: tuple[SourceProblem, ...]
+    #: The problems of documents no family took and no row holds (in no source, unregistered).
+    unclaimed: tuple[SourceProblem, ...]
+    #: source -> the rows that source should still hold (not retired).
+    rows_by_source: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Wide:
+    """What a check over the collection or the sources found: its findings, and how many
+    things it checked (``None``: the families it checked are the count)."""
+
+    findings: tuple[Finding, ...] = ()
+    checked: int | None = None

@@ -2,7 +2,7 @@
 lives in ``reconciler.pipeline`` (``Reconciler`` in ``pipeline.running``, its values in
 ``pipeline.values``)."""
 
-from reconciler.pipeline.checking import FamilyChecks, check_family, family_view
+from reconciler.pipeline.checking import check_family, family_view
 from reconciler.pipeline.guarding import decide
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import (
@@ -23,7 +23,6 @@ __all__ = [
     "ENGINE_MODES",
     "WRITING_MODES",
     "Assessment",
-    "FamilyChecks",
     "FamilyOutcome",
     "Guard",
     "GuardDecision",

@@ -20,6 +20,7 @@ from typing import Any
 
 from reconciler.check_inputs import (
     ChunkAggregate,
+    CollectionView,
     FamilyView,
     expected_variant,
     normalize,
@@ -317,6 +318,23 @@ def plan_orphan(finding: Finding, aggregate: ChunkAggregate) -> Plan:
     )
 
 
+def plan_orphans(findings: Iterable[Finding], view: CollectionView) -> Plan:
+    """The repair of what the payload check found over the collection: the chunks of documents
+    without a row quarantined and, in a split store, moved out of the main collection (the
+    points the rows lack are re-ingested, not written)."""
+    orphans = dict(view.orphans)
+    plans: list[Plan] = []
+    for finding in findings:
+        aggregate = orphans.get(finding.doc_id)
+        if aggregate is None or finding.kind not in ("orphan_chunks", "misplaced"):
+            continue
+        if finding.kind == "orphan_chunks":
+            plans.append(plan_orphan(finding, aggregate))
+        else:
+            plans.append(plan_orphan_move(finding, aggregate.count - aggregate.archived))
+    return Plan.combine(plans)
+
+
 def plan_orphan_move(finding: Finding, points: int) -> Plan:
     """Move the chunks of a document without a row out of a split store's main collection."""
     assert finding.doc_id is not None
@@ -370,8 +388,9 @@ def needs_write(current: Mapping[str, Any], target: PayloadTarget) -> bool:
     return not same_variant(normalize(current), normalize(target.payload))
 
 
-def plan_indexes(findings: Iterable[Finding]) -> Plan:
-    """Create the payload indexes the index check found missing."""
+def plan_indexes(findings: Iterable[Finding], view: CollectionView | None = None) -> Plan:
+    """Create the payload indexes the index check found missing (``view``: unused, a
+    registered check's planner is given the collection it checked)."""
     return Plan(indexes=tuple(f.index for f in findings if f.index is not None))
 
 

@@ -31,3 +31,30 @@ hypothesis_kit.load_profile()
 def sqlite_url(tmp_path: Path) -> str:
     """A SQLite database file in a temporary folder."""
     return f"sqlite:///{tmp_path / 'reconciler.db'}"
+
+
+#: Tests slow by what they do, by file or by test (not marked one by one, to keep them easy to
+#: merge): they copy the code or start interpreters, kill processes, or race them.
+SLOW = (
+    "tests/integration/test_layers.py",
+    "tests/integration/test_check_registry.py",
+    "tests/integration/test_unit_tests_are_light.py",
+    "tests/integration/test_migrations_killed.py",
+    "tests/integration/test_audit_chain.py::test_parallel_appenders_extend_one_chain",
+    "tests/integration/test_leasing.py::test_two_processes_contend_and_exactly_one_runs",
+)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``e2e`` every test under ``tests/e2e/``, and ``slow`` every Hypothesis property
+    and every test of ``SLOW`` (``pytest -m "not slow and not e2e"``: the development run,
+    README; CI runs them all)."""
+    for item in items:
+        where = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else ""
+        if where.startswith("tests/e2e/"):
+            item.add_marker(pytest.mark.e2e)
+        test = f"{where}::{item.name.partition('[')[0]}"
+        function = getattr(item, "function", None)
+        if where in SLOW or test in SLOW or getattr(function, "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.slow)

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
 
-from reconciler.check_inputs import CheckContext, FamilyView
+from reconciler.check_inputs import CheckContext, FamilyView, SourcesView, Wide
 from reconciler.checks.common import META_FIELDS, STATE_FIELDS, diff, values
 from reconciler.checks.contradictions import check_contradictions
 from reconciler.checks.membership import check_membership
+from reconciler.checks.source_yield import check_source_yield
 from reconciler.model import (
     SERVABLE_STATES,
     Document,
@@ -456,3 +457,23 @@ def _new_documents(view: FamilyView, successors: Iterable[str]) -> list[Finding]
             )
         )
     return findings
+
+
+def truth_family(view: FamilyView, ctx: CheckContext) -> Mapping[str, Document]:
+    """The family's rows as its sources declare them (doc_id -> row): what its plan writes
+    towards."""
+    return declared_family(view, ctx).rows
+
+
+def sources_family(view: SourcesView) -> Wide:
+    """Problems no registered document matches (a note that never parsed, an entry without an
+    id), and sources that yield nothing or nothing but ``unknown`` versions
+    (``checks.source_yield``). Unreadable parts of a source without a document to name are
+    the hash check's, with the source's own state."""
+    findings = unregistered_findings(
+        [p for p in view.loose_problems if p.kind not in UNREADABLE_PROBLEMS] + list(view.unclaimed)
+    )
+    findings += check_source_yield(
+        view.states, view.documents, view.rows_by_source, view.now, view.problems
+    )
+    return Wide(tuple(findings))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reconciler.check_inputs import CheckContext, FamilyView, SourceState
+from reconciler.check_inputs import CheckContext, FamilyView, SourceState, SourcesView, Wide
 from reconciler.checks.common import quarantine_lifted
 from reconciler.checks.family import UNREADABLE_PROBLEMS
 from reconciler.model import Document, Finding, ReingestRequest, Severity, SourceProblem
@@ -140,3 +140,11 @@ def check_source(state: SourceState) -> list[Finding]:
             action="none: its documents keep their state (an unreadable source is not an empty one)",
         )
     ]
+
+
+def sources_hash(view: SourcesView) -> Wide:
+    """Unreadable parts of a source without a document to name, and unreadable sources."""
+    findings = unreadable_findings(view.loose_problems, None)
+    for state in view.states.values():
+        findings += check_source(state)
+    return Wide(tuple(findings))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from reconciler.check_inputs import CollectionView, Wide
 from reconciler.model import Finding, Severity
 
 CHECK = "index"
@@ -46,3 +47,13 @@ def check_index(existing: Mapping[str, str], *, supported: bool) -> list[Finding
             )
         )
     return findings
+
+
+def collection_index(view: CollectionView) -> Wide:
+    """The payload indexes the collection lacks (none checked on an engine that keeps none)."""
+    supported = view.payload_indexes is not None
+    existing = view.payload_indexes() if view.payload_indexes is not None else {}
+    return Wide(
+        tuple(check_index(existing, supported=supported)),
+        checked=len(REQUIRED_INDEXES) if supported else 0,
+    )

@@ -10,8 +10,10 @@ from typing import Any
 from reconciler.check_inputs import (
     CheckContext,
     ChunkAggregate,
+    CollectionView,
     FamilyView,
     Variant,
+    Wide,
     expected_variant,
 )
 from reconciler.checks.common import quarantine_lifted
@@ -235,3 +237,19 @@ def check_orphan_placement(
 
 def _quarantined(variant: Variant) -> bool:
     return dict(variant).get("quarantined") is True
+
+
+def collection_payload(view: CollectionView) -> Wide:
+    """Over the whole collection: points the rows say exist and it lacks (a run of the whole
+    shard), and chunks whose doc_id has no row (the tally keeps them apart: no pass over every
+    document), quarantined, and in a split store moved out of the main collection."""
+    findings = check_points(view.chunks_expected, view.chunks_found) if view.whole else []
+    for orphan_id, aggregate in sorted(view.orphans, key=lambda kv: str(kv[0])):
+        finding = check_orphans(orphan_id, aggregate)
+        if finding is not None and view.in_scope(finding):
+            findings.append(finding)
+        if view.split is not None and orphan_id is not None:
+            placed = check_orphan_placement(orphan_id, aggregate, view.split)
+            if placed is not None and view.in_scope(placed):
+                findings.append(placed)
+    return Wide(tuple(findings), checked=view.chunks_scanned)

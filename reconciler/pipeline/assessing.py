@@ -1,29 +1,57 @@
-"""Stage 3 of a run: the families the scan's first pass did not settle, checked with their
-chunks (``FamilyChecks``, seeded from ``Scan.first``), the collection- and source-wide checks,
-and the plan that repairs what they find (``Assessment``)."""
+"""Stage 3 of a run: every family of the scan checked with its chunks, then the checks over
+the collection and over the sources, and the plan that repairs what they find
+(``Assessment``). The checks and their parts are the registry's (``checks.parts``): this
+stage names none of them.
+
+Each family is one value (``FamilyOutcome``), and the families fold into one (``Checked``);
+the parts over the collection and the sources are values too (``Wide``); the summary is
+counted from those values."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from itertools import groupby
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from reconciler.check_inputs import ChunkAggregate, FamilyView
-from reconciler.checks.family import UNREADABLE_PROBLEMS, unregistered_findings
-from reconciler.checks.hash import check_source, unreadable_findings
-from reconciler.checks.index import check_index
-from reconciler.checks.payload import check_orphan_placement, check_orphans, check_points
-from reconciler.checks.source_yield import check_source_yield
-from reconciler.model import Document, SourceDocument
+from reconciler import planning
+from reconciler.check_inputs import (
+    ChunkAggregate,
+    CollectionView,
+    FamilyView,
+    SourcesView,
+    Wide,
+)
+from reconciler.checks import CHECKS, MOVING_CHECKS, Parts, parts
+from reconciler.model import Document, Finding, SourceDocument
 from reconciler.pipeline import membership
-from reconciler.pipeline.checking import FamilyChecks, family_view, in_doc_scope
+from reconciler.pipeline.checking import check_context, check_family, family_view
 from reconciler.pipeline.scanning import FAMILY_OF, table_rows
-from reconciler.pipeline.values import Assessment, Options, Scan, SourcesRead
-from reconciler.planning import Plan, plan_indexes, plan_orphan, plan_orphan_move
+from reconciler.pipeline.values import Assessment, FamilyOutcome, Options, Scan, SourcesRead
+from reconciler.planning import Plan
 from reconciler.ports import ChunkReader, DocumentReader
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What some checks found, folded: their findings and plans in order, how many things
+    each checked, the seconds each took, and the doc ids whose source problems a family
+    took."""
+
+    findings: tuple[Finding, ...] = ()
+    plans: tuple[Plan, ...] = ()
+    checked: Mapping[str, int] = field(default_factory=dict)
+    timings: Mapping[str, float] = field(default_factory=dict)
+    claimed: frozenset[str] = frozenset()
 
 
 def assess(
@@ -34,143 +62,184 @@ def assess(
     sources: SourcesRead,
     scan: Scan,
 ) -> Assessment:
-    """Check the families ``scan`` did not settle in its first pass (``scan.first``; every
-    family when it ran none), and the collection- and source-wide checks; plan the repair of
-    what they find."""
-    checks = FamilyChecks(options, now, sources, seed=scan.first)
+    """Check every family of ``scan`` with its chunks, then the collection and the sources;
+    plan the repair of what they find."""
+    chosen = [parts()[name] for name in CHECKS if name in options.checks]
+    names = [part.name for part in chosen]
+    ctx = check_context(options, now, sources)
+    moving = bool(MOVING_CHECKS & options.checks)
+    families = fold_families(
+        (view, check_family(view, ctx, names, options.doc_id))
+        for view in family_views(table, options, sources, scan, moving=moving)
+    )
+    supported = bool(getattr(index, "supports_payload_indexes", False))
+    collection = CollectionView(
+        chunks_scanned=scan.totals.chunks,
+        chunks_expected=scan.totals.chunks_expected,
+        chunks_found=scan.totals.chunks_found,
+        whole=scan.scope is None and options.doc_id is None,
+        doc_id=options.doc_id,
+        split=options.split,
+        orphans=tuple(scan.chunks.orphans()),
+        payload_indexes=index.payload_indexes if supported else None,
+    )
+    over_sources = None
+    if scan.scope is None:
+        # A problem of a document outside this shard (or not in the source at all, yet
+        # registered) is not "unregistered".
+        loose = [d for d in set(sources.problems) - families.claimed if d not in sources.by_id]
+        unclaimed = set(loose) - _registered(table, loose)
+        over_sources = SourcesView(
+            now=now,
+            states=sources.states,
+            documents=tuple(sources.by_id.values()),
+            problems=sources.problems,
+            loose_problems=sources.loose_problems,
+            unclaimed=tuple(p for doc_id in sorted(unclaimed) for p in sources.problems[doc_id]),
+            rows_by_source=scan.totals.rows_by_source,
+        )
+    wide = check_wide(chosen, collection, over_sources)
+    findings = (*families.findings, *wide.findings)
+    counted = Counter(f.check for f in findings)
+    checked = {**families.checked, **wide.checked}
+    return Assessment(
+        findings=findings,
+        plan=Plan.combine((*families.plans, *wide.plans)),
+        summary={
+            name: {"checked": checked.get(name, 0), "findings": counted[name]} for name in names
+        },
+        timings=_summed(families.timings, wide.timings),
+    )
+
+
+def fold_families(checked: Iterable[tuple[FamilyView, FamilyOutcome]]) -> Checked:
+    """Each family's outcome folded into one value (a family counts once for each check
+    that ran on it; an empty plan is not kept: one a family would make memory grow)."""
+    findings: list[Finding] = []
+    plans: list[Plan] = []
+    counts: Counter[str] = Counter()
+    timings: dict[str, float] = defaultdict(float)
+    claimed: set[str] = set()
+    for view, outcome in checked:
+        findings += outcome.findings
+        if not outcome.plan.empty:
+            plans.append(outcome.plan)
+        claimed.update(view.problems)
+        for name, seconds in outcome.timings.items():
+            timings[name] += seconds
+            counts[name] += 1
+    return Checked(
+        findings=tuple(findings),
+        plans=tuple(plans),
+        checked=MappingProxyType(dict(counts)),
+        timings=MappingProxyType(dict(timings)),
+        claimed=frozenset(claimed),
+    )
+
+
+def check_wide(
+    chosen: Sequence[Parts], collection: CollectionView, over_sources: SourcesView | None
+) -> Checked:
+    """The chosen checks' parts over the collection, then those over the sources (a run of
+    the whole shard: ``over_sources`` given), each planned by its check's planner. A check's
+    seconds are those of its part on the families; one without that part is timed here."""
+    findings: list[Finding] = []
+    plans: list[Plan] = []
+    checked: dict[str, int] = {}
+    timings: dict[str, float] = defaultdict(float)
+    runs: list[tuple[Parts, Callable[[], Wide]]] = [
+        (part, partial(part.collection, collection))
+        for part in chosen
+        if part.collection is not None
+    ]
+    if over_sources is not None:
+        runs += [
+            (part, partial(part.sources, over_sources))
+            for part in chosen
+            if part.sources is not None
+        ]
+    for part, run in runs:
+        started = time.perf_counter()
+        found = run()
+        if not part.check.per_family:
+            timings[part.name] += time.perf_counter() - started
+        findings += found.findings
+        if found.checked is not None:
+            checked[part.name] = found.checked
+        if part.check.plans is not None:
+            planner = getattr(planning, part.check.plans)
+            plans.append(planner(found.findings, collection))
+    return Checked(
+        findings=tuple(findings),
+        plans=tuple(plans),
+        checked=MappingProxyType(checked),
+        timings=MappingProxyType(dict(timings)),
+    )
+
+
+def family_views(
+    table: DocumentReader,
+    options: Options,
+    sources: SourcesRead,
+    scan: Scan,
+    *,
+    moving: bool,
+) -> Iterator[FamilyView]:
+    """Every family of the scan as the checks see it, with its chunks: the table streamed
+    once more, family by family. ``moving``: a check places documents in the families the
+    sources give them, so the rows that belong to another family now are checked there, and
+    both families with them (``pipeline.membership``); documents without a row join the
+    family the sources place them in."""
     scope = scan.scope
     expected = scan.expected
-    # Source documents without a row, by family (their families may have no rows at all).
-    new_by_family: dict[str, list[SourceDocument]] = defaultdict(list)
 
     def covered(family: str) -> bool:
         return options.shard.owns(family) and (scope is None or family in scope)
 
     # (documents registered outside the scan that move into a family it covers join it)
     outside, joining = membership.incoming(
-        table, [d for d in sources.by_id if d not in expected], sources, covered, checks.moving
+        table, [d for d in sources.by_id if d not in expected], sources, covered, moving
     )
+    # Source documents without a row, by family (their families may have no rows at all).
+    new_by_family: dict[str, list[SourceDocument]] = defaultdict(list)
     for doc_id, doc in sources.by_id.items():
         if doc_id not in expected and doc_id not in outside:
             family = sources.family_of[doc_id]
             if covered(family):
                 new_by_family[family].append(doc)
-    # Rows that belong to another family now: theirs and the families they join are checked
-    # as the sources have them (``pipeline.membership``).
-    moved = (
-        dict(checks.moves)
-        if checks.first_pass or not checks.moving
-        else _moves(table, options, scope, sources)
-    )
+    moved = _moves(table, options, scope, sources) if moving else {}
     moved.update((row.doc_id, membership.target(row, sources)) for row in joining)
     touched = set(moved.values()) | {row.doc_family_id for row in joining}
-    # The families checked again, with their chunks: those the first pass left, those
-    # with a document whose chunks differ from its row, and those with new documents.
-    left = set(checks.revisit)
-    revisit = left | set(new_by_family) | {f for f in touched if covered(f)}
-    # (documents with a stale chunk, those that lack chunks and a split store's misplaced
-    # ones are looked at with their chunks too: a first pass without chunks sees none)
-    drifted = [
-        *scan.chunks.drifted_ids(),
-        *scan.chunks.stale_ids(),
-        *scan.chunks.misplaced_ids(),
-        *scan.short,
-    ]
-    for start in range(0, len(drifted), LOOKUP):  # (their families, a batch at a time)
-        found = table.get_documents(drifted[start : start + LOOKUP])
-        revisit |= {row.doc_family_id for row in found.values()}
-    if drifted and scope is not None:  # (a row moved to another family since the first pass)
-        revisit &= scope
-    # (families the first pass did check are counted once, there)
-    counted = revisit - left if checks.first_pass else set()
-    if revisit or not checks.first_pass:
-        # (a few families by name; many: one more stream of the scope, the others skipped)
-        few = checks.first_pass and len(revisit) <= REVISIT_BY_NAME
-        rows = table_rows(table, options, sorted(revisit) if few else scope)
-        held: list[Document] = list(joining)  # (the rows of the families a move touches)
-        for family, group in groupby(rows, key=FAMILY_OF):
-            members = tuple(group)
-            if family in touched or any(row.doc_id in moved for row in members):
-                held.extend(members)
-            elif few or not checks.first_pass or family in revisit:
-                view = view_after_scan(
-                    table, family, members, sources, scan, new_by_family.pop(family, [])
-                )
-                checks.take(view, again=family in counted)
-        for family, regrouped in sorted(membership.regroup(held, moved, covered).items()):
-            view = view_after_scan(
-                table, family, regrouped, sources, scan, new_by_family.pop(family, [])
+    held: list[Document] = list(joining)  # (the rows of the families a move touches)
+    for family, group in groupby(table_rows(table, options, scope), key=FAMILY_OF):
+        members = tuple(group)
+        if family in touched or any(row.doc_id in moved for row in members):
+            held.extend(members)
+        else:
+            yield view_after_scan(
+                table, family, members, sources, scan, new_by_family.pop(family, [])
             )
-            checks.take(view, again=family in counted)
-    for family, docs in sorted(new_by_family.items()):
-        checks.take(view_after_scan(table, family, (), sources, scan, docs))
-    # A problem of a document outside this shard (or not in the source at all, yet
-    # registered) is not "unregistered".
-    loose = [d for d in set(sources.problems) - checks.claimed if d not in sources.by_id]
-    unclaimed = set(loose) - _registered(table, loose)
-
-    findings = checks.findings
-    plans = checks.plans
-    summary = checks.summary
-    timings = checks.timings
-    if "payload" in options.checks:
-        summary["payload"]["checked"] = scan.totals.chunks
-        if scope is None and options.doc_id is None:
-            findings += check_points(scan.totals.chunks_expected, scan.totals.chunks_found)
-        # Chunks whose doc_id has no row (the tally keeps them apart: no pass over every
-        # document, no aggregate built for each).
-        for orphan_id, aggregate in sorted(scan.chunks.orphans(), key=lambda kv: str(kv[0])):
-            finding = check_orphans(orphan_id, aggregate)
-            if finding is not None and in_doc_scope(options.doc_id, finding):
-                findings.append(finding)
-                plans.append(plan_orphan(finding, aggregate))
-            if options.split is not None and orphan_id is not None:
-                placed = check_orphan_placement(orphan_id, aggregate, options.split)
-                if placed is not None and in_doc_scope(options.doc_id, placed):
-                    findings.append(placed)
-                    plans.append(plan_orphan_move(placed, aggregate.count - aggregate.archived))
-    if scope is None:
-        # Problems no registered document matches (a note that never parsed, an entry
-        # without an id): the family check's. Unreadable parts of a source without a
-        # document to name are the hash check's, with the source's own state.
-        if "family" in options.checks:
-            findings += unregistered_findings(
-                [p for p in sources.loose_problems if p.kind not in UNREADABLE_PROBLEMS]
-                + [p for doc_id in sorted(unclaimed) for p in sources.problems[doc_id]]
-            )
-            findings += check_source_yield(
-                sources.states,
-                sources.by_id.values(),
-                scan.totals.rows_by_source,
-                now,
-                sources.problems,
-            )
-        if "hash" in options.checks:
-            findings += unreadable_findings(sources.loose_problems, None)
-            for state in sources.states.values():
-                findings += check_source(state)
-    if "index" in options.checks:
-        started = time.perf_counter()
-        supported = bool(getattr(index, "supports_payload_indexes", False))
-        index_findings = check_index(
-            index.payload_indexes() if supported else {}, supported=supported
+    for family, regrouped in sorted(membership.regroup(held, moved, covered).items()):
+        yield view_after_scan(
+            table, family, regrouped, sources, scan, new_by_family.pop(family, [])
         )
-        summary["index"]["checked"] = 6 if supported else 0
-        findings += index_findings
-        plans.append(plan_indexes(index_findings))
-        timings["index"] = time.perf_counter() - started
-    for finding in findings:
-        if finding.check in summary:
-            summary[finding.check]["findings"] += 1
-    return Assessment(
-        findings=tuple(findings), plan=Plan.combine(plans), summary=summary, timings=timings
-    )
+    for family, docs in sorted(new_by_family.items()):
+        yield view_after_scan(table, family, (), sources, scan, docs)
+
+
+def _summed(*timings: Mapping[str, float]) -> Mapping[str, float]:
+    total: dict[str, float] = defaultdict(float)
+    for each in timings:
+        for name, seconds in each.items():
+            total[name] += seconds
+    return MappingProxyType(dict(total))
 
 
 def _moves(
     table: DocumentReader, options: Options, scope: frozenset[str] | None, sources: SourcesRead
 ) -> dict[str, str]:
-    """The moves of a run whose scan checked no family (one more stream of the scope)."""
+    """Each row that belongs to another family now, to that family (one more stream of the
+    scope)."""
     if not sources.family_of:
         return {}
     return membership.moves(table_rows(table, options, scope), sources)
@@ -219,10 +288,6 @@ def view_after_scan(
     )
 
 
-#: Up to this many families checked again after the scan are read by name; more, by one
-#: more stream of the table that skips the others (a long ``IN`` list is slow to plan, and
-#: SQLite caps its bound parameters).
-REVISIT_BY_NAME = 500
-#: Documents whose rows are looked up at once (drifted ones for their families, new ones
-#: for whether another shard registered them).
+#: Documents whose rows are looked up at once (those a family names outside the scan, those
+#: with a problem and no document, for whether another shard registered them).
 LOOKUP = 500

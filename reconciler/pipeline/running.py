@@ -1,11 +1,11 @@
 """One reconciliation run: read the three stores, run the checks, plan, guard, apply, record.
 
 ``Reconciler.run`` chains the stages, each a function from readers (and the earlier stages'
-frozen values) to its own value: the table is read once, family by family, with the checks of
-every family that can be judged without its chunks (``pipeline.scanning``; those with
-something to report are read again after the scan, ``pipeline.assessing``), the collection
-once (apply writes by the point ids that scan kept, or selects a changed row's points
-through the doc_id filter), and the sources once, as metadata. Memory holds compact
+frozen values) to its own value: the table is read once to fingerprint every row and once
+more, family by family, to check each family with its chunks (``pipeline.scanning``,
+``pipeline.assessing``), the collection once (apply writes by the point ids that scan kept,
+or selects a changed row's points through the doc_id filter), and the sources once, as
+metadata. Memory holds compact
 per-document state, never a whole table or collection.
 """
 
@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from reconciler.checks import CHECKS
+from reconciler.checks import CHECKS, MOVING_CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import NotFound, Undeclarable
 from reconciler.model import (
@@ -52,14 +52,12 @@ class Reconciler:
 
     A run is five stages, each a function that takes readers and the previous stages' frozen
     values (``reconciler.pipeline.values``) and returns its own: ``read_sources`` ->
-    ``SourcesRead`` (``pipeline.reading``); ``scan`` -> ``Scan`` (table and collection, and
-    the first pass of the family checks, ``Scan.first``: ``pipeline.scanning``); ``assess``
-    -> ``Assessment`` (the families left, checked with their chunks, and the plan:
-    ``pipeline.assessing``); ``decide`` -> ``GuardDecision`` (``pipeline.guarding``);
-    ``record`` -> ``ApplyResult`` (writing modes only, ``pipeline.recording``). ``run``
-    chains them into a ``Report``; no stage hands another anything but values (without
-    ``sources``, ``scan`` runs no first pass and ``assess`` checks every family after the
-    scan: the same findings).
+    ``SourcesRead`` (``pipeline.reading``); ``scan`` -> ``Scan`` (table and collection:
+    ``pipeline.scanning``); ``assess`` -> ``Assessment`` (every family checked with its
+    chunks, the collection and the sources, and the plan: ``pipeline.assessing``);
+    ``decide`` -> ``GuardDecision`` (``pipeline.guarding``); ``record`` -> ``ApplyResult``
+    (writing modes only, ``pipeline.recording``). ``run`` chains them into a ``Report``; no
+    stage hands another anything but values.
     """
 
     def __init__(
@@ -109,7 +107,7 @@ class Reconciler:
         started_at = self.clock.now()
         sources = self.read_sources(options, now)
         refuse_undeclarable(options, sources)
-        scan = self.scan(options, self.scope(options, sources), sources, now)
+        scan = self.scan(options, self.scope(options, sources))
         assessment = self.assess(options, now, sources, scan)
         plan = self.without_queued_reingests(assessment.plan)
         decision = decide(options, self.guard_totals(options, scan), plan, sources.states, now)
@@ -220,30 +218,15 @@ class Reconciler:
     def _widened(
         self, options: Options, scope: frozenset[str], sources: SourcesRead
     ) -> frozenset[str]:
-        """``scope`` with the families its documents move to or from, when the family check
-        runs (it moves them; a move settles both families)."""
-        if "family" not in options.checks:
+        """``scope`` with the families its documents move to or from, when a check that moves
+        documents runs (a move settles both families)."""
+        if not MOVING_CHECKS & options.checks:
             return scope
         return membership.widen(self.table, scope, sources, batch=options.table_batch)
 
-    def scan(
-        self,
-        options: Options,
-        scope: frozenset[str] | None,
-        sources: SourcesRead | None = None,
-        now: datetime | None = None,
-    ) -> Scan:
-        """Stage 2 (``pipeline.scanning.scan``), with the first pass of the family checks when
-        given the run's ``sources`` and ``now``."""
-        return scanning.scan(
-            self.table,
-            self.index,
-            options,
-            scope,
-            sources=sources,
-            now=now,
-            progress=self.progress,
-        )
+    def scan(self, options: Options, scope: frozenset[str] | None) -> Scan:
+        """Stage 2 (``pipeline.scanning.scan``)."""
+        return scanning.scan(self.table, self.index, options, scope, progress=self.progress)
 
     # -- stage 3: the checks and the plan --------------------------------------------------
 

@@ -1,6 +1,5 @@
 """Stage 2 of a run: the table and the collection, streamed once each and folded per document
-(``Scan``), with the first pass of the family checks over the table as it streams past
-(``Scan.first``: the families that can be judged without their chunks).
+(``Scan``). The checks run after it, on the families with their chunks (``pipeline.assessing``).
 
 Streaming throughout: the table is read once, family by family (expected payload
 fingerprints, the text and chunk count each row says its chunks have), the collection once
@@ -13,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
 from itertools import groupby
 from operator import attrgetter
 from typing import Any
@@ -21,8 +19,7 @@ from typing import Any
 from reconciler.chunk_tally import ChunkTally
 from reconciler.model import MANAGED_KEYS, Document, VersionState
 from reconciler.payload import payload_values
-from reconciler.pipeline.checking import FamilyChecks
-from reconciler.pipeline.values import FirstPass, Options, Scan, SourcesRead, Totals
+from reconciler.pipeline.values import Options, Scan, Totals
 from reconciler.ports import ChunkReader, DocumentReader, split_of
 
 log = logging.getLogger(__name__)
@@ -50,22 +47,14 @@ def scan(
     options: Options,
     scope: frozenset[str] | None,
     *,
-    sources: SourcesRead | None = None,
-    now: datetime | None = None,
     progress: Callable[[str, int], None] | None = None,
 ) -> Scan:
     """Fingerprint every row's expected payload, then fold the collection per document.
 
-    The table is streamed once here, family by family; given the run's ``sources`` (and its
-    ``now``), each family is checked as it passes (``FamilyChecks.first``) and what that
-    settled is ``Scan.first``. The collection is streamed once, a page at a time. Memory
-    holds 44 bytes a document (``ChunkTally``), plus the doc id and payload variants of
-    each document with a differing chunk.
+    The table is streamed once here, family by family, the collection once, a page at a
+    time. Memory holds 44 bytes a document (``ChunkTally``), plus the doc id and payload
+    variants of each document with a differing chunk.
     """
-    checks = None
-    if sources is not None:
-        assert now is not None, "a first pass checks families at the run's instant"
-        checks = FamilyChecks(options, now, sources)
     tally = ChunkTally(keep_ids=options.keep_ids, split=split_of(index) is not None)
     families = 0
     rows_by_source: dict[str, int] = defaultdict(int)
@@ -75,9 +64,7 @@ def scan(
     batch: list[tuple[Any, ...]] = []
     contents: list[str | None] = []
     counts: list[int] = []
-    if checks is not None:
-        checks.first_pass = True
-    for family, group in groupby(table_rows(table, options, scope), key=FAMILY_OF):
+    for _family, group in groupby(table_rows(table, options, scope), key=FAMILY_OF):
         rows = tuple(group)
         families += 1
         for row in rows:
@@ -91,8 +78,6 @@ def scan(
         if len(batch) >= 256:
             tally.expect_rows(batch, contents=contents, counts=counts)
             batch, contents, counts = [], [], []
-        if checks is not None:
-            checks.first(family, rows)
     tally.expect_rows(batch, contents=contents, counts=counts)
     tally.seal()
 
@@ -129,7 +114,6 @@ def scan(
             chunks_found=found,
         ),
         short=_short(table, options, scope, tally) if found < wanted else (),
-        first=checks.frozen() if checks is not None else FirstPass(),
     )
 
 

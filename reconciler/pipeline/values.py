@@ -142,26 +142,6 @@ class Totals:
 
 
 @dataclass(frozen=True)
-class FirstPass:
-    """The family checks of the table pass (stage 2): the families judged there without their
-    chunks, counted; those left for after the scan."""
-
-    #: Whether the table pass checked families (else stage 3 checks every family).
-    ran: bool = False
-    #: The families left for after the scan, in the order the table gave them.
-    revisit: tuple[str, ...] = ()
-    #: check -> {"checked": n, "findings": n} of the families settled in the table pass.
-    summary: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    #: check -> seconds spent on them.
-    timings: Mapping[str, float] = field(default_factory=dict)
-    #: The doc ids whose source problems a family settled there took.
-    claimed: frozenset[str] = frozenset()
-    #: doc_id -> family, for the rows the table pass found belonging to another family now
-    #: (``pipeline.membership``).
-    moves: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class Scan:
     """Stage 2, the table and the collection, streamed once each and folded per document."""
 
@@ -175,8 +155,6 @@ class Scan:
     totals: Totals
     #: The rows in scope with fewer chunks than they say they have (at most ``SHORT_KEPT``).
     short: tuple[str, ...] = ()
-    #: The family checks the table pass could settle.
-    first: FirstPass = FirstPass()
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from typing import Any
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
-from reconciler.model import MANAGED_KEYS, AuditEntry, PayloadWrite, RowChange, jsonable
+from reconciler.model import MANAGED_KEYS, AuditEntry, AuditKind, PayloadWrite, RowChange, jsonable
 from reconciler.planning import PayloadTarget, Plan, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.writing.differs import (
@@ -47,13 +47,14 @@ from reconciler.writing.differs import (
     expected_of,
     still_differs,
 )
+from reconciler.writing.intents import IntentLog
 from reconciler.writing.moving import Mover
 
 log = logging.getLogger(__name__)
 
 #: Audit entry types of payload writes: the intent (before the write) and its confirmation.
-INTENT = "payload"
-CONFIRM = "confirm"
+INTENT = AuditKind.PAYLOAD
+CONFIRM = AuditKind.CONFIRM
 
 
 @dataclass
@@ -109,8 +110,8 @@ class Applier:
         self.clock = clock
         #: Raises (``LeaseLost``) when this runner may no longer write; called before a batch.
         self.keep_writing = keep_writing
-        #: The hash of the last intent not yet confirmed.
-        self._unconfirmed: str | None = None
+        #: The payload intents, and the points of those not yet confirmed.
+        self.intents = IntentLog(self._audited, run_id=run_id, actor=actor, now=clock.now)
         self._unconfirmed_points = 0
         #: True when a batch was sent but whether it was written is not known (its intents
         #: stay unconfirmed: the next runner of the shard re-reads those points).
@@ -252,7 +253,7 @@ class Applier:
     def confirm(self) -> None:
         """Commit the confirmation of the last batch sent (the others are confirmed by the
         entries committed with the batch after them); never for a batch in doubt."""
-        if self._unconfirmed is not None and not self.in_doubt:
+        if self.intents.open is not None and not self.in_doubt:
             self._audit([self._confirmation()])
 
     @property
@@ -261,18 +262,14 @@ class Applier:
         move not yet copied and deleted)."""
         if self.mover is not None and self.mover.open_intent is not None:
             return self.mover.open_intent
-        return self._unconfirmed
+        return self.intents.open
 
     def _confirmation(self, written: list[str | int] | None = None) -> AuditEntry:
         """ "Every intent of this run up to ``through`` was written" (or only ``written``)."""
-        through, points = self._unconfirmed, self._unconfirmed_points
-        self._unconfirmed, self._unconfirmed_points = None, 0
-        after: dict[str, Any] = {"through": through, "points": points}
+        points, self._unconfirmed_points = self._unconfirmed_points, 0
         if written is not None:
-            after = {"through": through, "points": len(written), "written": written}
-        return AuditEntry(
-            self.run_id, self.clock.now(), self.actor, "confirm", CONFIRM, self.run_id, None, after
-        )
+            return self.intents.confirmation(points=len(written), written=written)
+        return self.intents.confirmation(points=points)
 
     # -- payloads --------------------------------------------------------------------------
 
@@ -425,9 +422,8 @@ class Applier:
         ]
         # The intents (and the confirmation of the batch before) go first, in one commit.
         intents = self._entries(groups)
-        previous = [self._confirmation()] if self._unconfirmed is not None else []
-        self._audit(previous + intents)
-        self._unconfirmed = self.result.audit_head
+        previous = [self._confirmation()] if self.intents.open is not None else []
+        self.intents.intend(intents, closing=previous)
         self._unconfirmed_points = sum(len(g.point_ids) for g in groups)
         try:
             # One call for the whole batch: it holds whole documents, so a document is never
@@ -492,6 +488,11 @@ class Applier:
         ]
 
     def _audit(self, entries: list[AuditEntry]) -> None:
+        self._audited(entries)
+
+    def _audited(self, entries: list[AuditEntry]) -> str:
+        """Append ``entries`` in one commit; the run's audit head after them."""
         head = self.table.append_audit(entries)
         if head:
             self.result.audit_head = head
+        return self.result.audit_head

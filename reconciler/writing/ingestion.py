@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from reconciler.model import AuditEntry, ChunkRecord, Document, RunMode, jsonable
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex, DocumentTable
-from reconciler.writing.applying import CONFIRM
+from reconciler.writing.intents import IntentLog
 from reconciler.writing.recovery import INGEST_INTENT
 from reconciler.writing.runs import RunRecord, recorded
 from reconciler.writing.source_reads import Identity, record_attempt
@@ -32,9 +32,10 @@ class IngestionWriter:
         self.table = table
         self.index = index
         self.run = run
-        #: The hash of the last intent audited.
-        self.last = ""
-        #: Intents audited since the last confirmation.
+        #: The documents' intents, and how many were audited since the last confirmation.
+        self.intents = IntentLog(
+            table.append_audit, run_id=run.run_id, actor="ingest", now=lambda: datetime.now(UTC)
+        )
         self.pending = 0
 
     def open_collection(self, *, dim: int) -> None:
@@ -71,7 +72,7 @@ class IngestionWriter:
     ) -> None:
         if self.pending >= CONFIRM_EVERY:
             self.confirm()
-        self.last = self.table.append_audit(
+        self.intents.intend(
             [
                 AuditEntry(
                     run_id=self.run.run_id,
@@ -103,20 +104,7 @@ class IngestionWriter:
         """Every document intended so far is written."""
         if not self.pending:
             return
-        self.table.append_audit(
-            [
-                AuditEntry(
-                    run_id=self.run.run_id,
-                    at=datetime.now(UTC),
-                    actor="ingest",
-                    reason="confirm",
-                    target_type=CONFIRM,
-                    target=self.run.run_id,
-                    before=None,
-                    after={"through": self.last},
-                )
-            ]
-        )
+        self.table.append_audit([self.intents.confirmation()])
         self.pending = 0
 
 

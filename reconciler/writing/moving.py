@@ -34,20 +34,21 @@ from typing import Any
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
-from reconciler.model import AuditEntry, jsonable
+from reconciler.model import AuditEntry, AuditKind, jsonable
 from reconciler.planning import MoveTarget
 from reconciler.ports import AuditWriter, ChunkIndex, SplitIndex
 from reconciler.ports.index import StoredPoint
+from reconciler.writing.intents import IntentLog
 
 log = logging.getLogger(__name__)
 
 #: Audit entry types of a move: the intent (before the copy), the copy confirmed (read back
 #: from the destination), and the points gone from the source.
-MOVE = "move"
-MOVE_COPIED = "move_copied"
-MOVE_DONE = "move_done"
+MOVE = AuditKind.MOVE
+MOVE_COPIED = AuditKind.MOVE_COPIED
+MOVE_DONE = AuditKind.MOVE_DONE
 #: How the next runner finished the moves a dead run left (counts of points).
-MOVE_RESOLVE = "move_resolve"
+MOVE_RESOLVE = AuditKind.MOVE_RESOLVE
 #: Relative tolerance of a vector copied into an engine that normalises it again.
 DIRECTION_TOLERANCE = 1e-6
 
@@ -82,9 +83,9 @@ class Mover:
         self.moved = 0
         self.audit_head = ""
         #: The last intent whose points are copied and deleted, its ``move_done`` not yet
-        #: committed; and the last intent not yet copied (a batch in doubt).
+        #: committed; the intents (``open``: the last not yet copied and deleted).
         self._done: str | None = None
-        self.open_intent: str | None = None
+        self.intents = IntentLog(self._audited, run_id=run_id, actor=actor, now=clock.now)
         #: Whether the archive was made ready (created, its payload indexes given).
         self._prepared = False
 
@@ -191,13 +192,12 @@ class Mover:
             )
             for doc_id, ids in by_doc.items()
         ]
-        self._audit(self._done_entries() + intents)
-        self.open_intent = self.audit_head
+        opened = self.intents.intend(intents, closing=self._done_entries())
         copy_into(self.split, dest, points, prepare=not self._prepared)
         self._prepared = self._prepared or dest is self.split.archive
-        self._audit([self._entry(MOVE_COPIED, self.open_intent, len(points))])
+        self._audit([self.intents.entry(MOVE_COPIED, opened, points=len(points))])
         source.delete_points([p.point_id for p in points])
-        self._done, self.open_intent = self.open_intent, None
+        self._done, self.intents.open = opened, None
         self.moved += len(points)
         if moved is not None:
             moved.extend(p.point_id for p in points)
@@ -214,21 +214,24 @@ class Mover:
     def _done_entries(self) -> list[AuditEntry]:
         if self._done is None:
             return []
-        entry = self._entry(MOVE_DONE, self._done, None)
+        entry = self.intents.entry(MOVE_DONE, self._done)
         self._done = None
         return [entry]
 
-    def _entry(self, kind: str, through: str | None, points: int | None) -> AuditEntry:
-        after: dict[str, Any] = {"through": through}
-        if points is not None:
-            after["points"] = points
-        at = self.clock.now()
-        return AuditEntry(self.run_id, at, self.actor, kind, kind, self.run_id, None, after)
+    @property
+    def open_intent(self) -> str | None:
+        """The last intent not yet copied and deleted (a batch in doubt)."""
+        return self.intents.open
 
     def _audit(self, entries: list[AuditEntry]) -> None:
+        self._audited(entries)
+
+    def _audited(self, entries: list[AuditEntry]) -> str:
+        """Append ``entries`` in one commit; the audit head after them."""
         head = self.table.append_audit(entries)
         if head:
             self.audit_head = head
+        return self.audit_head
 
 
 def copy_into(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.model import MANAGED_KEYS, AuditEntry, RunStatus, jsonable
+from reconciler.model import MANAGED_KEYS, AuditEntry, AuditKind, RunStatus, jsonable
 from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
@@ -36,10 +36,10 @@ from reconciler.writing.moving import MOVE_RESOLVE, copy_into, unfinished
 log = logging.getLogger(__name__)
 
 #: The audit entry type that records how an interrupted run's last batch ended.
-RESOLVE = "resolve"
+RESOLVE = AuditKind.RESOLVE
 INTERRUPTED = RunStatus.INTERRUPTED
 #: The audit entry type of an ingestion's intent to (re-)write one document.
-INGEST_INTENT = "ingest"
+INGEST_INTENT = AuditKind.INGEST
 #: The re-ingest reason of a document an interrupted ingestion left incomplete.
 INTERRUPTED_INGEST = "interrupted_ingest"
 

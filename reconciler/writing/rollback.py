@@ -33,6 +33,7 @@ from reconciler.errors import ReconcilerError, RollbackRefused
 from reconciler.model import (
     MANAGED_KEYS,
     AuditEntry,
+    AuditKind,
     RowChange,
     RunMode,
     RunStatus,
@@ -47,7 +48,7 @@ from reconciler.writing.dry import dry_stores, is_dry
 from reconciler.writing.moving import MOVE
 from reconciler.writing.runs import recorded
 
-ROW = "row"
+ROW = AuditKind.ROW
 ROLLBACK = RunMode.ROLLBACK
 
 

@@ -183,7 +183,29 @@ def _edge(layout: Layout, tmp_path: Path) -> Iterator[Harness]:
 ADAPTERS = {"memory": _memory, "qdrant-local": _qdrant, "edge": _edge}
 
 
-@pytest.fixture(params=list(LAYOUTS), ids=list(LAYOUTS))
+#: The tests that read or write through the key layout (the physical keys a payload has): run
+#: on every layout. The others run on the default one: the layout is the ``KeyMap``'s, which
+#: these tests and ``tests/unit`` hold on its own.
+ON_EVERY_LAYOUT = frozenset(
+    {
+        "test_scroll_returns_every_point_once_with_logical_keys_only",
+        "test_scan_vectors_counts_the_points_it_leaves_out",
+        "test_scan_managed_returns_stored_values_unnormalised",
+        "test_scan_managed_of_a_point_without_the_keys",
+        "test_set_payloads_changes_only_managed_keys_on_the_given_ids",
+        "test_upsert_chunks_writes_the_layout",
+        "test_a_collection_made_with_the_layout_holds_the_copies_as_they_were",
+    }
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "layout" in metafunc.fixturenames:
+        names = list(LAYOUTS) if metafunc.function.__name__ in ON_EVERY_LAYOUT else ["default"]
+        metafunc.parametrize("layout", names, ids=names, indirect=True)
+
+
+@pytest.fixture
 def layout(request: pytest.FixtureRequest) -> Layout:
     return LAYOUTS[request.param]
 
@@ -799,3 +821,13 @@ def test_scan_vectors_of_named_vectors_reads_the_one_dense_vector(tmp_path: Path
         assert (len(two), two.skipped) == (0, 1)
     finally:
         client.close()
+
+
+def test_the_tests_on_every_layout_are_tests_of_this_suite() -> None:
+    tests = {
+        name
+        for holder in (TestChunkIndexContract, TestWholePoints, TestSplitStore)
+        for name in vars(holder)
+        if name.startswith("test_")
+    }
+    assert sorted(ON_EVERY_LAYOUT - tests) == []

@@ -41,7 +41,6 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 from acceptance_kit import migrated_table
@@ -68,7 +67,7 @@ from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options, Report
 from reconciler.planning import PAYLOAD_KINDS
 from reconciler.rules.declared_state import expected_document
-from reconciler.rules.time_rule import UNKNOWN_SIBLINGS_POLICIES, kept_in_main
+from reconciler.rules.time_rule import kept_in_main
 from reconciler.stores.edge import EdgeChunkIndex
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.split import SplitChunkIndex
@@ -682,64 +681,6 @@ def test_a_consistent_corpus_only_lacks_payload_indexes(engine: str, corpus: Cor
         assert found <= {("index", "payload_index_missing")}, _describe(corpus, report)
         assert report.plan.row_updates == ()
         assert report.plan.payload_targets == ()
-
-
-@settings(
-    max_examples=examples(60),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(corpora(), st.data())
-@pytest.mark.parametrize("by_name", [True, False])
-def test_checking_families_in_the_first_pass_changes_nothing(
-    by_name: bool, corpus: Corpus, data: st.DataObject
-) -> None:
-    """A run checks each family as the table streams past, and after the scan only those it
-    left (a finding, a document of the family without a row in it, a successor named outside
-    it, a chunk that differs from its row), by name (``by_name``) or by streaming the table
-    again. Over random drift, scopes and policies, it finds, plans and counts exactly what
-    checking every family after the scan finds."""
-    if corpus.rows and data.draw(st.booleans(), label="successor named elsewhere"):
-        # a row naming a document of another family, or one that has no row at all
-        row = corpus.rows[data.draw(st.sampled_from(sorted(corpus.rows)), label="naming")]
-        named = data.draw(st.sampled_from([*sorted(corpus.rows), "kb:nowhere"]), label="named")
-        state = data.draw(st.sampled_from([row.version_state, VersionState.SUPERSEDED]))
-        corpus.rows[row.doc_id] = dataclasses.replace(row, version_state=state, superseded_by=named)
-        if data.draw(st.booleans(), label="its chunks and its source agree"):
-            corpus.restate_chunks(corpus.rows[row.doc_id])
-            declared = corpus.source_doc(row.doc_id)
-            if declared is not None:
-                corpus.replace_source_doc(
-                    dataclasses.replace(declared, state=state, superseded_by=named)
-                )
-    scope = data.draw(st.sampled_from(["all", "doc", "family"]), label="scope")
-    doc_id = families = None
-    if scope != "all" and corpus.rows:
-        row = corpus.rows[data.draw(st.sampled_from(sorted(corpus.rows)), label="scoped")]
-        doc_id = row.doc_id if scope == "doc" else None
-        families = frozenset({row.doc_family_id}) if scope == "family" else None
-    options = Options(
-        mode="check",
-        now=NOW,
-        guard=Guard(max_changed_fraction=1.0),
-        missing_grace=GRACE,
-        actor="test",
-        doc_id=doc_id,
-        families=families,
-        unknown_siblings=data.draw(st.sampled_from(UNKNOWN_SIBLINGS_POLICIES)),
-    )
-    with loaded(corpus) as world:
-        options = dataclasses.replace(options, ttls=world.ttls)
-        engine = world.engine
-        with mock.patch("reconciler.pipeline.assessing.REVISIT_BY_NAME", 500 if by_name else 0):
-            report = engine.run(options)
-        sources = engine.read_sources(options, NOW)
-        scan = engine.scan(options, engine.scope(options, sources))
-        every = engine.assess(options, NOW, sources, scan)  # no first pass: all after the scan
-        found = [f.to_json() for f in report.findings if f.check != "guard"]
-        assert found == [f.to_json() for f in every.findings], _describe(corpus, report)
-        assert report.plan == engine.without_queued_reingests(every.plan)
-        assert report.summary == {check: dict(counts) for check, counts in every.summary.items()}
 
 
 @settings(

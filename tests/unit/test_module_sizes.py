@@ -9,7 +9,10 @@ ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 500
 
 #: module -> what is to split it (a module leaves this list when it is split).
-OVER: dict[str, str] = {}
+OVER: dict[str, str] = {
+    "reconciler/model.py": "the model/ package (issue 35: its values by what they hold, once the "
+    "branches open beside that change have merged); over since it gained AuditKind",
+}
 
 
 def sizes() -> dict[str, int]:
