@@ -1,6 +1,8 @@
-"""The blast-radius guard weighs direction (issue 27, item 6): writes that hide what is served,
-and every other change, count against ``max_changed_fraction``; lifting a quarantine whose
-cause is gone is weighed apart, against ``max_restored_fraction``. Plain values only."""
+"""The blast-radius guard weighs the served set (issue 37; direction since issue 27, item 6):
+what ``default_filter()`` would stop or start returning counts against
+``max_changed_fraction``; lifting a quarantine whose cause is gone is weighed apart, against
+``max_restored_fraction``; relabels and writes to what is unserved never refuse a run. Plain
+values only."""
 
 from __future__ import annotations
 
@@ -69,16 +71,34 @@ def change(**fields: object) -> Document:
             change(version_state=VersionState.SUPERSEDED),
             Direction.RESTORE,
         ),
-        # Changes: everything else.
-        (change(quarantined=True, quarantine_reason="manual"), SERVED, Direction.CHANGE),
-        (EDITED, change(version_state=VersionState.RETIRED), Direction.CHANGE),  # hidden still
-        (change(version_state=VersionState.RETIRED), SERVED, Direction.CHANGE),  # un-retired
-        (SERVED, change(title="Renamed", doc_class="policy"), Direction.CHANGE),
-        (SERVED, change(effective_to=NOW + 10 * DAY), Direction.CHANGE),  # a successor's start
+        # Revealing: not served before, served after (a person's quarantine is not a restore).
+        (change(quarantined=True, quarantine_reason="manual"), SERVED, Direction.REVEAL),
+        (change(version_state=VersionState.RETIRED), SERVED, Direction.REVEAL),  # un-retired
+        # Relabelling: served before and after.
+        (SERVED, change(title="Renamed", doc_class="policy"), Direction.RELABEL),
+        (SERVED, change(effective_to=NOW + 10 * DAY), Direction.RELABEL),  # a successor's start
+        (SERVED, change(doc_family_id="s:g"), Direction.RELABEL),  # a family merge or move
         (  # pending becomes current at its start (already served: the window has begun)
             change(version_state=VersionState.PENDING),
             SERVED,
-            Direction.CHANGE,
+            Direction.RELABEL,
+        ),
+        # Unserved before and after: moved to the archive, relabelled, quarantined.
+        (EDITED, change(version_state=VersionState.RETIRED), Direction.UNSERVED),
+        (
+            change(version_state=VersionState.RETIRED),
+            change(version_state=VersionState.SUPERSEDED, superseded_by="s:e"),
+            Direction.UNSERVED,
+        ),
+        (
+            change(version_state=VersionState.SUPERSEDED, superseded_by="s:e"),
+            change(
+                version_state=VersionState.SUPERSEDED,
+                superseded_by="s:e",
+                quarantined=True,
+                quarantine_reason="in_place_edit",
+            ),
+            Direction.UNSERVED,
         ),
     ],
 )
@@ -95,10 +115,10 @@ def test_a_payload_write_without_a_row_change_hides_unless_its_payload_is_served
     superseded = change(version_state=VersionState.SUPERSEDED, superseded_by="s:e")
     assert payload_direction(target(superseded), NOW) is Direction.HIDE  # resurrected chunks
     assert payload_direction(target(EDITED, partial=True), NOW) is Direction.HIDE  # orphans
-    assert payload_direction(target(SERVED), NOW) is Direction.CHANGE
+    assert payload_direction(target(SERVED), NOW) is Direction.RELABEL
     # A pending version that starts tomorrow is served from then on.
     tomorrow = change(version_state=VersionState.PENDING, effective_from=NOW + DAY)
-    assert payload_direction(target(tomorrow), NOW) is Direction.CHANGE
+    assert payload_direction(target(tomorrow), NOW) is Direction.RELABEL
 
 
 def _doc(i: int, before: Document, after: Document) -> tuple[RowUpdate, PayloadTarget]:
@@ -127,6 +147,8 @@ def test_the_weights_count_each_direction_apart() -> None:
     assert (weights.changed_families, weights.changed_chunks) == (5, 10)
     assert (weights.hiding_families, weights.hiding_chunks) == (3, 6)
     assert (weights.restoring_families, weights.restoring_chunks) == (5, 10)
+    assert (weights.relabelled_families, weights.relabelled_chunks) == (2, 4)
+    assert (weights.weighed_families, weights.weighed_chunks) == (3, 6)
 
 
 def test_restores_do_not_count_against_max_changed_fraction() -> None:
@@ -161,9 +183,10 @@ def test_hiding_over_the_limit_is_refused_and_says_so() -> None:
         "direction": "changed",
         "families": 30,
         "fraction": 0.3,
-        "hiding_families": 30,
+        "hidden_families": 30,
+        "revealed_families": 0,
     }
-    assert chunks.actual["hiding_chunks"] == 60
+    assert chunks.actual["hidden_chunks"] == 60
     assert families.expected == {
         "direction": "changed",
         "families": "<= 20% of 100 (max_changed_fraction)",
