@@ -45,15 +45,17 @@ def init(obj: CliState) -> None:
 @click.option(
     "--outbox-only",
     is_flag=True,
-    help="Only consume pending re-ingest requests; do not register new documents.",
+    help="Only consume pending re-ingest requests; do not register new documents nor "
+    "re-ingest edited ones.",
 )
 @click.pass_obj
 def ingest(obj: CliState, source_names: tuple[str, ...], outbox_only: bool) -> None:
     """Reference ingestion: chunk, embed and register new documents; consume the re-ingest outbox.
 
     This is the only command that embeds, and nothing in the reconciler calls it. Documents
-    already registered are left as they are (their state is the reconciler's job). Exits 1 when
-    a source could not be read; what was read is still ingested.
+    already registered are re-embedded only when their text changed, and their state is left as
+    it is (that is the reconciler's job): a source that moved is caught up by `ingest` then
+    `run`. Exits 1 when a source could not be read; what was read is still ingested.
     """
     from reconciler.app.operations import ingest_sources
     from reconciler.rendering import render_ingest

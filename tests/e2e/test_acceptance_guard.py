@@ -212,3 +212,26 @@ def test_a_refused_run_writes_what_hides_nothing(deploy: Deployment) -> None:
     assert {r["doc_id"] for r in again["plan"]["rows"]} == set(everything[:20])
     assert writes_zero(again)
     assert deploy.json("audit", "verify")[0] == 0
+
+
+def test_a_source_that_moved_is_caught_up_by_ingest_then_run(deploy: Deployment) -> None:
+    """16 of 20 notes edited in place, 2 retired, 1 new: ``ingest`` re-embeds the edited ones
+    (their state left to the reconciler) and registers the new one, and one ``run`` (no
+    ``--force``) brings the rest: no quarantine waits for a second ingest."""
+    everything = edited_vault(deploy, notes=20, edited=16)
+    deploy.edit_front("note18", status="retired")
+    deploy.edit_front("note19", status="retired")
+    deploy.note("note20", body("note 20", "text of 20"), id="note20", status="current")
+    code, ingested = deploy.json("ingest")
+    assert code == 0
+    assert (ingested["totals"]["reingested"], ingested["totals"]["ingested"]) == (16, 1)
+    code, caught_up = deploy.json("run")
+    assert (code, caught_up["refused"]) == (0, False), caught_up["guard"]
+    assert caught_up["guard"]["hidden_documents"] == ["hb:note18", "hb:note19"]
+    assert deploy.served() == {*everything[:18], "hb:note20"}
+    texts = [str(p) for p in deploy.points().of("hb:note00").values()]
+    assert any("new text of 0" in text for text in texts)
+    code, clean = deploy.json("check")
+    assert (code, clean["findings"]) == (0, [])
+    code, again = deploy.json("ingest")
+    assert (code, again["totals"]["reingested"], again["totals"]["ingested"]) == (0, 0, 0)
