@@ -212,6 +212,13 @@ def test_a_refused_run_writes_what_hides_nothing(deploy: Deployment) -> None:
     assert {r["doc_id"] for r in again["plan"]["rows"]} == set(everything[:20])
     assert writes_zero(again)
     assert deploy.json("audit", "verify")[0] == 0
+    # What the refused run wrote is audited like any run's: its rollback undoes it.
+    code, _rolled = deploy.json("rollback", data["run_id"])
+    assert code == 0
+    rows = deploy.rows()
+    assert rows["hb:n27"]["doc_class"] is None
+    assert rows["hb:n30"]["doc_family_id"] == "hb:n30"
+    assert deploy.served() == set(everything)
 
 
 def test_a_source_that_moved_is_caught_up_by_ingest_then_run(deploy: Deployment) -> None:
