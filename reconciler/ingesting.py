@@ -164,7 +164,8 @@ class Ingestor:
         now: datetime | None = None,
         outbox_only: bool = False,
     ) -> IngestReport:
-        """Ingest new documents and pending re-ingest requests of every source."""
+        """Ingest new documents, registered ones whose text changed, and pending re-ingest
+        requests of every source (``outbox_only``: the requests alone)."""
         now = now or datetime.now(UTC)
         with recorded(self.table, mode=RunMode.INGEST, actor="cli", shard=WHOLE) as run:
             report = IngestReport(run_id=run.run_id)
@@ -239,7 +240,16 @@ class Ingestor:
         for doc in tally.each(snapshot.documents):
             existing = registered.get(doc.doc_id)
             request = requests.pop(doc.doc_id, None)
-            if existing is not None and request is None:
+            # A registered document whose text changed is re-ingested as if requested (its
+            # state stays the reconciler's): a source that moved is caught up by ingest + run.
+            edited = (
+                existing is not None
+                and not outbox_only
+                and doc.content_hash is not None
+                and existing.source_hash is not None
+                and existing.source_hash != doc.content_hash
+            )
+            if existing is not None and request is None and not edited:
                 result.already_registered += 1
                 continue
             if existing is None and outbox_only and request is None:
@@ -270,6 +280,7 @@ class Ingestor:
             result.chunks_written += written
             if request is not None:
                 writes.finish_request(request.id, ok=True)
+            if request is not None or edited:
                 result.reingested += 1
             else:
                 result.ingested += 1

@@ -345,21 +345,20 @@ _TRIPPED = {
 }
 
 
-def _refusal(guard: Mapping[str, Any]) -> str:
-    """The refusal line: which rule tripped, which direction was over, what would move."""
+def _refusal(guard: Mapping[str, Any], *, wrote: bool = False) -> str:
+    """The refusal line: which rule tripped, which direction was over, what would move, what
+    was written all the same and which documents were held back."""
     over = guard.get("over", [])
     kinds = guard.get("tripped", [])
     tripped = [_TRIPPED.get(kind, kind) for kind in kinds if kind != "blast_radius"]
     families, chunks = guard.get("families_total"), guard.get("chunks_total")
     changed = (
-        f"{guard.get('changed_families')} of {families} families, "
-        f"{guard.get('changed_chunks')} of {chunks} chunks would change"
+        f"{guard.get('hidden_families')} of {families} families, {guard.get('hidden_chunks')} of "
+        f"{chunks} chunks would be hidden, {guard.get('revealed_families')} families, "
+        f"{guard.get('revealed_chunks')} chunks revealed (max_changed_fraction "
+        f"{guard.get('max_changed_fraction', 0):.0%}; {guard.get('relabelled_families')} "
+        "families relabelled while served, not counted)"
     )
-    if "hiding_families" in guard:
-        changed += (
-            f" ({guard['hiding_families']} families, {guard.get('hiding_chunks')} chunks hiding "
-            f"what is served; max_changed_fraction {guard.get('max_changed_fraction', 0):.0%})"
-        )
     restored = (
         f"{guard.get('restoring_families')} of {families} families, "
         f"{guard.get('restoring_chunks')} of {chunks} chunks would be served again, their "
@@ -368,7 +367,7 @@ def _refusal(guard: Mapping[str, Any]) -> str:
     )
     parts = [changed]
     if "changed" in over or ("blast_radius" in kinds and not over):
-        tripped.append("too much would change")
+        tripped.append("too much of what is served would change")
     if "moved" in over:
         tripped.append("too many chunks would move between the collections")
         parts.append(
@@ -381,12 +380,13 @@ def _refusal(guard: Mapping[str, Any]) -> str:
         parts = [restored, changed] if "changed" not in over else [changed, restored]
     elif guard.get("restoring_families"):
         parts.append(restored.replace(" (max_restored", ", not counted (max_restored"))
+    held = list(guard.get("held", []))
+    named = ", ".join(held[:20]) + (f" and {len(held) - 20} more (guard.held)" * (len(held) > 20))
+    outcome = f"Held back: {named}. " if held else ""
+    outcome += "The rest of the plan was written." if wrote else "Nothing was written."
     return (
-        "\nREFUSED by the blast-radius guard ("
-        + "; ".join(tripped)
-        + "): "
-        + "; ".join(parts)
-        + ". Nothing was written. Review the plan, then rerun with --force if it is right."
+        f"\nREFUSED by the blast-radius guard ({'; '.join(tripped)}): {'; '.join(parts)}. "
+        f"{outcome} Review the plan, then rerun with --force if it is right."
     )
 
 
@@ -441,7 +441,7 @@ def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> s
         + (f", {writes['moves']} chunk(s) moved between collections" if "moves" in writes else "")
     )
     if data.get("refused"):
-        out.append(_refusal(data["guard"]))
+        out.append(_refusal(data["guard"], wrote=any(data["writes"].values())))
     elif data.get("forced"):
         out.append("\nguard overridden with --force (audited)")
     if data.get("status") == "partial":

@@ -47,7 +47,8 @@ def init(obj: CliState) -> None:
 @click.option(
     "--outbox-only",
     is_flag=True,
-    help="Only consume pending re-ingest requests; do not register new documents.",
+    help="Only consume pending re-ingest requests; do not register new documents nor "
+    "re-ingest edited ones.",
 )
 @click.option(
     "--accept-unread",
@@ -61,9 +62,11 @@ def ingest(
     """Reference ingestion: chunk, embed and register new documents; consume the re-ingest outbox.
 
     This is the only command that embeds, and nothing in the reconciler calls it. Documents
-    already registered are left as they are (their state is the reconciler's job). A source
-    none of whose documents is registered yet is first read dry (`reconciler vocabulary
-    check`): when its configuration reads nothing of a field it maps, nothing is ingested.
+    already registered are re-embedded only when their text changed, and their state is left as
+    it is (that is the reconciler's job): a source that moved is caught up by `ingest` then
+    `run`. A source none of whose documents is registered yet is first read dry (`reconciler
+    vocabulary check`): when its configuration reads nothing of a field it maps, nothing is
+    ingested.
 
     \b
     Exit codes:

@@ -1,16 +1,37 @@
 """Stage 4 of a run: the blast-radius guard (``decide``): may the plan be written?
 
-The guard weighs direction. A write that hides what is served (quarantine, supersede, retire,
-a window closed before now) and every other change count against
-``guard.max_changed_fraction``, as every write always did. A write that only lifts a quarantine
-the reconciler set, because its cause is gone (the re-ingested text matches the source, the
-source was read again), is weighed apart against ``guard.max_restored_fraction`` (by default 1:
-never refused): otherwise the recovery from a forced run would be refused in its turn, and a
-cron deployment would keep the documents it re-ingested hidden until someone forced it again.
-In a split store, the chunks moved between its collections (and their families) are weighed
-too, against ``guard.max_moved_fraction``: a move hides nothing from ``default_filter()``, but
-a run that would move much of the corpus (the first run after ``archive_collection`` is set on
-an existing deployment: ``reconciler split`` is the command for that) is stopped and shown.
+The guard weighs the served set. Every document a plan writes is judged at the run's instant
+by what ``default_filter()`` returns of it before and after, now or from now on
+(``row_direction``), and counted once, in the family it is served in:
+
+- **hidden**: served (now, or later) before the run and not after: quarantined, superseded,
+  retired, a window closed before now or not begun;
+- **revealed**: not served before and served after (a version un-retired, a link removed),
+  except a restore;
+- **restored**: a quarantine the reconciler set, lifted because its cause is gone (the
+  re-ingested text matches the source, the source was read again), nothing else moving;
+- **relabelled**: served before and after, something else written (a family merge or move,
+  metadata, a window end still ahead, ``pending`` becoming ``current``);
+- **unserved**: served neither before nor after (an unserved version relabelled, quarantined
+  or moved to the archive).
+
+Only the change of the served set is weighed against ``guard.max_changed_fraction``: the
+families and chunks hidden or revealed (a family with both counts once). Restores are weighed
+apart, against ``guard.max_restored_fraction`` (by default 1: never refused), so the recovery
+from a forced run is never refused in its turn. Relabels and writes to what is unserved are
+reported and never refuse a run. In a split store, the chunks moved between its collections
+(and their families) are weighed against ``guard.max_moved_fraction``: a move hides nothing
+from ``default_filter()``, but a run that would move much of the corpus (the first run after
+``archive_collection`` is set on an existing deployment: ``reconciler split`` is the command for
+that) is stopped and shown.
+
+A refused run still writes what cannot hide anything (``GuardDecision.allowed``): every
+document's writes but those of a direction over its limit (the hidden and revealed ones when
+the served set would change too much, the restores when too many would be restored, every
+move when too many would move); the documents held back are named (``GuardDecision.held``).
+When a source that had documents returned none or the index lost its points, nothing that was
+read can be trusted and nothing is written; nor is anything by a refused ``declare`` run,
+whose declarations are not recorded.
 """
 
 from __future__ import annotations
@@ -46,15 +67,22 @@ from reconciler.rules.time_rule import payload_instant, payload_served, row_serv
 
 
 class Direction(enum.StrEnum):
-    """Which way a write moves what retrieval serves."""
+    """What a document's write does to what ``default_filter()`` returns of it."""
 
-    #: Something served now, or later, is served no more (or not now).
+    #: Served now, or later, before the write; not after.
     HIDE = "hide"
+    #: Not served before (now nor later); served after; not a restore.
+    REVEAL = "reveal"
     #: A quarantine the reconciler set is lifted because its cause is gone, nothing else moves.
     RESTORE = "restore"
-    #: Anything else (a state or window that serves more, metadata, a later window end).
-    CHANGE = "change"
+    #: Served before and after; something else changes (family, metadata, a window end ahead).
+    RELABEL = "relabel"
+    #: Served neither before nor after (an unserved version relabelled or moved).
+    UNSERVED = "unserved"
 
+
+#: The directions that change the served set (``guard.max_changed_fraction``).
+SERVED_SET = frozenset({Direction.HIDE, Direction.REVEAL})
 
 #: The row fields that decide when a document is served (beside the quarantine).
 _SERVING_FIELDS = ("version_state", "effective_from", "effective_to")
@@ -68,9 +96,9 @@ def _served_from(doc: Document, now: datetime) -> bool:
 
 def row_direction(before: Document, after: Document, now: datetime) -> Direction:
     """The direction of one row's change (and of the payload write that follows it)."""
-    if (row_served(before, now) and not row_served(after, now)) or (
-        _served_from(before, now) and not _served_from(after, now)
-    ):
+    now_before, now_after = row_served(before, now), row_served(after, now)
+    later_before, later_after = _served_from(before, now), _served_from(after, now)
+    if (now_before and not now_after) or (later_before and not later_after):
         return Direction.HIDE
     lifted = (
         before.quarantined
@@ -79,70 +107,91 @@ def row_direction(before: Document, after: Document, now: datetime) -> Direction
     )
     if lifted and all(getattr(before, f) == getattr(after, f) for f in _SERVING_FIELDS):
         return Direction.RESTORE
-    return Direction.CHANGE
+    if (now_after and not now_before) or (later_after and not later_before):
+        return Direction.REVEAL
+    if later_before or now_before:
+        return Direction.RELABEL
+    return Direction.UNSERVED
 
 
 def payload_direction(target: PayloadTarget, now: datetime) -> Direction:
     """The direction of a payload write with no row change: chunks set to what their row says.
 
-    The chunks it rewrites differ from ``target.payload``; which of them were served the plan
-    does not say, so a payload that is not served from ``now`` on may hide some (orphans
-    quarantined, chunks of a superseded row that a re-chunking run set back to ``current``):
-    taken as hiding. One that is served changes what is served, at most."""
+    Which of the chunks it rewrites were served the plan does not say, so a payload that is
+    not served from ``now`` on may hide some (orphans quarantined, chunks of a superseded row
+    that a re-chunking run set back to ``current``): taken as hiding. One that is served
+    serves what the row, the record payloads are derived from, already serves: a relabel."""
     payload = target.payload
     start = payload_instant(payload.get("effective_from"), OPEN_START)
     if target.partial or not payload_served(payload, max(start, now)):
         return Direction.HIDE
-    return Direction.CHANGE
+    return Direction.RELABEL
 
 
 @dataclass(frozen=True)
-class _Write:
+class Effect:
+    """One document's writes in a plan: the family it is counted in (the one it is served in
+    before the run), the chunks written, and their direction."""
+
+    doc_id: str | None
     family: str
     points: int
     direction: Direction
 
 
-def _writes(plan: Plan, now: datetime) -> Iterable[_Write]:
-    """Every write of ``plan`` with its family, chunks and direction (a row change and its
-    payload write share the row's direction)."""
+def effects(plan: Plan, now: datetime) -> tuple[Effect, ...]:
+    """Every document ``plan`` writes, once, with its direction (a row change and its payload
+    write share the row's direction; a document that moves is counted in the family it
+    leaves)."""
     by_doc: dict[str | None, RowUpdate] = {u.doc_id: u for u in plan.row_updates}
+    found: list[Effect] = []
     written: set[str] = set()
     for target in plan.payload_targets:
-        update = by_doc.get(target.doc_id)
-        family = target.family or f"(orphan){target.doc_id}"
+        update = by_doc.get(target.doc_id) if target.doc_id is not None else None
         if update is not None:
             written.add(update.doc_id)
             direction = row_direction(update.before, update.after, now)
+            found.append(Effect(update.doc_id, update.family, target.points, direction))
         else:
-            direction = payload_direction(target, now)
-        yield _Write(family, target.points, direction)
+            family = target.family or f"(orphan){target.doc_id}"
+            found.append(
+                Effect(target.doc_id, family, target.points, payload_direction(target, now))
+            )
     for update in plan.row_updates:
-        # (a document moving to another family changes the family it leaves too)
-        if update.doc_id not in written or update.family != update.after.doc_family_id:
-            yield _Write(update.family, 0, row_direction(update.before, update.after, now))
+        if update.doc_id not in written:
+            direction = row_direction(update.before, update.after, now)
+            found.append(Effect(update.doc_id, update.family, 0, direction))
+    return tuple(found)
 
 
 def weigh(plan: Plan, now: datetime) -> Weights:
-    """What the guard weighs: the families and chunks each direction of ``plan`` touches.
-
-    ``changed`` counts every write but restores (a family with both counts in both)."""
+    """What the guard weighs of ``plan``: the families and chunks of each direction, each
+    document counted once, in the family it is served in before the run."""
     families: dict[Direction, set[str]] = defaultdict(set)
     chunks: dict[Direction, int] = defaultdict(int)
-    for write in _writes(plan, now):
-        families[write.direction].add(write.family)
-        chunks[write.direction] += write.points
-    counted = families[Direction.HIDE] | families[Direction.CHANGE]
+    for effect in effects(plan, now):
+        families[effect.direction].add(effect.family)
+        chunks[effect.direction] += effect.points
+    served = families[Direction.HIDE] | families[Direction.REVEAL]
+    changed = set().union(*(families[d] for d in Direction if d is not Direction.RESTORE))
     moving = {move.family for move in plan.moves}
     return Weights(
         moving_families=len(moving),
         moving_chunks=plan.moved_points(),
-        changed_families=len(counted),
-        changed_chunks=chunks[Direction.HIDE] + chunks[Direction.CHANGE],
+        changed_families=len(changed),
+        changed_chunks=sum(chunks[d] for d in Direction if d is not Direction.RESTORE),
         hiding_families=len(families[Direction.HIDE]),
         hiding_chunks=chunks[Direction.HIDE],
         restoring_families=len(families[Direction.RESTORE]),
         restoring_chunks=chunks[Direction.RESTORE],
+        revealed_families=len(families[Direction.REVEAL]),
+        revealed_chunks=chunks[Direction.REVEAL],
+        relabelled_families=len(families[Direction.RELABEL]),
+        relabelled_chunks=chunks[Direction.RELABEL],
+        unserved_families=len(families[Direction.UNSERVED]),
+        unserved_chunks=chunks[Direction.UNSERVED],
+        weighed_families=len(served),
+        weighed_chunks=chunks[Direction.HIDE] + chunks[Direction.REVEAL],
     )
 
 
@@ -154,10 +203,12 @@ def decide(
     now: datetime | None = None,
 ) -> GuardDecision:
     """The blast-radius guard: may ``plan`` be written? (A source that had documents and
-    returned none; more than ``max_changed_fraction`` of families or chunks hidden or changed;
-    more than ``max_restored_fraction`` restored. ``now``: the run's instant, which decides
-    what is served; ``options.now``, else the clock's, when not given.)"""
-    weights = weigh(plan, now or options.now or datetime.now(UTC))
+    returned none; more than ``max_changed_fraction`` of families or chunks hidden or
+    revealed; more than ``max_restored_fraction`` restored. ``now``: the run's instant, which
+    decides what is served; ``options.now``, else the clock's, when not given.) A refused
+    run's ``allowed`` plan is what it still writes (``hold_back``)."""
+    now = now or options.now or datetime.now(UTC)
+    weights = weigh(plan, now)
     families_total = max(totals.families, 1)
     chunks_total = max(totals.chunks, 1)
     reasons: list[Finding] = []
@@ -198,7 +249,7 @@ def decide(
         (
             "changed",
             guard.max_changed_fraction,
-            (("families", weights.changed_families), ("chunks", weights.changed_chunks)),
+            (("families", weights.weighed_families), ("chunks", weights.weighed_chunks)),
         ),
         (
             "restored",
@@ -216,6 +267,8 @@ def decide(
             reasons.append(_blast_radius(direction, what, changed, total, limit, weights))
     reasons += shrunken_index(options, totals)
     writing = options.mode.writes and bool(reasons)
+    refused = writing and not options.force
+    allowed, held = hold_back(plan, now, reasons, tuple(over), declaring=bool(options.declarations))
     return GuardDecision(
         totals=totals,
         changed_families=weights.changed_families,
@@ -225,10 +278,72 @@ def decide(
         max_restored_fraction=guard.max_restored_fraction,
         over=tuple(over),
         reasons=tuple(reasons),
-        refused=writing and not options.force,
+        refused=refused,
         forced=writing and options.force,
         max_moved_fraction=guard.max_moved_fraction if options.split is not None else None,
+        allowed=allowed if refused else None,
+        held=held if refused else (),
+        hidden=tuple(
+            sorted(
+                {e.doc_id for e in effects(plan, now) if e.direction is Direction.HIDE and e.doc_id}
+            )
+        ),
     )
+
+
+#: The directions each measure over its limit holds back (moves: every move).
+_HELD_BY: Mapping[str, frozenset[Direction]] = {
+    "changed": SERVED_SET,
+    "restored": frozenset({Direction.RESTORE}),
+}
+
+
+def hold_back(
+    plan: Plan,
+    now: datetime,
+    reasons: Iterable[Finding],
+    over: tuple[str, ...],
+    *,
+    declaring: bool = False,
+) -> tuple[Plan, tuple[str, ...]]:
+    """What a refused run still writes, and the documents it holds back (sorted).
+
+    Every write of a document whose direction is over its limit is held back (its row, its
+    chunks, its re-ingest request, its move); every move when ``moved`` is over; the rest
+    cannot change the served set past a limit and is written: relabels, writes to what is
+    unserved, restores under their limit, payload indexes, other documents' re-ingest
+    requests. When a source that had documents returned none or the index lost points
+    (``source_empty``, ``index_shrunk``), or the run declares (its declarations are not
+    recorded when refused, and what they move would be moved back), nothing is written."""
+    kinds = {r.kind for r in reasons}
+    every = tuple(
+        sorted(
+            {u.doc_id for u in plan.row_updates}
+            | {t.doc_id for t in plan.payload_targets if t.doc_id is not None}
+        )
+    )
+    if not kinds:
+        return plan, ()
+    if declaring or kinds & {"source_empty", "index_shrunk"}:
+        return Plan(), every
+    directions = frozenset().union(*(_HELD_BY.get(o, frozenset()) for o in over))
+    held = {e.doc_id for e in effects(plan, now) if e.direction in directions and e.doc_id}
+    allowed = Plan(
+        row_updates=tuple(u for u in plan.row_updates if u.doc_id not in held),
+        payload_targets=tuple(
+            t
+            for t in plan.payload_targets
+            if (
+                t.doc_id not in held
+                if t.doc_id is not None
+                else payload_direction(t, now) not in directions
+            )
+        ),
+        reingests=tuple(r for r in plan.reingests if r.doc_id not in held),
+        indexes=plan.indexes,
+        moves=() if "moved" in over else tuple(m for m in plan.moves if m.doc_id not in held),
+    )
+    return allowed, tuple(sorted(held))
 
 
 def _blast_radius(
@@ -242,7 +357,8 @@ def _blast_radius(
         "fraction": round(changed / total, 4),
     }
     if direction == "changed":
-        actual[f"hiding_{what}"] = getattr(weights, f"hiding_{what}")
+        actual[f"hidden_{what}"] = getattr(weights, f"hiding_{what}")
+        actual[f"revealed_{what}"] = getattr(weights, f"revealed_{what}")
     return Finding(
         check="guard",
         kind="blast_radius",
@@ -251,7 +367,8 @@ def _blast_radius(
         doc_id=None,
         expected={"direction": direction, what: f"<= {limit:.0%} of {total} ({key})"},
         actual=actual,
-        action="refuse the run (rerun with --force after review)"
+        action="refuse the run's writes of this direction; the rest is written (review "
+        "the plan, then rerun with --force if it is right)"
         + (
             "; to move an existing deployment into a split store, `reconciler split --dry-run` "
             "shows the moves and `reconciler split` makes them"

@@ -1,4 +1,4 @@
-"""Stage 5 of a writing run: apply the plan (unless the guard refused it) through the
+"""Stage 5 of a writing run: apply the plan (of a refused run, what the guard allows) through the
 ``Applier``, and record the run in the run log: its start, its findings with what is still
 outstanding, its sources' attempts and identities, and its end (``failed`` with exactly what
 was written when the apply raised). Every write is made by ``reconciler.writing``
@@ -46,8 +46,9 @@ def record(
     progress: Callable[[str, int], None] | None = None,
     keep_writing: Callable[[], None] | None = None,
 ) -> ApplyResult | None:
-    """Apply the plan (unless the guard refused it) and record the run, its findings and
-    what the sources and identities looked like; ``None`` when refused."""
+    """Apply the plan (of a refused run, the part the guard allows: ``GuardDecision.allowed``)
+    and record the run, its findings and what the sources and identities looked like (a
+    refused run's are not recorded); ``None`` when nothing was applied."""
 
     def finish(
         status: RunStatus,
@@ -80,8 +81,13 @@ def record(
         refused=decision.refused,
     )
     if decision.refused:
-        finish(RunStatus.REFUSED, plan.counts(), None)
-        return None
+        # What cannot change the served set past a limit is still written
+        # (``pipeline.guarding.hold_back``); the run stays ``refused`` for the rest.
+        allowed = decision.allowed or Plan()
+        if allowed.empty:
+            finish(RunStatus.REFUSED, plan.counts(), None)
+            return None
+        plan = allowed
     applier = Applier(
         table=table,
         index=index,
@@ -115,6 +121,9 @@ def record(
         except Exception as again:  # never let the record hide what went wrong
             log.error("could not record the failure of run %s: %s", run_id, again)
         raise
+    if decision.refused:
+        finish(RunStatus.REFUSED, applied.counts(), applied)
+        return applied
     # (when each source was read: the clock's, never --now's as-of instant)
     record_reading(table, sources.states, sources.identities, sources.present, at=started_at)
     unread = any(

@@ -41,7 +41,8 @@ ENGINE_MODES = frozenset(
 class Guard:
     """The blast-radius guard's limits."""
 
-    #: Of families or chunks, hidden or changed in one run (every write but restores).
+    #: Of families or chunks whose serving changes in one run: hidden or revealed, once per
+    #: family (``pipeline.guarding``; relabels, restores and unserved writes are not counted).
     max_changed_fraction: float = 0.2
     #: Of families or chunks whose quarantine is lifted because its cause is gone (1: never
     #: refused; ``pipeline.guarding``).
@@ -171,12 +172,13 @@ class Assessment:
 
 @dataclass(frozen=True)
 class Weights:
-    """What the guard weighs of a plan, by direction (``pipeline.guarding.weigh``)."""
+    """What the guard weighs of a plan, by direction (``pipeline.guarding.weigh``): each
+    document written counted once, in the family it is served in before the run."""
 
-    #: Families / chunks any write but a restore touches (``max_changed_fraction``).
+    #: Families / chunks any write but a restore touches (reported; not a limit).
     changed_families: int = 0
     changed_chunks: int = 0
-    #: Of those, the ones a write hides (served now or later, and then not).
+    #: Hidden: served now or later before the run, and then not.
     hiding_families: int = 0
     hiding_chunks: int = 0
     #: Families / chunks whose quarantine is lifted, its cause gone (``max_restored_fraction``).
@@ -186,6 +188,18 @@ class Weights:
     #: (``max_moved_fraction``).
     moving_families: int = 0
     moving_chunks: int = 0
+    #: Revealed: not served before, served after (restores apart).
+    revealed_families: int = 0
+    revealed_chunks: int = 0
+    #: Relabelled: served before and after, something else written (family, metadata...).
+    relabelled_families: int = 0
+    relabelled_chunks: int = 0
+    #: Unserved: served neither before nor after.
+    unserved_families: int = 0
+    unserved_chunks: int = 0
+    #: Hidden or revealed, a family with both once (``max_changed_fraction``).
+    weighed_families: int = 0
+    weighed_chunks: int = 0
 
 
 @dataclass(frozen=True)
@@ -208,6 +222,13 @@ class GuardDecision:
     forced: bool = False
     #: A split store's limit on moves (``None``: one collection, nothing moves).
     max_moved_fraction: float | None = None
+    #: What a refused run still writes (``pipeline.guarding.hold_back``); ``None`` unless
+    #: refused.
+    allowed: Plan | None = None
+    #: The documents a refused run holds back (their every write), sorted.
+    held: tuple[str, ...] = ()
+    #: The documents the plan would hide, sorted.
+    hidden: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The ``guard`` object of the run's JSON."""
@@ -223,7 +244,20 @@ class GuardDecision:
             "restoring_families": self.weights.restoring_families,
             "restoring_chunks": self.weights.restoring_chunks,
             "max_restored_fraction": self.max_restored_fraction,
+            "hidden_families": self.weights.hiding_families,
+            "hidden_chunks": self.weights.hiding_chunks,
+            "revealed_families": self.weights.revealed_families,
+            "revealed_chunks": self.weights.revealed_chunks,
+            "relabelled_families": self.weights.relabelled_families,
+            "relabelled_chunks": self.weights.relabelled_chunks,
+            "unserved_families": self.weights.unserved_families,
+            "unserved_chunks": self.weights.unserved_chunks,
+            "weighed_families": self.weights.weighed_families,
+            "weighed_chunks": self.weights.weighed_chunks,
+            "hidden_documents": list(self.hidden),
         }
+        if self.refused:
+            data["held"] = list(self.held)
         if self.max_moved_fraction is not None:
             data["moving_families"] = self.weights.moving_families
             data["moving_chunks"] = self.weights.moving_chunks
@@ -294,16 +328,17 @@ class Report:
         )
 
     def writes(self) -> dict[str, int]:
-        """Writes done (apply) or planned (check/plan); a refused run wrote nothing. A split
-        store's also count ``moves``: chunks moved between its collections."""
+        """Writes done (apply) or planned (check/plan); a refused run wrote only what the
+        guard allowed (``GuardDecision.allowed``; often nothing). A split store's also count
+        ``moves``: chunks moved between its collections."""
         kinds = ("payload", "table", "reingest", "points", "index")
-        if self.refused:
-            done = dict.fromkeys(kinds, 0)
-            moved = 0
-        elif self.applied is not None:
+        if self.applied is not None:
             counts = self.applied.counts()
             done = {k: int(counts[k]) for k in kinds}
             moved = self.applied.moves
+        elif self.refused:
+            done = dict.fromkeys(kinds, 0)
+            moved = 0
         else:
             done = self.plan.counts()
             moved = self.plan.moved_points()

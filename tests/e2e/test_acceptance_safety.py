@@ -321,7 +321,10 @@ def test_guard_refuses_an_over_threshold_change(deploy: Deployment) -> None:
     assert data["guard"]["families_total"] == 14
     assert data["guard"]["tripped"] == ["blast_radius"]  # families and chunks: one reason
     refusal = deploy.cli("apply").output
-    assert "REFUSED by the blast-radius guard (too much would change): 12 of 14" in refusal
+    assert (
+        "REFUSED by the blast-radius guard (too much of what is served would change): 12 of 14"
+        in refusal
+    )
     assert _stores_but_runs(deploy) == stores_before
     assert deploy.points().payloads == points_before.payloads
     code, plan = deploy.json("plan")
