@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
-from itertools import repeat
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
@@ -133,8 +132,6 @@ def pages(
 
 _NO_KEYS: Mapping[str, Any] = MappingProxyType({})
 _PAYLOAD = attrgetter("payload")
-_GET: Callable[[Any, str], Any] = dict.get
-_IS_DICT = partial(type.__instancecheck__, dict)
 
 
 def managed_nodes(
@@ -168,18 +165,26 @@ def managed_page(
     order, ``content`` the stored name of content_hash (its values go apart, in
     ``ManagedPage.contents``); ``point_id`` converts a record's id when one is asked for.
     Each payload is let go as soon as its values are read."""
-    nodes: Sequence[Mapping[str, Any]] = () if prefix else list(map(_PAYLOAD, points))
-    if prefix or not all(map(_IS_DICT, nodes)):  # nested keys, or a point without a payload
+    if prefix:
         nodes = managed_nodes([point.payload for point in points], prefix)
-    size = len(nodes)
-    if all(map(_IS_DICT, nodes)):
-        # Column by column, each in C (``dict.get`` mapped over the page), the rows zipped
-        # from them: a third less than a ``tuple(map(node.get, names))`` a chunk.
-        rows = list(zip(*[map(_GET, nodes, repeat(name, size)) for name in names], strict=True))
-        contents = None if content is None else list(map(_GET, nodes, repeat(content, size)))
-    else:
         rows = [tuple(map(node.get, names)) for node in nodes]
         contents = None if content is None else [node.get(content) for node in nodes]
+        return ManagedPage(rows, partial(_id_at, points, point_id), contents)
+    # One payload at a time, let go as soon as its values are read (Qdrant Edge builds each
+    # as a dict when asked): a page never holds a thousand payloads at once.
+    rows = []
+    add = rows.append
+    if content is None:
+        contents = None
+        for node in map(_PAYLOAD, points):
+            add(tuple(map((node or _NO_KEYS).get, names)))
+    else:
+        contents = []
+        keep = contents.append
+        for node in map(_PAYLOAD, points):
+            node = node or _NO_KEYS
+            add(tuple(map(node.get, names)))
+            keep(node.get(content))
     return ManagedPage(rows, partial(_id_at, points, point_id), contents)
 
 
