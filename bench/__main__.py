@@ -40,6 +40,8 @@ COLUMNS = (
     "chunks/s (wall)",
     "docs/s (wall)",
     "CPU time vs bare scroll",
+    "floor, same run (CPU s)",
+    "CPU vs floor",
     "result",
     "peak RSS (MiB)",
     "Δ peak over imports (MiB)",
@@ -136,22 +138,34 @@ def row(
     result: Mapping[str, Any],
     scroll: Mapping[str, Any] | None,
     drift: Mapping[str, Any] | None = None,
+    *,
+    engine: str = "local",
+    family_run: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """One table row; ``scroll`` and ``drift`` are the results of those phases at this size."""
+    """One table row; ``scroll`` and ``drift`` are the results of those phases at this size,
+    ``family_run`` the ``repair-all`` phase's (the command's row takes its floor).
+
+    ``floor`` is the raw engine work the row's figure is set beside, measured in the same
+    run: the bare scroll for itself; the scroll that also reads each payload for a check; the
+    engine's own ``set_payload`` of the same points in the same operations for a repair
+    (whose figure is the repair proper's CPU)."""
     seconds = float(result["seconds"])
     cpu = float(result["cpu_seconds"])
     scanned = int(result.get("chunks", result.get("points", 0)))
     docs_per_s = versus = "-"
+    floor_cpu, floor_of = None, cpu  # (the floor's CPU seconds, and the figure set beside it)
     if name == "build":
         label = "build (setup)"
         text = f"{result['rows']:,} rows, {result['points']:,} points written"
     elif name == "drift":
         label = "drift (setup)"
         text = f"{result['docs']:,} superseded docs / {result['points']:,} points reset to current"
+        floor_cpu = cpu
     elif name == "scroll":
         label = "bare scroll"
-        text = f"best of {result['runs']}"
+        text = f"best of {result['runs']}; floor: itself"
         versus = "1.00x"
+        floor_cpu = cpu
     elif name == "repair":
         label = "repair --doc (on demand)"
         docs = int(result["repaired_docs"])
@@ -162,6 +176,8 @@ def row(
             f"{seconds / max(docs, 1) * 1e3:.0f} ms wall a document; {result['points_written']:,} "
             f"points; repair proper {proper:.2f} s wall, {result['repair_cpu_seconds']:.2f} s CPU"
         )
+        floor_cpu, floor_of = result.get("floor_cpu_seconds"), float(result["repair_cpu_seconds"])
+        text += _set_payload_floor(result, engine)
     elif name == "repair-all":
         label = "repair --family F1 --family F2 ... (one run)"
         docs = int(result["repaired_docs"])
@@ -174,6 +190,8 @@ def row(
             f"repair proper {proper:.2f} s wall); {result['points_written']:,} points, "
             f"{process / max(int(result['points_written']), 1) * 1e6:,.0f} µs a chunk end to end"
         )
+        floor_cpu, floor_of = result.get("floor_cpu_seconds"), float(result["repair_cpu_seconds"])
+        text += _set_payload_floor(result, engine)
     elif name == "repair-cli":
         label = "reconciler repair --family F1 ... (the command)"
         points = int(result["points_written"])
@@ -183,6 +201,12 @@ def row(
             f"{seconds:.2f} s wall, {cpu:.2f} s CPU; {points:,} points written, "
             f"{seconds / max(points, 1) * 1e6:,.0f} µs a chunk end to end; peak RSS the command's"
         )
+        if family_run is not None and family_run.get("floor_cpu_seconds") is not None:
+            floor_cpu = float(family_run["floor_cpu_seconds"])
+            text += (
+                "; floor: the raw set_payload of the same points measured by the "
+                "'repair --family ... (one run)' row (the command is a process of its own)"
+            )
     elif name == "embed":
         label = "re-embed (all-MiniLM-L6-v2, CPU)"
         chunks = int(result["chunks"])
@@ -220,10 +244,17 @@ def row(
             f"{result['repair_cpu_seconds']:.2f} s CPU, {proper / points * 1e6:.0f} µs wall "
             "a chunk"
         )
-        if drift is not None:
+        floor_cpu, floor_of = result.get("floor_cpu_seconds"), float(result["repair_cpu_seconds"])
+        text += _set_payload_floor(result, engine)
+        if result.get("upsert_cpu_seconds") is not None:
+            upserted = max(int(result["upsert_points"]), 1)
+            upsert_cpu = float(result["upsert_cpu_seconds"])
             text += (
-                f"; raw set_payload of the same points: {drift['seconds']:.2f} s wall, "
-                f"{drift['cpu_seconds']:.2f} s CPU"
+                f"; re-ingest floor, the same {upserted:,} points upserted whole (vector and "
+                f"payload; the embedding not included): {result['upsert_seconds']:.2f} s wall, "
+                f"{upsert_cpu:.2f} s CPU = {upsert_cpu / upserted * 1e6:.0f} µs CPU a point, "
+                f"{upsert_cpu / max(float(result['repair_cpu_seconds']), 1e-9):.2f}x the repair "
+                "proper's CPU"
             )
         if scroll is not None:
             versus = f"{cpu / scroll['cpu_seconds']:.2f}x"
@@ -234,6 +265,7 @@ def row(
         if name == "verify":
             text += " (zero drift ✓)" if findings == 0 else " ✗ DRIFT LEFT"
         versus = f"{cpu / result['scroll_cpu_seconds']:.2f}x"
+        floor_cpu = result.get("read_scroll_cpu_seconds")
         overhead = (cpu - result["scroll_cpu_seconds"]) / max(scanned, 1) * 1e6
         text += f"; engine overhead {overhead:.1f} µs CPU/chunk"
         if result.get("read_scroll_cpu_seconds"):
@@ -274,6 +306,8 @@ def row(
         _int(scanned / seconds) if seconds else "-",
         docs_per_s,
         versus,
+        "-" if floor_cpu is None else f"{floor_cpu:.3f}",
+        "-" if not floor_cpu else f"{floor_of / floor_cpu:.2f}x",
         text,
         _mib(result["peak"]),
         "-" if result.get("command") else _mib(result["peak"] - result["rss_imports"]),
@@ -281,6 +315,23 @@ def row(
         _mib(own),
         "-" if result.get("heap_peak") is None else f"{result['heap_peak']:.1f}",
     ]
+
+
+def _set_payload_floor(result: Mapping[str, Any], engine: str) -> str:
+    """The text of a repair row's floor: its writes replayed with the engine's own calls."""
+    if result.get("floor_cpu_seconds") is None:
+        return ""
+    points = max(int(result["floor_points"]), 1)
+    floor_cpu = float(result["floor_cpu_seconds"])
+    proper = float(result["repair_cpu_seconds"])
+    call = "shard.update(set_payload)" if engine == "edge" else "client.batch_update_points"
+    return (
+        f"; floor: the same {points:,} points' writes replayed raw ({call}, "
+        f"{result['floor_operations']:,} operations in {result['floor_calls']:,} calls, as the "
+        f"repair sent them): {result['floor_seconds']:.2f} s wall, {floor_cpu:.2f} s CPU = "
+        f"{floor_cpu / points * 1e6:.0f} µs CPU a chunk against the repair proper's "
+        f"{proper / points * 1e6:.0f} µs"
+    )
 
 
 def emit(cells: list[str]) -> None:
@@ -392,7 +443,17 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "drift" and first_drift is not None:
                     seen["drift"] = first_drift  # the re-drift before repair is setup only
                     continue
-                emit(row(layout, name, result, seen.get("scroll"), seen.get("drift")))
+                emit(
+                    row(
+                        layout,
+                        name,
+                        result,
+                        seen.get("scroll"),
+                        seen.get("drift"),
+                        engine=args.engine,
+                        family_run=seen.get("repair-all"),
+                    )
+                )
             shutil.rmtree(layout.root, ignore_errors=True)
             loads.append(f"after N={layout.chunks:,}: {load()}")
     finally:
@@ -422,6 +483,14 @@ def main(argv: list[str] | None = None) -> int:
         "the 'bare scroll' row; the check rows also give each run's CPU time over the mean of "
         "the bare scrolls just before and after it ('paired'), which a machine whose speed "
         "drifts over minutes moves less than the best-of ratio",
+        "'floor' is raw engine work measured in the same run and 'CPU vs floor' the row's CPU "
+        "over it: a check against the bare scroll that also reads each point's payload (the "
+        "yardstick); apply, repair --doc and repair --family against the engine's own "
+        "set_payload of the same points in the same operations (the repair's writes recorded, "
+        "turned into the engine's requests untimed, replayed: Edge's shard.update, local "
+        "mode's batch_update_points), the figure being the repair proper's CPU; the command "
+        "row against the repair --family row's floor, its figure the whole command's CPU; "
+        "apply also states the re-ingest floor: the same points upserted whole",
         "apply repairs min(--repair-docs, superseded docs) documents; it scans the collection "
         "once (the check) and writes by the point ids that scan kept; 'repair proper' is the "
         "applier alone (row, audit and payload writes); local mode persists every point in its "

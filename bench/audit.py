@@ -10,8 +10,9 @@ document with its points, the payload found and the payload written, a confirmat
 25 intents, as batches of 256 points), until the log has the entries asked for. Entries go
 in through the audit repository's own ``append`` (hashed, chained), in transactions of
 10,000. Then each command runs as a person runs it, a fresh process of the console script,
-for one family in the middle of the log; its wall time and peak resident memory (the
-process's ``ru_maxrss``) are printed. The answer's memory follows the family asked about:
+for one family in the middle of the log; its wall time, its CPU time (user + system: a loaded
+machine stretches wall time, not CPU time) and peak resident memory (the process's
+``ru_maxrss``) are printed. The answer's memory follows the family asked about:
 it should not grow with the log.
 
     .venv/bin/python -m bench.audit                            # 100,000 and 1,000,000 entries
@@ -164,9 +165,10 @@ def build(folder: Path, total: int) -> tuple[Path, int, datetime]:
     return config, written, last
 
 
-def run_measured(argv: list[str], cwd: Path) -> tuple[float, float, str]:
-    """Wall seconds, peak resident MiB (``ru_maxrss``, by ``wait4``) and stdout of one fresh
-    process."""
+def run_measured(argv: list[str], cwd: Path) -> tuple[float, float, str, float]:
+    """Wall seconds, peak resident MiB (``ru_maxrss``, by ``wait4``), stdout and CPU seconds
+    (user + system, by ``wait4``: what other processes on shared cores do not stretch) of one
+    fresh process."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         process = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err)
@@ -179,7 +181,8 @@ def run_measured(argv: list[str], cwd: Path) -> tuple[float, float, str]:
             raise SystemExit(
                 f"{' '.join(argv)} exited {process.returncode}:\n{err.read().decode()[-2000:]}"
             )
-        return elapsed, usage.ru_maxrss / 1024, out.read().decode()
+        cpu = usage.ru_utime + usage.ru_stime
+        return elapsed, usage.ru_maxrss / 1024, out.read().decode(), cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,18 +200,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"reconciler audit over growing logs ({' '.join(command)})")
     print(f"load average at start: {Path('/proc/loadavg').read_text().split()[0]}")
     header = (
-        f"{'entries':>9} {'build (s)':>10} {'db (MiB)':>9} {'verify (s)':>11} "
-        f"{'verify MiB':>11} {'served (s)':>11} {'served MiB':>11} {'history (s)':>12} "
-        f"{'history MiB':>12} {'replayed':>9}"
+        f"{'entries':>9} {'build (s)':>10} {'build CPU':>10} {'db (MiB)':>9} "
+        f"{'verify (s)':>11} {'verify CPU':>11} {'verify MiB':>11} "
+        f"{'served (s)':>11} {'served CPU':>11} {'served MiB':>11} "
+        f"{'history (s)':>12} {'history CPU':>12} {'history MiB':>12} {'replayed':>9}"
     )
     print(header)
     print("-" * len(header))
     for total in (int(n) for n in args.entries.split(",")):
         folder = Path(tempfile.mkdtemp(prefix="bench-audit-", dir=args.tmpdir))
         try:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             config, written, last = build(folder, total)
             build_s = time.perf_counter() - started
+            build_cpu = time.process_time() - cpu_started
             size = (folder / "reconciler.db").stat().st_size / 2**20
             base = [*command, "--config", str(config)]
             family = f"bench:f{max(1, total // (2 * VERSIONS)) // 2:06d}"
@@ -225,20 +230,25 @@ def main(argv: list[str] | None = None) -> int:
             row = {
                 "entries": written,
                 "build_s": build_s,
+                "build_cpu_s": build_cpu,
                 "db_mib": size,
                 "verify_s": verify[0],
                 "verify_mib": verify[1],
+                "verify_cpu_s": verify[3],
                 "served_s": served[0],
                 "served_mib": served[1],
+                "served_cpu_s": served[3],
                 "history_s": history[0],
                 "history_mib": history[1],
+                "history_cpu_s": history[3],
                 "replayed": replayed,
             }
             results.append(row)
             print(
-                f"{written:>9} {build_s:>10.1f} {size:>9.1f} {verify[0]:>11.2f} "
-                f"{verify[1]:>11.1f} {served[0]:>11.2f} {served[1]:>11.1f} "
-                f"{history[0]:>12.2f} {history[1]:>12.1f} {replayed:>9}",
+                f"{written:>9} {build_s:>10.1f} {build_cpu:>10.1f} {size:>9.1f} "
+                f"{verify[0]:>11.2f} {verify[3]:>11.2f} {verify[1]:>11.1f} "
+                f"{served[0]:>11.2f} {served[3]:>11.2f} {served[1]:>11.1f} "
+                f"{history[0]:>12.2f} {history[3]:>12.2f} {history[1]:>12.1f} {replayed:>9}",
                 flush=True,
             )
         finally:

@@ -40,6 +40,7 @@ from bench.corpus import (
     drift_targets,
     family_of,
 )
+from bench.floors import WriteRecorder, recorded_ids, set_payload_floor, upsert_floor
 from reconciler.checks.index import REQUIRED_INDEXES
 from reconciler.ingesting import point_id_for
 from reconciler.model import PayloadWrite, RunMode
@@ -369,6 +370,16 @@ class ApplyTimer:
         Applier.apply = self._original  # type: ignore[method-assign]
 
 
+def _floors(index: Any, recorded: WriteRecorder, *, upsert: bool = False) -> dict[str, Any]:
+    """The raw floors of a repair that just ran, in its process: its payload writes replayed
+    with the engine's own calls (``floor_*``), and with ``upsert`` the same points upserted
+    whole (``upsert_*``: re-ingesting them, the embedding aside)."""
+    found = set_payload_floor(index, recorded).as_dict("floor_")
+    if upsert:
+        found.update(upsert_floor(index, recorded_ids(recorded)).as_dict("upsert_"))
+    return found
+
+
 def measure(
     phase: str, layout: Layout, *, repeat: int, profile: bool, engine: str = "local", docs: int = 0
 ) -> dict[str, Any]:
@@ -423,9 +434,10 @@ def measure(
             )
         elif phase == "apply":
             action = lambda: _run(stores, "apply", Guard(max_changed_fraction=1.0))  # noqa: E731
-            with ApplyTimer() as repair:
+            with ApplyTimer() as repair, WriteRecorder(stores.index) as recorded:
                 report = clock.time(action)
             result.update(repair_seconds=repair.wall, repair_cpu_seconds=repair.cpu)
+            result.update(_floors(stores.index, recorded, upsert=True))
             applied = report.applied.counts() if report.applied else {}
             result.update(
                 chunks=report.chunks_scanned,
@@ -448,8 +460,9 @@ def measure(
                     done = _repair(stores, target)
                     written += int(done.applied.points) if done.applied else 0
 
-            with ApplyTimer() as proper:
+            with ApplyTimer() as proper, WriteRecorder(stores.index) as recorded:
                 clock.time(repair_each)
+            result.update(_floors(stores.index, recorded))
             result.update(
                 repaired_docs=len(sample),
                 points_written=written,
@@ -466,8 +479,9 @@ def measure(
             options = Options(
                 mode=RunMode.REPAIR, checks=CHECKS, now=NOW, actor="cli", families=families
             )
-            with ApplyTimer() as proper:
+            with ApplyTimer() as proper, WriteRecorder(stores.index) as recorded:
                 report = clock.time(lambda: stores.engine().run(options))
+            result.update(_floors(stores.index, recorded))
             applied = report.applied.counts() if report.applied else {}
             result.update(
                 repaired_docs=len({t.doc_id for t in report.plan.payload_targets}),

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from reconciler.app.leasing import HeldLease, lease_name
 from reconciler.app.probing import probe_sources
 from reconciler.app.stopping import JobControl, stoppable_sources
-from reconciler.app.surveying import refuse_unread
 from reconciler.app.wiring import (
     build_sources,
     leases_of,
@@ -134,6 +133,9 @@ def ingest_sources(
                 )
             resolve_interrupted(table=opened.table, index=opened.index, shard=WHOLE)
             if not (accept_unread or outbox_only):
+                # (the vocabulary survey, and pydantic with it, only for an ingestion)
+                from reconciler.app.surveying import refuse_unread  # noqa: PLC0415
+
                 refuse_unread(sources, opened.table, settings)
             ingestor = Ingestor(
                 table=opened.table,

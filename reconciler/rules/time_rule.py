@@ -193,7 +193,6 @@ def timeline(
     close one another by their dates). Never before the version's own start.
     """
     by_id = {doc.doc_id: doc for doc in docs}
-    component = link_lines(docs, links)
     # The members, each with its start, its place in the order (``order_key``), the successor
     # it declares and the end that declaration leaves it, worked out once.
     members: list[Document] = []
@@ -227,21 +226,32 @@ def timeline(
     # gives.)
     places = sorted((i for i in range(len(members)) if ends[i] > starts[i]), key=keys.__getitem__)
     ordered_keys = [keys[i] for i in places]
-    groups = [component[members[place].doc_id] for place in places]
-    # For each place, the next place of another link component (len(places): none).
-    other_after = [len(places)] * len(places)
-    for at in range(len(places) - 2, -1, -1):
-        other_after[at] = at + 1 if groups[at + 1] != groups[at] else other_after[at + 1]
+    # The link components, worked out only when a servable version has a later one in the
+    # order (the usual family's only servable version is its latest: none is needed).
+    component: dict[str, str] = {}
+    groups: list[str] = []
+    other_after: list[int] = []
     slots: dict[str, Slot] = {}
     for i, doc in enumerate(members):
         if doc.version_state not in _SERVABLE:
             continue
         link, end = successors[i], ends[i]
-        group = component[doc.doc_id]
         position = bisect.bisect_right(ordered_keys, keys[i])
-        if position < len(places) and groups[position] == group:
-            position = other_after[position]
         after: Document | None = None
+        if position < len(places):
+            if not component:
+                component = link_lines(docs, links)
+                groups = [component[members[place].doc_id] for place in places]
+                # For each place, the next place of another link component (len(places):
+                # none).
+                other_after = [len(places)] * len(places)
+                for at in range(len(places) - 2, -1, -1):
+                    other_after[at] = (
+                        at + 1 if groups[at + 1] != groups[at] else other_after[at + 1]
+                    )
+            group = component[doc.doc_id]
+            if groups[position] == group:
+                position = other_after[position]
         if position < len(places):
             after_place = places[position]
             after, after_start = members[after_place], starts[after_place]
@@ -307,6 +317,8 @@ def settle(
     reach, in one call.
     """
     docs = list(docs)
+    if _left_as_is(docs, now, links):
+        return {doc.doc_id: doc for doc in docs}
     settled = _settle_once(docs, now, unknown_siblings, links)
     for _round in range(len(docs) + 1):
         if all(after is before for after, before in zip(settled.values(), docs, strict=False)):
@@ -317,6 +329,41 @@ def settle(
             break
         settled = again
     return settled
+
+
+def _left_as_is(docs: Sequence[Document], now: datetime, links: Links | None) -> bool:
+    """Whether the rule leaves every version as it is, told without building the timeline:
+    the usual family, whose one servable version is already in force or still to come, is the
+    latest of the timeline's members in the order (nothing after it can close it), declares no
+    successor, and has not reached its own end. Only servable versions ever change, and a
+    servable version that nothing follows and that declares no successor has its own
+    ``effective_to`` as its window end (``timeline``). ``False`` says nothing: the rule is then
+    applied in full."""
+    servable: Document | None = None
+    for doc in docs:
+        if doc.version_state in _SERVABLE:
+            if servable is not None:
+                return False
+            servable = doc
+    if servable is None:
+        return True  # no timeline: nothing moves
+    start = servable.effective_from or OPEN_START
+    state = servable.version_state
+    if (
+        (state is VersionState.PENDING and start <= now)
+        or (state is VersionState.CURRENT and start > now)
+        or servable.effective_to <= now
+        or declared_links(servable, links)
+    ):
+        return False
+    last = (start, servable.doc_version, servable.doc_id)
+    superseded = VersionState.SUPERSEDED
+    # (the other members of the timeline: superseded versions that name a successor)
+    return not any(
+        (doc.effective_from or OPEN_START, doc.doc_version, doc.doc_id) >= last
+        for doc in docs
+        if doc.version_state is superseded and declared_links(doc, links)
+    )
 
 
 def _settle_once(

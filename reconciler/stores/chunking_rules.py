@@ -165,18 +165,26 @@ def managed_page(
     order, ``content`` the stored name of content_hash (its values go apart, in
     ``ManagedPage.contents``); ``point_id`` converts a record's id when one is asked for.
     Each payload is let go as soon as its values are read."""
-    nodes: Sequence[Mapping[str, Any]] | None = None
-    rows: list[tuple[Any, ...]] | None = None
-    if not prefix:
-        try:
-            nodes = list(map(_PAYLOAD, points))
-            rows = [tuple(map(node.get, names)) for node in nodes]
-        except AttributeError:  # a point without any payload
-            rows = None
-    if rows is None or nodes is None:
+    if prefix:
         nodes = managed_nodes([point.payload for point in points], prefix)
         rows = [tuple(map(node.get, names)) for node in nodes]
-    contents = None if content is None else [node.get(content) for node in nodes]
+        contents = None if content is None else [node.get(content) for node in nodes]
+        return ManagedPage(rows, partial(_id_at, points, point_id), contents)
+    # One payload at a time, let go as soon as its values are read (Qdrant Edge builds each
+    # as a dict when asked): a page never holds a thousand payloads at once.
+    rows = []
+    add = rows.append
+    if content is None:
+        contents = None
+        for node in map(_PAYLOAD, points):
+            add(tuple(map((node or _NO_KEYS).get, names)))
+    else:
+        contents = []
+        keep = contents.append
+        for node in map(_PAYLOAD, points):
+            node = node or _NO_KEYS
+            add(tuple(map(node.get, names)))
+            keep(node.get(content))
     return ManagedPage(rows, partial(_id_at, points, point_id), contents)
 
 

@@ -56,6 +56,11 @@ def test_a_small_local_bench_runs_and_converges(tmp_path: Path) -> None:
     assert "zero drift ✓" in table
     assert "paired, each check over the bare scrolls just before and after it: median" in table
     assert "repaired 40 docs: 400 points in 40 set_payload operations" in table
+    # Every measured row sets its figure beside a floor measured in the same run.
+    assert "| floor, same run (CPU s) | CPU vs floor |" in table
+    assert "a bare scroll that also takes each point's payload" in table
+    assert "floor: the same 400 points' writes replayed raw (client.batch_update_points" in table
+    assert "re-ingest floor, the same 400 points upserted whole" in table
     assert "not run (opt-in" in table
     assert list(tmp_path.iterdir()) == []  # the corpora were removed
 
@@ -86,6 +91,50 @@ def test_a_paired_ratio_is_each_check_over_the_scrolls_around_it(
     assert paired_ratios([3.0, 9.0], [0.0, 0.0, 4.0]) == [4.5]  # (no time: no ratio)
     with pytest.raises(ValueError, match="one more scroll"):
         paired_ratios([3.0], [1.0])
+
+
+def test_a_floor_replays_the_recorded_writes_as_the_engine_s_own_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bench.floors``: the writes an adapter received are recorded and replayed raw, the
+    same points in the same operations (local mode: one ``batch_update_points`` a call), and
+    the replay leaves the payloads as they were; the upsert floor rewrites whole points."""
+    monkeypatch.syspath_prepend(str(ROOT))  # the harness is run from the checkout
+    from bench.floors import (  # noqa: PLC0415
+        WriteRecorder,
+        recorded_ids,
+        set_payload_floor,
+        upsert_floor,
+    )
+    from reconciler.model import ChunkRecord, PayloadWrite  # noqa: PLC0415
+    from reconciler.stores.qdrant import QdrantChunkIndex, connect  # noqa: PLC0415
+
+    index = QdrantChunkIndex(connect(path=str(tmp_path / "q")), collection="c")
+    try:
+        index.ensure_collection(dim=2)
+        ids = [f"00000000-0000-0000-0000-{n:012d}" for n in range(1, 6)]
+        index.upsert_chunks(
+            ChunkRecord(point_id=pid, chunk_id=f"d#{n}", text="t", vector=(1.0, 0.0),
+                        payload={"doc_id": "d", "version_state": "current"})
+            for n, pid in enumerate(ids)
+        )  # fmt: skip
+        writes = [
+            PayloadWrite(point_ids=tuple(ids[:3]), payload={"version_state": "superseded"}),
+            PayloadWrite(point_ids=tuple(ids[3:]), payload={"version_state": "superseded"}),
+        ]
+        with WriteRecorder(index) as recorded:
+            assert index.set_payloads(writes, batch_size=3) == 5
+        assert "set_payloads" not in vars(index)  # (the recorder is gone)
+        assert recorded.points == 5
+        assert recorded_ids(recorded) == ids
+        floor = set_payload_floor(index, recorded)
+        assert (floor.points, floor.operations, floor.calls) == (5, 2, 2)
+        assert {c.payload["version_state"] for c in index.retrieve(ids)} == {"superseded"}
+        upserted = upsert_floor(index, ids)
+        assert (upserted.points, upserted.calls) == (5, 1)
+        assert {c.payload["version_state"] for c in index.retrieve(ids)} == {"superseded"}
+    finally:
+        index.close()
 
 
 def test_the_optimize_phase_leaves_a_shard_the_reconciler_still_repairs(tmp_path: Path) -> None:
@@ -137,4 +186,4 @@ def test_the_audit_bench_answers_a_family_of_a_small_log(tmp_path: Path) -> None
     [row] = [line.split() for line in done.stdout.splitlines() if line.strip()[:1].isdigit()]
     assert int(row[0]) >= 3000
     assert int(row[-1]) == 7
-    assert list(tmp_path.iterdir()) == []
+    assert "verify CPU" in done.stdout  # CPU beside wall    assert list(tmp_path.iterdir()) == []

@@ -1068,6 +1068,34 @@ def test_settle_is_idempotent(docs: list[Document], policy: str) -> None:
     assert settle(once.values(), NOW, unknown_siblings=policy) == once
 
 
+@given(families(), st.sampled_from(["supersede", "report"]), st.integers(-3, 3))
+def test_settle_s_shortcut_for_a_family_left_as_is_agrees_with_the_whole_rule(
+    docs: list[Document], policy: str, days: int
+) -> None:
+    """``settle`` tells the usual family (one servable version, the latest, open) without
+    building the timeline: what it then returns is what one pass of the whole rule returns."""
+    from reconciler.rules.time_rule import _left_as_is, _settle_once  # noqa: PLC0415
+
+    now = NOW + days * DAY
+    if _left_as_is(docs, now, None):
+        whole = _settle_once(docs, now, policy, None)
+        assert all(whole[doc.doc_id] is doc for doc in docs)
+    assert settle(docs, now, unknown_siblings=policy) == _settle_fixpoint(docs, now, policy)
+
+
+def _settle_fixpoint(docs: list[Document], now: datetime, policy: str) -> dict[str, Document]:
+    """The rule applied until it changes nothing, with no shortcut."""
+    from reconciler.rules.time_rule import _settle_once  # noqa: PLC0415
+
+    settled = _settle_once(docs, now, policy, None)
+    for _round in range(len(docs) + 1):
+        again = _settle_once(list(settled.values()), now, policy, None)
+        if again == settled:
+            break
+        settled = again
+    return settled
+
+
 @given(families(), st.sampled_from(["supersede", "report"]))
 def test_settle_returns_a_version_it_leaves_unchanged_as_the_same_object(
     docs: list[Document], policy: str
