@@ -19,15 +19,26 @@ from reconciler.ports.lease import Lease, LeaseFactory
 from reconciler.ports.source import SystemOfRecord
 from reconciler.settings import Settings
 from reconciler.sources import build_source
-from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql import SqlDocumentTable, TableBounds
 
 if TYPE_CHECKING:
     from reconciler.stores.qdrant import QdrantChunkIndex
 
 
+def table_bounds(settings: Settings) -> TableBounds:
+    """How long one call to the document table may take (``Settings.store_bounds``)."""
+    bounds = settings.store_bounds
+    return TableBounds(connect=bounds.connect, statement=bounds.statement, lock=bounds.lock)
+
+
+def _table(settings: Settings) -> SqlDocumentTable:
+    return SqlDocumentTable.from_url(settings.table.resolved_url(), bounds=table_bounds(settings))
+
+
 def open_table(settings: Settings, *, create: bool = False) -> SqlDocumentTable:
-    """Open the document table and check (or, with ``create``, initialise) its schema."""
-    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    """Open the document table (every call bounded) and check (or, with ``create``,
+    initialise) its schema."""
+    table = _table(settings)
     try:
         table.ensure_schema(create=create)
     except BaseException:
@@ -39,7 +50,7 @@ def open_table(settings: Settings, *, create: bool = False) -> SqlDocumentTable:
 def open_initialised_table(settings: Settings) -> SqlDocumentTable | None:
     """The document table if it is initialised, else None, creating nothing (a SQLite file
     that does not exist is not created by looking for it)."""
-    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    table = _table(settings)
     database = table.engine.url.database
     try:
         if (
@@ -60,7 +71,7 @@ def leases_of(table: SqlDocumentTable) -> LeaseFactory:
     elsewhere (``leasing.make_lease``)."""
 
     def lease(name: str, *, clock: Clock = SYSTEM_CLOCK) -> Lease:
-        return make_lease(table.engine, name, clock=clock)
+        return make_lease(table.engine, name, clock=clock, connect_args=table.connect_args)
 
     return lease
 
@@ -68,7 +79,7 @@ def leases_of(table: SqlDocumentTable) -> LeaseFactory:
 def schema_revision(settings: Settings) -> str | None:
     """The document table's schema revision as it stands (``None``: not initialised), read
     without checking or creating anything."""
-    probe = SqlDocumentTable.from_url(settings.table.resolved_url())
+    probe = _table(settings)
     try:
         return probe.schema_status().current
     finally:
@@ -125,7 +136,9 @@ def open_qdrant_index(settings: Settings, *, needed_by: str | None = None) -> Qd
     # (imported here: qdrant-client takes ~0.6 s to import, which an Edge deployment never needs)
     from reconciler.stores.qdrant import QdrantChunkIndex, connect  # noqa: PLC0415
 
-    client = connect(path=cfg.path, url=cfg.url, api_key=cfg.api_key(), timeout=cfg.timeout)
+    client = connect(
+        path=cfg.path, url=cfg.url, api_key=cfg.api_key(), timeout=settings.store_bounds.index
+    )
     return QdrantChunkIndex(
         client, collection=cfg.collection, keys=cfg.key_map, text_key=cfg.text_key
     )
