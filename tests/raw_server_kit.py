@@ -9,6 +9,16 @@ import socket
 import threading
 
 
+def answer(body: bytes) -> bytes:
+    """A 200 answer with a JSON ``body`` (its length declared), as ``RawServer`` sends it."""
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
+
+
 class RawServer:
     """Answers every request with ``answer`` (headers, blank line, body), one thread each."""
 

@@ -133,7 +133,9 @@ class Runner:
         )
         options = dataclasses.replace(options, run_id=str(uuid.uuid4()))
         gauge = self.live.lease_held.labels(shard=shard)
-        control = JobControl(spec.job_id)
+        control = JobControl(
+            spec.job_id, read_within=self.settings.schedule.read_deadline.total_seconds()
+        )
         outcome: list[Report | BaseException] = []
 
         def job() -> None:

@@ -5,6 +5,7 @@ place that hands out the single-runner leases kept in the document database (a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.app.leasing import make_lease
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.errors import ConfigError
+from reconciler.errors import ArchiveRefused, ConfigError
 from reconciler.ports import ChunkIndex
 from reconciler.ports.lease import Lease, LeaseFactory
 from reconciler.ports.source import SystemOfRecord
@@ -23,6 +24,8 @@ from reconciler.stores.sql import SqlDocumentTable, TableBounds
 
 if TYPE_CHECKING:
     from reconciler.stores.qdrant import QdrantChunkIndex
+
+log = logging.getLogger(__name__)
 
 
 def table_bounds(settings: Settings) -> TableBounds:
@@ -86,10 +89,16 @@ def schema_revision(settings: Settings) -> str | None:
         probe.close()
 
 
-def open_index(settings: Settings) -> ChunkIndex:
+def open_index(settings: Settings, *, refuse_foreign_archive: bool = False) -> ChunkIndex:
     """Open the chunk index of ``index.engine``: qdrant-client (local mode or a server) or a
     Qdrant Edge shard at ``index.path``/``index.collection``; with ``index.archive_collection``,
-    a split store over that collection and its archive (``stores.split``)."""
+    a split store over that collection and its archive (``stores.split``).
+
+    An archive collection that exists and cannot hold the main collection's points (someone
+    else made it first: ``SplitChunkIndex.archive_conflict``) is never written: with
+    ``refuse_foreign_archive`` (``split``) that is ``ArchiveRefused``; otherwise the main
+    collection is opened alone, as one collection, and the log says why (nothing else is
+    blocked by it)."""
     cfg = settings.index
     main = open_edge_index(settings) if cfg.engine == "edge" else open_qdrant_index(settings)
     if cfg.archive_collection is None:
@@ -97,10 +106,25 @@ def open_index(settings: Settings) -> ChunkIndex:
     from reconciler.stores.split import SplitChunkIndex  # noqa: PLC0415
 
     try:
-        return SplitChunkIndex(main, open_archive(settings, main))
+        split = SplitChunkIndex(main, open_archive(settings, main))
+        conflict = split.archive_conflict()
     except BaseException:
         main.close()
         raise
+    if conflict is None:
+        return split
+    if refuse_foreign_archive:
+        split.close()
+        raise ArchiveRefused(f"refused: {conflict}; nothing was moved")
+    log.error(
+        "split store refused: %s; the main collection %r is reconciled alone (as one "
+        "collection) and nothing is moved into the archive",
+        conflict,
+        cfg.collection,
+    )
+    if cfg.engine == "edge":
+        split.archive.close()  # (its own shard; a qdrant-client archive shares main's client)
+    return main
 
 
 def open_archive(settings: Settings, main: ChunkIndex) -> ChunkIndex:

@@ -18,6 +18,7 @@ import click
 
 from reconciler.errors import (
     AmbiguousRunId,
+    ArchiveRefused,
     CollectionMissing,
     ConfigError,
     IndexWriteError,
@@ -45,7 +46,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (
         EXIT_REFUSED,
         "refused by the blast-radius guard, nothing written (apply, run, repair, declare); "
-        "a rollback under later runs",
+        "a rollback under later runs; a split store's archive collection made by someone "
+        "else (split)",
     ),
     (
         EXIT_PARTIAL,
@@ -152,6 +154,8 @@ def errors_mapped() -> Iterator[None]:
         fail(f"{exc} (check that the store is running and reachable, then retry)")
     except IndexWriteError as exc:
         fail(f"{exc}; the next run converges (every write is idempotent)")
+    except ArchiveRefused as exc:
+        fail(str(exc), EXIT_REFUSED)
     except ConnectorError as exc:
         fail(str(exc))
     except ReconcilerError as exc:

@@ -311,11 +311,21 @@ class ScheduleSettings(_Section):
     #: call it keeps its lease until the call ends). Below the shipped deployments' stop
     #: timeouts (15 min).
     stop_grace: Duration = timedelta(minutes=5)
+    #: How long one source's read may take in a job of ``serve`` (the sources are read side
+    #: by side); past it the source is unreadable this run (the run is ``partial``: its
+    #: families stay as they are, and its TTL quarantines them in time) and the others are
+    #: reconciled. Unset: half of ``job_deadline``.
+    source_deadline: Duration | None = None
+
+    @property
+    def read_deadline(self) -> timedelta:
+        """``source_deadline``, or half of ``job_deadline``."""
+        return self.source_deadline or self.job_deadline / 2
 
     @model_validator(mode="after")
     def _bounded(self) -> ScheduleSettings:
-        for name in ("full_grace", "job_deadline", "stop_grace"):
-            if getattr(self, name) <= timedelta(0):
+        for name in ("full_grace", "job_deadline", "stop_grace", "source_deadline"):
+            if (value := getattr(self, name)) is not None and value <= timedelta(0):
                 raise ValueError(f"schedule.{name} must be longer than 0s")
         if self.job_deadline > self.full_grace:
             raise ValueError(
