@@ -272,8 +272,8 @@ class Runner:
 
     def _record(self, options: Options, exc: BaseException) -> None:
         """Record a job's failure in the run log (the job could not: it was left); once serve
-        is stopping, only within ``stop_grace`` of the signal (else the run stays
-        ``running``, and the next runner of the shard marks it interrupted)."""
+        is stopping, only within nine tenths of ``stop_grace`` of the signal (else the run
+        stays ``running``, and the next runner of the shard marks it interrupted)."""
 
         def record() -> None:
             try:
@@ -289,7 +289,7 @@ class Runner:
         if self._stop_at is None:
             record()
             return
-        left = self._stop_at + self.settings.schedule.stop_grace.total_seconds()
+        left = self._stop_at + self.settings.schedule.stop_grace.total_seconds() * 0.9
         worker = threading.Thread(target=record, name="record-left-job", daemon=True)
         worker.start()
         worker.join(max(0.0, left - self.clock.monotonic()))

@@ -217,3 +217,12 @@ def test_sigterm_ends_serve_within_stop_grace_while_a_qdrant_call_hangs(
     assert status == "failed"
     assert "serve is stopping (SIGTERM)" in (error or "")
     assert "in a call to a store" in (error or "")
+    # The lease went with the process: with the index back, the next run takes it and
+    # converges (nothing was lost, the audit chain holds).
+    dep.config.write_text(
+        dep.config.read_text().replace(f'url = "http://127.0.0.1:{silent.port}"', 'path = "qdrant"')
+    )
+    code, data = dep.json("run")
+    assert code == 0, data
+    code, verified = dep.json("audit", "verify")
+    assert code == 0, verified

@@ -9,6 +9,7 @@ sockets, real PostgreSQL, a few seconds each."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from silent_kit import Proxy, Silent
@@ -61,6 +62,20 @@ def test_a_server_that_stops_answering_mid_session_fails_the_call(pg_url: str) -
     finally:
         table.close()
         proxy.close()
+
+
+def test_the_watchdog_s_thread_ends_when_no_call_is_in_flight(pg_url: str) -> None:
+    """Serve opens a table per job: its watchdog must not leave a thread behind each one."""
+    table = SqlDocumentTable.from_url(pg_url, bounds=TableBounds(connect=2, statement=0.5))
+    try:
+        for _ in range(3):
+            table.schema_status()
+    finally:
+        table.close()
+    deadline = time.monotonic() + 30
+    while any(t.name == "sql-watchdog" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the watchdog's thread outlived its calls"
+        time.sleep(0.1)
 
 
 def test_the_server_ends_a_long_statement_and_a_long_lock_wait(pg_url: str) -> None:

@@ -113,8 +113,8 @@ def connect_args(url: str, bounds: TableBounds) -> dict[str, Any]:
 
 class _Watchdog:
     """Shuts the socket of a PostgreSQL call that has run past ``limit`` seconds: the server
-    did not end it (``statement_timeout``), so it is not answering at all. One thread per
-    engine, started with its first call; a call costs a dictionary entry."""
+    did not end it (``statement_timeout``), so it is not answering at all. A thread per engine
+    while calls are in flight (it ends when none is); a call costs a dictionary entry."""
 
     def __init__(self, limit: float) -> None:
         self.limit = limit
@@ -175,6 +175,9 @@ class _Watchdog:
                 late = [(key, fd) for key, (due, fd) in self._calls.items() if due <= now]
                 for key, _fd in late:
                     del self._calls[key]
+                if not late and not self._calls:
+                    self._thread = None  # (the next call starts another)
+                    return
             for _key, fd in late:
                 log.warning(
                     "document table: a call got no answer within %.0fs; its connection is cut",
