@@ -19,6 +19,23 @@ def answer(body: bytes) -> bytes:
     )
 
 
+def http_source(url: str, name: str = "reg") -> str:
+    """The ``[[sources]]`` table of an HTTP registry at ``url`` whose own bounds are far off
+    (no retry, a 30 s read timeout, an hour's deadline): only a job's bounds cut its read."""
+    return "\n".join(
+        [
+            "[[sources]]",
+            f'name = "{name}"',
+            'type = "http"',
+            f'url = "{url}"',
+            "[sources.options]",
+            "retries = 0",
+            "read_timeout = 30",
+            "deadline = 3600",
+        ]
+    )
+
+
 class RawServer:
     """Answers every request with ``answer`` (headers, blank line, body), one thread each."""
 

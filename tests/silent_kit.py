@@ -1,8 +1,9 @@
 """Loopback TCP listeners that stand in for a store which stops answering: ``Silent`` accepts
 every connection and never sends a byte (its kernel still acknowledges what it is sent), and
 ``Proxy`` forwards to a real server (PostgreSQL on 127.0.0.1:5432) until ``hang()``, after
-which it forwards nothing either way on the connections it holds and accepts new ones into the
-same silence. Real sockets, real time; what the store-bound tests of serve read from."""
+which it forwards nothing either way on the connections it holds (not even their end: the
+server keeps a session whose client has gone, as across a partition) and accepts new ones
+into the same silence. Real sockets, real time; what the store-bound tests of serve read from."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ class _Listener:
         self._thread.join(timeout=5)
         for conn in self._held:
             with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)  # (wakes a thread blocked on it; sends the end)
+            with contextlib.suppress(OSError):
                 conn.close()
         self.listener.close()
 
@@ -81,11 +84,11 @@ class Proxy(_Listener):
         try:
             while not self.stop.is_set():
                 data = source.recv(65536)
+                if self.hung.is_set():
+                    self.stop.wait()  # swallowed (an end too): the other side waits for ever
+                    return
                 if not data:
                     break
-                if self.hung.is_set():
-                    self.stop.wait()  # swallowed: the other side waits for ever
-                    return
                 sink.sendall(data)
         except OSError:
             pass

@@ -208,7 +208,7 @@ class Runner:
             else:
                 limit = self._leave_at(asked)
                 if now >= limit:
-                    return self._leave(control, options, why)
+                    return self._leave(control, options, why, now - asked)
             self.clock.wait(control.wake, limit - now)
             control.wake.clear()
         return None
@@ -240,18 +240,19 @@ class Runner:
         if self._stop_at is None:  # (past its deadline: /healthz says so at once)
             self.live.set_health(False, f"job {control.job_id}: {why}; asked to stop")
 
-    def _leave(self, control: JobControl, options: Options, why: str) -> JobStopped:
-        """Leave the job: in a source read, giving up its lease and index (it writes nothing
-        more); in a store call, keeping them until that call ends (then it stops at its next
-        safe point: nothing is written beside it). Recorded as failed either way."""
-        grace = _span(self.settings.schedule.stop_grace)
+    def _leave(self, control: JobControl, options: Options, why: str, waited: float) -> JobStopped:
+        """Leave the job (asked to stop ``waited`` seconds ago): in a source read, giving up
+        its lease and index (it writes nothing more); in a store call, keeping them until
+        that call ends (then it stops at its next safe point: nothing is written beside it).
+        Recorded as failed either way."""
+        grace = f"{waited:.0f}s"
         left: list[JobStopped] = []
 
         def record(source: str) -> None:
             left.append(
                 JobStopped(
                     f"job {control.job_id} stopped: {why}; it was still reading source "
-                    f"{source!r} {grace} later and was left there "
+                    f"{source!r} {grace} after it was asked to stop and was left there "
                     "(nothing of the run was written)"
                 )
             )
@@ -261,9 +262,9 @@ class Runner:
             left.append(
                 JobStopped(
                     f"job {control.job_id} stopped: {why}; it was still in a call to a store "
-                    f"{grace} later and was left there (it keeps the lease until that call "
-                    "ends, then stops before its next write; what it wrote is in the audit "
-                    "log, and the next run resolves any write in doubt)"
+                    f"{grace} after it was asked to stop and was left there (it keeps the "
+                    "lease until that call ends, then stops before its next write; what it "
+                    "wrote is in the audit log, and the next run resolves any write in doubt)"
                 )
             )
             self._record(options, left[0])
@@ -272,7 +273,7 @@ class Runner:
 
     def _record(self, options: Options, exc: BaseException) -> None:
         """Record a job's failure in the run log (the job could not: it was left); once serve
-        is stopping, only within nine tenths of ``stop_grace`` of the signal (else the run
+        is stopping, only within four fifths of ``stop_grace`` of the signal (else the run
         stays ``running``, and the next runner of the shard marks it interrupted)."""
 
         def record() -> None:
@@ -289,7 +290,7 @@ class Runner:
         if self._stop_at is None:
             record()
             return
-        left = self._stop_at + self.settings.schedule.stop_grace.total_seconds() * 0.9
+        left = self._stop_at + self.settings.schedule.stop_grace.total_seconds() * 0.8
         worker = threading.Thread(target=record, name="record-left-job", daemon=True)
         worker.start()
         worker.join(max(0.0, left - self.clock.monotonic()))
@@ -377,7 +378,9 @@ def start_http(listen: str, app: Callable[..., Iterable[bytes]]) -> WSGIServer:
     """Serve ``app`` on ``host:port`` in a daemon thread."""
     host, _, port = listen.rpartition(":")
     server = make_server(host or "127.0.0.1", int(port), app, _ThreadingServer, _QuietHandler)
-    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="http", daemon=True
+    ).start()
     log.info("metrics on http://%s:%d/metrics", *server.server_address[:2])
     return server
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from acceptance_kit import Deployment, day
 from pytest_httpserver import HTTPServer
-from raw_server_kit import RawServer, answer
+from raw_server_kit import RawServer, answer, http_source
 from registry_kit import FakeRegistry
 
 from reconciler.app.daemon import Runner, job_specs
@@ -35,21 +35,6 @@ def full_job(dep: Deployment) -> Report | None:
         table.close()
 
 
-def registry_source(url: str) -> str:
-    return "\n".join(
-        [
-            "[[sources]]",
-            'name = "reg"',
-            'type = "http"',
-            f'url = "{url}"',
-            "[sources.options]",
-            "retries = 0",
-            "read_timeout = 30",
-            "deadline = 3600",  # (its own deadline far off: only the job's bounds cut it)
-        ]
-    )
-
-
 def test_a_trickling_registry_leaves_the_vault_s_retirement_applied_in_the_same_job(
     tmp_path: Path, httpserver: HTTPServer
 ) -> None:
@@ -63,11 +48,11 @@ def test_a_trickling_registry_leaves_the_vault_s_retirement_applied_in_the_same_
     registry.add("SEC-1", family="security", version=1, status="current", effective_from=day(-9))
     dep = Deployment(tmp_path)
     dep.family("expenses", versions=2)
-    dep.configure(source_extra=registry_source(registry.serve(httpserver)))
+    dep.configure(source_extra=http_source(registry.serve(httpserver)))
     dep.init_ingest()  # the vault and the registry, both answering
     trickling = RawServer(answer(TRICKLED), trickle=0.05)
     try:
-        dep.configure(source_extra=registry_source(trickling.url))
+        dep.configure(source_extra=http_source(trickling.url))
         dep.config.write_text(
             dep.config.read_text()
             + '[schedule]\njob_deadline = "6s"\nstop_grace = "5s"\n'  # (reads: 3 s)
@@ -110,7 +95,7 @@ def test_a_failing_source_leaves_the_others_reconciled(tmp_path: Path) -> None:
     down = RawServer(answer(b"{}"))
     url = down.url
     down.close()  # (its port now refuses connections)
-    dep.configure(source_extra=registry_source(url))
+    dep.configure(source_extra=http_source(url))
     dep.config.write_text(dep.config.read_text() + '[schedule]\njob_deadline = "60s"\n')
     dep.edit_front("expenses-v2", status="retired")
     report = full_job(dep)

@@ -17,6 +17,7 @@ import pytest
 import requests
 from acceptance_kit import Deployment
 from exposition_kit import free_port, start_serve
+from raw_server_kit import RawServer, answer, http_source
 from silent_kit import Proxy, Silent
 from sqlalchemy.engine import make_url
 
@@ -226,3 +227,55 @@ def test_sigterm_ends_serve_within_stop_grace_while_a_qdrant_call_hangs(
     assert code == 0, data
     code, verified = dep.json("audit", "verify")
     assert code == 0, verified
+
+
+def test_sigterm_while_a_job_waits_on_postgresql_mid_session_keeps_the_lease_safe(
+    tmp_path: Path, pg_url: str, proc_cleanup: list[subprocess.Popen[bytes]]
+) -> None:
+    """The hard case: the job holds the lease (PostgreSQL's advisory lock, on a session of
+    its own) and its table connections are open when the database stops answering (the
+    proxy goes silent while the job reads a trickling registry; past its read deadline the
+    job goes on, into a table call that gets no answer). SIGTERM: serve exits 0 within
+    ``stop_grace``, leaving the job in its call. Its lease is not lost: while its session
+    lives (the proxy holds it) another runner is refused the lease; once the session ends
+    the next run takes it and converges."""
+    url = make_url(pg_url)
+    proxy = Proxy((url.host or "127.0.0.1", url.port or 5432))
+    trickling = RawServer(answer(b'{"documents": []' + b" " * 4096 + b"}"), trickle=0.05)
+    direct = tmp_path / "direct.toml"
+    try:
+        dep = Deployment(tmp_path, table_url=url.set(port=proxy.port).render_as_string(False))
+        dep.family("expenses", versions=2)
+        dep.init_ingest()
+        dep.configure(source_extra=http_source(trickling.url))
+        dep.edit_front("expenses-v2", status="retired")
+        port = configure(
+            dep, FAR + 'dates = "0 4 1 1 *"\njob_deadline = "20s"\nstop_grace = "4s"\n'
+        )
+        direct.write_text(dep.config.read_text().replace(f":{proxy.port}/", f":{url.port}/"))
+        log = tmp_path / "serve.log"
+        proc = start_serve(dep, log)
+        proc_cleanup.append(proc)
+        assert trickling.requested.wait(120), log.read_text()  # the job holds the lease
+        proxy.hang()
+        time.sleep(10 + 2)  # its read deadline (half of 20 s) passes: into the silent table
+        metrics(port)
+        took = stop(proc, log, 4 + MARGIN)
+        print(f"serve exited {took:.1f}s after SIGTERM")
+        assert "was left there" in log.read_text()
+        other = Deployment(tmp_path, configured=True)
+        other.config = direct
+        busy = other.cli("apply")
+        assert busy.exit_code == 1, busy.output  # the left job's session still holds the lease
+        assert "another runner holds the lease" in busy.output
+    finally:
+        trickling.close()
+        proxy.close()  # (the left session ends: PostgreSQL lets its lock go)
+    other = Deployment(tmp_path, configured=True)
+    other.config = direct
+    deadline = time.monotonic() + 30
+    while "another runner holds the lease" in (applied := other.cli("apply")).output:
+        assert time.monotonic() < deadline, applied.output  # (PostgreSQL ends the session)
+        time.sleep(1.0)
+    assert applied.exit_code == 4, applied.output  # partial: the registry is gone, unread
+    assert other.rows()["hb:expenses-v2"]["version_state"] == "retired"
