@@ -279,3 +279,27 @@ def test_sigterm_while_a_job_waits_on_postgresql_mid_session_keeps_the_lease_saf
         time.sleep(1.0)
     assert applied.exit_code == 4, applied.output  # partial: the registry is gone, unread
     assert other.rows()["hb:expenses-v2"]["version_state"] == "retired"
+
+
+def test_serve_on_a_table_that_never_answers_says_so_and_exits(tmp_path: Path) -> None:
+    """A table URL naming a server that accepts and never answers: serve does not wait for
+    ever at start; it exits 1 within its connect bound (2 s here, each attempt), saying it
+    cannot reach the document table."""
+    silent = Silent()
+    try:
+        dep = Deployment(tmp_path, table_url=f"postgresql+psycopg://u@127.0.0.1:{silent.port}/db")
+        configure(dep, FAR + 'dates = "0 4 1 1 *"\njob_deadline = "6s"\n')
+        log = tmp_path / "serve.log"
+        proc = start_serve(dep, log)
+        try:
+            code = proc.wait(timeout=2 * 2 + MARGIN * 2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"serve still waits on the table: {log.read_text()}") from None
+        assert silent.accepted.is_set()
+    finally:
+        silent.close()
+    assert code == 1, log.read_text()
+    assert "cannot reach the document table" in log.read_text()
+    assert "Traceback" not in log.read_text()

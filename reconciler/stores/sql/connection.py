@@ -6,8 +6,9 @@ corruption) to ``StoreFault`` once, at the edge.
 
 The bounds (``[table]`` settings, by default derived from ``[schedule] job_deadline``):
 PostgreSQL gets libpq's ``connect_timeout`` (the whole handshake: a server that accepts and
-never answers fails the connect), ``statement_timeout`` and ``lock_timeout`` (the server ends
-a statement or a lock wait), TCP keepalives and ``tcp_user_timeout`` (a peer that vanished);
+never answers fails the connect), ``statement_timeout`` and ``lock_timeout`` set on each
+session (the server ends a statement or a lock wait), TCP keepalives and ``tcp_user_timeout``
+(a peer that vanished);
 and, since a server that stops answering mid-statement cannot end it and its kernel still
 acknowledges every byte, a watchdog (``_Watchdog``) shuts the socket of a statement (or a
 pool's ping) that has outlived the statement bound by ``connect`` seconds: the call then fails
@@ -65,20 +66,36 @@ def _ms(seconds: float) -> int:
 
 
 def _pg_connect_args(bounds: TableBounds) -> dict[str, Any]:
-    """libpq's bounds: the handshake, each statement and lock wait (server side), and a peer
-    that stops acknowledging (keepalives, ``tcp_user_timeout``)."""
+    """libpq's bounds: the handshake, and a peer that stops acknowledging (keepalives,
+    ``tcp_user_timeout``). (Statement and lock bounds are set on each new session,
+    ``_pg_session``: a startup ``options`` parameter is refused by poolers such as
+    PgBouncer.)"""
     idle = max(1, min(30, int(bounds.connect)))
     return {
         "connect_timeout": max(2, round(bounds.connect)),  # (libpq reads less than 2 as 2)
-        "options": (
-            f"-c statement_timeout={_ms(bounds.statement)} -c lock_timeout={_ms(bounds.lock)}"
-        ),
         "keepalives": 1,
         "keepalives_idle": idle,
         "keepalives_interval": max(1, idle // 3),
         "keepalives_count": 3,
         "tcp_user_timeout": _ms(bounds.connect),
     }
+
+
+def _pg_session(bounds: TableBounds) -> Any:
+    """Each new PostgreSQL session: the server ends a statement past ``bounds.statement``
+    and a lock wait past ``bounds.lock``."""
+
+    def bound(dbapi_connection: Any, _record: Any) -> None:
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True  # (SET outside a transaction: it lasts the session)
+        try:
+            with dbapi_connection.cursor() as cursor:
+                cursor.execute(f"SET statement_timeout = {_ms(bounds.statement):d}")
+                cursor.execute(f"SET lock_timeout = {_ms(bounds.lock):d}")
+        finally:
+            dbapi_connection.autocommit = autocommit
+
+    return bound
 
 
 def make_engine(url: str, *, bounds: TableBounds | None = None) -> Engine:
@@ -100,6 +117,7 @@ def make_engine(url: str, *, bounds: TableBounds | None = None) -> Engine:
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas(_ms(bounds.lock)))
     elif engine.dialect.name == "postgresql":
+        event.listen(engine, "connect", _pg_session(bounds))
         _Watchdog(bounds.statement + bounds.connect).watch(engine)
     event.listen(engine, "handle_error", _store_faults)
     return engine
