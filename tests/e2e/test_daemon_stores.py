@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,8 @@ from raw_server_kit import RawServer, answer, http_source
 from silent_kit import Proxy, Silent
 from sqlalchemy.engine import make_url
 
+from reconciler.app.daemon import Runner, job_specs
+from reconciler.metrics import build_registry
 from reconciler.stores.sql import SqlDocumentTable
 
 #: Added to every bound asserted: the machine is shared and loaded.
@@ -303,3 +307,56 @@ def test_serve_on_a_table_that_never_answers_says_so_and_exits(tmp_path: Path) -
     assert code == 1, log.read_text()
     assert "cannot reach the document table" in log.read_text()
     assert "Traceback" not in log.read_text()
+
+
+def test_a_job_past_its_deadline_in_a_silent_table_call_is_left_keeping_its_lease(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Past its deadline, a job waiting on a table call that gets no answer is left
+    ``stop_grace`` after it was asked to stop: serve's runner returns (the lane is free,
+    /healthz says why from the deadline on), while the left job keeps its lease, so no other
+    runner writes beside it; once its session ends, the next run converges. serve's own
+    runner, in this process; the table through a proxy that goes silent mid-job."""
+    url = make_url(pg_url)
+    proxy = Proxy((url.host or "127.0.0.1", url.port or 5432))
+    trickling = RawServer(answer(b'{"documents": []' + b" " * 4096 + b"}"), trickle=0.05)
+    try:
+        dep = Deployment(tmp_path, table_url=url.set(port=proxy.port).render_as_string(False))
+        dep.family("expenses", versions=2)
+        dep.init_ingest()
+        dep.configure(source_extra=http_source(trickling.url))
+        dep.edit_front("expenses-v2", status="retired")
+        dep.config.write_text(
+            dep.config.read_text()
+            + '[schedule]\njob_deadline = "12s"\nstop_grace = "2s"\nsource_deadline = "4s"\n'
+        )
+        settings = dep.settings
+        direct = SqlDocumentTable.from_url(pg_url)
+        _registry, live = build_registry(direct.metrics_snapshot)
+        runner = Runner(settings, live=live)
+        outcome: list[object] = []
+        job = threading.Thread(target=lambda: outcome.append(runner(job_specs(settings)[0])))
+        job.start()
+        assert trickling.requested.wait(60)  # the job holds the lease and reads the registry
+        proxy.hang()  # past its read deadline (4 s) it goes on, into a silent table call
+        job.join(12 + 2 + MARGIN * 3)
+        assert not job.is_alive(), "the runner still waits on the job"
+        assert outcome == [None]  # left, and recorded failed if the table had answered
+        healthy, problem = live.health(datetime.now(UTC))
+        assert not healthy
+        assert "in a call to a store" in (problem or "")
+        assert "keeps the lease" in (problem or "")
+        dep.config.write_text(dep.config.read_text().replace(f":{proxy.port}/", f":{url.port}/"))
+        busy = dep.cli("apply")
+        assert busy.exit_code == 1, busy.output
+        assert "another runner holds the lease" in busy.output  # the left job's, still
+        direct.close()
+    finally:
+        trickling.close()
+        proxy.close()  # the left job's session ends: its call fails, its lock goes
+    deadline = time.monotonic() + 60
+    while "another runner holds the lease" in (applied := dep.cli("apply")).output:
+        assert time.monotonic() < deadline, applied.output
+        time.sleep(1.0)
+    assert applied.exit_code == 4, applied.output  # partial: the registry is gone
+    assert dep.rows()["hb:expenses-v2"]["version_state"] == "retired"
