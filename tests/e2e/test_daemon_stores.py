@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,10 +20,8 @@ from acceptance_kit import Deployment
 from exposition_kit import free_port, start_serve
 from raw_server_kit import RawServer, answer, http_source
 from silent_kit import Proxy, Silent
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
-from reconciler.app.daemon import Runner, job_specs
-from reconciler.metrics import build_registry
 from reconciler.stores.sql import SqlDocumentTable
 
 #: Added to every bound asserted: the machine is shared and loaded.
@@ -233,8 +230,37 @@ def test_sigterm_ends_serve_within_stop_grace_while_a_qdrant_call_hangs(
     assert code == 0, verified
 
 
+@dataclass
+class MidJob:
+    """A vault whose current version was retired since ingestion, beside a registry that
+    trickles its answer (it holds the job in its read, lease held, until its read deadline),
+    the table reached through a proxy the test silences while the job reads."""
+
+    dep: Deployment
+    proxy: Proxy
+    trickling: RawServer
+    url: URL
+
+
+@pytest.fixture
+def mid_job(tmp_path: Path, pg_url: str) -> Iterator[MidJob]:
+    url = make_url(pg_url)
+    proxy = Proxy((url.host or "127.0.0.1", url.port or 5432))
+    trickling = RawServer(answer(b'{"documents": []' + b" " * 4096 + b"}"), trickle=0.05)
+    try:
+        dep = Deployment(tmp_path, table_url=url.set(port=proxy.port).render_as_string(False))
+        dep.family("expenses", versions=2)
+        dep.init_ingest()
+        dep.configure(source_extra=http_source(trickling.url))
+        dep.edit_front("expenses-v2", status="retired")
+        yield MidJob(dep, proxy, trickling, url)
+    finally:
+        trickling.close()
+        proxy.close()
+
+
 def test_sigterm_while_a_job_waits_on_postgresql_mid_session_keeps_the_lease_safe(
-    tmp_path: Path, pg_url: str, proc_cleanup: list[subprocess.Popen[bytes]]
+    tmp_path: Path, mid_job: MidJob, proc_cleanup: list[subprocess.Popen[bytes]]
 ) -> None:
     """The hard case: the job holds the lease (PostgreSQL's advisory lock, on a session of
     its own) and its table connections are open when the database stops answering (the
@@ -243,16 +269,9 @@ def test_sigterm_while_a_job_waits_on_postgresql_mid_session_keeps_the_lease_saf
     ``stop_grace``, leaving the job in its call. Its lease is not lost: while its session
     lives (the proxy holds it) another runner is refused the lease; once the session ends
     the next run takes it and converges."""
-    url = make_url(pg_url)
-    proxy = Proxy((url.host or "127.0.0.1", url.port or 5432))
-    trickling = RawServer(answer(b'{"documents": []' + b" " * 4096 + b"}"), trickle=0.05)
+    dep, proxy, trickling, url = mid_job.dep, mid_job.proxy, mid_job.trickling, mid_job.url
     direct = tmp_path / "direct.toml"
     try:
-        dep = Deployment(tmp_path, table_url=url.set(port=proxy.port).render_as_string(False))
-        dep.family("expenses", versions=2)
-        dep.init_ingest()
-        dep.configure(source_extra=http_source(trickling.url))
-        dep.edit_front("expenses-v2", status="retired")
         port = configure(
             dep, FAR + 'dates = "0 4 1 1 *"\njob_deadline = "20s"\nstop_grace = "4s"\n'
         )
@@ -310,53 +329,44 @@ def test_serve_on_a_table_that_never_answers_says_so_and_exits(tmp_path: Path) -
 
 
 def test_a_job_past_its_deadline_in_a_silent_table_call_is_left_keeping_its_lease(
-    tmp_path: Path, pg_url: str
+    tmp_path: Path, mid_job: MidJob, proc_cleanup: list[subprocess.Popen[bytes]]
 ) -> None:
     """Past its deadline, a job waiting on a table call that gets no answer is left
-    ``stop_grace`` after it was asked to stop: serve's runner returns (the lane is free,
-    /healthz says why from the deadline on), while the left job keeps its lease, so no other
-    runner writes beside it; once its session ends, the next run converges. serve's own
-    runner, in this process; the table through a proxy that goes silent mid-job."""
-    url = make_url(pg_url)
-    proxy = Proxy((url.host or "127.0.0.1", url.port or 5432))
-    trickling = RawServer(answer(b'{"documents": []' + b" " * 4096 + b"}"), trickle=0.05)
-    try:
-        dep = Deployment(tmp_path, table_url=url.set(port=proxy.port).render_as_string(False))
-        dep.family("expenses", versions=2)
-        dep.init_ingest()
-        dep.configure(source_extra=http_source(trickling.url))
-        dep.edit_front("expenses-v2", status="retired")
-        dep.config.write_text(
-            dep.config.read_text()
-            + '[schedule]\njob_deadline = "12s"\nstop_grace = "2s"\nsource_deadline = "4s"\n'
-        )
-        settings = dep.settings
-        direct = SqlDocumentTable.from_url(pg_url)
-        _registry, live = build_registry(direct.metrics_snapshot)
-        runner = Runner(settings, live=live)
-        outcome: list[object] = []
-        job = threading.Thread(target=lambda: outcome.append(runner(job_specs(settings)[0])))
-        job.start()
-        assert trickling.requested.wait(60)  # the job holds the lease and reads the registry
-        proxy.hang()  # past its read deadline (4 s) it goes on, into a silent table call
-        job.join(12 + 2 + MARGIN * 3)
-        assert not job.is_alive(), "the runner still waits on the job"
-        assert outcome == [None]  # left, and recorded failed if the table had answered
-        healthy, problem = live.health(datetime.now(UTC))
-        assert not healthy
-        assert "in a call to a store" in (problem or "")
-        assert "keeps the lease" in (problem or "")
-        dep.config.write_text(dep.config.read_text().replace(f":{proxy.port}/", f":{url.port}/"))
-        busy = dep.cli("apply")
-        assert busy.exit_code == 1, busy.output
-        assert "another runner holds the lease" in busy.output  # the left job's, still
-        direct.close()
-    finally:
-        trickling.close()
-        proxy.close()  # the left job's session ends: its call fails, its lock goes
+    ``stop_grace`` after it was asked to stop: /healthz says so (503 from the deadline on),
+    the lane is free, and the left job keeps its lease, so no other runner writes beside it;
+    once its session ends, the next run converges."""
+    dep, proxy, trickling, url = mid_job.dep, mid_job.proxy, mid_job.trickling, mid_job.url
+    direct = tmp_path / "direct.toml"
+    port = configure(
+        dep,
+        FAR + 'dates = "0 4 1 1 *"\njob_deadline = "12s"\nstop_grace = "2s"\n'
+        'source_deadline = "4s"\n',
+    )
+    direct.write_text(dep.config.read_text().replace(f":{proxy.port}/", f":{url.port}/"))
+    log = tmp_path / "serve.log"
+    proc = start_serve(dep, log)
+    proc_cleanup.append(proc)
+    assert trickling.requested.wait(120), log.read_text()  # the job holds the lease
+    proxy.hang()  # past its read deadline (4 s) it goes on, into a silent table call
+    deadline = time.monotonic() + 12 + 2 + MARGIN * 3
+    while "keeps the lease" not in (
+        problem := wait_health(port, 503, proc, log, 60).json()["problem"]
+    ):
+        assert time.monotonic() < deadline, problem
+        time.sleep(0.5)
+    assert "in a call to a store" in problem
+    metrics(port)
+    other = Deployment(tmp_path, configured=True)
+    other.config = direct
+    busy = other.cli("apply")
+    assert busy.exit_code == 1, busy.output
+    assert "another runner holds the lease" in busy.output  # the left job's, still
+    stop(proc, log, 2 + MARGIN)
+    trickling.close()
+    proxy.close()  # the left job's session ends: PostgreSQL lets its lock go
     deadline = time.monotonic() + 60
-    while "another runner holds the lease" in (applied := dep.cli("apply")).output:
+    while "another runner holds the lease" in (applied := other.cli("apply")).output:
         assert time.monotonic() < deadline, applied.output
         time.sleep(1.0)
     assert applied.exit_code == 4, applied.output  # partial: the registry is gone
-    assert dep.rows()["hb:expenses-v2"]["version_state"] == "retired"
+    assert other.rows()["hb:expenses-v2"]["version_state"] == "retired"

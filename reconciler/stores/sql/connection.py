@@ -136,7 +136,8 @@ class _Watchdog:
 
     def __init__(self, limit: float) -> None:
         self.limit = limit
-        self._calls: dict[int, tuple[float, int]] = {}
+        #: id(connection) -> (when to cut it, the connection, its socket's descriptor).
+        self._calls: dict[int, tuple[float, Any, int]] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -175,7 +176,11 @@ class _Watchdog:
         except Exception:  # closed, or not a psycopg connection: nothing to watch
             return
         with self._lock:
-            self._calls[id(dbapi_connection)] = (time.monotonic() + self.limit, fd)
+            self._calls[id(dbapi_connection)] = (
+                time.monotonic() + self.limit,
+                dbapi_connection,
+                fd,
+            )
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="sql-watchdog", daemon=True)
                 self._thread.start()
@@ -190,13 +195,17 @@ class _Watchdog:
             time.sleep(min(1.0, max(0.05, self.limit / 10)))
             now = time.monotonic()
             with self._lock:
-                late = [(key, fd) for key, (due, fd) in self._calls.items() if due <= now]
-                for key, _fd in late:
+                late = [
+                    (key, conn, fd) for key, (due, conn, fd) in self._calls.items() if due <= now
+                ]
+                for key, _conn, _fd in late:
                     del self._calls[key]
                 if not late and not self._calls:
                     self._thread = None  # (the next call starts another)
                     return
-            for _key, fd in late:
+            for _key, conn, fd in late:
+                if not _same_socket(conn, fd):
+                    continue  # (closed since: its descriptor may be another socket's now)
                 log.warning(
                     "document table: a call got no answer within %.0fs; its connection is cut",
                     self.limit,
@@ -285,3 +294,11 @@ def _store_faults(context: Any) -> None:
         "transaction was rolled back. Fix the storage (free space, check the disk, or restore "
         "the database), then run again"
     ) from original
+
+
+def _same_socket(dbapi_connection: Any, fd: int) -> bool:
+    """Whether the connection is still open on socket ``fd``."""
+    try:
+        return not dbapi_connection.closed and int(dbapi_connection.fileno()) == fd
+    except Exception:
+        return False
