@@ -187,12 +187,9 @@ def test_declarations_are_recorded_revoked_and_restored_with_their_audit_entries
     [revoked] = table.declarations(active=False, ids=["d-0000"])
     assert (revoked.revoked_at, revoked.revoked_by) == (later, "r2")
     # revoking what is revoked, restoring what is active: nothing to write, no entry
-    assert (
-        table.write_declarations(
-            run_id="r3", actor="rollback", at=later, revoked=["d-0000"], restored=["d-0001"]
-        )
-        == ""
-    )
+    assert table.write_declarations(
+        run_id="r3", actor="rollback", at=later, revoked=["d-0000"], restored=["d-0001"]
+    ) == ""
     table.write_declarations(run_id="r4", actor="rollback", at=later, restored=["d-0000"])
     assert table.declarations() == made
 
