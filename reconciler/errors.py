@@ -20,6 +20,9 @@
     │                               (roll them back first, or ``--cascade``)
     ├── JobStopped                  stop the run: a serve job passed its deadline, or serve
     │                               is stopping (the run is failed; the next one converges)
+    ├── ArchiveRefused              fix the store: a split store's archive collection exists
+    │                               and is not the main collection's kind (another vector
+    │                               layout); ``split`` moves nothing into it (exit 3)
     ├── AuditUnanswerable           the audit log cannot answer: its chain fails verification,
     │                               or the instant asked about is before its first entry
     ├── NotFound                    fix the command: a scoped repair names no document or
@@ -139,6 +142,13 @@ class JobStopped(ReconcilerError):
     """A ``serve`` job was asked to stop (past its deadline, or serve is stopping): it stopped
     at a safe point (before a payload batch, or while reading a source) and is recorded as
     failed."""
+
+
+class ArchiveRefused(ReconcilerError):
+    """``[index] archive_collection`` names a collection that exists and cannot hold the main
+    collection's points (made by someone else first: another vector size, distance or
+    names); the message names it and what differs. Nothing is moved into it; a run
+    reconciles the main collection alone."""
 
 
 class AuditUnanswerable(ReconcilerError):

@@ -449,6 +449,7 @@ def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> s
             f"\nPARTIAL: source(s) {', '.join(data['unread_sources'])} could not be read; what "
             "they hold was not reconciled (exit 4). `reconciler status` shows the error."
         )
+        out += [f"  {name}: {why}" for name, why in data.get("unread_reasons", {}).items()]
     if data.get("error"):
         out.append(f"\nERROR: {data['error']}")
     return "\n".join(out)

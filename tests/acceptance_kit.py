@@ -35,7 +35,16 @@ TODAY: date = datetime.now(UTC).date()
 #: docs/contracts.md: the keys of a run's JSON object, and those of a finding and of ``writes``.
 REPORT_KEYS = {"run_id", "mode", "started_at", "finished_at", "findings", "writes", "summary"}
 #: Documented extras beside §7's keys.
-REPORT_EXTRAS = {"plan", "refused", "forced", "guard", "error", "status", "unread_sources"}
+REPORT_EXTRAS = {
+    "plan",
+    "refused",
+    "forced",
+    "guard",
+    "error",
+    "status",
+    "unread_sources",
+    "unread_reasons",
+}
 FINDING_KEYS = {"check", "kind", "severity", "family", "doc_id", "expected", "actual", "action"}
 WRITE_KEYS = {"payload", "table", "reingest", "points"}
 

@@ -9,6 +9,33 @@ import socket
 import threading
 
 
+def answer(body: bytes) -> bytes:
+    """A 200 answer with a JSON ``body`` (its length declared), as ``RawServer`` sends it."""
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
+
+
+def http_source(url: str, name: str = "reg") -> str:
+    """The ``[[sources]]`` table of an HTTP registry at ``url`` whose own bounds are far off
+    (no retry, a 30 s read timeout, an hour's deadline): only a job's bounds cut its read."""
+    return "\n".join(
+        [
+            "[[sources]]",
+            f'name = "{name}"',
+            'type = "http"',
+            f'url = "{url}"',
+            "[sources.options]",
+            "retries = 0",
+            "read_timeout = 30",
+            "deadline = 3600",
+        ]
+    )
+
+
 class RawServer:
     """Answers every request with ``answer`` (headers, blank line, body), one thread each."""
 

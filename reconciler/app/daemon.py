@@ -17,6 +17,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from reconciler.app.operations import engine_options, reconcile, record_failed
+from reconciler.app.scraping import SCRAPE_READ_LIMIT, BoundedRead
 from reconciler.app.stopping import JobControl
 from reconciler.app.wiring import open_table
 from reconciler.checks import CHECKS, SOURCE_CHECKS
@@ -57,11 +58,16 @@ class Runner:
     """Runs one reconciliation job under the lease, within its deadline, and feeds the live
     metrics.
 
-    Each job runs in a thread of its own, watched: past ``[schedule] job_deadline`` (or
-    ``stop_grace`` after serve was told to stop) it is asked to stop at its next safe point
-    (``reconciler.app.stopping``); one that has not reached it ``stop_grace`` later is left,
-    recorded as failed, if it waits on a source, and waited for if it is in a store call
-    (never stopped mid-write)."""
+    Each job runs in a thread of its own, watched: past ``[schedule] job_deadline`` it is
+    asked to stop at its next safe point (``reconciler.app.stopping``) and /healthz says so;
+    one that has not reached it ``stop_grace`` later is left and recorded as failed: if it
+    waits on a source, its lease and chunk index are given up for the next job; if it is in a
+    store call (bounded by the store's own timeouts, ``Settings.store_bounds``), it keeps its
+    lease until that call ends, so no other runner writes beside it, and stops at its next
+    safe point. Once serve is told to stop, the job is asked to stop half ``stop_grace``
+    later and left at three quarters of it wherever it is, so serve exits within
+    ``stop_grace`` whatever a store does (a write in flight has its audited intent, which the
+    next run resolves)."""
 
     def __init__(
         self,
@@ -127,7 +133,9 @@ class Runner:
         )
         options = dataclasses.replace(options, run_id=str(uuid.uuid4()))
         gauge = self.live.lease_held.labels(shard=shard)
-        control = JobControl(spec.job_id)
+        control = JobControl(
+            spec.job_id, read_within=self.settings.schedule.read_deadline.total_seconds()
+        )
         outcome: list[Report | BaseException] = []
 
         def job() -> None:
@@ -185,58 +193,113 @@ class Runner:
         self, control: JobControl, options: Options, started: float
     ) -> JobStopped | None:
         """Wait for the job, asking it to stop past its deadline (or once serve has been
-        stopping for ``stop_grace``); ``JobStopped`` when it was left in a source read."""
-        schedule = self.settings.schedule
-        deadline = started + schedule.job_deadline.total_seconds()
-        grace = schedule.stop_grace.total_seconds()
+        stopping for half ``stop_grace``), and leaving it when it has not stopped in time;
+        ``JobStopped`` when it was left."""
+        asked: float | None = None
+        why = ""
         while not control.ended.is_set():
-            limit, why = deadline, f"it passed its deadline ({_span(schedule.job_deadline)})"
-            if self._stop_at is not None and self._stop_at + grace < limit:
-                limit, why = self._stop_at + grace, "serve is stopping (SIGTERM)"
-            remaining = limit - self.clock.monotonic()
-            if remaining <= 0:
-                break
-            self.clock.wait(control.wake, remaining)
+            now = self.clock.monotonic()
+            if asked is None:
+                limit, reason = self._ask_at(started)
+                if now >= limit:
+                    asked, why = now, reason
+                    self._ask(control, why)
+                    continue
+            else:
+                limit = self._leave_at(asked)
+                if now >= limit:
+                    return self._leave(control, options, why, now - asked)
+            self.clock.wait(control.wake, limit - now)
             control.wake.clear()
-        if control.ended.is_set():
-            return None
+        return None
+
+    def _ask_at(self, started: float) -> tuple[float, str]:
+        """When the job is asked to stop, and why: its deadline, or half ``stop_grace``
+        after serve was told to stop."""
+        schedule = self.settings.schedule
+        limit = started + schedule.job_deadline.total_seconds()
+        why = f"it passed its deadline ({_span(schedule.job_deadline)})"
+        if self._stop_at is not None:
+            stop = self._stop_at + schedule.stop_grace.total_seconds() / 2
+            if stop < limit:
+                limit, why = stop, "serve is stopping (SIGTERM)"
+        return limit, why
+
+    def _leave_at(self, asked: float) -> float:
+        """When a job asked to stop at ``asked`` is left: ``stop_grace`` later, or three
+        quarters of it after serve was told to stop (the rest bounds recording it)."""
+        grace = self.settings.schedule.stop_grace.total_seconds()
+        limit = asked + grace
+        if self._stop_at is not None:
+            limit = min(limit, self._stop_at + grace * 3 / 4)
+        return limit
+
+    def _ask(self, control: JobControl, why: str) -> None:
         log.warning("job %s: %s; asking it to stop at its next safe point", control.job_id, why)
         control.request_stop(why)
+        if self._stop_at is None:  # (past its deadline: /healthz says so at once)
+            self.live.set_health(False, f"job {control.job_id}: {why}; asked to stop")
+
+    def _leave(self, control: JobControl, options: Options, why: str, waited: float) -> JobStopped:
+        """Leave the job (asked to stop ``waited`` seconds ago): in a source read, giving up
+        its lease and index (it writes nothing more); in a store call, keeping them until
+        that call ends (then it stops at its next safe point: nothing is written beside it).
+        Recorded as failed either way."""
+        grace = f"{waited:.0f}s"
         left: list[JobStopped] = []
 
         def record(source: str) -> None:
             left.append(
                 JobStopped(
                     f"job {control.job_id} stopped: {why}; it was still reading source "
-                    f"{source!r} {_span(schedule.stop_grace)} later and was left there "
+                    f"{source!r} {grace} after it was asked to stop and was left there "
                     "(nothing of the run was written)"
                 )
             )
             self._record(options, left[0])
 
-        while not self.clock.wait(control.ended, grace):
-            if control.abandon(record) is not None and left:
-                log.error("%s", left[0])
-                return left[0]
-            log.warning(
-                "job %s: still in a store call %s after it was asked to stop; waiting for it "
-                "(a job is never stopped in the middle of a write)",
-                control.job_id,
-                _span(schedule.stop_grace),
+        if control.abandon(record) is None:
+            left.append(
+                JobStopped(
+                    f"job {control.job_id} stopped: {why}; it was still in a call to a store "
+                    f"{grace} after it was asked to stop and was left there (it keeps the "
+                    "lease until that call ends, then stops before its next write; what it "
+                    "wrote is in the audit log, and the next run resolves any write in doubt)"
+                )
             )
-        return None
+            self._record(options, left[0])
+        log.error("%s", left[0])
+        return left[0]
 
     def _record(self, options: Options, exc: BaseException) -> None:
-        """Record a job's failure in the run log (the job could not: it was left)."""
-        try:
-            table = open_table(self.settings)
-        except Exception as error:
-            log.error("could not record the failed run %s: %s", options.run_id, error)
+        """Record a job's failure in the run log (the job could not: it was left); once serve
+        is stopping, only within four fifths of ``stop_grace`` of the signal (else the run
+        stays ``running``, and the next runner of the shard marks it interrupted)."""
+
+        def record() -> None:
+            try:
+                table = open_table(self.settings)
+            except Exception as error:
+                log.error("could not record the failed run %s: %s", options.run_id, error)
+                return
+            try:
+                record_failed(table, options, exc)
+            finally:
+                table.close()
+
+        if self._stop_at is None:
+            record()
             return
-        try:
-            record_failed(table, options, exc)
-        finally:
-            table.close()
+        left = self._stop_at + self.settings.schedule.stop_grace.total_seconds() * 0.8
+        worker = threading.Thread(target=record, name="record-left-job", daemon=True)
+        worker.start()
+        worker.join(max(0.0, left - self.clock.monotonic()))
+        if worker.is_alive():
+            log.error(
+                "could not record the failed run %s before serve stops (the table does not "
+                "answer); the next runner of the shard marks it interrupted",
+                options.run_id,
+            )
 
     def _failed(self, job_id: str, options: Options, exc: BaseException) -> None:
         """Show a failed job in /healthz and count it (in ``run_failures_total`` even when the
@@ -245,6 +308,8 @@ class Runner:
         self.live.set_health(False, f"job {job_id} failed: {exc}")
         if isinstance(exc, StoreFault):
             self.live.store_fault = str(exc)
+        if self._stop_at is not None:
+            return  # (serve is stopping: no more calls to a store that may not answer)
         if not self._failure_recorded(options.run_id):
             self.live.count_unrecorded_failure(job_id)
 
@@ -281,16 +346,22 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def http_app(
-    registry: CollectorRegistry, live: LiveMetrics, *, clock: Clock = SYSTEM_CLOCK
+    registry: CollectorRegistry,
+    live: LiveMetrics,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    stalled: Callable[[], str | None] = lambda: None,
 ) -> Callable[..., Iterable[bytes]]:
     """``/metrics`` (Prometheus exposition) and ``/healthz`` (200 or 503 with the reason; 503
-    too when the full job is overdue)."""
+    too when the full job is overdue, or while ``stalled`` says a store does not answer)."""
     metrics = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         if path == "/healthz":
             healthy, problem = live.health(clock.now())
+            if healthy and (hung := stalled()) is not None:
+                healthy, problem = False, hung
             body = json.dumps({"healthy": healthy, "problem": problem}).encode()
             status = "200 OK" if healthy else "503 Service Unavailable"
             start_response(status, [("Content-Type", "application/json")])
@@ -307,7 +378,9 @@ def start_http(listen: str, app: Callable[..., Iterable[bytes]]) -> WSGIServer:
     """Serve ``app`` on ``host:port`` in a daemon thread."""
     host, _, port = listen.rpartition(":")
     server = make_server(host or "127.0.0.1", int(port), app, _ThreadingServer, _QuietHandler)
-    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="http", daemon=True
+    ).start()
     log.info("metrics on http://%s:%d/metrics", *server.server_address[:2])
     return server
 
@@ -319,10 +392,11 @@ def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = Fal
     ``run_now`` also runs the full job once at start (metrics are then current at once).
     """
     table: SqlDocumentTable = open_table(settings)
-    registry, live = build_registry(table.metrics_snapshot)
+    snapshot = BoundedRead(table.metrics_snapshot, limit=SCRAPE_READ_LIMIT)
+    registry, live = build_registry(snapshot)
     runner = Runner(settings, live=live, shard=shard)
     runner.expect_full(runner.clock.now())
-    server = start_http(settings.metrics.listen, http_app(registry, live))
+    server = start_http(settings.metrics.listen, http_app(registry, live, stalled=snapshot.stalled))
     scheduler = blocking_scheduler()
     add_jobs(scheduler, job_specs(settings), runner)
     if run_now:

@@ -180,10 +180,14 @@ class RowLease:
 class AdvisoryLease:
     """``pg_try_advisory_lock`` on a dedicated connection outside the pool."""
 
-    def __init__(self, engine: Engine, name: str) -> None:
+    def __init__(
+        self, engine: Engine, name: str, *, connect_args: dict[str, Any] | None = None
+    ) -> None:
         self.engine = engine
         self.name = name
         self.key = advisory_key(name)
+        #: The table's bounds (``connect_timeout``, ``statement_timeout``, keepalives).
+        self.connect_args = connect_args or {}
         self._conn: Any = None
 
     def acquire(self) -> bool:
@@ -194,7 +198,7 @@ class AdvisoryLease:
 
         # Its own session, outside the pool: the lock lives exactly as long as it does.
         url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        conn = psycopg.connect(url, autocommit=True)
+        conn = psycopg.connect(url, autocommit=True, **self.connect_args)
         with conn.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))
             row = cursor.fetchone()
@@ -219,7 +223,7 @@ class AdvisoryLease:
 
     def is_free(self) -> bool:
         """The lock tried on a session of its own and let go at once."""
-        probe = AdvisoryLease(self.engine, self.name)
+        probe = AdvisoryLease(self.engine, self.name, connect_args=self.connect_args)
         try:
             return probe.acquire()
         finally:
@@ -243,11 +247,13 @@ def make_lease(
     *,
     ttl: timedelta = timedelta(minutes=2),
     clock: Clock = SYSTEM_CLOCK,
+    connect_args: dict[str, Any] | None = None,
 ) -> Lease:
     """The right lease for the database: advisory lock on PostgreSQL (no expiry: the clock is
-    not needed), lease row elsewhere (expiring on ``clock``)."""
+    not needed; its own session bounded by ``connect_args``), lease row elsewhere (expiring
+    on ``clock``)."""
     if engine.dialect.name == "postgresql":
-        return AdvisoryLease(engine, name)
+        return AdvisoryLease(engine, name, connect_args=connect_args)
     return RowLease(engine, name, ttl=ttl, clock=clock)
 
 

@@ -414,6 +414,8 @@ def _run_engine(
                 f"{_index_location(settings)}; run `reconciler ingest` (or point index.collection "
                 "at an existing collection)"
             )
+        if options.split is not None and split_of(index) is None:
+            options = dataclasses.replace(options, split=None)  # (a foreign archive: main alone)
         if held is not None:
             resolve_interrupted(table=table, index=index, shard=str(options.shard))
         engine = Reconciler(

@@ -103,7 +103,7 @@ def split_store(
         )
     table = open_table(settings)
     try:
-        index = open_index(settings)
+        index = open_index(settings, refuse_foreign_archive=True)
         try:
             split = split_of(index)
             assert split is not None

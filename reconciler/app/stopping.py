@@ -7,19 +7,26 @@ reads a source (between the bytes of an HTTP answer, before a retry, or when a s
 when nothing of the run is written yet. A job that does not reach a safe point within the
 grace may be left (``abandon``) only while it waits on a source: its thread then writes
 nothing more (its scan ends in ``JobStopped``), and its lease is given up for the next job.
+
+A job's sources are read side by side (``SourceReads``), each in a thread of its own and
+within the job's read deadline (``[schedule] source_deadline``, by default half of
+``job_deadline``): a source past it is unreadable this run (``SourceTimedOut``, a
+``SourceUnavailable``: its families stay as they are and the run is ``partial``), its read is
+told to stop, and the other sources are reconciled in the same job. Real time, as sockets are.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from reconciler.errors import JobStopped
 from reconciler.model import SourceSnapshot
-from reconciler.ports.source import SystemOfRecord, stoppable
+from reconciler.ports.source import SourceUnavailable, SystemOfRecord, stoppable
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +35,10 @@ class JobControl:
     """One job as its supervisor sees it: asked to stop or not, and whether it is reading a
     source (the only place it may be left)."""
 
-    def __init__(self, job_id: str) -> None:
+    def __init__(self, job_id: str, *, read_within: float | None = None) -> None:
         self.job_id = job_id
+        #: Seconds each source's read may take (``SourceReads``); None: no bound of its own.
+        self.read_within = read_within
         #: Set when the job has ended (whatever the outcome), or when it is asked to stop.
         self.wake = threading.Event()
         self.ended = threading.Event()
@@ -96,27 +105,109 @@ class JobControl:
         return source
 
 
+class SourceTimedOut(SourceUnavailable):
+    """A source's read passed the job's read deadline: unreadable this run."""
+
+
+class _Read:
+    """One source's scan, in a thread of its own, told to stop when the job is or when the
+    read is cut."""
+
+    def __init__(self, source: SystemOfRecord, control: JobControl, within: float) -> None:
+        self.source = source
+        self.control = control
+        self.within = within
+        self.deadline = time.monotonic() + within
+        self.done = threading.Event()
+        self.snapshot: SourceSnapshot | None = None
+        self.error: BaseException | None = None
+        #: Why the read was cut (set by the job's thread), or None.
+        self.cut: str | None = None
+        threading.Thread(target=self._run, name=f"read-{source.name}", daemon=True).start()
+
+    def _reason(self) -> str | None:
+        return self.control.reason() or self.cut
+
+    def _run(self) -> None:
+        try:
+            with stoppable(self._reason):
+                self.snapshot = self.source.scan()
+        except BaseException as exc:  # handed to the job's thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+class SourceReads:
+    """The sources of one job read side by side: the first scan the job asks for starts every
+    source's (``_Read``); a source read again in the same job is read again alone."""
+
+    def __init__(self, sources: list[SystemOfRecord], control: JobControl, within: float) -> None:
+        self._sources = {source.name: source for source in sources}
+        self._control = control
+        self.within = within
+        self._reads: dict[str, _Read] = {}
+        self._started: set[str] = set()
+        self._lock = threading.Lock()
+
+    def take(self, name: str) -> _Read:
+        """The read of source ``name`` (started with every other not started yet)."""
+        with self._lock:
+            for other, source in self._sources.items():
+                if other not in self._started:
+                    self._started.add(other)
+                    self._reads[other] = _Read(source, self._control, self.within)
+            read = self._reads.pop(name, None)
+            if read is None:
+                read = _Read(self._sources[name], self._control, self.within)
+            return read
+
+
 class StoppableSource:
     """A source whose scan is a safe point of its job: a scan that was asked to stop (cut
-    short, or failed because it was) raises ``JobStopped``, and is no read of the source."""
+    short, or failed because it was) raises ``JobStopped``, and is no read of the source;
+    with ``reads``, a scan past the job's read deadline raises ``SourceTimedOut``."""
 
-    def __init__(self, source: SystemOfRecord, control: JobControl) -> None:
+    def __init__(
+        self, source: SystemOfRecord, control: JobControl, reads: SourceReads | None = None
+    ) -> None:
         self._source = source
         self._control = control
+        self._reads = reads
         self.name = source.name
 
     def scan(self) -> SourceSnapshot:
-        """The source's scan, within the job's control."""
+        """The source's scan, within the job's control (and its read deadline)."""
         try:
             with self._control.reading(self.name):
-                snapshot = self._source.scan()
-        except JobStopped:
+                snapshot = self._scan()
+        except (JobStopped, SourceTimedOut):
             raise
         except Exception as exc:
             self._control.check(exc)
             raise
         self._control.check()
         return snapshot
+
+    def _scan(self) -> SourceSnapshot:
+        if self._reads is None:
+            return self._source.scan()
+        read = self._reads.take(self.name)
+        while not read.done.wait(min(0.2, max(0.0, read.deadline - time.monotonic()))):
+            self._control.check()
+            if time.monotonic() >= read.deadline:
+                read.cut = f"its read passed the job's read deadline ({read.within:g}s)"
+                log.warning("source %s: %s; unreadable this run", self.name, read.cut)
+                raise SourceTimedOut(
+                    f"source {self.name!r} did not finish its scan within {read.within:g}s "
+                    "([schedule] source_deadline, by default half of job_deadline): it is "
+                    "unreadable this run, its families stay as they are (its TTL quarantines "
+                    "them in time), and the other sources are reconciled"
+                )
+        if read.error is not None:
+            raise read.error
+        assert read.snapshot is not None
+        return read.snapshot
 
     def read_body(self, source_key: str) -> str:
         """The source's body of one document."""
@@ -129,7 +220,13 @@ class StoppableSource:
 def stoppable_sources(
     sources: list[SystemOfRecord], control: JobControl | None
 ) -> list[SystemOfRecord]:
-    """``sources`` as safe points of ``control``'s job (unchanged without one)."""
+    """``sources`` as safe points of ``control``'s job, read side by side within its read
+    deadline when it has one (unchanged without a control)."""
     if control is None:
         return sources
-    return [StoppableSource(source, control) for source in sources]
+    reads = (
+        SourceReads(sources, control, control.read_within)
+        if control.read_within is not None
+        else None
+    )
+    return [StoppableSource(source, control, reads) for source in sources]

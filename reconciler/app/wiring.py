@@ -5,6 +5,7 @@ place that hands out the single-runner leases kept in the document database (a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,21 +14,34 @@ from typing import TYPE_CHECKING
 
 from reconciler.app.leasing import make_lease
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.errors import ConfigError
+from reconciler.errors import ArchiveRefused, ConfigError
 from reconciler.ports import ChunkIndex
 from reconciler.ports.lease import Lease, LeaseFactory
 from reconciler.ports.source import SystemOfRecord
 from reconciler.settings import Settings
 from reconciler.sources import build_source
-from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql import SqlDocumentTable, TableBounds
 
 if TYPE_CHECKING:
     from reconciler.stores.qdrant import QdrantChunkIndex
 
+log = logging.getLogger(__name__)
+
+
+def table_bounds(settings: Settings) -> TableBounds:
+    """How long one call to the document table may take (``Settings.store_bounds``)."""
+    bounds = settings.store_bounds
+    return TableBounds(connect=bounds.connect, statement=bounds.statement, lock=bounds.lock)
+
+
+def _table(settings: Settings) -> SqlDocumentTable:
+    return SqlDocumentTable.from_url(settings.table.resolved_url(), bounds=table_bounds(settings))
+
 
 def open_table(settings: Settings, *, create: bool = False) -> SqlDocumentTable:
-    """Open the document table and check (or, with ``create``, initialise) its schema."""
-    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    """Open the document table (every call bounded) and check (or, with ``create``,
+    initialise) its schema."""
+    table = _table(settings)
     try:
         table.ensure_schema(create=create)
     except BaseException:
@@ -39,7 +53,7 @@ def open_table(settings: Settings, *, create: bool = False) -> SqlDocumentTable:
 def open_initialised_table(settings: Settings) -> SqlDocumentTable | None:
     """The document table if it is initialised, else None, creating nothing (a SQLite file
     that does not exist is not created by looking for it)."""
-    table = SqlDocumentTable.from_url(settings.table.resolved_url())
+    table = _table(settings)
     database = table.engine.url.database
     try:
         if (
@@ -60,7 +74,7 @@ def leases_of(table: SqlDocumentTable) -> LeaseFactory:
     elsewhere (``leasing.make_lease``)."""
 
     def lease(name: str, *, clock: Clock = SYSTEM_CLOCK) -> Lease:
-        return make_lease(table.engine, name, clock=clock)
+        return make_lease(table.engine, name, clock=clock, connect_args=table.connect_args)
 
     return lease
 
@@ -68,17 +82,23 @@ def leases_of(table: SqlDocumentTable) -> LeaseFactory:
 def schema_revision(settings: Settings) -> str | None:
     """The document table's schema revision as it stands (``None``: not initialised), read
     without checking or creating anything."""
-    probe = SqlDocumentTable.from_url(settings.table.resolved_url())
+    probe = _table(settings)
     try:
         return probe.schema_status().current
     finally:
         probe.close()
 
 
-def open_index(settings: Settings) -> ChunkIndex:
+def open_index(settings: Settings, *, refuse_foreign_archive: bool = False) -> ChunkIndex:
     """Open the chunk index of ``index.engine``: qdrant-client (local mode or a server) or a
     Qdrant Edge shard at ``index.path``/``index.collection``; with ``index.archive_collection``,
-    a split store over that collection and its archive (``stores.split``)."""
+    a split store over that collection and its archive (``stores.split``).
+
+    An archive collection that exists and cannot hold the main collection's points (someone
+    else made it first: ``SplitChunkIndex.archive_conflict``) is never written: with
+    ``refuse_foreign_archive`` (``split``) that is ``ArchiveRefused``; otherwise the main
+    collection is opened alone, as one collection, and the log says why (nothing else is
+    blocked by it)."""
     cfg = settings.index
     main = open_edge_index(settings) if cfg.engine == "edge" else open_qdrant_index(settings)
     if cfg.archive_collection is None:
@@ -86,10 +106,25 @@ def open_index(settings: Settings) -> ChunkIndex:
     from reconciler.stores.split import SplitChunkIndex  # noqa: PLC0415
 
     try:
-        return SplitChunkIndex(main, open_archive(settings, main))
+        split = SplitChunkIndex(main, open_archive(settings, main))
+        conflict = split.archive_conflict()
     except BaseException:
         main.close()
         raise
+    if conflict is None:
+        return split
+    if refuse_foreign_archive:
+        split.close()
+        raise ArchiveRefused(f"refused: {conflict}; nothing was moved")
+    log.error(
+        "split store refused: %s; the main collection %r is reconciled alone (as one "
+        "collection) and nothing is moved into the archive",
+        conflict,
+        cfg.collection,
+    )
+    if cfg.engine == "edge":
+        split.archive.close()  # (its own shard; a qdrant-client archive shares main's client)
+    return main
 
 
 def open_archive(settings: Settings, main: ChunkIndex) -> ChunkIndex:
@@ -125,7 +160,9 @@ def open_qdrant_index(settings: Settings, *, needed_by: str | None = None) -> Qd
     # (imported here: qdrant-client takes ~0.6 s to import, which an Edge deployment never needs)
     from reconciler.stores.qdrant import QdrantChunkIndex, connect  # noqa: PLC0415
 
-    client = connect(path=cfg.path, url=cfg.url, api_key=cfg.api_key(), timeout=cfg.timeout)
+    client = connect(
+        path=cfg.path, url=cfg.url, api_key=cfg.api_key(), timeout=settings.store_bounds.index
+    )
     return QdrantChunkIndex(
         client, collection=cfg.collection, keys=cfg.key_map, text_key=cfg.text_key
     )

@@ -18,6 +18,7 @@ import click
 
 from reconciler.errors import (
     AmbiguousRunId,
+    ArchiveRefused,
     CollectionMissing,
     ConfigError,
     IndexWriteError,
@@ -49,7 +50,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (
         EXIT_REFUSED,
         "refused by the blast-radius guard, nothing written (apply, run, repair, declare); "
-        "a rollback under later runs",
+        "a rollback under later runs; a split store's archive collection made by someone "
+        "else (split)",
     ),
     (
         EXIT_PARTIAL,
@@ -174,6 +176,8 @@ def errors_mapped() -> Iterator[None]:
         )
     except IndexWriteError as exc:
         fail(f"{exc}; the next run converges (every write is idempotent)", kind="index_write")
+    except ArchiveRefused as exc:
+        fail(str(exc), EXIT_REFUSED, kind="archive_refused")
     except ConnectorError as exc:
         fail(str(exc), kind="source")
     except ReconcilerError as exc:

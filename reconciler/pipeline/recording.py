@@ -126,9 +126,16 @@ def record(
         return applied
     # (when each source was read: the clock's, never --now's as-of instant)
     record_reading(table, sources.states, sources.identities, sources.present, at=started_at)
-    unread = any(
-        state.scanned and not (state.readable and state.complete)
-        for state in sources.states.values()
+    unread = [
+        f"source {name!r}: {state.error or 'read in part'}"
+        for name, state in sorted(sources.states.items())
+        if state.scanned and not (state.readable and state.complete)
+    ]
+    finish(
+        RunStatus.PARTIAL if unread else RunStatus.SUCCEEDED,
+        applied.counts(),
+        applied,
+        # (a partial run's reason: which sources were not reconciled, and why)
+        error="; ".join(unread) if unread else None,
     )
-    finish(RunStatus.PARTIAL if unread else RunStatus.SUCCEEDED, applied.counts(), applied)
     return applied

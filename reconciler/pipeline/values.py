@@ -361,6 +361,10 @@ class Report:
             "error": self.error,
             "status": self.status(),
             "unread_sources": self.unread_sources,
+            # (why each was not read: a partial run's reason)
+            "unread_reasons": {
+                name: self.sources[name].error or "read in part" for name in self.unread_sources
+            },
         }
 
     def status(self) -> str | None:

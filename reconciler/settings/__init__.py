@@ -22,6 +22,7 @@ from reconciler.settings.sections import (
     SecretVariable,
     Settings,
     SourceSettings,
+    StoreBounds,
     TableSettings,
     parse_duration,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "SecretVariable",
     "Settings",
     "SourceSettings",
+    "StoreBounds",
     "TableSettings",
     "load_settings",
     "parse_duration",

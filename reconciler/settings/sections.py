@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -59,6 +60,17 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+@dataclass(frozen=True)
+class StoreBounds:
+    """Seconds one call to a store may take: a connect to the table (its handshake included),
+    a statement, a lock wait (SQLite's busy timeout), a request to a Qdrant server."""
+
+    connect: float
+    statement: float
+    lock: float
+    index: float
+
+
 def _secret_variable(value: str | None) -> str | None:
     if value is not None and value.upper().startswith(ENV_PREFIX):
         raise ValueError(
@@ -78,6 +90,11 @@ class TableSettings(_Section):
     #: Name of an environment variable holding the URL (use when it carries a password).
     url_env: SecretVariable = None
     batch_size: int = Field(default=1000, gt=0)
+    #: Bounds of every call to the database (``Settings.store_bounds``); unset: derived from
+    #: ``[schedule] job_deadline``.
+    connect_timeout: Duration | None = None
+    statement_timeout: Duration | None = None
+    lock_timeout: Duration | None = None
 
     @field_validator("url")
     @classmethod
@@ -295,16 +312,27 @@ class ScheduleSettings(_Section):
     #: safe point (before a payload batch, between the bytes of a source's answer), recorded
     #: as failed, and the lane goes to the next job.
     job_deadline: Duration = timedelta(hours=1)
-    #: On SIGTERM, how long the running job may still take before it is asked to stop; and
-    #: how long a job asked to stop has to reach its safe point before ``serve`` leaves it
-    #: (only while it waits on a source: never in a write). Twice this stays below the
-    #: shipped deployments' stop timeouts (15 min).
+    #: How long ``serve`` takes at most to exit after SIGTERM (the running job is asked to
+    #: stop at half of it and left at three quarters, wherever it is); and how long a job
+    #: past its deadline has to reach its safe point before ``serve`` leaves it (in a store
+    #: call it keeps its lease until the call ends). Below the shipped deployments' stop
+    #: timeouts (15 min).
     stop_grace: Duration = timedelta(minutes=5)
+    #: How long one source's read may take in a job of ``serve`` (the sources are read side
+    #: by side); past it the source is unreadable this run (the run is ``partial``: its
+    #: families stay as they are, and its TTL quarantines them in time) and the others are
+    #: reconciled. Unset: half of ``job_deadline``.
+    source_deadline: Duration | None = None
+
+    @property
+    def read_deadline(self) -> timedelta:
+        """``source_deadline``, or half of ``job_deadline``."""
+        return self.source_deadline or self.job_deadline / 2
 
     @model_validator(mode="after")
     def _bounded(self) -> ScheduleSettings:
-        for name in ("full_grace", "job_deadline", "stop_grace"):
-            if getattr(self, name) <= timedelta(0):
+        for name in ("full_grace", "job_deadline", "stop_grace", "source_deadline"):
+            if (value := getattr(self, name)) is not None and value <= timedelta(0):
                 raise ValueError(f"schedule.{name} must be longer than 0s")
         if self.job_deadline > self.full_grace:
             raise ValueError(
@@ -444,6 +472,26 @@ class Settings(_Section):
         if dupes:
             raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
         return value
+
+    @property
+    def store_bounds(self) -> StoreBounds:
+        """How long one call to a store may take, derived from ``[schedule] job_deadline``
+        unless ``[table]`` sets it: a connect a tenth of it (2 s to 30 s), a statement all of
+        it, a lock wait half of it (at most a minute); a Qdrant server's request at most
+        ``[index] timeout`` and half of it. A job past its deadline waits on no store call
+        for longer than its deadline."""
+        deadline = self.schedule.job_deadline.total_seconds()
+
+        def chosen(value: timedelta | None, derived: float) -> float:
+            return value.total_seconds() if value is not None else derived
+
+        table = self.table
+        return StoreBounds(
+            connect=chosen(table.connect_timeout, min(30.0, max(2.0, deadline / 10))),
+            statement=chosen(table.statement_timeout, deadline),
+            lock=chosen(table.lock_timeout, min(60.0, deadline / 2)),
+            index=min(self.index.timeout, max(1.0, deadline / 2)),
+        )
 
     def source(self, name: str) -> SourceSettings:
         """The source of that name."""

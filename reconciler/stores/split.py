@@ -73,6 +73,28 @@ class SplitChunkIndex:
         finally:
             self.archive.close()
 
+    def archive_conflict(self) -> str | None:
+        """Why the archive cannot be this store's: it exists and its vectors differ from the
+        main collection's (size, distance, type or names: someone else made it first), said
+        naming both collections and what differs; None when it fits or does not exist."""
+        if not self.archive.exists() or not self.main.exists():
+            return None
+        ours = _vector_traits(self.main.vector_layout())
+        theirs = _vector_traits(self.archive.vector_layout())
+        if ours == theirs:
+            return None
+        main, archive = self.collections
+        differs = [
+            f"{key} {theirs.get(key, 'absent')} (in {main!r}: {ours.get(key, 'absent')})"
+            for key in sorted(set(ours) | set(theirs), key=str)
+            if ours.get(key) != theirs.get(key)
+        ]
+        return (
+            f"the archive collection {archive!r} exists and cannot hold the chunks of "
+            f"{main!r}: {'; '.join(differs)}. It was not made by `reconciler split` for this "
+            f"collection: drop or rename it, or set index.archive_collection to another name"
+        )
+
     # -- reads: both collections -------------------------------------------------------------
 
     def exists(self) -> bool:
@@ -250,6 +272,32 @@ class SplitChunkIndex:
             self._ensure_archive()
             written += archive(moved)
         return written
+
+
+#: What a collection's vectors must agree on for a point of one to be copied into the other.
+_TRAITS = frozenset({"size", "distance", "datatype", "multivector_config", "modifier"})
+
+
+def _vector_traits(layout: Mapping[str, Any]) -> dict[str, Any]:
+    """A vector layout (``ChunkIndex.vector_layout``) as dotted keys, keeping the vector names
+    and what a copy depends on (``_TRAITS``); tuning (HNSW, on-disk) is left out."""
+    traits: dict[str, Any] = {}
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, Mapping):
+            if not value:
+                traits[path or "vectors"] = "none"
+            for key, item in value.items():
+                name = str(key) or "(unnamed)"
+                if key in _TRAITS:
+                    traits[f"{path}.{key}" if path else str(key)] = item
+                elif isinstance(item, Mapping):
+                    walk(item, f"{path}.{name}" if path else name)
+        elif value is None and path:
+            traits[path] = "none"
+
+    walk(layout, "")
+    return traits
 
 
 def _name(part: ChunkIndex) -> str:

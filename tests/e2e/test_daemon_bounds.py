@@ -3,7 +3,8 @@
 stuck on a silent source is left and recorded, and the lane and the lease go to the next job;
 a job stopped between payload batches leaves what the next run finishes. Real ``serve``
 subprocesses and a real local HTTP source that trickles bytes (or stalls); real time, a few
-seconds each."""
+seconds each. (Where the job's own deadline is what is tested, ``source_deadline`` is far off:
+a source's read deadline, which isolates a slow source, is tested in test_daemon_sources.py.)"""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 import requests
 from acceptance_kit import Deployment
 from exposition_kit import free_port, scrape_until, start_serve
-from raw_server_kit import RawServer
+from raw_server_kit import RawServer, answer
 
 from reconciler.app.daemon import Runner, job_specs
 from reconciler.app.operations import engine_options, reconcile
@@ -30,15 +31,6 @@ from reconciler.stores.sql import SqlDocumentTable
 #: A registry listing that never ends in time: 4 KiB, a byte every 50 ms (200 s in all).
 LISTING = b'{"documents": []' + b" " * 4096 + b"}"
 NOT_SOON = '[schedule]\nfull = "0 2 1 1 *"\nttl = "0 3 1 1 *"\ndates = "0 4 1 1 *"\n'
-
-
-def answer(body: bytes) -> bytes:
-    return (
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-        + str(len(body)).encode()
-        + b"\r\n\r\n"
-        + body
-    )
 
 
 @pytest.fixture
@@ -121,7 +113,9 @@ def test_a_job_past_its_deadline_is_failed_recorded_counted_and_shown(
     """Under serve the full job never ended, nothing was recorded and /healthz stayed 200.
     Now, 3 s past its start (``job_deadline``), it stops at its next safe point: a failed
     run in the run log with its reason, ``run_failures_total`` up, /healthz 503 saying why."""
-    dep, port = deployment_with(tmp_path, trickling, NOT_SOON + 'job_deadline = "3s"\n')
+    dep, port = deployment_with(
+        tmp_path, trickling, NOT_SOON + 'job_deadline = "3s"\nsource_deadline = "1h"\n'
+    )
     proc, log = start(dep)
     try:
         failed = scrape_until(
@@ -146,17 +140,20 @@ def test_a_job_past_its_deadline_is_failed_recorded_counted_and_shown(
     assert "left there" not in (error or "")
 
 
-def test_a_job_stuck_on_a_silent_source_is_left_recorded_and_the_next_job_runs(
+def test_a_job_stuck_on_a_silent_source_stops_at_its_deadline_and_the_next_job_runs(
     tmp_path: Path,
 ) -> None:
     """A source that sends its headers and then nothing (its read timeout far off) cannot be
-    stopped between bytes: ``stop_grace`` after it was asked to stop, the job is left there
-    (it had written nothing), recorded failed, and its lease and chunk index are given up,
-    so the next job in the lane runs and succeeds."""
+    stopped between bytes. The job reads it in a thread of its own (issue 36), so at its
+    deadline the job stops by itself, having written nothing, and is recorded failed; the
+    read is left in its thread, and the next job in the lane takes the lease and the chunk
+    index and succeeds."""
     server = RawServer(answer(b'{"documents": []}'), stall=1)  # only the first request stalls
     try:
         dep, _ = deployment_with(
-            tmp_path, server, '[schedule]\njob_deadline = "1s"\nstop_grace = "1s"\n'
+            tmp_path,
+            server,
+            '[schedule]\njob_deadline = "1s"\nstop_grace = "1s"\nsource_deadline = "1h"\n',
         )
         settings = dep.settings
         table = SqlDocumentTable.from_url(settings.table.resolved_url())
@@ -168,8 +165,7 @@ def test_a_job_stuck_on_a_silent_source_is_left_recorded_and_the_next_job_runs(
         assert time.monotonic() - started < 10
         [(_, status, error)] = [r for r in recorded(dep) if r[0] == "full"]
         assert status == "failed"
-        assert "still reading source 'reg'" in (error or "")
-        assert "left there" in (error or "")
+        assert "passed its deadline (1s)" in (error or "")
         assert (
             registry.get_sample_value("reconciler_run_failures_total", {"reconciler_job": "full"})
             == 1.0

@@ -299,3 +299,22 @@ def test_the_job_deadline_and_stop_grace_are_checked_at_load(tmp_path: Path) -> 
         load_settings(write(tmp_path, "[schedule]\nstop_grace = 0\n"), environ={})
     with pytest.raises(ConfigError, match="expected a duration"):
         load_settings(write(tmp_path, '[schedule]\njob_deadline = "soon"\n'), environ={})
+
+
+def test_the_store_bounds_derive_from_the_job_deadline(tmp_path: Path) -> None:
+    """Issue 36: every store call is bounded; unset, the bounds follow ``job_deadline``."""
+    defaults = load_settings(write(tmp_path, ""), environ={}).store_bounds
+    assert (defaults.connect, defaults.statement, defaults.lock) == (30.0, 3600.0, 60.0)
+    assert defaults.index == 30.0  # index.timeout, the smaller
+    short = load_settings(
+        write(tmp_path, '[schedule]\njob_deadline = "6s"\nstop_grace = "4s"\n'), environ={}
+    ).store_bounds
+    assert (short.connect, short.statement, short.lock, short.index) == (2.0, 6.0, 3.0, 3.0)
+    given = load_settings(
+        write(
+            tmp_path,
+            '[table]\nconnect_timeout = "5s"\nstatement_timeout = "2m"\nlock_timeout = "10s"\n',
+        ),
+        environ={},
+    ).store_bounds
+    assert (given.connect, given.statement, given.lock) == (5.0, 120.0, 10.0)

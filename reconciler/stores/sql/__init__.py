@@ -30,7 +30,7 @@ from sqlalchemy.orm import sessionmaker
 
 from reconciler.model import RowChange, fields_from_json
 from reconciler.stores.audit import SqlAuditLog
-from reconciler.stores.sql.connection import make_engine, now
+from reconciler.stores.sql.connection import TableBounds, connect_args, make_engine, now
 from reconciler.stores.sql.declarations import SqlDeclarations
 from reconciler.stores.sql.documents import SqlDocuments, document_from_row
 from reconciler.stores.sql.metrics import SqlMetrics
@@ -52,6 +52,7 @@ __all__ = [
     "SqlOutbox",
     "SqlRunLog",
     "SqlSchema",
+    "TableBounds",
     "_alembic_config",
     "document_from_row",
     "fields_from_json",
@@ -71,15 +72,18 @@ class SqlDocumentTable(
     over the same engine, each owning its own transactions.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, bounds: TableBounds | None = None) -> None:
         # (what each repository keeps: the engine, and a session factory over it)
         self.engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        #: ``psycopg.connect``'s bounds for a connection made outside the pool (the lease's).
+        self.connect_args = connect_args(engine.url.drivername, bounds or TableBounds())
 
     @classmethod
-    def from_url(cls, url: str) -> SqlDocumentTable:
-        """Open the database at ``url`` (no schema check; call ``ensure_schema``)."""
-        return cls(make_engine(url))
+    def from_url(cls, url: str, *, bounds: TableBounds | None = None) -> SqlDocumentTable:
+        """Open the database at ``url``, every call bounded by ``bounds`` (no schema check;
+        call ``ensure_schema``)."""
+        return cls(make_engine(url, bounds=bounds), bounds=bounds)
 
     def close(self) -> None:
         """Dispose of the connection pool."""
