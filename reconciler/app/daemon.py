@@ -312,11 +312,14 @@ def start_http(listen: str, app: Callable[..., Iterable[bytes]]) -> WSGIServer:
     return server
 
 
-def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = False) -> None:
+def serve(
+    settings: Settings, *, shard: Shard | None = None, run_now: bool = False, watch: bool = True
+) -> None:
     """Run the scheduler until SIGTERM/SIGINT; the running job finishes first, or stops at
     its next safe point once ``[schedule] stop_grace`` has passed.
 
     ``run_now`` also runs the full job once at start (metrics are then current at once).
+    ``watch``: follow the sources' changes (``reconciler.app.watching``).
     """
     table: SqlDocumentTable = open_table(settings)
     registry, live = build_registry(table.metrics_snapshot)
@@ -337,11 +340,18 @@ def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = Fal
     stop = GracefulStop(scheduler, on_stop=runner.stop)
     runner.stopping = stop.stopping  # jobs waiting for the lane do not start once stopping
     stop.install()
+    # -- the watch (issue 39): changes reconciled in seconds ---------------------------------
+    from reconciler.app.watching import start_watch  # noqa: PLC0415
+
+    watcher = start_watch(settings, registry, stopping=stop.stopping) if watch else None
+    # -- end of the watch ---------------------------------------------------------------------
     for job in scheduler.get_jobs():
         log.info("job %s: %s", job.id, job.trigger)
     try:
         stop.run()  # blocks until a signal, then until the running job is recorded
     finally:
+        if watcher is not None:  # (the watch, issue 39)
+            watcher.stop()
         server.shutdown()
         server.server_close()
         table.close()

@@ -273,3 +273,18 @@ class LeaseRow(Base):
     holder: Mapped[str] = mapped_column(String(128))
     acquired_at: Mapped[datetime] = mapped_column(UTCDateTime())
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class WatchMarkRow(Base):
+    """How far ``serve``'s watch of one source has been reconciled: the last commit (git) or
+    the instant up to which the vault's changes were applied; written only after the apply
+    that used it has committed, so a restart resumes from it without a full scan."""
+
+    __tablename__ = "watch_marks"
+
+    source: Mapped[str] = mapped_column(String(128), primary_key=True)
+    #: The git commit reconciled, or ``None`` for a vault (its mark is ``changed_until``).
+    mark: Mapped[str | None] = mapped_column(String(128))
+    #: The source's own date of the newest change reconciled (mtime, commit time).
+    changed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    reconciled_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -1,0 +1,632 @@
+"""``serve``'s watch: a change in a vault or a git repository reaches the served set in seconds,
+not at the next full job.
+
+A vault is watched through filesystem events (watchdog), debounced: a batch is reconciled
+once the vault has been quiet for ``DEBOUNCE`` seconds, or ``MAX_DELAY`` after its first
+event in a storm. A git source's branch tip is polled every ``GIT_POLL`` seconds; only the
+paths that changed between the last reconciled commit and the tip are looked at. The
+documents at those paths name their families (the identity map; a path it does not know is
+read from a scan of that source), and those families go through the same scoped run as
+``reconciler repair --family`` (widened by membership, planned, guarded, audited and applied
+under the lease).
+
+Each source's watermark (the last reconciled commit; the source's date of the newest change
+reconciled) is written to the ``watch_marks`` table only after that run has committed, so a
+restart resumes from it: a vault is rescanned at start (files changed since the mark, and
+paths new to or gone from the identity map), as it is whenever its watcher died (it is
+started again). A run that cannot take the lease, or fails, keeps its changes pending and is
+tried again ``RETRY`` seconds later. The full job stays the safety net: a change the watch
+missed is its own finding there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from reconciler.app.operations import engine_options, reconcile
+from reconciler.app.wiring import build_sources, open_table
+from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.errors import LeaseBusy
+from reconciler.pipeline.values import Report
+from reconciler.ports.source import SystemOfRecord
+from reconciler.settings import Settings
+from reconciler.stores.sql.watermarks import SqlWatchMarks, WatchMark
+
+log = logging.getLogger(__name__)
+
+#: Seconds a vault must be quiet before its batch of changes is reconciled.
+DEBOUNCE = 0.3
+#: Seconds after a batch's first event that it is reconciled even if events keep coming.
+MAX_DELAY = 2.0
+#: Seconds between two reads of a git source's branch tip.
+GIT_POLL = 2.0
+#: Seconds before a batch whose run failed (or found the lease held) is tried again.
+RETRY = 5.0
+#: How often the watch loop looks at its sources.
+TICK = 0.1
+#: The connector types the watch knows how to follow.
+WATCHED_TYPES = frozenset({"vault", "git"})
+
+Runs = Callable[[frozenset[str], str], Report]
+
+
+class WatchMetrics:
+    """``reconciler_staleness_seconds``, ``reconciler_incremental_runs_total``,
+    ``reconciler_watch_lag_seconds`` and ``reconciler_watcher_up``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.staleness = Histogram(
+            "reconciler_staleness_seconds",
+            "From a change as its source dates it (file mtime, commit time) to the commit of "
+            "the apply that made the served set right.",
+            labelnames=["source"],
+            buckets=(0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400),
+            registry=registry,
+        )
+        self.runs = Counter(
+            "reconciler_incremental_runs_total",
+            "Scoped runs the watch started, by source and outcome (applied, idle: nothing of "
+            "the source's documents changed, busy: the lease was held, failed).",
+            labelnames=["source", "outcome"],
+            registry=registry,
+        )
+        self.lag = Gauge(
+            "reconciler_watch_lag_seconds",
+            "Age (by the source's date) of the oldest change the watch has seen and not yet "
+            "reconciled; 0 when none waits.",
+            labelnames=["source"],
+            registry=registry,
+        )
+        self.up = Gauge(
+            "reconciler_watcher_up",
+            "1 while the watch of a source runs (its watcher alive, its last poll answered).",
+            labelnames=["source"],
+            registry=registry,
+        )
+
+
+@dataclass
+class Batch:
+    """Changes seen and not yet reconciled: each path with the source's date of its change."""
+
+    paths: dict[str, datetime] = field(default_factory=dict)
+    #: The git commit the batch reaches (None for a vault).
+    mark: str | None = None
+    first_seen: float | None = None
+    last_seen: float | None = None
+    #: Not before this (monotonic): a failed run waits ``RETRY``.
+    not_before: float = 0.0
+
+    def add(self, path: str, changed_at: datetime, seen: float) -> None:
+        known = self.paths.get(path)
+        self.paths[path] = changed_at if known is None else min(known, changed_at)
+        self.first_seen = seen if self.first_seen is None else self.first_seen
+        self.last_seen = seen
+
+    def oldest(self) -> datetime | None:
+        return min(self.paths.values()) if self.paths else None
+
+
+class Watched(Protocol):
+    """One watched source, as the loop drives it."""
+
+    name: str
+    batch: Batch
+
+    def start(self, mark: WatchMark | None, known: set[str]) -> None: ...
+
+    def poll(self, now: float) -> None: ...
+
+    def due(self, now: float) -> bool: ...
+
+    def alive(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+    def reached(self) -> tuple[str | None, datetime | None]: ...
+
+
+def _mtime(path: Path, clock: Clock) -> datetime:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except OSError:  # deleted (or moved away): dated when it was seen
+        return clock.now()
+
+
+class _Events(FileSystemEventHandler):
+    """Hands every file event's path(s) to ``seen``; a directory event, which may stand for
+    many files (a folder moved in or out), asks for a rescan."""
+
+    def __init__(self, seen: Callable[[str], None], rescan: Callable[[], None]) -> None:
+        self.seen = seen
+        self.rescan = rescan
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in ("opened", "closed_no_write"):
+            return
+        if event.is_directory:
+            if event.event_type in ("moved", "deleted", "created"):
+                self.rescan()
+            return
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            if raw:
+                self.seen(os.fsdecode(raw))
+
+
+class VaultWatch:
+    """A vault's folder, followed through filesystem events."""
+
+    def __init__(self, name: str, root: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.name = name
+        self.root = root.resolve()
+        self.clock = clock
+        self.batch = Batch()
+        self._lock = threading.Lock()
+        self._observer: Any = None
+        self._rescan = True
+        self._since: datetime | None = None
+        self._known: set[str] = set()
+        #: The newest source date of the changes reconciled or taken (the mark).
+        self._until: datetime | None = None
+
+    def start(self, mark: WatchMark | None, known: set[str]) -> None:
+        self._since = mark.changed_until if mark is not None else None
+        self._until = self._since
+        self._known = known
+        self._observe()
+
+    def _observe(self) -> None:
+        observer = Observer()
+        observer.schedule(_Events(self._seen, self._ask_rescan), str(self.root), recursive=True)
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+        with self._lock:
+            self._rescan = True  # events before it started (or while it was dead) are lost
+
+    def _ask_rescan(self) -> None:
+        with self._lock:
+            self._rescan = True
+
+    def _seen(self, raw: str) -> None:
+        try:
+            rel = Path(raw).resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            return
+        if any(part.startswith(".") for part in rel.split("/")):
+            return  # editors' swap files, .obsidian/, .git/: never documents
+        changed = _mtime(self.root / rel, self.clock)
+        with self._lock:
+            self.batch.add(rel, changed, self.clock.monotonic())
+
+    def poll(self, now: float) -> None:
+        with self._lock:
+            rescan, self._rescan = self._rescan, False
+        if rescan:
+            self._rescan_files(now)
+
+    def _rescan_files(self, now: float) -> None:
+        """Events may have been lost: every file changed since the mark, and every path new to
+        or gone from the identity map, is a change."""
+        on_disk: dict[str, Path] = {}
+        for folder, dirs, files in os.walk(self.root):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for file in files:
+                if not file.startswith("."):
+                    path = Path(folder) / file
+                    on_disk[path.relative_to(self.root).as_posix()] = path
+        found = 0
+        with self._lock:
+            for rel, path in on_disk.items():
+                changed = _mtime(path, self.clock)
+                if rel not in self._known or self._since is None or changed > self._since:
+                    if rel in self._known and self._since is None:
+                        continue  # no mark yet: only what the identity map does not know
+                    self.batch.add(rel, changed, now)
+                    found += 1
+            for rel in self._known - on_disk.keys():
+                self.batch.add(rel, self.clock.now(), now)
+                found += 1
+        log.info("watch %s: rescanned the vault: %d change(s) to reconcile", self.name, found)
+
+    def due(self, now: float) -> bool:
+        with self._lock:
+            batch = self.batch
+            if not batch.paths or now < batch.not_before:
+                return False
+            assert batch.first_seen is not None
+            assert batch.last_seen is not None
+            return now - batch.last_seen >= DEBOUNCE or now - batch.first_seen >= MAX_DELAY
+
+    def take(self) -> Batch:
+        """The batch to reconcile; new events start the next one."""
+        with self._lock:
+            taken, self.batch = self.batch, Batch()
+        return taken
+
+    def give_back(self, batch: Batch, now: float) -> None:
+        """A batch whose run did not commit: merged into the pending one, retried later."""
+        with self._lock:
+            for path, changed in batch.paths.items():
+                self.batch.add(path, changed, now)
+            self.batch.first_seen = min(self.batch.first_seen or now, batch.first_seen or now)
+            self.batch.not_before = now + RETRY
+
+    def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
+        newest = max(batch.paths.values(), default=None)
+        if newest is not None and (self._until is None or newest > self._until):
+            self._until = newest
+        self._known |= set(known)
+        self._known -= set(gone)
+
+    def reached(self) -> tuple[str | None, datetime | None]:
+        return None, self._until
+
+    def alive(self) -> bool:
+        return self._observer is not None and bool(self._observer.is_alive())
+
+    def restart(self) -> None:
+        """The watcher died: a new one, and a rescan for what it missed."""
+        self.stop()
+        self._observe()
+
+    def stop(self) -> None:
+        observer = self._observer
+        if observer is not None:
+            observer.stop()
+            if observer.is_alive() and observer is not threading.current_thread():
+                observer.join(timeout=5)
+
+
+class GitWatch:
+    """A git source's branch tip, polled."""
+
+    def __init__(self, name: str, source: SystemOfRecord, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.name = name
+        self.source = source
+        self.clock = clock
+        self.batch = Batch()
+        self._commit: str | None = None  # reconciled
+        self._until: datetime | None = None
+        self._next_poll = 0.0
+        self._up = True
+
+    def start(self, mark: WatchMark | None, known: set[str]) -> None:
+        if mark is not None:
+            self._commit = mark.mark
+            self._until = mark.changed_until
+
+    def poll(self, now: float) -> None:
+        from connectors.git.changes import changed_paths, head  # noqa: PLC0415
+
+        if now < self._next_poll or now < self.batch.not_before:
+            return
+        self._next_poll = now + GIT_POLL
+        try:
+            tip = head(self.source)  # type: ignore[arg-type]
+            if self._commit is None:
+                # the first watch of this source starts at its tip: what came before is the
+                # full job's
+                log.info("watch %s: starting at commit %s", self.name, tip.commit[:12])
+                self._commit, self._until = tip.commit, tip.committed_at
+                self.batch.mark = tip.commit
+                self._up = True
+                return
+            if tip.commit in (self._commit, self.batch.mark):
+                self._up = True
+                return
+            since = self.batch.mark or self._commit
+            paths = changed_paths(self.source, since, tip.commit)  # type: ignore[arg-type]
+        except Exception as exc:  # an unreachable repository is retried at the next poll
+            if self._up:
+                log.warning("watch %s: cannot read the branch tip: %s", self.name, exc)
+            self._up = False
+            return
+        self._up = True
+        log.info(
+            "watch %s: branch moved %s..%s: %d path(s) changed",
+            self.name,
+            since[:12],
+            tip.commit[:12],
+            len(paths),
+        )
+        for path in paths:
+            self.batch.add(path, tip.committed_at, now)
+        self.batch.mark = tip.commit
+        if not paths:  # nothing under the source's root: the mark moves at once
+            self.batch.first_seen = self.batch.last_seen = now
+
+    def due(self, now: float) -> bool:
+        return self.batch.mark not in (None, self._commit) and now >= self.batch.not_before
+
+    def take(self) -> Batch:
+        taken, self.batch = self.batch, Batch()
+        return taken
+
+    def give_back(self, batch: Batch, now: float) -> None:
+        batch.not_before = now + RETRY
+        self.batch = batch
+
+    def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
+        self._commit = batch.mark
+        newest = max(batch.paths.values(), default=None)
+        if newest is not None:
+            self._until = newest
+
+    def reached(self) -> tuple[str | None, datetime | None]:
+        return self._commit, self._until
+
+    def alive(self) -> bool:
+        return self._up
+
+    def restart(self) -> None:
+        self._next_poll = 0.0
+
+    def stop(self) -> None:
+        return None
+
+
+class Watch:
+    """The watch loop of ``serve``: one thread that follows every watched source and
+    reconciles each batch of changes through a scoped run."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: CollectorRegistry,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        run: Runs | None = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.metrics = WatchMetrics(registry)
+        self.stopping = stopping or threading.Event()
+        self._run = run or self._scoped_run
+        self.sources: list[VaultWatch | GitWatch] = []
+        chosen = [s for s in settings.sources if s.watch and s.type in WATCHED_TYPES]
+        built = {s.name: s for s in build_sources(settings, [c.name for c in chosen])}
+        for config in chosen:
+            source = built[config.name]
+            if config.type == "vault":
+                root = Path(getattr(source, "path", config.path or "."))
+                self.sources.append(VaultWatch(config.name, root, clock=clock))
+            else:
+                self.sources.append(GitWatch(config.name, source, clock=clock))
+        self._built = built
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Read the marks, start the watchers and the loop thread."""
+        table = open_table(self.settings)
+        try:
+            store = SqlWatchMarks(table.engine)
+            marks = store.marks()
+            for watched in self.sources:
+                mark = marks.get(watched.name)
+                watched.start(mark, store.known_paths(watched.name))
+                log.info(
+                    "watch %s: %s",
+                    watched.name,
+                    "resuming from its mark "
+                    + (f"commit {mark.mark[:12]} " if mark.mark else "")
+                    + f"(changes up to {mark.changed_until})"
+                    if mark is not None
+                    else "no mark yet (first watch): changes from now on",
+                )
+        finally:
+            table.close()
+        self._thread = threading.Thread(target=self._loop, name="watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for watched in self.sources:
+            watched.stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.tick()
+            except Exception:  # the loop never dies of one source's trouble
+                log.exception("watch: unexpected error; going on")
+            self.clock.wait(self.stopping, TICK)
+
+    def tick(self) -> None:
+        """Look at every source once: restart a dead watcher, poll, reconcile what is due."""
+        now = self.clock.monotonic()
+        for watched in self.sources:
+            if isinstance(watched, VaultWatch) and not watched.alive():
+                log.warning("watch %s: the watcher died; starting it again (rescan)", watched.name)
+                watched.restart()
+            watched.poll(now)
+            self.metrics.up.labels(source=watched.name).set(1 if watched.alive() else 0)
+            oldest = watched.batch.oldest()
+            lag = (self.clock.now() - oldest).total_seconds() if oldest is not None else 0.0
+            self.metrics.lag.labels(source=watched.name).set(max(lag, 0.0))
+            if watched.due(now) and not self.stopping.is_set():
+                self._reconcile(watched)
+
+    def _reconcile(self, watched: VaultWatch | GitWatch) -> None:
+        batch = watched.take()
+        name = watched.name
+        table = open_table(self.settings)
+        try:
+            families, known, gone = self._families(table, name, set(batch.paths))
+            if not families:
+                outcome = "idle"
+                log.info(
+                    "watch %s: %d changed path(s), none a document the table knows: nothing "
+                    "to reconcile",
+                    name,
+                    len(batch.paths),
+                )
+            else:
+                log.info(
+                    "watch %s: %d changed path(s) (%s) -> reconciling family(ies) %s",
+                    name,
+                    len(batch.paths),
+                    _few(batch.paths),
+                    _few(families),
+                )
+                try:
+                    report = self._run(frozenset(families), name)
+                except LeaseBusy as exc:
+                    log.info("watch %s: lease held (%s); trying again in %gs", name, exc, RETRY)
+                    self.metrics.runs.labels(source=name, outcome="busy").inc()
+                    watched.give_back(batch, self.clock.monotonic())
+                    return
+                except Exception as exc:
+                    log.error("watch %s: the scoped run failed: %s; retrying", name, exc)
+                    self.metrics.runs.labels(source=name, outcome="failed").inc()
+                    watched.give_back(batch, self.clock.monotonic())
+                    return
+                if report.error or report.refused or report.partial:
+                    why = report.error or ("refused by the guard" if report.refused else "partial")
+                    log.error("watch %s: run %s did not commit: %s", name, report.run_id, why)
+                    self.metrics.runs.labels(source=name, outcome="failed").inc()
+                    watched.give_back(batch, self.clock.monotonic())
+                    return
+                outcome = "applied"
+                log.info(
+                    "watch %s: run %s reconciled family(ies) %s: writes %s",
+                    name,
+                    report.run_id,
+                    _few(families),
+                    report.writes(),
+                )
+            reconciled_at = self.clock.now()
+            watched.done(batch, known, gone)
+            commit, until = watched.reached()
+            SqlWatchMarks(table.engine).advance(
+                name, mark=commit, changed_until=until, reconciled_at=reconciled_at
+            )
+        finally:
+            table.close()
+        self.metrics.runs.labels(source=name, outcome=outcome).inc()
+        for changed in batch.paths.values():
+            self.metrics.staleness.labels(source=name).observe(
+                max((reconciled_at - changed).total_seconds(), 0.0)
+            )
+
+    def _families(
+        self, table: Any, name: str, paths: set[str]
+    ) -> tuple[set[str], set[str], set[str]]:
+        """The families of the documents at ``paths`` (those the table knows), the paths that
+        are documents now, and those gone."""
+        at = table.identities_at(name, paths)
+        by_key, _ = table.identities(name)
+        families = {by_key[key] for key in at.values() if key in by_key}
+        unknown = paths - at.keys()
+        known: set[str] = set(at)
+        gone: set[str] = set()
+        if unknown:
+            # paths the identity map does not know: new documents (or renamed ones); their
+            # families are read from the source
+            try:
+                snapshot = self._built[name].scan()
+            except Exception as exc:
+                log.warning("watch %s: cannot read the new path(s): %s", name, exc)
+            else:
+                for document in snapshot.documents:
+                    if document.path is not None and document.path in unknown:
+                        if document.family:
+                            families.add(document.family)
+                        known.add(document.path)
+        watched = next((w for w in self.sources if w.name == name), None)
+        if isinstance(watched, VaultWatch):
+            gone = {p for p in paths if not (watched.root / p).exists()}
+        return table.known_families(families), known - gone, gone
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each watched source's mark and lag (for /healthz and logs)."""
+        now = self.clock.now()
+        shown = []
+        for watched in self.sources:
+            commit, until = watched.reached()
+            oldest = watched.batch.oldest()
+            shown.append(
+                {
+                    "source": watched.name,
+                    "mark": commit,
+                    "changed_until": until.isoformat() if until else None,
+                    "pending": len(watched.batch.paths),
+                    "lag_seconds": (now - oldest).total_seconds() if oldest else 0.0,
+                    "alive": watched.alive(),
+                }
+            )
+        return shown
+
+    def _scoped_run(self, families: frozenset[str], source: str) -> Report:
+        options = engine_options(
+            self.settings,
+            mode="repair",
+            actor="watch",
+            families=sorted(families),
+            job=f"watch:{source}",
+        )
+        return reconcile(self.settings, options, clock=self.clock)
+
+
+def _few(items: Iterable[str], limit: int = 5) -> str:
+    shown = sorted(items)
+    more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
+    return ", ".join(shown[:limit]) + more
+
+
+def watch_status(settings: Settings, clock: Clock = SYSTEM_CLOCK) -> list[dict[str, Any]]:
+    """``status``: each watched source's mark as the table holds it, and its age."""
+    table = open_table(settings)
+    try:
+        marks = SqlWatchMarks(table.engine).marks()
+    finally:
+        table.close()
+    now = clock.now()
+    shown = []
+    for config in settings.sources:
+        if not (config.watch and config.type in WATCHED_TYPES):
+            continue
+        mark = marks.get(config.name)
+        shown.append(
+            {
+                "source": config.name,
+                "mark": mark.mark if mark else None,
+                "changed_until": mark.changed_until.isoformat()
+                if mark and mark.changed_until
+                else None,
+                "reconciled_at": mark.reconciled_at.isoformat() if mark else None,
+                "since_seconds": (now - mark.reconciled_at).total_seconds() if mark else None,
+            }
+        )
+    return shown
+
+
+def start_watch(
+    settings: Settings,
+    registry: CollectorRegistry,
+    *,
+    stopping: threading.Event | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Watch | None:
+    """``serve``'s watch of its sources, started; None when no source is watched."""
+    watch = Watch(settings, registry, clock=clock, stopping=stopping)
+    if not watch.sources:
+        log.info("watch: no source to watch (vault and git sources; `watch = false` opts out)")
+        return None
+    watch.start()
+    log.info("watch: following %s", ", ".join(w.name for w in watch.sources))
+    return watch
