@@ -181,7 +181,9 @@ class VaultWatch:
         self._until: datetime | None = None
 
     def start(self, mark: WatchMark | None, known: set[str]) -> None:
+        # no mark yet (the first watch): changes from now on, and paths the table does not know
         self._since = mark.changed_until if mark is not None else None
+        self._since = self._since or self.clock.now()
         self._until = self._since
         self._known = known
         self._observe()
@@ -231,8 +233,6 @@ class VaultWatch:
             for rel, path in on_disk.items():
                 changed = _mtime(path, self.clock)
                 if rel not in self._known or self._since is None or changed > self._since:
-                    if rel in self._known and self._since is None:
-                        continue  # no mark yet: only what the identity map does not know
                     self.batch.add(rel, changed, now)
                     found += 1
             for rel in self._known - on_disk.keys():
@@ -267,6 +267,7 @@ class VaultWatch:
         newest = max(batch.paths.values(), default=None)
         if newest is not None and (self._until is None or newest > self._until):
             self._until = newest
+        self._since = self._until  # a later rescan looks only past what was reconciled
         self._known |= set(known)
         self._known -= set(gone)
 
@@ -410,6 +411,12 @@ class Watch:
 
     def start(self) -> None:
         """Read the marks, start the watchers and the loop thread."""
+        self.open()
+        self._thread = threading.Thread(target=self._loop, name="watch", daemon=True)
+        self._thread.start()
+
+    def open(self) -> None:
+        """Read the marks and start the watchers (``tick`` then follows them)."""
         table = open_table(self.settings)
         try:
             store = SqlWatchMarks(table.engine)
@@ -428,8 +435,6 @@ class Watch:
                 )
         finally:
             table.close()
-        self._thread = threading.Thread(target=self._loop, name="watch", daemon=True)
-        self._thread.start()
 
     def stop(self) -> None:
         self.stopping.set()
