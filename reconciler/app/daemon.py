@@ -340,11 +340,16 @@ def serve(
     stop = GracefulStop(scheduler, on_stop=runner.stop)
     runner.stopping = stop.stopping  # jobs waiting for the lane do not start once stopping
     stop.install()
-    # -- the watch (issue 39): changes reconciled in seconds ---------------------------------
+    # -- the watch and the boundaries (issue 39): changes and handovers in seconds -----------
+    from reconciler.app.boundaries import Boundaries, table_boundary  # noqa: PLC0415
     from reconciler.app.watching import start_watch  # noqa: PLC0415
 
+    boundaries = Boundaries(scheduler, runner, table_boundary(settings))
+    boundaries.install()
     watcher = start_watch(settings, registry, stopping=stop.stopping) if watch else None
-    # -- end of the watch ---------------------------------------------------------------------
+    if watcher is not None:
+        watcher.after_run = boundaries.plan
+    # -- end of the watch and the boundaries ------------------------------------------------
     for job in scheduler.get_jobs():
         log.info("job %s: %s", job.id, job.trigger)
     try:

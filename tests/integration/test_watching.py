@@ -13,8 +13,9 @@ from acceptance_kit import Deployment, day
 from git_kit import Repo
 from prometheus_client import CollectorRegistry
 
+from reconciler.app.followers import DEBOUNCE, MAX_DELAY, RETRY, GitWatch, VaultWatch
 from reconciler.app.leasing import lease_name, make_lease
-from reconciler.app.watching import DEBOUNCE, MAX_DELAY, RETRY, GitWatch, VaultWatch, Watch
+from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.stores.sql.watermarks import SqlWatchMarks

@@ -7,12 +7,14 @@ reconciles those changes again, which is harmless (a reconciliation is idempoten
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.stores.schema import IdentityRow, WatchMarkRow
+from reconciler.model import OPEN_END
+from reconciler.stores.schema import DocumentRow, IdentityRow, WatchMarkRow
+from reconciler.stores.sql import SqlDocumentTable
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,11 @@ class SqlWatchMarks:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def of(cls, table: SqlDocumentTable) -> SqlWatchMarks:
+        """The marks kept beside a document table."""
+        return cls(table.engine)
 
     def marks(self) -> dict[str, WatchMark]:
         """Every source's mark, by source name."""
@@ -79,3 +86,23 @@ class SqlWatchMarks:
             ):
                 row.changed_until = changed_until
             row.reconciled_at = reconciled_at
+
+
+def next_boundary(table: SqlDocumentTable, after: datetime) -> datetime | None:
+    """The earliest ``effective_from`` or ``effective_to`` in the document table later than
+    ``after`` (an open end is no boundary); ``None`` when there is none."""
+    with Session(table.engine) as session:
+        starts = session.scalar(
+            select(func.min(DocumentRow.effective_from)).where(DocumentRow.effective_from > after)
+        )
+        ends = session.scalar(
+            select(func.min(DocumentRow.effective_to)).where(
+                DocumentRow.effective_to > after, DocumentRow.effective_to < OPEN_END
+            )
+        )
+    found = [
+        value if value.tzinfo else value.replace(tzinfo=UTC)
+        for value in (starts, ends)
+        if value is not None
+    ]
+    return min(found) if found else None

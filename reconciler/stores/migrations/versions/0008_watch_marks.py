@@ -1,4 +1,5 @@
-"""watch_marks: how far serve's watch of each source has been reconciled
+"""watch_marks: how far serve's watch of each source has been reconciled; documents'
+effective_from and effective_to indexed (serve plans a job at the next boundary)
 
 Revision ID: 0008
 Revises: 0007
@@ -27,7 +28,13 @@ def upgrade() -> None:
         sa.Column("reconciled_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("source"),
     )
+    with op.batch_alter_table("documents") as batch:
+        batch.create_index("ix_documents_effective_from", ["effective_from"], unique=False)
+        batch.create_index("ix_documents_effective_to", ["effective_to"], unique=False)
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("documents") as batch:
+        batch.drop_index("ix_documents_effective_to")
+        batch.drop_index("ix_documents_effective_from")
     op.drop_table("watch_marks")
