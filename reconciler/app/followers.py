@@ -19,6 +19,7 @@ from watchdog.observers import Observer
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.ports.source import SystemOfRecord
+from reconciler.settings import Settings
 from reconciler.stores.sql.watermarks import WatchMark
 
 log = logging.getLogger(__name__)
@@ -294,3 +295,35 @@ class GitWatch:
 
     def stop(self) -> None:
         return None
+
+
+#: The connector types the watch knows how to follow.
+WATCHED_TYPES = frozenset({"vault", "git"})
+
+
+def watch_rows(
+    settings: Settings, marks: dict[str, WatchMark], now: datetime
+) -> list[dict[str, Any]]:
+    """``status``: each watched source's mark as the table holds it, and how long ago the
+    watch last reconciled it."""
+    shown = []
+    for config in settings.sources:
+        if not (config.watch and config.type in WATCHED_TYPES):
+            continue
+        mark = marks.get(config.name)
+        shown.append(
+            {
+                "source": config.name,
+                "mark": mark.mark if mark else None,
+                "changed_until": _iso(mark.changed_until) if mark else None,
+                "reconciled_at": _iso(mark.reconciled_at) if mark else None,
+                "age_seconds": round((now - mark.reconciled_at).total_seconds(), 1)
+                if mark
+                else None,
+            }
+        )
+    return shown
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value else None

@@ -29,7 +29,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from reconciler.app.followers import RETRY, GitWatch, VaultWatch
+from reconciler.app.followers import RETRY, WATCHED_TYPES, GitWatch, VaultWatch
 from reconciler.app.operations import engine_options, reconcile
 from reconciler.app.wiring import build_sources, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
@@ -42,8 +42,6 @@ log = logging.getLogger(__name__)
 
 #: How often the watch loop looks at its sources.
 TICK = 0.1
-#: The connector types the watch knows how to follow.
-WATCHED_TYPES = frozenset({"vault", "git"})
 
 Runs = Callable[[frozenset[str], str], Report]
 
@@ -305,33 +303,6 @@ def _few(items: Iterable[str], limit: int = 5) -> str:
     shown = sorted(items)
     more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
     return ", ".join(shown[:limit]) + more
-
-
-def watch_status(settings: Settings, clock: Clock = SYSTEM_CLOCK) -> list[dict[str, Any]]:
-    """``status``: each watched source's mark as the table holds it, and its age."""
-    table = open_table(settings)
-    try:
-        marks = SqlWatchMarks.of(table).marks()
-    finally:
-        table.close()
-    now = clock.now()
-    shown = []
-    for config in settings.sources:
-        if not (config.watch and config.type in WATCHED_TYPES):
-            continue
-        mark = marks.get(config.name)
-        shown.append(
-            {
-                "source": config.name,
-                "mark": mark.mark if mark else None,
-                "changed_until": mark.changed_until.isoformat()
-                if mark and mark.changed_until
-                else None,
-                "reconciled_at": mark.reconciled_at.isoformat() if mark else None,
-                "since_seconds": (now - mark.reconciled_at).total_seconds() if mark else None,
-            }
-        )
-    return shown
 
 
 def start_watch(

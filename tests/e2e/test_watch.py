@@ -120,6 +120,13 @@ def test_a_restart_resumes_from_the_mark(deployment: Deployment) -> None:
         dep.edit_front("runbook", status="retired")
         wait_log("reconciled family")
     assert "hb:runbook" not in served(dep)
+    code, status = dep.json("status")
+    assert code == 0
+    (mark,) = status["watch"]
+    assert mark["source"] == "hb"
+    assert mark["reconciled_at"] is not None
+    assert mark["changed_until"] is not None
+    assert "watched source" in dep.cli("status").output
     # serve is down: a retirement, then serve again, which rescans from its mark
     time.sleep(0.05)  # (a later mtime than the mark's on coarse filesystems)
     dep.edit_front("guide", status="retired")
