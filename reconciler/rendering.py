@@ -218,23 +218,6 @@ def render_status(data: dict[str, Any]) -> str:
                 ],
             ),
         ]
-    if data.get("watch"):
-        out += [
-            "",
-            table(
-                ["watched source", "mark", "changes up to", "reconciled", "age (s)"],
-                [
-                    [
-                        w["source"],
-                        (w["mark"] or "")[:12],
-                        w["changed_until"] or "",
-                        w["reconciled_at"] or "not yet (serve sets it)",
-                        "" if w["age_seconds"] is None else w["age_seconds"],
-                    ]
-                    for w in data["watch"]
-                ],
-            ),
-        ]
     if data["last_runs"]:
         out += [
             "",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -327,3 +327,30 @@ def watch_rows(
 
 def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value else None
+
+
+def watch_table(
+    rows: Sequence[Mapping[str, Any]], table: Callable[[list[str], list[list[Any]]], str]
+) -> str:
+    """Each watched source's mark, what it covers and when serve last reconciled it (laid
+    out by ``table``, the rendering's)."""
+    return table(
+        ["watched source", "mark", "changes up to", "reconciled", "age (s)"],
+        [
+            [
+                w["source"],
+                (w["mark"] or "")[:12],
+                w["changed_until"] or "",
+                w["reconciled_at"] or "not yet (serve sets it)",
+                "" if w["age_seconds"] is None else w["age_seconds"],
+            ]
+            for w in rows
+        ],
+    )
+
+
+def watch_section(
+    data: Mapping[str, Any], table: Callable[[list[str], list[list[Any]]], str]
+) -> str:
+    """The watched sources' table, after the rest of ``status`` ("" when none is watched)."""
+    return "\n\n" + watch_table(data["watch"], table) if data.get("watch") else ""
