@@ -340,16 +340,11 @@ def serve(
     stop = GracefulStop(scheduler, on_stop=runner.stop)
     runner.stopping = stop.stopping  # jobs waiting for the lane do not start once stopping
     stop.install()
-    # -- the watch and the boundaries (issue 39): changes and handovers in seconds -----------
-    from reconciler.app.boundaries import Boundaries, table_boundary  # noqa: PLC0415
-    from reconciler.app.watching import start_watch  # noqa: PLC0415
+    # -- issue 39: boundaries on the instant, and the watch (reconciler.app.freshness) ------
+    from reconciler.app.freshness import start_freshness  # noqa: PLC0415
 
-    boundaries = Boundaries(scheduler, runner, table_boundary(settings))
-    boundaries.install()
-    watcher = start_watch(settings, registry, stopping=stop.stopping) if watch else None
-    if watcher is not None:
-        watcher.after_run = boundaries.plan
-    # -- end of the watch and the boundaries ------------------------------------------------
+    watcher = start_freshness(settings, scheduler, runner, registry, stop.stopping, watch=watch)
+    # -- end of issue 39 -------------------------------------------------------------------
     for job in scheduler.get_jobs():
         log.info("job %s: %s", job.id, job.trigger)
     try:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from apscheduler.events import JobExecutionEvent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reconciler.app.followers import RETRY, WATCHED_TYPES, GitWatch, VaultWatch
@@ -34,6 +35,7 @@ from reconciler.app.operations import engine_options, reconcile
 from reconciler.app.wiring import build_sources, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import LeaseBusy
+from reconciler.model import Finding, Severity
 from reconciler.pipeline.values import Report
 from reconciler.settings import Settings
 from reconciler.stores.sql.watermarks import SqlWatchMarks
@@ -70,6 +72,13 @@ class WatchMetrics:
             "reconciler_watch_lag_seconds",
             "Age (by the source's date) of the oldest change the watch has seen and not yet "
             "reconciled; 0 when none waits.",
+            labelnames=["source"],
+            registry=registry,
+        )
+        self.missed = Counter(
+            "reconciler_watch_missed_total",
+            "Documents of watched sources the full job repaired that the watch had not "
+            "reconciled (each also a finding watch/missed_by_watch of that run).",
             labelnames=["source"],
             registry=registry,
         )
@@ -239,6 +248,55 @@ class Watch:
             self.metrics.staleness.labels(source=name).observe(
                 max((reconciled_at - changed).total_seconds(), 0.0)
             )
+
+    def after_job(self, event: JobExecutionEvent) -> None:
+        """After serve's full job (an APScheduler listener): what it repaired in a watched
+        source's documents is what the watch missed. Each is recorded as a finding of its own
+        in the full run's log (check ``watch``, kind ``missed_by_watch``), logged and counted
+        (``reconciler_watch_missed_total``): a miss is visible, not silent."""
+        report = event.retval
+        if not (event.job_id.startswith("full") and isinstance(report, Report)):
+            return
+        if report.applied is None or report.run_id is None or report.refused:
+            return
+        quiet = {w.name for w in self.sources if not w.batch.paths}  # none in flight
+        missed = [
+            finding
+            for finding in report.findings
+            if finding.doc_id
+            and finding.doc_id.split(":", 1)[0] in quiet
+            and (finding.changes or finding.quarantine or finding.reingest)
+        ]
+        if not missed:
+            return
+        noted = [
+            Finding(
+                check="watch",
+                kind="missed_by_watch",
+                severity=Severity.WARNING,
+                family=finding.family,
+                doc_id=finding.doc_id,
+                expected={"reconciled by": "serve's watch"},
+                actual={"repaired by": f"the full job ({finding.check}/{finding.kind})"},
+                action="none: the full job repaired it; read serve's log for why the watch "
+                "did not (a watcher down, events lost, a source it cannot follow)",
+            )
+            for finding in missed
+        ]
+        table = open_table(self.settings)
+        try:
+            table.record_findings(report.run_id, noted, outstanding=[False] * len(noted))
+        finally:
+            table.close()
+        for finding in noted:
+            source = (finding.doc_id or "").split(":", 1)[0]
+            self.metrics.missed.labels(source=source).inc()
+        log.warning(
+            "full job %s repaired %d document(s) of watched sources the watch had not: %s",
+            report.run_id,
+            len(noted),
+            _few(f.doc_id or "" for f in noted),
+        )
 
     def _families(
         self, table: Any, name: str, paths: set[str]

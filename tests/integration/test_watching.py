@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 from acceptance_kit import Deployment, day
+from apscheduler.events import EVENT_JOB_EXECUTED, JobExecutionEvent
 from git_kit import Repo
 from prometheus_client import CollectorRegistry
 
+from reconciler.app.daemon import Runner, job_specs
 from reconciler.app.followers import DEBOUNCE, MAX_DELAY, RETRY, GitWatch, VaultWatch
 from reconciler.app.leasing import lease_name, make_lease
 from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
+from reconciler.metrics import build_registry
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.stores.sql.watermarks import SqlWatchMarks
 
@@ -194,3 +197,30 @@ def test_a_git_branch_that_moves_is_reconciled_from_the_changed_paths(tmp_path: 
 
 def _table(dep: Deployment) -> SqlDocumentTable:
     return SqlDocumentTable.from_url(dep.settings.table.resolved_url())
+
+
+def test_what_the_full_job_repairs_behind_the_watch_is_its_own_finding(
+    deployment: Deployment,
+) -> None:
+    """A change the watch never saw (its watcher down, and no tick since): the full job
+    repairs it, and its run records a ``watch/missed_by_watch`` finding for it."""
+    watch, clock, registry = opened(deployment)
+    try:
+        watch.tick()
+        vault = vault_of(watch)
+        vault.stop()  # events lost from here on
+        deployment.edit_front("guide", status="retired")
+        settings = deployment.settings
+        table = _table(deployment)
+        _registry, live = build_registry(table.metrics_snapshot)
+        report = Runner(settings, live=live)(job_specs(settings)[0])
+        assert report is not None
+        assert report.run_id is not None
+        watch.after_job(JobExecutionEvent(EVENT_JOB_EXECUTED, "full", "default", clock.now(),
+                                          retval=report))  # fmt: skip
+        noted = [f for f in table.findings_of(report.run_id) if f["check"] == "watch"]
+        assert [(f["kind"], f["doc_id"]) for f in noted] == [("missed_by_watch", "hb:guide")]
+        assert registry.get_sample_value("reconciler_watch_missed_total", {"source": "hb"}) == 1
+        table.close()
+    finally:
+        watch.stop()
