@@ -39,6 +39,7 @@ from reconciler.model import Finding, Severity
 from reconciler.pipeline.values import Report
 from reconciler.settings import Settings
 from reconciler.stores.sql.watermarks import SqlWatchMarks
+from reconciler.writing.runs import record_noted
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +286,7 @@ class Watch:
         ]
         table = open_table(self.settings)
         try:
-            table.record_findings(report.run_id, noted, outstanding=[False] * len(noted))
+            record_noted(table, report.run_id, noted)
         finally:
             table.close()
         for finding in noted:
