@@ -53,7 +53,8 @@ class Batch:
         self.last_seen = seen
 
     def oldest(self) -> datetime | None:
-        return min(self.paths.values()) if self.paths else None
+        dates = list(self.paths.values())  # (a copy: the watcher's thread adds to it)
+        return min(dates) if dates else None
 
 
 def _mtime(path: Path, clock: Clock) -> datetime:
@@ -226,6 +227,16 @@ class GitWatch:
         if mark is not None:
             self._commit = mark.mark
             self._until = mark.changed_until
+            return
+        from connectors.git.changes import head  # noqa: PLC0415
+
+        try:  # the first watch starts at the tip: what came before is the full job's
+            tip = head(self.source)  # type: ignore[arg-type]
+        except Exception as exc:  # unreachable now: the first poll that reads it starts there
+            log.warning("watch %s: cannot read the branch tip: %s", self.name, exc)
+            return
+        log.info("watch %s: starting at commit %s", self.name, tip.commit[:12])
+        self._commit, self._until = tip.commit, tip.committed_at
 
     def poll(self, now: float) -> None:
         from connectors.git.changes import changed_paths, head  # noqa: PLC0415

@@ -148,6 +148,17 @@ class Watch:
                     if mark is not None
                     else "no mark yet (first watch): changes from now on",
                 )
+                commit, until = watched.reached()
+                if mark is None and (commit or until):
+                    # the first watch's mark, written before any event is taken: a serve
+                    # killed before its first run still finds, at its next start, what
+                    # changed since (everything before it is the full job's)
+                    store.advance(
+                        watched.name,
+                        mark=commit,
+                        changed_until=until,
+                        reconciled_at=self.clock.now(),
+                    )
         finally:
             table.close()
 

@@ -42,7 +42,13 @@ def deployment(tmp_path: Path) -> Deployment:
     return dep
 
 
-_LOGGED = ("watch: following", "reconciled family", "watch: no source", "metrics on http")
+_LOGGED = (
+    "watch: following",
+    "reconciled family",
+    "changed path(s)",
+    "watch: no source",
+    "metrics on http",
+)
 
 
 @contextmanager
@@ -69,10 +75,12 @@ def serving(dep: Deployment, *extra: str) -> Iterator[Callable[[str], None]]:
             time.sleep(0.1)
         raise AssertionError(f"no {text!r} in serve's log: {log_path.read_text()}")
 
+    wait_log.proc = proc  # type: ignore[attr-defined]  (a test that kills it)
     try:
         yield wait_log
     finally:
-        proc.send_signal(signal.SIGTERM)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
 
 
@@ -156,3 +164,23 @@ def test_without_the_watch_a_change_waits_for_the_jobs(
         time.sleep(2)  # (nothing is expected to happen: a few debounce windows)
         assert "hb:runbook" in served(dep)
     assert watch_runs(dep) == []
+
+
+def test_serve_killed_during_a_watch_run_loses_nothing(deployment: Deployment) -> None:
+    """SIGKILL while the watch's run is under way: the mark is not past it, so the next serve
+    reconciles the change again (or finds it done); the served set ends right either way."""
+    dep = deployment
+    with serving(dep) as wait_log:
+        wait_log("watch: following")
+        dep.edit_front("leave-v1", status="superseded", superseded_by="leave-v2")
+        dep.edit_front("leave-v2", status="current")
+        wait_log("changed path(s)")  # the run has started
+        wait_log.proc.kill()  # type: ignore[attr-defined]
+        wait_log.proc.wait(timeout=30)  # type: ignore[attr-defined]
+    with serving(dep) as wait_log:
+        wait_log("watch: following")
+        deadline = time.monotonic() + 60
+        while served(dep) != {"hb:leave-v2", "hb:runbook", "hb:guide"}:
+            assert time.monotonic() < deadline, (dep.root / "serve.log").read_text()
+            time.sleep(0.2)
+    assert ("watch:hb", "repair", "succeeded") in watch_runs(dep)

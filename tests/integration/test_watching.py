@@ -5,7 +5,7 @@ event storm, a run that finds the lease held, a git branch that moves, and the m
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -138,7 +138,10 @@ def test_a_busy_lease_keeps_the_changes_for_later(deployment: Deployment) -> Non
         clock.advance(DEBOUNCE)
         watch.tick()
         assert runs(registry, "busy") == 1
-        assert "hb" not in SqlWatchMarks(table.engine).marks()  # no mark without the apply
+        started = SqlWatchMarks(table.engine).marks()["hb"]  # the first watch's mark
+        assert started.changed_until == clock.now() - timedelta(seconds=DEBOUNCE)
+        # no mark past the change without its apply
+        assert SqlWatchMarks(table.engine).marks()["hb"] == started
         other.release()
         clock.advance(DEBOUNCE)
         watch.tick()
