@@ -385,11 +385,14 @@ def start_http(listen: str, app: Callable[..., Iterable[bytes]]) -> WSGIServer:
     return server
 
 
-def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = False) -> None:
+def serve(
+    settings: Settings, *, shard: Shard | None = None, run_now: bool = False, watch: bool = True
+) -> None:
     """Run the scheduler until SIGTERM/SIGINT; the running job finishes first, or stops at
     its next safe point once ``[schedule] stop_grace`` has passed.
 
     ``run_now`` also runs the full job once at start (metrics are then current at once).
+    ``watch``: follow the sources' changes (``reconciler.app.watching``).
     """
     table: SqlDocumentTable = open_table(settings)
     snapshot = BoundedRead(table.metrics_snapshot, limit=SCRAPE_READ_LIMIT)
@@ -411,11 +414,18 @@ def serve(settings: Settings, *, shard: Shard | None = None, run_now: bool = Fal
     stop = GracefulStop(scheduler, on_stop=runner.stop)
     runner.stopping = stop.stopping  # jobs waiting for the lane do not start once stopping
     stop.install()
+    # -- issue 39: boundaries on the instant, and the watch (reconciler.app.freshness) ------
+    from reconciler.app.freshness import start_freshness  # noqa: PLC0415
+
+    watcher = start_freshness(settings, scheduler, runner, registry, stop.stopping, watch=watch)
+    # -- end of issue 39 -------------------------------------------------------------------
     for job in scheduler.get_jobs():
         log.info("job %s: %s", job.id, job.trigger)
     try:
         stop.run()  # blocks until a signal, then until the running job is recorded
     finally:
+        if watcher is not None:  # (the watch, issue 39)
+            watcher.stop()
         server.shutdown()
         server.server_close()
         table.close()

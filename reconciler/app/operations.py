@@ -10,6 +10,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from reconciler.app.followers import watch_rows
 from reconciler.app.leasing import HeldLease, lease_name
 from reconciler.app.probing import probe_sources
 from reconciler.app.stopping import JobControl, stoppable_sources
@@ -37,6 +38,7 @@ from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
+from reconciler.stores.sql.watermarks import SqlWatchMarks
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.runs import finish_failed, start_reconciliation
 
@@ -174,8 +176,9 @@ def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value else None
 
 
-def gather_status(settings: Settings) -> dict[str, Any]:
-    """Documents by state, chunks, families, sources and the last runs."""
+def gather_status(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
+    """Documents by state, chunks, families, sources, the watched sources' marks and the last
+    runs."""
     with stores(settings) as opened:
         stats = opened.table.stats()
         sources = opened.table.source_status()
@@ -185,6 +188,7 @@ def gather_status(settings: Settings) -> dict[str, Any]:
         chunks = index.count() if exists else 0
         chunk_states = index.facet(key="version_state") if exists else {}
         archive = _archive_status(opened.index)
+        watched = watch_rows(settings, SqlWatchMarks.of(opened.table).marks(), clock.now())
     configured = {s.name: s for s in settings.sources}
     return {
         "table": settings.table.display_url(),
@@ -210,6 +214,7 @@ def gather_status(settings: Settings) -> dict[str, Any]:
             for name in sorted(set(configured) | set(sources))
             for row in [sources.get(name)]
         ],
+        "watch": watched,
         "last_runs": [
             {
                 "run_id": r.run_id,

@@ -100,12 +100,13 @@ def ingest(
 @click.pass_obj
 def status(obj: CliState) -> None:
     """Documents by state, chunks, families, sources and the last runs."""
+    from reconciler.app.followers import watch_section
     from reconciler.app.operations import gather_status
-    from reconciler.rendering import render_status
+    from reconciler.rendering import render_status, table
 
     with errors_mapped():
         data = gather_status(obj.settings)
-    obj.emit(data, render_status)
+    obj.emit(data, lambda shown: render_status(shown) + watch_section(shown, table))
 
 
 @cli.command("bootstrap")

@@ -27,15 +27,24 @@ log = logging.getLogger(__name__)
     "--shard", callback=shard_option, metavar="i/N", help="Reconcile only partition i of N."
 )
 @click.option("--run-now", is_flag=True, help="Also run the full job once at start.")
+@click.option(
+    "--no-watch",
+    is_flag=True,
+    help="Do not watch the sources: their changes wait for the scheduled jobs.",
+)
 @click.pass_obj
-def serve(obj: CliState, shard: Shard | None, run_now: bool) -> None:
+def serve(obj: CliState, shard: Shard | None, run_now: bool, no_watch: bool) -> None:
     """Run the scheduler daemon: full, ttl and dates jobs on their cron schedules (UTC).
 
     Serves /metrics and /healthz on metrics.listen (127.0.0.1:9464 by default). One runner at
     a time per shard: a job that finds the lease held by another process skips. SIGTERM or
     SIGINT stop it after the running job has finished and been recorded.
+
+    Vault and git sources are watched (unless --no-watch, or `watch = false` on a source):
+    their changed documents' families are reconciled within seconds, through the same scoped
+    run as `repair --family`; the full job stays the safety net.
     """
     from reconciler.app.daemon import serve as run_daemon
 
     with errors_mapped():
-        run_daemon(obj.settings, shard=shard, run_now=run_now)
+        run_daemon(obj.settings, shard=shard, run_now=run_now, watch=not no_watch)

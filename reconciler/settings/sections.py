@@ -238,6 +238,9 @@ class SourceSettings(_Section):
     url: str | None = None
     trigger: Literal["polling", "webhook", "cdc"] = "polling"
     ttl: Duration | None = None
+    #: ``serve`` watches this source (vault, git) and reconciles its changes in seconds;
+    #: false leaves it to the scheduled jobs.
+    watch: bool = True
     options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

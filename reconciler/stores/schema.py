@@ -102,8 +102,9 @@ class DocumentRow(Base):
     doc_version: Mapped[int] = mapped_column(Integer)
     version_state: Mapped[str] = mapped_column(String(16), index=True)
     superseded_by: Mapped[str | None] = mapped_column(String(512))
-    effective_from: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    effective_to: Mapped[datetime] = mapped_column(UTCDateTime(), default=OPEN_END)
+    # (indexed: serve plans a job at the next boundary after every run)
+    effective_from: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    effective_to: Mapped[datetime] = mapped_column(UTCDateTime(), default=OPEN_END, index=True)
     doc_class: Mapped[str | None] = mapped_column(String(128))
     title: Mapped[str | None] = mapped_column(Text)
     source_hash: Mapped[str | None] = mapped_column(String(80))
@@ -273,3 +274,18 @@ class LeaseRow(Base):
     holder: Mapped[str] = mapped_column(String(128))
     acquired_at: Mapped[datetime] = mapped_column(UTCDateTime())
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class WatchMarkRow(Base):
+    """How far ``serve``'s watch of one source has been reconciled: the last commit (git) or
+    the instant up to which the vault's changes were applied; written only after the apply
+    that used it has committed, so a restart resumes from it without a full scan."""
+
+    __tablename__ = "watch_marks"
+
+    source: Mapped[str] = mapped_column(String(128), primary_key=True)
+    #: The git commit reconciled, or ``None`` for a vault (its mark is ``changed_until``).
+    mark: Mapped[str | None] = mapped_column(String(128))
+    #: The source's own date of the newest change reconciled (mtime, commit time).
+    changed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    reconciled_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -136,3 +136,10 @@ def finish_reconciliation(
         reingest_requests=int(written.get("reingest", 0)),
         **stats,
     )
+
+
+# -- issue 39: serve's watch notes, in a full run's log, what it missed --------------------
+def record_noted(runs: RunLog, run_id: str, findings: Sequence[Finding]) -> None:
+    """Add findings to a finished run's log, none outstanding (what happened, already
+    repaired: ``watch/missed_by_watch`` after serve's full job)."""
+    runs.record_findings(run_id, findings, outstanding=[False] * len(findings))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from exposition_kit import Exposition, input_series
+from watch_kit import watch_story
 
 ALERTS = Path(__file__).resolve().parents[2] / "config" / "alerts"
 RULES = ALERTS / "reconciler.rules.yml"
@@ -191,6 +192,70 @@ def scenarios(
     ]
 
 
+@pytest.fixture(scope="module")
+def watch_readings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exposition]:
+    """serve's watch through a fast change, a change held up by a busy lease, and a vault
+    whose folder vanished (``watch_kit``)."""
+    return watch_story(tmp_path_factory.mktemp("watch"))
+
+
+WATCH_ALERTS = ["ReconcilerWatchLagging", "ReconcilerWatcherDown", "ReconcilerChangesSlow"]
+
+
+def watch_scenarios(readings: dict[str, Exposition]) -> list[dict[str, Any]]:
+    """The watch's alerts over its own series (the watch's registry alone: the other
+    alerts, which read the run log's series, are the other stories')."""
+    fast, lagging, slow, down = (readings[k] for k in ("fast", "lagging", "slow", "down"))
+    return [
+        {
+            "name": "changes reconciled within seconds raise nothing",
+            "interval": "1m",
+            "input_series": input_series([(fast, 70)], instance="serve"),
+            "alert_rule_test": quiet("10m", "60m", alerts=WATCH_ALERTS),
+        },
+        {
+            "name": "a change held up for minutes by a busy lease",
+            "interval": "1m",
+            "input_series": input_series([(fast, 10), (lagging, 20)], instance="serve"),
+            "alert_rule_test": [
+                *quiet("12m", alerts=["ReconcilerWatchLagging"]),
+                {
+                    "eval_time": "20m",
+                    "alertname": "ReconcilerWatchLagging",
+                    "exp_alerts": fires("serve", "warning", source="hb"),
+                },
+            ],
+        },
+        {
+            "name": "a change that reached the served set minutes late",
+            "interval": "1m",
+            "input_series": input_series([(fast, 10), (slow, 60)], instance="serve"),
+            "alert_rule_test": [
+                *quiet("5m", alerts=["ReconcilerChangesSlow"]),
+                {
+                    "eval_time": "30m",
+                    "alertname": "ReconcilerChangesSlow",
+                    "exp_alerts": fires("serve", "warning", source="hb"),
+                },
+                *quiet("75m", alerts=["ReconcilerChangesSlow"]),
+            ],
+        },
+        {
+            "name": "a vault that cannot be watched",
+            "interval": "1m",
+            "input_series": input_series([(slow, 5), (down, 30)], instance="serve"),
+            "alert_rule_test": [
+                *quiet("10m", alerts=["ReconcilerWatcherDown"]),
+                {
+                    "eval_time": "20m",
+                    "alertname": "ReconcilerWatcherDown",
+                    "exp_alerts": fires("serve", "warning", source="hb"),
+                },
+            ],
+        },
+    ]
+
+
 def test_rules_are_valid() -> None:
     result = subprocess.run(
         [promtool(), "check", "rules", str(RULES)],
@@ -208,8 +273,10 @@ def test_rules_over_the_products_series(
     cron_readings: dict[str, Exposition],
     serve_readings: dict[str, Exposition],
     outage_readings: dict[str, Exposition],
+    watch_readings: dict[str, Exposition],
 ) -> None:
     tests = scenarios(cron_readings, serve_readings["ok"], outage_readings)
+    tests += watch_scenarios(watch_readings)
     # Every alert fires in some story.
     firing = {
         case["alertname"]

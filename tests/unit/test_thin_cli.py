@@ -30,6 +30,7 @@ ALLOWED = {
     "reconciler.app.declaring": "`declare`",
     "reconciler.app.surveying": "`vocabulary check`",
     "reconciler.app.daemon": "`serve`, and the metrics a cron `run` leaves",
+    "reconciler.app.followers": "drawing the watched sources `status` shows",
     "reconciler.rendering": "drawing what a command returns",
     "reconciler.errors": "mapping errors to exit codes",
     "reconciler.ports.source": "mapping a connector's errors to exit codes",

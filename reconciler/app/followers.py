@@ -1,0 +1,367 @@
+"""What ``serve``'s watch follows: a vault's folder through filesystem events (debounced,
+rescanned when events may have been lost), a git branch's tip polled. Each gathers the
+changed paths in a ``Batch``, each path dated as its source dates it (file mtime, commit
+time), until the watch (``reconciler.app.watching``) reconciles it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.ports.source import SystemOfRecord
+from reconciler.settings import Settings
+from reconciler.stores.sql.watermarks import WatchMark
+
+log = logging.getLogger(__name__)
+
+#: Seconds a vault must be quiet before its batch of changes is reconciled.
+DEBOUNCE = 0.3
+#: Seconds after a batch's first event that it is reconciled even if events keep coming.
+MAX_DELAY = 2.0
+#: Seconds between two reads of a git source's branch tip.
+GIT_POLL = 2.0
+#: Seconds before a batch whose run failed (or found the lease held) is tried again.
+RETRY = 5.0
+
+
+@dataclass
+class Batch:
+    """Changes seen and not yet reconciled: each path with the source's date of its change."""
+
+    paths: dict[str, datetime] = field(default_factory=dict)
+    #: The git commit the batch reaches (None for a vault).
+    mark: str | None = None
+    first_seen: float | None = None
+    last_seen: float | None = None
+    #: Not before this (monotonic): a failed run waits ``RETRY``.
+    not_before: float = 0.0
+
+    def add(self, path: str, changed_at: datetime, seen: float) -> None:
+        known = self.paths.get(path)
+        self.paths[path] = changed_at if known is None else min(known, changed_at)
+        self.first_seen = seen if self.first_seen is None else self.first_seen
+        self.last_seen = seen
+
+    def oldest(self) -> datetime | None:
+        dates = list(self.paths.values())  # (a copy: the watcher's thread adds to it)
+        return min(dates) if dates else None
+
+
+def _mtime(path: Path, clock: Clock) -> datetime:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except OSError:  # deleted (or moved away): dated when it was seen
+        return clock.now()
+
+
+class _Events(FileSystemEventHandler):
+    """Hands every file event's path(s) to ``seen``; a directory event, which may stand for
+    many files (a folder moved in or out), asks for a rescan."""
+
+    def __init__(self, seen: Callable[[str], None], rescan: Callable[[], None]) -> None:
+        self.seen = seen
+        self.rescan = rescan
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in ("opened", "closed_no_write"):
+            return
+        if event.is_directory:
+            if event.event_type in ("moved", "deleted", "created"):
+                self.rescan()
+            return
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            if raw:
+                self.seen(os.fsdecode(raw))
+
+
+class VaultWatch:
+    """A vault's folder, followed through filesystem events."""
+
+    def __init__(self, name: str, root: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.name = name
+        self.root = root.resolve()
+        self.clock = clock
+        self.batch = Batch()
+        self._lock = threading.Lock()
+        self._observer: Any = None
+        self._rescan = True
+        self._since: datetime | None = None
+        self._known: set[str] = set()
+        #: The newest source date of the changes reconciled or taken (the mark).
+        self._until: datetime | None = None
+
+    def start(self, mark: WatchMark | None, known: set[str]) -> None:
+        # no mark yet (the first watch): changes from now on, and paths the table does not know
+        self._since = mark.changed_until if mark is not None else None
+        self._since = self._since or self.clock.now()
+        self._until = self._since
+        self._known = known
+        self._observe()
+
+    def _observe(self) -> None:
+        observer = Observer()
+        observer.schedule(_Events(self._seen, self._ask_rescan), str(self.root), recursive=True)
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+        with self._lock:
+            self._rescan = True  # events before it started (or while it was dead) are lost
+
+    def _ask_rescan(self) -> None:
+        with self._lock:
+            self._rescan = True
+
+    def _seen(self, raw: str) -> None:
+        try:
+            rel = Path(raw).resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            return
+        if any(part.startswith(".") for part in rel.split("/")):
+            return  # editors' swap files, .obsidian/, .git/: never documents
+        changed = _mtime(self.root / rel, self.clock)
+        with self._lock:
+            self.batch.add(rel, changed, self.clock.monotonic())
+
+    def poll(self, now: float) -> None:
+        with self._lock:
+            rescan, self._rescan = self._rescan, False
+        if rescan:
+            self._rescan_files(now)
+
+    def _rescan_files(self, now: float) -> None:
+        """Events may have been lost: every file changed since the mark, and every path new to
+        or gone from the identity map, is a change."""
+        on_disk: dict[str, Path] = {}
+        for folder, dirs, files in os.walk(self.root):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for file in files:
+                if not file.startswith("."):
+                    path = Path(folder) / file
+                    on_disk[path.relative_to(self.root).as_posix()] = path
+        found = 0
+        with self._lock:
+            for rel, path in on_disk.items():
+                changed = _mtime(path, self.clock)
+                if rel not in self._known or self._since is None or changed > self._since:
+                    self.batch.add(rel, changed, now)
+                    found += 1
+            for rel in self._known - on_disk.keys():
+                self.batch.add(rel, self.clock.now(), now)
+                found += 1
+        log.info("watch %s: rescanned the vault: %d change(s) to reconcile", self.name, found)
+
+    def due(self, now: float) -> bool:
+        with self._lock:
+            batch = self.batch
+            if not batch.paths or now < batch.not_before:
+                return False
+            assert batch.first_seen is not None
+            assert batch.last_seen is not None
+            return now - batch.last_seen >= DEBOUNCE or now - batch.first_seen >= MAX_DELAY
+
+    def take(self) -> Batch:
+        """The batch to reconcile; new events start the next one."""
+        with self._lock:
+            taken, self.batch = self.batch, Batch()
+        return taken
+
+    def give_back(self, batch: Batch, now: float) -> None:
+        """A batch whose run did not commit: merged into the pending one, retried later."""
+        with self._lock:
+            for path, changed in batch.paths.items():
+                self.batch.add(path, changed, now)
+            self.batch.first_seen = min(self.batch.first_seen or now, batch.first_seen or now)
+            self.batch.not_before = now + RETRY
+
+    def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
+        newest = max(batch.paths.values(), default=None)
+        if newest is not None and (self._until is None or newest > self._until):
+            self._until = newest
+        self._since = self._until  # a later rescan looks only past what was reconciled
+        self._known |= set(known)
+        self._known -= set(gone)
+
+    def reached(self) -> tuple[str | None, datetime | None]:
+        return None, self._until
+
+    def alive(self) -> bool:
+        return self._observer is not None and bool(self._observer.is_alive())
+
+    def restart(self) -> None:
+        """The watcher died: a new one, and a rescan for what it missed."""
+        self.stop()
+        self._observe()
+
+    def stop(self) -> None:
+        observer = self._observer
+        if observer is not None:
+            observer.stop()
+            if observer.is_alive() and observer is not threading.current_thread():
+                observer.join(timeout=5)
+
+
+class GitWatch:
+    """A git source's branch tip, polled."""
+
+    def __init__(self, name: str, source: SystemOfRecord, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.name = name
+        self.source = source
+        self.clock = clock
+        self.batch = Batch()
+        self._commit: str | None = None  # reconciled
+        self._until: datetime | None = None
+        self._next_poll = 0.0
+        self._up = True
+
+    def start(self, mark: WatchMark | None, known: set[str]) -> None:
+        if mark is not None:
+            self._commit = mark.mark
+            self._until = mark.changed_until
+            return
+        from connectors.git.changes import head  # noqa: PLC0415
+
+        try:  # the first watch starts at the tip: what came before is the full job's
+            tip = head(self.source)  # type: ignore[arg-type]
+        except Exception as exc:  # unreachable now: the first poll that reads it starts there
+            log.warning("watch %s: cannot read the branch tip: %s", self.name, exc)
+            return
+        log.info("watch %s: starting at commit %s", self.name, tip.commit[:12])
+        self._commit, self._until = tip.commit, tip.committed_at
+
+    def poll(self, now: float) -> None:
+        from connectors.git.changes import changed_paths, head  # noqa: PLC0415
+
+        if now < self._next_poll or now < self.batch.not_before:
+            return
+        self._next_poll = now + GIT_POLL
+        try:
+            tip = head(self.source)  # type: ignore[arg-type]
+            if self._commit is None:
+                # the first watch of this source starts at its tip: what came before is the
+                # full job's
+                log.info("watch %s: starting at commit %s", self.name, tip.commit[:12])
+                self._commit, self._until = tip.commit, tip.committed_at
+                self.batch.mark = tip.commit
+                self._up = True
+                return
+            if tip.commit in (self._commit, self.batch.mark):
+                self._up = True
+                return
+            since = self.batch.mark or self._commit
+            paths = changed_paths(self.source, since, tip.commit)  # type: ignore[arg-type]
+        except Exception as exc:  # an unreachable repository is retried at the next poll
+            if self._up:
+                log.warning("watch %s: cannot read the branch tip: %s", self.name, exc)
+            self._up = False
+            return
+        self._up = True
+        log.info(
+            "watch %s: branch moved %s..%s: %d path(s) changed",
+            self.name,
+            since[:12],
+            tip.commit[:12],
+            len(paths),
+        )
+        for path in paths:
+            self.batch.add(path, tip.committed_at, now)
+        self.batch.mark = tip.commit
+        if not paths:  # nothing under the source's root: the mark moves at once
+            self.batch.first_seen = self.batch.last_seen = now
+
+    def due(self, now: float) -> bool:
+        return self.batch.mark not in (None, self._commit) and now >= self.batch.not_before
+
+    def take(self) -> Batch:
+        taken, self.batch = self.batch, Batch()
+        return taken
+
+    def give_back(self, batch: Batch, now: float) -> None:
+        batch.not_before = now + RETRY
+        self.batch = batch
+
+    def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
+        self._commit = batch.mark
+        newest = max(batch.paths.values(), default=None)
+        if newest is not None:
+            self._until = newest
+
+    def reached(self) -> tuple[str | None, datetime | None]:
+        return self._commit, self._until
+
+    def alive(self) -> bool:
+        return self._up
+
+    def restart(self) -> None:
+        self._next_poll = 0.0
+
+    def stop(self) -> None:
+        return None
+
+
+#: The connector types the watch knows how to follow.
+WATCHED_TYPES = frozenset({"vault", "git"})
+
+
+def watch_rows(
+    settings: Settings, marks: dict[str, WatchMark], now: datetime
+) -> list[dict[str, Any]]:
+    """``status``: each watched source's mark as the table holds it, and how long ago the
+    watch last reconciled it."""
+    shown = []
+    for config in settings.sources:
+        if not (config.watch and config.type in WATCHED_TYPES):
+            continue
+        mark = marks.get(config.name)
+        shown.append(
+            {
+                "source": config.name,
+                "mark": mark.mark if mark else None,
+                "changed_until": _iso(mark.changed_until) if mark else None,
+                "reconciled_at": _iso(mark.reconciled_at) if mark else None,
+                "age_seconds": round((now - mark.reconciled_at).total_seconds(), 1)
+                if mark
+                else None,
+            }
+        )
+    return shown
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value else None
+
+
+def watch_table(
+    rows: Sequence[Mapping[str, Any]], table: Callable[[list[str], list[list[Any]]], str]
+) -> str:
+    """Each watched source's mark, what it covers and when serve last reconciled it (laid
+    out by ``table``, the rendering's)."""
+    return table(
+        ["watched source", "mark", "changes up to", "reconciled", "age (s)"],
+        [
+            [
+                w["source"],
+                (w["mark"] or "")[:12],
+                w["changed_until"] or "",
+                w["reconciled_at"] or "not yet (serve sets it)",
+                "" if w["age_seconds"] is None else w["age_seconds"],
+            ]
+            for w in rows
+        ],
+    )
+
+
+def watch_section(
+    data: Mapping[str, Any], table: Callable[[list[str], list[list[Any]]], str]
+) -> str:
+    """The watched sources' table, after the rest of ``status`` ("" when none is watched)."""
+    return "\n\n" + watch_table(data["watch"], table) if data.get("watch") else ""

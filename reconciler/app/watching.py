@@ -1,0 +1,392 @@
+"""``serve``'s watch: a change in a vault or a git repository reaches the served set in seconds,
+not at the next full job.
+
+A vault is watched through filesystem events (watchdog), debounced: a batch is reconciled
+once the vault has been quiet for ``DEBOUNCE`` seconds, or ``MAX_DELAY`` after its first
+event in a storm. A git source's branch tip is polled every ``GIT_POLL`` seconds; only the
+paths that changed between the last reconciled commit and the tip are looked at. The
+documents at those paths name their families (the identity map; a path it does not know is
+read from a scan of that source), and those families go through the same scoped run as
+``reconciler repair --family`` (widened by membership, planned, guarded, audited and applied
+under the lease).
+
+Each source's watermark (the last reconciled commit; the source's date of the newest change
+reconciled) is written to the ``watch_marks`` table only after that run has committed, so a
+restart resumes from it: a vault is rescanned at start (files changed since the mark, and
+paths new to or gone from the identity map), as it is whenever its watcher died (it is
+started again). A run that cannot take the lease, or fails, keeps its changes pending and is
+tried again ``RETRY`` seconds later. The full job stays the safety net: a change the watch
+missed is its own finding there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from apscheduler.events import JobExecutionEvent
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from reconciler.app.followers import RETRY, WATCHED_TYPES, GitWatch, VaultWatch
+from reconciler.app.operations import engine_options, reconcile
+from reconciler.app.wiring import build_sources, open_table
+from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.errors import LeaseBusy
+from reconciler.model import Finding, Severity
+from reconciler.pipeline.values import Report
+from reconciler.settings import Settings
+from reconciler.stores.sql.watermarks import SqlWatchMarks
+from reconciler.writing.runs import record_noted
+
+log = logging.getLogger(__name__)
+
+#: How often the watch loop looks at its sources.
+TICK = 0.1
+
+Runs = Callable[[frozenset[str], str], Report]
+
+
+class WatchMetrics:
+    """``reconciler_staleness_seconds``, ``reconciler_incremental_runs_total``,
+    ``reconciler_watch_lag_seconds`` and ``reconciler_watcher_up``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.staleness = Histogram(
+            "reconciler_staleness_seconds",
+            "From a change as its source dates it (file mtime, commit time) to the commit of "
+            "the apply that made the served set right.",
+            labelnames=["source"],
+            buckets=(0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400),
+            registry=registry,
+        )
+        self.runs = Counter(
+            "reconciler_incremental_runs_total",
+            "Scoped runs the watch started, by source and outcome (applied, idle: nothing of "
+            "the source's documents changed, busy: the lease was held, failed).",
+            labelnames=["source", "outcome"],
+            registry=registry,
+        )
+        self.lag = Gauge(
+            "reconciler_watch_lag_seconds",
+            "Age (by the source's date) of the oldest change the watch has seen and not yet "
+            "reconciled; 0 when none waits.",
+            labelnames=["source"],
+            registry=registry,
+        )
+        self.missed = Counter(
+            "reconciler_watch_missed_total",
+            "Documents of watched sources the full job repaired that the watch had not "
+            "reconciled (each also a finding watch/missed_by_watch of that run).",
+            labelnames=["source"],
+            registry=registry,
+        )
+        self.up = Gauge(
+            "reconciler_watcher_up",
+            "1 while the watch of a source runs (its watcher alive, its last poll answered).",
+            labelnames=["source"],
+            registry=registry,
+        )
+
+
+class Watch:
+    """The watch loop of ``serve``: one thread that follows every watched source and
+    reconciles each batch of changes through a scoped run."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: CollectorRegistry,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        run: Runs | None = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.metrics = WatchMetrics(registry)
+        self.stopping = stopping or threading.Event()
+        self._run = run or self._scoped_run
+        self.sources: list[VaultWatch | GitWatch] = []
+        chosen = [s for s in settings.sources if s.watch and s.type in WATCHED_TYPES]
+        built = {s.name: s for s in build_sources(settings, [c.name for c in chosen])}
+        for config in chosen:
+            source = built[config.name]
+            if config.type == "vault":
+                root = Path(getattr(source, "path", config.path or "."))
+                self.sources.append(VaultWatch(config.name, root, clock=clock))
+            else:
+                self.sources.append(GitWatch(config.name, source, clock=clock))
+        self._built = built
+        self._thread: threading.Thread | None = None
+        #: Called after a run applied (serve plans the next boundary again).
+        self.after_run: Callable[[], object] | None = None
+
+    def start(self) -> None:
+        """Read the marks, start the watchers and the loop thread."""
+        self.open()
+        self._thread = threading.Thread(target=self._loop, name="watch", daemon=True)
+        self._thread.start()
+
+    def open(self) -> None:
+        """Read the marks and start the watchers (``tick`` then follows them)."""
+        table = open_table(self.settings)
+        try:
+            store = SqlWatchMarks.of(table)
+            marks = store.marks()
+            for watched in self.sources:
+                mark = marks.get(watched.name)
+                watched.start(mark, store.known_paths(watched.name))
+                log.info(
+                    "watch %s: %s",
+                    watched.name,
+                    "resuming from its mark "
+                    + (f"commit {mark.mark[:12]} " if mark.mark else "")
+                    + f"(changes up to {mark.changed_until})"
+                    if mark is not None
+                    else "no mark yet (first watch): changes from now on",
+                )
+                commit, until = watched.reached()
+                if mark is None and (commit or until):
+                    # the first watch's mark, written before any event is taken: a serve
+                    # killed before its first run still finds, at its next start, what
+                    # changed since (everything before it is the full job's)
+                    store.advance(
+                        watched.name,
+                        mark=commit,
+                        changed_until=until,
+                        reconciled_at=self.clock.now(),
+                    )
+        finally:
+            table.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for watched in self.sources:
+            watched.stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.tick()
+            except Exception:  # the loop never dies of one source's trouble
+                log.exception("watch: unexpected error; going on")
+            self.clock.wait(self.stopping, TICK)
+
+    def tick(self) -> None:
+        """Look at every source once: restart a dead watcher, poll, reconcile what is due."""
+        now = self.clock.monotonic()
+        for watched in self.sources:
+            if isinstance(watched, VaultWatch) and not watched.alive():
+                log.warning("watch %s: the watcher died; starting it again (rescan)", watched.name)
+                try:
+                    watched.restart()
+                except OSError as exc:  # the folder is gone, or inotify refuses: next tick
+                    log.error("watch %s: cannot watch the vault: %s", watched.name, exc)
+                    self.metrics.up.labels(source=watched.name).set(0)
+                    continue
+            watched.poll(now)
+            self.metrics.up.labels(source=watched.name).set(1 if watched.alive() else 0)
+            oldest = watched.batch.oldest()
+            lag = (self.clock.now() - oldest).total_seconds() if oldest is not None else 0.0
+            self.metrics.lag.labels(source=watched.name).set(max(lag, 0.0))
+            if watched.due(now) and not self.stopping.is_set():
+                self._reconcile(watched)
+
+    def _reconcile(self, watched: VaultWatch | GitWatch) -> None:
+        batch = watched.take()
+        name = watched.name
+        table = open_table(self.settings)
+        try:
+            families, known, gone = self._families(table, name, set(batch.paths))
+            if not families:
+                outcome = "idle"
+                log.info(
+                    "watch %s: %d changed path(s), none a document the table knows: nothing "
+                    "to reconcile",
+                    name,
+                    len(batch.paths),
+                )
+            else:
+                log.info(
+                    "watch %s: %d changed path(s) (%s) -> reconciling family(ies) %s",
+                    name,
+                    len(batch.paths),
+                    _few(batch.paths),
+                    _few(families),
+                )
+                try:
+                    report = self._run(frozenset(families), name)
+                except LeaseBusy as exc:
+                    log.info("watch %s: lease held (%s); trying again in %gs", name, exc, RETRY)
+                    self.metrics.runs.labels(source=name, outcome="busy").inc()
+                    watched.give_back(batch, self.clock.monotonic())
+                    return
+                except Exception as exc:
+                    log.error("watch %s: the scoped run failed: %s; retrying", name, exc)
+                    self.metrics.runs.labels(source=name, outcome="failed").inc()
+                    watched.give_back(batch, self.clock.monotonic())
+                    return
+                if report.error or report.refused or report.partial:
+                    why = report.error or ("refused by the guard" if report.refused else "partial")
+                    log.error("watch %s: run %s did not commit: %s", name, report.run_id, why)
+                    self.metrics.runs.labels(source=name, outcome="failed").inc()
+                    watched.give_back(batch, self.clock.monotonic())
+                    return
+                outcome = "applied"
+                log.info(
+                    "watch %s: run %s reconciled family(ies) %s: writes %s",
+                    name,
+                    report.run_id,
+                    _few(families),
+                    report.writes(),
+                )
+            reconciled_at = self.clock.now()
+            watched.done(batch, known, gone)
+            commit, until = watched.reached()
+            SqlWatchMarks.of(table).advance(
+                name, mark=commit, changed_until=until, reconciled_at=reconciled_at
+            )
+        finally:
+            table.close()
+        self.metrics.runs.labels(source=name, outcome=outcome).inc()
+        if outcome == "applied" and self.after_run is not None:
+            self.after_run()
+        for changed in batch.paths.values():
+            self.metrics.staleness.labels(source=name).observe(
+                max((reconciled_at - changed).total_seconds(), 0.0)
+            )
+
+    def after_job(self, event: JobExecutionEvent) -> None:
+        """After serve's full job (an APScheduler listener): what it repaired in a watched
+        source's documents is what the watch missed. Each is recorded as a finding of its own
+        in the full run's log (check ``watch``, kind ``missed_by_watch``), logged and counted
+        (``reconciler_watch_missed_total``): a miss is visible, not silent."""
+        report = event.retval
+        if not (event.job_id.startswith("full") and isinstance(report, Report)):
+            return
+        if report.applied is None or report.run_id is None or report.refused:
+            return
+        quiet = {w.name for w in self.sources if not w.batch.paths}  # none in flight
+        missed = [
+            finding
+            for finding in report.findings
+            if finding.doc_id
+            and finding.doc_id.split(":", 1)[0] in quiet
+            and (finding.changes or finding.quarantine or finding.reingest)
+        ]
+        if not missed:
+            return
+        noted = [
+            Finding(
+                check="watch",
+                kind="missed_by_watch",
+                severity=Severity.WARNING,
+                family=finding.family,
+                doc_id=finding.doc_id,
+                expected={"reconciled by": "serve's watch"},
+                actual={"repaired by": f"the full job ({finding.check}/{finding.kind})"},
+                action="none: the full job repaired it; read serve's log for why the watch "
+                "did not (a watcher down, events lost, a source it cannot follow)",
+            )
+            for finding in missed
+        ]
+        table = open_table(self.settings)
+        try:
+            record_noted(table, report.run_id, noted)
+        finally:
+            table.close()
+        for finding in noted:
+            source = (finding.doc_id or "").split(":", 1)[0]
+            self.metrics.missed.labels(source=source).inc()
+        log.warning(
+            "full job %s repaired %d document(s) of watched sources the watch had not: %s",
+            report.run_id,
+            len(noted),
+            _few(f.doc_id or "" for f in noted),
+        )
+
+    def _families(
+        self, table: Any, name: str, paths: set[str]
+    ) -> tuple[set[str], set[str], set[str]]:
+        """The families of the documents at ``paths`` (those the table knows), the paths that
+        are documents now, and those gone."""
+        at = table.identities_at(name, paths)
+        by_key, _ = table.identities(name)
+        families = {by_key[key] for key in at.values() if key in by_key}
+        unknown = paths - at.keys()
+        known: set[str] = set(at)
+        gone: set[str] = set()
+        if unknown:
+            # paths the identity map does not know: new documents (or renamed ones); their
+            # families are read from the source
+            try:
+                snapshot = self._built[name].scan()
+            except Exception as exc:
+                log.warning("watch %s: cannot read the new path(s): %s", name, exc)
+            else:
+                for document in snapshot.documents:
+                    if document.path is not None and document.path in unknown:
+                        if document.family:
+                            families.add(document.family)
+                        known.add(document.path)
+        watched = next((w for w in self.sources if w.name == name), None)
+        if isinstance(watched, VaultWatch):
+            gone = {p for p in paths if not (watched.root / p).exists()}
+        return table.known_families(families), known - gone, gone
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each watched source's mark and lag (for /healthz and logs)."""
+        now = self.clock.now()
+        shown = []
+        for watched in self.sources:
+            commit, until = watched.reached()
+            oldest = watched.batch.oldest()
+            shown.append(
+                {
+                    "source": watched.name,
+                    "mark": commit,
+                    "changed_until": until.isoformat() if until else None,
+                    "pending": len(watched.batch.paths),
+                    "lag_seconds": (now - oldest).total_seconds() if oldest else 0.0,
+                    "alive": watched.alive(),
+                }
+            )
+        return shown
+
+    def _scoped_run(self, families: frozenset[str], source: str) -> Report:
+        options = engine_options(
+            self.settings,
+            mode="repair",
+            actor="watch",
+            families=sorted(families),
+            job=f"watch:{source}",
+        )
+        return reconcile(self.settings, options, clock=self.clock)
+
+
+def _few(items: Iterable[str], limit: int = 5) -> str:
+    shown = sorted(items)
+    more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
+    return ", ".join(shown[:limit]) + more
+
+
+def start_watch(
+    settings: Settings,
+    registry: CollectorRegistry,
+    *,
+    stopping: threading.Event | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Watch | None:
+    """``serve``'s watch of its sources, started; None when no source is watched."""
+    watch = Watch(settings, registry, clock=clock, stopping=stopping)
+    if not watch.sources:
+        log.info("watch: no source to watch (vault and git sources; `watch = false` opts out)")
+        return None
+    watch.start()
+    log.info("watch: following %s", ", ".join(w.name for w in watch.sources))
+    return watch

@@ -1,0 +1,229 @@
+"""The watch in one process, its time on a ManualClock: real watchdog events on a real vault,
+a real git repository polled, the real scoped run on real stores. A watcher that dies, an
+event storm, a run that finds the lease held, a git branch that moves, and the marks."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from acceptance_kit import Deployment, day
+from apscheduler.events import EVENT_JOB_EXECUTED, JobExecutionEvent
+from git_kit import Repo
+from prometheus_client import CollectorRegistry
+
+from reconciler.app.daemon import Runner, job_specs
+from reconciler.app.followers import DEBOUNCE, MAX_DELAY, RETRY, GitWatch, VaultWatch
+from reconciler.app.leasing import lease_name, make_lease
+from reconciler.app.watching import Watch
+from reconciler.clock import ManualClock
+from reconciler.metrics import build_registry
+from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.watermarks import SqlWatchMarks
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Deployment:
+    dep = Deployment(tmp_path)
+    for name in ("runbook", "guide"):
+        dep.note(name, id=name, family=name, status="current", effective_from=day(-50))
+    dep.init_ingest()
+    return dep
+
+
+def opened(dep: Deployment) -> tuple[Watch, ManualClock, CollectorRegistry]:
+    clock = ManualClock(datetime.now(UTC))
+    registry = CollectorRegistry()
+    watch = Watch(dep.settings, registry, clock=clock)
+    watch.open()
+    return watch, clock, registry
+
+
+def vault_of(watch: Watch) -> VaultWatch:
+    watched = watch.sources[0]
+    assert isinstance(watched, VaultWatch)
+    return watched
+
+
+def until_seen(watched: VaultWatch | GitWatch, paths: set[str], seconds: float = 10) -> None:
+    """Wait (real time) until the watcher has seen events for ``paths``."""
+    deadline = time.monotonic() + seconds
+    while not paths <= set(watched.batch.paths) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert paths <= set(watched.batch.paths), watched.batch.paths
+
+
+def runs(registry: CollectorRegistry, outcome: str, source: str = "hb") -> float:
+    value = registry.get_sample_value(
+        "reconciler_incremental_runs_total", {"source": source, "outcome": outcome}
+    )
+    return value or 0.0
+
+
+def test_an_edit_is_debounced_then_reconciled(deployment: Deployment) -> None:
+    watch, clock, registry = opened(deployment)
+    try:
+        watch.tick()  # the start's rescan: nothing changed
+        deployment.edit_front("runbook", status="retired")
+        until_seen(vault_of(watch), {"runbook.md"})
+        watch.tick()
+        assert runs(registry, "applied") == 0  # not quiet for DEBOUNCE yet
+        clock.advance(DEBOUNCE)
+        watch.tick()
+        assert runs(registry, "applied") == 1
+        assert deployment.served() == {"hb:guide"}
+        count = registry.get_sample_value("reconciler_staleness_seconds_count", {"source": "hb"})
+        assert count == 1
+        mark = SqlWatchMarks(_table(deployment).engine).marks()["hb"]
+        assert mark.changed_until is not None
+        assert mark.changed_until.timestamp() == pytest.approx(
+            (deployment.vault / "runbook.md").stat().st_mtime, abs=1e-3
+        )
+    finally:
+        watch.stop()
+
+
+def test_a_watcher_that_died_is_started_again_and_rescans(deployment: Deployment) -> None:
+    watch, clock, registry = opened(deployment)
+    try:
+        watch.tick()
+        vault = vault_of(watch)
+        vault._observer.stop()  # the watcher dies (its thread ends)
+        vault._observer.join()
+        assert not vault.alive()
+        time.sleep(0.02)
+        deployment.edit_front("guide", status="retired")  # no watcher sees it
+        watch.tick()  # dead: started again, and the vault rescanned
+        assert vault.alive()
+        assert "guide.md" in vault.batch.paths
+        clock.advance(MAX_DELAY)
+        watch.tick()
+        assert deployment.served() == {"hb:runbook"}
+        assert registry.get_sample_value("reconciler_watcher_up", {"source": "hb"}) == 1.0
+    finally:
+        watch.stop()
+
+
+def test_an_event_storm_is_one_run(deployment: Deployment) -> None:
+    dep = deployment
+    watch, clock, registry = opened(dep)
+    try:
+        watch.tick()
+        for round_ in range(20):
+            for n in range(25):
+                dep.note(f"storm{n}", id=f"storm{n}", family="storm", status="current",
+                         version=str(n), effective_from=day(-10), text=f"round {round_}")  # fmt: skip
+            dep.edit_front("runbook", status="retired" if round_ % 2 == 0 else "current")
+        dep.edit_front("runbook", status="retired")
+        until_seen(vault_of(watch), {"runbook.md", *(f"storm{n}.md" for n in range(25))})
+        clock.advance(MAX_DELAY)
+        watch.tick()
+        assert runs(registry, "applied") == 1  # 500-odd events, one scoped run
+        assert "hb:runbook" not in dep.served()
+    finally:
+        watch.stop()
+
+
+def test_a_busy_lease_keeps_the_changes_for_later(deployment: Deployment) -> None:
+    watch, clock, registry = opened(deployment)
+    table = _table(deployment)
+    other = make_lease(table.engine, lease_name("0/1"))
+    try:
+        watch.tick()
+        deployment.edit_front("runbook", status="retired")
+        until_seen(vault_of(watch), {"runbook.md"})
+        assert other.acquire()
+        clock.advance(DEBOUNCE)
+        watch.tick()
+        assert runs(registry, "busy") == 1
+        started = SqlWatchMarks(table.engine).marks()["hb"]  # the first watch's mark
+        assert started.changed_until == clock.now() - timedelta(seconds=DEBOUNCE)
+        # no mark past the change without its apply
+        assert SqlWatchMarks(table.engine).marks()["hb"] == started
+        other.release()
+        clock.advance(DEBOUNCE)
+        watch.tick()
+        assert runs(registry, "applied") == 0  # waits RETRY first
+        clock.advance(RETRY)
+        watch.tick()
+        assert runs(registry, "applied") == 1
+        assert deployment.served() == {"hb:guide"}
+    finally:
+        watch.stop()
+        table.close()
+
+
+def test_a_git_branch_that_moves_is_reconciled_from_the_changed_paths(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "repo")
+    front = "---\nid: {0}\nfamily: {0}\nstatus: {1}\neffective_from: {2}\n---\n# {0}\n\nBody.\n"
+    for name in ("alpha", "beta"):
+        repo.write(f"docs/{name}.md", front.format(name, "current", day(-30)))
+    repo.commit("start")
+    dep = Deployment(tmp_path / "dep")
+    dep.config.write_text(
+        dep.config.read_text().replace(
+            'name = "hb"\ntype = "vault"\npath = "vault"',
+            f'name = "gh"\ntype = "git"\npath = "{repo.root}"\n[sources.options]\nsubdir = "docs"',
+        )
+    )
+    dep.init_ingest()
+    assert dep.served() == {"gh:alpha", "gh:beta"}
+    watch, clock, registry = opened(dep)
+    try:
+        watched = watch.sources[0]
+        assert isinstance(watched, GitWatch)
+        watch.tick()  # the first watch starts at the tip
+        repo.write("docs/beta.md", front.format("beta", "retired", day(-30)))
+        repo.write("README.txt", "not a document")
+        commit = repo.commit("retire beta")
+        clock.advance(2.5)
+        watch.tick()
+        assert runs(registry, "applied", "gh") == 1
+        assert dep.served() == {"gh:alpha"}
+        mark = SqlWatchMarks(_table(dep).engine).marks()["gh"]
+        assert mark.mark == commit
+    finally:
+        watch.stop()
+    # a new watch resumes at the mark: a commit made meanwhile is reconciled
+    repo.write("docs/alpha.md", front.format("alpha", "retired", day(-30)))
+    repo.commit("retire alpha")
+    watch, clock, registry = opened(dep)
+    try:
+        watch.tick()
+        assert runs(registry, "applied", "gh") == 1
+        assert dep.served() == set()
+    finally:
+        watch.stop()
+
+
+def _table(dep: Deployment) -> SqlDocumentTable:
+    return SqlDocumentTable.from_url(dep.settings.table.resolved_url())
+
+
+def test_what_the_full_job_repairs_behind_the_watch_is_its_own_finding(
+    deployment: Deployment,
+) -> None:
+    """A change the watch never saw (its watcher down, and no tick since): the full job
+    repairs it, and its run records a ``watch/missed_by_watch`` finding for it."""
+    watch, clock, registry = opened(deployment)
+    try:
+        watch.tick()
+        vault = vault_of(watch)
+        vault.stop()  # events lost from here on
+        deployment.edit_front("guide", status="retired")
+        settings = deployment.settings
+        table = _table(deployment)
+        _registry, live = build_registry(table.metrics_snapshot)
+        report = Runner(settings, live=live)(job_specs(settings)[0])
+        assert report is not None
+        assert report.run_id is not None
+        watch.after_job(JobExecutionEvent(EVENT_JOB_EXECUTED, "full", "default", clock.now(),
+                                          retval=report))  # fmt: skip
+        noted = [f for f in table.findings_of(report.run_id) if f["check"] == "watch"]
+        assert [(f["kind"], f["doc_id"]) for f in noted] == [("missed_by_watch", "hb:guide")]
+        assert registry.get_sample_value("reconciler_watch_missed_total", {"source": "hb"}) == 1
+        table.close()
+    finally:
+        watch.stop()
