@@ -31,16 +31,11 @@ from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.ports.index import StoredPoint
-from reconciler.writing.applying import CONFIRM, INTENT
-from reconciler.writing.moving import MOVE_RESOLVE, copy_into, unfinished
+from reconciler.writing.moving import copy_into, unfinished
 
 log = logging.getLogger(__name__)
 
-#: The audit entry type that records how an interrupted run's last batch ended.
-RESOLVE = AuditKind.RESOLVE
 INTERRUPTED = RunStatus.INTERRUPTED
-#: The audit entry type of an ingestion's intent to (re-)write one document.
-INGEST_INTENT = AuditKind.INGEST
 #: The re-ingest reason of a document an interrupted ingestion left incomplete.
 INTERRUPTED_INGEST = "interrupted_ingest"
 
@@ -55,7 +50,7 @@ class Resolved:
 
 
 def unconfirmed(
-    entries: list[AuditEntry], hashes: list[str], kind: str = INTENT
+    entries: list[AuditEntry], hashes: list[str], kind: str = AuditKind.PAYLOAD
 ) -> list[AuditEntry]:
     """The intents (payload intents, or ``kind``) of one run after its last confirmation, in
     order.
@@ -64,7 +59,7 @@ def unconfirmed(
     """
     confirmed_through = None
     for entry in entries:
-        if entry.target_type == CONFIRM and isinstance(entry.after, dict):
+        if entry.target_type == AuditKind.CONFIRM and isinstance(entry.after, dict):
             confirmed_through = entry.after.get("through")
     if confirmed_through is None:
         return [e for e in entries if e.target_type == kind]
@@ -177,7 +172,7 @@ def plan_resolution(
                 written.append(pid)
             else:
                 missed.append(pid)
-    complete, requeue = _ingest_ended(table, index, unconfirmed(entries, hashes, INGEST_INTENT))
+    complete, requeue = _ingest_ended(table, index, unconfirmed(entries, hashes, AuditKind.INGEST))
     return ResolutionPlan(
         run_id=run_id,
         status=status,
@@ -215,7 +210,7 @@ def apply_resolution(
             actor,
             "the run stopped while moving points between collections",
             moves,
-            kind=MOVE_RESOLVE,
+            kind=AuditKind.MOVE_RESOLVE,
         )
     if plan.complete or plan.requeue:
         head = _resolution(
@@ -255,7 +250,7 @@ def _resolution(
     reason: str,
     after: dict[str, Any],
     *,
-    kind: str = RESOLVE,
+    kind: str = AuditKind.RESOLVE,
 ) -> str:
     """Append the entry (``resolve``, or a split store's ``move_resolve``) that says how a
     dead run's writes ended; its hash."""
