@@ -18,15 +18,13 @@ from reconciler.app.wiring import open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import AuditUnanswerable, NotFound
 from reconciler.filters import filter_terms
-from reconciler.model import rfc3339, utc
+from reconciler.model import AuditKind, rfc3339, utc
 from reconciler.ports import TableReader
 from reconciler.ports.table import ChainedEntry
 from reconciler.settings import Settings
 from reconciler.trail.answers import history_of, served_at
 from reconciler.trail.replay import WHY_TEXT, Replay
 from reconciler.trail.survey import Survey
-from reconciler.writing.applying import CONFIRM, INTENT
-from reconciler.writing.recovery import INGEST_INTENT, RESOLVE
 
 #: Problems of a chain named in the refusal (``audit verify`` lists them all).
 SHOWN_PROBLEMS = 5
@@ -110,16 +108,19 @@ def ends_of(table: TableReader, about: list[ChainedEntry], *, upto: int) -> list
     one's confirmation: what is kept follows the intents, not the run's length."""
     open_seqs: dict[str, list[int]] = {}
     for chained in about:
-        if chained.entry is not None and chained.entry.target_type in (INTENT, INGEST_INTENT):
+        if chained.entry is not None and chained.entry.target_type in (
+            AuditKind.PAYLOAD,
+            AuditKind.INGEST,
+        ):
             open_seqs.setdefault(chained.entry.run_id, []).append(chained.seq)
     found: list[ChainedEntry] = []
     for run_id, seqs in open_seqs.items():
         left = sorted(seqs)
         for chained in table.audit_entries_about([run_id], upto=upto, after=left[0]):
             kind = chained.entry.target_type if chained.entry is not None else None
-            if kind == RESOLVE or chained.entry is None:
+            if kind == AuditKind.RESOLVE or chained.entry is None:
                 found.append(chained)  # (an altered one is refused by the caller)
-            elif kind == CONFIRM and left[0] < chained.seq:
+            elif kind == AuditKind.CONFIRM and left[0] < chained.seq:
                 found.append(chained)
                 left = [seq for seq in left if seq > chained.seq]
                 if not left:
@@ -207,7 +208,7 @@ class CorpusAnswer:
         """Each document's answer (as ``audit served`` gives it), in doc id order."""
         try:
             batch: list[str] = []
-            kinds = (INTENT, INGEST_INTENT)
+            kinds = (AuditKind.PAYLOAD, AuditKind.INGEST)
             for doc_id in self._table.audit_targets(kinds=kinds, upto=self._upto):
                 batch.append(doc_id)
                 if len(batch) == CORPUS_BATCH:

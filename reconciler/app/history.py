@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from reconciler.app.leasing import HeldLease, lease_name
@@ -15,9 +16,11 @@ from reconciler.ports import DocumentTable
 from reconciler.settings import Settings
 from reconciler.sharding import Shard
 from reconciler.writing.dry import dry_stores
-from reconciler.writing.recovery import resolve_interrupted
+from reconciler.writing.recovery import apply_resolution, plan_resolutions, resolve_interrupted
 from reconciler.writing.rollback import rollback
 from reconciler.writing.sealing import seal
+
+log = logging.getLogger(__name__)
 
 
 def resolve_run_id(table: DocumentTable, given: str) -> str:
@@ -66,7 +69,14 @@ def rollback_run(
             if dry_run:
                 dry_table, dry_index = dry_stores(table, index)
                 if leases(lease_name(str(shard)), clock=clock).is_free():
-                    resolve_interrupted(table=dry_table, index=dry_index, shard=str(shard))
+                    for plan in plan_resolutions(table=table, index=index, shard=str(shard)):
+                        apply_resolution(dry_table, dry_index, plan)
+                        log.info(
+                            "dry run: run %s of shard %s would be resolved (%s)",
+                            plan.run_id,
+                            shard,
+                            plan.status,
+                        )
                 return rollback(
                     table=dry_table,
                     index=dry_index,

@@ -39,11 +39,9 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.check_inputs import normalize, same_variant
-from reconciler.model import MANAGED_KEYS, AuditEntry
+from reconciler.model import MANAGED_KEYS, AuditEntry, AuditKind
 from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.ports.table import ChainedEntry
-from reconciler.writing.applying import CONFIRM, INTENT
-from reconciler.writing.recovery import INGEST_INTENT, RESOLVE
 
 #: A managed payload, hashable: the values of ``MANAGED_KEYS`` in order (``None``: absent).
 Payload = tuple[Any, ...]
@@ -202,13 +200,13 @@ class Replay:
         if entry is None:
             raise ValueError(f"audit entry {chained.seq} cannot be read")
         self.entries += 1
-        if entry.target_type == INTENT:
+        if entry.target_type == AuditKind.PAYLOAD:
             self._payload_intent(chained, entry)
-        elif entry.target_type == INGEST_INTENT:
+        elif entry.target_type == AuditKind.INGEST:
             self._ingest_intent(chained, entry)
-        elif entry.target_type == CONFIRM:
+        elif entry.target_type == AuditKind.CONFIRM:
             self._confirm(chained, entry)
-        elif entry.target_type == RESOLVE:
+        elif entry.target_type == AuditKind.RESOLVE:
             self._resolve(entry)
 
     def feed_all(self, entries: Iterable[ChainedEntry]) -> Replay:
@@ -254,7 +252,7 @@ class Replay:
         after = payload_of({**before_map, **written})  # (a partial write keeps the others)
         self._note_family(entry.target, before)
         self._note_family(entry.target, after)
-        opened = self._open_intent(chained, entry, INTENT)
+        opened = self._open_intent(chained, entry, AuditKind.PAYLOAD)
         for point_id in entry.before.get("points") or []:
             timeline = self._timeline(point_id, entry.target)
             held = self._read_before(timeline, before, opened.cause)
@@ -282,7 +280,7 @@ class Replay:
 
     def _ingest_intent(self, chained: ChainedEntry, entry: AuditEntry) -> None:
         doc_id, after = entry.target, entry.after or {}
-        opened = self._open_intent(chained, entry, INGEST_INTENT)
+        opened = self._open_intent(chained, entry, AuditKind.INGEST)
         recorded = "payload" in after and "points" in after
         if recorded:
             new_held = Held(PAYLOAD, payload_of(after["payload"]))
@@ -349,7 +347,7 @@ class Replay:
         (a document in neither had not been written at all)."""
         after = entry.after if isinstance(entry.after, dict) else {}
         payloads = "written" in after or "not_written" in after
-        kind = INTENT if payloads else INGEST_INTENT
+        kind = AuditKind.PAYLOAD if payloads else AuditKind.INGEST
         written = {key_of(p) for p in after.get("written") or []}
         not_written = {key_of(p) for p in after.get("not_written") or []}
         complete, requeued = set(after.get("complete") or []), set(after.get("requeued") or [])

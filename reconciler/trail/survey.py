@@ -18,15 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.model import AuditEntry, rfc3339
+from reconciler.model import AuditEntry, AuditKind, rfc3339
 from reconciler.ports.table import ChainedEntry
-from reconciler.writing.applying import CONFIRM, INTENT
-from reconciler.writing.moving import MOVE, MOVE_COPIED, MOVE_DONE, MOVE_RESOLVE
-from reconciler.writing.recovery import INGEST_INTENT, RESOLVE
 
 #: Entry types an answer reads; the rest (rows, re-ingest requests, indexes, a forced run)
 #: change no payload.
-READ = frozenset({INTENT, INGEST_INTENT, CONFIRM, RESOLVE})
+READ = frozenset({AuditKind.PAYLOAD, AuditKind.INGEST, AuditKind.CONFIRM, AuditKind.RESOLVE})
 #: Entry types known to change no payload (a split store's moves carry a point whole from one
 #: collection to the other: the answer follows points by id, wherever they are; ``audit``: a
 #: seal of the chain, ``reconciler audit seal``).
@@ -38,10 +35,10 @@ NO_PAYLOAD = frozenset(
         "run",
         "declaration",
         "audit",
-        MOVE,
-        MOVE_COPIED,
-        MOVE_DONE,
-        MOVE_RESOLVE,
+        AuditKind.MOVE,
+        AuditKind.MOVE_COPIED,
+        AuditKind.MOVE_DONE,
+        AuditKind.MOVE_RESOLVE,
     }
 )
 #: How far an entry may be stamped before the latest one ahead of it and still count as in
@@ -86,16 +83,16 @@ class Survey:
         kind = entry.target_type
         if kind not in READ and kind not in NO_PAYLOAD:
             self.unknown_types[kind] += 1
-        if kind == INGEST_INTENT and "payload" not in (entry.after or {}):
+        if kind == AuditKind.INGEST and "payload" not in (entry.after or {}):
             self.ingests_without_payload += 1
         if entry.target in self.docs or (self.families and self._names_family(entry)):
             self.asked.add(entry.target)
 
     def _names_family(self, entry: AuditEntry) -> bool:
         kind = entry.target_type
-        if kind == INTENT:
+        if kind == AuditKind.PAYLOAD:
             found = [_family(entry.before, "payload"), _family(entry.after, "payload")]
-        elif kind == INGEST_INTENT:
+        elif kind == AuditKind.INGEST:
             found = [_family(entry.after, "payload")]
         elif kind == "row":
             found = [_field(entry.before), _field(entry.after)]

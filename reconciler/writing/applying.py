@@ -52,10 +52,6 @@ from reconciler.writing.moving import Mover
 
 log = logging.getLogger(__name__)
 
-#: Audit entry types of payload writes: the intent (before the write) and its confirmation.
-INTENT = AuditKind.PAYLOAD
-CONFIRM = AuditKind.CONFIRM
-
 
 @dataclass
 class ApplyResult:
@@ -479,7 +475,7 @@ class Applier:
                 at=now,
                 actor=self.actor,
                 reason=", ".join(g.target.reasons),
-                target_type=INTENT,
+                target_type=AuditKind.PAYLOAD,
                 target=g.target.doc_id or "(no doc_id)",
                 before={"points": [jsonable(p) for p in g.point_ids], "payload": g.before},
                 after={"payload": dict(g.target.payload)},

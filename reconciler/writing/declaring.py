@@ -13,11 +13,8 @@ import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 
-from reconciler.model import AuditKind, Declaration
+from reconciler.model import Declaration
 from reconciler.ports import DeclarationWriter
-
-#: The audit entries' target type (the SQL store's ``declarations.TARGET_TYPE``).
-DECLARATION = AuditKind.DECLARATION
 
 
 def record_declarations(

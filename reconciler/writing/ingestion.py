@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from reconciler.model import AuditEntry, ChunkRecord, Document, RunMode, jsonable
+from reconciler.model import AuditEntry, AuditKind, ChunkRecord, Document, RunMode, jsonable
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.intents import IntentLog
-from reconciler.writing.recovery import INGEST_INTENT
 from reconciler.writing.runs import RunRecord, recorded
 from reconciler.writing.source_reads import Identity, record_attempt
 
@@ -79,7 +78,7 @@ class IngestionWriter:
                     at=datetime.now(UTC),
                     actor="ingest",
                     reason="re-ingest" if existing is not None else "ingest",
-                    target_type=INGEST_INTENT,
+                    target_type=AuditKind.INGEST,
                     target=row.doc_id,
                     before=None
                     if existing is None

@@ -42,13 +42,6 @@ from reconciler.writing.intents import IntentLog
 
 log = logging.getLogger(__name__)
 
-#: Audit entry types of a move: the intent (before the copy), the copy confirmed (read back
-#: from the destination), and the points gone from the source.
-MOVE = AuditKind.MOVE
-MOVE_COPIED = AuditKind.MOVE_COPIED
-MOVE_DONE = AuditKind.MOVE_DONE
-#: How the next runner finished the moves a dead run left (counts of points).
-MOVE_RESOLVE = AuditKind.MOVE_RESOLVE
 #: Relative tolerance of a vector copied into an engine that normalises it again.
 DIRECTION_TOLERANCE = 1e-6
 
@@ -185,7 +178,7 @@ class Mover:
                 at=self.clock.now(),
                 actor=self.actor,
                 reason=reason(doc_id) if doc_id is not None else "placement",
-                target_type=MOVE,
+                target_type=AuditKind.MOVE,
                 target=doc_id or "(no doc_id)",
                 before={"points": jsonable(ids), "from": names["from"]},
                 after={"to": names["to"]},
@@ -195,7 +188,7 @@ class Mover:
         opened = self.intents.intend(intents, closing=self._done_entries())
         copy_into(self.split, dest, points, prepare=not self._prepared)
         self._prepared = self._prepared or dest is self.split.archive
-        self._audit([self.intents.entry(MOVE_COPIED, opened, points=len(points))])
+        self._audit([self.intents.entry(AuditKind.MOVE_COPIED, opened, points=len(points))])
         source.delete_points([p.point_id for p in points])
         self._done, self.intents.open = opened, None
         self.moved += len(points)
@@ -214,7 +207,7 @@ class Mover:
     def _done_entries(self) -> list[AuditEntry]:
         if self._done is None:
             return []
-        entry = self.intents.entry(MOVE_DONE, self._done)
+        entry = self.intents.entry(AuditKind.MOVE_DONE, self._done)
         self._done = None
         return [entry]
 
@@ -290,7 +283,7 @@ def unfinished(entries: Sequence[AuditEntry], hashes: Sequence[str]) -> Iterator
     """The ``move`` intents of one run after its last ``move_done`` (in order)."""
     done_through = None
     for entry in entries:
-        if entry.target_type == MOVE_DONE and isinstance(entry.after, dict):
+        if entry.target_type == AuditKind.MOVE_DONE and isinstance(entry.after, dict):
             done_through = entry.after.get("through")
     position = hashes.index(done_through) if done_through in hashes else -1
-    return (e for e in entries[position + 1 :] if e.target_type == MOVE)
+    return (e for e in entries[position + 1 :] if e.target_type == AuditKind.MOVE)

@@ -21,6 +21,7 @@ next ingestion finishes it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -29,17 +30,12 @@ from reconciler.model import MANAGED_KEYS, AuditEntry, AuditKind, RunStatus, jso
 from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
-from reconciler.writing.applying import CONFIRM, INTENT
-from reconciler.writing.dry import is_dry
-from reconciler.writing.moving import MOVE_RESOLVE, copy_into, unfinished
+from reconciler.ports.index import StoredPoint
+from reconciler.writing.moving import copy_into, unfinished
 
 log = logging.getLogger(__name__)
 
-#: The audit entry type that records how an interrupted run's last batch ended.
-RESOLVE = AuditKind.RESOLVE
 INTERRUPTED = RunStatus.INTERRUPTED
-#: The audit entry type of an ingestion's intent to (re-)write one document.
-INGEST_INTENT = AuditKind.INGEST
 #: The re-ingest reason of a document an interrupted ingestion left incomplete.
 INTERRUPTED_INGEST = "interrupted_ingest"
 
@@ -54,7 +50,7 @@ class Resolved:
 
 
 def unconfirmed(
-    entries: list[AuditEntry], hashes: list[str], kind: str = INTENT
+    entries: list[AuditEntry], hashes: list[str], kind: str = AuditKind.PAYLOAD
 ) -> list[AuditEntry]:
     """The intents (payload intents, or ``kind``) of one run after its last confirmation, in
     order.
@@ -63,12 +59,71 @@ def unconfirmed(
     """
     confirmed_through = None
     for entry in entries:
-        if entry.target_type == CONFIRM and isinstance(entry.after, dict):
+        if entry.target_type == AuditKind.CONFIRM and isinstance(entry.after, dict):
             confirmed_through = entry.after.get("through")
     if confirmed_through is None:
         return [e for e in entries if e.target_type == kind]
     position = hashes.index(confirmed_through) if confirmed_through in hashes else -1
     return [e for e in entries[position + 1 :] if e.target_type == kind]
+
+
+@dataclass(frozen=True)
+class MoveToFinish:
+    """One ``move`` intent a dead run left without its ``move_done``: the collection it
+    leaves and the one it goes to, the points the first still holds (to copy again and delete
+    there), and how many of the others are in the destination already."""
+
+    source: str
+    dest: str
+    held: tuple[StoredPoint, ...]
+    moved: int
+    missing: int
+
+
+@dataclass(frozen=True)
+class ResolutionPlan:
+    """How one dead run's writes ended, read from the stores; ``apply_resolution`` records it
+    (and finishes its moves, queues its incomplete documents)."""
+
+    run_id: str
+    status: str
+    head: str
+    written: tuple[Any, ...] = ()
+    missed: tuple[Any, ...] = ()
+    complete: tuple[str, ...] = ()
+    #: The intents of the documents to queue for re-ingestion.
+    requeue: tuple[AuditEntry, ...] = ()
+    moves: tuple[MoveToFinish, ...] = ()
+
+    @property
+    def move_counts(self) -> dict[str, int]:
+        """Points ``finished`` by the resolution, ``moved`` before, ``missing`` in both."""
+        return {
+            "finished": sum(len(m.held) for m in self.moves),
+            "moved": sum(m.moved for m in self.moves),
+            "missing": sum(m.missing for m in self.moves),
+        }
+
+    @property
+    def outcome(self) -> str:
+        """What the run log says of how the run's writes ended."""
+        see = f"(see `reconciler audit show --run {self.run_id}`)"
+        if self.complete or self.requeue:
+            return (
+                f"of the documents it was writing {len(self.complete)} were complete and "
+                f"{len(self.requeue)} were queued for re-ingestion {see}"
+            )
+        moves = self.move_counts
+        if any(moves.values()):
+            return (
+                f"of the points it was moving {moves['finished']} were moved now, "
+                f"{moves['moved']} had been and {moves['missing']} were in neither collection "
+                f"{see}"
+            )
+        return (
+            f"of its last payload batch {len(self.written)} point(s) were written and "
+            f"{len(self.missed)} were not {see}"
+        )
 
 
 def resolve_interrupted(
@@ -78,87 +133,114 @@ def resolve_interrupted(
     lease, so none of them is alive: they are marked ``interrupted``), and every failed run
     that left a payload batch unconfirmed (it stays ``failed``)."""
     done = []
-    for run_id, status in table.runs_to_resolve(shard=shard):
-        entries, hashes = table.run_entries_with_hashes(run_id)
-        written: list[Any] = []
-        missed: list[Any] = []
-        for intent in unconfirmed(entries, hashes):
-            payload = dict(intent.after["payload"])
-            partial = set(payload) != set(MANAGED_KEYS)  # orphans: the quarantine keys only
-            target = PayloadTarget(intent.target, None, payload, 0, ("resolve",), partial)
-            ids = list(intent.before["points"])
-            current = {state.point_id: state for state in index.retrieve(ids)}
-            for pid in ids:
-                key = _point_id(pid, current)
-                if key is not None and not needs_write(current[key].payload, target):
-                    written.append(pid)
-                else:
-                    missed.append(pid)
-        complete, requeued = _resolve_ingest(
-            table, index, run_id, unconfirmed(entries, hashes, INGEST_INTENT)
+    for plan in plan_resolutions(table=table, index=index, shard=shard):
+        apply_resolution(table, index, plan, actor=actor)
+        log.warning(
+            "run %s of shard %s resolved (%s): %s", plan.run_id, shard, plan.status, plan.outcome
         )
-        moves = _finish_moves(index, list(unfinished(entries, hashes)))
-        head = hashes[-1] if hashes else ""
-        if any(moves.values()):
-            head = _resolution(
-                table,
-                run_id,
-                actor,
-                "the run stopped while moving points between collections",
-                moves,
-                kind=MOVE_RESOLVE,
-            )
-        if complete or requeued:
-            head = _resolution(
-                table,
-                run_id,
-                actor,
-                "the ingestion stopped while writing documents",
-                {"complete": complete, "requeued": requeued},
-            )
-        if written or missed:
-            head = _resolution(
-                table,
-                run_id,
-                actor,
-                "the run stopped during a payload batch",
-                {"written": jsonable(written), "not_written": jsonable(missed)},
-            )
-        outcome = (
-            f"of its last payload batch {len(written)} point(s) were written and "
-            f"{len(missed)} were not (see `reconciler audit show --run {run_id}`)"
-        )
-        if any(moves.values()):
-            outcome = (
-                f"of the points it was moving {moves['finished']} were moved now, "
-                f"{moves['moved']} had been and {moves['missing']} were in neither collection "
-                f"(see `reconciler audit show --run {run_id}`)"
-            )
-        if complete or requeued:
-            outcome = (
-                f"of the documents it was writing {len(complete)} were complete and "
-                f"{len(requeued)} were queued for re-ingestion (see `reconciler audit show "
-                f"--run {run_id}`)"
-            )
-        if status == RunStatus.RUNNING:
-            table.finish_run(
-                run_id,
-                status=INTERRUPTED,
-                counts={"audit_head": head} if head else {},
-                error="its process stopped before the run ended (killed, or the machine was "
-                f"lost); {outcome}",
-            )
-        else:
-            run = table.get_run(run_id)
-            recorded = dict(run.counts or {}) if run is not None else {}
-            counts = {k: v for k, v in recorded.items() if k != "unconfirmed"}
-            table.set_run_counts(run_id, {**counts, "audit_head": head, "resolved": outcome})
-        if is_dry(table):
-            log.info("dry run: run %s of shard %s would be resolved (%s)", run_id, shard, status)
-        else:
-            log.warning("run %s of shard %s resolved (%s): %s", run_id, shard, status, outcome)
-        done.append(Resolved(run_id, len(written), len(missed)))
+        done.append(Resolved(plan.run_id, len(plan.written), len(plan.missed)))
     return done
+
+
+def plan_resolutions(
+    *, table: DocumentTable, index: ChunkIndex, shard: str
+) -> list[ResolutionPlan]:
+    """How each run of ``shard`` to resolve ended (reads only)."""
+    return [
+        plan_resolution(table=table, index=index, run_id=run_id, status=status)
+        for run_id, status in table.runs_to_resolve(shard=shard)
+    ]
+
+
+def plan_resolution(
+    *, table: DocumentTable, index: ChunkIndex, run_id: str, status: str
+) -> ResolutionPlan:
+    """How one dead run's writes ended: which points of its unconfirmed payload intents carry
+    the new payload, which documents of its ingestion are whole, which moves are left."""
+    entries, hashes = table.run_entries_with_hashes(run_id)
+    written: list[Any] = []
+    missed: list[Any] = []
+    for intent in unconfirmed(entries, hashes):
+        payload = dict(intent.after["payload"])
+        partial = set(payload) != set(MANAGED_KEYS)  # orphans: the quarantine keys only
+        target = PayloadTarget(intent.target, None, payload, 0, ("resolve",), partial)
+        ids = list(intent.before["points"])
+        current = {state.point_id: state for state in index.retrieve(ids)}
+        for pid in ids:
+            key = _point_id(pid, current)
+            if key is not None and not needs_write(current[key].payload, target):
+                written.append(pid)
+            else:
+                missed.append(pid)
+    complete, requeue = _ingest_ended(table, index, unconfirmed(entries, hashes, AuditKind.INGEST))
+    return ResolutionPlan(
+        run_id=run_id,
+        status=status,
+        head=hashes[-1] if hashes else "",
+        written=tuple(written),
+        missed=tuple(missed),
+        complete=tuple(complete),
+        requeue=tuple(requeue),
+        moves=tuple(_moves_left(index, list(unfinished(entries, hashes)))),
+    )
+
+
+def apply_resolution(
+    table: DocumentTable, index: ChunkIndex, plan: ResolutionPlan, *, actor: str = "recovery"
+) -> None:
+    """Record how a dead run's writes ended: its incomplete documents queued, its moves
+    finished, a ``move_resolve`` / ``resolve`` entry each, the run marked (``interrupted``
+    when it was still recorded as running)."""
+    run_id, head = plan.run_id, plan.head
+    for intent in plan.requeue:
+        after = intent.after
+        table.request_reingest(
+            doc_id=intent.target,
+            source=after["source"],
+            source_key=after["source_key"],
+            reason=INTERRUPTED_INGEST,
+            run_id=run_id,
+        )
+    _finish_moves(index, plan.moves)
+    moves = plan.move_counts
+    if any(moves.values()):
+        head = _resolution(
+            table,
+            run_id,
+            actor,
+            "the run stopped while moving points between collections",
+            moves,
+            kind=AuditKind.MOVE_RESOLVE,
+        )
+    if plan.complete or plan.requeue:
+        head = _resolution(
+            table,
+            run_id,
+            actor,
+            "the ingestion stopped while writing documents",
+            {"complete": list(plan.complete), "requeued": [i.target for i in plan.requeue]},
+        )
+    if plan.written or plan.missed:
+        head = _resolution(
+            table,
+            run_id,
+            actor,
+            "the run stopped during a payload batch",
+            {"written": jsonable(list(plan.written)), "not_written": jsonable(list(plan.missed))},
+        )
+    if plan.status == RunStatus.RUNNING:
+        table.finish_run(
+            run_id,
+            status=INTERRUPTED,
+            counts={"audit_head": head} if head else {},
+            error="its process stopped before the run ended (killed, or the machine was "
+            f"lost); {plan.outcome}",
+        )
+    else:
+        run = table.get_run(run_id)
+        recorded = dict(run.counts or {}) if run is not None else {}
+        counts = {k: v for k, v in recorded.items() if k != "unconfirmed"}
+        table.set_run_counts(run_id, {**counts, "audit_head": head, "resolved": plan.outcome})
 
 
 def _resolution(
@@ -168,7 +250,7 @@ def _resolution(
     reason: str,
     after: dict[str, Any],
     *,
-    kind: str = RESOLVE,
+    kind: str = AuditKind.RESOLVE,
 ) -> str:
     """Append the entry (``resolve``, or a split store's ``move_resolve``) that says how a
     dead run's writes ended; its hash."""
@@ -176,25 +258,25 @@ def _resolution(
     return table.append_audit([entry])
 
 
-def _finish_moves(index: ChunkIndex, intents: list[AuditEntry]) -> dict[str, int]:
-    """Finish a split store's moves that have no ``move_done``: copy what the collection they
-    leave still holds again, read it back, delete it there. Counts the points ``finished``
-    now, ``moved`` before (in the destination only) and ``missing`` (in neither)."""
-    counts = {"finished": 0, "moved": 0, "missing": 0}
+def _moves_left(index: ChunkIndex, intents: list[AuditEntry]) -> list[MoveToFinish]:
+    """A split store's moves that have no ``move_done``: what the collection each leaves
+    still holds, and how many of its other points are in the destination (or in neither)."""
     split = split_of(index)
     if not intents:
-        return counts
+        return []
     if split is None:
         log.warning(
             "%d move(s) between the collections of a split store were left unfinished, and "
             "index.archive_collection is not set: set it back to finish them",
             len(intents),
         )
-        return counts
+        return []
     main, archive = split.collections
     parts = {main: split.main, archive: split.archive}
+    left = []
     for intent in intents:
-        source, dest = parts.get(intent.before.get("from")), parts.get(intent.after.get("to"))
+        leaves, goes = intent.before.get("from"), intent.after.get("to")
+        source, dest = parts.get(leaves), parts.get(goes)
         if source is None or dest is None:
             log.warning(
                 "a move from %s to %s names another collection", intent.before, intent.after
@@ -202,34 +284,44 @@ def _finish_moves(index: ChunkIndex, intents: list[AuditEntry]) -> dict[str, int
             continue
         ids = list(intent.before["points"])
         held = source.read_points(ids) if source.exists() else []
-        if held:
-            copy_into(split, dest, held)
-            source.delete_points([p.point_id for p in held])
         gone = {str(p.point_id) for p in held}
         rest = [i for i in ids if str(i) not in gone]
         there = len(dest.retrieve(rest)) if rest and dest.exists() else 0
-        counts["finished"] += len(held)
-        counts["moved"] += there
-        counts["missing"] += len(ids) - len(held) - there
-    return counts
+        left.append(
+            MoveToFinish(str(leaves), str(goes), tuple(held), there, len(ids) - len(held) - there)
+        )
+    return left
 
 
-def _resolve_ingest(
-    table: DocumentTable, index: ChunkIndex, run_id: str, intents: list[AuditEntry]
-) -> tuple[list[str], list[str]]:
+def _finish_moves(index: ChunkIndex, moves: Sequence[MoveToFinish]) -> None:
+    """Copy what each move's source still held again, read it back, delete it there."""
+    split = split_of(index)
+    if split is None or not moves:
+        return
+    main, archive = split.collections
+    parts = {main: split.main, archive: split.archive}
+    for move in moves:
+        if move.held:
+            copy_into(split, parts[move.dest], move.held)
+            parts[move.source].delete_points([p.point_id for p in move.held])
+
+
+def _ingest_ended(
+    table: DocumentTable, index: ChunkIndex, intents: list[AuditEntry]
+) -> tuple[list[str], list[AuditEntry]]:
     """An ingestion's unconfirmed intents: which documents were written whole (every chunk
-    there, with the text the intent names), and which were queued for re-ingestion. A
-    document whose row was never written is left to the next ingestion, which sees it as
-    new."""
+    there, with the text the intent names), and the intents of those to queue for
+    re-ingestion. A document whose row was never written is left to the next ingestion,
+    which sees it as new."""
     complete: list[str] = []
-    requeued: list[str] = []
+    requeue: list[AuditEntry] = []
     if not intents:
-        return complete, requeued
+        return complete, requeue
     rows = table.get_documents({intent.target for intent in intents})
     exists = index.exists()  # (killed before its first chunk: no collection yet)
     for intent in intents:
         doc_id, after = intent.target, intent.after
-        if doc_id in complete or doc_id in requeued:
+        if doc_id in complete or doc_id in {i.target for i in requeue}:
             continue
         ids = [point_id_for(chunk_id_for(doc_id, n)) for n in range(int(after["chunks"]))]
         found = index.retrieve(ids) if exists and ids else []
@@ -240,15 +332,8 @@ def _resolve_ingest(
         if whole and row is not None and row.source_hash == after["source_hash"]:
             complete.append(doc_id)
         elif row is not None:
-            table.request_reingest(
-                doc_id=doc_id,
-                source=after["source"],
-                source_key=after["source_key"],
-                reason=INTERRUPTED_INGEST,
-                run_id=run_id,
-            )
-            requeued.append(doc_id)
-    return complete, requeued
+            requeue.append(intent)
+    return complete, requeue
 
 
 def _point_id(pid: Any, current: dict[Any, Any]) -> Any:

@@ -42,13 +42,11 @@ from reconciler.model import (
 )
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex, DocumentTable
-from reconciler.writing.applying import INTENT, Applier
-from reconciler.writing.declaring import DECLARATION, undo_declarations
+from reconciler.writing.applying import Applier
+from reconciler.writing.declaring import undo_declarations
 from reconciler.writing.dry import dry_stores, is_dry
-from reconciler.writing.moving import MOVE
 from reconciler.writing.runs import recorded
 
-ROW = AuditKind.ROW
 ROLLBACK = RunMode.ROLLBACK
 
 
@@ -114,7 +112,12 @@ def rollback(
             "wait for it to end, or run `reconciler rollback` again once its lease is free"
         )
     entries, hashes = table.run_entries_with_hashes(run_id)
-    writes = [e for e in entries if e.target_type in (ROW, INTENT, DECLARATION, MOVE)]
+    writes = [
+        e
+        for e in entries
+        if e.target_type
+        in (AuditKind.ROW, AuditKind.PAYLOAD, AuditKind.DECLARATION, AuditKind.MOVE)
+    ]
     if not writes:
         raise ReconcilerError(
             f"run {run_id} wrote no rows, payloads or declarations and moved no points: "
@@ -126,7 +129,7 @@ def rollback(
             table,
             run_id,
             first_hash=hashes[0],
-            targets={e.target for e in writes if e.target_type != DECLARATION},
+            targets={e.target for e in writes if e.target_type != AuditKind.DECLARATION},
         )
         if other not in handled
     ]
@@ -150,7 +153,7 @@ def rollback(
             ).to_json()
         )
     changes, skipped = _row_changes(table, run_id, entries)
-    points = _points_by_doc(e for e in entries if e.target_type == INTENT)
+    points = _points_by_doc(e for e in entries if e.target_type == AuditKind.PAYLOAD)
     result = RollbackResult(run_id=None, rolled_back=run_id, dry_run=dry_run, cascaded=cascaded)
     result.not_undone = [
         {"target_type": e.target_type, "target": e.target, "after": e.after}
@@ -202,7 +205,7 @@ def rollback(
         result.points = applier.result.points
         head = applier.result.audit_head
         if applier.mover is not None:
-            moves = [e for e in entries if e.target_type == MOVE]
+            moves = [e for e in entries if e.target_type == AuditKind.MOVE]
             result.moves, left = _move_back(applier, moves, run_id)
             result.not_undone += left
             head = applier.mover.audit_head or head
@@ -250,7 +253,11 @@ def _move_back(
             stayed = [p for p in ids if str(p) not in back]
             if stayed:
                 left.append(
-                    {"target_type": MOVE, "target": doc_id, "after": {"moved_since": stayed}}
+                    {
+                        "target_type": AuditKind.MOVE,
+                        "target": doc_id,
+                        "after": {"moved_since": stayed},
+                    }
                 )
     return moved, left
 
@@ -260,7 +267,7 @@ def _declarations_undone(entries: Iterable[AuditEntry]) -> tuple[list[str], list
     each as the run last left it."""
     last: dict[str, bool] = {}
     for entry in entries:
-        if entry.target_type == DECLARATION:
+        if entry.target_type == AuditKind.DECLARATION:
             last[entry.target] = entry.after is not None and entry.after.get("revoked_at") is None
     return (
         sorted(d for d, active in last.items() if active),
@@ -274,16 +281,18 @@ def _row_changes(
     """Each row field the run changed, back to its before-value, when the row still holds
     what the run wrote; a field changed since outside any rolled-back run (by hand, by an
     ingestion) is left as it is and listed. ``before`` is what the row holds now."""
-    rows = table.get_documents({e.target for e in entries if e.target_type == ROW})
+    rows = table.get_documents({e.target for e in entries if e.target_type == AuditKind.ROW})
     changes: list[RowChange] = []
     skipped: list[dict[str, Any]] = []
     restored: dict[str, dict[str, Any]] = {}
     for entry in reversed(entries):
-        if entry.target_type != ROW:
+        if entry.target_type != AuditKind.ROW:
             continue
         row = rows.get(entry.target)
         if row is None:
-            skipped.append({"target_type": ROW, "target": entry.target, "after": "no row now"})
+            skipped.append(
+                {"target_type": AuditKind.ROW, "target": entry.target, "after": "no row now"}
+            )
             continue
         written, back = fields_from_json(entry.after), fields_from_json(entry.before)
         now = {**{f: getattr(row, f) for f in written}, **restored.get(entry.target, {})}
@@ -291,7 +300,7 @@ def _row_changes(
         for field_name in sorted(set(written) - ours):
             skipped.append(
                 {
-                    "target_type": ROW,
+                    "target_type": AuditKind.ROW,
                     "target": entry.target,
                     "after": {field_name: jsonable(now[field_name]), "changed_since": True},
                 }

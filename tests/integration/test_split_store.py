@@ -20,6 +20,7 @@ from acceptance_kit import migrated_table
 from reconciler.checks import CHECKS
 from reconciler.model import (
     OPEN_END,
+    AuditKind,
     ChunkRecord,
     Document,
     RunStatus,
@@ -38,7 +39,7 @@ from reconciler.stores.edge import EdgeChunkIndex
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.split import SplitChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
-from reconciler.writing.moving import MOVE, MOVE_COPIED, MOVE_DONE, MOVE_RESOLVE, Mover
+from reconciler.writing.moving import Mover
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.rollback import rollback
 
@@ -217,9 +218,9 @@ def test_apply_moves_every_version_that_is_not_servable_and_a_second_moves_nothi
     assert second.writes()["moves"] == 0
     entries, _hashes = world.table.run_entries_with_hashes(first.run_id)
     kinds = [e.target_type for e in entries]
-    assert kinds.count(MOVE) == FAMILIES * (VERSIONS - 1)  # one intent a document
-    assert MOVE_COPIED in kinds
-    assert kinds[-1] == MOVE_DONE
+    assert kinds.count(AuditKind.MOVE) == FAMILIES * (VERSIONS - 1)  # one intent a document
+    assert AuditKind.MOVE_COPIED in kinds
+    assert kinds[-1] == AuditKind.MOVE_DONE
     assert world.table.verify_audit().ok
 
 
@@ -321,14 +322,14 @@ class FaultyAudit(Faulty):
 #: the other). Stopped before the second batch's intent, the batch in doubt is the first:
 #: its ``move_done`` goes with that intent; before the second ``move_done``, the second.
 STOPS = {
-    "before the intent": ("table", MOVE, None, 0),
+    "before the intent": ("table", AuditKind.MOVE, None, 0),
     "before the copy": ("dest", "copy_points", 0.0, 4),
     "halfway through the copy": ("dest", "copy_points", 0.5, 4),
     "before the copy is read back": ("dest", "read_points", None, 4),
-    "before the copy is confirmed": ("table", MOVE_COPIED, None, 4),
+    "before the copy is confirmed": ("table", AuditKind.MOVE_COPIED, None, 4),
     "before the delete": ("source", "delete_points", 0.0, 4),
     "halfway through the delete": ("source", "delete_points", 0.5, 2),
-    "before move_done": ("table", MOVE_DONE, None, 0),
+    "before move_done": ("table", AuditKind.MOVE_DONE, None, 0),
 }
 
 
@@ -365,7 +366,7 @@ def test_a_move_stopped_between_any_two_steps_is_finished_by_the_next_runner(
     )  # (the batches the killed run never reached)
     world.assert_placed()
     entries, _ = world.table.run_entries_with_hashes(run_id)
-    (resolve,) = [e for e in entries if e.target_type == MOVE_RESOLVE]
+    (resolve,) = [e for e in entries if e.target_type == AuditKind.MOVE_RESOLVE]
     assert resolve.after == {"finished": left, "moved": 4 - left, "missing": 0}
     assert world.table.verify_audit().ok
 
