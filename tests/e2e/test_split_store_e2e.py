@@ -174,10 +174,7 @@ def test_the_main_collection_answers_the_default_route_at_every_instant(
     assert deploy.json("ingest")[0] == 0
     code, data = deploy.json("apply")
     assert code == 0, data
-    code, checked = deploy.json("check")  # converged: the source's own warning is left
-    assert {(f["check"], f["kind"], f["doc_id"]) for f in checked["findings"]} == {
-        ("family", "successor_not_in_force", "hb:f001-v2")  # its successor v3 was retired
-    }
+    assert deploy.json("check")[0] == 0
 
     with parts(deploy) as (main, archive):
         unfiltered = [s.payload for s in main.scroll()]

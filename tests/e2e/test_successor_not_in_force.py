@@ -1,7 +1,8 @@
 """A source's explicit ``superseded`` beside a successor that never comes into force (a
 draft) is a finding that says what is served and why (issue 34): before, the version was
 served as ``current`` with no word; a ``retired`` one is hidden as it says, with no finding. What the finding says is checked against what
-``default_filter()`` serves after ``ingest`` and ``run``."""
+``default_filter()`` serves after ``ingest`` and ``run``. A successor the source retired (withdrawn) brings
+the version it replaced back in force, as the time rule says: no finding."""
 
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ OVER: dict[str, str] = {
     "reconciler/settings/sections.py": "one section a module (issue 35's settings-to-options "
     "mapping, pydantic-settings for the environment); over since four branches each added "
     "their settings",
+    "reconciler/app/operations.py": "one module an operation family (issue 35's regrouping); "
+    "over since the search, vocabulary check and watch status merged into it",
 }
 
 
