@@ -17,7 +17,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Text, func, insert, select, type_coerce, update
+from sqlalchemy import Engine, Text, bindparam, cast, func, insert, select, type_coerce, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, Verification, jsonable, rfc3339
@@ -30,7 +31,7 @@ from reconciler.stores.audit_protection import (
     keyed_digest,
     say_protection,
 )
-from reconciler.stores.schema import AuditHeadRow, AuditRow, RunRow
+from reconciler.stores.schema import AuditHeadRow, AuditRow, Base, RunRow
 
 __all__ = [
     "GENESIS",
@@ -106,38 +107,78 @@ def _hash_of(
     return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
 
 
-def _lock_head(session: Session) -> AuditHeadRow:
-    """Take the chain's head for this transaction: one appender at a time, on every dialect.
+def _entry_body(entry: AuditEntry, before_text: str, after_text: str) -> str:
+    """The canonical body ``_hash_of`` hashes, composed from its parts' canonical texts:
+    ``json.dumps`` with sorted keys and the same separators is compositional, so this is
+    byte for byte ``_canonical_plain`` of the whole (the keys below are in sorted order)."""
+    return (
+        f'{{"actor":{_canonical_plain(jsonable(entry.actor))}'
+        f',"after":{after_text}'
+        f',"at":{_canonical_plain(rfc3339(entry.at))}'
+        f',"before":{before_text}'
+        f',"reason":{_canonical_plain(jsonable(entry.reason))}'
+        f',"run_id":{_canonical_plain(jsonable(entry.run_id))}'
+        f',"target":{_canonical_plain(jsonable(entry.target))}'
+        f',"target_type":{_canonical_plain(jsonable(entry.target_type))}}}'
+    )
 
-    The first statement is a write to the head row: PostgreSQL holds that row's lock until the
-    transaction ends, SQLite takes its single write lock (waiting out its busy timeout), so a
-    second appender reads the head only after the first one has committed.
+
+_HEAD = Base.metadata.tables[AuditHeadRow.__tablename__]
+_LOG = Base.metadata.tables[AuditRow.__tablename__]
+
+
+def _lock_head(session: Session) -> tuple[str, int]:
+    """Take the chain's head for this transaction: one appender at a time, on every dialect;
+    its hash and entry count.
+
+    The first statement is a write to the head row (one ``UPDATE … RETURNING``): PostgreSQL
+    holds that row's lock until the transaction ends, SQLite takes its single write lock
+    (waiting out its busy timeout), so a second appender reads the head only after the first
+    one has committed.
     """
     at = datetime.now(UTC)
-    moved = session.execute(update(AuditHeadRow).where(AuditHeadRow.id == 1).values(updated_at=at))
-    if not getattr(moved, "rowcount", 0):  # lost (deleted by hand): rebuilt from the log
-        last = session.scalar(select(AuditRow.entry_hash).order_by(AuditRow.seq.desc()).limit(1))
-        count = session.scalar(select(func.count()).select_from(AuditRow)) or 0
-        session.add(AuditHeadRow(id=1, entry_hash=last or GENESIS, entries=count, updated_at=at))
-        session.flush()
-    head = session.get(AuditHeadRow, 1, populate_existing=True)
-    assert head is not None
-    return head
+    head = session.execute(
+        update(_HEAD)
+        .where(_HEAD.c.id == 1)
+        .values(updated_at=at)
+        .returning(_HEAD.c.entry_hash, _HEAD.c.entries)
+    ).first()
+    if head is not None:
+        return head[0], head[1]
+    # Lost (deleted by hand): rebuilt from the log.
+    last = session.scalar(select(_LOG.c.entry_hash).order_by(_LOG.c.seq.desc()).limit(1))
+    count = session.scalar(select(func.count()).select_from(_LOG)) or 0
+    session.execute(
+        insert(_HEAD).values(id=1, entry_hash=last or GENESIS, entries=count, updated_at=at)
+    )
+    return last or GENESIS, count
+
+
+def _stored_json(session: Session, name: str) -> Any:
+    """A canonical text bound for a JSON column as it is (no second serialisation by the
+    column type): text on SQLite, cast to JSONB on PostgreSQL."""
+    text = bindparam(name, type_=Text)
+    return cast(text, JSONB) if session.get_bind().dialect.name == "postgresql" else text
 
 
 def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     """Append entries inside the caller's transaction; return the new head hash.
 
     Appends are serialised through the head row (``_lock_head``), and ``prev_hash`` is unique:
-    parallel runners (shards) extend one chain and never fork it.
+    parallel runners (shards) extend one chain and never fork it. Each entry's before and
+    after are made canonical once: that text is hashed (inside the body) and stored as it is.
     """
-    head = _lock_head(session)
-    prev = head.entry_hash
+    prev, count = _lock_head(session)
     key = audit_key()
     rows: list[dict[str, Any]] = []
     for entry in entries:
-        before, after = jsonable(entry.before), jsonable(entry.after)
-        digest = _hash_of(prev, entry, before, after, key)
+        before_text = _canonical_plain(jsonable(entry.before))
+        after_text = _canonical_plain(jsonable(entry.after))
+        body = _entry_body(entry, before_text, after_text)
+        if key is not None:
+            digest = keyed_digest(key, f"{prev}\n{body}")
+        else:
+            digest = hashlib.sha256(f"{prev}\n{body}".encode()).hexdigest()
         rows.append(
             {
                 "run_id": entry.run_id,
@@ -146,20 +187,25 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
                 "reason": entry.reason,
                 "target_type": entry.target_type,
                 "target": entry.target,
-                "before": before,
-                "after": after,
+                "before_text": before_text,
+                "after_text": after_text,
                 "prev_hash": prev,
                 "entry_hash": digest,
             }
         )
         prev = digest
+    count += len(entries)
     if rows:
-        # One executemany for the whole batch (no ORM unit of work per entry).
-        session.execute(insert(AuditRow), rows)
-    head.entry_hash = prev
-    head.entries += len(entries)
-    session.flush()
-    anchor_after_commit(session, head.entries, prev, key)
+        # One executemany for the whole batch through Core (no ORM unit of work).
+        session.execute(
+            insert(_LOG).values(
+                before=_stored_json(session, "before_text"),
+                after=_stored_json(session, "after_text"),
+            ),
+            rows,
+        )
+    session.execute(update(_HEAD).where(_HEAD.c.id == 1).values(entry_hash=prev, entries=count))
+    anchor_after_commit(session, count, prev, key)
     return prev
 
 
