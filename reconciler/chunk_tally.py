@@ -175,14 +175,19 @@ class ChunkTally:
         self._sealed = True
         size = len(self._new_keys)
         if size:
-            keys = np.frombuffer(self._new_keys, dtype=np.int64)
-            order = np.argsort(keys, kind="stable")
-            self._keys = keys[order]
-            del keys
+            # Each registered array is let go as soon as its sorted copy is made: the peak
+            # holds the registered arrays, the order and one sorted copy, never both sets.
+            order = np.argsort(np.frombuffer(self._new_keys, dtype=np.int64), kind="stable")
+            self._keys = np.frombuffer(self._new_keys, dtype=np.int64)[order]
+            self._new_keys = array("q")
             self._checks = np.frombuffer(self._new_checks, dtype=np.uint32)[order]
+            self._new_checks = array("I")
             self._fingerprints = np.frombuffer(self._new_fingerprints, dtype=np.int64)[order]
+            self._new_fingerprints = array("q")
             self._contents = np.frombuffer(self._new_contents, dtype=np.int64)[order]
+            self._new_contents = array("q")
             self._wanted = np.frombuffer(self._new_wanted, dtype=np.uint32)[order]
+            self._new_wanted = array("I")
             if self.split:
                 self._main = np.frombuffer(self._new_main, dtype=np.int8)[order].astype(np.bool_)
             del order
