@@ -175,19 +175,16 @@ class ChunkTally:
         self._sealed = True
         size = len(self._new_keys)
         if size:
-            keys = np.frombuffer(self._new_keys, dtype=np.int64)
-            order = np.argsort(keys, kind="stable")
-            self._keys = keys[order]
-            del keys
-            self._checks = np.frombuffer(self._new_checks, dtype=np.uint32)[order]
-            self._fingerprints = np.frombuffer(self._new_fingerprints, dtype=np.int64)[order]
-            self._contents = np.frombuffer(self._new_contents, dtype=np.int64)[order]
-            self._wanted = np.frombuffer(self._new_wanted, dtype=np.uint32)[order]
+            # Each registered array goes as soon as its sorted copy exists (never both sets).
+            order = np.argsort(np.frombuffer(self._new_keys, dtype=np.int64), kind="stable")
+            for name in ("keys", "checks", "fingerprints", "contents", "wanted"):
+                registered = getattr(self, f"_new_{name}")  # "q": int64, "I": uint32
+                setattr(self, f"_{name}", np.frombuffer(registered, registered.typecode)[order])
+                setattr(self, f"_new_{name}", array(registered.typecode))
+                del registered
             if self.split:
                 self._main = np.frombuffer(self._new_main, dtype=np.int8)[order].astype(np.bool_)
             del order
-        self._new_keys = self._new_fingerprints = self._new_contents = array("q")
-        self._new_checks = self._new_wanted = array("I")
         self._new_main = array("b")
         self._archived = np.zeros(size if self.split else 0, np.uint32)
         self._counts = np.zeros(size, np.uint32)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from itertools import groupby
 from operator import attrgetter
 from typing import Any
 
@@ -64,20 +63,24 @@ def scan(
     batch: list[tuple[Any, ...]] = []
     contents: list[str | None] = []
     counts: list[int] = []
-    for _family, group in groupby(table_rows(table, options, scope), key=FAMILY_OF):
-        rows = tuple(group)
-        families += 1
-        for row in rows:
-            batch.append((row.doc_id, *payload_values(row)))
-            contents.append(row.source_hash)
-            counts.append(row.chunk_count)
-            if row.version_state is not retired:  # what the source should still hold
-                rows_by_source[row.source] += 1
+    add_row, add_content, add_count = batch.append, contents.append, counts.append
+    family: str | None = None
+    for row in table_rows(table, options, scope):  # family by family
+        if row.doc_family_id != family:
+            family = row.doc_family_id
+            families += 1
+        add_row((row.doc_id, *payload_values(row)))
+        add_content(row.source_hash)
+        add_count(row.chunk_count)
+        if row.version_state is not retired:  # what the source should still hold
+            rows_by_source[row.source] += 1
         if scope is not None:
-            in_scope += (row.doc_id for row in rows)
-        if len(batch) >= 256:
+            in_scope.append(row.doc_id)
+        if len(batch) >= TABLE_FOLD:
             tally.expect_rows(batch, contents=contents, counts=counts)
-            batch, contents, counts = [], [], []
+            batch.clear()
+            contents.clear()
+            counts.clear()
     tally.expect_rows(batch, contents=contents, counts=counts)
     tally.seal()
 
@@ -98,6 +101,7 @@ def scan(
             # normalising (dates parsed).
             tally.add_page(page, owned)
             scanned += len(page)
+            del page  # let it go before the next page is read (the peak holds one page)
             if progress is not None and scanned - shown >= every:
                 progress("scanned", scanned)
                 shown = scanned
@@ -136,6 +140,9 @@ def _short(
                 break
     return tuple(short)
 
+
+#: Rows folded into the tally at a time (one fingerprinting of a batch).
+TABLE_FOLD = 1024
 
 #: Documents lacking chunks that one run reports (and asks to re-ingest) at most: an index
 #: that lost most of its points is one ``points_missing`` finding, and the guard's.

@@ -11,23 +11,25 @@ The entry and verification values live in ``reconciler.model`` (re-exported here
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Text, func, insert, select, type_coerce, update
+from sqlalchemy import Engine, Text, insert, select, type_coerce, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, Verification, jsonable, rfc3339
 from reconciler.ports.table import ChainedEntry
+from reconciler.stores.audit_body import GENESIS, HEAD, LOG, lock_head, stored_json
+from reconciler.stores.audit_body import canonical_plain as _canonical_plain
+from reconciler.stores.audit_body import digest as _digest
+from reconciler.stores.audit_body import entry_body as _entry_body
 from reconciler.stores.audit_protection import (
     ProtectedVerification,
     anchor_after_commit,
     anchor_of,
     audit_key,
-    keyed_digest,
     say_protection,
 )
 from reconciler.stores.schema import AuditHeadRow, AuditRow, RunRow
@@ -49,17 +51,10 @@ __all__ = [
     "verify",
 ]
 
-GENESIS = "0" * 64
-
 
 def canonical(value: Any) -> str:
     """The JSON text that is hashed (sorted keys, no spaces; stable across JSON and JSONB)."""
     return _canonical_plain(jsonable(value))
-
-
-def _canonical_plain(plain: Any) -> str:
-    """``canonical`` of a value already made plain (``jsonable``)."""
-    return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def entry_hash_of(prev_hash: str, entry: AuditEntry, key: bytes | None = None) -> str:
@@ -86,58 +81,26 @@ def _keying(
 def _hash_of(
     prev_hash: str, entry: AuditEntry, before: Any, after: Any, key: bytes | None = None
 ) -> str:
-    """``entry_hash_of``, given the entry's before and after already made plain
-    (``jsonable``, which leaves a plain value as it is): an append makes them plain once, for
-    the hash and for the row alike."""
-    body = _canonical_plain(
-        {
-            "run_id": jsonable(entry.run_id),
-            "at": rfc3339(entry.at),
-            "actor": jsonable(entry.actor),
-            "reason": jsonable(entry.reason),
-            "target_type": jsonable(entry.target_type),
-            "target": jsonable(entry.target),
-            "before": before,
-            "after": after,
-        }
+    """``entry_hash_of``, given the entry's before and after already made plain (``jsonable``)."""
+    return _digest(
+        prev_hash, _entry_body(entry, _canonical_plain(before), _canonical_plain(after)), key
     )
-    if key is not None:
-        return keyed_digest(key, f"{prev_hash}\n{body}")
-    return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
-
-
-def _lock_head(session: Session) -> AuditHeadRow:
-    """Take the chain's head for this transaction: one appender at a time, on every dialect.
-
-    The first statement is a write to the head row: PostgreSQL holds that row's lock until the
-    transaction ends, SQLite takes its single write lock (waiting out its busy timeout), so a
-    second appender reads the head only after the first one has committed.
-    """
-    at = datetime.now(UTC)
-    moved = session.execute(update(AuditHeadRow).where(AuditHeadRow.id == 1).values(updated_at=at))
-    if not getattr(moved, "rowcount", 0):  # lost (deleted by hand): rebuilt from the log
-        last = session.scalar(select(AuditRow.entry_hash).order_by(AuditRow.seq.desc()).limit(1))
-        count = session.scalar(select(func.count()).select_from(AuditRow)) or 0
-        session.add(AuditHeadRow(id=1, entry_hash=last or GENESIS, entries=count, updated_at=at))
-        session.flush()
-    head = session.get(AuditHeadRow, 1, populate_existing=True)
-    assert head is not None
-    return head
 
 
 def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     """Append entries inside the caller's transaction; return the new head hash.
 
-    Appends are serialised through the head row (``_lock_head``), and ``prev_hash`` is unique:
-    parallel runners (shards) extend one chain and never fork it.
+    Appends are serialised through the head row (``lock_head``), and ``prev_hash`` is unique:
+    parallel runners (shards) extend one chain and never fork it. Each entry's before and
+    after are made canonical once: that text is hashed (inside the body) and stored as it is.
     """
-    head = _lock_head(session)
-    prev = head.entry_hash
+    prev, count = lock_head(session)
     key = audit_key()
     rows: list[dict[str, Any]] = []
     for entry in entries:
-        before, after = jsonable(entry.before), jsonable(entry.after)
-        digest = _hash_of(prev, entry, before, after, key)
+        before_text = _canonical_plain(jsonable(entry.before))
+        after_text = _canonical_plain(jsonable(entry.after))
+        digest = _digest(prev, _entry_body(entry, before_text, after_text), key)
         rows.append(
             {
                 "run_id": entry.run_id,
@@ -146,20 +109,25 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
                 "reason": entry.reason,
                 "target_type": entry.target_type,
                 "target": entry.target,
-                "before": before,
-                "after": after,
+                "before_text": before_text,
+                "after_text": after_text,
                 "prev_hash": prev,
                 "entry_hash": digest,
             }
         )
         prev = digest
+    count += len(entries)
     if rows:
-        # One executemany for the whole batch (no ORM unit of work per entry).
-        session.execute(insert(AuditRow), rows)
-    head.entry_hash = prev
-    head.entries += len(entries)
-    session.flush()
-    anchor_after_commit(session, head.entries, prev, key)
+        # One executemany for the whole batch through Core (no ORM unit of work).
+        session.execute(
+            insert(LOG).values(
+                before=stored_json(session, "before_text"),
+                after=stored_json(session, "after_text"),
+            ),
+            rows,
+        )
+    session.execute(update(HEAD).where(HEAD.c.id == 1).values(entry_hash=prev, entries=count))
+    anchor_after_commit(session, count, prev, key)
     return prev
 
 

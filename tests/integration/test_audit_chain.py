@@ -174,6 +174,9 @@ def test_an_entry_hash_is_sha256_of_the_previous_and_the_canonical_body(
     assert audit.entry_hash_of("0" * 64, entry) == expected
     plain = jsonable(before), jsonable(after)
     assert audit._hash_of("0" * 64, entry, *plain) == expected
+    # An append composes the body from the canonical texts it stores: the same bytes.
+    texts = audit._canonical_plain(plain[0]), audit._canonical_plain(plain[1])
+    assert audit._entry_body(entry, *texts) == body
 
 
 class _Level(enum.IntEnum):

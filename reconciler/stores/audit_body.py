@@ -1,0 +1,87 @@
+"""The audit chain's entry body and head, for ``stores.audit``'s appends and walks: the
+canonical text of an entry (composed from its parts' texts, so an append makes each before
+and after canonical once and stores that text as it was hashed), its digest, and the head row
+locked by one ``UPDATE … RETURNING``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Text, bindparam, cast, func, insert, select, update
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Session
+
+from reconciler.model import AuditEntry, jsonable, rfc3339
+from reconciler.stores.audit_protection import keyed_digest
+from reconciler.stores.schema import AuditHeadRow, AuditRow, Base
+
+GENESIS = "0" * 64
+
+
+def canonical_plain(plain: Any) -> str:
+    """``canonical`` of a value already made plain (``jsonable``)."""
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(prev_hash: str, body: str, key: bytes | None) -> str:
+    if key is not None:
+        return keyed_digest(key, f"{prev_hash}\n{body}")
+    return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
+
+
+def entry_body(entry: AuditEntry, before_text: str, after_text: str) -> str:
+    """The canonical body ``_hash_of`` hashes, composed from its parts' canonical texts:
+    ``json.dumps`` with sorted keys and the same separators is compositional, so this is
+    byte for byte ``canonical_plain`` of the whole (the keys below are in sorted order)."""
+    return (
+        f'{{"actor":{canonical_plain(jsonable(entry.actor))}'
+        f',"after":{after_text}'
+        f',"at":{canonical_plain(rfc3339(entry.at))}'
+        f',"before":{before_text}'
+        f',"reason":{canonical_plain(jsonable(entry.reason))}'
+        f',"run_id":{canonical_plain(jsonable(entry.run_id))}'
+        f',"target":{canonical_plain(jsonable(entry.target))}'
+        f',"target_type":{canonical_plain(jsonable(entry.target_type))}}}'
+    )
+
+
+HEAD = Base.metadata.tables[AuditHeadRow.__tablename__]
+LOG = Base.metadata.tables[AuditRow.__tablename__]
+
+
+def lock_head(session: Session) -> tuple[str, int]:
+    """Take the chain's head for this transaction: one appender at a time, on every dialect;
+    its hash and entry count.
+
+    The first statement is a write to the head row (one ``UPDATE … RETURNING``): PostgreSQL
+    holds that row's lock until the transaction ends, SQLite takes its single write lock
+    (waiting out its busy timeout), so a second appender reads the head only after the first
+    one has committed.
+    """
+    at = datetime.now(UTC)
+    head = session.execute(
+        update(HEAD)
+        .where(HEAD.c.id == 1)
+        .values(updated_at=at)
+        .returning(HEAD.c.entry_hash, HEAD.c.entries)
+    ).first()
+    if head is not None:
+        return head[0], head[1]
+    # Lost (deleted by hand): rebuilt from the log.
+    last = session.scalar(select(LOG.c.entry_hash).order_by(LOG.c.seq.desc()).limit(1))
+    count = session.scalar(select(func.count()).select_from(LOG)) or 0
+    session.execute(
+        insert(HEAD).values(id=1, entry_hash=last or GENESIS, entries=count, updated_at=at)
+    )
+    return last or GENESIS, count
+
+
+def stored_json(session: Session, name: str) -> Any:
+    """A canonical text bound for a JSON column as it is (no second serialisation by the
+    column type): text on SQLite, cast to JSONB on PostgreSQL."""
+    text = bindparam(name, type_=Text)
+    return cast(text, JSONB) if session.get_bind().dialect.name == "postgresql" else text
