@@ -7,6 +7,7 @@ import exposition_kit
 import pytest
 from exposition_kit import Exposition
 from stores_kit import deploy, pg_admin_url, pg_server, pg_url, table, table_url
+from watch_kit import watch_story
 
 __all__ = ["deploy", "pg_admin_url", "pg_server", "pg_url", "table", "table_url"]
 
@@ -22,6 +23,13 @@ def serve_readings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exposi
     """``/metrics`` of a real ``reconciler serve``: a job skipped on a held lease, then a
     successful full job (``exposition_kit``)."""
     return exposition_kit.serve_readings(tmp_path_factory.mktemp("serve"))
+
+
+@pytest.fixture(scope="session")
+def watch_readings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exposition]:
+    """serve's watch through a fast change, a change held up by a busy lease, and a vault
+    whose folder vanished (``watch_kit``)."""
+    return watch_story(tmp_path_factory.mktemp("watch"))
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import yaml
 from exposition_kit import Exposition, input_series
-from watch_kit import watch_story
 
 ALERTS = Path(__file__).resolve().parents[2] / "config" / "alerts"
 RULES = ALERTS / "reconciler.rules.yml"
@@ -190,13 +189,6 @@ def scenarios(
             ],
         },
     ]
-
-
-@pytest.fixture(scope="module")
-def watch_readings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exposition]:
-    """serve's watch through a fast change, a change held up by a busy lease, and a vault
-    whose folder vanished (``watch_kit``)."""
-    return watch_story(tmp_path_factory.mktemp("watch"))
 
 
 WATCH_ALERTS = ["ReconcilerWatchLagging", "ReconcilerWatcherDown", "ReconcilerChangesSlow"]

@@ -23,11 +23,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def real_series(
-    cron: dict[str, Exposition], serve: dict[str, Exposition]
+    cron: dict[str, Exposition], serve: dict[str, Exposition], watch: dict[str, Exposition]
 ) -> dict[str, set[tuple[str, str]]]:
     """Every sample name the product exported in this session (a cron ``run``'s textfile
-    through a deployment's life and serve's ``/metrics``), with its (label, value) pairs."""
-    return exposition_names(*cron.values(), *serve.values())
+    through a deployment's life, serve's ``/metrics`` and its watch's), with its (label,
+    value) pairs."""
+    return exposition_names(*cron.values(), *serve.values(), *watch.values())
 
 
 SELECTOR = re.compile(r"(reconciler_[a-z_]+)(?:\{([^}]*)\})?")
@@ -144,21 +145,25 @@ def test_indexed_job_covers_every_shard() -> None:
 
 
 def test_dashboard_queries_what_the_product_exports(
-    cron_readings: dict[str, Exposition], serve_readings: dict[str, Exposition]
+    cron_readings: dict[str, Exposition],
+    serve_readings: dict[str, Exposition],
+    watch_readings: dict[str, Exposition],
 ) -> None:
     dashboard = json.loads((DEPLOY / "grafana" / "reconciler-dashboard.json").read_text())
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     assert exprs
-    series = real_series(cron_readings, serve_readings)
+    series = real_series(cron_readings, serve_readings, watch_readings)
     assert {expr: unknown_in(expr, series) for expr in exprs if unknown_in(expr, series)} == {}
 
 
 def test_alert_rules_use_what_the_product_exports(
-    cron_readings: dict[str, Exposition], serve_readings: dict[str, Exposition]
+    cron_readings: dict[str, Exposition],
+    serve_readings: dict[str, Exposition],
+    watch_readings: dict[str, Exposition],
 ) -> None:
     text = (ROOT / "config" / "alerts" / "reconciler.rules.yml").read_text()
     exprs = [rule["expr"] for rule in yaml.safe_load(text)["groups"][0]["rules"]]
-    series = real_series(cron_readings, serve_readings)
+    series = real_series(cron_readings, serve_readings, watch_readings)
     assert {expr: unknown_in(expr, series) for expr in exprs if unknown_in(expr, series)} == {}
 
 
