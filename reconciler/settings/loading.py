@@ -18,14 +18,10 @@ from pydantic import (
 )
 
 from reconciler.errors import ConfigError
-from reconciler.settings.sections import (
-    DEFAULT_CONFIG_NAME,
-    ENV_PREFIX,
-    ENV_RESERVED,
-    Settings,
-    SourceSettings,
-    TableSettings,
-)
+from reconciler.settings.configuration import Settings
+from reconciler.settings.shared import DEFAULT_CONFIG_NAME, ENV_PREFIX, ENV_RESERVED
+from reconciler.settings.sources import SourceSettings
+from reconciler.settings.table import TableSettings
 
 
 def _env_overrides(environ: Mapping[str, str]) -> list[tuple[list[str], str, str]]:

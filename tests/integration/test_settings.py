@@ -10,8 +10,7 @@ import pytest
 
 from reconciler.errors import ConfigError
 from reconciler.scheduling import cron_trigger
-from reconciler.settings import load_settings, parse_duration
-from reconciler.settings.sections import ScheduleSettings
+from reconciler.settings import ScheduleSettings, load_settings, parse_duration
 from reconciler.sources import BUILTIN, ENTRY_POINT_GROUP, describe
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "reconciler" / "settings" / "reconciler.example.toml"
