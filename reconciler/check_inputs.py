@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from reconciler import defaults
 from reconciler.model import (
     MANAGED_KEYS,
     Document,
@@ -163,15 +164,15 @@ class CheckContext:
 
     now: datetime
     sources: Mapping[str, SourceState]
-    successor_policy: str = "supersede"
+    successor_policy: str = defaults.SUCCESSOR_NOT_INGESTED
     #: ``[policy] unknown_siblings``: "supersede" or "report" (see ``rules.time_rule``).
-    unknown_siblings: str = "supersede"
-    missing_grace: timedelta = timedelta(days=7)
+    unknown_siblings: str = defaults.UNKNOWN_SIBLINGS
+    missing_grace: timedelta = defaults.MISSING_IN_SOURCE_GRACE
     #: content hash -> the doc ids whose source holds that text now, across every source read
     #: (the hash check's ``id_reused``: a registered text found under another id).
     holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: ``[policy] status_contradicts_link``: "report" or "ignore" (``checks.contradictions``).
-    status_contradicts_link: str = "report"
+    status_contradicts_link: str = defaults.STATUS_CONTRADICTS_LINK
     #: A split store's collections, (main, archive) (``[index] archive_collection``): a chunk
     #: in the other one than its row's state puts it in is ``payload/misplaced``. ``None``:
     #: one collection.

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from reconciler import defaults
 from reconciler.errors import ConfigError
 from reconciler.model import ALL_KEYS
 from reconciler.payload import KeyMap
@@ -38,8 +39,8 @@ class IndexSettings(Section):
     text_key: str = "text"
     keys: dict[str, str] = Field(default_factory=dict)
     timeout: float = Field(default=30.0, gt=0)
-    scroll_batch: int = Field(default=1000, gt=0)
-    write_batch: int = Field(default=256, gt=0)
+    scroll_batch: int = Field(default=defaults.SCROLL_BATCH, gt=0)
+    write_batch: int = Field(default=defaults.WRITE_BATCH, gt=0)
 
     @field_validator("path", "url", "api_key_file", "archive_collection", mode="before")
     @classmethod

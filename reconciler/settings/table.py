@@ -7,6 +7,7 @@ import os
 from pydantic import Field, field_validator
 from sqlalchemy.engine import make_url
 
+from reconciler import defaults
 from reconciler.errors import ConfigError
 from reconciler.settings.shared import Duration, SecretVariable, Section
 
@@ -17,7 +18,7 @@ class TableSettings(Section):
     url: str = "sqlite:///reconciler.db"
     #: Name of an environment variable holding the URL (use when it carries a password).
     url_env: SecretVariable = None
-    batch_size: int = Field(default=1000, gt=0)
+    batch_size: int = Field(default=defaults.TABLE_BATCH, gt=0)
     #: Bounds of every call to the database (``Settings.store_bounds``); unset: derived from
     #: ``[schedule] job_deadline``.
     connect_timeout: Duration | None = None

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 
+from reconciler.app.operations import engine_options
 from reconciler.errors import ConfigError
+from reconciler.model import RunMode
+from reconciler.pipeline.values import Guard, Options
 from reconciler.scheduling import cron_trigger
 from reconciler.settings import ScheduleSettings, load_settings, parse_duration
 from reconciler.sources import BUILTIN, ENTRY_POINT_GROUP, describe
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "reconciler" / "settings" / "reconciler.example.toml"
+EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "reconciler" / "settings" / "reconciler.example.toml"
+)
 
 
 def write(tmp_path: Path, body: str) -> Path:
@@ -317,3 +323,27 @@ def test_the_store_bounds_derive_from_the_job_deadline(tmp_path: Path) -> None:
         environ={},
     ).store_bounds
     assert (given.connect, given.statement, given.lock) == (5.0, 120.0, 10.0)
+
+
+def test_the_default_configuration_maps_onto_the_default_options(tmp_path: Path) -> None:
+    """One set of defaults (``reconciler.defaults``): a run built from an empty configuration
+    is the run ``Options()`` describes, guard, policies and batches alike."""
+    settings = load_settings(write(tmp_path, ""), environ={})
+    assert engine_options(settings, mode="check") == Options()
+    assert engine_options(settings, mode="check").guard == Guard()
+    chosen = load_settings(
+        write(tmp_path, '[guard]\nfloor = 3\n[policy]\nmissing_in_source_grace = "2d"\n'),
+        environ={"RECONCILER_INDEX__WRITE_BATCH": "7"},
+    )
+    options = engine_options(chosen, mode="apply", actor="test")
+    assert (options.guard.floor, options.missing_grace, options.write_batch) == (
+        3,
+        timedelta(days=2),
+        7,
+    )
+    assert options == replace(
+        Options(mode=RunMode.APPLY, actor="test"),
+        guard=Guard(floor=3),
+        missing_grace=timedelta(days=2),
+        write_batch=7,
+    )
