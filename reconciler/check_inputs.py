@@ -9,7 +9,6 @@ over metadata only (never bodies).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -17,48 +16,15 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from reconciler import defaults
 from reconciler.model import (
-    MANAGED_KEYS,
     Document,
     Finding,
     SourceDocument,
     SourceProblem,
-    parse_instant,
 )
-from reconciler.payload import instant_text, payload_for
+from reconciler.payload import Variant, normalize, payload_for
 from reconciler.rules.time_rule import settle, successor_links
-
-#: A managed payload in canonical, hashable form: ((key, value), ...) over MANAGED_KEYS,
-#: an absent key read as None (Qdrant removes a key written as null).
-Variant = tuple[tuple[str, Any], ...]
-
-_DATE_KEYS = ("effective_from", "effective_to")
-
-
-def normalize(payload: Mapping[str, Any]) -> Variant:
-    """Canonical form of a managed payload, so equal meanings compare equal."""
-    items: list[tuple[str, Any]] = []
-    for key in MANAGED_KEYS:
-        value = payload.get(key)
-        if key in _DATE_KEYS and isinstance(value, str):
-            # An unparseable date stays as found: it differs, so it is drift.
-            with contextlib.suppress(ValueError, OverflowError):  # (a year 1 or 9999 offset)
-                value = instant_text(parse_instant(value))
-        elif key == "doc_version" and isinstance(value, float) and value.is_integer():
-            value = int(value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        items.append((key, value))
-    return tuple(items)
-
-
-def same_variant(found: Variant, expected: Variant) -> bool:
-    """Whether two canonical payloads are the same, value and type: ``1 == True`` and
-    ``0 == False`` in Python, not in a payload (``quarantined: 0`` is not ``False``), as the
-    scan's ``fingerprint`` holds. ``normalize`` has made an integral float version an int."""
-    return found == expected and all(
-        type(a) is type(b) for (_ka, a), (_kb, b) in zip(found, expected, strict=True)
-    )
 
 
 def digest(variant: Variant) -> bytes:
@@ -112,31 +78,6 @@ class Registered:
         return self._tally.size
 
 
-_DOC_VERSION = MANAGED_KEYS.index("doc_version")
-_QUARANTINED = MANAGED_KEYS.index("quarantined")
-#: A fingerprint no value tuple has (``hash`` never returns -1 in CPython).
-_NO_MATCH = -1
-
-
-def fingerprint(values: tuple[Any, ...], *, at: int = 0) -> int:
-    """A 64-bit fingerprint of raw managed values in ``MANAGED_KEYS`` order (from index ``at``
-    of ``values``: the scan's rows lead with the doc_id), for equality with an expected
-    payload; ``-1`` when they cannot equal one (unhashable, or a ``doc_version`` that is not an
-    int or a ``quarantined`` that is not a bool: ``1 == True == 1.0`` in Python, and the old
-    repr digest told them apart).
-
-    ``hash`` of a tuple of str/int/bool/None is exact-equality-preserving and per process
-    (SipHash for strings): two different tuples collide with probability about 2**-64. It is
-    compared only within one run, never stored.
-    """
-    if type(values[at + _DOC_VERSION]) is not int or type(values[at + _QUARANTINED]) is not bool:
-        return _NO_MATCH
-    try:
-        return hash(values)
-    except TypeError:  # a list or object value: never what payload_for writes
-        return _NO_MATCH
-
-
 def variant_values(variant: Variant) -> tuple[Any, ...]:
     """The values of a canonical payload, in ``MANAGED_KEYS`` order."""
     return tuple(value for _key, value in variant)
@@ -163,15 +104,15 @@ class CheckContext:
 
     now: datetime
     sources: Mapping[str, SourceState]
-    successor_policy: str = "supersede"
+    successor_policy: str = defaults.SUCCESSOR_NOT_INGESTED
     #: ``[policy] unknown_siblings``: "supersede" or "report" (see ``rules.time_rule``).
-    unknown_siblings: str = "supersede"
-    missing_grace: timedelta = timedelta(days=7)
+    unknown_siblings: str = defaults.UNKNOWN_SIBLINGS
+    missing_grace: timedelta = defaults.MISSING_IN_SOURCE_GRACE
     #: content hash -> the doc ids whose source holds that text now, across every source read
     #: (the hash check's ``id_reused``: a registered text found under another id).
     holders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: ``[policy] status_contradicts_link``: "report" or "ignore" (``checks.contradictions``).
-    status_contradicts_link: str = "report"
+    status_contradicts_link: str = defaults.STATUS_CONTRADICTS_LINK
     #: A split store's collections, (main, archive) (``[index] archive_collection``): a chunk
     #: in the other one than its row's state puts it in is ``payload/misplaced``. ``None``:
     #: one collection.

@@ -34,15 +34,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from reconciler.check_inputs import (
-    ChunkAggregate,
-    Registered,
-    Variant,
-    fingerprint,
-    normalize,
-    variant_values,
-)
+from reconciler.check_inputs import ChunkAggregate, Registered, variant_values
 from reconciler.model import MANAGED_KEYS, ManagedPage
+from reconciler.payload import Variant, fingerprint, normalize
 from reconciler.rules.time_rule import kept_in_main
 
 __all__ = ["ChunkTally", "Registered", "check_key"]

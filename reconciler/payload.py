@@ -1,4 +1,5 @@
-"""The one derivation of chunk payloads from document rows, and the payload key layout.
+"""The one derivation of chunk payloads from document rows, the payload key layout, and the one
+definition of whether two payloads are the same.
 
 ``payload_for`` is the rule that makes repair possible: a chunk's managed payload is a pure
 function of its document row. Ingestion and the reconciler both call it, so they can never
@@ -7,6 +8,7 @@ disagree about what a chunk should say.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Mapping
@@ -20,6 +22,7 @@ from reconciler.model import (
     OPEN_END,
     OPEN_START,
     Document,
+    parse_instant,
     rfc3339,
     state_of,
 )
@@ -263,3 +266,86 @@ __all__ = [
     "payload_for",
     "point_id_for",
 ]
+
+
+# -- are two payloads the same ---------------------------------------------------------------
+# The one definition: the check's scan (``fingerprint``, ``normalize``), the planner and the
+# applier (``same_payload``, ``same_variant``, ``holds``), recovery and the trail's replay all
+# decide by these.
+
+#: A managed payload in canonical, hashable form: ((key, value), ...) over MANAGED_KEYS,
+#: an absent key read as None (Qdrant removes a key written as null).
+Variant = tuple[tuple[str, Any], ...]
+
+_DATE_KEYS = ("effective_from", "effective_to")
+
+
+def normalize(payload: Mapping[str, Any]) -> Variant:
+    """Canonical form of a managed payload, so equal meanings compare equal."""
+    items: list[tuple[str, Any]] = []
+    for key in MANAGED_KEYS:
+        value = payload.get(key)
+        if key in _DATE_KEYS and isinstance(value, str):
+            # An unparseable date stays as found: it differs, so it is drift.
+            with contextlib.suppress(ValueError, OverflowError):  # (a year 1 or 9999 offset)
+                value = instant_text(parse_instant(value))
+        elif key == "doc_version" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        items.append((key, value))
+    return tuple(items)
+
+
+def same_variant(found: Variant, expected: Variant) -> bool:
+    """Whether two canonical payloads are the same, value and type: ``1 == True`` and
+    ``0 == False`` in Python, not in a payload (``quarantined: 0`` is not ``False``), as the
+    scan's ``fingerprint`` holds. ``normalize`` has made an integral float version an int."""
+    return found == expected and all(
+        type(a) is type(b) for (_ka, a), (_kb, b) in zip(found, expected, strict=True)
+    )
+
+
+def same_payload(found: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    """Whether two managed payloads (logical keys) mean the same: their canonical forms are
+    the same, value and type (dates in another spelling, ``1.0`` for a version ``1``)."""
+    return same_variant(normalize(found), normalize(expected))
+
+
+def same_value(held: Any, value: Any) -> bool:
+    """Whether a payload holds ``value`` exactly under a key it holds ``held``: the same type
+    (``1.0`` is not ``1``, ``0`` is not ``False``) and an equal value, nothing normalised."""
+    return type(held) is type(value) and bool(held == value)
+
+
+def holds(payload: Mapping[str, Any], key: str, value: Any) -> bool:
+    """Whether writing ``value`` under ``key`` leaves ``payload`` as it is: the key held with
+    ``same_value``, or, for ``None`` (which removes a key), no key at all."""
+    if value is None:
+        return key not in payload
+    return key in payload and same_value(payload[key], value)
+
+
+_DOC_VERSION = MANAGED_KEYS.index("doc_version")
+_QUARANTINED = MANAGED_KEYS.index("quarantined")
+#: A fingerprint no value tuple has (``hash`` never returns -1 in CPython).
+_NO_MATCH = -1
+
+
+def fingerprint(values: tuple[Any, ...], *, at: int = 0) -> int:
+    """A 64-bit fingerprint of raw managed values in ``MANAGED_KEYS`` order (from index ``at``
+    of ``values``: the scan's rows lead with the doc_id), for equality with an expected
+    payload; ``-1`` when they cannot equal one (unhashable, or a ``doc_version`` that is not an
+    int or a ``quarantined`` that is not a bool: ``1 == True == 1.0`` in Python, and the old
+    repr digest told them apart).
+
+    ``hash`` of a tuple of str/int/bool/None is exact-equality-preserving and per process
+    (SipHash for strings): two different tuples collide with probability about 2**-64. It is
+    compared only within one run, never stored.
+    """
+    if type(values[at + _DOC_VERSION]) is not int or type(values[at + _QUARANTINED]) is not bool:
+        return _NO_MATCH
+    try:
+        return hash(values)
+    except TypeError:  # a list or object value: never what payload_for writes
+        return _NO_MATCH

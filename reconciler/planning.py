@@ -23,8 +23,6 @@ from reconciler.check_inputs import (
     CollectionView,
     FamilyView,
     expected_variant,
-    normalize,
-    same_variant,
 )
 from reconciler.checks.common import STATE_FIELDS
 from reconciler.model import (
@@ -33,7 +31,7 @@ from reconciler.model import (
     Finding,
     ReingestRequest,
 )
-from reconciler.payload import payload_for
+from reconciler.payload import payload_for, same_payload, same_value, same_variant
 from reconciler.rules.time_rule import kept_in_main
 
 #: Order in which row changes are merged; later wins (the source has the last word).
@@ -381,11 +379,8 @@ def outstanding(finding: Finding, *, applied: bool) -> bool:
 def needs_write(current: Mapping[str, Any], target: PayloadTarget) -> bool:
     """Whether a point's logical payload differs from what the target sets."""
     if target.partial:
-        return any(
-            type(current.get(k)) is not type(v) or current.get(k) != v
-            for k, v in target.payload.items()
-        )
-    return not same_variant(normalize(current), normalize(target.payload))
+        return not all(same_value(current.get(k), v) for k, v in target.payload.items())
+    return not same_payload(current, target.payload)
 
 
 def plan_indexes(findings: Iterable[Finding], view: CollectionView | None = None) -> Plan:

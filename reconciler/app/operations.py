@@ -254,7 +254,8 @@ def engine_options(
     shard: Shard | None = None,
     job: str | None = None,
 ) -> Options:
-    """Reconciler options from settings and command-line choices."""
+    """A run's options from settings and command-line choices (the one mapping; ``Options``
+    and the settings' sections both default to ``reconciler.defaults``)."""
     chosen = frozenset(checks) if checks else frozenset(CHECKS)
     unknown = sorted(chosen - set(CHECKS))
     if unknown:

@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.app.leasing import HeldLease, lease_name
-from reconciler.app.operations import lease_guard, split_names
+from reconciler.app.operations import engine_options, lease_guard
 from reconciler.app.wiring import leases_of, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import CollectionMissing, ConfigError, LeaseBusy
 from reconciler.model import RunMode
 from reconciler.payload import payload_for
 from reconciler.pipeline.scanning import scan, table_rows
-from reconciler.pipeline.values import Options
 from reconciler.planning import MoveTarget
 from reconciler.ports import ChunkIndex, DocumentTable, SplitIndex, split_of
 from reconciler.rules.time_rule import kept_in_main
@@ -131,16 +130,6 @@ def split_store(
         table.close()
 
 
-def _options(settings: Settings) -> Options:
-    return Options(
-        actor="split",
-        table_batch=settings.table.batch_size,
-        scroll_batch=settings.index.scroll_batch,
-        write_batch=settings.index.write_batch,
-        split=split_names(settings),
-    )
-
-
 def _placements(
     settings: Settings,
     table: DocumentTable,
@@ -150,7 +139,7 @@ def _placements(
 ) -> Iterator[list[MoveTarget]]:
     """The moves the rows ask for, ``scroll_batch`` documents at a time (each way counted in
     ``ways``, by ``to_archive``)."""
-    options = _options(settings)
+    options = engine_options(settings, mode="check", actor="split")
     folded = scan(table, index, options, None, progress=progress).chunks
     targets = []
     for row in table_rows(table, options):

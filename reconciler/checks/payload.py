@@ -12,13 +12,12 @@ from reconciler.check_inputs import (
     ChunkAggregate,
     CollectionView,
     FamilyView,
-    Variant,
     Wide,
     expected_variant,
 )
 from reconciler.checks.common import quarantine_lifted
 from reconciler.model import SERVABLE_STATES, Document, Finding, ReingestRequest, Severity
-from reconciler.payload import payload_for
+from reconciler.payload import Variant, payload_for
 from reconciler.rules.time_rule import kept_in_main
 
 CHECK = "payload"

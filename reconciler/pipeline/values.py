@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler import defaults
 from reconciler.check_inputs import SourceState
 from reconciler.checks import CHECKS
 from reconciler.chunk_tally import ChunkTally, Registered
@@ -43,14 +44,14 @@ class Guard:
 
     #: Of families or chunks whose serving changes in one run: hidden or revealed, once per
     #: family (``pipeline.guarding``; relabels, restores and unserved writes are not counted).
-    max_changed_fraction: float = 0.2
+    max_changed_fraction: float = defaults.MAX_CHANGED_FRACTION
     #: Of families or chunks whose quarantine is lifted because its cause is gone (1: never
     #: refused; ``pipeline.guarding``).
-    max_restored_fraction: float = 1.0
+    max_restored_fraction: float = defaults.MAX_RESTORED_FRACTION
     #: Changes at or below this many families / chunks never trip the fraction rule.
-    floor: int = 10
+    floor: int = defaults.GUARD_FLOOR
     #: Of families or chunks moved between the collections of a split store in one run.
-    max_moved_fraction: float = 0.2
+    max_moved_fraction: float = defaults.MAX_MOVED_FRACTION
 
 
 @dataclass(frozen=True)
@@ -65,15 +66,15 @@ class Options:
     shard: Shard = field(default_factory=Shard)
     families: frozenset[str] | None = None
     doc_id: str | None = None
-    successor_policy: str = "supersede"
-    unknown_siblings: str = "supersede"
-    missing_grace: timedelta = timedelta(days=7)
-    status_contradicts_link: str = "report"
+    successor_policy: str = defaults.SUCCESSOR_NOT_INGESTED
+    unknown_siblings: str = defaults.UNKNOWN_SIBLINGS
+    missing_grace: timedelta = defaults.MISSING_IN_SOURCE_GRACE
+    status_contradicts_link: str = defaults.STATUS_CONTRADICTS_LINK
     guard: Guard = Guard()
     ttls: Mapping[str, timedelta | None] = field(default_factory=dict)
-    table_batch: int = 1000
-    scroll_batch: int = 1000
-    write_batch: int = 256
+    table_batch: int = defaults.TABLE_BATCH
+    scroll_batch: int = defaults.SCROLL_BATCH
+    write_batch: int = defaults.WRITE_BATCH
     #: Point ids of mismatching chunks the scan keeps for the applier (beyond it, the applier
     #: selects each document's points through the doc_id filter instead).
     keep_ids: int = 100_000

@@ -18,18 +18,20 @@ from pydantic import (
 )
 
 from reconciler.errors import ConfigError
-from reconciler.settings.sections import (
-    DEFAULT_CONFIG_NAME,
-    ENV_PREFIX,
-    ENV_RESERVED,
-    Settings,
-    SourceSettings,
-    TableSettings,
-)
+from reconciler.settings.configuration import Settings
+from reconciler.settings.shared import DEFAULT_CONFIG_NAME, ENV_PREFIX, ENV_RESERVED
+from reconciler.settings.sources import SourceSettings
+from reconciler.settings.table import TableSettings
 
 
 def _env_overrides(environ: Mapping[str, str]) -> list[tuple[list[str], str, str]]:
-    """``RECONCILER_TABLE__URL=...`` -> (["table", "url"], value, variable name)."""
+    """``RECONCILER_TABLE__URL=...`` -> (["table", "url"], value, variable name).
+
+    Read here, not by pydantic-settings' environment source (tried for issue 35): it reads
+    ``os.environ`` only, drops a variable that names no section (reported here, with a "did
+    you mean"), lets a whole section's variable hide its keys' variables, reads values as JSON
+    ("3" an int, "null" None), makes ``{"0": ...}`` of a list item's index, and cannot say
+    which variable set a key; bent to do as this does, it took four times these lines."""
     found = []
     for name, value in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or name in ENV_RESERVED:

@@ -38,9 +38,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconciler.check_inputs import normalize, same_variant
 from reconciler.model import MANAGED_KEYS, AuditEntry, AuditKind
-from reconciler.payload import chunk_id_for, point_id_for
+from reconciler.payload import chunk_id_for, point_id_for, same_payload
 from reconciler.ports.table import ChainedEntry
 
 #: A managed payload, hashable: the values of ``MANAGED_KEYS`` in order (``None``: absent).
@@ -95,11 +94,6 @@ def _thawed(value: Any) -> Any:
     if isinstance(value, tuple) and value and value[0] == "__dict__":
         return {k: _thawed(v) for k, v in value[1:]}
     return value
-
-
-def same_payload(a: Payload, b: Payload) -> bool:
-    """Whether two payloads mean the same (dates in another spelling, ``1.0`` for ``1``)."""
-    return same_variant(normalize(payload_dict(a)), normalize(payload_dict(b)))
 
 
 @dataclass(frozen=True)
@@ -271,7 +265,7 @@ class Replay:
         if last.status == "known":
             had = last.held[0].payload
             assert had is not None
-            if same_payload(had, before):
+            if same_payload(payload_dict(had), payload_dict(before)):
                 return last.held[0]  # (its own spelling, which the write found)
             last.held, last.why = (last.held[0], Held(PAYLOAD, before)), "outside"
         elif last.status == "absent":

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reconciler.check_inputs import Variant, normalize, same_variant
 from reconciler.model import MANAGED_KEYS
+from reconciler.payload import Variant, holds, normalize, same_variant
 from reconciler.planning import PayloadTarget, needs_write
 
 
@@ -94,16 +94,7 @@ def changed_keys(payload: Mapping[str, Any], written: Mapping[str, Any]) -> froz
     value itself, of the same type (``1.0`` is not ``1``), or, for ``None``, no key at all
     (``None`` removes a key). Sending only these leaves the point as sending all would; each
     key sent costs Edge and Qdrant a payload index update where the key is indexed."""
-    return frozenset(key for key, value in written.items() if not _holds(payload, key, value))
-
-
-def _holds(payload: Mapping[str, Any], key: str, value: Any) -> bool:
-    if value is None:
-        return key not in payload
-    if key not in payload:
-        return False
-    held = payload[key]
-    return type(held) is type(value) and bool(held == value)
+    return frozenset(key for key, value in written.items() if not holds(payload, key, value))
 
 
 class Located(Protocol):

@@ -15,9 +15,8 @@ from click.testing import CliRunner, Result
 from sqlalchemy import create_engine, text
 
 from reconciler.app.wiring import stores
-from reconciler.check_inputs import normalize
 from reconciler.cli import cli
-from reconciler.payload import payload_for
+from reconciler.payload import normalize, payload_for
 from reconciler.settings import load_settings
 from reconciler.stores.sql import _alembic_config
 

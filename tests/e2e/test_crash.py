@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 from acceptance_kit import Deployment, kinds
 
-from reconciler.check_inputs import normalize
 from reconciler.metrics import build_registry
 from reconciler.model import MANAGED_KEYS
+from reconciler.payload import normalize
 
 FAMILIES = 125
 SECTIONS = 8  # chunks per note: 125 families x 2 versions x 8 = 2,000 points

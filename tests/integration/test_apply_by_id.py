@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connectors.vault import VaultSource
-from reconciler.check_inputs import digest, expected_variant, fingerprint, normalize
+from reconciler.check_inputs import digest, expected_variant
 from reconciler.chunk_tally import ChunkTally
 from reconciler.embedding import make_embedder
 from reconciler.ingesting import Ingestor
@@ -33,7 +33,7 @@ from reconciler.model import (
     RunMode,
     VersionState,
 )
-from reconciler.payload import payload_for, payload_values
+from reconciler.payload import fingerprint, normalize, payload_for, payload_values
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options
 from reconciler.planning import PayloadTarget

@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import hypothesis
+import hypothesis_kit
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from reconciler.app.operations import engine_options
 from reconciler.errors import ConfigError
+from reconciler.model import RunMode
+from reconciler.pipeline.values import Guard, Options
 from reconciler.scheduling import cron_trigger
-from reconciler.settings import load_settings, parse_duration
-from reconciler.settings.sections import ScheduleSettings
+from reconciler.settings import (
+    ENV_PREFIX,
+    ENV_RESERVED,
+    ScheduleSettings,
+    load_settings,
+    parse_duration,
+)
 from reconciler.sources import BUILTIN, ENTRY_POINT_GROUP, describe
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "reconciler" / "settings" / "reconciler.example.toml"
+EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "reconciler" / "settings" / "reconciler.example.toml"
+)
 
 
 def write(tmp_path: Path, body: str) -> Path:
@@ -318,3 +334,88 @@ def test_the_store_bounds_derive_from_the_job_deadline(tmp_path: Path) -> None:
         environ={},
     ).store_bounds
     assert (given.connect, given.statement, given.lock) == (5.0, 120.0, 10.0)
+
+
+def test_the_default_configuration_maps_onto_the_default_options(tmp_path: Path) -> None:
+    """One set of defaults (``reconciler.defaults``): a run built from an empty configuration
+    is the run ``Options()`` describes, guard, policies and batches alike."""
+    settings = load_settings(write(tmp_path, ""), environ={})
+    assert engine_options(settings, mode="check") == Options()
+    assert engine_options(settings, mode="check").guard == Guard()
+    chosen = load_settings(
+        write(tmp_path, '[guard]\nfloor = 3\n[policy]\nmissing_in_source_grace = "2d"\n'),
+        environ={"RECONCILER_INDEX__WRITE_BATCH": "7"},
+    )
+    options = engine_options(chosen, mode="apply", actor="test")
+    assert (options.guard.floor, options.missing_grace, options.write_batch) == (
+        3,
+        timedelta(days=2),
+        7,
+    )
+    assert options == replace(
+        Options(mode=RunMode.APPLY, actor="test"),
+        guard=Guard(floor=3),
+        missing_grace=timedelta(days=2),
+        write_batch=7,
+    )
+
+
+#: Keys a variable may set: (TOML table, key, a value the file sets, the value a variable sets,
+#: that value as TOML writes it).
+OVERRIDABLE = (
+    ("guard", "floor", "5", "3", "3"),
+    ("guard", "max_changed_fraction", "0.3", "0.05", "0.05"),
+    ("table", "batch_size", "100", "17", "17"),
+    ("index", "write_batch", "50", "9", "9"),
+    ("index", "collection", '"main"', "other", '"other"'),
+    ("index.keys", "version_state", '"state"', "status", '"status"'),
+    ("policy", "missing_in_source_grace", '"1d"', "2d", '"2d"'),
+    ("policy", "unknown_siblings", '"supersede"', "report", '"report"'),
+    ("schedule", "full", '"0 1 * * *"', "0 3 * * *", '"0 3 * * *"'),
+    ("metrics", "listen", '"127.0.0.1:1"', "0.0.0.0:9000", '"0.0.0.0:9000"'),
+    ("ingest", "dim", "64", "128", "128"),
+    ("sources", "ttl", '"24h"', "6h", '"6h"'),
+)
+
+
+def _toml(values: dict[tuple[str, str], str]) -> str:
+    """A configuration setting ``values`` ((table, key) -> TOML value), with one source."""
+    tables: dict[str, list[str]] = {}
+    for (table, key), value in values.items():
+        tables.setdefault(table, []).append(f"{key} = {value}")
+    source = ['name = "handbook"', 'type = "vault"', 'path = "vault"', *tables.pop("sources", [])]
+    body = [f"[{table}]\n" + "\n".join(lines) for table, lines in tables.items()]
+    return "\n".join([*body, "[[sources]]", *source]) + "\n"
+
+
+@hypothesis.settings(max_examples=hypothesis_kit.examples(20))
+@given(
+    st.sets(st.sampled_from(range(len(OVERRIDABLE)))),
+    st.sets(st.sampled_from(range(len(OVERRIDABLE)))),
+    st.booleans(),
+    st.sampled_from(sorted(ENV_RESERVED)),
+)
+def test_a_variable_sets_its_key_over_the_file(
+    in_file: set[int], in_env: set[int], lower: bool, reserved: str
+) -> None:
+    """Whatever the file sets, ``RECONCILER_<TABLE>__<KEY>`` (a list item by its index, the
+    key in either case) gives the key the variable's value, and the reserved variables
+    set nothing: the configuration is the file with the variables' values written in."""
+    environ = {reserved: "not a key"}
+    written: dict[tuple[str, str], str] = {}
+    expected: dict[tuple[str, str], str] = {}
+    for n in sorted(in_file | in_env):
+        table, key, file_value, env_value, env_as_toml = OVERRIDABLE[n]
+        if n in in_file:
+            written[table, key] = expected[table, key] = file_value
+        if n in in_env:
+            section = "SOURCES__0" if table == "sources" else table.upper().replace(".", "__")
+            environ[f"{ENV_PREFIX}{section}__{key.lower() if lower else key.upper()}"] = env_value
+            expected[table, key] = env_as_toml
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        (base / "given.toml").write_text(_toml(written), encoding="utf-8")
+        (base / "expected.toml").write_text(_toml(expected), encoding="utf-8")
+        found = load_settings(base / "given.toml", environ=environ)
+        wanted = load_settings(base / "expected.toml", environ={})
+    assert found.model_dump() == wanted.model_dump()

@@ -21,7 +21,6 @@ from reconciler.check_inputs import (
     FamilyView,
     SourceState,
     expected_variant,
-    normalize,
 )
 from reconciler.checks.dates import check_dates
 from reconciler.checks.family import check_family, declared_family
@@ -42,7 +41,7 @@ from reconciler.model import (
     VersionState,
     rfc3339,
 )
-from reconciler.payload import chunk_payload, payload_for
+from reconciler.payload import chunk_payload, normalize, payload_for
 from reconciler.planning import desired_row, needs_write, plan_family, plan_orphan
 from reconciler.rules.time_rule import in_force_winner, settle
 

@@ -21,14 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler import payload as payload_module
-from reconciler.check_inputs import (
-    ChunkAggregate,
-    Variant,
-    digest,
-    expected_variant,
-    normalize,
-    variant_values,
-)
+from reconciler.check_inputs import ChunkAggregate, digest, expected_variant, variant_values
 from reconciler.chunk_tally import ChunkTally
 from reconciler.model import (
     MANAGED_KEYS,
@@ -39,7 +32,7 @@ from reconciler.model import (
     rfc3339,
     utc,
 )
-from reconciler.payload import instant_text, payload_values
+from reconciler.payload import Variant, instant_text, normalize, payload_values
 from reconciler.rules.time_rule import kept_in_main
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
