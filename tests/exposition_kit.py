@@ -29,7 +29,7 @@ from qdrant_client import models
 from sqlalchemy import create_engine, make_url, text
 
 from reconciler.app.leasing import lease_name, make_lease
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 
 Labels = tuple[tuple[str, str], ...]

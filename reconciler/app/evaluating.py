@@ -29,7 +29,7 @@ from reconciler.rendering import table
 from reconciler.settings import Settings
 
 if TYPE_CHECKING:
-    from reconciler.stores.qdrant import QdrantChunkIndex
+    from reconciler.stores.qdrant.index import QdrantChunkIndex
 
 log = logging.getLogger(__name__)
 

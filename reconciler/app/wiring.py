@@ -23,7 +23,7 @@ from reconciler.sources import build_source
 from reconciler.stores.sql import SqlDocumentTable, TableBounds
 
 if TYPE_CHECKING:
-    from reconciler.stores.qdrant import QdrantChunkIndex
+    from reconciler.stores.qdrant.index import QdrantChunkIndex
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def open_archive(settings: Settings, main: ChunkIndex) -> ChunkIndex:
     assert cfg.archive_collection is not None
     if cfg.engine == "edge":
         return open_edge_index(settings, collection=cfg.archive_collection)
-    from reconciler.stores.qdrant import QdrantChunkIndex  # noqa: PLC0415
+    from reconciler.stores.qdrant.index import QdrantChunkIndex  # noqa: PLC0415
 
     assert isinstance(main, QdrantChunkIndex)
     return QdrantChunkIndex(
@@ -158,7 +158,7 @@ def open_qdrant_index(settings: Settings, *, needed_by: str | None = None) -> Qd
             origin=settings.origin,
         )
     # (imported here: qdrant-client takes ~0.6 s to import, which an Edge deployment never needs)
-    from reconciler.stores.qdrant import QdrantChunkIndex, connect  # noqa: PLC0415
+    from reconciler.stores.qdrant.index import QdrantChunkIndex, connect  # noqa: PLC0415
 
     client = connect(
         path=cfg.path, url=cfg.url, api_key=cfg.api_key(), timeout=settings.store_bounds.index
@@ -173,7 +173,7 @@ def open_edge_index(settings: Settings, *, collection: str | None = None) -> Chu
     (or ``collection``)."""
     cfg = settings.index
     try:
-        from reconciler.stores.edge import EdgeChunkIndex  # noqa: PLC0415 (an optional extra)
+        from reconciler.stores.edge.index import EdgeChunkIndex  # noqa: PLC0415 (an optional extra)
     except ImportError as exc:
         raise ConfigError(
             [

@@ -33,9 +33,9 @@ from reconciler.model import (
 )
 from reconciler.payload import KeyMap, chunk_payload
 from reconciler.ports.index import StoredPoint
-from reconciler.stores.edge import EdgeChunkIndex
+from reconciler.stores.edge.index import EdgeChunkIndex
 from reconciler.stores.memory import InMemoryChunkIndex
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 from reconciler.stores.split import SplitChunkIndex
 from reconciler.writing.moving import same_point
 

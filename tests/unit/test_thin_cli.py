@@ -69,14 +69,14 @@ def allowed(module: str) -> bool:
 
 def test_the_finder_sees_every_kind_of_import() -> None:
     source = (
-        "import reconciler.stores.qdrant\n"
+        "import reconciler.stores.qdrant.index\n"
         "from reconciler.writing.rollback import RollbackRefused\n"
         "def f():\n    from reconciler.app.wiring import stores\n"
         "from reconciler import __version__\n"
         "from . import group\n"
     )
     assert project_imports(source) == {
-        "reconciler.stores.qdrant",
+        "reconciler.stores.qdrant.index",
         "reconciler.writing.rollback",
         "reconciler.app.wiring",
         "reconciler.__version__",
