@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from reconciler.app.leasing import HeldLease, lease_name
+from reconciler.app.holding import HeldLease, lease_name
 from reconciler.app.operations import lease_guard
 from reconciler.app.wiring import leases_of, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
@@ -137,7 +137,7 @@ def _verified(result: Verification) -> dict[str, Any]:
         "ok": result.ok,
         "entries": result.entries,
         "problems": result.problems,
-        # keyed, anchored, or unkeyed (the table's store says; reconciler.stores.audit_protection)
+        # keyed, anchored, or unkeyed (the table's store says; reconciler.stores.sql.audit_protection)
         "protection": list(getattr(result, "protection", [])),
     }
 

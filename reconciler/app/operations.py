@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reconciler.app.followers import watch_rows
-from reconciler.app.leasing import HeldLease, lease_name
+from reconciler.app.holding import HeldLease, lease_name
 from reconciler.app.probing import probe_sources
 from reconciler.app.stopping import JobControl, stoppable_sources
 from reconciler.app.wiring import (

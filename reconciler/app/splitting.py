@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.app.leasing import HeldLease, lease_name
+from reconciler.app.holding import HeldLease, lease_name
 from reconciler.app.operations import lease_guard, split_names
 from reconciler.app.wiring import leases_of, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock

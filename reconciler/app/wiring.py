@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reconciler.app.leasing import make_lease
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import ArchiveRefused, ConfigError
 from reconciler.ports import ChunkIndex
@@ -21,6 +20,7 @@ from reconciler.ports.source import SystemOfRecord
 from reconciler.settings import Settings
 from reconciler.sources import build_source
 from reconciler.stores.sql import SqlDocumentTable, TableBounds
+from reconciler.stores.sql.lease import make_lease
 
 if TYPE_CHECKING:
     from reconciler.stores.qdrant.index import QdrantChunkIndex
@@ -71,7 +71,7 @@ def open_initialised_table(settings: Settings) -> SqlDocumentTable | None:
 
 def leases_of(table: SqlDocumentTable) -> LeaseFactory:
     """The leases kept in ``table``'s database: an advisory lock on PostgreSQL, a lease row
-    elsewhere (``leasing.make_lease``)."""
+    elsewhere (``reconciler.stores.sql.lease.make_lease``)."""
 
     def lease(name: str, *, clock: Clock = SYSTEM_CLOCK) -> Lease:
         return make_lease(table.engine, name, clock=clock, connect_args=table.connect_args)

@@ -26,7 +26,7 @@ FORBIDDEN = [
     # the engine: reconciler.pipeline (Reconciler in pipeline.running)
     ("reconciler/pipeline/running.py", "reconciler.app.wiring", "layers"),
     ("reconciler/pipeline/running.py", "reconciler.cli", "layers"),
-    ("reconciler/pipeline/running.py", "reconciler.app.leasing", "layers"),
+    ("reconciler/pipeline/running.py", "reconciler.app.holding", "layers"),
     ("reconciler/writing/recovery.py", "reconciler.app.wiring", "layers"),
     ("reconciler/writing/applying.py", "reconciler.pipeline.running", "layers"),
     ("reconciler/writing/differs.py", "reconciler.writing.applying", "writing"),
@@ -48,7 +48,7 @@ FORBIDDEN = [
     ("reconciler/app/operations.py", "reconciler.cli.group", "layers"),
     ("reconciler/pipeline/reading.py", "reconciler.stores.sql", "composition"),
     ("reconciler/app/wiring.py", "reconciler.app.operations", "app"),
-    ("reconciler/app/leasing.py", "reconciler.app.wiring", "app"),
+    ("reconciler/app/holding.py", "reconciler.app.wiring", "app"),
     ("reconciler/ports/lease.py", "reconciler.ports.table", "ports"),
     ("reconciler/cli/reconcile.py", "reconciler.stores.qdrant.index", "composition"),
     ("reconciler/cli/group.py", "reconciler.cli.reconcile", "cli"),

@@ -82,7 +82,7 @@ def test_the_finder_sees_every_kind_of_import() -> None:
         "reconciler.__version__",
     }
     assert not allowed("reconciler.app.wiring")
-    assert not allowed("reconciler.app.leasing")
+    assert not allowed("reconciler.stores.sql.lease")
     assert allowed("reconciler.cli.group")
 
 
