@@ -13,8 +13,8 @@ from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import AmbiguousRunId, LeaseBusy, NotFound
 from reconciler.model import Verification
 from reconciler.ports import DocumentTable
+from reconciler.rules.sharding import Shard
 from reconciler.settings import Settings
-from reconciler.sharding import Shard
 from reconciler.writing.dry import dry_stores
 from reconciler.writing.recovery import apply_resolution, plan_resolutions, resolve_interrupted
 from reconciler.writing.rollback import rollback

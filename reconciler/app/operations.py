@@ -36,8 +36,8 @@ from reconciler.model import RunMode, RunStatus, jsonable
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
+from reconciler.rules.sharding import Shard
 from reconciler.settings import Settings
-from reconciler.sharding import Shard
 from reconciler.stores.sql.watermarks import SqlWatchMarks
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.runs import finish_failed, start_reconciliation

@@ -33,9 +33,9 @@ from reconciler.pipeline.scanning import scan, table_rows
 from reconciler.pipeline.values import Options
 from reconciler.planning import MoveTarget
 from reconciler.ports import ChunkIndex, DocumentTable, SplitIndex, split_of
+from reconciler.rules.sharding import Shard
 from reconciler.rules.time_rule import kept_in_main
 from reconciler.settings import Settings
-from reconciler.sharding import Shard
 from reconciler.writing.moving import Mover
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.runs import recorded

@@ -13,7 +13,7 @@ import click
 from reconciler.checks import CHECKS
 from reconciler.cli.rendering import PER_KIND
 from reconciler.model import parse_instant
-from reconciler.sharding import Shard
+from reconciler.rules.sharding import Shard
 
 if TYPE_CHECKING:
     pass

@@ -16,7 +16,7 @@ from reconciler.errors import (
     LeaseBusy,
     ReconcilerError,
 )
-from reconciler.sharding import Shard
+from reconciler.rules.sharding import Shard
 
 if TYPE_CHECKING:
     from reconciler.metrics import LiveMetrics

@@ -13,7 +13,6 @@ from typing import Any
 
 from reconciler.check_inputs import SourceState
 from reconciler.checks import CHECKS
-from reconciler.chunk_tally import ChunkTally, Registered
 from reconciler.model import (
     Declaration,
     Finding,
@@ -22,11 +21,12 @@ from reconciler.model import (
     SourceDocument,
     SourceProblem,
 )
+from reconciler.pipeline.chunk_tally import ChunkTally, Registered
 from reconciler.planning import (
     Plan,
 )
 from reconciler.rules.declarations import Conflict
-from reconciler.sharding import Shard
+from reconciler.rules.sharding import Shard
 from reconciler.writing.applying import ApplyResult
 
 #: Modes that apply their plan (under the guard).

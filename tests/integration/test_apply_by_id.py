@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from connectors.vault import VaultSource
 from reconciler.check_inputs import digest, expected_variant, fingerprint, normalize
-from reconciler.chunk_tally import ChunkTally
 from reconciler.embedding import make_embedder
 from reconciler.ingesting import Ingestor
 from reconciler.model import (
@@ -34,6 +33,7 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.payload import payload_for, payload_values
+from reconciler.pipeline.chunk_tally import ChunkTally
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options
 from reconciler.planning import PayloadTarget

@@ -30,7 +30,7 @@ FORBIDDEN = [
     ("reconciler/writing/recovery.py", "reconciler.app.wiring", "layers"),
     ("reconciler/writing/applying.py", "reconciler.pipeline.running", "layers"),
     ("reconciler/writing/differs.py", "reconciler.writing.applying", "writing"),
-    ("reconciler/chunk_tally.py", "reconciler.stores.qdrant.index", "core"),
+    ("reconciler/pipeline/chunk_tally.py", "reconciler.stores.qdrant.index", "core"),
     ("reconciler/model.py", "reconciler.settings", "core"),
     ("reconciler/rules/time_rule.py", "reconciler.check_inputs", "layers"),
     ("reconciler/rules/time_rule.py", "reconciler.rules.declared_state", "rules"),

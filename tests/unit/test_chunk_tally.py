@@ -29,7 +29,6 @@ from reconciler.check_inputs import (
     normalize,
     variant_values,
 )
-from reconciler.chunk_tally import ChunkTally
 from reconciler.model import (
     MANAGED_KEYS,
     Document,
@@ -40,6 +39,7 @@ from reconciler.model import (
     utc,
 )
 from reconciler.payload import instant_text, payload_values
+from reconciler.pipeline.chunk_tally import ChunkTally
 from reconciler.rules.time_rule import kept_in_main
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

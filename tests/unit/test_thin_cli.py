@@ -34,7 +34,7 @@ ALLOWED = {
     "reconciler.errors": "mapping errors to exit codes",
     "reconciler.ports.source": "mapping a connector's errors to exit codes",
     "reconciler.settings": "loading the configuration the global options name",
-    "reconciler.sharding": "parsing --shard",
+    "reconciler.rules.sharding": "parsing --shard",
     "reconciler.model": "parsing --now",
     "reconciler.checks": "the names --check offers (the registry: no check module imported)",
     "reconciler.pipeline.values": "the Report a reconciliation returns (its type)",
