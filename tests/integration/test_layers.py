@@ -31,7 +31,7 @@ FORBIDDEN = [
     ("reconciler/writing/applying.py", "reconciler.pipeline.running", "layers"),
     ("reconciler/writing/differs.py", "reconciler.writing.applying", "writing"),
     ("reconciler/pipeline/chunk_tally.py", "reconciler.stores.qdrant.index", "core"),
-    ("reconciler/model.py", "reconciler.settings", "core"),
+    ("reconciler/model/states.py", "reconciler.settings", "core"),
     ("reconciler/rules/time_rule.py", "reconciler.check_inputs", "layers"),
     ("reconciler/rules/time_rule.py", "reconciler.rules.declared_state", "rules"),
     ("reconciler/ports/__init__.py", "connectors.vault", "core"),

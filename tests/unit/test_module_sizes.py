@@ -10,8 +10,6 @@ LIMIT = 500
 
 #: module -> what is to split it (a module leaves this list when it is split).
 OVER: dict[str, str] = {
-    "reconciler/model.py": "the model/ package (issue 35: its values by what they hold, once the "
-    "branches open beside that change have merged); over since it gained AuditKind",
     "reconciler/settings/sections.py": "one section a module (issue 35's settings-to-options "
     "mapping, pydantic-settings for the environment); over since four branches each added "
     "their settings",
