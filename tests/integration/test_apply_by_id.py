@@ -37,8 +37,8 @@ from reconciler.pipeline.chunk_tally import ChunkTally
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options
 from reconciler.planning import PayloadTarget
-from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.testing.memory import InMemoryChunkIndex
 from reconciler.writing.applying import Applier
 from reconciler.writing.differs import Differs, WriteGroup, expected_of, still_differs
 
