@@ -38,8 +38,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from reconciler.model import AuditEntry
-from reconciler.stores import audit
-from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql import SqlDocumentTable, audit
 
 CHUNKS = 10
 VERSIONS = 3

@@ -68,7 +68,7 @@ def rows(n: int) -> list[Document]:
 
 def build(root: Path, n: int) -> tuple[Path, Path]:
     """The deployment (config, table, empty collection) and the reviewed file."""
-    from reconciler.stores.qdrant import QdrantChunkIndex, connect  # noqa: PLC0415
+    from reconciler.stores.qdrant.index import QdrantChunkIndex, connect  # noqa: PLC0415
     from reconciler.stores.sql import SqlDocumentTable  # noqa: PLC0415
 
     config = root / "reconciler.toml"

@@ -21,7 +21,7 @@ from typing import Any
 from qdrant_client import models
 
 from reconciler.model import PayloadWrite
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 
 #: Points a raw upsert call writes (the adapters' ``UPSERT_BATCH`` order of size).
 UPSERT_CALL = 256
@@ -87,7 +87,7 @@ def _timed(calls: Sequence[Callable[[], Any]], points: int, operations: int) -> 
 def set_payload_floor(index: Any, recorded: WriteRecorder) -> Floor:
     """Replay the recorded payload writes with the engine's own calls (see the module)."""
     if isinstance(index, QdrantChunkIndex):
-        from reconciler.stores.qdrant_requests import payload_batches  # noqa: PLC0415
+        from reconciler.stores.qdrant.requests import payload_batches  # noqa: PLC0415
 
         client, name = index.client, index.collection
         batches = [
@@ -102,7 +102,7 @@ def set_payload_floor(index: Any, recorded: WriteRecorder) -> Floor:
         return _timed(calls, recorded.points, sum(map(len, batches)))
     import qdrant_edge as qe  # noqa: PLC0415 - the edge extra
 
-    from reconciler.stores.edge_requests import payload_batches as edge_batches  # noqa: PLC0415
+    from reconciler.stores.edge.requests import payload_batches as edge_batches  # noqa: PLC0415
 
     shard, nest = index.shard, index.keys.nest_key
     operations = [
@@ -130,7 +130,7 @@ def upsert_floor(index: Any, point_ids: Sequence[str | int]) -> Floor:
         return _timed(calls, len(stored), len(calls))
     import qdrant_edge as qe  # noqa: PLC0415 - the edge extra
 
-    from reconciler.stores.edge_requests import edge_id  # noqa: PLC0415
+    from reconciler.stores.edge.requests import edge_id  # noqa: PLC0415
 
     shard = index.shard
     operations = [

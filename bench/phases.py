@@ -47,7 +47,7 @@ from reconciler.model import PayloadWrite, RunMode
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options, Report
 from reconciler.ports import ChunkIndex
-from reconciler.stores.qdrant import QdrantChunkIndex, connect
+from reconciler.stores.qdrant.index import QdrantChunkIndex, connect
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.writing.applying import Applier
 
@@ -86,10 +86,10 @@ warnings.filterwarnings("ignore", message=".*[Ll]ocal mode is not recommended.*"
 def edge_missing() -> str | None:
     """Why ``--engine edge`` cannot run here (``None`` when it can)."""
     try:
-        import reconciler.stores.edge  # noqa: F401, PLC0415 - the edge extra
+        import reconciler.stores.edge.index  # noqa: F401, PLC0415 - the edge extra
     except ImportError as exc:
         return (
-            "--engine edge needs the Qdrant Edge adapter (reconciler/stores/edge.py, "
+            "--engine edge needs the Qdrant Edge adapter (reconciler/stores/edge/index.py, "
             f"[index] engine = \"edge\") and qdrant-edge-py: pip install -e '.[edge]' ({exc})"
         )
     return None
@@ -105,7 +105,7 @@ class Stores:
             if missing is not None:
                 raise SystemExit(missing)
             # As [index] engine = "edge" opens it: the shard index.path/index.collection.
-            from reconciler.stores.edge import EdgeChunkIndex  # noqa: PLC0415 - the edge extra
+            from reconciler.stores.edge.index import EdgeChunkIndex  # noqa: PLC0415 - the edge extra
 
             self.index = EdgeChunkIndex(layout.root / "edge" / COLLECTION)
         else:

@@ -16,12 +16,12 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from reconciler import defaults
 from reconciler.model import (
     Document,
     Finding,
     SourceDocument,
     SourceProblem,
+    defaults,
 )
 from reconciler.payload import Variant, normalize, payload_for
 from reconciler.rules.time_rule import settle, successor_links

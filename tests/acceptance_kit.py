@@ -26,10 +26,10 @@ from reconciler.cli import cli
 from reconciler.filters import default_edge_filter
 from reconciler.model import MANAGED_KEYS
 from reconciler.settings import Settings, load_settings
-from reconciler.stores.edge import EdgeChunkIndex
-from reconciler.stores.qdrant import QdrantChunkIndex
-from reconciler.stores.schema import Base, DocumentRow
+from reconciler.stores.edge.index import EdgeChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.schema import Base, DocumentRow
 
 TODAY: date = datetime.now(UTC).date()
 #: docs/contracts.md: the keys of a run's JSON object, and those of a finding and of ``writes``.

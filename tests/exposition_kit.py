@@ -28,9 +28,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from qdrant_client import models
 from sqlalchemy import create_engine, make_url, text
 
-from reconciler.app.leasing import lease_name, make_lease
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.app.holding import lease_name
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.lease import make_lease
 
 Labels = tuple[tuple[str, str], ...]
 

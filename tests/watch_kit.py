@@ -14,10 +14,11 @@ from exposition_kit import Exposition
 from prometheus_client import CollectorRegistry, generate_latest
 
 from reconciler.app.followers import DEBOUNCE, RETRY, VaultWatch
-from reconciler.app.leasing import lease_name, make_lease
+from reconciler.app.holding import lease_name
 from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.lease import make_lease
 
 
 def _seen(watched: VaultWatch, path: str) -> None:

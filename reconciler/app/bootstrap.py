@@ -23,7 +23,7 @@ from reconciler.errors import CollectionMissing
 from reconciler.model import OPEN_END, OPEN_START, Document, VersionState, parse_instant
 from reconciler.payload import KeyMap
 from reconciler.settings import Settings
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.writing.ingestion import register_adopted
 

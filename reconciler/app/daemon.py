@@ -26,6 +26,7 @@ from reconciler.errors import JobStopped, LeaseBusy, StoreFault
 from reconciler.metrics import LiveMetrics, build_registry, export
 from reconciler.model import RunStatus
 from reconciler.pipeline.values import Options, Report
+from reconciler.rules.sharding import Shard
 from reconciler.scheduling import (
     GracefulStop,
     JobSpec,
@@ -34,7 +35,6 @@ from reconciler.scheduling import (
     cron_trigger,
 )
 from reconciler.settings import Settings
-from reconciler.sharding import Shard
 from reconciler.stores.sql import SqlDocumentTable
 
 log = logging.getLogger(__name__)

@@ -6,15 +6,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from reconciler.app.leasing import HeldLease, lease_name
+from reconciler.app.holding import HeldLease, lease_name
 from reconciler.app.operations import lease_guard
 from reconciler.app.wiring import leases_of, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import AmbiguousRunId, LeaseBusy, NotFound
 from reconciler.model import Verification
 from reconciler.ports import DocumentTable
+from reconciler.rules.sharding import Shard
 from reconciler.settings import Settings
-from reconciler.sharding import Shard
 from reconciler.writing.dry import dry_stores
 from reconciler.writing.recovery import apply_resolution, plan_resolutions, resolve_interrupted
 from reconciler.writing.rollback import rollback
@@ -137,7 +137,7 @@ def _verified(result: Verification) -> dict[str, Any]:
         "ok": result.ok,
         "entries": result.entries,
         "problems": result.problems,
-        # keyed, anchored, or unkeyed (the table's store says; reconciler.stores.audit_protection)
+        # keyed, anchored, or unkeyed (the table's store says; reconciler.stores.sql.audit_protection)
         "protection": list(getattr(result, "protection", [])),
     }
 

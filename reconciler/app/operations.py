@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reconciler.app.followers import watch_rows
-from reconciler.app.leasing import HeldLease, lease_name
+from reconciler.app.holding import HeldLease, lease_name
 from reconciler.app.probing import probe_sources
 from reconciler.app.stopping import JobControl, stoppable_sources
 from reconciler.app.wiring import (
@@ -36,8 +36,8 @@ from reconciler.model import RunMode, RunStatus, jsonable
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
+from reconciler.rules.sharding import Shard
 from reconciler.settings import Settings
-from reconciler.sharding import Shard
 from reconciler.stores.sql.watermarks import SqlWatchMarks
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.runs import finish_failed, start_reconciliation
@@ -255,7 +255,7 @@ def engine_options(
     job: str | None = None,
 ) -> Options:
     """A run's options from settings and command-line choices (the one mapping; ``Options``
-    and the settings' sections both default to ``reconciler.defaults``)."""
+    and the settings' sections both default to ``reconciler.model.defaults``)."""
     chosen = frozenset(checks) if checks else frozenset(CHECKS)
     unknown = sorted(chosen - set(CHECKS))
     if unknown:

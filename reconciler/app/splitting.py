@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.app.leasing import HeldLease, lease_name
+from reconciler.app.holding import HeldLease, lease_name
 from reconciler.app.operations import engine_options, lease_guard
 from reconciler.app.wiring import leases_of, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
@@ -32,9 +32,9 @@ from reconciler.payload import payload_for
 from reconciler.pipeline.scanning import scan, table_rows
 from reconciler.planning import MoveTarget
 from reconciler.ports import ChunkIndex, DocumentTable, SplitIndex, split_of
+from reconciler.rules.sharding import Shard
 from reconciler.rules.time_rule import kept_in_main
 from reconciler.settings import Settings
-from reconciler.sharding import Shard
 from reconciler.writing.moving import Mover
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.runs import recorded

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reconciler.app.leasing import make_lease
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import ArchiveRefused, ConfigError
 from reconciler.ports import ChunkIndex
@@ -21,9 +20,10 @@ from reconciler.ports.source import SystemOfRecord
 from reconciler.settings import Settings
 from reconciler.sources import build_source
 from reconciler.stores.sql import SqlDocumentTable, TableBounds
+from reconciler.stores.sql.lease import make_lease
 
 if TYPE_CHECKING:
-    from reconciler.stores.qdrant import QdrantChunkIndex
+    from reconciler.stores.qdrant.index import QdrantChunkIndex
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def open_initialised_table(settings: Settings) -> SqlDocumentTable | None:
 
 def leases_of(table: SqlDocumentTable) -> LeaseFactory:
     """The leases kept in ``table``'s database: an advisory lock on PostgreSQL, a lease row
-    elsewhere (``leasing.make_lease``)."""
+    elsewhere (``reconciler.stores.sql.lease.make_lease``)."""
 
     def lease(name: str, *, clock: Clock = SYSTEM_CLOCK) -> Lease:
         return make_lease(table.engine, name, clock=clock, connect_args=table.connect_args)
@@ -134,7 +134,7 @@ def open_archive(settings: Settings, main: ChunkIndex) -> ChunkIndex:
     assert cfg.archive_collection is not None
     if cfg.engine == "edge":
         return open_edge_index(settings, collection=cfg.archive_collection)
-    from reconciler.stores.qdrant import QdrantChunkIndex  # noqa: PLC0415
+    from reconciler.stores.qdrant.index import QdrantChunkIndex  # noqa: PLC0415
 
     assert isinstance(main, QdrantChunkIndex)
     return QdrantChunkIndex(
@@ -158,7 +158,7 @@ def open_qdrant_index(settings: Settings, *, needed_by: str | None = None) -> Qd
             origin=settings.origin,
         )
     # (imported here: qdrant-client takes ~0.6 s to import, which an Edge deployment never needs)
-    from reconciler.stores.qdrant import QdrantChunkIndex, connect  # noqa: PLC0415
+    from reconciler.stores.qdrant.index import QdrantChunkIndex, connect  # noqa: PLC0415
 
     client = connect(
         path=cfg.path, url=cfg.url, api_key=cfg.api_key(), timeout=settings.store_bounds.index
@@ -173,7 +173,7 @@ def open_edge_index(settings: Settings, *, collection: str | None = None) -> Chu
     (or ``collection``)."""
     cfg = settings.index
     try:
-        from reconciler.stores.edge import EdgeChunkIndex  # noqa: PLC0415 (an optional extra)
+        from reconciler.stores.edge.index import EdgeChunkIndex  # noqa: PLC0415 (an optional extra)
     except ImportError as exc:
         raise ConfigError(
             [

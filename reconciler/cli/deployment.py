@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reconciler.rendering import progress_display
+from reconciler.cli.rendering import progress_display
 
 if TYPE_CHECKING:
     pass
@@ -77,8 +77,8 @@ def ingest(
      64  usage error
     """
     from reconciler.app.operations import ingest_sources
+    from reconciler.cli.rendering import render_ingest
     from reconciler.errors import VocabularyUnread
-    from reconciler.rendering import render_ingest
 
     with errors_mapped(), progress_display(obj.progress) as progress:
         try:
@@ -102,7 +102,7 @@ def status(obj: CliState) -> None:
     """Documents by state, chunks, families, sources and the last runs."""
     from reconciler.app.followers import watch_section
     from reconciler.app.operations import gather_status
-    from reconciler.rendering import render_status, table
+    from reconciler.cli.rendering import render_status, table
 
     with errors_mapped():
         data = gather_status(obj.settings)
@@ -166,7 +166,7 @@ def split_command(obj: CliState, dry_run: bool, merge: bool) -> None:
 def connectors_command(obj: CliState) -> None:
     """List the installed system-of-record connectors (built in, or entry points
     reconciler.connectors)."""
-    from reconciler.rendering import table
+    from reconciler.cli.rendering import table
     from reconciler.sources import describe as describe_connectors
 
     rows = describe_connectors()

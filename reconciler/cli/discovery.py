@@ -215,8 +215,8 @@ def declare_command(
         list_declarations,
     )
     from reconciler.app.operations import report_data
+    from reconciler.cli.rendering import render_report
     from reconciler.model import DeclarationKind
-    from reconciler.rendering import render_report
 
     given = [name for name, on in (("--supersede", old), ("--family", family)) if on]
     if listing:

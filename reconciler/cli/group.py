@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from reconciler.cli.logs import configure
+from reconciler.cli.rendering import PER_KIND
 from reconciler.errors import (
     AmbiguousRunId,
     ArchiveRefused,
@@ -26,9 +28,7 @@ from reconciler.errors import (
     SchemaError,
     StoreUnavailable,
 )
-from reconciler.logs import configure
 from reconciler.ports.source import ConnectorError
-from reconciler.rendering import PER_KIND
 
 if TYPE_CHECKING:
     from reconciler.settings import Settings

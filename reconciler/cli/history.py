@@ -43,8 +43,8 @@ def rollback_command(obj: CliState, run_id: str, cascade: bool, dry_run: bool) -
     `status` list runs); start with --dry-run.
     """
     from reconciler.app.history import rollback_run
+    from reconciler.cli.rendering import render_rollback
     from reconciler.errors import RollbackRefused
-    from reconciler.rendering import render_rollback
 
     with errors_mapped():
         try:
@@ -69,7 +69,7 @@ def audit() -> None:
 def audit_show(obj: CliState, run_id: str | None, doc_id: str | None, limit: int) -> None:
     """Show audit entries, oldest first."""
     from reconciler.app.history import audit_entries
-    from reconciler.rendering import render_audit
+    from reconciler.cli.rendering import render_audit
 
     with errors_mapped():
         entries = audit_entries(obj.settings, run_id=run_id, doc_id=doc_id, limit=limit)
@@ -208,7 +208,7 @@ def audit_served_command(
     answered, then the summary; memory follows a batch of documents, not the corpus.
     """
     from reconciler.app.auditing import audit_served
-    from reconciler.drawing import render_served
+    from reconciler.cli.drawing import render_served
 
     if whole:
         if families or docs:
@@ -244,7 +244,7 @@ def audit_history_command(
     (exit 1 when broken).
     """
     from reconciler.app.auditing import audit_history
-    from reconciler.drawing import history_svg, render_history
+    from reconciler.cli.drawing import history_svg, render_history
 
     _scope(families, docs)
     if output is not None and output.suffix.lower() != ".svg":

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from reconciler.cli.group import EXIT_DRIFT, EXIT_OK, CliState, cli, errors_mapped
-from reconciler.rendering import table
+from reconciler.cli.rendering import table
 
 
 @cli.group("config")

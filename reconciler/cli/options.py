@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reconciler.checks import CHECKS
+from reconciler.cli.rendering import PER_KIND
 from reconciler.model import parse_instant
-from reconciler.rendering import PER_KIND
-from reconciler.sharding import Shard
+from reconciler.rules.sharding import Shard
 
 if TYPE_CHECKING:
     pass

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from reconciler.cli.rendering import progress_display
 from reconciler.errors import (
     LeaseBusy,
     ReconcilerError,
 )
-from reconciler.rendering import progress_display
-from reconciler.sharding import Shard
+from reconciler.rules.sharding import Shard
 
 if TYPE_CHECKING:
     from reconciler.metrics import LiveMetrics
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 def _reconcile(obj: CliState, mode: str, **kwargs: Any) -> Report:
     from reconciler.app.operations import report_data, run_reconciliation
-    from reconciler.rendering import render_report
+    from reconciler.cli.rendering import render_report
 
     with errors_mapped():
         settings = obj.settings  # (a config that does not load is no run: no metrics left)

@@ -90,7 +90,8 @@ def eval_command(
     cases is "uncovered". Exit 0 when all is well, 2 when a slice cites a document it must not
     or regresses against --baseline (for CI), 1 on error (e.g. a malformed golden file).
     """
-    from reconciler.app.evaluating import evaluate, render_eval
+    from reconciler.app.evaluating import evaluate
+    from reconciler.cli.scorecard import render_eval
 
     with errors_mapped():
         data = evaluate(obj.settings, golden, k=k, baseline=baseline, write_to=write_to)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reconciler.sharding import Shard
+from reconciler.rules.sharding import Shard
 
 if TYPE_CHECKING:
     pass

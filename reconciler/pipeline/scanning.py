@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
 from typing import Any
 
-from reconciler.chunk_tally import ChunkTally
 from reconciler.model import MANAGED_KEYS, Document, VersionState
 from reconciler.payload import payload_values
+from reconciler.pipeline.chunk_tally import ChunkTally
 from reconciler.pipeline.values import Options, Scan, Totals
 from reconciler.ports import ChunkReader, DocumentReader, split_of
 

@@ -11,10 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler import defaults
 from reconciler.check_inputs import SourceState
 from reconciler.checks import CHECKS
-from reconciler.chunk_tally import ChunkTally, Registered
 from reconciler.model import (
     Declaration,
     Finding,
@@ -22,12 +20,14 @@ from reconciler.model import (
     RunStatus,
     SourceDocument,
     SourceProblem,
+    defaults,
 )
+from reconciler.pipeline.chunk_tally import ChunkTally, Registered
 from reconciler.planning import (
     Plan,
 )
 from reconciler.rules.declarations import Conflict
-from reconciler.sharding import Shard
+from reconciler.rules.sharding import Shard
 from reconciler.writing.applying import ApplyResult
 
 #: Modes that apply their plan (under the guard).

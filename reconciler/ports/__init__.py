@@ -1,7 +1,7 @@
 """The plug points of the engine: the document table, the chunk index, the lease, the systems
 of record.
 
-Adapters live in ``reconciler.stores``, ``reconciler.app.leasing`` and ``connectors``; the
+Adapters live in ``reconciler.stores`` and ``connectors``; the
 logic sees only these Protocols: ``table`` (``DocumentTable``: four roles, documents, run log,
 outbox, audit log, each split into a reader and a writer; ``TableReader``, ``TableWriter``),
 ``index`` (``ChunkIndex``: ``ChunkReader``, ``ChunkWriter``, ``ChunkIngestion``,

@@ -2,7 +2,7 @@
 never learns where the lease is kept.
 
 The adapters (a row with an expiry, a PostgreSQL advisory lock) live in
-``reconciler.app.leasing``, beside the document database they are kept in; the composition
+``reconciler.stores.sql.lease``, beside the document database they are kept in; the composition
 root (``reconciler.app.wiring``) makes a ``LeaseFactory`` for the opened table and hands it to
 the library functions of ``reconciler.app.operations``, which take leases by name.
 """
@@ -40,7 +40,7 @@ class Lease(Protocol):
 
 
 class LeaseFactory(Protocol):
-    """The lease called ``name`` (``reconciler.app.leasing.lease_name``) of one deployment;
+    """The lease called ``name`` (``reconciler.app.holding.lease_name``) of one deployment;
     ``clock`` times an expiring lease."""
 
     def __call__(self, name: str, *, clock: Clock = SYSTEM_CLOCK) -> Lease:

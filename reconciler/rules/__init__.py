@@ -7,5 +7,6 @@
 - ``identity``: which family each source document belongs to, with ids that stay stable
   (``resolve_families``, the identity map);
 - ``storable``: what a connector read, screened against what the stores can hold (``screen``):
-  an unrepresentable document is a finding, never a crash.
+  an unrepresentable document is a finding, never a crash;
+- ``sharding``: which runner reconciles which families (``--shard i/N``, ``Shard``).
 """

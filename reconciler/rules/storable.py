@@ -23,7 +23,7 @@ from reconciler.model import (
     storable,
 )
 
-#: The table's limits (``stores/schema.py``): ids live in 512-character columns beside the
+#: The table's limits (``stores/sql/schema.py``): ids live in 512-character columns beside the
 #: source's name, classes in 128, versions in a 32-bit integer, paths in 1,024.
 KEY_MAX = 256
 FAMILY_MAX = 256

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from reconciler import defaults
+from reconciler.model import defaults
 from reconciler.settings.shared import Section
 
 

@@ -8,9 +8,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from reconciler import defaults
 from reconciler.errors import ConfigError
-from reconciler.model import ALL_KEYS
+from reconciler.model import ALL_KEYS, defaults
 from reconciler.payload import KeyMap
 from reconciler.settings.shared import SecretVariable, Section
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from reconciler import defaults
+from reconciler.model import defaults
 from reconciler.settings.shared import Duration, Section
 
 

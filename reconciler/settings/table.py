@@ -7,8 +7,8 @@ import os
 from pydantic import Field, field_validator
 from sqlalchemy.engine import make_url
 
-from reconciler import defaults
 from reconciler.errors import ConfigError
+from reconciler.model import defaults
 from reconciler.settings.shared import Duration, SecretVariable, Section
 
 

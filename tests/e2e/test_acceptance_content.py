@@ -14,8 +14,8 @@ from reconciler.embedding import make_embedder
 from reconciler.ingesting import Ingestor
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Options
-from reconciler.stores import audit
-from reconciler.stores.memory import InMemoryChunkIndex
+from reconciler.stores.sql import audit
+from reconciler.testing.memory import InMemoryChunkIndex
 
 
 def quarantine(deploy: Deployment, doc_id: str) -> set[tuple[bool, str | None]]:

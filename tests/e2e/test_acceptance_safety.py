@@ -24,7 +24,7 @@ from acceptance_kit import (
 from reconciler import default_filter
 from reconciler.checks import CHECKS
 from reconciler.model import OPEN_END, rfc3339
-from reconciler.stores import audit
+from reconciler.stores.sql import audit
 
 
 def drifted_corpus(deploy: Deployment) -> None:

@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 
 from reconciler import default_filter
 from reconciler.model import MANAGED_KEYS
-from reconciler.stores.audit import GENESIS, _entry, entry_hash_of
-from reconciler.stores.schema import AuditHeadRow, AuditRow, RunRow
+from reconciler.stores.sql.audit import GENESIS, _entry, entry_hash_of
+from reconciler.stores.sql.schema import AuditHeadRow, AuditRow, RunRow
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -68,7 +68,7 @@ def test_a_small_local_bench_runs_and_converges(tmp_path: Path) -> None:
 def test_the_edge_engine_runs_or_says_why_not(tmp_path: Path) -> None:
     done = _bench("--sizes=1500", "--repair-docs=40", "--engine=edge", tmp_path=tmp_path)
 
-    edge = all(importlib.util.find_spec(m) for m in ("qdrant_edge", "reconciler.stores.edge"))
+    edge = all(importlib.util.find_spec(m) for m in ("qdrant_edge", "reconciler.stores.edge.index"))
     if not edge:
         # Without the Edge adapter or qdrant-edge-py, the flag stops at once and says why.
         assert done.returncode == 2
@@ -107,7 +107,7 @@ def test_a_floor_replays_the_recorded_writes_as_the_engine_s_own_calls(
         upsert_floor,
     )
     from reconciler.model import ChunkRecord, PayloadWrite  # noqa: PLC0415
-    from reconciler.stores.qdrant import QdrantChunkIndex, connect  # noqa: PLC0415
+    from reconciler.stores.qdrant.index import QdrantChunkIndex, connect  # noqa: PLC0415
 
     index = QdrantChunkIndex(connect(path=str(tmp_path / "q")), collection="c")
     try:

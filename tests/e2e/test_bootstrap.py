@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from reconciler.cli import cli
 from reconciler.errors import ConfigError
 from reconciler.settings import load_settings
-from reconciler.stores.schema import DocumentRow, IdentityRow
+from reconciler.stores.sql.schema import DocumentRow, IdentityRow
 
 OPEN_END = "9999-12-31T00:00:00Z"
 DIM = 8

@@ -19,8 +19,8 @@ import qdrant_edge as qe
 from acceptance_kit import Deployment, body, kinds
 from qdrant_client import models
 
-from reconciler.stores.edge import EdgeChunkIndex
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.edge.index import EdgeChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 
 ENGINES = ["qdrant", "edge"]
 

@@ -325,7 +325,6 @@ HEAVY = (
     "frontmatter",
     "reconciler.settings",
     "reconciler.app.operations",
-    "reconciler.engine",
     "reconciler.pipeline",
     "connectors.options",
 )

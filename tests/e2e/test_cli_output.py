@@ -20,7 +20,7 @@ import pytest
 from acceptance_kit import Deployment, body
 
 from reconciler.app.operations import ingest_sources
-from reconciler.rendering import PER_KIND
+from reconciler.cli.rendering import PER_KIND
 
 #: A finding's first line in the text report: severity, check/kind, where.
 FINDING = re.compile(r"^  (CRITICAL|WARNING|INFO) +(\w+)/(\w+)  (\S+)$")

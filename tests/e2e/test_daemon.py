@@ -23,11 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.app import daemon as daemon_module
 from reconciler.app.daemon import Runner, http_app, job_specs, start_http
-from reconciler.app.leasing import lease_name, make_lease
+from reconciler.app.holding import lease_name
 from reconciler.clock import ManualClock
 from reconciler.errors import StoreFault
 from reconciler.metrics import build_registry
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.lease import make_lease
 
 
 @pytest.fixture

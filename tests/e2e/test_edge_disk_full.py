@@ -24,8 +24,8 @@ import pytest
 from acceptance_kit import Deployment
 
 from reconciler.errors import StoreFault
-from reconciler.stores import edge_files
-from reconciler.stores.edge import EDGE_MIN_FREE, EdgeChunkIndex
+from reconciler.stores.edge import files as edge_files
+from reconciler.stores.edge.index import EDGE_MIN_FREE, EdgeChunkIndex
 
 MIB = 1024 * 1024
 

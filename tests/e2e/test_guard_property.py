@@ -39,7 +39,7 @@ from reconciler.embedding import HashingEmbedder
 from reconciler.ingesting import Ingestor
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Options, Report
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 
 T = datetime(2026, 6, 1, 12, tzinfo=UTC)

@@ -50,7 +50,7 @@ def test_parallel_shards_extend_one_audit_chain(deploy: Deployment) -> None:
     code = (
         "import pathlib, sys, time\n"
         "import reconciler.app.operations, reconciler.pipeline.running, reconciler.writing.applying\n"
-        "import reconciler.stores.sql, reconciler.stores.qdrant\n"
+        "import reconciler.stores.sql, reconciler.stores.qdrant.index\n"
         "from reconciler.cli import main\n"
         "pathlib.Path(sys.argv[1]).touch()\n"
         f"while not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.01)\n"

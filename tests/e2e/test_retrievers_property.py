@@ -45,7 +45,7 @@ from reconciler.ingesting import Ingestor
 from reconciler.payload import DEFAULT_KEYS, payload_for
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 from reconciler.stores.split import SplitChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.writing.rollback import rollback

@@ -28,8 +28,8 @@ from qdrant_client import QdrantClient, models
 
 from reconciler.filters import default_edge_filter, default_filter, query_points
 from reconciler.ports import ChunkIndex, split_of
-from reconciler.stores.edge import EdgeChunkIndex
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.edge.index import EdgeChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 
 ENGINES = ("qdrant", "edge")
 SERVABLE = {"current", "unknown", "pending"}

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from connectors.vault import VaultSource
 from reconciler.check_inputs import digest, expected_variant
-from reconciler.chunk_tally import ChunkTally
 from reconciler.embedding import make_embedder
 from reconciler.ingesting import Ingestor
 from reconciler.model import (
@@ -34,11 +33,12 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.payload import fingerprint, normalize, payload_for, payload_values
+from reconciler.pipeline.chunk_tally import ChunkTally
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options
 from reconciler.planning import PayloadTarget
-from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.testing.memory import InMemoryChunkIndex
 from reconciler.writing.applying import Applier
 from reconciler.writing.differs import Differs, WriteGroup, expected_of, still_differs
 

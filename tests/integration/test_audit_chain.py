@@ -19,9 +19,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from reconciler.model import VersionState, jsonable, rfc3339
-from reconciler.stores import audit
-from reconciler.stores.schema import AuditRow
-from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql import SqlDocumentTable, audit
+from reconciler.stores.sql.schema import AuditRow
 
 AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
 

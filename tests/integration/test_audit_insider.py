@@ -24,10 +24,9 @@ from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from reconciler.metrics import build_registry
-from reconciler.stores import audit
-from reconciler.stores.audit_protection import ANCHOR_ENV, KEY_ENV, KEY_FILE_ENV
-from reconciler.stores.schema import AuditHeadRow, AuditRow
-from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql import SqlDocumentTable, audit
+from reconciler.stores.sql.audit_protection import ANCHOR_ENV, KEY_ENV, KEY_FILE_ENV
+from reconciler.stores.sql.schema import AuditHeadRow, AuditRow
 
 AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
 

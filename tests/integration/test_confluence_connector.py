@@ -46,7 +46,7 @@ from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options
 from reconciler.settings import load_settings
 from reconciler.sources import build_source, connector_class
-from reconciler.stores.memory import InMemoryChunkIndex
+from reconciler.testing.memory import InMemoryChunkIndex
 
 USER, TOKEN = "bot@example.com", "s3cr3t-token-7Qx9"
 CLOUD_SPACES = {"ENG": "98301", "OPS": "98302"}

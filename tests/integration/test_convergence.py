@@ -68,10 +68,10 @@ from reconciler.pipeline.values import Guard, Options, Report
 from reconciler.planning import PAYLOAD_KINDS
 from reconciler.rules.declared_state import expected_document
 from reconciler.rules.time_rule import kept_in_main
-from reconciler.stores.edge import EdgeChunkIndex
-from reconciler.stores.memory import InMemoryChunkIndex
+from reconciler.stores.edge.index import EdgeChunkIndex
 from reconciler.stores.split import SplitChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.testing.memory import InMemoryChunkIndex
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)
 DAY = timedelta(days=1)

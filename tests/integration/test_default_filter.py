@@ -18,7 +18,7 @@ from qdrant_client import QdrantClient, models
 from reconciler.filters import default_filter
 from reconciler.model import ChunkRecord, Document, VersionState
 from reconciler.payload import KeyMap, chunk_payload
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 
 COLLECTION = "corpus"
 NOW = datetime.now(UTC).replace(microsecond=0)

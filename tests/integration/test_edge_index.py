@@ -21,9 +21,9 @@ from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.filters import default_edge_filter, default_filter, filter_terms
 from reconciler.model import ChunkRecord, PayloadWrite
 from reconciler.payload import KeyMap
-from reconciler.stores import edge_files
-from reconciler.stores.edge import EdgeChunkIndex, available_memory
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.edge import files as edge_files
+from reconciler.stores.edge.index import EdgeChunkIndex, available_memory
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 
 LAYOUTS = {
     "default": (KeyMap(), "text"),

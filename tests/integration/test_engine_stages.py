@@ -23,8 +23,8 @@ from reconciler.pipeline.guarding import decide
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, GuardDecision, Options, Totals
 from reconciler.planning import Plan, RowUpdate
-from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.testing.memory import InMemoryChunkIndex
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -23,8 +23,8 @@ from qdrant_client import QdrantClient
 from reconciler.filters import default_edge_filter, default_filter, filter_terms
 from reconciler.model import ChunkRecord, rfc3339
 from reconciler.payload import KeyMap
-from reconciler.stores.edge import EdgeChunkIndex
-from reconciler.stores.qdrant import QdrantChunkIndex
+from reconciler.stores.edge.index import EdgeChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
 
 BASE = datetime(2025, 6, 1, tzinfo=UTC)
 INSTANTS = st.integers(-5, 5).map(lambda n: BASE + timedelta(days=n, hours=n % 3))

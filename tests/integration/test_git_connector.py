@@ -23,8 +23,8 @@ from connectors.git import GitSource
 from connectors.testing import SystemOfRecordContract
 from connectors.vocabulary import Vocabulary
 from reconciler.cli import cli
-from reconciler.families import resolve_families
 from reconciler.model import ProblemKind, SourceDocument, SourceSnapshot, VersionState
+from reconciler.rules.identity import resolve_families
 from reconciler.settings import load_settings
 from reconciler.sources import build_source, installed
 

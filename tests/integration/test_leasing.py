@@ -17,18 +17,11 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from reconciler.app.leasing import (
-    AdvisoryLease,
-    HeldLease,
-    Lease,
-    RowLease,
-    lease_is_free,
-    lease_name,
-    make_lease,
-)
+from reconciler.app.holding import HeldLease, lease_name
 from reconciler.clock import ManualClock
-from reconciler.stores.schema import LeaseRow
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.lease import AdvisoryLease, Lease, RowLease, lease_is_free, make_lease
+from reconciler.stores.sql.schema import LeaseRow
 
 
 def test_row_lease_is_exclusive_until_released_or_expired(table: SqlDocumentTable) -> None:
@@ -166,7 +159,8 @@ CONTENDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from reconciler.app.leasing import HeldLease, lease_name, make_lease
+    from reconciler.app.holding import HeldLease, lease_name
+    from reconciler.stores.sql.lease import make_lease
     from reconciler.stores.sql import SqlDocumentTable
     table = SqlDocumentTable.from_url(sys.argv[1])
     done = Path(sys.argv[2])

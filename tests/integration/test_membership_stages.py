@@ -17,8 +17,8 @@ from reconciler.ingesting import Ingestor
 from reconciler.pipeline.assessing import family_views
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Options
-from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.testing.memory import InMemoryChunkIndex
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -6,9 +6,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from reconciler.stores.schema import Base
 from reconciler.stores.sql import SqlDocumentTable, _alembic_config
 from reconciler.stores.sql.migrating import plain_head
+from reconciler.stores.sql.schema import Base
 
 
 def test_migrations_match_the_models(table: SqlDocumentTable) -> None:

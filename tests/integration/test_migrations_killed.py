@@ -22,9 +22,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
 
-from reconciler.stores.schema import Base
 from reconciler.stores.sql.connection import make_engine
 from reconciler.stores.sql.migrating import SqlSchema, _alembic_config, plain_head
+from reconciler.stores.sql.schema import Base
 
 KILLER = textwrap.dedent(
     """

@@ -18,7 +18,7 @@ from qdrant_client.common import client_warnings
 from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.model import ChunkRecord, PayloadWrite
 from reconciler.payload import KeyMap
-from reconciler.stores.qdrant import QdrantChunkIndex, connect
+from reconciler.stores.qdrant.index import QdrantChunkIndex, connect
 
 DIM = 4
 COLLECTION = "chunks"

@@ -10,9 +10,8 @@ import pytest
 
 from reconciler.model import OPEN_END, Document, PayloadWrite, RowChange, VersionState
 from reconciler.payload import chunk_payload, payload_for
-from reconciler.stores import audit
-from reconciler.stores.memory import InMemoryChunkIndex
-from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql import SqlDocumentTable, audit
+from reconciler.testing.memory import InMemoryChunkIndex
 from reconciler.writing.dry import dry_stores
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.rollback import rollback

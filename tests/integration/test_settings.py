@@ -337,7 +337,7 @@ def test_the_store_bounds_derive_from_the_job_deadline(tmp_path: Path) -> None:
 
 
 def test_the_default_configuration_maps_onto_the_default_options(tmp_path: Path) -> None:
-    """One set of defaults (``reconciler.defaults``): a run built from an empty configuration
+    """One set of defaults (``reconciler.model.defaults``): a run built from an empty configuration
     is the run ``Options()`` describes, guard, policies and batches alike."""
     settings = load_settings(write(tmp_path, ""), environ={})
     assert engine_options(settings, mode="check") == Options()

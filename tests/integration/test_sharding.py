@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from acceptance_kit import Deployment
 
-from reconciler.sharding import Shard, stable_shard
+from reconciler.rules.sharding import Shard, stable_shard
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7])

@@ -35,10 +35,10 @@ from reconciler.planning import MoveTarget
 from reconciler.ports import ChunkIndex
 from reconciler.ports.index import StoredPoint
 from reconciler.rules.time_rule import kept_in_main
-from reconciler.stores.edge import EdgeChunkIndex
-from reconciler.stores.memory import InMemoryChunkIndex
+from reconciler.stores.edge.index import EdgeChunkIndex
 from reconciler.stores.split import SplitChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.testing.memory import InMemoryChunkIndex
 from reconciler.writing.moving import Mover
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.rollback import rollback

@@ -17,9 +17,9 @@ from sqlalchemy.dialects import sqlite
 
 from reconciler.errors import SchemaError
 from reconciler.model import OPEN_END, Document, VersionState
-from reconciler.stores.schema import UTCDateTime
 from reconciler.stores.sql import SqlDocumentTable, _alembic_config
 from reconciler.stores.sql.documents import _DOC_FIELDS, document_from_values
+from reconciler.stores.sql.schema import UTCDateTime
 
 #: The schema revision this build creates.
 HEAD = ScriptDirectory.from_config(_alembic_config()).get_current_head()

@@ -32,8 +32,8 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.payload import chunk_id_for, chunk_payload, payload_for, point_id_for
-from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.testing.memory import InMemoryChunkIndex
 from reconciler.trail.answers import merged, span_at
 from reconciler.trail.replay import Replay, payload_dict
 from reconciler.trail.survey import Survey

@@ -16,11 +16,12 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.app.daemon import Runner, job_specs
 from reconciler.app.followers import DEBOUNCE, MAX_DELAY, RETRY, GitWatch, VaultWatch
-from reconciler.app.leasing import lease_name, make_lease
+from reconciler.app.holding import lease_name
 from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
 from reconciler.metrics import build_registry
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.lease import make_lease
 from reconciler.stores.sql.watermarks import SqlWatchMarks
 
 

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 from reconciler import payload as payload_module
 from reconciler.check_inputs import ChunkAggregate, digest, expected_variant, variant_values
-from reconciler.chunk_tally import ChunkTally
 from reconciler.model import (
     MANAGED_KEYS,
     Document,
@@ -33,6 +32,7 @@ from reconciler.model import (
     utc,
 )
 from reconciler.payload import Variant, instant_text, normalize, payload_values
+from reconciler.pipeline.chunk_tally import ChunkTally
 from reconciler.rules.time_rule import kept_in_main
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

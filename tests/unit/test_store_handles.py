@@ -1,5 +1,5 @@
-"""The database engine behind the document table stays behind it: only the stores, the lease
-adapters (``app/leasing.py``) and the composition root (``app/wiring.py``, which makes the
+"""The database engine behind the document table stays behind it: only the stores (the lease
+adapters among them, ``stores/sql/lease.py``) and the composition root (``app/wiring.py``, which makes the
 ``LeaseFactory`` a command is handed) read ``table.engine``. A command that needs a lease
 asks the factory for one by name (``reconciler.ports.lease``). Read from the source."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Modules that may hold a table's SQLAlchemy engine.
-MAY_HOLD = ("reconciler/stores/", "reconciler/app/leasing.py", "reconciler/app/wiring.py")
+MAY_HOLD = ("reconciler/stores/", "reconciler/app/wiring.py")
 
 
 def engine_reads(source: str) -> list[int]:

@@ -13,10 +13,7 @@ from reconciler.ports import DocumentTable
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The SQL adapter: the table and its repositories.
-ADAPTER = [
-    *sorted((ROOT / "reconciler/stores/sql").glob("*.py")),
-    ROOT / "reconciler/stores/audit.py",
-]
+ADAPTER = sorted((ROOT / "reconciler/stores/sql").glob("*.py"))
 
 #: The port's methods (its Protocols' own, inherited ones included).
 PORT_METHODS = frozenset(

@@ -16,11 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 #: What a CLI module may import of ``reconciler`` and ``connectors`` (a module or a package
 #: and everything in it), with why.
 ALLOWED = {
-    "reconciler.cli": "the group, the shared options and the other command modules",
+    "reconciler.cli": "the group, the shared options, the other command modules and what draws "
+    "a command's output (rendering, drawing, scorecard) or sets the log format (logs)",
     "reconciler.app.operations": "one library function a command",
     "reconciler.app.history": "`rollback`, `audit show`, `audit verify`",
     "reconciler.app.auditing": "`audit served`, `audit history`",
-    "reconciler.drawing": "drawing what `audit served` and `audit history` return",
     "reconciler.app.bootstrap": "`bootstrap`",
     "reconciler.app.splitting": "`split`",
     "reconciler.app.demo": "`demo`",
@@ -31,12 +31,10 @@ ALLOWED = {
     "reconciler.app.surveying": "`vocabulary check`",
     "reconciler.app.daemon": "`serve`, and the metrics a cron `run` leaves",
     "reconciler.app.followers": "drawing the watched sources `status` shows",
-    "reconciler.rendering": "drawing what a command returns",
     "reconciler.errors": "mapping errors to exit codes",
     "reconciler.ports.source": "mapping a connector's errors to exit codes",
     "reconciler.settings": "loading the configuration the global options name",
-    "reconciler.logs": "the log format the global options choose",
-    "reconciler.sharding": "parsing --shard",
+    "reconciler.rules.sharding": "parsing --shard",
     "reconciler.model": "parsing --now",
     "reconciler.checks": "the names --check offers (the registry: no check module imported)",
     "reconciler.pipeline.values": "the Report a reconciliation returns (its type)",
@@ -69,20 +67,20 @@ def allowed(module: str) -> bool:
 
 def test_the_finder_sees_every_kind_of_import() -> None:
     source = (
-        "import reconciler.stores.qdrant\n"
+        "import reconciler.stores.qdrant.index\n"
         "from reconciler.writing.rollback import RollbackRefused\n"
         "def f():\n    from reconciler.app.wiring import stores\n"
         "from reconciler import __version__\n"
         "from . import group\n"
     )
     assert project_imports(source) == {
-        "reconciler.stores.qdrant",
+        "reconciler.stores.qdrant.index",
         "reconciler.writing.rollback",
         "reconciler.app.wiring",
         "reconciler.__version__",
     }
     assert not allowed("reconciler.app.wiring")
-    assert not allowed("reconciler.app.leasing")
+    assert not allowed("reconciler.stores.sql.lease")
     assert allowed("reconciler.cli.group")
 
 

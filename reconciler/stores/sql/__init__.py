@@ -18,7 +18,7 @@ same SQLAlchemy engine and each owning its own transactions:
                                 revoked with their audit entries
 ==============================  ==========================================================
 
-The ORM models are in ``reconciler.stores.schema``, the migrations in ``stores/migrations``.
+The ORM models are in ``reconciler.stores.sql.schema``, the migrations in ``stores/sql/migrations``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
 from reconciler.model import RowChange, fields_from_json
-from reconciler.stores.audit import SqlAuditLog
+from reconciler.stores.sql.audit import SqlAuditLog
 from reconciler.stores.sql.connection import TableBounds, connect_args, make_engine, now
 from reconciler.stores.sql.declarations import SqlDeclarations
 from reconciler.stores.sql.documents import SqlDocuments, document_from_row

@@ -12,8 +12,8 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, Declaration, DeclarationKind
-from reconciler.stores import audit
-from reconciler.stores.schema import DeclarationRow
+from reconciler.stores.sql import audit
+from reconciler.stores.sql.schema import DeclarationRow
 
 #: The audit entries' target type.
 TARGET_TYPE = "declaration"

@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.errors import TableUnavailable
 from reconciler.model import OPEN_END, Document, state_of
-from reconciler.stores.schema import DocumentRow, IdentityRow, SourceStatusRow
 from reconciler.stores.sql.connection import now
+from reconciler.stores.sql.schema import DocumentRow, IdentityRow, SourceStatusRow
 
 #: The table's columns of a document, in the order of ``Document``'s fields (the order the
 #: stream selects them in, so a row is built positionally: ``document_from_values``).

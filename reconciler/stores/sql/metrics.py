@@ -12,7 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from reconciler.errors import TableUnavailable
-from reconciler.stores.schema import (
+from reconciler.stores.sql.schema import (
     AuditHeadRow,
     DeclarationRow,
     DocumentRow,

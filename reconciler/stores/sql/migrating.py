@@ -14,7 +14,7 @@ from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from reconciler.errors import SchemaError, TableUnavailable
-from reconciler.stores.schema import Base
+from reconciler.stores.sql.schema import Base
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -31,7 +31,7 @@ def _alembic_config() -> Config:
     from alembic.config import Config  # noqa: PLC0415 (Alembic loads only when it is needed)
 
     config = Config()
-    location = resources.files("reconciler.stores") / "migrations"
+    location = resources.files("reconciler.stores.sql") / "migrations"
     config.set_main_option("script_location", str(location))
     return config
 
@@ -168,7 +168,7 @@ def plain_head() -> str | None:
     """This build's head revision, read from the version files' ``revision`` and
     ``down_revision`` lines without Alembic; ``None`` unless they form one plain chain (then
     Alembic decides). ``tests/integration/test_migrations.py`` holds it equal to Alembic's head."""
-    folder = resources.files("reconciler.stores") / "migrations" / "versions"
+    folder = resources.files("reconciler.stores.sql") / "migrations" / "versions"
     parents: dict[str, str | None] = {}
     try:
         for entry in folder.iterdir():

@@ -13,9 +13,9 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, ReingestRequest, RowChange
-from reconciler.stores import audit
-from reconciler.stores.schema import DocumentRow, OutboxRow
+from reconciler.stores.sql import audit
 from reconciler.stores.sql.connection import now
+from reconciler.stores.sql.schema import DocumentRow, OutboxRow
 
 
 class SqlOutbox:

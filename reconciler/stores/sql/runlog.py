@@ -10,8 +10,8 @@ from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import storable
-from reconciler.stores.schema import FindingRow, RunRow
 from reconciler.stores.sql.connection import now
+from reconciler.stores.sql.schema import FindingRow, RunRow
 
 
 def _without_nul(value: Any) -> Any:

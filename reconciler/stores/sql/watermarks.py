@@ -13,8 +13,8 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import OPEN_END
-from reconciler.stores.schema import DocumentRow, IdentityRow, WatchMarkRow
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.schema import DocumentRow, IdentityRow, WatchMarkRow
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A failure of the store (a server's answer, the transport, local mode's plain built-ins) is
 ``IndexUnavailable`` on a read (retry later) and ``IndexWriteError`` with ``points_written``
 on a write (stop the run); a bug of ours passes through unmapped. Each message says what went
-wrong and what to do (``describe``), and never echoes credentials. ``reconciler.stores.qdrant``
+wrong and what to do (``describe``), and never echoes credentials. ``reconciler.stores.qdrant.index``
 wraps every client call in ``reading`` or ``writing``.
 """
 

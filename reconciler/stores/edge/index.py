@@ -1,8 +1,8 @@
 """The chunk index over Qdrant Edge: the embedded Rust engine (``qdrant-edge-py``, beta).
 
 One Edge *shard* is one collection: a folder ``<index.path>/<index.collection>`` opened in
-this process, with no server. Only this module and its parts (``edge_shard``,
-``edge_requests``) import ``qdrant_edge`` for points (the canonical filter in
+this process, with no server. Only this module and its parts (``shard``,
+``requests``) import ``qdrant_edge`` for points (the canonical filter in
 ``reconciler.filters`` renders its Edge form but never opens a shard).
 
 How it maps onto the port, and onto what qdrant-client does:
@@ -14,20 +14,20 @@ How it maps onto the port, and onto what qdrant-client does:
 * payload indexes: real ones (``create_field_index``), listed by ``info().payload_schema``;
 * ``facet``: Edge facets only an indexed key; an unindexed one is counted by a scroll;
 * reading ahead: before a whole scroll or one of many documents, the shard's files but the
-  vectors' are read through once an open (``_read_ahead``, over ``edge_files.read_ahead``);
+  vectors' are read through once an open (``_read_ahead``, over ``files.read_ahead``);
 * the disk: a shard is neither opened nor written below a free-space floor
-  (``edge_files.ensure_space``);
+  (``files.ensure_space``);
 * a split store's moves: whole points read (``retrieve`` with vectors and payload) and
   upserted as they were into another shard, made with this one's ``edge_config.json``
   (``ensure_layout``); Edge stores a vector that is unit-length already as it is, so a copy
   is the same bytes;
-* errors: Edge raises bare ``Exception``s, mapped once in ``edge_shard`` (``reading``,
+* errors: Edge raises bare ``Exception``s, mapped once in ``shard`` (``reading``,
   ``writing``, ``open_shard``): ``IndexUnavailable`` for a read or a held shard,
   ``IndexWriteError`` with ``points_written`` for a write, as the qdrant-client adapter does.
   A missing point fails its call after the rest of it applied.
 
 This module is the adapter, the port's methods; ids, filters and payload batches in Edge's
-types are built in ``edge_requests``.
+types are built in ``requests``.
 
 Edge is single-process: a loaded shard holds an exclusive lock (its write-ahead log) until
 ``close``.
@@ -67,14 +67,14 @@ from reconciler.stores.chunking_rules import (
     pages,
     vector_pages,
 )
-from reconciler.stores.edge_files import (
+from reconciler.stores.edge.files import (
     EDGE_MIN_FREE,
     MIB,
     READ_AHEAD_BYTES_PER_DOC,
     available_memory,
     read_ahead,
 )
-from reconciler.stores.edge_requests import (
+from reconciler.stores.edge.requests import (
     EDGE_SCHEMAS,
     EdgeId,
     doc_filter,
@@ -83,11 +83,11 @@ from reconciler.stores.edge_requests import (
     payload_batches,
     schema_name,
 )
-from reconciler.stores.edge_shard import is_shard, open_shard, reading, writing
+from reconciler.stores.edge.shard import is_shard, open_shard, reading, writing
 
 log = logging.getLogger(__name__)
 
-#: (the floor and the memory figure live in ``edge_files``; importable from here as before)
+#: (the floor and the memory figure live in ``files``; importable from here as before)
 __all__ = ["EDGE_MIN_FREE", "MIB", "READ_AHEAD_BYTES_PER_DOC", "EdgeChunkIndex", "available_memory"]
 
 #: Points per ``upsert_points`` of the reference ingestion (and of a move's copy).
@@ -224,7 +224,7 @@ class EdgeChunkIndex:
 
     def _read_ahead(self, documents: int | None) -> int:
         """Before a whole scroll (``documents`` None) or one selecting that many documents,
-        read the shard's files through (``edge_files.read_ahead``: not for fewer documents
+        read the shard's files through (``files.read_ahead``: not for fewer documents
         than one per ``read_ahead_bytes_per_doc`` of the files, nor files over half the memory
         available); once an open. Returns the bytes read."""
         self._check_open()
@@ -463,7 +463,7 @@ class EdgeChunkIndex:
             self.shard.update(qe.UpdateOperation.delete_points_by_filter(selected))
         return found
 
-    # -- error mapping (``edge_shard``) ----------------------------------------------------
+    # -- error mapping (``shard``) ----------------------------------------------------
 
     def _reading(self, action: str) -> AbstractContextManager[None]:
         return reading(self.path, action)

@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from xml.sax.saxutils import escape
 
+from reconciler.cli.rendering import table
 from reconciler.model import parse_instant
-from reconciler.rendering import table
 
 #: Fill of a bar by ``version_state``.
 STATE_COLOURS: dict[str, str] = {

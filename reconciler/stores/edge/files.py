@@ -10,7 +10,7 @@ itself never checks are checked here, with no driver imported:
 * the free-space floor (``ensure_space``): a shard is neither opened nor written with less
   than ``EDGE_MIN_FREE`` on its disk, where Edge would die with SIGBUS rather than fail.
 
-``reconciler.stores.edge`` calls both; they take paths, not a shard.
+``reconciler.stores.edge.index`` calls both; they take paths, not a shard.
 """
 
 from __future__ import annotations

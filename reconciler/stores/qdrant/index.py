@@ -6,7 +6,7 @@ reconciler reads identity and managed keys and writes managed keys with ``set_pa
 selecting points by id; vectors and text are never read or written here except by the
 ingestion-only methods. Client and transport errors are mapped once, at this edge, to
 ``IndexUnavailable`` (reads: retry later) and ``IndexWriteError`` (writes: stop the run), in
-``qdrant_errors``; the filters and payload batches sent are built in ``qdrant_requests``.
+``errors``; the filters and payload batches sent are built in ``requests``.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from reconciler.stores.chunking_rules import (
     pages,
     vector_pages,
 )
-from reconciler.stores.qdrant_errors import reading, writing
-from reconciler.stores.qdrant_requests import (
+from reconciler.stores.qdrant.errors import reading, writing
+from reconciler.stores.qdrant.requests import (
     collection_config,
     doc_filter,
     layout_of,
@@ -464,7 +464,7 @@ class QdrantChunkIndex:
         log.debug("deleted %d chunk(s) of %s from %s", found, doc_id, self.collection)
         return found
 
-    # -- error mapping (``qdrant_errors``) -------------------------------------------------
+    # -- error mapping (``errors``) -------------------------------------------------
 
     def _reading(self, action: str) -> AbstractContextManager[None]:
         return reading(self.collection, self._where, action)

@@ -4,8 +4,8 @@ Edge raises bare ``Exception``s. Here, once: a shard another process (or another
 one) holds is ``IndexUnavailable`` saying so; any other failure to open it or of a read is
 ``IndexUnavailable`` (retry later), of a write ``IndexWriteError`` with ``points_written``, as
 the qdrant-client adapter does; a write to a missing point says the next run skips it. A shard
-is neither opened nor written below the free-space floor (``edge_files.ensure_space``).
-``reconciler.stores.edge`` wraps every call to the shard in ``reading`` or ``writing``.
+is neither opened nor written below the free-space floor (``files.ensure_space``).
+``reconciler.stores.edge.index`` wraps every call to the shard in ``reading`` or ``writing``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import qdrant_edge as qe
 
 from reconciler.errors import IndexUnavailable, IndexWriteError
-from reconciler.stores.edge_files import ensure_space
+from reconciler.stores.edge.files import ensure_space
 
 __all__ = ["is_shard", "open_shard", "reading", "writing"]
 

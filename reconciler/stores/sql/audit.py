@@ -21,18 +21,18 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, Verification, jsonable, rfc3339
 from reconciler.ports.table import ChainedEntry
-from reconciler.stores.audit_body import GENESIS, HEAD, LOG, lock_head, stored_json
-from reconciler.stores.audit_body import canonical_plain as _canonical_plain
-from reconciler.stores.audit_body import digest as _digest
-from reconciler.stores.audit_body import entry_body as _entry_body
-from reconciler.stores.audit_protection import (
+from reconciler.stores.sql.audit_body import GENESIS, HEAD, LOG, lock_head, stored_json
+from reconciler.stores.sql.audit_body import canonical_plain as _canonical_plain
+from reconciler.stores.sql.audit_body import digest as _digest
+from reconciler.stores.sql.audit_body import entry_body as _entry_body
+from reconciler.stores.sql.audit_protection import (
     ProtectedVerification,
     anchor_after_commit,
     anchor_of,
     audit_key,
     say_protection,
 )
-from reconciler.stores.schema import AuditHeadRow, AuditRow, RunRow
+from reconciler.stores.sql.schema import AuditHeadRow, AuditRow, RunRow
 
 __all__ = [
     "GENESIS",

@@ -10,6 +10,7 @@ provably gone (its pid no longer exists) is taken over at once.
 Time comes from the injected ``clock`` (``reconciler.clock``): the row lease's expiry is
 written and compared as this process's clock says (never the database server's), and the
 renewals are paced by it. The advisory lock has no expiry: only its renewal pace is timed.
+Holding a lease for a run, renewed in the background, is ``reconciler.app.holding``'s.
 
 The loser of a race skips its run and says so; it never waits.
 """
@@ -20,7 +21,6 @@ import hashlib
 import logging
 import os
 import socket
-import threading
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.ports.lease import Lease
-from reconciler.stores.schema import LeaseRow
+from reconciler.stores.sql.schema import LeaseRow
 
 log = logging.getLogger(__name__)
 
@@ -257,70 +257,6 @@ def make_lease(
     return RowLease(engine, name, ttl=ttl, clock=clock)
 
 
-class HeldLease:
-    """Hold a lease for the duration of a ``with`` block, renewing it in the background.
-
-    ``acquired`` tells whether the block may run; ``lost`` turns True when a renewal fails.
-    Renewals come every ``renew_every`` seconds of ``clock``.
-    """
-
-    def __init__(
-        self, lease: Lease, *, renew_every: float = 30.0, clock: Clock = SYSTEM_CLOCK
-    ) -> None:
-        self.lease = lease
-        self.renew_every = renew_every
-        self.clock = clock
-        self.acquired = False
-        self.lost = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> HeldLease:
-        self.acquired = self.lease.acquire()
-        if self.acquired:
-            self._thread = threading.Thread(
-                target=self._renew, name=f"lease-{self.lease.name}", daemon=True
-            )
-            self._thread.start()
-        return self
-
-    def _renew(self) -> None:
-        while not self.clock.wait(self._stop, self.renew_every):
-            if not self.lease.renew():
-                self.lost = True
-                log.error("lease %s could not be renewed", self.lease.name)
-                return
-
-    def surrender(self) -> None:
-        """Stop renewing and give the lease up now, for the next runner: the block's thread
-        was left (``serve``, past its deadline, while it waited on a source); it finds the
-        lease lost before it could write."""
-        self.lost = True
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self.acquired:
-            self.acquired = False
-            try:
-                self.lease.release()
-            except Exception as error:
-                log.error("lease %s could not be given up (it expires): %s", self.lease.name, error)
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self.acquired:
-            try:
-                self.lease.release()
-            except Exception as error:  # never hide why the run ended; the lease expires
-                log.error(
-                    "lease %s could not be released (it expires by itself): %s",
-                    self.lease.name,
-                    error,
-                )
-
-
 def lease_is_free(engine: Engine, name: str, *, clock: Clock = SYSTEM_CLOCK) -> bool:
     """Whether a runner could take lease ``name`` now, learnt without holding it (a dry run's
     question: is the run recorded as running under it dead?). PostgreSQL: the advisory lock
@@ -329,17 +265,10 @@ def lease_is_free(engine: Engine, name: str, *, clock: Clock = SYSTEM_CLOCK) -> 
     return make_lease(engine, name, clock=clock).is_free()
 
 
-def lease_name(shard: str) -> str:
-    """The lease of one shard."""
-    return f"reconcile:{shard}"
-
-
 __all__ = [
     "AdvisoryLease",
-    "HeldLease",
     "Lease",
     "RowLease",
     "lease_is_free",
-    "lease_name",
     "make_lease",
 ]

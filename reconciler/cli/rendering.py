@@ -70,8 +70,8 @@ def progress_display(enabled: bool) -> Iterator[ProgressHook]:
     if not enabled:
         yield _quiet
         return
-    from rich.console import Console  # noqa: PLC0415 (lazy: see the module docstring)
-    from rich.progress import (  # noqa: PLC0415
+    from rich.console import Console  # (lazy: see the module docstring)
+    from rich.progress import (
         BarColumn,
         Progress,
         SpinnerColumn,

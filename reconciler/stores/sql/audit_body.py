@@ -16,8 +16,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from reconciler.model import AuditEntry, jsonable, rfc3339
-from reconciler.stores.audit_protection import keyed_digest
-from reconciler.stores.schema import AuditHeadRow, AuditRow, Base
+from reconciler.stores.sql.audit_protection import keyed_digest
+from reconciler.stores.sql.schema import AuditHeadRow, AuditRow, Base
 
 GENESIS = "0" * 64
 

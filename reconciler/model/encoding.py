@@ -1,0 +1,82 @@
+"""Values as the stores and the JSON output hold them: instants in UTC (RFC 3339 in payloads),
+text the stores accept, plain values made JSON and a row's fields read back from it."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+
+def utc(value: datetime) -> datetime:
+    """Return ``value`` as an aware UTC datetime; naive values are taken to be UTC."""
+    zone = value.tzinfo
+    if zone is UTC:
+        return value
+    if zone is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def rfc3339(value: datetime) -> str:
+    """Format an instant as the RFC 3339 UTC string written to payloads (``...Z``)."""
+    # isoformat zero-pads the year to four digits and writes microseconds only when there are
+    # some; in UTC it ends in "+00:00", spelt "Z" here.
+    return f"{utc(value).isoformat()[:-6]}Z"
+
+
+def storable(text: str) -> str:
+    """``text`` with NUL characters and lone surrogates spelled out, for messages, paths and
+    findings: PostgreSQL's text and JSONB refuse NUL, UTF-8 encoders refuse surrogates."""
+    text = text.replace("\x00", "\\0")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def parse_instant(text: str) -> datetime:
+    """Parse an RFC 3339 / ISO 8601 instant (``Z`` allowed; naive means UTC)."""
+    return utc(datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00")))
+
+
+#: Types ``jsonable`` leaves as they are, matched exactly (a subclass, an ``IntEnum`` say,
+#: goes the long way).
+_PLAIN_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON-ready values: datetimes as RFC 3339, enums as their value."""
+    kind = type(value)
+    if kind in _PLAIN_LEAVES:  # (the usual values first: an audit entry is mostly these)
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
+    if kind is list:
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return rfc3339(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    return value
+
+
+# -- writes and their audit entries ---------------------------------------------------------
+
+
+#: Document fields that audited JSON holds as RFC 3339 text.
+_DATETIME_FIELDS = frozenset({"effective_from", "effective_to", "ingested_at", "updated_at"})
+
+
+def fields_from_json(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn audited JSON field values back into row values (datetimes parsed)."""
+    return {
+        name: parse_instant(value) if name in _DATETIME_FIELDS and isinstance(value, str) else value
+        for name, value in values.items()
+    }

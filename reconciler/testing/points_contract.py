@@ -1,0 +1,179 @@
+"""The chunk index's contract for a split store's moves (``TestWholePoints``: whole points
+read, a collection made with another's layout, copies written as they are, points deleted by
+id) and for ``SplitChunkIndex`` over two collections of an adapter (``TestSplitStore``). Run
+beside ``index_contract``'s suite, over the same ``harness`` fixture."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from reconciler.model import (
+    ChunkRecord,
+    PayloadWrite,
+    VersionState,
+)
+from reconciler.payload import chunk_payload
+from reconciler.ports.index import StoredPoint
+from reconciler.stores.split import SplitChunkIndex
+from reconciler.testing.index_kit import (
+    CHUNKS,
+    DOCS,
+    Harness,
+    Seeded,
+    _f32,
+    document,
+    point_id,
+)
+from reconciler.writing.moving import same_point
+
+
+class TestWholePoints:
+    """The port's methods for a split store's moves: whole points read, a collection made
+    with another's layout, copies written as they are, points deleted by id."""
+
+    def test_read_points_returns_whole_points_and_leaves_missing_ids_out(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        ids = seeded.by_doc["handbook:doc-1"]
+        missing = str(uuid.uuid5(uuid.NAMESPACE_URL, "nowhere"))
+
+        points = harness.index.read_points([*ids, missing])
+
+        assert sorted(str(p.point_id) for p in points) == sorted(ids)
+        for point in points:
+            vector, payload = harness.raw(str(point.point_id))
+            assert dict(point.payload) == payload  # text and foreign keys too
+            assert list(point.vector) == vector
+        assert harness.index.read_points([]) == []
+
+    def test_a_collection_made_with_the_layout_holds_the_copies_as_they_were(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        other = harness.sibling()
+        indexes = {"doc_id": "keyword", "version_state": "keyword"}
+        assert not other.exists()
+
+        other.ensure_layout(harness.index.vector_layout(), indexes=indexes)
+        other.ensure_layout(harness.index.vector_layout(), indexes=indexes)  # exists: kept
+        points = harness.index.read_points(list(seeded.logical))
+        assert other.copy_points(points) == len(points) == DOCS * CHUNKS
+
+        assert other.count() == DOCS * CHUNKS
+        if other.supports_payload_indexes:
+            assert other.payload_indexes() == indexes
+        copied = {str(p.point_id): p for p in other.read_points(list(seeded.logical))}
+        for point in points:
+            copy = copied[str(point.point_id)]
+            assert copy.payload == point.payload
+            assert same_point(point, copy)
+            if not harness.renormalises:
+                assert _f32(copy.vector) == _f32(point.vector)  # byte for byte
+        assert harness.index.count() == DOCS * CHUNKS  # a copy leaves the source as it is
+
+    def test_a_copy_replaces_a_point_and_a_delete_takes_only_what_it_names(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        ids = seeded.by_doc["handbook:doc-0"]
+        (point,) = harness.index.read_points(ids[:1])
+        changed = StoredPoint(point.point_id, point.vector, {**point.payload, "extra": 1})
+
+        assert harness.index.copy_points([changed]) == 1
+        assert harness.index.read_points(ids[:1])[0].payload == changed.payload
+        missing = str(uuid.uuid5(uuid.NAMESPACE_URL, "nowhere"))
+        harness.index.delete_points([*ids[:2], missing])
+
+        assert harness.index.count() == DOCS * CHUNKS - 2
+        assert harness.index.read_points(ids) == harness.index.read_points(ids[2:])
+        assert len(harness.index.read_points(ids[2:])) == CHUNKS - 2
+        assert harness.index.delete_points([]) == 0
+
+
+class TestSplitStore:
+    """``SplitChunkIndex`` over two collections of each adapter: reads see both, a payload
+    write goes where its point is, the ingestion writes where the payload puts a chunk."""
+
+    @staticmethod
+    def archived(harness: Harness, seeded: Seeded, doc_id: str) -> SplitChunkIndex:
+        """A split store whose archive holds ``doc_id``'s points (moved by hand)."""
+        split = SplitChunkIndex(harness.index, harness.sibling())
+        split.archive.ensure_layout(harness.index.vector_layout())
+        ids = seeded.by_doc[doc_id]
+        split.archive.copy_points(harness.index.read_points(ids))
+        harness.index.delete_points(ids)
+        return split
+
+    def test_reads_see_both_collections_and_the_scan_flags_the_archive(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        split = self.archived(harness, seeded, "handbook:doc-1")
+        every = sorted(seeded.logical)
+
+        assert sorted(str(s.point_id) for s in split.scroll(batch_size=5)) == every
+        pages = list(split.scan_managed(batch_size=5))
+        archived = {row[1] for page in pages if page.archived for row in page.chunks()}
+        main = {row[1] for page in pages if not page.archived for row in page.chunks()}
+        assert (archived, main) == ({"handbook:doc-1"}, {"handbook:doc-0", "handbook:doc-2"})
+        assert sorted(str(s.point_id) for s in split.retrieve(every)) == every
+        assert sorted(str(p.point_id) for p in split.read_points(every)) == every
+        assert split.count() == DOCS * CHUNKS
+        assert split.facet(key="version_state") == {"current": DOCS * CHUNKS}
+        assert split.collections[1] == "other"
+        vectors = list(split.scan_vectors(batch_size=5))
+        assert sorted(d for page in vectors for d in page.doc_ids) == sorted(
+            doc for doc, ids in seeded.by_doc.items() for _ in ids
+        )
+        assert vectors[-1].doc_ids == ["handbook:doc-1"] * CHUNKS  # the archive's, last
+
+    def test_a_payload_write_goes_to_the_collection_that_holds_the_point(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        split = self.archived(harness, seeded, "handbook:doc-1")
+        every = sorted(seeded.logical)
+
+        written = split.set_payloads([PayloadWrite(tuple(every), {"doc_class": "memo"})])
+
+        assert written == DOCS * CHUNKS
+        assert {s.payload["doc_class"] for s in split.retrieve(every)} == {"memo"}
+        assert split.archive.count() == CHUNKS
+        assert harness.index.count() == (DOCS - 1) * CHUNKS
+
+    def test_the_ingestion_writes_a_chunk_where_its_payload_puts_it(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        split = SplitChunkIndex(harness.index, harness.sibling())
+        old = dataclasses.replace(
+            document(8), version_state=VersionState.SUPERSEDED, superseded_by="handbook:doc-9"
+        )
+        new = document(9)
+        records = [
+            ChunkRecord(
+                point_id=point_id(doc.doc_id, 0),
+                chunk_id=f"{doc.doc_id}#0",
+                text="text",
+                vector=(1.0, 0.5, 0.25, 0.125),
+                payload=chunk_payload(doc, chunk_id=f"{doc.doc_id}#0"),
+            )
+            for doc in (old, new)
+        ]
+
+        assert split.upsert_chunks(records) == 2
+
+        assert [s.doc_id for s in split.archive.scroll()] == [old.doc_id]
+        assert new.doc_id in {s.doc_id for s in harness.index.scroll()}
+        assert split.delete_document_chunks(old.doc_id) == 1
+        assert split.archive.count() == 0
+
+    def test_payload_indexes_are_those_both_collections_have(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        harness.index.create_payload_index(key="doc_id", schema="keyword")
+        split = self.archived(harness, seeded, "handbook:doc-1")
+        assert split.payload_indexes() == {}  # the archive has none yet
+
+        split.create_payload_index(key="doc_id", schema="keyword")
+
+        # (qdrant-client local mode keeps no payload index at all)
+        expected = {"doc_id": "keyword"} if harness.index.supports_payload_indexes else {}
+        assert split.payload_indexes() == expected
+        assert split.archive.payload_indexes() == expected

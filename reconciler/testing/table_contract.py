@@ -1,0 +1,321 @@
+"""What every ``DocumentTable`` promises, seen through the port only (``reconciler.ports``).
+
+An adapter's test module imports these tests and provides a ``table`` fixture that yields an
+empty, schema-ready table of the adapter (``tests/integration/test_document_table_contract.py``
+does so for SQLite and PostgreSQL). Schema, driver faults and the audit chain's tamper checks
+are the adapter's own (``test_table.py``, ``test_disk_full.py``, ``test_audit_chain.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from reconciler.model import (
+    OPEN_END,
+    AuditEntry,
+    Declaration,
+    DeclarationKind,
+    Document,
+    Finding,
+    ReingestRequest,
+    RowChange,
+    Severity,
+    VersionState,
+)
+from reconciler.payload import payload_for, payload_values
+from reconciler.ports import DocumentTable
+
+AT = datetime(2026, 2, 1, tzinfo=UTC)
+
+
+def document(n: int, **changes: object) -> Document:
+    values: dict[str, object] = {
+        "doc_id": f"h:doc-{n}",
+        "source": "h",
+        "source_key": f"doc-{n}",
+        "doc_family_id": f"h:fam-{n // 2}",
+        "doc_version": n % 2 + 1,
+        "version_state": VersionState.CURRENT,
+        "doc_class": "policy",
+    }
+    values.update(changes)
+    return Document(**values)  # type: ignore[arg-type]
+
+
+def request(n: int) -> ReingestRequest:
+    return ReingestRequest(
+        doc_id=f"h:doc-{n}", source="h", source_key=f"doc-{n}", reason="in_place_edit"
+    )
+
+
+def test_documents_by_id_family_and_stream(table: DocumentTable) -> None:
+    table.upsert_documents([document(n) for n in (3, 0, 2, 1)])
+    assert set(table.get_documents(["h:doc-1", "h:doc-9"])) == {"h:doc-1"}
+    assert table.known_families(["h:fam-1", "h:fam-9", "h:fam-1"]) == {"h:fam-1"}
+    assert table.known_families([]) == set()
+    many = [f"h:fam-{n}" for n in range(1200)]  # more than one query's worth
+    assert table.known_families(many) == {"h:fam-0", "h:fam-1"}
+    streamed = [d.doc_id for d in table.iter_documents(batch_size=2)]
+    assert streamed == ["h:doc-0", "h:doc-1", "h:doc-2", "h:doc-3"]
+    assert [d.doc_id for d in table.iter_documents(doc_ids=["h:doc-2"])] == ["h:doc-2"]
+
+
+def test_the_payload_derived_from_a_streamed_row_is_the_written_documents(
+    table: DocumentTable,
+) -> None:
+    """The check derives each row's expected payload from ``iter_documents``: whatever the
+    dates (open, naive: taken as UTC, with microseconds), states (one not in the enum reads as
+    ``unknown``), quarantine and links, it is the payload of the document as written, and a
+    scoped stream keeps the order of the whole."""
+    rng = random.Random(12)
+    docs = []
+    for n in range(120):
+        start = rng.choice([None, AT, AT.replace(tzinfo=None), AT.replace(microsecond=250)])
+        end = rng.choice([OPEN_END, AT + timedelta(days=n), datetime(1999, 5, 6, 7, 8, 9)])
+        docs.append(
+            document(
+                n,
+                doc_version=rng.randint(0, 4),
+                version_state=rng.choice(list(VersionState)),
+                superseded_by=rng.choice([None, f"h:doc-{n + 1}"]),
+                effective_from=start,
+                effective_to=end,
+                doc_class=rng.choice([None, "policy", "faq"]),
+                quarantined=rng.random() < 0.2,
+                quarantine_reason=rng.choice([None, "broken"]),
+            )
+        )
+    table.upsert_documents(docs)
+    table.write_rows_and_outbox(  # a state this build does not know, as a newer one wrote it
+        run_id="r0",
+        actor="cli",
+        changes=[RowChange("h:doc-7", "x/y", {}, {"version_state": "no-such-state"})],
+        reingests=[],
+        at=AT,
+    )
+
+    def as_utc(value: datetime | None) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+    written = {
+        d.doc_id: dataclasses.replace(
+            d, effective_from=as_utc(d.effective_from), effective_to=as_utc(d.effective_to)  # type: ignore[arg-type]
+        )
+        for d in docs
+    }
+    streamed = list(table.iter_documents(batch_size=7))
+    assert sorted(d.doc_id for d in streamed) == sorted(written)
+    for doc in streamed:
+        expected = payload_for(written[doc.doc_id])
+        if doc.doc_id == "h:doc-7":
+            expected["version_state"] = "unknown"
+        assert payload_values(doc) == tuple(expected.values()), doc.doc_id
+    families = ["h:fam-3", "h:fam-9"]
+    assert [d.doc_id for d in table.iter_documents(families=families)] == [
+        d.doc_id for d in streamed if d.doc_family_id in families
+    ]
+
+
+def test_rows_requests_and_audit_commit_together(table: DocumentTable) -> None:
+    table.upsert_documents([document(0), document(1)])
+    table.request_reingest(doc_id="h:doc-1", source="h", source_key="doc-1", reason="x")
+    head, queued = table.write_rows_and_outbox(
+        run_id="r1",
+        actor="cli",
+        changes=[
+            RowChange(
+                "h:doc-0",
+                "dates/expired",
+                {"version_state": "current"},
+                {"version_state": VersionState.RETIRED},
+            )
+        ],
+        reingests=[(request(0), "hash/changed"), (request(1), "hash/changed")],
+        at=AT,
+    )
+    assert queued == 1  # doc-1 already had a pending request: not repeated, not audited
+    assert table.get_documents(["h:doc-0"])["h:doc-0"].version_state is VersionState.RETIRED
+    assert table.pending_reingest_for(["h:doc-0", "h:doc-1", "h:doc-2"]) == {
+        "h:doc-0",
+        "h:doc-1",
+    }
+    entries, hashes = table.run_entries_with_hashes("r1")
+    assert [(e.target_type, e.target) for e in entries] == [
+        ("row", "h:doc-0"),
+        ("reingest", "h:doc-0"),
+    ]
+    assert hashes[-1] == head
+    assert table.write_rows_and_outbox(
+        run_id="r2", actor="cli", changes=[], reingests=[], at=AT
+    ) == ("", 0)
+    assert table.verify_audit().ok
+
+
+def declaration(n: int, **changes: object) -> Declaration:
+    values: dict[str, object] = {
+        "id": f"d-{n:04d}",
+        "kind": DeclarationKind.SUPERSEDE,
+        "doc_id": f"h:doc-{n}",
+        "target": f"h:doc-{n + 1}",
+        "declared_by": "alice",
+        "declared_at": AT + timedelta(seconds=n),
+        "reason": "reviewed",
+        "evidence": "titles 0.94 alike",
+        "score": 0.9,
+        "proposal": f"link-{n}",
+    }
+    values.update(changes)
+    return Declaration(**values)  # type: ignore[arg-type]
+
+
+def test_declarations_are_recorded_revoked_and_restored_with_their_audit_entries(
+    table: DocumentTable,
+) -> None:
+    made = [declaration(n, run_id="r1") for n in range(3)]
+    head = table.write_declarations(run_id="r1", actor="declare", at=AT, added=made)
+    assert table.declarations() == made  # in the order they were made, every field kept
+    assert table.declarations(ids=["d-0001", "d-9999"]) == [made[1]]
+    many = [f"d-{n:04d}" for n in range(1200)]  # more than one query's worth of ids
+    assert table.declarations(ids=many) == made
+
+    later = AT + timedelta(days=1)
+    table.write_declarations(run_id="r2", actor="rollback", at=later, revoked=["d-0000"])
+    assert [d.id for d in table.declarations()] == ["d-0001", "d-0002"]
+    [revoked] = table.declarations(active=False, ids=["d-0000"])
+    assert (revoked.revoked_at, revoked.revoked_by) == (later, "r2")
+    # revoking what is revoked, restoring what is active: nothing to write, no entry
+    assert table.write_declarations(
+        run_id="r3", actor="rollback", at=later, revoked=["d-0000"], restored=["d-0001"]
+    ) == ""
+    table.write_declarations(run_id="r4", actor="rollback", at=later, restored=["d-0000"])
+    assert table.declarations() == made
+
+    entries = [e for run in ("r1", "r2", "r4") for e in table.run_entries_with_hashes(run)[0]]
+    assert [(e.run_id, e.target_type, e.target) for e in entries] == [
+        ("r1", "declaration", "d-0000"),
+        ("r1", "declaration", "d-0001"),
+        ("r1", "declaration", "d-0002"),
+        ("r2", "declaration", "d-0000"),
+        ("r4", "declaration", "d-0000"),
+    ]
+    assert entries[0].before is None
+    assert entries[0].after == made[0].to_json()
+    assert (entries[3].after["revoked_by"], entries[4].after["revoked_by"]) == ("r2", None)
+    assert table.run_entries_with_hashes("r1")[1][-1] == head
+    assert table.verify_audit().ok
+
+
+def test_a_declaration_that_cannot_be_written_writes_nothing(table: DocumentTable) -> None:
+    table.write_declarations(run_id="r1", actor="declare", at=AT, added=[declaration(0)])
+    with pytest.raises(Exception):  # noqa: B017, PT011 (each driver raises its own)
+        table.write_declarations(
+            run_id="r2", actor="declare", at=AT, added=[declaration(1), declaration(0)]
+        )
+    assert [d.id for d in table.declarations()] == ["d-0000"]
+    assert table.run_entries_with_hashes("r2")[0] == []
+    assert table.verify_audit().ok
+
+
+def test_audit_appends_extend_one_chain(table: DocumentTable) -> None:
+    assert table.append_audit([]) == ""
+    first = AuditEntry("r1", AT, "cli", "test", "row", "h:doc-0", {"a": 1}, {"a": 2})
+    later = AuditEntry("r2", AT, "cli", "test", "payload", "h:doc-0", None, {"a": 3})
+    head = table.append_audit([first])
+    assert table.append_audit([later]) != head
+    assert table.runs_touching_after(head, {"h:doc-0"}, exclude="r1") == ["r2"]
+    assert table.runs_touching_after(head, {"h:doc-9"}, exclude="r1") == []
+    shown = list(table.audit_entries(run_id="r2"))
+    assert [(e["run_id"], e["target_type"]) for e in shown] == [("r2", "payload")]
+    verification = table.verify_audit()
+    assert verification.ok
+    assert verification.entries == 2
+
+
+def test_run_log_from_start_to_end(table: DocumentTable) -> None:
+    run = table.start_run(mode="apply", actor="cli", shard="0/1", checks="dates,hash")
+    assert table.runs_to_resolve(shard="0/1") == [(run, "running")]
+    with pytest.raises(TypeError, match="unknown run statistics"):
+        table.finish_run(run, status="succeeded", bogus=1.0)
+    table.finish_run(run, status="failed", counts={"unconfirmed": 1}, rows_written=2)
+    assert table.runs_to_resolve(shard="0/1") == [(run, "failed")]
+    table.set_run_counts(run, {})
+    assert table.runs_to_resolve(shard="0/1") == []
+    entry = table.get_run(run)
+    assert entry is not None
+    assert (entry.status, entry.shard, entry.checks, entry.counts) == (
+        "failed",
+        "0/1",
+        "dates,hash",
+        {},
+    )
+    assert table.get_run("nope") is None
+    back = table.start_run(mode="rollback", actor="cli")
+    table.finish_run(back, status="succeeded", counts={"rolled_back": run})
+    assert table.rollbacks() == {back: run}
+    assert [r.run_id for r in table.last_runs(1)] == [back]
+
+
+def test_findings_are_kept_per_run(table: DocumentTable) -> None:
+    run = table.start_run(mode="check", actor="cli")
+    finding = Finding(
+        check="dates",
+        kind="expired",
+        severity=Severity.WARNING,
+        family="h:fam-0",
+        doc_id="h:doc-0",
+        expected={"version_state": "retired"},
+        actual={"version_state": "current"},
+        action="retire",
+    )
+    table.record_findings(run, [finding], outstanding=[False])
+    [stored] = table.findings_of(run)
+    assert (stored["check"], stored["kind"], stored["doc_id"]) == ("dates", "expired", "h:doc-0")
+    assert table.findings_of("other") == []
+
+
+def test_many_findings_are_kept_in_order_with_their_values(table: DocumentTable) -> None:
+    run = table.start_run(mode="check", actor="cli")
+    findings = [
+        Finding(
+            check="payload",
+            kind="payload_drift",
+            severity=Severity.CRITICAL,
+            family=None if n % 3 == 0 else f"h:fam-{n}",
+            doc_id=f"h:doc-{n}",
+            expected=None if n % 2 else {"doc_version": n, "nested": ["a\x00b"]},
+            actual=[n, None] if n % 2 else "é",
+            action=None,  # type: ignore[arg-type]
+        )
+        for n in range(250)
+    ]
+    table.record_findings(run, findings)
+
+    stored = table.findings_of(run)
+    assert [f["doc_id"] for f in stored] == [f"h:doc-{n}" for n in range(250)]
+    for n, found in enumerate(stored):
+        assert found["family"] == (None if n % 3 == 0 else f"h:fam-{n}")
+        assert found["actual"] == ([n, None] if n % 2 else "é")
+        if n % 2:
+            assert found["expected"] is None
+        else:
+            assert found["expected"]["doc_version"] == n
+            assert "\x00" not in found["expected"]["nested"][0]  # spelt out, storable
+    table.record_findings(run, [])  # nothing to store: no error, nothing added
+    assert len(table.findings_of(run)) == 250
+
+
+__all__ = [
+    "test_a_declaration_that_cannot_be_written_writes_nothing",
+    "test_audit_appends_extend_one_chain",
+    "test_declarations_are_recorded_revoked_and_restored_with_their_audit_entries",
+    "test_documents_by_id_family_and_stream",
+    "test_findings_are_kept_per_run",
+    "test_many_findings_are_kept_in_order_with_their_values",
+    "test_rows_requests_and_audit_commit_together",
+    "test_run_log_from_start_to_end",
+    "test_the_payload_derived_from_a_streamed_row_is_the_written_documents",
+]
