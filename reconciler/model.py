@@ -53,6 +53,7 @@ class RunMode(enum.StrEnum):
     ROLLBACK = "rollback"
     DECLARE = "declare"  # declarations recorded, and the families they touch reconciled
     SPLIT = "split"  # points moved between the collections of a split store
+    REKEY = "rekey"  # documents given the new ids their source names them by
 
     @property
     def writes(self) -> bool:
@@ -249,6 +250,8 @@ class ProblemKind(enum.StrEnum):
     UNUSED_MAPPING = "unused_mapping"  # a mapped key no reader took from any document
     ID_NOT_READ = "id_not_read"  # an ``id`` body pattern missed the id's line: path is id
     DECLARATION_CONFLICT = "declaration_conflict"  # a source says otherwise: the source stands
+    #: The source names a registered document with a new id: ``reconciler rekey`` applies it.
+    REKEY_PENDING = "rekey_pending"
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,6 +502,10 @@ class AuditKind(enum.StrEnum):
     MOVE_RESOLVE = "move_resolve"
     #: A declaration recorded (``reconciler declare``).
     DECLARATION = "declaration"
+    #: A re-keying's intent (its pairs and points, before any write) and each document given
+    #: its new id in the table (``reconciler rekey``).
+    REKEY = "rekey"
+    REKEY_ROW = "rekey_row"
 
 
 @dataclass(frozen=True)
