@@ -334,17 +334,19 @@ class Ingestor:
 
 
 def refuse_rekeyed(table: DocumentTable, snapshot: SourceSnapshot) -> None:
-    """Raise ``RekeyPending`` when the source names registered documents with new ids: an
-    ingestion would register them again, and each would be served twice."""
-    pairs = pending_rekey(table, snapshot).pairs
-    if pairs:
-        shown = ", ".join(f"{p.old_id} -> {p.new_id}" for p in pairs[:3])
-        more = f" and {len(pairs) - 3} more" if len(pairs) > 3 else ""
+    """Raise ``RekeyPending`` when the source names registered documents with new ids (or
+    may: an ambiguous pair): an ingestion would register them again, each served twice."""
+    plan = pending_rekey(table, snapshot)
+    if plan.blocking:
+        named = [f"{p.old_id} -> {p.new_id}" for p in plan.pairs]
+        named += [f"{c.path}: {c.reason} ({', '.join(c.doc_ids)})" for c in plan.conflicts]
+        more = f" and {len(named) - 3} more" if len(named) > 3 else ""
         raise RekeyPending(
-            f"source {snapshot.source}: {len(pairs)} registered document(s) now have new ids "
-            f"({shown}{more}); nothing of this source was ingested. Run `reconciler rekey "
-            "--dry-run` to see the pairs, then `reconciler rekey` to rename them in place "
-            "(or revert the configuration change)"
+            f"source {snapshot.source}: {len(plan.pairs)} registered document(s) now have new "
+            f"ids, {len(plan.conflicts)} ambiguously ({'; '.join(named[:3])}{more}); nothing "
+            "of this source was ingested. Run `reconciler rekey --dry-run` to see the pairs, "
+            "then `reconciler rekey` to rename them in place (or revert the configuration "
+            "change)"
         )
 
 

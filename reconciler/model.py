@@ -252,6 +252,8 @@ class ProblemKind(enum.StrEnum):
     DECLARATION_CONFLICT = "declaration_conflict"  # a source says otherwise: the source stands
     #: The source names a registered document with a new id: ``reconciler rekey`` applies it.
     REKEY_PENDING = "rekey_pending"
+    #: A re-keying that cannot be decided (two old ids at one path, a new id already taken).
+    REKEY_AMBIGUOUS = "rekey_ambiguous"
 
 
 @dataclass(frozen=True, slots=True)

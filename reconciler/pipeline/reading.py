@@ -141,7 +141,17 @@ def read_systems(
             if problem.doc_id not in by_id and problem.source_key is not None:
                 unparsed.add(problem.source_key)
         present[source.name] = frozenset(unparsed)
-        for pair in pending_rekey(table, snapshot).pairs:
+        rekeys = pending_rekey(table, snapshot)
+        loose_problems += [
+            SourceProblem(
+                source=source.name,
+                kind=ProblemKind.REKEY_AMBIGUOUS,
+                message=f"{c.reason}: {', '.join(c.doc_ids)} (left as they are)",
+                path=c.path,
+            )
+            for c in rekeys.conflicts
+        ]
+        for pair in rekeys.pairs:
             # Neither missing nor new: the old id is kept as it is (a finding) until
             # ``reconciler rekey`` gives it the new one, so no document is served twice.
             by_id.pop(pair.new_id, None)

@@ -25,6 +25,11 @@ from reconciler.model import Document, SourceDocument, VersionState
 
 __all__ = ["RekeyConflict", "RekeyPair", "RekeyPlan", "pair_documents"]
 
+#: Why a re-keying cannot be decided (``RekeyConflict.reason``).
+TWO_OLD = "two or more old ids at one path"
+TWO_NEW = "two or more new ids at one path"
+TAKEN = "the new id is already registered as another document"
+
 
 @dataclass(frozen=True, slots=True)
 class RekeyPair:
@@ -96,6 +101,12 @@ class RekeyPlan:
         """The ids the pairs take."""
         return frozenset(p.new_id for p in self.pairs)
 
+    @property
+    def blocking(self) -> bool:
+        """Whether registering the source's documents now would serve one under two ids: a
+        pair not applied, or an undecided one whose new id is not registered yet."""
+        return bool(self.pairs) or any(c.reason != TAKEN for c in self.conflicts)
+
     def swapped(self) -> RekeyPlan:
         """The plan that undoes this one."""
         return RekeyPlan(tuple(sorted((p.swapped() for p in self.pairs), key=_order)))
@@ -152,15 +163,11 @@ def pair_documents(
         found = sorted(at[place], key=lambda d: d.doc_id)
         ids = tuple(r.doc_id for r in rows) + tuple(d.doc_id for d in found)
         if len(rows) > 1:
-            conflicts.append(RekeyConflict(source, place, ids, "two or more old ids at one path"))
+            conflicts.append(RekeyConflict(source, place, ids, TWO_OLD))
         elif len(found) > 1:
-            conflicts.append(RekeyConflict(source, place, ids, "two or more new ids at one path"))
+            conflicts.append(RekeyConflict(source, place, ids, TWO_NEW))
         elif found[0].doc_id in registered:
-            conflicts.append(
-                RekeyConflict(
-                    source, place, ids, "the new id is already registered as another document"
-                )
-            )
+            conflicts.append(RekeyConflict(source, place, ids, TAKEN))
         else:
             row, doc = rows[0], found[0]
             pairs.append(

@@ -163,3 +163,35 @@ def test_a_config_that_changes_ids_is_a_rename_not_missing_plus_new(vault: Deplo
     assert code == 0, data
     assert kinds_of(data)["family/rekey_pending"] == 6
     assert vault.served() == old
+
+
+def test_an_ambiguous_pair_is_a_finding_never_a_guess(tmp_path: Path) -> None:
+    """A note whose new id is already registered (another note's, deleted with the change) is
+    listed, not renamed: ``rekey`` exits 2 and writes nothing, ``run`` reports it."""
+    deploy = Deployment(tmp_path)
+    deploy.note("a", body("a", "Text of a."), ref="POL-1")
+    deploy.note("POL-1", body("old POL-1", "Text of the old one."))
+    deploy.note("b", body("b", "Text of b."), ref="POL-2")
+    deploy.init_ingest()
+    (deploy.vault / "POL-1.md").unlink()
+    deploy.configure(source_extra=REF_IDS)
+    before = deploy.dump()
+
+    code, data = deploy.json("rekey")
+    assert code == 2, data
+    assert [p["old_id"] for p in data["pairs"]] == ["hb:b"]
+    assert data["conflicts"] == [
+        {
+            "source": "hb",
+            "path": "a.md",
+            "doc_ids": ["hb:a", "hb:POL-1"],
+            "reason": "the new id is already registered as another document",
+        }
+    ]
+    rows = deploy.rows()
+    assert set(rows) == {"hb:a", "hb:POL-1", "hb:POL-2"}  # the clear pair only
+    assert rows["hb:POL-1"] == before["documents"]["hb:POL-1"]
+    code, run = deploy.json("run")
+    assert code == 0, run
+    ambiguous = [f for f in run["findings"] if f["actual"].get("problem") == "rekey_ambiguous"]
+    assert [(f["kind"], f["actual"]["path"]) for f in ambiguous] == [("source_problem", "a.md")]
