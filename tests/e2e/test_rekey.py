@@ -88,6 +88,10 @@ OLD_IDS = {
 def dry_pairs(vault: Deployment) -> dict[str, str]:
     """``rekey --dry-run`` shows the pairs and writes nothing."""
     before = vault.dump()
+    shown = vault.cli("rekey", "--dry-run")
+    assert shown.exit_code == 2, shown.output
+    assert "would re-key 6 document(s):" in shown.output
+    assert "hb:leave-v1 -> hb:POL-leave-1  (leave-v1.md; family hb:leave;" in shown.output
     code, dry = vault.json("rekey", "--dry-run")
     assert code == 2, dry
     assert dry["conflicts"] == []
@@ -154,7 +158,12 @@ def test_a_config_that_changes_ids_is_a_rename_not_missing_plus_new(vault: Deplo
     assert again["pairs"] == []
     assert again["run_id"] is None
 
-    # Rollback gives the old ids back; the run reports the pairs again.
+    # Rollback gives the old ids back (dry: says so, writes nothing); the run reports the
+    # pairs again.
+    code, dry = vault.json("rollback", done["run_id"], "--dry-run")
+    assert code == 0, dry
+    assert (dry["rows"], dry["points"]) == (6, len(points_before.payloads))
+    assert set(vault.rows()) == set(pairs.values())
     code, back = vault.json("rollback", done["run_id"])
     assert code == 0, back
     assert set(vault.rows()) == OLD_IDS
