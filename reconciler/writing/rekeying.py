@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 #: The reason of a re-keying's audit entries.
 REASON = "rekey"
+#: Points a payload batch of a re-keying holds, unless one document has more: a document's
+#: points always go in one batch (one request), so none is left under two ids between two.
+BATCH = 256
 
 
 def pending_rekey(table: DocumentReader, snapshot: SourceSnapshot) -> RekeyPlan:
@@ -166,8 +169,9 @@ def finish_rekey(
         at=now(),
         renames=[DocumentRename(p.source, p.old_id, p.new_id, p.old_key, p.new_key) for p in pairs],
     )
-    writes = list(payload_writes(pairs, held))
-    written = index.set_payloads(writes) if writes else 0
+    written = 0
+    for batch in whole_documents(payload_writes(pairs, held), BATCH):
+        written += index.set_payloads(batch, batch_size=max(BATCH, len(batch)))
     confirm = AuditEntry(
         intent.run_id,
         now(),
@@ -181,6 +185,26 @@ def finish_rekey(
     head = table.append_audit([confirm])
     log.info("re-keyed %d document(s), %d point(s)", len(pairs), written)
     return RekeyWritten(len(pairs), written, head)
+
+
+def whole_documents(writes: Iterable[PayloadWrite], most: int) -> Iterable[list[PayloadWrite]]:
+    """``writes`` (a document's together, as ``payload_writes`` yields them) in batches of
+    about ``most`` points that never split a document."""
+    batch: list[PayloadWrite] = []
+    document: list[PayloadWrite] = []
+    for write in writes:
+        if document and write.doc_id != document[0].doc_id:
+            if batch and len(batch) + len(document) > most:
+                yield batch
+                batch = []
+            batch += document
+            document = []
+        document.append(write)
+    if batch and len(batch) + len(document) > most:
+        yield batch
+        batch = []
+    if batch or document:
+        yield batch + document
 
 
 def payload_writes(pairs: Iterable[RekeyPair], held: Mapping[str, Any]) -> Iterable[PayloadWrite]:

@@ -3,8 +3,14 @@ conflict, plain values in and out."""
 
 from __future__ import annotations
 
-from reconciler.model import Document, SourceDocument, VersionState
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reconciler.model import Document, PayloadWrite, SourceDocument, VersionState
 from reconciler.rules.rekeying import RekeyPair, RekeyPlan, pair_documents
+from reconciler.writing.rekeying import whole_documents
 
 
 def row(key: str, *, source: str = "hb", state: VersionState = VersionState.CURRENT) -> Document:
@@ -92,3 +98,23 @@ def test_swapped_undoes_and_the_json_reads_back() -> None:
     )
     assert found.swapped().swapped() == RekeyPlan(found.pairs)
     assert (found + RekeyPlan()).pairs == found.pairs
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("abcdef"), st.integers(1, 5)), max_size=8),
+    st.integers(1, 6),
+)
+def test_a_payload_batch_never_splits_a_document(docs: list[tuple[str, int]], most: int) -> None:
+    writes = [
+        PayloadWrite((f"{n}-{i}",), {"doc_id": doc}, doc_id=doc)
+        for n, (doc, points) in enumerate(docs)
+        for i in range(points)
+    ]
+    batches = list(whole_documents(writes, most))
+    assert [w for batch in batches for w in batch] == writes
+    for batch in batches:
+        assert batch
+        held = [w.doc_id for w in batch]
+        assert len(batch) <= most or len(set(held)) == 1  # (one document larger than most)
+    ends = [(a[-1].doc_id, b[0].doc_id) for a, b in itertools.pairwise(batches)]
+    assert all(left != right for left, right in ends)
