@@ -125,6 +125,11 @@ class LeaseLost(ReconcilerError):
     """The single-runner lease was lost during the run: writing stopped before the next batch."""
 
 
+class RekeyPending(ReconcilerError):
+    """An ingestion would register documents under new ids while their old ids are
+    registered (a configuration change): ``reconciler rekey`` renames them first."""
+
+
 class RollbackRefused(ReconcilerError):
     """Later runs changed the same documents; roll them back first (``--cascade``)."""
 

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 
 from reconciler.chunking import chunk_markdown
 from reconciler.embedding import Embedder
+from reconciler.errors import RekeyPending
 from reconciler.model import (
     ChunkRecord,
     Document,
@@ -34,6 +35,7 @@ from reconciler.model import (
     RunStatus,
     SourceDocument,
     SourceProblem,
+    SourceSnapshot,
 )
 from reconciler.payload import (
     LAYOUTS,
@@ -53,6 +55,7 @@ from reconciler.rules.declared_state import family_rows, ordinals_by_family
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
 from reconciler.writing.ingestion import IngestionWriter
+from reconciler.writing.rekeying import pending_rekey
 from reconciler.writing.runs import recorded
 
 log = logging.getLogger(__name__)
@@ -218,6 +221,8 @@ class Ingestor:
                 problem.path or problem.doc_id,
                 problem.message,
             )
+        if not outbox_only:
+            refuse_rekeyed(self.table, snapshot)
         by_id = {d.doc_id: d for d in snapshot.documents}
         known_by_key, known_by_hash = self.table.identities(source.name)
         assignment = resolve_families(
@@ -326,6 +331,23 @@ class Ingestor:
                 )
             )
         return records
+
+
+def refuse_rekeyed(table: DocumentTable, snapshot: SourceSnapshot) -> None:
+    """Raise ``RekeyPending`` when the source names registered documents with new ids (or
+    may: an ambiguous pair): an ingestion would register them again, each served twice."""
+    plan = pending_rekey(table, snapshot)
+    if plan.blocking:
+        named = [f"{p.old_id} -> {p.new_id}" for p in plan.pairs]
+        named += [f"{c.path}: {c.reason} ({', '.join(c.doc_ids)})" for c in plan.conflicts]
+        more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+        raise RekeyPending(
+            f"source {snapshot.source}: {len(plan.pairs)} registered document(s) now have new "
+            f"ids, {len(plan.conflicts)} ambiguously ({'; '.join(named[:3])}{more}); nothing "
+            "of this source was ingested. Run `reconciler rekey --dry-run` to see the pairs, "
+            "then `reconciler rekey` to rename them in place (or revert the configuration "
+            "change)"
+        )
 
 
 #: The shard an ingestion is recorded under, and whose lease it is run under: the whole

@@ -40,6 +40,7 @@ SLOW = (
     "tests/integration/test_check_registry.py",
     "tests/integration/test_unit_tests_are_light.py",
     "tests/integration/test_migrations_killed.py",
+    "tests/e2e/test_rekey_killed.py",
     "tests/integration/test_audit_chain.py::test_parallel_appenders_extend_one_chain",
     "tests/integration/test_leasing.py::test_two_processes_contend_and_exactly_one_runs",
 )

@@ -57,6 +57,9 @@ def problem_findings(problems: Iterable[SourceProblem], family: str | None) -> l
         if problem.kind is ProblemKind.DECLARATION_CONFLICT:
             findings.append(_declaration_conflict(problem, family))
             continue
+        if problem.kind is ProblemKind.REKEY_PENDING:
+            findings.append(_rekey_pending(problem, family))
+            continue
         kind = (
             "invalid_supersession"
             if problem.kind in _SUPERSESSION_PROBLEMS
@@ -99,6 +102,21 @@ def _declaration_conflict(problem: SourceProblem, family: str | None) -> Finding
             "none: the system of record's own declaration stands; mend the source, or roll "
             "back the run that recorded the declaration"
         ),
+    )
+
+
+def _rekey_pending(problem: SourceProblem, family: str | None) -> Finding:
+    """A registered document its source now names with another id (a configuration change):
+    kept as it is, neither missing nor new, until ``reconciler rekey`` renames it."""
+    return Finding(
+        check=CHECK,
+        kind="rekey_pending",
+        severity=Severity.WARNING,
+        family=family,
+        doc_id=problem.doc_id,
+        expected={"doc_id": problem.message},
+        actual={"doc_id": problem.doc_id, "path": problem.path},
+        action="none: run `reconciler rekey --dry-run`, then `reconciler rekey`",
     )
 
 

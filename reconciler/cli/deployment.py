@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 from reconciler.cli.group import (
     EXIT_DRIFT,
     EXIT_ERROR,
+    EXIT_REFUSED,
     CliState,
     cli,
     errors_mapped,
@@ -74,11 +75,13 @@ def ingest(
       1  error; or a source could not be read (what was read is still ingested)
       2  refused: a fresh source's configuration reads nothing of a field it maps (the
          message names it; --accept-unread ingests anyway)
+      3  refused: the source names registered documents with new ids (a configuration
+         change); nothing of that source is ingested: run `reconciler rekey` first
      64  usage error
     """
     from reconciler.app.operations import ingest_sources
     from reconciler.cli.rendering import render_ingest
-    from reconciler.errors import VocabularyUnread
+    from reconciler.errors import RekeyPending, VocabularyUnread
 
     with errors_mapped(), progress_display(obj.progress) as progress:
         try:
@@ -91,9 +94,45 @@ def ingest(
             )
         except VocabularyUnread as exc:
             fail(str(exc), EXIT_DRIFT, kind="vocabulary_unread")
+        except RekeyPending as exc:
+            fail(str(exc), EXIT_REFUSED, kind="rekey_pending")
     obj.emit(data, render_ingest)
     if not data["ok"]:
         sys.exit(EXIT_ERROR)
+
+
+@cli.command()
+@click.option("--source", "source_names", multiple=True, help="Only this source (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Show the pairs; write nothing.")
+@click.pass_obj
+def rekey(obj: CliState, source_names: tuple[str, ...], dry_run: bool) -> None:
+    """Give registered documents the new ids their source now names them by.
+
+    After a configuration change that changes ids (a vault's ids read from a header instead
+    of the path, say), each registered document whose id the source no longer holds is paired
+    with the document the source holds at its last path, one to one; a pair that cannot be
+    decided (two old ids at one path, a new id already registered) is listed and left. Each
+    pair is renamed in place, in one audited run under the whole corpus's lease: its row, its
+    identity, the links and requests that name it, and its chunks' doc_id and chunk_id
+    (payload-only writes: nothing is embedded). `reconciler rollback RUN_ID` gives the old
+    ids back. Until then `ingest` refuses those new ids and `run` reports each pair
+    (family/rekey_pending) instead of counting the old id missing.
+
+    \b
+    Exit codes:
+      0  re-keyed (or nothing to re-key)
+      1  error (a store, a source that cannot be read: nothing written)
+      2  --dry-run: pairs to apply; or ambiguous pairs left as they are
+     64  usage error
+    """
+    from reconciler.app.rekeying import rekey as rekey_sources
+    from reconciler.app.rekeying import render_rekey
+
+    with errors_mapped():
+        data = rekey_sources(obj.settings, names=list(source_names), dry_run=dry_run)
+    obj.emit(data, render_rekey)
+    if data["conflicts"] or (dry_run and data["pairs"]):
+        sys.exit(EXIT_DRIFT)
 
 
 @cli.command()

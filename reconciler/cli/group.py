@@ -45,13 +45,14 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (
         EXIT_DRIFT,
         "drift found (check, plan); a failing slice (eval); a mapped field read from no "
-        "document (vocabulary check, and ingest on a fresh source)",
+        "document (vocabulary check, and ingest on a fresh source); pairs to re-key (rekey "
+        "--dry-run) or ambiguous ones left (rekey)",
     ),
     (
         EXIT_REFUSED,
         "refused by the blast-radius guard, nothing written (apply, run, repair, declare); "
         "a rollback under later runs; a split store's archive collection made by someone "
-        "else (split)",
+        "else (split); an ingestion of documents whose ids changed before `rekey` (ingest)",
     ),
     (
         EXIT_PARTIAL,

@@ -35,6 +35,10 @@ class AuditKind(enum.StrEnum):
     MOVE_RESOLVE = "move_resolve"
     #: A declaration recorded (``reconciler declare``).
     DECLARATION = "declaration"
+    #: A re-keying's intent (its pairs and points, before any write) and each document given
+    #: its new id in the table (``reconciler rekey``).
+    REKEY = "rekey"
+    REKEY_ROW = "rekey_row"
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,10 @@ class ProblemKind(enum.StrEnum):
     UNUSED_MAPPING = "unused_mapping"  # a mapped key no reader took from any document
     ID_NOT_READ = "id_not_read"  # an ``id`` body pattern missed the id's line: path is id
     DECLARATION_CONFLICT = "declaration_conflict"  # a source says otherwise: the source stands
+    #: The source names a registered document with a new id: ``reconciler rekey`` applies it.
+    REKEY_PENDING = "rekey_pending"
+    #: A re-keying that cannot be decided (two old ids at one path, a new id already taken).
+    REKEY_AMBIGUOUS = "rekey_ambiguous"
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ class RunMode(enum.StrEnum):
     ROLLBACK = "rollback"
     DECLARE = "declare"  # declarations recorded, and the families they touch reconciled
     SPLIT = "split"  # points moved between the collections of a split store
+    REKEY = "rekey"  # documents given the new ids their source names them by
 
     @property
     def writes(self) -> bool:

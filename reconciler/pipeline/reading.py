@@ -32,6 +32,7 @@ from reconciler.ports.source import ConnectorError, SystemOfRecord
 from reconciler.rules.declarations import families_touched, overlay
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
+from reconciler.writing.rekeying import pending_rekey
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,31 @@ def read_systems(
             if problem.doc_id not in by_id and problem.source_key is not None:
                 unparsed.add(problem.source_key)
         present[source.name] = frozenset(unparsed)
+        rekeys = pending_rekey(table, snapshot)
+        loose_problems += [
+            SourceProblem(
+                source=source.name,
+                kind=ProblemKind.REKEY_AMBIGUOUS,
+                message=f"{c.reason}: {', '.join(c.doc_ids)} (left as they are)",
+                path=c.path,
+            )
+            for c in rekeys.conflicts
+        ]
+        for pair in rekeys.pairs:
+            # Neither missing nor new: the old id is kept as it is (a finding) until
+            # ``reconciler rekey`` gives it the new one, so no document is served twice.
+            by_id.pop(pair.new_id, None)
+            family_of.pop(pair.new_id, None)
+            problems[pair.old_id].append(
+                SourceProblem(
+                    source=source.name,
+                    kind=ProblemKind.REKEY_PENDING,
+                    message=pair.new_id,
+                    path=pair.path,
+                    doc_id=pair.old_id,
+                    source_key=pair.old_key,
+                )
+            )
     holders: dict[str, list[str]] = defaultdict(list)
     for doc_id, doc in by_id.items():
         holders[doc.content_hash].append(doc_id)

@@ -32,6 +32,18 @@ class ChainedEntry:
     entry: AuditEntry | None
 
 
+@dataclass(frozen=True)
+class DocumentRename:
+    """One document given a new id in place (a re-keying): its row, its identity, the links
+    and requests that name it."""
+
+    source: str
+    old_id: str
+    new_id: str
+    old_key: str
+    new_key: str
+
+
 class RunEntry(Protocol):
     """One run's record in the run log, as read back."""
 
@@ -143,6 +155,11 @@ class DocumentReader(Protocol):
         """When each source key of a source was last seen (source_key -> instant)."""
         ...
 
+    def identity_paths(self, source: str) -> dict[str, str]:
+        """Where each source key of a source was last seen (source_key -> path), for the keys
+        recorded with a path."""
+        ...
+
     def source_status(self) -> Mapping[str, SourceStatus]:
         """Every source's status, by source name."""
         ...
@@ -167,6 +184,16 @@ class DocumentWriter(Protocol):
     def touch_identities(self, source: str, keys: Iterable[str]) -> None:
         """Mark identities as seen now without changing them (a document present but
         unreadable: the grace period of ``missing_in_source`` does not start)."""
+        ...
+
+    def rekey_documents(
+        self, *, run_id: str, actor: str, at: datetime, renames: Sequence[DocumentRename]
+    ) -> str:
+        """Give documents their new ids in ONE transaction: each row (id and source key), its
+        identity, every ``superseded_by`` that names it, its pending re-ingest requests and
+        the declarations about it, with one ``rekey_row`` audit entry each. A rename already
+        done (the old id gone, the new one there) is skipped, so it can be repeated. Returns
+        the new audit head ("" when nothing was written)."""
         ...
 
     def record_source_attempt(

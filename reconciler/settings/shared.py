@@ -15,7 +15,7 @@ ENV_PREFIX = "RECONCILER_"
 #: its Hypothesis profile: under ``thorough`` every CLI test refused its config).
 ENV_RESERVED = {"RECONCILER_CONFIG", "RECONCILER_TEST_PG", "RECONCILER_HYPOTHESIS_PROFILE"}
 #: ... and the audit chain's protection, read where the chain is written and verified, never
-#: from the config file (``reconciler.stores.audit_protection``).
+#: from the config file (``reconciler.stores.sql.audit_protection``).
 ENV_RESERVED |= {"RECONCILER_AUDIT_KEY", "RECONCILER_AUDIT_KEY_FILE", "RECONCILER_AUDIT_ANCHOR"}
 DEFAULT_CONFIG_NAME = "reconciler.toml"
 

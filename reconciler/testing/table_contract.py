@@ -27,7 +27,7 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.payload import payload_for, payload_values
-from reconciler.ports import DocumentTable
+from reconciler.ports import DocumentRename, DocumentTable
 
 AT = datetime(2026, 2, 1, tzinfo=UTC)
 
@@ -319,3 +319,49 @@ __all__ = [
     "test_run_log_from_start_to_end",
     "test_the_payload_derived_from_a_streamed_row_is_the_written_documents",
 ]
+
+
+def test_a_rekey_renames_a_document_everywhere_in_one_audited_transaction(
+    table: DocumentTable,
+) -> None:
+    """Issue 34: its row (id and source key), its identity, the links and pending requests
+    and declarations that name it; repeated, nothing more; the swapped rename undoes it."""
+    table.upsert_documents(
+        [document(0, superseded_by="h:doc-1", version_state=VersionState.SUPERSEDED), document(1)]
+    )
+    table.record_identities("h", [("doc-0", "h:fam-0", "sha256:0", "a.md")])
+    table.record_identities("h", [("doc-1", "h:fam-0", "sha256:1", "b.md")])
+    table.record_identities("h", [("P1", "h:other", "sha256:1", "b.md")])  # seen under new ids
+    table.request_reingest(doc_id="h:doc-1", source="h", source_key="doc-1", reason="x")
+    table.write_declarations(
+        run_id="r0", actor="declare", at=AT, added=[declaration(0, doc_id="h:doc-1")]
+    )
+    renames = [
+        DocumentRename("h", "h:doc-1", "h:P1", "doc-1", "P1"),
+        DocumentRename("h", "h:doc-0", "h:P0", "doc-0", "P0"),
+    ]
+    head = table.rekey_documents(run_id="rk", actor="rekey", at=AT, renames=renames)
+    rows = table.get_documents(["h:doc-0", "h:doc-1", "h:P0", "h:P1"])
+    assert sorted(rows) == ["h:P0", "h:P1"]
+    assert rows["h:P0"].superseded_by == "h:P1"
+    assert (rows["h:P0"].source_key, rows["h:P1"].source_key) == ("P0", "P1")
+    by_key, _ = table.identities("h")
+    assert by_key == {"P0": "h:fam-0", "P1": "h:fam-0"}  # the old one's family kept
+    assert table.identity_paths("h") == {"P0": "a.md", "P1": "b.md"}
+    assert table.pending_reingest_for(["h:doc-1", "h:P1"]) == {"h:P1"}
+    assert [d.doc_id for d in table.declarations()] == ["h:P1"]
+    entries, hashes = table.run_entries_with_hashes("rk")
+    assert [(e.target_type, e.target, e.before["doc_id"]) for e in entries] == [
+        ("rekey_row", "h:P1", "h:doc-1"),
+        ("rekey_row", "h:P0", "h:doc-0"),
+    ]
+    assert hashes[-1] == head
+    assert table.rekey_documents(run_id="rk", actor="rekey", at=AT, renames=renames) == ""
+
+    back = [DocumentRename(r.source, r.new_id, r.old_id, r.new_key, r.old_key) for r in renames]
+    table.rekey_documents(run_id="rb", actor="rollback", at=AT, renames=back)
+    rows = table.get_documents(["h:doc-0", "h:doc-1"])
+    assert rows["h:doc-0"].superseded_by == "h:doc-1"
+    assert rows["h:doc-1"].source_key == "doc-1"
+    assert table.identity_paths("h") == {"doc-0": "a.md", "doc-1": "b.md"}
+    assert table.verify_audit().ok

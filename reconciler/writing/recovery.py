@@ -31,7 +31,9 @@ from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.ports.index import StoredPoint
+from reconciler.writing.dry import is_dry
 from reconciler.writing.moving import copy_into, unfinished
+from reconciler.writing.rekeying import finish_rekey
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,8 @@ class ResolutionPlan:
     #: The intents of the documents to queue for re-ingestion.
     requeue: tuple[AuditEntry, ...] = ()
     moves: tuple[MoveToFinish, ...] = ()
+    #: A re-keying's intents left unconfirmed, each with its hash: finished from them.
+    rekeys: tuple[tuple[AuditEntry, str], ...] = ()
 
     @property
     def move_counts(self) -> dict[str, int]:
@@ -108,6 +112,9 @@ class ResolutionPlan:
     def outcome(self) -> str:
         """What the run log says of how the run's writes ended."""
         see = f"(see `reconciler audit show --run {self.run_id}`)"
+        if self.rekeys:
+            pairs = sum(len(intent.after["pairs"]) for intent, _hash in self.rekeys)
+            return f"its re-keying of {pairs} document(s) was finished now {see}"
         if self.complete or self.requeue:
             return (
                 f"of the documents it was writing {len(self.complete)} were complete and "
@@ -182,6 +189,10 @@ def plan_resolution(
         complete=tuple(complete),
         requeue=tuple(requeue),
         moves=tuple(_moves_left(index, list(unfinished(entries, hashes)))),
+        rekeys=tuple(
+            (intent, hashes[entries.index(intent)])
+            for intent in unconfirmed(entries, hashes, AuditKind.REKEY)
+        ),
     )
 
 
@@ -202,6 +213,11 @@ def apply_resolution(
             run_id=run_id,
         )
     _finish_moves(index, plan.moves)
+    if not is_dry(table):  # (a dry rollback's stores hold no re-keying: see rollback)
+        for intent, through in plan.rekeys:
+            head = finish_rekey(
+                table, index, intent, through=through, now=lambda: datetime.now(UTC), actor=actor
+            ).audit_head
     moves = plan.move_counts
     if any(moves.values()):
         head = _resolution(

@@ -42,9 +42,11 @@ from reconciler.model import (
 )
 from reconciler.payload import payload_for
 from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.rules.rekeying import RekeyPair, RekeyPlan
 from reconciler.writing.applying import Applier
 from reconciler.writing.declaring import undo_declarations
 from reconciler.writing.dry import dry_stores, is_dry
+from reconciler.writing.rekeying import apply_rekey
 from reconciler.writing.runs import recorded
 
 ROLLBACK = RunMode.ROLLBACK
@@ -112,6 +114,9 @@ def rollback(
             "wait for it to end, or run `reconciler rollback` again once its lease is free"
         )
     entries, hashes = table.run_entries_with_hashes(run_id)
+    rekeys = [e for e in entries if e.target_type == AuditKind.REKEY]
+    if rekeys:  # (issue 34: a re-keying is undone by its pairs swapped, nothing else)
+        return rekey_back(table, index, run_id, rekeys, hashes[0], dry_run=dry_run, shard=shard)
     writes = [
         e
         for e in entries
@@ -226,6 +231,44 @@ def rollback(
         }
     if dry_run:
         result.run_id = None  # recorded only in the dry stores
+    return result
+
+
+def rekey_back(
+    table: DocumentTable,
+    index: ChunkIndex,
+    run_id: str,
+    intents: list[AuditEntry],
+    first_hash: str,
+    *,
+    dry_run: bool,
+    shard: str,
+) -> RollbackResult:
+    """Roll back a re-keying: its pairs swapped, written by the same writer
+    (``writing.rekeying``); refused when a later run wrote the new ids' rows or chunks."""
+    pairs = [RekeyPair.from_json(p) for intent in intents for p in intent.after["pairs"]]
+    later = later_runs(table, run_id, first_hash=first_hash, targets={p.new_id for p in pairs})
+    if later:
+        raise RollbackRefused(run_id, later)
+    plan = RekeyPlan(tuple(pairs)).swapped()
+    result = RollbackResult(run_id=None, rolled_back=run_id, dry_run=dry_run)
+    if dry_run:  # (what the intents name: the dry stores hold no re-keying)
+        result.rows = len(pairs)
+        result.points = sum(len(held) for i in intents for held in i.before["points"].values())
+        return result
+    with recorded(table, mode=ROLLBACK, actor=ROLLBACK, shard=shard) as record:
+        result.run_id = record.run_id
+        written = apply_rekey(
+            table, index, plan, run_id=record.run_id, actor=ROLLBACK, now=lambda: datetime.now(UTC)
+        )
+        result.rows, result.points = written.rows, written.points
+        record.counts = {
+            "table": written.rows,
+            "points": written.points,
+            "audit_head": written.audit_head,
+            "rolled_back": run_id,
+        }
+        record.stats = {"rows_written": written.rows, "points_written": written.points}
     return result
 
 

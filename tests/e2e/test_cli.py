@@ -177,7 +177,8 @@ def test_without_a_config_commands_refuse_in_one_line(no_config: Path, command: 
     ("command", "codes"),
     [
         (["declare"], [0, 1, 2, 3, 4, 64]),
-        (["ingest"], [0, 1, 2, 64]),
+        (["ingest"], [0, 1, 2, 3, 64]),
+        (["rekey"], [0, 1, 2, 64]),
         (["vocabulary", "check"], [0, 1, 2, 64]),
         (["config", "example"], [0, 64]),
     ],

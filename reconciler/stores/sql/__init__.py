@@ -16,6 +16,7 @@ same SQLAlchemy engine and each owning its own transactions:
 ``sql.metrics``                 ``SqlMetrics``: the Prometheus snapshot and status counts
 ``sql.declarations``            ``SqlDeclarations``: a person's declarations, recorded and
                                 revoked with their audit entries
+``sql.rekeys``                  ``SqlRekeys``: documents given new ids in place (a re-keying)
 ==============================  ==========================================================
 
 The ORM models are in ``reconciler.stores.sql.schema``, the migrations in ``stores/sql/migrations``.
@@ -36,6 +37,7 @@ from reconciler.stores.sql.documents import SqlDocuments, document_from_row
 from reconciler.stores.sql.metrics import SqlMetrics
 from reconciler.stores.sql.migrating import SchemaStatus, SqlSchema, _alembic_config
 from reconciler.stores.sql.outbox import SqlOutbox
+from reconciler.stores.sql.rekeys import SqlRekeys
 from reconciler.stores.sql.runlog import SqlRunLog
 
 if TYPE_CHECKING:
@@ -50,6 +52,7 @@ __all__ = [
     "SqlDocuments",
     "SqlMetrics",
     "SqlOutbox",
+    "SqlRekeys",
     "SqlRunLog",
     "SqlSchema",
     "TableBounds",
@@ -62,7 +65,14 @@ __all__ = [
 
 
 class SqlDocumentTable(
-    SqlDocuments, SqlRunLog, SqlOutbox, SqlAuditLog, SqlMetrics, SqlSchema, SqlDeclarations
+    SqlDocuments,
+    SqlRunLog,
+    SqlOutbox,
+    SqlAuditLog,
+    SqlMetrics,
+    SqlSchema,
+    SqlDeclarations,
+    SqlRekeys,
 ):
     """The document table, identity map, run log, outbox, audit log and declarations in one
     SQL database.

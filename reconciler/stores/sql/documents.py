@@ -252,6 +252,16 @@ class SqlDocuments:
             rows = session.execute(stmt.execution_options(yield_per=5000))
             return {key: seen for key, seen in rows}
 
+    def identity_paths(self, source: str) -> dict[str, str]:
+        """Where each source key of a source was last seen (source_key -> path), for the keys
+        recorded with a path."""
+        stmt = select(IdentityRow.source_key, IdentityRow.path).where(
+            IdentityRow.source == source, IdentityRow.path.is_not(None)
+        )
+        with Session(self.engine) as session:
+            rows = session.execute(stmt.execution_options(yield_per=5000))
+            return {key: path for key, path in rows if path is not None}
+
     # -- source status ----------------------------------------------------------------------
 
     def record_source_attempt(

@@ -1,0 +1,225 @@
+"""A re-keying's reads and writes: documents given the new ids their source names them by.
+
+``pending_rekey`` reads what a source's scan pairs (``rules.rekeying``: a registered document
+whose id the source no longer holds, and the unregistered one at its last path). ``ingest``
+refuses to register the new ids of those pairs and ``run`` reports them
+(``family/rekey_pending``) instead of counting the old ids missing, so a document is never
+served under two ids; ``reconciler rekey`` applies them.
+
+``apply_rekey`` writes a plan as every writer here does, crash-ordered:
+
+1. one ``rekey`` intent is audited: the pairs, and each old id's points with their chunk ids
+   (read before anything is written);
+2. one table transaction renames each document (``rekey_documents``: row, identity, the
+   ``superseded_by`` links, pending requests and declarations that name it, one
+   ``rekey_row`` entry each);
+3. payload-only batches set ``doc_id`` and ``chunk_id`` on those points. Point ids are kept:
+   they were derived from the old chunk ids, and nothing reads them back from a chunk id, so
+   nothing is embedded or re-created;
+4. a confirmation closes the intent.
+
+Every step can be repeated (a rename done is skipped; a payload set twice is set once), so a
+run killed between any two of them is finished by the next holder of the lease from its
+intent (``finish_rekey``, called by ``writing.recovery``). A rollback of a re-keying applies
+the swapped pairs with the same writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from reconciler.model import AuditEntry, AuditKind, PayloadWrite, SourceSnapshot
+from reconciler.ports import ChunkIndex, DocumentReader, DocumentTable
+from reconciler.ports.table import DocumentRename
+from reconciler.rules.rekeying import RekeyPair, RekeyPlan, pair_documents
+from reconciler.writing.intents import IntentLog
+
+log = logging.getLogger(__name__)
+
+#: The reason of a re-keying's audit entries.
+REASON = "rekey"
+#: Points a payload batch of a re-keying holds, unless one document has more: a document's
+#: points always go in one batch (one request), so none is left under two ids between two.
+BATCH = 256
+
+
+def pending_rekey(table: DocumentReader, snapshot: SourceSnapshot) -> RekeyPlan:
+    """The pairs (and conflicts) a source's scan holds: registered documents its source now
+    names with other ids (``rules.rekeying``). Reads only the identities of keys the scan
+    lacks and the rows at the paths the scan holds under new ids."""
+    source = snapshot.source
+    keys = {doc.source_key for doc in snapshot.documents}
+    places = {doc.path if doc.path is not None else doc.source_key for doc in snapshot.documents}
+    paths = {
+        key: path
+        for key, path in table.identity_paths(source).items()
+        if key not in keys and path in places
+    }
+    if not paths:
+        return RekeyPlan()
+    gone = table.get_documents(f"{source}:{key}" for key in sorted(paths)).values()
+    claimed = {paths[row.source_key] for row in gone if row.source_key in paths}
+    candidates = [
+        doc.doc_id
+        for doc in snapshot.documents
+        if (doc.path if doc.path is not None else doc.source_key) in claimed
+    ]
+    registered = table.get_documents(candidates) if candidates else {}
+    return pair_documents(source, snapshot.documents, gone=gone, paths=paths, registered=registered)
+
+
+@dataclass(frozen=True)
+class RekeyWritten:
+    """What a re-keying wrote."""
+
+    rows: int
+    points: int
+    audit_head: str
+
+
+#: One point as a re-keying's intent holds it: its id, chunk id and ``superseded_by``.
+HeldPoint = tuple[str | int, str | None, str | None]
+
+
+def chunks_of(
+    table: DocumentReader, index: ChunkIndex, plan: RekeyPlan
+) -> dict[str, list[HeldPoint]]:
+    """The points a re-keying rewrites, by document, as the index holds them now: each old
+    id's, and those of the documents superseded by an old id (their ``superseded_by``)."""
+    old = plan.old_ids
+    if not old or not index.exists():
+        return {}
+    families = sorted({p.family for p in plan.pairs})
+    linked = {
+        row.doc_id for row in table.iter_documents(families=families) if row.superseded_by in old
+    }
+    found: dict[str, list[HeldPoint]] = {}
+    for state in index.scroll(doc_ids=sorted(old | linked)):
+        if state.doc_id is None:
+            continue
+        successor = state.payload.get("superseded_by")
+        found.setdefault(state.doc_id, []).append(
+            (state.point_id, state.chunk_id, successor if isinstance(successor, str) else None)
+        )
+    return found
+
+
+def apply_rekey(
+    table: DocumentTable,
+    index: ChunkIndex,
+    plan: RekeyPlan,
+    *,
+    run_id: str,
+    actor: str,
+    now: Callable[[], datetime],
+) -> RekeyWritten:
+    """Write a re-keying (the module docstring's four steps); nothing when it has no pair."""
+    if not plan.pairs:
+        return RekeyWritten(0, 0, "")
+    points = chunks_of(table, index, plan)
+    intents = IntentLog(table.append_audit, run_id=run_id, actor=actor, now=now)
+    intent = rekey_intent(plan, points, run_id=run_id, actor=actor, at=now())
+    through = intents.intend([intent])
+    return finish_rekey(table, index, intent, through=through, now=now)
+
+
+def rekey_intent(
+    plan: RekeyPlan,
+    points: Mapping[str, list[HeldPoint]],
+    *,
+    run_id: str,
+    actor: str,
+    at: datetime,
+) -> AuditEntry:
+    """The audited intent of a re-keying: its pairs (after) and the points it rewrites with
+    their chunk ids and successors (before), all that finishing it needs."""
+    return AuditEntry(
+        run_id,
+        at,
+        actor,
+        REASON,
+        AuditKind.REKEY,
+        run_id,
+        {"points": {doc: [list(point) for point in held] for doc, held in points.items()}},
+        {"pairs": [pair.to_json() for pair in plan.pairs]},
+    )
+
+
+def finish_rekey(
+    table: DocumentTable,
+    index: ChunkIndex,
+    intent: AuditEntry,
+    *,
+    through: str,
+    now: Callable[[], datetime],
+    actor: str | None = None,
+) -> RekeyWritten:
+    """Steps 2 to 4 of a re-keying from its audited intent (``through``: the intent's hash):
+    the table transaction, the payload batches, the confirmation. Repeatable."""
+    pairs = [RekeyPair.from_json(p) for p in intent.after["pairs"]]
+    held: Mapping[str, Any] = intent.before.get("points", {})
+    who = actor or intent.actor
+    table.rekey_documents(
+        run_id=intent.run_id,
+        actor=who,
+        at=now(),
+        renames=[DocumentRename(p.source, p.old_id, p.new_id, p.old_key, p.new_key) for p in pairs],
+    )
+    written = 0
+    for batch in whole_documents(payload_writes(pairs, held), BATCH):
+        written += index.set_payloads(batch, batch_size=max(BATCH, len(batch)))
+    confirm = AuditEntry(
+        intent.run_id,
+        now(),
+        who,
+        str(AuditKind.CONFIRM),
+        AuditKind.CONFIRM,
+        intent.run_id,
+        None,
+        {"through": through, "pairs": len(pairs), "points": written},
+    )
+    head = table.append_audit([confirm])
+    log.info("re-keyed %d document(s), %d point(s)", len(pairs), written)
+    return RekeyWritten(len(pairs), written, head)
+
+
+def whole_documents(writes: Iterable[PayloadWrite], most: int) -> Iterable[list[PayloadWrite]]:
+    """``writes`` (a document's together, as ``payload_writes`` yields them) in batches of
+    about ``most`` points that never split a document."""
+    batch: list[PayloadWrite] = []
+    document: list[PayloadWrite] = []
+    for write in writes:
+        if document and write.doc_id != document[0].doc_id:
+            if batch and len(batch) + len(document) > most:
+                yield batch
+                batch = []
+            batch += document
+            document = []
+        document.append(write)
+    if batch and len(batch) + len(document) > most:
+        yield batch
+        batch = []
+    if batch or document:
+        yield batch + document
+
+
+def payload_writes(pairs: Iterable[RekeyPair], held: Mapping[str, Any]) -> Iterable[PayloadWrite]:
+    """The payload-only writes of a re-keying: on each point of an old id, ``doc_id`` and
+    ``chunk_id`` (a chunk id that starts with the old id takes the new one in its place;
+    another is kept); on each point whose ``superseded_by`` names an old id, the new one."""
+    renamed = {pair.old_id: pair.new_id for pair in pairs}
+    for doc_id, points in sorted(held.items()):
+        for pid, chunk, successor in points:
+            payload: dict[str, Any] = {}
+            if doc_id in renamed:
+                payload["doc_id"] = renamed[doc_id]
+                if isinstance(chunk, str) and chunk.startswith(doc_id):
+                    payload["chunk_id"] = renamed[doc_id] + chunk[len(doc_id) :]
+            if successor in renamed:
+                payload["superseded_by"] = renamed[successor]
+            if payload:
+                yield PayloadWrite((pid,), payload, doc_id=renamed.get(doc_id, doc_id))

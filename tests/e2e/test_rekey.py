@@ -1,0 +1,206 @@
+"""Issue 34, re-keying: a vault ingested with path ids, its configuration then fixed to read
+each note's own id. Before ``reconciler rekey`` no old id is counted missing and no new id is
+registered (``ingest`` refuses, ``run`` reports ``family/rekey_pending``); ``rekey
+--dry-run`` shows the pairs and writes nothing; ``rekey`` renames each document in place
+(rows, identities, links, chunk payloads; no point added, no vector changed), after which
+``run`` has nothing to say and ``default_filter()`` serves every note under exactly one id;
+``rollback`` of the rekey run gives the old ids back."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acceptance_kit import Deployment, Points, body, day
+
+from reconciler import default_filter
+
+#: Read each note's id from its ``ref`` frontmatter key instead of its path.
+REF_IDS = '[sources.options.fields]\nid = "ref"'
+
+
+def kinds_of(data: dict[str, Any]) -> Counter[str]:
+    return Counter(f"{f['check']}/{f['kind']}" for f in data["findings"])
+
+
+def ids_by_note(deploy: Deployment, before: Points) -> dict[str, set[str]]:
+    """The ids ``default_filter()`` serves each note's chunks under, the note named by the
+    path id its points carried before (a point keeps its id through a re-keying)."""
+    ids: dict[str, set[str]] = {}
+    for pid, payload in deploy.points(default_filter()).payloads.items():
+        ids.setdefault(before.payloads[pid]["doc_id"], set()).add(payload["doc_id"])
+    return ids
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Deployment:
+    """Two families of two versions and two single notes, ingested and reconciled under path
+    ids; each note carries a ``ref`` the first configuration does not read."""
+    deploy = Deployment(tmp_path)
+    for name in ("leave", "travel"):
+        for v in (1, 2):
+            deploy.note(
+                f"{name}-v{v}",
+                body(f"{name} v{v}", f"{name} rule of version {v}.", "More text."),
+                ref=f"POL-{name}-{v}",
+                family=name,
+                version=str(v),
+                status="current" if v == 2 else "superseded",
+                superseded_by=None if v == 2 else f"{name}-v2",
+                effective_from=day(-300 + 100 * v),
+            )
+    for name in ("security", "expenses"):
+        deploy.note(name, body(name, f"{name} rules."), ref=f"POL-{name}", status="current")
+    deploy.init_ingest()
+    code, data = deploy.json("run")
+    assert code == 0, data
+    return deploy
+
+
+def before_the_rekey(vault: Deployment, old: set[str]) -> None:
+    """The old ids are kept and served, nothing is missing, nothing new is registered."""
+    code, data = vault.json("run")
+    assert code == 0, data
+    found = kinds_of(data)
+    assert found["family/rekey_pending"] == 6, data["findings"]
+    assert not found["family/missing_in_source"]
+    assert not found["family/not_ingested"]
+    assert vault.served() == old
+    code, data = vault.json("ingest")
+    assert code == 3, data
+    assert data["error"] == "rekey_pending"
+    assert "reconciler rekey" in data["message"]
+    assert set(vault.rows()) == OLD_IDS
+
+
+OLD_IDS = {
+    "hb:leave-v1",
+    "hb:leave-v2",
+    "hb:travel-v1",
+    "hb:travel-v2",
+    "hb:security",
+    "hb:expenses",
+}
+
+
+def dry_pairs(vault: Deployment) -> dict[str, str]:
+    """``rekey --dry-run`` shows the pairs and writes nothing."""
+    before = vault.dump()
+    shown = vault.cli("rekey", "--dry-run")
+    assert shown.exit_code == 2, shown.output
+    assert "would re-key 6 document(s):" in shown.output
+    assert "hb:leave-v1 -> hb:POL-leave-1  (leave-v1.md; family hb:leave;" in shown.output
+    code, dry = vault.json("rekey", "--dry-run")
+    assert code == 2, dry
+    assert dry["conflicts"] == []
+    assert dry["run_id"] is None
+    assert {p["path"] for p in dry["pairs"]} >= {"leave-v1.md", "security.md"}
+    assert all(p["chunks"] >= 1 for p in dry["pairs"])
+    after = vault.dump()
+    assert after["documents"] == before["documents"]
+    assert after["audit_log"] == before["audit_log"]
+    return {p["old_id"]: p["new_id"] for p in dry["pairs"]}
+
+
+def renamed_in_place(vault: Deployment, pairs: dict[str, str], before: Points) -> None:
+    """Rows, links and chunk payloads name the new ids; the points are the same."""
+    rows = vault.rows()
+    assert set(rows) == set(pairs.values())
+    assert rows["hb:POL-leave-1"]["superseded_by"] == "hb:POL-leave-2"
+    assert rows["hb:POL-leave-1"]["source_key"] == "POL-leave-1"
+    points = vault.points()
+    assert points.vectors == before.vectors  # the same points, nothing embedded
+    renamed = ("doc_id", "chunk_id", "superseded_by")
+    for pid, payload in points.payloads.items():
+        was = before.payloads[pid]
+        assert payload["doc_id"] == pairs[was["doc_id"]]
+        assert payload["chunk_id"] == payload["doc_id"] + was["chunk_id"][len(was["doc_id"]) :]
+        assert payload.get("superseded_by") == pairs.get(was.get("superseded_by", ""))
+        assert {k: v for k, v in payload.items() if k not in renamed} == {
+            k: v for k, v in was.items() if k not in renamed
+        }
+
+
+def test_a_config_that_changes_ids_is_a_rename_not_missing_plus_new(vault: Deployment) -> None:
+    old = vault.served()
+    assert old == {"hb:leave-v2", "hb:travel-v2", "hb:security", "hb:expenses"}
+    points_before = vault.points()
+    vault.configure(source_extra=REF_IDS)
+    before_the_rekey(vault, old)
+    pairs = dry_pairs(vault)
+    assert pairs == {
+        "hb:leave-v1": "hb:POL-leave-1",
+        "hb:leave-v2": "hb:POL-leave-2",
+        "hb:travel-v1": "hb:POL-travel-1",
+        "hb:travel-v2": "hb:POL-travel-2",
+        "hb:security": "hb:POL-security",
+        "hb:expenses": "hb:POL-expenses",
+    }
+
+    code, done = vault.json("rekey")
+    assert code == 0, done
+    assert done["written"] == {"rows": 6, "points": len(points_before.payloads)}
+    renamed_in_place(vault, pairs, points_before)
+
+    # Then the run has nothing to say, and each note is served under exactly one id.
+    code, data = vault.json("run")
+    assert code == 0, data
+    assert not kinds_of(data), data["findings"]
+    assert vault.served() == {pairs[d] for d in old}
+    assert all(len(held) == 1 for held in ids_by_note(vault, points_before).values())
+    code, data = vault.json("ingest")
+    assert code == 0, data
+    assert data["totals"]["ingested"] == 0
+    code, again = vault.json("rekey")
+    assert code == 0, again
+    assert again["pairs"] == []
+    assert again["run_id"] is None
+
+    # Rollback gives the old ids back (dry: says so, writes nothing); the run reports the
+    # pairs again.
+    code, dry = vault.json("rollback", done["run_id"], "--dry-run")
+    assert code == 0, dry
+    assert (dry["rows"], dry["points"]) == (6, len(points_before.payloads))
+    assert set(vault.rows()) == set(pairs.values())
+    code, back = vault.json("rollback", done["run_id"])
+    assert code == 0, back
+    assert set(vault.rows()) == OLD_IDS
+    assert vault.points().payloads == points_before.payloads
+    code, data = vault.json("run")
+    assert code == 0, data
+    assert kinds_of(data)["family/rekey_pending"] == 6
+    assert vault.served() == old
+
+
+def test_an_ambiguous_pair_is_a_finding_never_a_guess(tmp_path: Path) -> None:
+    """A note whose new id is already registered (another note's, deleted with the change) is
+    listed, not renamed: ``rekey`` exits 2 and writes nothing, ``run`` reports it."""
+    deploy = Deployment(tmp_path)
+    deploy.note("a", body("a", "Text of a."), ref="POL-1")
+    deploy.note("POL-1", body("old POL-1", "Text of the old one."))
+    deploy.note("b", body("b", "Text of b."), ref="POL-2")
+    deploy.init_ingest()
+    (deploy.vault / "POL-1.md").unlink()
+    deploy.configure(source_extra=REF_IDS)
+    before = deploy.dump()
+
+    code, data = deploy.json("rekey")
+    assert code == 2, data
+    assert [p["old_id"] for p in data["pairs"]] == ["hb:b"]
+    assert data["conflicts"] == [
+        {
+            "source": "hb",
+            "path": "a.md",
+            "doc_ids": ["hb:a", "hb:POL-1"],
+            "reason": "the new id is already registered as another document",
+        }
+    ]
+    rows = deploy.rows()
+    assert set(rows) == {"hb:a", "hb:POL-1", "hb:POL-2"}  # the clear pair only
+    assert rows["hb:POL-1"] == before["documents"]["hb:POL-1"]
+    code, run = deploy.json("run")
+    assert code == 0, run
+    ambiguous = [f for f in run["findings"] if f["actual"].get("problem") == "rekey_ambiguous"]
+    assert [(f["kind"], f["actual"]["path"]) for f in ambiguous] == [("source_problem", "a.md")]
