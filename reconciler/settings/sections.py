@@ -271,6 +271,8 @@ class GuardSettings(_Section):
     #: In a split store (``index.archive_collection``), of families or chunks a run may move
     #: between the main collection and the archive (``reconciler split`` moves the first time).
     max_moved_fraction: float = Field(default=0.2, gt=0, le=1)
+    #: How long a refused run's saved plan may be approved (``apply --plan ID``); then expired.
+    plan_ttl: Duration = timedelta(days=7)
 
 
 class PolicySettings(_Section):

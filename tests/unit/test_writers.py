@@ -53,6 +53,9 @@ WRITING_MODULES = {
         "set_run_counts",
     },
     "reconciler/writing/rollback.py": {"write_rows_and_outbox"},
+    # saved plans: a refused run's held part (and a forced run's whole plan) saved, claimed
+    # once by the run that applies it, marked applied, stale or expired
+    "reconciler/writing/approving.py": {"claim_plan", "save_plan", "set_plan_status"},
     # a declare run's declarations, and their revocation by a rollback (``undo_declarations``)
     "reconciler/writing/declaring.py": {"write_declarations"},
     # a split store's moves: whole points copied into one collection (created with the
@@ -80,7 +83,7 @@ WRITING_MODULES = {
 def test_the_writer_protocols_hold_the_writes_and_nothing_else() -> None:
     ports = {name for port in (ChunkIndex, DocumentTable) for name in dir(port)}
     readers = {name for port in (ChunkReader, TableReader) for name in dir(port)}
-    assert len(WRITER_METHODS) == 21
+    assert len(WRITER_METHODS) == 24
     assert ports >= WRITER_METHODS
     assert not WRITER_METHODS & readers
 

@@ -16,6 +16,8 @@ same SQLAlchemy engine and each owning its own transactions:
 ``sql.metrics``                 ``SqlMetrics``: the Prometheus snapshot and status counts
 ``sql.declarations``            ``SqlDeclarations``: a person's declarations, recorded and
                                 revoked with their audit entries
+``sql.plans``                   ``SqlPlans``: saved plans, waiting for approval or being
+                                applied under an authorization
 ==============================  ==========================================================
 
 The ORM models are in ``reconciler.stores.schema``, the migrations in ``stores/migrations``.
@@ -36,6 +38,7 @@ from reconciler.stores.sql.documents import SqlDocuments, document_from_row
 from reconciler.stores.sql.metrics import SqlMetrics
 from reconciler.stores.sql.migrating import SchemaStatus, SqlSchema, _alembic_config
 from reconciler.stores.sql.outbox import SqlOutbox
+from reconciler.stores.sql.plans import SqlPlans
 from reconciler.stores.sql.runlog import SqlRunLog
 
 if TYPE_CHECKING:
@@ -50,6 +53,7 @@ __all__ = [
     "SqlDocuments",
     "SqlMetrics",
     "SqlOutbox",
+    "SqlPlans",
     "SqlRunLog",
     "SqlSchema",
     "TableBounds",
@@ -62,10 +66,17 @@ __all__ = [
 
 
 class SqlDocumentTable(
-    SqlDocuments, SqlRunLog, SqlOutbox, SqlAuditLog, SqlMetrics, SqlSchema, SqlDeclarations
+    SqlDocuments,
+    SqlRunLog,
+    SqlOutbox,
+    SqlAuditLog,
+    SqlMetrics,
+    SqlSchema,
+    SqlDeclarations,
+    SqlPlans,
 ):
-    """The document table, identity map, run log, outbox, audit log and declarations in one
-    SQL database.
+    """The document table, identity map, run log, outbox, audit log, declarations and saved
+    plans in one SQL database.
 
     It is made of the repositories: each method of the port is its repository's own, declared
     there once (``table.start_run`` is ``SqlRunLog.start_run``), and every repository works

@@ -1,0 +1,470 @@
+"""Saved plans: what a refused run held back, approved by a person as it is; what a forced or
+approved run set out to write, finished by the next runner when its process died.
+
+A refused run saves the writes it held back (``save_plan``): per document the row's fields
+before and after, the payload its chunks get, its re-ingest request and a split store's
+move, with the fingerprint of the document's chunks (their ids and managed payloads) and the
+audit head the plan was computed against. ``reconciler apply --plan ID`` (``apply_saved``)
+applies exactly those writes through the ``Applier``, audited ("approved plan ID"), and only
+when nothing it would write has moved since: every row still holds its values before and
+every chunk its fingerprint (``moved_documents``); a plan applied already, or expired
+(``guard.plan_ttl``), is refused. A plan is claimed (``pending`` -> ``applying``) in one
+conditional update before its first write, so it is applied at most once.
+
+A forced run saves its whole plan the same way, ``applying`` by itself (authorized by
+``force``). When a forced or approving run dies, the runner that resolves it
+(``recovery``) finishes its plan under the same authorization (``finish_authorized``): the
+rows still at their values before are written, the rows at their values after are left as
+they are, a row someone else changed since is left to the next run (which weighs it), and
+every chunk is re-read and written only where it differs. Until then the run's rows and
+chunks may disagree: ``reconciler status`` names such a plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Callable, Collection, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.errors import PlanRefused
+from reconciler.model import (
+    AuditEntry,
+    AuditKind,
+    Document,
+    ReingestRequest,
+    RunMode,
+    RunStatus,
+    VersionState,
+    fields_from_json,
+    jsonable,
+)
+from reconciler.planning import ROW_FIELDS, MoveTarget, PayloadTarget, Plan, RowUpdate
+from reconciler.ports import ChunkIndex, DocumentTable, SavedPlan
+from reconciler.writing.applying import Applier, ApplyResult
+from reconciler.writing.runs import recorded
+
+log = logging.getLogger(__name__)
+
+#: A plan waiting for a person's approval; being written by ``applied_run``; written; one the
+#: stores moved past, or that expired, before anyone approved it.
+PENDING, APPLYING, APPLIED, STALE, EXPIRED = "pending", "applying", "applied", "stale", "expired"
+#: Who may write a plan: a person's approval (``apply --plan``), or ``--force``.
+APPROVAL, FORCE = "approval", "force"
+
+
+def approve_command(plan_id: str) -> str:
+    """The command that approves a saved plan (named by the refusal, the alert and status)."""
+    return f"reconciler apply --plan {plan_id}"
+
+
+# -- saving ------------------------------------------------------------------------------------
+
+
+def held_plan(plan: Plan, held: Collection[str]) -> Plan:
+    """The part of ``plan`` that writes the documents ``held``."""
+    return Plan(
+        row_updates=tuple(u for u in plan.row_updates if u.doc_id in held),
+        payload_targets=tuple(t for t in plan.payload_targets if t.doc_id in held),
+        reingests=tuple(r for r in plan.reingests if r.doc_id in held),
+        moves=tuple(m for m in plan.moves if m.doc_id in held),
+    )
+
+
+def row_values(row: Document) -> dict[str, Any]:
+    """A row's managed fields as JSON (what a plan holds of it before and after)."""
+    return {f: jsonable(getattr(row, f)) for f in ROW_FIELDS}
+
+
+def chunk_fingerprints(
+    index: ChunkIndex, doc_ids: Collection[str], *, batch: int = 1000
+) -> dict[str, str]:
+    """Each document's chunks, fingerprinted: their ids and managed payloads (sha256); a
+    document without chunks is absent."""
+    found: dict[str, list[tuple[str, Any]]] = {}
+    ids = sorted(doc_ids)
+    if not ids or not index.exists():
+        return {}
+    for start in range(0, len(ids), max(batch, 1)):
+        for chunk in index.scroll(batch_size=batch, doc_ids=ids[start : start + batch]):
+            if chunk.doc_id is not None:
+                found.setdefault(chunk.doc_id, []).append(
+                    (str(chunk.point_id), jsonable(dict(chunk.payload)))
+                )
+    return {doc: _digest(sorted(chunks, key=lambda c: c[0])) for doc, chunks in found.items()}
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(
+        json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+
+def plan_body(plan: Plan, chunks: Mapping[str, str]) -> dict[str, Any]:
+    """``plan`` as JSON, per document (``chunks``: their fingerprints, ``chunk_fingerprints``)."""
+    docs: dict[str, dict[str, Any]] = {}
+
+    def doc(doc_id: str, family: str | None) -> dict[str, Any]:
+        return docs.setdefault(doc_id, {"family": family, "chunks": chunks.get(doc_id)})
+
+    for update in plan.row_updates:
+        entry = doc(update.doc_id, update.family)
+        entry["before"] = row_values(update.before)
+        entry["after"] = row_values(update.after)
+        entry["reasons"] = list(update.reasons)
+    for target in plan.payload_targets:
+        if target.doc_id is None:
+            continue  # (chunks without a doc_id: the next run finds them again)
+        doc(target.doc_id, target.family)["payload"] = {
+            "payload": jsonable(dict(target.payload)),
+            "points": target.points,
+            "reasons": list(target.reasons),
+            "partial": target.partial,
+        }
+    for request in plan.reingests:
+        doc(request.doc_id, None)["reingest"] = {
+            "source": request.source,
+            "source_key": request.source_key,
+            "reason": request.reason,
+        }
+    for move in plan.moves:
+        doc(move.doc_id, move.family)["move"] = {
+            "to_archive": move.to_archive,
+            "points": move.points,
+            "reasons": list(move.reasons),
+        }
+    return {"version": 1, "documents": {k: docs[k] for k in sorted(docs)}}
+
+
+def save_plan(
+    table: DocumentTable,
+    index: ChunkIndex,
+    plan: Plan,
+    *,
+    run_id: str,
+    shard: str,
+    now: datetime,
+    ttl: timedelta,
+    hidden: Collection[str] = (),
+    authorized_by: str = APPROVAL,
+    batch: int = 1000,
+) -> str | None:
+    """Save ``plan`` (a refused run's held part, ``pending``; a forced run's whole plan,
+    ``applying`` by itself); its id, or ``None`` when it writes no document. The same held
+    writes over the same stores, refused again by the next run, keep the first id."""
+    body = plan_body(plan, {})
+    documents = body["documents"]
+    if not documents:
+        return None
+    if authorized_by == APPROVAL:  # (an approval checks the chunks it was shown)
+        body = plan_body(plan, chunk_fingerprints(index, list(documents), batch=batch))
+    forced = authorized_by == FORCE
+    return table.save_plan(
+        {
+            "plan_id": str(uuid.uuid4()),
+            "run_id": run_id,
+            "shard": shard,
+            "status": APPLYING if forced else PENDING,
+            "authorized_by": authorized_by,
+            "created_at": now,
+            "expires_at": now + ttl,
+            "applied_run": run_id if forced else None,
+            "applied_at": now if forced else None,
+            "audit_head": "",  # (the table's head as it saves the plan)
+            "fingerprint": _digest([shard, authorized_by, body]),
+            "documents": len(documents),
+            "hidden": len(set(hidden) & set(documents)),
+            "body": body,
+        }
+    )
+
+
+# -- reading back ------------------------------------------------------------------------------
+
+
+def _row(current: Document, values: Mapping[str, Any]) -> Document:
+    fields = fields_from_json(values)
+    if fields.get("version_state") is not None:
+        fields["version_state"] = VersionState(fields["version_state"])
+    return dataclasses.replace(current, **fields)
+
+
+def plan_from_body(
+    body: Mapping[str, Any], rows: Mapping[str, Document], docs: Iterable[str] | None = None
+) -> Plan:
+    """The ``Plan`` a saved body holds, its rows' ``before`` read from ``rows`` (the rows as
+    they are now); only the documents ``docs`` when given."""
+    updates: list[RowUpdate] = []
+    targets: list[PayloadTarget] = []
+    reingests: list[ReingestRequest] = []
+    moves: list[MoveTarget] = []
+    documents = body["documents"]
+    for doc_id in documents if docs is None else docs:
+        entry = documents[doc_id]
+        family = entry.get("family") or ""
+        if "after" in entry and doc_id in rows:
+            before = rows[doc_id]
+            after = _row(before, entry["after"])
+            updates.append(RowUpdate(doc_id, family, before, after, tuple(entry["reasons"])))
+        if "payload" in entry:
+            write = entry["payload"]
+            targets.append(
+                PayloadTarget(
+                    doc_id,
+                    entry.get("family"),
+                    write["payload"],
+                    int(write["points"]),
+                    tuple(write["reasons"]),
+                    partial=bool(write["partial"]),
+                )
+            )
+        if "reingest" in entry:
+            asked = entry["reingest"]
+            reingests.append(
+                ReingestRequest(doc_id, asked["source"], asked["source_key"], asked["reason"])
+            )
+        if "move" in entry:
+            move = entry["move"]
+            moves.append(
+                MoveTarget(
+                    doc_id,
+                    family,
+                    bool(move["to_archive"]),
+                    int(move["points"]),
+                    tuple(move["reasons"]),
+                )
+            )
+    return Plan(tuple(updates), tuple(targets), tuple(reingests), (), tuple(moves))
+
+
+def moved_documents(
+    table: DocumentTable, index: ChunkIndex, body: Mapping[str, Any], *, batch: int = 1000
+) -> list[str]:
+    """The documents of a saved plan whose row or chunks changed since it was computed: a
+    row no longer holding its values before (or gone), chunks whose ids or managed payloads
+    differ from the fingerprint saved."""
+    documents = body["documents"]
+    rows = table.get_documents(list(documents))
+    chunks = chunk_fingerprints(index, list(documents), batch=batch)
+    moved = []
+    for doc_id, entry in documents.items():
+        row = rows.get(doc_id)
+        before = entry.get("before")
+        if (before is not None and (row is None or row_values(row) != before)) or (
+            chunks.get(doc_id) != entry.get("chunks")
+        ):
+            moved.append(doc_id)
+    return sorted(moved)
+
+
+def refuse_unless_appliable(
+    table: DocumentTable, index: ChunkIndex, saved: SavedPlan, *, now: datetime, batch: int = 1000
+) -> None:
+    """Raise ``PlanRefused`` unless ``saved`` may be applied now: pending, not expired, and
+    nothing it would write moved since (then it is marked ``stale``)."""
+    plan_id = saved.plan_id
+    if saved.status != PENDING:
+        by = f" by run {saved.applied_run}" if saved.applied_run else ""
+        raise PlanRefused(plan_id, f"it is {saved.status}{by}; a plan is applied at most once")
+    if saved.expires_at <= now:
+        table.set_plan_status(plan_id, EXPIRED)
+        raise PlanRefused(
+            plan_id,
+            f"it expired at {jsonable(saved.expires_at)} (guard.plan_ttl); the next run plans "
+            "again and saves a new one if it is refused again",
+        )
+    moved = moved_documents(table, index, saved.body, batch=batch)
+    if moved:
+        table.set_plan_status(plan_id, STALE)
+        raise PlanRefused(
+            plan_id,
+            "the stores moved past it: a row or a chunk it would write changed since it was "
+            "computed (the next run plans again, and saves a new plan if it is refused again)",
+            moved,
+        )
+
+
+# -- applying ----------------------------------------------------------------------------------
+
+
+def apply_saved(
+    table: DocumentTable,
+    index: ChunkIndex,
+    saved: SavedPlan,
+    *,
+    run_id: str,
+    actor: str,
+    clock: Clock = SYSTEM_CLOCK,
+    keep_writing: Callable[[], None] | None = None,
+    batch_points: int = 256,
+    scroll_batch: int = 1000,
+) -> ApplyResult:
+    """Apply exactly the writes of an approved plan (``refuse_unless_appliable`` first): the
+    plan is claimed before the first write, the approval audited, then the ``Applier``
+    writes it, and the plan is marked ``applied``. Raises ``PlanRefused`` when another run
+    claimed it first."""
+    if not table.claim_plan(saved.plan_id, run_id=run_id, at=clock.now()):
+        raise PlanRefused(saved.plan_id, "another run claimed it first; a plan is applied once")
+    applier = _applier(table, index, run_id, actor, clock, keep_writing, batch_points, scroll_batch)
+    applier.audit_first([_authorized_entry(saved, run_id, actor, clock.now())])
+    rows = table.get_documents(list(saved.body["documents"]))
+    result = applier.apply(plan_from_body(saved.body, rows))
+    table.set_plan_status(saved.plan_id, APPLIED, at=clock.now())
+    return result
+
+
+def finish_authorized(
+    table: DocumentTable,
+    index: ChunkIndex,
+    saved: SavedPlan,
+    *,
+    run_id: str,
+    actor: str,
+    clock: Clock = SYSTEM_CLOCK,
+    batch_points: int = 256,
+    scroll_batch: int = 1000,
+) -> ApplyResult:
+    """Finish the plan of a dead run under its authorization (see the module's doc), as run
+    ``run_id``, audited; the plan is marked ``applied`` then."""
+    body = saved.body
+    documents = body["documents"]
+    rows = table.get_documents(list(documents))
+    finish, left = [], []
+    for doc_id, entry in documents.items():
+        row = rows.get(doc_id)
+        if "before" not in entry:
+            finish.append(doc_id)
+        elif row is None:
+            left.append(doc_id)
+        elif row_values(row) in (entry["before"], entry["after"]):
+            finish.append(doc_id)
+        else:
+            left.append(doc_id)
+    applier = _applier(table, index, run_id, actor, clock, None, batch_points, scroll_batch)
+    applier.audit_first([_authorized_entry(saved, run_id, actor, clock.now(), left=left)])
+    changing = {
+        d: r for d, r in rows.items() if d in finish and row_values(r) == documents[d].get("before")
+    }
+    plan = plan_from_body(body, changing, finish)
+    result = applier.apply(plan)
+    table.set_plan_status(saved.plan_id, APPLIED, at=clock.now())
+    if left:
+        log.warning(
+            "plan %s: %d document(s) changed since run %s planned them; left to the next run",
+            saved.plan_id,
+            len(left),
+            saved.applied_run,
+        )
+    return result
+
+
+def mark_applied(table: DocumentTable, plan_id: str, *, at: datetime) -> None:
+    """A forced run's plan, written whole."""
+    table.set_plan_status(plan_id, APPLIED, at=at)
+
+
+def finish_authorized_plans(
+    table: DocumentTable,
+    index: ChunkIndex,
+    *,
+    shard: str,
+    actor: str = "recovery",
+    clock: Clock = SYSTEM_CLOCK,
+) -> list[str]:
+    """Finish every plan of ``shard`` that a run set out to write under an authorization
+    (``--force``, an approval) and that is no longer running (killed: resolved as
+    ``interrupted`` first; or failed), each as a run of its own under the same authorization
+    (recorded ``forced`` for a forced run's, audited); the ids of the runs that finished
+    them. The caller holds the shard's lease."""
+    finished = []
+    for saved in table.saved_plans(statuses=[APPLYING], limit=1000):
+        if saved.shard != shard or saved.applied_run is None:
+            continue
+        run = table.get_run(saved.applied_run)
+        if run is not None and run.status == RunStatus.RUNNING:
+            continue  # (the caller resolves dead runs first: a running one is alive)
+        with recorded(
+            table,
+            mode=RunMode.APPLY,
+            actor=actor,
+            shard=shard,
+            job="finish",
+            forced=saved.authorized_by == FORCE,
+        ) as record:
+            result = finish_authorized(table, index, saved, run_id=record.run_id, actor=actor)
+            record.counts = {**result.counts(), "finishes": saved.applied_run}
+            record.stats = run_stats(result)
+        log.warning(
+            "plan %s of run %s (%s) finished by run %s: %s",
+            saved.plan_id,
+            saved.applied_run,
+            "--force" if saved.authorized_by == FORCE else "approved",
+            record.run_id,
+            result.counts(),
+        )
+        finished.append(record.run_id)
+    return finished
+
+
+def run_stats(result: ApplyResult) -> dict[str, float]:
+    """The run log's metric columns of what a plan's run wrote."""
+    return {
+        "rows_written": result.rows,
+        "payload_writes": result.payload_writes,
+        "points_written": result.points,
+        "reingest_requests": result.reingests,
+    }
+
+
+def _applier(
+    table: DocumentTable,
+    index: ChunkIndex,
+    run_id: str,
+    actor: str,
+    clock: Clock,
+    keep_writing: Callable[[], None] | None,
+    batch_points: int,
+    scroll_batch: int,
+) -> Applier:
+    return Applier(
+        table=table,
+        index=index,
+        run_id=run_id,
+        actor=actor,
+        batch_points=batch_points,
+        scroll_batch=scroll_batch,
+        keep_writing=keep_writing,
+        clock=clock,
+    )
+
+
+def _authorized_entry(
+    saved: SavedPlan, run_id: str, actor: str, at: datetime, *, left: list[str] | None = None
+) -> AuditEntry:
+    """The audit entry that says under which authorization run ``run_id`` writes ``saved``."""
+    finishing = saved.status == APPLYING
+    if saved.authorized_by == FORCE:
+        reason = f"finishing forced run {saved.run_id} (--force) from its plan {saved.plan_id}"
+    elif finishing:
+        reason = f"finishing approved plan {saved.plan_id} of run {saved.applied_run}"
+    else:
+        reason = f"approved plan {saved.plan_id}"
+    after: dict[str, Any] = {"plan": saved.plan_id, "authorized_by": saved.authorized_by}
+    if finishing:
+        after["finishes"] = saved.applied_run
+        after["left_to_next_run"] = sorted(left or [])
+    return AuditEntry(
+        run_id=run_id,
+        at=at,
+        actor=actor,
+        reason=reason,
+        target_type=AuditKind.RUN,
+        target=run_id,
+        before={"plan": saved.plan_id, "computed_by": saved.run_id},
+        after=after,
+    )
