@@ -42,6 +42,7 @@ SLOW = (
     "tests/integration/test_migrations_killed.py",
     "tests/integration/test_audit_chain.py::test_parallel_appenders_extend_one_chain",
     "tests/integration/test_leasing.py::test_two_processes_contend_and_exactly_one_runs",
+    "tests/e2e/test_authorized_killed.py",
 )
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -63,6 +63,7 @@ def save_authorized(
             hidden=decision.hidden,
             authorized_by=authorized_by,
             batch=options.scroll_batch,
+            declarations=[d.id for d in options.declarations],
         )
 
     if decision.forced:

@@ -153,16 +153,21 @@ def save_plan(
     hidden: Collection[str] = (),
     authorized_by: str = APPROVAL,
     batch: int = 1000,
+    declarations: Collection[str] = (),
 ) -> str | None:
     """Save ``plan`` (a refused run's held part, ``pending``; a forced run's whole plan,
     ``applying`` by itself); its id, or ``None`` when it writes no document. The same held
-    writes over the same stores, refused again by the next run, keep the first id."""
+    writes over the same stores, refused again by the next run, keep the first id. A forced
+    ``declare`` run's plan names its ``declarations``: it is finished only if they were
+    recorded (``finish_authorized_plans``)."""
     body = plan_body(plan, {})
     documents = body["documents"]
     if not documents:
         return None
     if authorized_by == APPROVAL:  # (an approval checks the chunks it was shown)
         body = plan_body(plan, chunk_fingerprints(index, list(documents), batch=batch))
+    if declarations:
+        body["declarations"] = sorted(declarations)
     forced = authorized_by == FORCE
     return table.save_plan(
         {
@@ -375,12 +380,14 @@ def finish_authorized_plans(
     shard: str,
     actor: str = "recovery",
     clock: Clock = SYSTEM_CLOCK,
+    undoing: str | None = None,
 ) -> list[str]:
     """Finish every plan of ``shard`` that a run set out to write under an authorization
     (``--force``, an approval) and that is no longer running (killed: resolved as
     ``interrupted`` first; or failed), each as a run of its own under the same authorization
     (recorded ``forced`` for a forced run's, audited); the ids of the runs that finished
-    them. The caller holds the shard's lease."""
+    them. The plan of the run ``undoing`` (being rolled back) is dropped (``stale``), not
+    finished. The caller holds the shard's lease."""
     finished = []
     for saved in table.saved_plans(statuses=[APPLYING], limit=1000):
         if saved.shard != shard or saved.applied_run is None:
@@ -388,6 +395,20 @@ def finish_authorized_plans(
         run = table.get_run(saved.applied_run)
         if run is not None and run.status == RunStatus.RUNNING:
             continue  # (the caller resolves dead runs first: a running one is alive)
+        if saved.applied_run == undoing:
+            table.set_plan_status(saved.plan_id, STALE)
+            continue
+        declared = saved.body.get("declarations", [])
+        if declared and len(table.declarations(ids=declared)) < len(declared):
+            # a forced declare killed before its declarations were recorded: its plan
+            # follows from decisions that are not in force, so it is not written
+            table.set_plan_status(saved.plan_id, STALE)
+            log.warning(
+                "plan %s of declare run %s dropped: its declarations were never recorded",
+                saved.plan_id,
+                saved.applied_run,
+            )
+            continue
         with recorded(
             table,
             mode=RunMode.APPLY,

@@ -128,13 +128,19 @@ class ResolutionPlan:
 
 
 def resolve_interrupted(
-    *, table: DocumentTable, index: ChunkIndex, shard: str, actor: str = "recovery"
+    *,
+    table: DocumentTable,
+    index: ChunkIndex,
+    shard: str,
+    actor: str = "recovery",
+    undoing: str | None = None,
 ) -> list[Resolved]:
     """Resolve every run of ``shard`` still recorded as running (the caller holds the shard's
     lease, so none of them is alive: they are marked ``interrupted``), and every failed run
     that left a payload batch unconfirmed (it stays ``failed``); then finish the plan of every
     forced or approved run of the shard that is no longer running, under the same
-    authorization (``approving.finish_authorized_plans``)."""
+    authorization (``approving.finish_authorized_plans``), but that of the run ``undoing``
+    (a rollback's: what it undoes is not finished first)."""
     done = []
     for plan in plan_resolutions(table=table, index=index, shard=shard):
         apply_resolution(table, index, plan, actor=actor)
@@ -143,7 +149,7 @@ def resolve_interrupted(
         )
         done.append(Resolved(plan.run_id, len(plan.written), len(plan.missed)))
     # (then a dead forced or approved run's plan is finished under the same authorization)
-    finish_authorized_plans(table, index, shard=shard, actor=actor)
+    finish_authorized_plans(table, index, shard=shard, actor=actor, undoing=undoing)
     return done
 
 
