@@ -34,25 +34,6 @@ SECTIONS = 4
 BATCH = 8
 
 
-def state(deploy: Deployment) -> dict[str, Any]:
-    points = deploy.points()
-    return {
-        "rows": {
-            k: {c: v for c, v in r.items() if c != "updated_at"} for k, r in deploy.rows().items()
-        },
-        "payloads": points.payloads,
-        "vectors": points.vectors,
-    }
-
-
-def batched(deploy: Deployment) -> None:
-    config = deploy.config.read_text(encoding="utf-8")
-    deploy.config.write_text(
-        config.replace('collection = "corpus"', f'collection = "corpus"\nwrite_batch = {BATCH}'),
-        encoding="utf-8",
-    )
-
-
 def copy(template: Path, folder: Path) -> Deployment:
     target = folder / "deployment"
     shutil.copytree(template, target)
@@ -70,13 +51,13 @@ def retiring(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
         deploy.note(f"n{n:02d}", body(f"note {n}", *(f"rule {s} of {n}" for s in range(SECTIONS))),
                     id=f"n{n:02d}", status="current", effective_from=day(-300 + n))  # fmt: skip
     deploy.init_ingest()
-    batched(deploy)
+    deploy.write_batch(BATCH)
     for n in range(RETIRED):
         deploy.edit_front(f"n{n:02d}", status="retired")
     reference = copy(root, tmp_path_factory.mktemp("forced"))
     code, data = reference.json("run", "--force")
     assert (code, data["forced"]) == (0, True), data
-    return root, state(reference)
+    return root, reference.state()
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +79,7 @@ def declaring(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
         config.replace('[[sources]]\nname = "hb"\ntype = "vault"\npath = "vault"\n', ""),
         encoding="utf-8",
     )
-    batched(deploy)
+    deploy.write_batch(BATCH)
     proposals = [
         {"id": f"link-{n:02d}", "kind": "link", "older": f"hb:p{n:02d}-2024",
          "newer": f"hb:p{n:02d}-2025", "direction": "older -> newer", "score": 0.9,
@@ -112,7 +93,7 @@ def declaring(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     reference = copy(root, tmp_path_factory.mktemp("declared"))
     code, data = reference.json("declare", str(reference.root / "reviewed.yaml"), "--force")
     assert code == 0, data
-    return root, state(reference)
+    return root, reference.state()
 
 
 def audited(db: Path) -> dict[str, int]:
@@ -162,7 +143,7 @@ def finished_by_the_next_run(deploy: Deployment, reference: dict[str, Any], forc
     assert "interrupted" in {r["status"] for r in runs}
     [finishing] = [r for r in runs if r["job"] == "finish"]
     assert (finishing["status"], finishing["forced"]) == ("succeeded", forced)
-    assert state(deploy) == reference
+    assert deploy.state() == reference
     assert deploy.json("plans")[1]["plans"] == []  # nothing left open
     code, verified = deploy.json("audit", "verify")
     assert (code, verified["problems"]) == (0, [])
