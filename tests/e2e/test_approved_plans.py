@@ -5,11 +5,14 @@ command."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from acceptance_kit import Deployment, body, day
 
+ROOT = Path(__file__).resolve().parents[2]
 NOTES = 20
 RETIRED = 12
 
@@ -130,3 +133,15 @@ def test_an_outage_saves_nothing_to_approve(deploy: Deployment) -> None:
     assert (code, refused["refused"]) == (3, True)
     assert "plan_id" not in refused["guard"]
     assert "rerun with --force" in deploy.cli("run").output
+
+
+def test_the_alert_names_the_command() -> None:
+    rules = yaml.safe_load((ROOT / "config" / "alerts" / "reconciler.rules.yml").read_text())
+    [refused] = [
+        rule
+        for group in rules["groups"]
+        for rule in group["rules"]
+        if rule.get("alert") == "ReconcilerGuardRefused"
+    ]
+    assert "`reconciler apply --plan ID`" in refused["annotations"]["runbook"]
+    assert "`reconciler status`" in refused["annotations"]["runbook"]
