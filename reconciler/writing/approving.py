@@ -16,7 +16,8 @@ A forced run saves its whole plan the same way, ``applying`` by itself (authoriz
 (``recovery``) finishes its plan under the same authorization (``finish_authorized``): the
 rows still at their values before are written, the rows at their values after are left as
 they are, a row someone else changed since is left to the next run (which weighs it), and
-every chunk is re-read and written only where it differs. Until then the run's rows and
+every chunk is re-read and written only where it differs (a payload-only write whose row
+changed since is left too). Until then the run's rows and
 chunks may disagree: ``reconciler status`` names such a plan.
 """
 
@@ -44,6 +45,7 @@ from reconciler.model import (
     fields_from_json,
     jsonable,
 )
+from reconciler.payload import payload_for
 from reconciler.planning import ROW_FIELDS, MoveTarget, PayloadTarget, Plan, RowUpdate
 from reconciler.ports import ChunkIndex, DocumentTable, SavedPlan
 from reconciler.writing.applying import Applier, ApplyResult
@@ -260,11 +262,22 @@ def moved_documents(
     for doc_id, entry in documents.items():
         row = rows.get(doc_id)
         before = entry.get("before")
-        if (before is not None and (row is None or row_values(row) != before)) or (
-            chunks.get(doc_id) != entry.get("chunks")
+        if (
+            (before is not None and (row is None or row_values(row) != before))
+            or _payload_moved(entry, row)
+            or chunks.get(doc_id) != entry.get("chunks")
         ):
             moved.append(doc_id)
     return sorted(moved)
+
+
+def _payload_moved(entry: Mapping[str, Any], row: Document | None) -> bool:
+    """A payload-only write (its row stays) planned from a row that changed since: the
+    payload it sets is no longer the row's."""
+    write = entry.get("payload")
+    if "before" in entry or write is None or write["partial"] or row is None:
+        return False
+    return bool(jsonable(payload_for(row)) != write["payload"])
 
 
 def refuse_unless_appliable(
@@ -315,7 +328,16 @@ def apply_saved(
     claimed it first."""
     if not table.claim_plan(saved.plan_id, run_id=run_id, at=clock.now()):
         raise PlanRefused(saved.plan_id, "another run claimed it first; a plan is applied once")
-    applier = _applier(table, index, run_id, actor, clock, keep_writing, batch_points, scroll_batch)
+    applier = Applier(
+        table=table,
+        index=index,
+        run_id=run_id,
+        actor=actor,
+        clock=clock,
+        keep_writing=keep_writing,
+        batch_points=batch_points,
+        scroll_batch=scroll_batch,
+    )
     applier.audit_first([_authorized_entry(saved, run_id, actor, clock.now())])
     rows = table.get_documents(list(saved.body["documents"]))
     result = applier.apply(plan_from_body(saved.body, rows))
@@ -339,18 +361,27 @@ def finish_authorized(
     body = saved.body
     documents = body["documents"]
     rows = table.get_documents(list(documents))
-    finish, left = [], []
+    finish: list[str] = []
+    left: list[str] = []
     for doc_id, entry in documents.items():
         row = rows.get(doc_id)
         if "before" not in entry:
-            finish.append(doc_id)
+            (left if _payload_moved(entry, row) else finish).append(doc_id)
         elif row is None:
             left.append(doc_id)
         elif row_values(row) in (entry["before"], entry["after"]):
             finish.append(doc_id)
         else:
             left.append(doc_id)
-    applier = _applier(table, index, run_id, actor, clock, None, batch_points, scroll_batch)
+    applier = Applier(
+        table=table,
+        index=index,
+        run_id=run_id,
+        actor=actor,
+        clock=clock,
+        batch_points=batch_points,
+        scroll_batch=scroll_batch,
+    )
     applier.audit_first([_authorized_entry(saved, run_id, actor, clock.now(), left=left)])
     changing = {
         d: r for d, r in rows.items() if d in finish and row_values(r) == documents[d].get("before")
@@ -440,28 +471,6 @@ def run_stats(result: ApplyResult) -> dict[str, float]:
         "points_written": result.points,
         "reingest_requests": result.reingests,
     }
-
-
-def _applier(
-    table: DocumentTable,
-    index: ChunkIndex,
-    run_id: str,
-    actor: str,
-    clock: Clock,
-    keep_writing: Callable[[], None] | None,
-    batch_points: int,
-    scroll_batch: int,
-) -> Applier:
-    return Applier(
-        table=table,
-        index=index,
-        run_id=run_id,
-        actor=actor,
-        batch_points=batch_points,
-        scroll_batch=scroll_batch,
-        keep_writing=keep_writing,
-        clock=clock,
-    )
 
 
 def _authorized_entry(
