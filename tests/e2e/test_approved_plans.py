@@ -67,6 +67,9 @@ def test_a_refused_run_is_approved_as_its_saved_plan(deploy: Deployment) -> None
     assert sorted(writes) == retired
     assert writes["hb:n00"]["before"]["version_state"] == "current"
     assert writes["hb:n00"]["after"]["version_state"] == "retired"
+    shown_text = deploy.cli("plans", plan_id).output
+    assert "version_state: 'current' -> 'retired'" in shown_text
+    assert f"approve: reconciler apply --plan {plan_id}" in shown_text
 
     code, applied = deploy.json("apply", "--plan", plan_id[:8])
     assert code == 0, applied

@@ -1,6 +1,6 @@
 """The CLI is thin: a command parses its options, calls one library function of
 ``reconciler.app`` (``operations``, or a command module of its own: ``bootstrap``, ``demo``,
-``evaluating``, ``searching``, ``daemon``, ``suggesting``, ``declaring``, ``splitting``), renders what it
+``evaluating``, ``searching``, ``daemon``, ``suggesting``, ``declaring``, ``splitting``, ``approving``), renders what it
 returns and maps errors to exit codes. So the modules of ``reconciler/cli/`` import, of the
 project, only what is listed here: no store, no wiring or lease, no stage of the engine, no
 writer. Read from the source (every import, those made inside a function or for type
@@ -28,10 +28,12 @@ ALLOWED = {
     "reconciler.app.searching": "`search`",
     "reconciler.app.suggesting": "`suggest`",
     "reconciler.app.declaring": "`declare`",
+    "reconciler.app.approving": "`apply --plan ID`, `plans`",
     "reconciler.app.surveying": "`vocabulary check`",
     "reconciler.app.daemon": "`serve`, and the metrics a cron `run` leaves",
     "reconciler.app.followers": "drawing the watched sources `status` shows",
     "reconciler.rendering": "drawing what a command returns",
+    "reconciler.rendering_plans": "drawing saved plans (`plans`, `apply --plan ID`)",
     "reconciler.errors": "mapping errors to exit codes",
     "reconciler.ports.source": "mapping a connector's errors to exit codes",
     "reconciler.settings": "loading the configuration the global options name",
