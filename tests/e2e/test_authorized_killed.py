@@ -180,3 +180,18 @@ def test_a_killed_forced_declare_is_finished_without_forcing_again(
     deploy = copy(declaring[0], tmp_path)
     kill(deploy, seed, "declare", str(deploy.root / "reviewed.yaml"), "--force")
     finished_by_the_next_run(deploy, declaring[1], forced=True)
+
+
+def test_the_rollback_of_a_killed_forced_run_undoes_it_instead(
+    retiring: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    deploy = copy(retiring[0], tmp_path)
+    before = deploy.state()
+    kill(deploy, 2, "run", "--force")
+    [killed] = [r["run_id"] for r in deploy.dump()["runs"].values() if r["forced"]]
+    code, rolled = deploy.json("rollback", killed)
+    assert code == 0, rolled
+    assert deploy.state() == before  # every row and point as it was
+    assert [p["status"] for p in deploy.json("plans", "--all")[1]["plans"]] == ["stale"]
+    code, again = deploy.json("run")  # the retirement is refused again: no authorization left
+    assert (code, again["refused"]) == (3, True)
