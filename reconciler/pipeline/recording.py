@@ -22,8 +22,9 @@ from reconciler.pipeline.values import GuardDecision, Options, Scan, SourcesRead
 from reconciler.planning import Plan
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import Applier, ApplyResult
-from reconciler.writing.approving import APPROVAL, FORCE, held_plan, mark_applied, save_plan
+from reconciler.writing.approving import APPROVAL, FORCE, mark_applied, save_plan
 from reconciler.writing.declaring import record_declarations
+from reconciler.writing.plan_bodies import held_plan
 from reconciler.writing.runs import error_text, finish_reconciliation, start_reconciliation
 from reconciler.writing.source_reads import record_reading
 

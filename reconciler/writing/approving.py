@@ -23,12 +23,9 @@ chunks may disagree: ``reconciler status`` names such a plan.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import logging
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,17 +35,21 @@ from reconciler.model import (
     AuditEntry,
     AuditKind,
     Document,
-    ReingestRequest,
     RunMode,
     RunStatus,
-    VersionState,
-    fields_from_json,
     jsonable,
 )
 from reconciler.payload import payload_for
-from reconciler.planning import ROW_FIELDS, MoveTarget, PayloadTarget, Plan, RowUpdate
+from reconciler.planning import Plan
 from reconciler.ports import ChunkIndex, DocumentTable, SavedPlan
 from reconciler.writing.applying import Applier, ApplyResult
+from reconciler.writing.plan_bodies import (
+    chunk_fingerprints,
+    digest,
+    plan_body,
+    plan_from_body,
+    row_values,
+)
 from reconciler.writing.runs import recorded
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ log = logging.getLogger(__name__)
 PENDING, APPLYING, APPLIED, STALE, EXPIRED = "pending", "applying", "applied", "stale", "expired"
 #: Who may write a plan: a person's approval (``apply --plan``), or ``--force``.
 APPROVAL, FORCE = "approval", "force"
+#: The most documents a saved plan holds (one JSON value, about 1.1 kB a document).
+MAX_DOCUMENTS = 50_000
 
 
 def approve_command(plan_id: str) -> str:
@@ -66,81 +69,6 @@ def approve_command(plan_id: str) -> str:
 
 
 # -- saving ------------------------------------------------------------------------------------
-
-
-def held_plan(plan: Plan, held: Collection[str]) -> Plan:
-    """The part of ``plan`` that writes the documents ``held``."""
-    return Plan(
-        row_updates=tuple(u for u in plan.row_updates if u.doc_id in held),
-        payload_targets=tuple(t for t in plan.payload_targets if t.doc_id in held),
-        reingests=tuple(r for r in plan.reingests if r.doc_id in held),
-        moves=tuple(m for m in plan.moves if m.doc_id in held),
-    )
-
-
-def row_values(row: Document) -> dict[str, Any]:
-    """A row's managed fields as JSON (what a plan holds of it before and after)."""
-    return {f: jsonable(getattr(row, f)) for f in ROW_FIELDS}
-
-
-def chunk_fingerprints(
-    index: ChunkIndex, doc_ids: Collection[str], *, batch: int = 1000
-) -> dict[str, str]:
-    """Each document's chunks, fingerprinted: their ids and managed payloads (sha256); a
-    document without chunks is absent."""
-    found: dict[str, list[tuple[str, Any]]] = {}
-    ids = sorted(doc_ids)
-    if not ids or not index.exists():
-        return {}
-    for start in range(0, len(ids), max(batch, 1)):
-        for chunk in index.scroll(batch_size=batch, doc_ids=ids[start : start + batch]):
-            if chunk.doc_id is not None:
-                found.setdefault(chunk.doc_id, []).append(
-                    (str(chunk.point_id), jsonable(dict(chunk.payload)))
-                )
-    return {doc: _digest(sorted(chunks, key=lambda c: c[0])) for doc, chunks in found.items()}
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(
-        json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
-    ).hexdigest()
-
-
-def plan_body(plan: Plan, chunks: Mapping[str, str]) -> dict[str, Any]:
-    """``plan`` as JSON, per document (``chunks``: their fingerprints, ``chunk_fingerprints``)."""
-    docs: dict[str, dict[str, Any]] = {}
-
-    def doc(doc_id: str, family: str | None) -> dict[str, Any]:
-        return docs.setdefault(doc_id, {"family": family, "chunks": chunks.get(doc_id)})
-
-    for update in plan.row_updates:
-        entry = doc(update.doc_id, update.family)
-        entry["before"] = row_values(update.before)
-        entry["after"] = row_values(update.after)
-        entry["reasons"] = list(update.reasons)
-    for target in plan.payload_targets:
-        if target.doc_id is None:
-            continue  # (chunks without a doc_id: the next run finds them again)
-        doc(target.doc_id, target.family)["payload"] = {
-            "payload": jsonable(dict(target.payload)),
-            "points": target.points,
-            "reasons": list(target.reasons),
-            "partial": target.partial,
-        }
-    for request in plan.reingests:
-        doc(request.doc_id, None)["reingest"] = {
-            "source": request.source,
-            "source_key": request.source_key,
-            "reason": request.reason,
-        }
-    for move in plan.moves:
-        doc(move.doc_id, move.family)["move"] = {
-            "to_archive": move.to_archive,
-            "points": move.points,
-            "reasons": list(move.reasons),
-        }
-    return {"version": 1, "documents": {k: docs[k] for k in sorted(docs)}}
 
 
 def save_plan(
@@ -166,6 +94,16 @@ def save_plan(
     documents = body["documents"]
     if not documents:
         return None
+    if len(documents) > MAX_DOCUMENTS:
+        log.warning(
+            "run %s: its plan writes %d documents, more than a saved plan holds (%d): not "
+            "saved (a refusal is then approved with --force; a forced run killed is not "
+            "finished under its authorization)",
+            run_id,
+            len(documents),
+            MAX_DOCUMENTS,
+        )
+        return None
     if authorized_by == APPROVAL:  # (an approval checks the chunks it was shown)
         body = plan_body(plan, chunk_fingerprints(index, list(documents), batch=batch))
     if declarations:
@@ -183,7 +121,7 @@ def save_plan(
             "applied_run": run_id if forced else None,
             "applied_at": now if forced else None,
             "audit_head": "",  # (the table's head as it saves the plan)
-            "fingerprint": _digest([shard, authorized_by, body]),
+            "fingerprint": digest([shard, authorized_by, body]),
             "documents": len(documents),
             "hidden": len(set(hidden) & set(documents)),
             "body": body,
@@ -192,61 +130,6 @@ def save_plan(
 
 
 # -- reading back ------------------------------------------------------------------------------
-
-
-def _row(current: Document, values: Mapping[str, Any]) -> Document:
-    fields = fields_from_json(values)
-    if fields.get("version_state") is not None:
-        fields["version_state"] = VersionState(fields["version_state"])
-    return dataclasses.replace(current, **fields)
-
-
-def plan_from_body(
-    body: Mapping[str, Any], rows: Mapping[str, Document], docs: Iterable[str] | None = None
-) -> Plan:
-    """The ``Plan`` a saved body holds, its rows' ``before`` read from ``rows`` (the rows as
-    they are now); only the documents ``docs`` when given."""
-    updates: list[RowUpdate] = []
-    targets: list[PayloadTarget] = []
-    reingests: list[ReingestRequest] = []
-    moves: list[MoveTarget] = []
-    documents = body["documents"]
-    for doc_id in documents if docs is None else docs:
-        entry = documents[doc_id]
-        family = entry.get("family") or ""
-        if "after" in entry and doc_id in rows:
-            before = rows[doc_id]
-            after = _row(before, entry["after"])
-            updates.append(RowUpdate(doc_id, family, before, after, tuple(entry["reasons"])))
-        if "payload" in entry:
-            write = entry["payload"]
-            targets.append(
-                PayloadTarget(
-                    doc_id,
-                    entry.get("family"),
-                    write["payload"],
-                    int(write["points"]),
-                    tuple(write["reasons"]),
-                    partial=bool(write["partial"]),
-                )
-            )
-        if "reingest" in entry:
-            asked = entry["reingest"]
-            reingests.append(
-                ReingestRequest(doc_id, asked["source"], asked["source_key"], asked["reason"])
-            )
-        if "move" in entry:
-            move = entry["move"]
-            moves.append(
-                MoveTarget(
-                    doc_id,
-                    family,
-                    bool(move["to_archive"]),
-                    int(move["points"]),
-                    tuple(move["reasons"]),
-                )
-            )
-    return Plan(tuple(updates), tuple(targets), tuple(reingests), (), tuple(moves))
 
 
 def moved_documents(
