@@ -143,6 +143,24 @@ class RollbackRefused(ReconcilerError):
         )
 
 
+
+class PlanRefused(ReconcilerError):
+    """A saved plan that ``reconciler apply --plan ID`` will not apply: it was applied already
+    (a plan is applied at most once), it expired (``guard.plan_ttl``), or the stores moved
+    past it (a row or a chunk it would write changed since it was computed: ``moved`` names
+    the documents). Nothing was written; exit 3."""
+
+    def __init__(self, plan_id: str, reason: str, moved: list[str] | None = None) -> None:
+        self.plan_id = plan_id
+        self.reason = reason
+        self.moved = list(moved or [])
+        shown = ", ".join(self.moved[:10]) + (" ..." if len(self.moved) > 10 else "")
+        super().__init__(
+            f"plan {plan_id} was not applied: {reason}"
+            + (f" ({len(self.moved)} document(s): {shown})" if self.moved else "")
+            + "; nothing was written"
+        )
+
 class JobStopped(ReconcilerError):
     """A ``serve`` job was asked to stop (past its deadline, or serve is stopping): it stopped
     at a safe point (before a payload batch, or while reading a source) and is recorded as

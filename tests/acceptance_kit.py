@@ -226,6 +226,24 @@ class Deployment:
         with stores(self.settings) as opened:
             yield opened
 
+    def state(self) -> dict[str, Any]:
+        """What a crash test compares: every row (but ``updated_at``), payload and vector."""
+        points = self.points()
+        rows = {
+            k: {c: v for c, v in r.items() if c != "updated_at"} for k, r in self.rows().items()
+        }
+        return {"rows": rows, "payloads": points.payloads, "vectors": points.vectors}
+
+    def write_batch(self, points: int) -> None:
+        """Write payloads ``points`` points a batch (``index.write_batch``)."""
+        config = self.config.read_text(encoding="utf-8")
+        self.config.write_text(
+            config.replace(
+                'collection = "corpus"', f'collection = "corpus"\nwrite_batch = {points}'
+            ),
+            encoding="utf-8",
+        )
+
     def rows(self) -> dict[str, dict[str, Any]]:
         """Every document row, every column."""
         return self.dump()["documents"]  # type: ignore[no-any-return]

@@ -43,6 +43,8 @@ SLOW = (
     "tests/e2e/test_rekey_killed.py",
     "tests/integration/test_audit_chain.py::test_parallel_appenders_extend_one_chain",
     "tests/integration/test_leasing.py::test_two_processes_contend_and_exactly_one_runs",
+    "tests/e2e/test_authorized_killed.py",
+    "tests/e2e/test_peps_replay.py",
 )
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -92,7 +92,7 @@ def rollback_run(
                         f"another runner holds the lease of shard {shard}; the rollback was "
                         "not started (nothing was written): retry when that run has ended"
                     )
-                resolve_interrupted(table=table, index=index, shard=str(shard))
+                resolve_interrupted(table=table, index=index, shard=str(shard), undoing=run_id)
                 result = rollback(
                     table=table,
                     index=index,

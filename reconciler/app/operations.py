@@ -10,6 +10,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from reconciler.app.approving import open_plans
 from reconciler.app.followers import watch_rows
 from reconciler.app.holding import HeldLease, lease_name
 from reconciler.app.probing import probe_sources
@@ -177,8 +178,9 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def gather_status(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
-    """Documents by state, chunks, families, sources, the watched sources' marks and the last
-    runs."""
+    """Documents by state, chunks, families, sources, the watched sources' marks, the saved
+    plans open (``app.approving.open_plans``: each pending one names ``apply --plan ID``) and
+    the last runs."""
     with stores(settings) as opened:
         stats = opened.table.stats()
         sources = opened.table.source_status()
@@ -189,6 +191,7 @@ def gather_status(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> dict[st
         chunk_states = index.facet(key="version_state") if exists else {}
         archive = _archive_status(opened.index)
         watched = watch_rows(settings, SqlWatchMarks.of(opened.table).marks(), clock.now())
+        plans = open_plans(opened.table, clock.now())
     configured = {s.name: s for s in settings.sources}
     return {
         "table": settings.table.display_url(),
@@ -215,6 +218,7 @@ def gather_status(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> dict[st
             for row in [sources.get(name)]
         ],
         "watch": watched,
+        "plans": plans,
         "last_runs": [
             {
                 "run_id": r.run_id,
@@ -280,6 +284,7 @@ def engine_options(
             max_restored_fraction=settings.guard.max_restored_fraction,
             floor=settings.guard.floor,
             max_moved_fraction=settings.guard.max_moved_fraction,
+            plan_ttl=settings.guard.plan_ttl,
         ),
         ttls={s.name: s.effective_ttl for s in settings.sources},
         table_batch=settings.table.batch_size,

@@ -24,6 +24,7 @@ from reconciler.errors import (
     CollectionMissing,
     ConfigError,
     IndexWriteError,
+    PlanRefused,
     ReconcilerError,
     SchemaError,
     StoreUnavailable,
@@ -50,7 +51,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     ),
     (
         EXIT_REFUSED,
-        "refused by the blast-radius guard, nothing written (apply, run, repair, declare); "
+        "refused by the blast-radius guard, what it held back saved as a plan (apply, run, "
+        "repair, declare); a saved plan applied already, expired or moved past (apply --plan); "
         "a rollback under later runs; a split store's archive collection made by someone "
         "else (split); an ingestion of documents whose ids changed before `rekey` (ingest)",
     ),
@@ -179,6 +181,8 @@ def errors_mapped() -> Iterator[None]:
         fail(f"{exc}; the next run converges (every write is idempotent)", kind="index_write")
     except ArchiveRefused as exc:
         fail(str(exc), EXIT_REFUSED, kind="archive_refused")
+    except PlanRefused as exc:
+        fail(str(exc), EXIT_REFUSED, kind="plan_refused")
     except ConnectorError as exc:
         fail(str(exc), kind="source")
     except ReconcilerError as exc:

@@ -108,26 +108,75 @@ def plan(obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Sh
 
 @cli.command()
 @run_options
-@click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
+@click.option(
+    "--force", is_flag=True, help="Go past the blast-radius guard (for emergencies; audited)."
+)
+@click.option(
+    "--plan",
+    "plan_id",
+    metavar="ID",
+    help="Apply exactly this saved plan (what a refused run held back; any unique id prefix).",
+)
 @output_options
 @click.pass_obj
 def apply(
-    obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
+    obj: CliState,
+    checks: tuple[str, ...],
+    now: datetime | None,
+    shard: Shard | None,
+    force: bool,
+    plan_id: str | None,
 ) -> None:
     """Repair drift: row updates, payload-only writes, re-ingest requests, indexes.
 
-    Never embeds, never touches vectors or chunk text, never deletes a point. Refused (exit 3,
-    nothing written) when the run would change more than guard.max_changed_fraction of the
-    families or chunks, or a source that had documents returned none; --force overrides.
-    Exit 4 when it completed but a source could not be read (run status "partial").
+    Never embeds, never touches vectors or chunk text, never deletes a point. When the run
+    would hide or reveal more than guard.max_changed_fraction of the families or chunks, or a
+    source that had documents returned none, it is refused (exit 3): what cannot change what
+    retrieval serves is still written, and what it held back is saved as a plan whose id the
+    refusal names. Review it (`reconciler plans ID`), then approve exactly that plan with
+    `apply --plan ID`: it is applied once, and refused (exit 3, nothing written) when it
+    expired (guard.plan_ttl) or a row or chunk it would write changed since. --force writes
+    everything past the guard, for emergencies (recorded as forced). Exit 4 when it completed
+    but a source could not be read (run status "partial").
     """
+    if plan_id is not None:
+        if force or checks or now is not None or shard is not None:
+            raise click.UsageError("--plan applies a saved plan as it is: give it alone")
+        from reconciler.app.approving import approve_plan
+        from reconciler.cli.rendering_plans import render_approval
+
+        with errors_mapped():
+            data = approve_plan(obj.settings, plan_id)
+        obj.emit(data, render_approval)
+        return
     report = _reconcile(obj, "apply", checks=checks, now=now, shard=shard, force=force)
     _exit(report, writing=True)
 
 
 @cli.command()
+@click.argument("plan_id", metavar="[ID]", required=False)
+@click.option("--all", "every", is_flag=True, help="Every saved plan, not only the open ones.")
+@click.pass_obj
+def plans(obj: CliState, plan_id: str | None, every: bool) -> None:
+    """The plans refused runs saved: those waiting for approval (`apply --plan ID`) and
+    those a forced or approved run is writing; with ID, that plan's writes per document
+    (each row's values before and after, its chunks' payload)."""
+    from reconciler.app.approving import list_plans, show_plan
+    from reconciler.cli.rendering_plans import render_plans
+
+    with errors_mapped():
+        if plan_id is not None:
+            data = {"plans": [show_plan(obj.settings, plan_id)]}
+        else:
+            data = list_plans(obj.settings, every=every)
+    obj.emit(data, render_plans)
+
+
+@cli.command()
 @run_options
-@click.option("--force", is_flag=True, help="Go past the blast-radius guard (audited).")
+@click.option(
+    "--force", is_flag=True, help="Go past the blast-radius guard (for emergencies; audited)."
+)
 @output_options
 @click.pass_obj
 def run(
@@ -135,7 +184,9 @@ def run(
 ) -> None:
     """One reconciliation cycle for cron: check, then apply under the guard.
 
-    Exit 0 on success, 3 when the guard refused, 4 when it completed but a source could not
+    A refused run writes what cannot change what retrieval serves and saves the rest as a
+    plan, approved with `reconciler apply --plan ID` (the refusal names it). Exit 0 on
+    success, 3 when the guard refused, 4 when it completed but a source could not
     be read (run status "partial": that source's documents were not reconciled), 1 on error.
     Recorded with actor "cli" (the daemon's scheduled runs are "schedule").
     """

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from reconciler.cli.rendering_plans import plan_lines, refusal_outcome
+
 #: Findings (and writes) of each kind a report shows unless told otherwise (``--limit N``,
 #: ``--all``).
 PER_KIND = 5
@@ -218,6 +220,7 @@ def render_status(data: dict[str, Any]) -> str:
                 ],
             ),
         ]
+    out += plan_lines(data.get("plans", []))
     if data["last_runs"]:
         out += [
             "",
@@ -380,13 +383,9 @@ def _refusal(guard: Mapping[str, Any], *, wrote: bool = False) -> str:
         parts = [restored, changed] if "changed" not in over else [changed, restored]
     elif guard.get("restoring_families"):
         parts.append(restored.replace(" (max_restored", ", not counted (max_restored"))
-    held = list(guard.get("held", []))
-    named = ", ".join(held[:20]) + (f" and {len(held) - 20} more (guard.held)" * (len(held) > 20))
-    outcome = f"Held back: {named}. " if held else ""
-    outcome += "The rest of the plan was written." if wrote else "Nothing was written."
     return (
         f"\nREFUSED by the blast-radius guard ({'; '.join(tripped)}): {'; '.join(parts)}. "
-        f"{outcome} Review the plan, then rerun with --force if it is right."
+        + refusal_outcome(guard, wrote=wrote)
     )
 
 

@@ -30,3 +30,5 @@ TABLE_BATCH: Final = 1000
 SCROLL_BATCH: Final = 1000
 #: ``[index] write_batch``: points written at a time.
 WRITE_BATCH: Final = 256
+#: ``[guard]``: how long a refused run's saved plan may be approved (``apply --plan ID``).
+PLAN_TTL: Final = timedelta(days=7)

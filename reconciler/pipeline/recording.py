@@ -22,11 +22,57 @@ from reconciler.pipeline.values import GuardDecision, Options, Scan, SourcesRead
 from reconciler.planning import Plan
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import Applier, ApplyResult
+from reconciler.writing.approving import APPROVAL, FORCE, mark_applied, save_plan
 from reconciler.writing.declaring import record_declarations
+from reconciler.writing.plan_bodies import held_plan
 from reconciler.writing.runs import error_text, finish_reconciliation, start_reconciliation
 from reconciler.writing.source_reads import record_reading
 
 log = logging.getLogger(__name__)
+
+
+#: Refusals with nothing a person could approve: what was read cannot be trusted.
+_UNTRUSTED = frozenset({"source_empty", "index_shrunk"})
+
+
+def save_authorized(
+    table: DocumentTable,
+    index: ChunkIndex,
+    options: Options,
+    plan: Plan,
+    decision: GuardDecision,
+    *,
+    run_id: str,
+    now: datetime,
+) -> str | None:
+    """Before a writing run writes: a refused run saves what it held back, for a person to
+    approve as it is (``reconciler apply --plan ID``); a forced run saves its whole plan,
+    which the runner that finds it dead finishes under the same ``--force``
+    (``writing.approving``). Nothing is saved when the refusal trusts nothing that was read
+    (a source emptied, the index shrunk) nor for a refused ``declare`` (its declarations are
+    not recorded: its plan would be undone); the plan's id otherwise."""
+
+    def save(part: Plan, authorized_by: str) -> str | None:
+        return save_plan(
+            table,
+            index,
+            part,
+            run_id=run_id,
+            shard=str(options.shard),
+            now=now,
+            ttl=options.guard.plan_ttl,
+            hidden=decision.hidden,
+            authorized_by=authorized_by,
+            batch=options.scroll_batch,
+            declarations=[d.id for d in options.declarations],
+        )
+
+    if decision.forced:
+        return save(plan, FORCE)
+    untrusted = _UNTRUSTED & {r.kind for r in decision.reasons}
+    if not decision.refused or not decision.held or options.declarations or untrusted:
+        return None
+    return save(held_plan(plan, decision.held), APPROVAL)
 
 
 def record(
@@ -45,10 +91,12 @@ def record(
     clock: Clock = SYSTEM_CLOCK,
     progress: Callable[[str, int], None] | None = None,
     keep_writing: Callable[[], None] | None = None,
+    saved_plan: str | None = None,
 ) -> ApplyResult | None:
     """Apply the plan (of a refused run, the part the guard allows: ``GuardDecision.allowed``)
     and record the run, its findings and what the sources and identities looked like (a
-    refused run's are not recorded); ``None`` when nothing was applied."""
+    refused run's are not recorded); ``None`` when nothing was applied. A forced run's
+    ``saved_plan`` is marked applied once its plan is written (``save_authorized``)."""
 
     def finish(
         status: RunStatus,
@@ -124,6 +172,8 @@ def record(
     if decision.refused:
         finish(RunStatus.REFUSED, applied.counts(), applied)
         return applied
+    if decision.forced and saved_plan is not None:
+        mark_applied(table, saved_plan, at=clock.now())
     # (when each source was read: the clock's, never --now's as-of instant)
     record_reading(table, sources.states, sources.identities, sources.present, at=started_at)
     unread = [

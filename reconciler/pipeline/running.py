@@ -26,7 +26,7 @@ from reconciler.model import (
 from reconciler.pipeline import assessing, membership, scanning
 from reconciler.pipeline.guarding import decide
 from reconciler.pipeline.reading import read_sources
-from reconciler.pipeline.recording import record
+from reconciler.pipeline.recording import record, save_authorized
 from reconciler.pipeline.values import (
     Assessment,
     Options,
@@ -40,6 +40,7 @@ from reconciler.planning import (
 )
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.ports.source import SystemOfRecord
+from reconciler.writing.approving import approve_command
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +113,11 @@ class Reconciler:
         plan = self.without_queued_reingests(assessment.plan)
         decision = decide(options, self.guard_totals(options, scan), plan, sources.states, now)
         findings = [*assessment.findings, *decision.reasons]
-        applied = None
+        applied = saved = None
         if options.mode.writes:
+            saved = save_authorized(
+                self.table, self.index, options, plan, decision, run_id=run_id, now=now
+            )
             applied = record(
                 self.table,
                 self.index,
@@ -129,6 +133,7 @@ class Reconciler:
                 decision=decision,
                 scan=scan,
                 timings=assessment.timings,
+                saved_plan=saved,
             )
         report = Report(
             run_id=run_id,
@@ -140,12 +145,13 @@ class Reconciler:
             summary={check: dict(counts) for check, counts in assessment.summary.items()},
             refused=decision.refused,
             forced=decision.forced,
-            guard=decision.to_json(),
+            guard={**decision.to_json(), **_approval(saved, decision.refused)},
             applied=applied,
             sources=sources.states,
             chunks_scanned=scan.totals.chunks,
             timings=dict(assessment.timings),
             split=options.split,
+            saved_plan=saved,
         )
         log.info(
             "%s %s: %.2fs, %d chunk(s) scanned, %d finding(s), writes %s%s",
@@ -243,6 +249,16 @@ class Reconciler:
         return plan.without_reingests(
             self.table.pending_reingest_for(r.doc_id for r in plan.reingests)
         )
+
+
+def _approval(saved: str | None, refused: bool) -> dict[str, str]:
+    """The ``guard`` keys of a refused run's saved plan: its id and the command approving it;
+    a forced run's plan id (``guard.forced_plan``)."""
+    if saved is None:
+        return {}
+    if not refused:
+        return {"forced_plan": saved}
+    return {"plan_id": saved, "approve": approve_command(saved)}
 
 
 def refuse_undeclarable(options: Options, sources: SourcesRead) -> None:

@@ -52,6 +52,8 @@ class Guard:
     floor: int = defaults.GUARD_FLOOR
     #: Of families or chunks moved between the collections of a split store in one run.
     max_moved_fraction: float = defaults.MAX_MOVED_FRACTION
+    #: How long a refused run's saved plan may be approved (``apply --plan ID``).
+    plan_ttl: timedelta = defaults.PLAN_TTL
 
 
 @dataclass(frozen=True)
@@ -302,6 +304,9 @@ class Report:
     timings: Mapping[str, float] = field(default_factory=dict)
     #: A split store's collections (``Options.split``): ``writes`` then counts ``moves``.
     split: tuple[str, str] | None = None
+    #: The id of the plan a refused run saved (what it held back, to approve with
+    #: ``reconciler apply --plan ID``), or a forced run's (finished under its authorization).
+    saved_plan: str | None = None
 
     @property
     def drift(self) -> bool:

@@ -22,6 +22,7 @@ from reconciler.ports.index import (
     split_of,
 )
 from reconciler.ports.lease import Lease, LeaseFactory
+from reconciler.ports.plans import PlanReader, PlanWriter, SavedPlan, SavedPlans
 from reconciler.ports.source import SystemOfRecord
 from reconciler.ports.table import (
     AuditLog,
@@ -59,6 +60,7 @@ WRITERS = (
     OutboxWriter,
     AuditWriter,
     DeclarationWriter,
+    PlanWriter,
 )
 
 __all__ = [
@@ -84,12 +86,16 @@ __all__ = [
     "LeaseFactory",
     "OutboxReader",
     "OutboxWriter",
+    "PlanReader",
+    "PlanWriter",
     "QueuedReingest",
     "ReingestOutbox",
     "RunEntry",
     "RunLog",
     "RunLogReader",
     "RunLogWriter",
+    "SavedPlan",
+    "SavedPlans",
     "SourceStatus",
     "SplitIndex",
     "SystemOfRecord",

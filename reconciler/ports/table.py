@@ -19,6 +19,7 @@ from reconciler.model import (
     RowChange,
     Verification,
 )
+from reconciler.ports.plans import PlanReader, PlanWriter
 
 
 @dataclass(frozen=True)
@@ -444,7 +445,7 @@ class Declarations(DeclarationReader, DeclarationWriter, Protocol):
 
 
 class TableReader(
-    DocumentReader, RunLogReader, OutboxReader, AuditReader, DeclarationReader, Protocol
+    DocumentReader, RunLogReader, OutboxReader, AuditReader, DeclarationReader, PlanReader, Protocol
 ):
     """Everything the document table answers, and nothing that changes it."""
 
@@ -459,7 +460,7 @@ class TableReader(
 
 
 class TableWriter(
-    DocumentWriter, RunLogWriter, OutboxWriter, AuditWriter, DeclarationWriter, Protocol
+    DocumentWriter, RunLogWriter, OutboxWriter, AuditWriter, DeclarationWriter, PlanWriter, Protocol
 ):
     """Every write the document table takes (the writing side's: ``tests/unit/test_writers.py``)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from reconciler.model import defaults
-from reconciler.settings.shared import Section
+from reconciler.settings.shared import Duration, Section
 
 
 class GuardSettings(Section):
@@ -22,3 +22,5 @@ class GuardSettings(Section):
     #: In a split store (``index.archive_collection``), of families or chunks a run may move
     #: between the main collection and the archive (``reconciler split`` moves the first time).
     max_moved_fraction: float = Field(default=defaults.MAX_MOVED_FRACTION, gt=0, le=1)
+    #: How long a refused run's saved plan may be approved (``apply --plan ID``); then expired.
+    plan_ttl: Duration = defaults.PLAN_TTL

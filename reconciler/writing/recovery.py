@@ -31,6 +31,7 @@ from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.ports.index import StoredPoint
+from reconciler.writing.approving import finish_authorized_plans
 from reconciler.writing.dry import is_dry
 from reconciler.writing.moving import copy_into, unfinished
 from reconciler.writing.rekeying import finish_rekey
@@ -134,11 +135,19 @@ class ResolutionPlan:
 
 
 def resolve_interrupted(
-    *, table: DocumentTable, index: ChunkIndex, shard: str, actor: str = "recovery"
+    *,
+    table: DocumentTable,
+    index: ChunkIndex,
+    shard: str,
+    actor: str = "recovery",
+    undoing: str | None = None,
 ) -> list[Resolved]:
     """Resolve every run of ``shard`` still recorded as running (the caller holds the shard's
     lease, so none of them is alive: they are marked ``interrupted``), and every failed run
-    that left a payload batch unconfirmed (it stays ``failed``)."""
+    that left a payload batch unconfirmed (it stays ``failed``); then finish the plan of every
+    forced or approved run of the shard that is no longer running, under the same
+    authorization (``approving.finish_authorized_plans``), but that of the run ``undoing``
+    (a rollback's: what it undoes is not finished first)."""
     done = []
     for plan in plan_resolutions(table=table, index=index, shard=shard):
         apply_resolution(table, index, plan, actor=actor)
@@ -146,6 +155,8 @@ def resolve_interrupted(
             "run %s of shard %s resolved (%s): %s", plan.run_id, shard, plan.status, plan.outcome
         )
         done.append(Resolved(plan.run_id, len(plan.written), len(plan.missed)))
+    # (then a dead forced or approved run's plan is finished under the same authorization)
+    finish_authorized_plans(table, index, shard=shard, actor=actor, undoing=undoing)
     return done
 
 

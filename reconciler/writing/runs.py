@@ -42,9 +42,13 @@ def recorded(
     actor: str,
     shard: str | None = None,
     job: str | None = None,
+    forced: bool = False,
 ) -> Iterator[RunRecord]:
-    """Record a run for the duration of the block (see the module docstring)."""
-    record = RunRecord(table.start_run(mode=mode, actor=actor, shard=shard, job=job))
+    """Record a run for the duration of the block (see the module docstring; ``forced``: a run
+    under ``--force``)."""
+    record = RunRecord(
+        table.start_run(mode=mode, actor=actor, shard=shard, job=job, forced=forced)
+    )
     try:
         yield record
     except BaseException as exc:

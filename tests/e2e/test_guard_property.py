@@ -11,6 +11,13 @@ guard (``max_changed_fraction`` 0.2, floor 10). The model beside it knows which 
 default filter serves: what each run leaves served is compared with a ``default_filter()``
 scroll of the collection.
 
+A forced run (``--force``) or an approved plan (``apply --plan ID``) of a mass retirement is
+killed at a random point (before its rows, or before one of its payload batches: the process
+stops there, nothing recorded after); the next runner, which resolves the dead run first as
+every writing command does under its lease, finishes it under the same authorization, and
+the plain run after it is not refused and serves what the model says; an outage or a wrong
+config later is still refused.
+
 Before issue 37 the guard weighed every write: a link that joins two registered families
 counted both families and the successor's relabelled chunks, so six links in a corpus of
 twenty families were refused, and a refused run wrote nothing at all.
@@ -21,7 +28,7 @@ from __future__ import annotations
 import random
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -39,13 +46,34 @@ from reconciler.embedding import HashingEmbedder
 from reconciler.ingesting import Ingestor
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Options, Report
+from reconciler.rules.sharding import Shard
 from reconciler.stores.qdrant.index import QdrantChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.writing.approving import apply_saved, refuse_unless_appliable
+from reconciler.writing.recovery import resolve_interrupted
 
 T = datetime(2026, 6, 1, 12, tzinfo=UTC)
 DAY = timedelta(days=1)
 #: The guard's floor (``Guard.floor``): a change of at most this many families never refuses.
 FLOOR = 10
+#: Points a payload batch, so that a killed run has several batches to be killed between.
+BATCH = 2
+
+
+class Killed(BaseException):
+    """The process stops here: nothing after it runs (no ``except Exception`` records it)."""
+
+
+def killer(at: int) -> Callable[[], None]:
+    """A ``keep_writing`` that kills the run at its ``at``-th call (the first comes before
+    the rows, the others before each payload batch)."""
+    calls = iter(range(1, 10_000))
+
+    def check() -> None:
+        if next(calls) == at:
+            raise Killed
+
+    return check
 
 
 @dataclass
@@ -145,12 +173,22 @@ class History:
         )
         assert report.ok
 
-    def run(self, source: VaultSource | None = None) -> Report:
+    def run(
+        self,
+        source: VaultSource | None = None,
+        *,
+        force: bool = False,
+        keep_writing: Callable[[], None] | None = None,
+    ) -> Report:
         self.runs += 1
         engine = Reconciler(
-            table=self.table, index=self.index, sources=[source or self.vault.source()]
+            table=self.table,
+            index=self.index,
+            sources=[source or self.vault.source()],
+            keep_writing=keep_writing,
         )
-        report = engine.run(Options(mode="run", now=T + self.runs * timedelta(minutes=1)))
+        now = T + self.runs * timedelta(minutes=1)
+        report = engine.run(Options(mode="run", now=now, force=force, write_batch=BATCH))
         assert report.error is None
         return report
 
@@ -248,6 +286,38 @@ class History:
         self.accepted(self.run())
 
 
+    def authorized(self, retired: list[str], *, approved: bool, kill_at: int) -> None:
+        """Many served notes retired at once: refused; then forced (or its saved plan
+        approved) and killed at call ``kill_at``; the next runner finishes it, and the run
+        after is not refused."""
+        for name in retired:
+            self.vault.notes[name].status = "retired"
+        self.vault.write()
+        revealed = {n for n, note in self.vault.notes.items() if note.successor in retired}
+        report = self.run()
+        self.refused(report, set(retired) | revealed)
+        try:
+            if approved:
+                self.approve(report.guard["plan_id"], killer(kill_at))
+            else:
+                self.run(force=True, keep_writing=killer(kill_at))
+        except Killed:
+            pass
+        self.vault.served = (self.vault.served - set(retired)) | revealed
+        resolve_interrupted(table=self.table, index=self.index, shard=str(Shard()))
+        self.accepted(self.run())
+
+    def approve(self, plan_id: str, keep_writing: Callable[[], None]) -> None:
+        """``apply --plan ID``, as ``app.approving.approve_plan`` runs it."""
+        saved = self.table.saved_plan(plan_id)
+        assert saved is not None
+        refuse_unless_appliable(self.table, self.index, saved, now=T)
+        run_id = self.table.start_run(mode="apply", actor="cli", shard=saved.shard)
+        apply_saved(self.table, self.index, saved, run_id=run_id, actor="cli",
+                    keep_writing=keep_writing, batch_points=BATCH)  # fmt: skip
+        self.table.finish_run(run_id, status="succeeded", counts={}, error=None)
+
+
 # -- the histories ------------------------------------------------------------------------
 
 
@@ -255,7 +325,9 @@ class History:
 def histories(draw: st.DrawFn) -> tuple[int, list[tuple[str, int, int]]]:
     """How many notes, and the steps: (kind, a size, a seed for the choice of notes)."""
     notes = draw(st.integers(min_value=16, max_value=26))
-    kinds = st.sampled_from(["links", "joins", "relabels", "outage", "typo", "retirement"])
+    kinds = st.sampled_from(
+        ["links", "joins", "relabels", "outage", "typo", "retirement", "forced", "approved"]
+    )
     steps = draw(
         st.lists(
             st.tuples(kinds, st.integers(1, 15), st.integers(0, 2**16)), min_size=1, max_size=4
@@ -292,7 +364,7 @@ def play(notes: int, steps: list[tuple[str, int, int]]) -> None:
                 history.relabels(names, f"class{number}")
             elif kind == "outage":
                 history.outage()
-            elif kind == "typo":
+            elif kind == "typo" and len(served_now) > FLOOR:
                 history.typo()
             elif kind == "retirement" and len(served_now) > FLOOR + 1:
                 m = pick.randint(FLOOR + 1, len(served_now) - 1)
@@ -300,12 +372,18 @@ def play(notes: int, steps: list[tuple[str, int, int]]) -> None:
                 rest = [n for n in served_now if n not in retired]
                 relabelled = pick.sample(rest, min(size, len(rest)))
                 history.retirement(retired, relabelled, f"class{number}")
+            elif kind in ("forced", "approved") and len(served_now) > FLOOR + 1:
+                retired = pick.sample(served_now, pick.randint(FLOOR + 1, len(served_now) - 1))
+                history.authorized(retired, approved=kind == "approved", kill_at=size)
 
 
 @settings(max_examples=examples(8))
 @given(histories())
 # (the retired successor of a linked predecessor reveals it: held back with the retired)
 @example((16, [("links", 1, 0), ("retirement", 1, 0)]))
+# (killed before its rows; among its payload batches; then an outage is still refused)
+@example((26, [("forced", 1, 3), ("outage", 1, 0)]))
+@example((26, [("links", 2, 1), ("approved", 4, 2), ("typo", 1, 0), ("outage", 1, 0)]))
 def test_only_an_outage_or_a_mass_retirement_is_refused(
     history: tuple[int, list[tuple[str, int, int]]],
 ) -> None:

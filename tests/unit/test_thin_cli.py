@@ -1,9 +1,9 @@
 """The CLI is thin: a command parses its options, calls one library function of
 ``reconciler.app`` (``operations``, or a command module of its own: ``bootstrap``, ``demo``,
-``evaluating``, ``searching``, ``daemon``, ``suggesting``, ``declaring``, ``splitting``, ``rekeying``), renders what it
-returns and maps errors to exit codes. So the modules of ``reconciler/cli/`` import, of the
-project, only what is listed here: no store, no wiring or lease, no stage of the engine, no
-writer. Read from the source (every import, those made inside a function or for type
+``evaluating``, ``searching``, ``daemon``, ``suggesting``, ``declaring``, ``splitting``,
+``rekeying``, ``approving``), renders what it returns and maps errors to exit codes. So the
+modules of ``reconciler/cli/`` import, of the project, only what is listed here: no store, no
+wiring or lease, no stage of the engine, no writer. Read from the source (every import, those made inside a function or for type
 checking too)."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ ALLOWED = {
     "reconciler.app.suggesting": "`suggest`",
     "reconciler.app.declaring": "`declare`",
     "reconciler.app.rekeying": "`rekey`",
+    "reconciler.app.approving": "`apply --plan ID`, `plans`",
     "reconciler.app.surveying": "`vocabulary check`",
     "reconciler.app.daemon": "`serve`, and the metrics a cron `run` leaves",
     "reconciler.app.followers": "drawing the watched sources `status` shows",

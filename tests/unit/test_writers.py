@@ -57,6 +57,9 @@ WRITING_MODULES = {
     # of doc_id/chunk_id/superseded_by and the confirmation (finished by recovery, undone by
     # rollback, both through it)
     "reconciler/writing/rekeying.py": {"append_audit", "rekey_documents", "set_payloads"},
+    # saved plans: a refused run's held part (and a forced run's whole plan) saved, claimed
+    # once by the run that applies it, marked applied, stale or expired
+    "reconciler/writing/approving.py": {"claim_plan", "save_plan", "set_plan_status"},
     # a declare run's declarations, and their revocation by a rollback (``undo_declarations``)
     "reconciler/writing/declaring.py": {"write_declarations"},
     # a split store's moves: whole points copied into one collection (created with the
@@ -84,7 +87,7 @@ WRITING_MODULES = {
 def test_the_writer_protocols_hold_the_writes_and_nothing_else() -> None:
     ports = {name for port in (ChunkIndex, DocumentTable) for name in dir(port)}
     readers = {name for port in (ChunkReader, TableReader) for name in dir(port)}
-    assert len(WRITER_METHODS) == 22
+    assert len(WRITER_METHODS) == 25
     assert ports >= WRITER_METHODS
     assert not WRITER_METHODS & readers
 

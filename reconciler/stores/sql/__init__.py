@@ -17,6 +17,8 @@ same SQLAlchemy engine and each owning its own transactions:
 ``sql.declarations``            ``SqlDeclarations``: a person's declarations, recorded and
                                 revoked with their audit entries
 ``sql.rekeys``                  ``SqlRekeys``: documents given new ids in place (a re-keying)
+``sql.plans``                   ``SqlPlans``: saved plans, waiting for approval or being
+                                applied under an authorization
 ==============================  ==========================================================
 
 The ORM models are in ``reconciler.stores.sql.schema``, the migrations in ``stores/sql/migrations``.
@@ -38,6 +40,7 @@ from reconciler.stores.sql.metrics import SqlMetrics
 from reconciler.stores.sql.migrating import SchemaStatus, SqlSchema, _alembic_config
 from reconciler.stores.sql.outbox import SqlOutbox
 from reconciler.stores.sql.rekeys import SqlRekeys
+from reconciler.stores.sql.plans import SqlPlans
 from reconciler.stores.sql.runlog import SqlRunLog
 
 if TYPE_CHECKING:
@@ -53,6 +56,7 @@ __all__ = [
     "SqlMetrics",
     "SqlOutbox",
     "SqlRekeys",
+    "SqlPlans",
     "SqlRunLog",
     "SqlSchema",
     "TableBounds",
@@ -73,9 +77,10 @@ class SqlDocumentTable(
     SqlSchema,
     SqlDeclarations,
     SqlRekeys,
+    SqlPlans,
 ):
-    """The document table, identity map, run log, outbox, audit log and declarations in one
-    SQL database.
+    """The document table, identity map, run log, outbox, audit log, declarations and saved
+    plans in one SQL database.
 
     It is made of the repositories: each method of the port is its repository's own, declared
     there once (``table.start_run`` is ``SqlRunLog.start_run``), and every repository works

@@ -289,3 +289,34 @@ class WatchMarkRow(Base):
     #: The source's own date of the newest change reconciled (mtime, commit time).
     changed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     reconciled_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class PlanRow(Base):
+    """A saved plan: the writes a refused run held back (waiting for a person's approval,
+    ``reconciler apply --plan ID``), or the writes a forced or approved run set out to make
+    (so the runner that finds it dead finishes them under the same authorization)."""
+
+    __tablename__ = "plans"
+
+    plan_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    #: The run that computed it (a refused run; a forced one).
+    run_id: Mapped[str] = mapped_column(String(36), index=True)
+    shard: Mapped[str] = mapped_column(String(32))
+    #: ``pending`` (waiting for approval), ``applying`` (its run writes it), ``applied``,
+    #: ``stale`` (the stores moved past it), ``expired``.
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    #: Who may write it: ``approval`` (a person's, pending until given) or ``force``.
+    authorized_by: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    #: The run that applies (or applied) it: the approving run, or the forced run itself.
+    applied_run: Mapped[str | None] = mapped_column(String(36), index=True)
+    applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    #: The audit head when it was computed (what the stores were at).
+    audit_head: Mapped[str] = mapped_column(String(64), default="")
+    #: sha256 of the body: the same held writes over the same stores are saved once.
+    fingerprint: Mapped[str] = mapped_column(String(64), index=True)
+    documents: Mapped[int] = mapped_column(Integer, default=0)
+    hidden: Mapped[int] = mapped_column(Integer, default=0)
+    #: The writes per document, with the rows' values before and the chunks' fingerprints.
+    body: Mapped[dict[str, Any]] = mapped_column(JSONType)
