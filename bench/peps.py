@@ -5,7 +5,8 @@ type and path rewritten), through the console script as a person runs it: ``init
 ``ingest``, ``run``, and a second ``run``. Then compares what ``default_filter()`` serves with
 what the PEPs' own headers say, read here by a plain line reader (``PepLabels``; never by the
 code under test): a PEP is served when its ``Status`` is Final, Active, Accepted or Provisional
-and no PEP that comes into force succeeds it, by its own ``Superseded-By`` or by the other's
+(or ``Superseded`` by PEPs none of which is in force yet, a Draft) and no PEP that comes into
+force succeeds it, by its own ``Superseded-By`` or by the other's
 ``Replaces``. Prints served / hidden / mismatched counts, the findings by kind and the time of
 each command.
 
@@ -119,7 +120,11 @@ class PepLabels:
         served = frozenset(
             f"{source}:pep-{n:04d}"
             for n in headers
-            if status[n] in SERVED_STATUSES
+            if (
+                status[n] in SERVED_STATUSES
+                # superseded only by successors not in force (a Draft): still the one in force
+                or (status[n] == "Superseded" and successors[n])
+            )
             and not any(status[s] not in NEVER_IN_FORCE for s in successors[n])
         )
         return cls(

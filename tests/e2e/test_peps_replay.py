@@ -1,15 +1,15 @@
 """Acceptance (issue 37): a replay of a real repository's history ends at the headers' truth
 with at most one approval a step.
 
-The PEP fixtures (``examples/peps``, real files of github.com/python/peps, SOURCE.md) hold two
-real snapshots: the repository at the end of 2015 and today's. The replay commits three
+The PEP fixtures (``examples/peps``, real files of github.com/python/peps, SOURCE.md) hold three
+real snapshots: the repository at the end of 2015, at the end of 2020 and today's. The replay commits three
 snapshots years apart to a git repository, each with its own date, and the git connector reads
 them through the git log as cron meets a moved checkout (the scheduled ``run`` first, which sees
 the edits before their ingestion; then ``ingest`` and ``run``) under the default guard:
 
 1. 2015-12-27: the repository as it was then (54 PEPs);
-2. 2021-01-01: the PEPs created by then, as they read today (an intermediate step the
-   fixtures make from today's files: most PEPs of 2015 edited in place, new ones added);
+2. 2020-12-30: the repository as it was then (71 PEPs: most PEPs of 2015 edited in place,
+   new ones added);
 3. 2026-08-22: today's repository (88 PEPs).
 
 At each step a refused run is approved at most once, by the plan it saved (``apply --plan
@@ -22,7 +22,6 @@ headers' own contradictions.
 from __future__ import annotations
 
 import re
-import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from acceptance_kit import Deployment
 from git_kit import Repo
 from test_acceptance_vocabulary import PEPS, only_source_contradictions, preset
 
-from bench.peps import PepLabels, pep_headers
+from bench.peps import PepLabels
 
 #: The test's own reader of a header line (independent of the connector's).
 _STATUS = re.compile(r"^Status:[ \t]*(?P<status>\S[^\r\n]*?)[ \t]*\r?$", re.MULTILINE)
@@ -47,19 +46,6 @@ def statuses(folder: Path) -> dict[int, str]:
         if number is not None and status is not None and int(number["number"]) != 0:
             found[int(number["number"])] = status["status"]
     return found
-
-
-def created_by(into: Path, instant: datetime) -> Path:
-    """Today's PEP files whose ``Created`` date is on or before ``instant``."""
-    labels = PepLabels.of(PEPS / "head")
-    for path in sorted((PEPS / "head").glob("peps/pep-*.rst")):
-        number = int(pep_headers(path)["PEP"])
-        created = labels.created.get(number)
-        if number != 0 and created is not None and created <= instant:
-            target = into / "peps" / path.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, target)
-    return into
 
 
 def approved_once(deploy: Deployment) -> int:
@@ -93,10 +79,9 @@ def step(deploy: Deployment, *, first: bool) -> int:
 def test_three_snapshots_years_apart_end_at_the_headers_truth(
     deploy: Deployment, tmp_path: Path
 ) -> None:
-    middle = created_by(tmp_path / "peps-2021", datetime(2021, 1, 1, tzinfo=UTC))
     snapshots = [
         (PEPS / "2015", datetime(2015, 12, 27, tzinfo=UTC)),
-        (middle, datetime(2021, 1, 1, tzinfo=UTC)),
+        (PEPS / "2021", datetime(2020, 12, 30, tzinfo=UTC)),
         (PEPS / "head", datetime(2026, 8, 22, tzinfo=UTC)),
     ]
     repo = Repo(tmp_path / "peps-checkout")
@@ -112,7 +97,7 @@ def test_three_snapshots_years_apart_end_at_the_headers_truth(
         assert deploy.served() == labels.served, when
     assert len(repo.git("log", "--format=%H").split()) == 3
     assert all(a <= 1 for a in approvals), approvals
-    # (2015 -> 2021 edits most PEPs in place: its first run is refused and approved; measured
+    # (2015 -> 2020 edits most PEPs in place: its first run is refused and approved; measured
     # [0, 1, 0])
     assert sum(approvals) >= 1, approvals
     code, data = deploy.json("check")
