@@ -499,6 +499,8 @@ class AuditKind(enum.StrEnum):
     MOVE_RESOLVE = "move_resolve"
     #: A declaration recorded (``reconciler declare``).
     DECLARATION = "declaration"
+    #: A payload index created.
+    INDEX = "index"
 
 
 @dataclass(frozen=True)
