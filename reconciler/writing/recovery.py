@@ -31,6 +31,8 @@ from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.ports.index import StoredPoint
+from reconciler.writing.applying import Applier
+from reconciler.writing.executing import execute
 from reconciler.writing.moving import copy_into, unfinished
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,10 @@ class ResolutionPlan:
             "missing": sum(m.missing for m in self.moves),
         }
 
+    def execute(self, applier: Applier) -> None:
+        """Record how the run's writes ended (``apply_resolution``), as ``applier.actor``."""
+        apply_resolution(applier.table, applier.index, self, actor=applier.actor)
+
     @property
     def outcome(self) -> str:
         """What the run log says of how the run's writes ended."""
@@ -134,7 +140,7 @@ def resolve_interrupted(
     that left a payload batch unconfirmed (it stays ``failed``)."""
     done = []
     for plan in plan_resolutions(table=table, index=index, shard=shard):
-        apply_resolution(table, index, plan, actor=actor)
+        execute(plan, Applier(table=table, index=index, run_id=plan.run_id, actor=actor))
         log.warning(
             "run %s of shard %s resolved (%s): %s", plan.run_id, shard, plan.status, plan.outcome
         )

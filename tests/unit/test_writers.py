@@ -52,7 +52,8 @@ WRITING_MODULES = {
         "request_reingest",
         "set_run_counts",
     },
-    "reconciler/writing/rollback.py": {"write_rows_and_outbox"},
+    # a rollback's restored rows (``RunUndo.execute``)
+    "reconciler/writing/rollback_plan.py": {"write_rows_and_outbox"},
     # a declare run's declarations, and their revocation by a rollback (``undo_declarations``)
     "reconciler/writing/declaring.py": {"write_declarations"},
     # a split store's moves: whole points copied into one collection (created with the
