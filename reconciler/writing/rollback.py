@@ -14,8 +14,8 @@
   go back where they were (audited as any move, ``moving``), those it put there that are
   still there; one that has moved again since is left and listed.
 
-It is planned first (``rollback_plan``: a pure fold over what the stores hold, cascade
-included, into a frozen ``RunUndo``), then each step of the plan runs as a new audited run
+It is planned first (``read_history`` reads once what it looks at; ``rollback_plan`` folds
+that, cascade included, into a frozen ``RunUndo``), then each step of the plan runs as a new audited run
 by actor ``rollback``, under the lease of the rolled-back run's shard (the caller takes it),
 through the executor (``executing``). ``dry_run`` renders the plan: what the real rollback
 would do, cascade included; nothing is written. Re-ingest requests and payload indexes are
@@ -48,7 +48,14 @@ from reconciler.writing.runs import recorded
 ROLLBACK = RunMode.ROLLBACK
 #: Points read by id a request, planning.
 READ_BATCH = 1000
-__all__ = ["ROLLBACK", "RollbackResult", "apply_rollback", "later_runs", "rollback"]
+__all__ = [
+    "ROLLBACK",
+    "RollbackResult",
+    "apply_rollback",
+    "later_runs",
+    "read_history",
+    "rollback",
+]
 
 
 @dataclass
