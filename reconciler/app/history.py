@@ -1,4 +1,4 @@
-"""Commands over what runs wrote: ``rollback`` (under the run's shard lease, or dry) and
+"""Commands over what runs wrote: ``rollback`` (under the run's shard lease, or its plan rendered) and
 ``audit show | verify | seal``, each run named by its id or any unique prefix of it."""
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from reconciler.model import Verification
 from reconciler.ports import DocumentTable
 from reconciler.rules.sharding import Shard
 from reconciler.settings import Settings
-from reconciler.writing.dry import dry_stores
-from reconciler.writing.recovery import apply_resolution, plan_resolutions, resolve_interrupted
+from reconciler.writing.recovery import plan_resolutions, resolve_interrupted
 from reconciler.writing.rollback import rollback
 from reconciler.writing.sealing import seal
 
@@ -54,8 +53,9 @@ def rollback_run(
 ) -> dict[str, Any]:
     """Restore what one run wrote, under the lease of that run's shard (runs of the shard
     whose process died are resolved first, so an interrupted run can be rolled back). A dry
-    run does the same on dry stores (``writing.dry``) and takes no lease: it resolves the
-    shard's dead runs as the real one would when that lease is free, and writes nothing.
+    run renders the rollback's plan (``writing.rollback_plan``) and takes no lease: it plans
+    the shard's dead runs as resolved, as the real one would when that lease is free, and
+    writes nothing.
     The chunk index is opened once the run is known (a wrong id costs no index start-up)."""
     table = open_table(settings)
     try:
@@ -67,23 +67,25 @@ def rollback_run(
         index = open_index(settings)
         try:
             if dry_run:
-                dry_table, dry_index = dry_stores(table, index)
+                resolving = []
                 if leases(lease_name(str(shard)), clock=clock).is_free():
-                    for plan in plan_resolutions(table=table, index=index, shard=str(shard)):
-                        apply_resolution(dry_table, dry_index, plan)
-                        log.info(
-                            "dry run: run %s of shard %s would be resolved (%s)",
-                            plan.run_id,
-                            shard,
-                            plan.status,
-                        )
+                    resolving = plan_resolutions(table=table, index=index, shard=str(shard))
+                for plan in resolving:
+                    log.info(
+                        "dry run: run %s of shard %s would be resolved (%s)",
+                        plan.run_id,
+                        shard,
+                        plan.status,
+                    )
                 return rollback(
-                    table=dry_table,
-                    index=dry_index,
+                    table=table,
+                    index=index,
                     run_id=run_id,
+                    batch_points=settings.index.write_batch,
                     cascade=cascade,
                     dry_run=True,
                     shard=str(shard),
+                    resolving=resolving,
                 ).to_json()
             lease = leases(lease_name(str(shard)), clock=clock)
             with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:

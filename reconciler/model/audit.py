@@ -35,6 +35,8 @@ class AuditKind(enum.StrEnum):
     MOVE_RESOLVE = "move_resolve"
     #: A declaration recorded (``reconciler declare``).
     DECLARATION = "declaration"
+    #: A payload index created.
+    INDEX = "index"
     #: A re-keying's intent (its pairs and points, before any write) and each document given
     #: its new id in the table (``reconciler rekey``).
     REKEY = "rekey"

@@ -24,6 +24,7 @@ from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import Applier, ApplyResult
 from reconciler.writing.approving import APPROVAL, FORCE, mark_applied, save_plan
 from reconciler.writing.declaring import record_declarations
+from reconciler.writing.executing import Repair, execute
 from reconciler.writing.plan_bodies import held_plan
 from reconciler.writing.runs import error_text, finish_reconciliation, start_reconciliation
 from reconciler.writing.source_reads import record_reading
@@ -157,7 +158,7 @@ def record(
                 table, options.declarations, run_id=run_id, actor=options.actor, at=clock.now()
             )
             applier.result.audit_head = head or applier.result.audit_head
-        applied = applier.apply(plan, located=scan.chunks)
+        applied = execute(Repair(plan, located=scan.chunks), applier)
     except Exception as exc:
         # Recorded with exactly what was written (the audit has it entry by entry); the
         # next run converges. If the table itself is what failed, the caller records it.

@@ -194,10 +194,6 @@ class SplitIndex(Protocol):
         """The names of the main collection and of the archive."""
         ...
 
-    def with_parts(self, main: ChunkIndex, archive: ChunkIndex) -> ChunkIndex:
-        """The same split over other parts (a dry run's overlays of these)."""
-        ...
-
 
 def split_of(index: object) -> SplitIndex | None:
     """``index`` as a split store, or ``None`` when it is one collection."""

@@ -52,10 +52,6 @@ class SplitChunkIndex:
     def __repr__(self) -> str:
         return f"SplitChunkIndex(main={self.main!r}, archive={self.archive!r})"
 
-    def with_parts(self, main: ChunkIndex, archive: ChunkIndex) -> ChunkIndex:
-        """The same split over other parts (a dry run's overlays of these)."""
-        return SplitChunkIndex(main, archive)
-
     @property
     def collections(self) -> tuple[str, str]:
         """The names of the main collection and of the archive."""

@@ -5,7 +5,9 @@ holds the list of who calls them).
   re-ingest requests in one transaction, chunk payloads in batches by point id, payload
   indexes; ``differs``: whether a point still needs a write, and what it sends.
 - ``runs``: every command's record in the run log, one lifecycle (``recorded``).
-- ``recovery``: what a killed run left, finished from its intents.
-- ``rollback``: a run undone, from its audit entries; ``dry``: the stores of a dry run, whose
-  writes stay in memory (the same rollback runs on them).
+- ``executing``: the one executor every plan goes through (``Executable``: the protocol a plan
+  kind implements).
+- ``recovery``: what a killed run left, planned from its intents and finished.
+- ``rollback_plan``: a run undone, planned (a pure fold over its audit entries, cascade
+  included); ``rollback``: what it reads, and the plan applied (``--dry-run``: rendered).
 """

@@ -191,7 +191,7 @@ class Applier:
                         self.clock.now(),
                         self.actor,
                         "index/payload_index_missing",
-                        "index",
+                        AuditKind.INDEX,
                         key,
                         None,
                         {"schema": schema},

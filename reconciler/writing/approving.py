@@ -43,6 +43,7 @@ from reconciler.payload import payload_for
 from reconciler.planning import Plan
 from reconciler.ports import ChunkIndex, DocumentTable, SavedPlan
 from reconciler.writing.applying import Applier, ApplyResult
+from reconciler.writing.executing import Repair, execute
 from reconciler.writing.plan_bodies import (
     chunk_fingerprints,
     digest,
@@ -223,7 +224,7 @@ def apply_saved(
     )
     applier.audit_first([_authorized_entry(saved, run_id, actor, clock.now())])
     rows = table.get_documents(list(saved.body["documents"]))
-    result = applier.apply(plan_from_body(saved.body, rows))
+    result = execute(Repair(plan_from_body(saved.body, rows)), applier)
     table.set_plan_status(saved.plan_id, APPLIED, at=clock.now())
     return result
 
@@ -270,7 +271,7 @@ def finish_authorized(
         d: r for d, r in rows.items() if d in finish and row_values(r) == documents[d].get("before")
     }
     plan = plan_from_body(body, changing, finish)
-    result = applier.apply(plan)
+    result = execute(Repair(plan), applier)
     table.set_plan_status(saved.plan_id, APPLIED, at=clock.now())
     if left:
         log.warning(

@@ -31,8 +31,9 @@ from reconciler.payload import chunk_id_for, point_id_for
 from reconciler.planning import PayloadTarget, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.ports.index import StoredPoint
+from reconciler.writing.applying import Applier
 from reconciler.writing.approving import finish_authorized_plans
-from reconciler.writing.dry import is_dry
+from reconciler.writing.executing import execute
 from reconciler.writing.moving import copy_into, unfinished
 from reconciler.writing.rekeying import finish_rekey
 
@@ -109,6 +110,10 @@ class ResolutionPlan:
             "missing": sum(m.missing for m in self.moves),
         }
 
+    def execute(self, applier: Applier) -> None:
+        """Record how the run's writes ended (``apply_resolution``), as ``applier.actor``."""
+        apply_resolution(applier.table, applier.index, self, actor=applier.actor)
+
     @property
     def outcome(self) -> str:
         """What the run log says of how the run's writes ended."""
@@ -150,7 +155,7 @@ def resolve_interrupted(
     (a rollback's: what it undoes is not finished first)."""
     done = []
     for plan in plan_resolutions(table=table, index=index, shard=shard):
-        apply_resolution(table, index, plan, actor=actor)
+        execute(plan, Applier(table=table, index=index, run_id=plan.run_id, actor=actor))
         log.warning(
             "run %s of shard %s resolved (%s): %s", plan.run_id, shard, plan.status, plan.outcome
         )
@@ -224,11 +229,10 @@ def apply_resolution(
             run_id=run_id,
         )
     _finish_moves(index, plan.moves)
-    if not is_dry(table):  # (a dry rollback's stores hold no re-keying: see rollback)
-        for intent, through in plan.rekeys:
-            head = finish_rekey(
-                table, index, intent, through=through, now=lambda: datetime.now(UTC), actor=actor
-            ).audit_head
+    for intent, through in plan.rekeys:
+        head = finish_rekey(
+            table, index, intent, through=through, now=lambda: datetime.now(UTC), actor=actor
+        ).audit_head
     moves = plan.move_counts
     if any(moves.values()):
         head = _resolution(

@@ -14,42 +14,52 @@
   go back where they were (audited as any move, ``moving``), those it put there that are
   still there; one that has moved again since is left and listed.
 
-It runs as a new audited run by actor ``rollback``, under the lease of the rolled-back run's
-shard (the caller takes it). ``dry_run`` runs the same code on stores whose writes stay in
-memory (``dry``), so it reports exactly what the real rollback would do, cascade included;
-nothing is written. Re-ingest requests and payload indexes are not undone (neither changes
-what retrieval returns); they are listed.
+It is planned first (``read_history`` reads once what it looks at; ``rollback_plan`` folds
+that, cascade included, into a frozen ``RunUndo``), then each step of the plan runs as a new audited run
+by actor ``rollback``, under the lease of the rolled-back run's shard (the caller takes it),
+through the executor (``executing``). ``dry_run`` renders the plan: what the real rollback
+would do, cascade included; nothing is written. Re-ingest requests and payload indexes are
+not undone (neither changes what retrieval returns); they are listed.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
-from reconciler.errors import ReconcilerError, RollbackRefused
-from reconciler.model import (
-    MANAGED_KEYS,
-    AuditEntry,
-    AuditKind,
-    RowChange,
-    RunMode,
-    RunStatus,
-    fields_from_json,
-    jsonable,
-)
-from reconciler.payload import payload_for
-from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.errors import RollbackRefused
+from reconciler.model import AuditEntry, AuditKind, RunMode, RunStatus
+from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.rules.rekeying import RekeyPair, RekeyPlan
 from reconciler.writing.applying import Applier
-from reconciler.writing.declaring import undo_declarations
-from reconciler.writing.dry import dry_stores, is_dry
+from reconciler.writing.differs import managed
+from reconciler.writing.executing import execute
+from reconciler.writing.recovery import ResolutionPlan
 from reconciler.writing.rekeying import apply_rekey
+from reconciler.writing.rollback_plan import (
+    UNDONE,
+    Point,
+    RollbackInputs,
+    RollbackPlan,
+    RunHistory,
+    plan_rollback,
+)
 from reconciler.writing.runs import recorded
 
 ROLLBACK = RunMode.ROLLBACK
+#: Points read by id a request, planning.
+READ_BATCH = 1000
+__all__ = [
+    "ROLLBACK",
+    "RollbackResult",
+    "apply_rollback",
+    "later_runs",
+    "read_history",
+    "rollback",
+]
 
 
 @dataclass
@@ -68,6 +78,22 @@ class RollbackResult:
     not_undone: list[dict[str, Any]] = field(default_factory=list)
     #: Points moved back between the collections of a split store (``None``: not one).
     moves: int | None = None
+
+    @classmethod
+    def planned(cls, plan: RollbackPlan) -> RollbackResult:
+        """What ``plan`` would restore: a dry run's output."""
+        return cls(
+            run_id=None,
+            rolled_back=plan.rolled_back,
+            rows=len(plan.rows),
+            payload_groups=len(plan.payloads),
+            points=sum(len(g.point_ids) for g in plan.payloads),
+            declarations=len(plan.revoked) + len(plan.restored),
+            dry_run=True,
+            cascaded=[cls.planned(c).to_json() for c in plan.cascaded],
+            not_undone=[dict(n) for n in plan.not_undone],
+            moves=None if plan.moves is None else sum(len(m.moving) for m in plan.moves),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for output."""
@@ -97,141 +123,171 @@ def rollback(
     dry_run: bool = False,
     keep_writing: Callable[[], None] | None = None,
     shard: str = "0/1",
-    _handled: set[str] | None = None,
+    resolving: Sequence[ResolutionPlan] = (),
 ) -> RollbackResult:
     """Restore what run ``run_id`` changed (see the module docstring); the rollback is
-    recorded as a run of ``shard``, the shard whose lease the caller holds."""
-    if dry_run and not is_dry(table):  # the same code as the real rollback, on dry stores
-        table, index = dry_stores(table, index)
-    handled = _handled if _handled is not None else set()
-    handled.add(run_id)  # a cascade never comes back to a run it is already undoing
+    recorded as a run of ``shard``, the shard whose lease the caller holds. ``dry_run``: the
+    plan, rendered; ``resolving``: the dead runs a dry run's real runner would resolve first
+    (planned as resolved)."""
+    run = table.get_run(run_id)
+    if run is not None and run.status != RunStatus.RUNNING:
+        entries, hashes = table.run_entries_with_hashes(run_id)
+        rekeys = [e for e in entries if e.target_type == AuditKind.REKEY]
+        if rekeys:  # (issue 34: a re-keying is undone by its pairs swapped, nothing else)
+            return rekey_back(table, index, run_id, rekeys, hashes[0], dry_run=dry_run, shard=shard)
+    inputs = read_history(table, index, run_id, cascade=cascade, resolving=resolving)
+    plan = plan_rollback(inputs, batch_points=batch_points)
+    if dry_run:
+        return RollbackResult.planned(plan)
+    return apply_rollback(
+        plan,
+        table=table,
+        index=index,
+        batch_points=batch_points,
+        keep_writing=keep_writing,
+        shard=shard,
+    )
+
+
+def apply_rollback(
+    plan: RollbackPlan,
+    *,
+    table: DocumentTable,
+    index: ChunkIndex,
+    batch_points: int = 256,
+    keep_writing: Callable[[], None] | None = None,
+    shard: str = "0/1",
+) -> RollbackResult:
+    """Apply each step of ``plan`` (the cascaded ones first, newest first) as its own
+    recorded ``rollback`` run, through the executor; what each restored."""
+    done: dict[str, RollbackResult] = {}
+    for step in plan.steps():
+        with recorded(table, mode=ROLLBACK, actor=ROLLBACK, shard=shard) as record:
+            applier = Applier(
+                table=table,
+                index=index,
+                run_id=record.run_id,
+                actor=ROLLBACK,
+                batch_points=batch_points,
+                keep_writing=keep_writing,
+            )
+            written = execute(step, applier)
+            result = RollbackResult(
+                run_id=record.run_id,
+                rolled_back=step.rolled_back,
+                rows=written.rows,
+                payload_groups=written.payload_writes,
+                points=written.points,
+                declarations=len(step.revoked) + len(step.restored),
+                cascaded=[done[c.rolled_back].to_json() for c in step.cascaded],
+                not_undone=[dict(n) for n in step.not_undone],
+                moves=None if step.moves is None else written.moves,
+            )
+            record.counts = {
+                "declarations": result.declarations,
+                "table": result.rows,
+                "payload": result.payload_groups,
+                "points": result.points,
+                "audit_head": written.audit_head,
+                "rolled_back": step.rolled_back,
+            }
+            if result.moves is not None:
+                record.counts["moves"] = result.moves
+            record.stats = {
+                "rows_written": result.rows,
+                "payload_writes": result.payload_groups,
+                "points_written": result.points,
+            }
+        done[step.rolled_back] = result
+    return done[plan.rolled_back]
+
+
+def read_history(
+    table: DocumentTable,
+    index: ChunkIndex,
+    run_id: str,
+    *,
+    cascade: bool = False,
+    resolving: Sequence[ResolutionPlan] = (),
+) -> RollbackInputs:
+    """Read what the rollback of ``run_id`` looks at (reads only). ``resolving``: the dead
+    runs the rollback's runner would resolve first (a dry run's: the stores still hold them
+    as they were), read as resolved."""
+    runs: dict[str, RunHistory] = {}
+    resolved = {p.run_id: p for p in resolving}
+    _read_run(table, run_id, runs, resolved, cascade=cascade)
+    entries = [e for run in runs.values() for e in run.entries]
+    targets = {e.target for e in entries if e.target_type in (AuditKind.ROW, AuditKind.PAYLOAD)}
+    ids = [
+        p
+        for e in entries
+        if e.target_type in (AuditKind.PAYLOAD, AuditKind.MOVE)
+        for p in e.before["points"]
+    ]
+    decl_ids = {e.target for e in entries if e.target_type == AuditKind.DECLARATION}
+    declarations = (
+        {d.id: d.revoked_at is None for d in table.declarations(active=False, ids=decl_ids)}
+        if decl_ids
+        else {}
+    )
+    split = split_of(index)
+    points: dict[str, Point] = {}
+    unique = list(dict.fromkeys(ids))
+    parts: list[tuple[str | None, ChunkIndex]] = [(None, index)]
+    if split is not None:
+        main, archive = split.collections
+        parts = [(main, split.main), (archive, split.archive)]
+    for name, part in parts if unique else ():
+        if split is not None and not part.exists():
+            continue
+        for start in range(0, len(unique), READ_BATCH):  # (the managed keys kept, no more)
+            for state in part.retrieve(unique[start : start + READ_BATCH]):
+                points[str(state.point_id)] = Point(managed(state.payload), name)
+    for move in (m for plan in resolving for m in plan.moves):  # finished: source -> dest
+        for stored in move.held:
+            held = points.get(str(stored.point_id))
+            if held is not None:
+                points[str(stored.point_id)] = replace(held, where=move.dest)
+    return RollbackInputs(
+        run_id=run_id,
+        runs=MappingProxyType(runs),
+        rows=MappingProxyType(table.get_documents(targets) if targets else {}),
+        points=MappingProxyType(points),
+        declarations=MappingProxyType(declarations),
+        collections=None if split is None else split.collections,
+        cascade=cascade,
+    )
+
+
+def _read_run(
+    table: DocumentTable,
+    run_id: str,
+    runs: dict[str, RunHistory],
+    resolved: Mapping[str, ResolutionPlan],
+    *,
+    cascade: bool,
+) -> None:
+    """Read one run (and, with ``cascade``, the later runs it would undo first)."""
     run = table.get_run(run_id)
     if run is None:
-        raise ReconcilerError(f"no run {run_id!r} (see `reconciler status` for recent runs)")
-    if run.status == RunStatus.RUNNING:
-        raise ReconcilerError(
-            f"run {run_id} is still running (or died without its lease being taken since): "
-            "wait for it to end, or run `reconciler rollback` again once its lease is free"
-        )
+        return
+    status = run.status
+    if run_id in resolved and status == RunStatus.RUNNING:
+        status = RunStatus.INTERRUPTED
     entries, hashes = table.run_entries_with_hashes(run_id)
-    rekeys = [e for e in entries if e.target_type == AuditKind.REKEY]
-    if rekeys:  # (issue 34: a re-keying is undone by its pairs swapped, nothing else)
-        return rekey_back(table, index, run_id, rekeys, hashes[0], dry_run=dry_run, shard=shard)
-    writes = [
-        e
-        for e in entries
-        if e.target_type
-        in (AuditKind.ROW, AuditKind.PAYLOAD, AuditKind.DECLARATION, AuditKind.MOVE)
-    ]
-    if not writes:
-        raise ReconcilerError(
-            f"run {run_id} wrote no rows, payloads or declarations and moved no points: "
-            "nothing to roll back"
-        )
-    later = [
-        other
-        for other in later_runs(
+    writes = [e for e in entries if e.target_type in UNDONE]
+    later: list[str] = []
+    if writes and status != RunStatus.RUNNING:
+        later = later_runs(
             table,
             run_id,
             first_hash=hashes[0],
             targets={e.target for e in writes if e.target_type != AuditKind.DECLARATION},
         )
-        if other not in handled
-    ]
-    if later and not cascade:
-        raise RollbackRefused(run_id, later)
-    cascaded = []
-    for other in later:
-        if other in handled:  # undone (or being undone) further up or earlier in this cascade
-            continue
-        cascaded.append(
-            rollback(
-                table=table,
-                index=index,
-                run_id=other,
-                batch_points=batch_points,
-                cascade=True,
-                dry_run=dry_run,
-                keep_writing=keep_writing,
-                shard=shard,
-                _handled=handled,
-            ).to_json()
-        )
-    changes, skipped = _row_changes(table, run_id, entries)
-    points = _points_by_doc(e for e in entries if e.target_type == AuditKind.PAYLOAD)
-    result = RollbackResult(run_id=None, rolled_back=run_id, dry_run=dry_run, cascaded=cascaded)
-    result.not_undone = [
-        {"target_type": e.target_type, "target": e.target, "after": e.after}
-        for e in entries
-        if e.target_type in ("reingest", "index")
-    ] + skipped
-    now = datetime.now(UTC)
-    revoked, restored = _declarations_undone(entries)
-    with recorded(table, mode=ROLLBACK, actor=ROLLBACK, shard=shard) as record:
-        result.run_id = record.run_id
-        applier = Applier(
-            table=table,
-            index=index,
-            run_id=record.run_id,
-            actor=ROLLBACK,
-            batch_points=batch_points,
-            keep_writing=keep_writing,
-        )
-        # Declarations first: killed after this, the next run no longer reads them (a run
-        # would otherwise write their effect again over the rows restored below).
-        declared_head = undo_declarations(
-            table,
-            run_id=record.run_id,
-            actor=ROLLBACK,
-            at=now,
-            revoked=revoked,
-            restored=restored,
-            reason=f"rollback of run {run_id}",
-        )
-        result.declarations = len(revoked) + len(restored)
-        head, _queued = table.write_rows_and_outbox(
-            run_id=record.run_id, actor=ROLLBACK, changes=changes, reingests=[], at=now
-        )
-        applier.result.audit_head = head or declared_head
-        result.rows = len(changes)
-        rows = table.get_documents(points)
-        applier.write_groups(
-            (
-                (
-                    doc_id,
-                    ids,
-                    payload_for(rows[doc_id]) if doc_id in rows else restored,
-                    f"rollback of run {run_id}",
-                )
-                for doc_id, (ids, restored) in points.items()
-            ),
-        )
-        result.payload_groups = applier.result.payload_writes
-        result.points = applier.result.points
-        head = applier.result.audit_head
-        if applier.mover is not None:
-            moves = [e for e in entries if e.target_type == AuditKind.MOVE]
-            result.moves, left = _move_back(applier, moves, run_id)
-            result.not_undone += left
-            head = applier.mover.audit_head or head
-        record.counts = {
-            "declarations": result.declarations,
-            "table": result.rows,
-            "payload": result.payload_groups,
-            "points": result.points,
-            "audit_head": head,
-            "rolled_back": run_id,
-        }
-        if result.moves is not None:
-            record.counts["moves"] = result.moves
-        record.stats = {
-            "rows_written": result.rows,
-            "payload_writes": result.payload_groups,
-            "points_written": result.points,
-        }
-    if dry_run:
-        result.run_id = None  # recorded only in the dry stores
-    return result
+    runs[run_id] = RunHistory(run_id, status, tuple(entries), tuple(later))
+    for other in later if cascade else ():
+        if other not in runs:
+            _read_run(table, other, runs, resolved, cascade=cascade)
 
 
 def rekey_back(
@@ -252,7 +308,7 @@ def rekey_back(
         raise RollbackRefused(run_id, later)
     plan = RekeyPlan(tuple(pairs)).swapped()
     result = RollbackResult(run_id=None, rolled_back=run_id, dry_run=dry_run)
-    if dry_run:  # (what the intents name: the dry stores hold no re-keying)
+    if dry_run:  # (what the intents name)
         result.rows = len(pairs)
         result.points = sum(len(held) for i in intents for held in i.before["points"].values())
         return result
@@ -270,111 +326,6 @@ def rekey_back(
         }
         record.stats = {"rows_written": written.rows, "points_written": written.points}
     return result
-
-
-def _move_back(
-    applier: Applier, intents: list[AuditEntry], run_id: str
-) -> tuple[int, list[dict[str, Any]]]:
-    """Move the points of a run's ``move`` intents back to the collection they left, where
-    they are still in the one it put them in; return how many moved, and the others."""
-    mover = applier.mover
-    assert mover is not None
-    main, archive = mover.split.collections
-    moved = 0
-    left: list[dict[str, Any]] = []
-    for back_to_archive in (True, False):  # (what the run served stops first)
-        leave, went = (archive, main) if back_to_archive else (main, archive)
-        going = [e for e in intents if (e.before.get("from"), e.after.get("to")) == (leave, went)]
-        groups = [(e.target, list(e.before["points"])) for e in going]
-        done = mover.move_points(
-            groups, to_archive=back_to_archive, reason=f"rollback of run {run_id}"
-        )
-        mover.finish()
-        moved += len(done)
-        back = {str(p) for p in done}
-        for doc_id, ids in groups:
-            stayed = [p for p in ids if str(p) not in back]
-            if stayed:
-                left.append(
-                    {
-                        "target_type": AuditKind.MOVE,
-                        "target": doc_id,
-                        "after": {"moved_since": stayed},
-                    }
-                )
-    return moved, left
-
-
-def _declarations_undone(entries: Iterable[AuditEntry]) -> tuple[list[str], list[str]]:
-    """The declarations a run made or restored (to revoke) and those it revoked (to restore),
-    each as the run last left it."""
-    last: dict[str, bool] = {}
-    for entry in entries:
-        if entry.target_type == AuditKind.DECLARATION:
-            last[entry.target] = entry.after is not None and entry.after.get("revoked_at") is None
-    return (
-        sorted(d for d, active in last.items() if active),
-        sorted(d for d, active in last.items() if not active),
-    )
-
-
-def _row_changes(
-    table: DocumentTable, run_id: str, entries: list[AuditEntry]
-) -> tuple[list[RowChange], list[dict[str, Any]]]:
-    """Each row field the run changed, back to its before-value, when the row still holds
-    what the run wrote; a field changed since outside any rolled-back run (by hand, by an
-    ingestion) is left as it is and listed. ``before`` is what the row holds now."""
-    rows = table.get_documents({e.target for e in entries if e.target_type == AuditKind.ROW})
-    changes: list[RowChange] = []
-    skipped: list[dict[str, Any]] = []
-    restored: dict[str, dict[str, Any]] = {}
-    for entry in reversed(entries):
-        if entry.target_type != AuditKind.ROW:
-            continue
-        row = rows.get(entry.target)
-        if row is None:
-            skipped.append(
-                {"target_type": AuditKind.ROW, "target": entry.target, "after": "no row now"}
-            )
-            continue
-        written, back = fields_from_json(entry.after), fields_from_json(entry.before)
-        now = {**{f: getattr(row, f) for f in written}, **restored.get(entry.target, {})}
-        ours = {f for f in written if jsonable(now[f]) == jsonable(written[f])}
-        for field_name in sorted(set(written) - ours):
-            skipped.append(
-                {
-                    "target_type": AuditKind.ROW,
-                    "target": entry.target,
-                    "after": {field_name: jsonable(now[field_name]), "changed_since": True},
-                }
-            )
-        if ours:
-            changes.append(
-                RowChange(
-                    doc_id=entry.target,
-                    reason=f"rollback of run {run_id}",
-                    before={f: now[f] for f in ours},
-                    after={f: back[f] for f in ours},
-                )
-            )
-            restored.setdefault(entry.target, {}).update({f: back[f] for f in ours})
-    return changes, skipped
-
-
-def _points_by_doc(
-    intents: Iterable[AuditEntry],
-) -> dict[str, tuple[list[Any], dict[str, Any]]]:
-    """doc id -> (every point the run wrote or meant to write, the keys it changed on them
-    with their before-values: what a document without a row gets back)."""
-    found: dict[str, tuple[list[Any], dict[str, Any]]] = defaultdict(lambda: ([], {}))
-    for intent in intents:
-        ids, restored = found[intent.target]
-        ids.extend(intent.before["points"])
-        before, after = intent.before["payload"], intent.after["payload"]
-        for key in MANAGED_KEYS:
-            if key in after and before.get(key) != after.get(key):
-                restored[key] = before.get(key)
-    return dict(found)
 
 
 def later_runs(

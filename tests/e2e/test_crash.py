@@ -91,38 +91,42 @@ def mid_writes(intended: int, confirmed: int, *, after: int) -> bool:
     return intended >= after and confirmed >= 1
 
 
-def start_apply(deploy: Deployment) -> subprocess.Popen[bytes]:
+def start(deploy: Deployment, *args: str) -> subprocess.Popen[bytes]:
     code = "from reconciler.cli import main; main()"
     return subprocess.Popen(
-        [sys.executable, "-c", code, "--config", str(deploy.config), "--format", "json", "apply"],
+        [sys.executable, "-c", code, "--config", str(deploy.config), "--format", "json", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "RECONCILER_CONFIG": ""},
     )
 
 
-def kill_during_writes(deploy: Deployment, seed: int) -> str:
-    """Start an apply and SIGKILL it after a random number of audited batches; return the
-    killed run's id."""
+def kill_during_writes(
+    deploy: Deployment, seed: int, args: tuple[str, ...] = ("apply",), *, most: int = 60
+) -> str:
+    """Start ``reconciler ARGS`` (an apply) and SIGKILL it after a random number (up to
+    ``most``) of its audited batches; return the killed run's id."""
     rng = random.Random(seed)
-    after, delay = rng.randint(1, 60), rng.uniform(0, 0.03)
+    after, delay = rng.randint(1, most), rng.uniform(0, 0.03)
     db = deploy.root / "reconciler.db"
-    process = start_apply(deploy)
+    intended, confirmed = intents(db) if db.exists() else (0, 0)  # (earlier runs')
+    process = start(deploy, *args)
     deadline = time.monotonic() + 120
     try:
         while process.poll() is None and time.monotonic() < deadline:
             # Past ``after`` intents and one written batch (confirmed): on a loaded machine a
             # kill right after the first intents could land before any point is written.
-            if db.exists() and mid_writes(*intents(db), after=after):
+            now_intended, now_confirmed = intents(db) if db.exists() else (0, 0)
+            if mid_writes(now_intended - intended, now_confirmed - confirmed, after=after):
                 time.sleep(delay)
                 break
             time.sleep(0.005)
-        assert process.poll() is None, "the apply ended before it could be killed"
+        assert process.poll() is None, f"{args[0]} ended before it could be killed"
         process.send_signal(signal.SIGKILL)
     finally:
         process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
-    runs = [r for r in deploy.dump()["runs"].values() if r["mode"] == "apply"]
+    runs = [r for r in deploy.dump()["runs"].values() if r["mode"] == args[0]]
     [killed] = [r for r in runs if r["status"] == "running"]
     return str(killed["run_id"])
 
@@ -244,3 +248,38 @@ def test_the_dry_run_of_a_killed_apply_says_what_its_rollback_then_does(
     assert {k: dry[k] for k in counts} == {k: rolled[k] for k in counts}
     assert rolled["points"] > 0
     assert state(deploy) == template[1]
+
+
+def restored(data: dict[str, Any]) -> dict[str, Any]:
+    """What a rollback restored (or its dry run would), cascade included, without run ids."""
+    counts = ("rolled_back", "rows", "payload_writes", "points", "not_undone")
+    return {
+        **{k: data[k] for k in counts},
+        "cascaded": [restored(c) for c in data["cascaded"]],
+    }
+
+
+def test_a_killed_rollback_is_undone_by_the_cascade_and_its_dry_run_says_so(
+    template: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """A rollback SIGKILLed amid its payload writes leaves every change it made audited (its
+    plan is applied through the same intents as any run). ``rollback A --cascade`` then undoes
+    the interrupted rollback first and A after it: the stores are as before A, exactly as its
+    dry run said."""
+    deploy, before = copy(template, tmp_path), template[1]
+    code, applied = deploy.json("apply")
+    assert code == 0, applied
+    run_a, after_a = applied["run_id"], state(deploy)
+    killed = kill_during_writes(deploy, 7, ("rollback", run_a), most=40)
+    assert assert_every_change_audited(deploy, after_a, killed) > 0
+
+    code, dry = deploy.json("rollback", run_a, "--cascade", "--dry-run")
+    assert code == 0, dry
+    assert [c["rolled_back"] for c in dry["cascaded"]] == [killed]
+    code, rolled = deploy.json("rollback", run_a, "--cascade")
+    assert code == 0, rolled
+    assert deploy.dump()["runs"][killed]["status"] == "interrupted"
+    assert restored(dry) == restored(rolled)
+    assert state(deploy) == before  # every point and row, exactly
+    code, verified = deploy.json("audit", "verify")
+    assert (code, verified["problems"]) == (0, [])

@@ -5,16 +5,15 @@ batch unconfirmed, a lost head record."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-import pytest
-
-from reconciler.model import OPEN_END, Document, PayloadWrite, RowChange, VersionState
+from reconciler.model import OPEN_END, Document, PayloadWrite, VersionState
 from reconciler.payload import chunk_payload, payload_for
 from reconciler.stores.sql import SqlDocumentTable, audit
 from reconciler.testing.memory import InMemoryChunkIndex
-from reconciler.writing.dry import dry_stores
-from reconciler.writing.recovery import resolve_interrupted
-from reconciler.writing.rollback import rollback
+from reconciler.writing.recovery import plan_resolutions, resolve_interrupted
+from reconciler.writing.rollback import RollbackResult, read_history, rollback
+from reconciler.writing.rollback_plan import plan_rollback
 
 AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
 
@@ -166,23 +165,64 @@ def test_a_lost_head_record_is_rebuilt_from_the_log(table: SqlDocumentTable) -> 
     assert (result.problems, result.entries) == ([], 3)
 
 
-def test_dry_stores_hold_their_writes_and_refuse_what_they_do_not_keep_true(
+def test_planning_a_rollback_writes_nothing_and_its_plan_is_what_the_rollback_does(
     table: SqlDocumentTable,
 ) -> None:
-    """A dry run reads its own row and payload writes over the real stores, which keep what
-    they held; a call the overlay does not keep true (a write it does not hold, a scroll it
-    would not overlay) raises instead of reaching a store."""
+    """A run A, and a later run B killed amid its payload batch (still recorded as running):
+    reading the cascade and planning it, B planned as resolved, changes neither store; the
+    rollback, B resolved first, then does what the plan said."""
     table.upsert_documents([document("a")])
-    index = index_with("p1")
-    dry_table, dry_index = dry_stores(table, index)
-    change = RowChange("h:doc", "test", {"doc_class": "a"}, {"doc_class": "b"})
-    dry_table.write_rows_and_outbox(run_id="R", actor="t", changes=[change], reingests=[], at=AT)
-    dry_index.set_payloads([PayloadWrite(("p1",), {"doc_class": "b"}, "h:doc")])
-    assert dry_table.get_documents(["h:doc"])["h:doc"].doc_class == "b"
-    assert [s.payload["doc_class"] for s in dry_index.retrieve(["p1"])] == ["b"]
+    index = index_with("p1", "p2")
+    finished(table, "A")
+    change_class(table, "A", "a", "b")
+    table.append_audit([payload_intent("A", "a", "b")])
+    index.set_payloads([PayloadWrite(("p1", "p2"), {"doc_class": "b"}, "h:doc")])
+    table.finish_run("A", status="succeeded")
+    table.start_run(mode="apply", actor="cli", run_id="B", shard="0/1")  # never finished
+    change_class(table, "B", "b", "c")
+    table.append_audit([payload_intent("B", "b", "c")])
+    index.set_payloads([PayloadWrite(("p1",), {"doc_class": "c"}, "h:doc")])  # p2: killed
+
+    def stores() -> tuple[object, ...]:
+        run = table.get_run("B")
+        return (
+            table.get_documents(["h:doc"]),
+            list(table.audit_entries(limit=100)),
+            run.status if run is not None else None,
+            [(s.point_id, s.payload) for s in index.retrieve(["p1", "p2"])],
+        )
+
+    before = stores()
+    resolving = plan_resolutions(table=table, index=index, shard="0/1")
+    plan = plan_rollback(read_history(table, index, "A", cascade=True, resolving=resolving))
+    assert stores() == before
+    assert [s.rolled_back for s in plan.steps()] == ["B", "A"]
+    resolve_interrupted(table=table, index=index, shard="0/1")
+    done = rollback(table=table, index=index, run_id="A", cascade=True)
+    assert counts(done.to_json()) == counts(RollbackResult.planned(plan).to_json())
+    # B's rollback sets back p1 (p2 never got B's value), A's both
+    assert (done.rows, done.points, done.cascaded[0]["points"]) == (1, 2, 1)
     assert table.get_documents(["h:doc"])["h:doc"].doc_class == "a"
-    assert [s.payload["doc_class"] for s in index.retrieve(["p1"])] == ["a"]
-    with pytest.raises(AttributeError, match="upsert_documents"):
-        dry_table.upsert_documents([document("c")])
-    with pytest.raises(AttributeError, match="scroll"):
-        dry_index.scroll()
+    assert {s.payload["doc_class"] for s in index.retrieve(["p1", "p2"])} == {"a"}
+
+
+def counts(data: dict[str, Any]) -> dict[str, Any]:
+    """A rollback's output without the run ids it ran as, or whether it was dry."""
+    return {
+        **{k: v for k, v in data.items() if k not in ("run_id", "dry_run", "cascaded")},
+        "cascaded": [counts(c) for c in data["cascaded"]],
+    }
+
+
+def payload_intent(run_id: str, before: str, after: str) -> audit.AuditEntry:
+    """A run's intent to write the document's two points, from ``before`` to ``after``."""
+    return audit.AuditEntry(
+        run_id,
+        AT,
+        "cli",
+        "payload_drift",
+        "payload",
+        "h:doc",
+        {"points": ["p1", "p2"], "payload": payload_for(document(before))},
+        {"payload": payload_for(document(after))},
+    )

@@ -52,7 +52,8 @@ WRITING_MODULES = {
         "request_reingest",
         "set_run_counts",
     },
-    "reconciler/writing/rollback.py": {"write_rows_and_outbox"},
+    # a rollback's restored rows (``RunUndo.execute``)
+    "reconciler/writing/rollback_plan.py": {"write_rows_and_outbox"},
     # a re-keying: its intent, the one table transaction of renames, the payload-only batches
     # of doc_id/chunk_id/superseded_by and the confirmation (finished by recovery, undone by
     # rollback, both through it)

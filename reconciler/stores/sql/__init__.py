@@ -39,8 +39,8 @@ from reconciler.stores.sql.documents import SqlDocuments, document_from_row
 from reconciler.stores.sql.metrics import SqlMetrics
 from reconciler.stores.sql.migrating import SchemaStatus, SqlSchema, _alembic_config
 from reconciler.stores.sql.outbox import SqlOutbox
-from reconciler.stores.sql.rekeys import SqlRekeys
 from reconciler.stores.sql.plans import SqlPlans
+from reconciler.stores.sql.rekeys import SqlRekeys
 from reconciler.stores.sql.runlog import SqlRunLog
 
 if TYPE_CHECKING:
@@ -55,8 +55,8 @@ __all__ = [
     "SqlDocuments",
     "SqlMetrics",
     "SqlOutbox",
-    "SqlRekeys",
     "SqlPlans",
+    "SqlRekeys",
     "SqlRunLog",
     "SqlSchema",
     "TableBounds",

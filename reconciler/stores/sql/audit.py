@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Engine, Text, insert, select, type_coerce, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.model import AuditEntry, Verification, jsonable, rfc3339
+from reconciler.model import AuditEntry, AuditKind, Verification, jsonable, rfc3339
 from reconciler.ports.table import ChainedEntry
 from reconciler.stores.sql.audit_body import GENESIS, HEAD, LOG, lock_head, stored_json
 from reconciler.stores.sql.audit_body import canonical_plain as _canonical_plain
@@ -379,7 +379,7 @@ def runs_touching_after(
                 select(AuditRow.run_id, AuditRow.seq).where(
                     AuditRow.seq > start,
                     AuditRow.run_id != exclude,
-                    AuditRow.target_type.in_(("row", "payload")),
+                    AuditRow.target_type.in_((AuditKind.ROW, AuditKind.PAYLOAD)),
                     AuditRow.target.in_(wanted[first : first + 500]),
                 )
             )

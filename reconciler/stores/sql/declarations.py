@@ -11,12 +11,12 @@ from datetime import datetime
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.model import AuditEntry, Declaration, DeclarationKind
+from reconciler.model import AuditEntry, AuditKind, Declaration, DeclarationKind
 from reconciler.stores.sql import audit
 from reconciler.stores.sql.schema import DeclarationRow
 
 #: The audit entries' target type.
-TARGET_TYPE = "declaration"
+TARGET_TYPE = AuditKind.DECLARATION
 #: Ids looked up at once.
 _CHUNK = 500
 

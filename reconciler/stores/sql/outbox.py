@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.model import AuditEntry, ReingestRequest, RowChange
+from reconciler.model import AuditEntry, AuditKind, ReingestRequest, RowChange
 from reconciler.stores.sql import audit
 from reconciler.stores.sql.connection import now
 from reconciler.stores.sql.schema import DocumentRow, OutboxRow
@@ -119,7 +119,7 @@ class SqlOutbox:
                         at=at,
                         actor=actor,
                         reason=change.reason,
-                        target_type="row",
+                        target_type=AuditKind.ROW,
                         target=change.doc_id,
                         before=dict(change.before),
                         after=dict(change.after),
@@ -151,7 +151,7 @@ class SqlOutbox:
                         at=at,
                         actor=actor,
                         reason=reason,
-                        target_type="reingest",
+                        target_type=AuditKind.REINGEST,
                         target=request.doc_id,
                         before=None,
                         after={
@@ -161,5 +161,5 @@ class SqlOutbox:
                         },
                     )
                 )
-            queued = sum(1 for e in entries if e.target_type == "reingest")
+            queued = sum(1 for e in entries if e.target_type == AuditKind.REINGEST)
             return (audit.append(session, entries) if entries else ""), queued
