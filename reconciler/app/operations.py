@@ -387,8 +387,7 @@ def lease_guard(
     def check() -> None:
         if control is not None:
             control.check()
-        if held.lost or not held.lease.renew():
-            held.lost = True
+        if not held.confirm():
             raise LeaseLost(
                 f"the lease of shard {shard} was lost during the run (another runner may have "
                 "taken it over); writing stopped before the next batch, and what was written "
