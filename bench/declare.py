@@ -11,7 +11,11 @@ times, each in a fresh process:
 - ``read``: ``from_file`` alone: the file read, checked and turned into decisions;
 - ``declare``: the command ``reconciler declare FILE --force`` from spawn to exit: the file
   read, every id checked against the table, the declarations recorded in one ``declare`` run
-  that reconciles the N families it touches (guard weighed, audited).
+  that reconciles the N families it touches (guard weighed, audited);
+- ``floor``: the same table writes as bare ``sqlite3`` ``executemany`` calls in one
+  transaction, on a copy of the corpus: 2 x N row updates (N moved into their older's family,
+  N marked superseded), N declarations, 3 x N audit entries and 3 x N findings, with values of
+  the same sizes (no reading, no checking, no hashing): what the writes cost at the least.
 
     .venv/bin/python -m bench.declare                  # N = 100,000
     .venv/bin/python -m bench.declare --sizes 10000,100000
@@ -122,6 +126,61 @@ print(f"{len(decisions)} {took:.2f} {rss:.0f}")
 """
 
 
+FLOOR = """
+import sqlite3, sys, time
+n = int(sys.argv[2])
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA journal_mode=WAL")
+conn.execute("PRAGMA synchronous=NORMAL")
+at = "2026-12-04 20:00:00.000000"
+text = '{"doc_family_id":"b:old-0000000","version_state":"superseded","superseded_by":null}'
+t = time.perf_counter()
+conn.execute("BEGIN IMMEDIATE")
+conn.executemany(
+    "UPDATE documents SET doc_family_id=?, updated_at=? WHERE doc_id=?",
+    ((f"b:old-{i}", at, f"b:new-{i}") for i in range(n)),
+)
+conn.executemany(
+    "UPDATE documents SET version_state=?, superseded_by=?, effective_to=?, updated_at=? "
+    "WHERE doc_id=?",
+    (("superseded", f"b:new-{i}", at, at, f"b:old-{i}") for i in range(n)),
+)
+conn.executemany(
+    "INSERT INTO declarations (id, kind, doc_id, target, declared_by, declared_at, reason, "
+    "evidence, score, proposal, run_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+    ((f"d-{i:012x}", "supersede", f"b:old-{i}", f"b:new-{i}", "bench", at,
+      f"accepted proposal link-{i:010x}", "titles 0.90 alike; `(old)` in the older title",
+      0.86, f"link-{i:010x}", "r" * 36) for i in range(n)),
+)
+conn.executemany(
+    "INSERT INTO audit_log (run_id, at, actor, reason, target_type, target, before, after, "
+    "prev_hash, entry_hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+    (("r" * 36, at, "declare", "family/successor_not_marked", "row", f"b:old-{i}", text,
+      text, f"{i:064x}", f"{i + 1:064x}") for i in range(3 * n)),
+)
+conn.executemany(
+    'INSERT INTO findings (run_id, "check", kind, severity, family, doc_id, expected, '
+    "actual, action, outstanding) VALUES (?,?,?,?,?,?,?,?,?,?)",
+    (("r" * 36, "family", "successor_not_marked", "critical", f"b:old-{i}", f"b:old-{i}",
+      text, text, "mark superseded by b:new-0 (table + payloads)", 1) for i in range(3 * n)),
+)
+conn.execute("COMMIT")
+print(f"{time.perf_counter() - t:.2f}")
+"""
+
+
+def floor(root: Path, n: int) -> str:
+    """The writes of the run as bare ``sqlite3`` executemany calls, on a copy of the corpus."""
+    copy = root / "floor.db"
+    shutil.copy(root / "reconciler.db", copy)
+    out = subprocess.run(
+        [sys.executable, "-c", FLOOR, str(copy), str(n)], capture_output=True, text=True,
+        check=True,
+    ).stdout.strip()  # fmt: skip
+    copy.unlink()
+    return out
+
+
 def run(n: int, tmp: Path) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"declare-{n}-", dir=tmp))
     try:
@@ -138,6 +197,7 @@ def _run(n: int, root: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-c", READ, str(reviewed)], capture_output=True, text=True, check=True
     ).stdout.split()
+    floored = floor(root, n)
     t = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "reconciler.cli", "--config", str(config), "--format", "json",
@@ -150,7 +210,8 @@ def _run(n: int, root: Path) -> None:
         f"N={n:,} proposals ({size / 1e6:.1f} MB file; corpus of {2 * n:,} rows built in "
         f"{built:.0f} s)\n  read and checked: {out[1]} s, peak RSS {out[2]} MB\n"
         f"  reconciler declare FILE --force: {declared:.1f} s (exit {done.returncode}), peak "
-        f"RSS of the children so far {child:.0f} MB"
+        f"RSS of the children so far {child:.0f} MB\n"
+        f"  floor (the same table writes, bare sqlite3 executemany): {floored} s"
     )
     if done.returncode != 0:
         print(done.stdout[-2000:], done.stderr[-2000:])

@@ -7,7 +7,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from reconciler.app.approving import open_plans
@@ -306,13 +306,23 @@ def run_reconciliation(
     *,
     mode: str,
     progress: Callable[[str, int], None] | None = None,
+    source_deadline: timedelta | None = None,
     **choices: Any,
 ) -> Report:
     """One reconciliation as a command asks for it (``check``, ``plan``, ``apply``, ``run``,
     ``repair``): its options from the settings and the ``choices`` (those of
-    ``engine_options``: an unknown check is a ``ConfigError``), then ``reconcile``."""
+    ``engine_options``: an unknown check is a ``ConfigError``), then ``reconcile``.
+
+    A cron ``run`` reads its sources as a job of ``serve`` does: side by side, each within
+    ``source_deadline`` (default ``[schedule] source_deadline``, or half of ``job_deadline``);
+    a source past it is unreadable this run (its families stay as they are, the run is
+    ``partial``) and the others are reconciled."""
     options = engine_options(settings, mode=mode, **choices)
-    return reconcile(settings, options, progress=progress)
+    control = None
+    if mode == str(RunMode.RUN):
+        within = source_deadline or settings.schedule.read_deadline
+        control = JobControl("run", read_within=within.total_seconds())
+    return reconcile(settings, options, progress=progress, control=control)
 
 
 def reconcile(
@@ -393,8 +403,7 @@ def lease_guard(
     def check() -> None:
         if control is not None:
             control.check()
-        if held.lost or not held.lease.renew():
-            held.lost = True
+        if not held.confirm():
             raise LeaseLost(
                 f"the lease of shard {shard} was lost during the run (another runner may have "
                 "taken it over); writing stopped before the next batch, and what was written "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -153,6 +153,20 @@ def apply(
     _exit(report, writing=True)
 
 
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> timedelta | None:
+    if value is None:
+        return None
+    from reconciler.settings import parse_duration
+
+    try:
+        within = parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r}: {exc}") from None
+    if within <= timedelta(0):
+        raise click.BadParameter(f"{value!r}: a deadline is longer than 0s")
+    return within
+
+
 @cli.command()
 @click.argument("plan_id", metavar="[ID]", required=False)
 @click.option("--all", "every", is_flag=True, help="Every saved plan, not only the open ones.")
@@ -177,20 +191,43 @@ def plans(obj: CliState, plan_id: str | None, every: bool) -> None:
 @click.option(
     "--force", is_flag=True, help="Go past the blast-radius guard (for emergencies; audited)."
 )
+@click.option(
+    "--source-deadline",
+    callback=_duration,
+    metavar="DURATION",
+    help="How long one source's read may take (90s, 15m, 1h; default [schedule] "
+    "source_deadline, else half of job_deadline). A source past it is unreadable this run: "
+    "its families stay as they are, the others are reconciled, exit 4.",
+)
 @output_options
 @click.pass_obj
 def run(
-    obj: CliState, checks: tuple[str, ...], now: datetime | None, shard: Shard | None, force: bool
+    obj: CliState,
+    checks: tuple[str, ...],
+    now: datetime | None,
+    shard: Shard | None,
+    force: bool,
+    source_deadline: timedelta | None,
 ) -> None:
     """One reconciliation cycle for cron: check, then apply under the guard.
 
+    The sources are read side by side, each within its read deadline (--source-deadline).
     A refused run writes what cannot change what retrieval serves and saves the rest as a
     plan, approved with `reconciler apply --plan ID` (the refusal names it). Exit 0 on
-    success, 3 when the guard refused, 4 when it completed but a source could not
-    be read (run status "partial": that source's documents were not reconciled), 1 on error.
-    Recorded with actor "cli" (the daemon's scheduled runs are "schedule").
+    success, 3 when the guard refused, 4 when it completed but a source could not be read
+    (run status "partial": that source's documents were not reconciled; a source past its
+    deadline counts), 1 on error. Recorded with actor "cli" (the daemon's scheduled runs are
+    "schedule").
     """
-    report = _reconcile(obj, "run", checks=checks, now=now, shard=shard, force=force)
+    report = _reconcile(
+        obj,
+        "run",
+        checks=checks,
+        now=now,
+        shard=shard,
+        force=force,
+        source_deadline=source_deadline,
+    )
     _exit(report, writing=True)
 
 

@@ -103,3 +103,35 @@ def test_a_failing_source_leaves_the_others_reconciled(tmp_path: Path) -> None:
     assert report.partial
     assert report.unread_sources == ["reg"]
     assert dep.rows()["hb:expenses-v2"]["version_state"] == "retired"
+
+
+def test_a_cron_run_leaves_a_trickling_registry_unread_past_its_source_deadline(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    """``reconciler run`` (cron) reads its sources as a serve job does: the trickling registry
+    is cut at ``--source-deadline``, the vault's retirement is applied in that run, the
+    registry's document keeps its state, and the run is ``partial`` (exit 4) with the reason."""
+    registry = FakeRegistry()
+    registry.add("SEC-1", family="security", version=1, status="current", effective_from=day(-9))
+    dep = Deployment(tmp_path)
+    dep.family("expenses", versions=2)
+    dep.configure(source_extra=http_source(registry.serve(httpserver)))
+    dep.init_ingest()
+    trickling = RawServer(answer(TRICKLED), trickle=0.05)
+    try:
+        dep.configure(source_extra=http_source(trickling.url))
+        dep.edit_front("expenses-v2", status="retired")
+        code, out = dep.json("run", "--source-deadline", "2s")
+        assert trickling.requested.is_set()
+    finally:
+        trickling.close()
+    assert code == 4, out
+    assert out["status"] == "partial"
+    assert out["unread_sources"] == ["reg"]
+    assert "did not finish its scan within 2s" in out["unread_reasons"]["reg"]
+    rows = dep.rows()
+    assert rows["hb:expenses-v2"]["version_state"] == "retired"
+    assert rows["reg:SEC-1"]["version_state"] == "current"
+    refused = dep.cli("run", "--source-deadline", "0s")
+    assert refused.exit_code == 64  # (a usage error)
+    assert "a deadline is longer than 0s" in refused.output

@@ -6,7 +6,9 @@ the two-process contention keeps real time (two interpreters racing for one leas
 
 from __future__ import annotations
 
+import logging
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -14,6 +16,7 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -22,6 +25,7 @@ from reconciler.clock import ManualClock
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.stores.sql.lease import AdvisoryLease, Lease, RowLease, lease_is_free, make_lease
 from reconciler.stores.sql.schema import LeaseRow
+from reconciler.stores.sql.connection import TableBounds
 
 
 def test_row_lease_is_exclusive_until_released_or_expired(table: SqlDocumentTable) -> None:
@@ -126,6 +130,84 @@ def test_whether_a_lease_is_free_is_learnt_without_taking_it(table: SqlDocumentT
     assert not lease_is_free(table.engine, name, clock=clock)  # not provably gone: held
     clock.advance(121)
     assert lease_is_free(table.engine, name, clock=clock)  # expired
+
+
+class TriedLease:
+    """A lease whose renewals, those that raise included, are each announced on ``tried``."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self.name = lease.name
+        self.ttl = timedelta(minutes=2)
+        self.tried = threading.Semaphore(0)
+
+    def acquire(self) -> bool:
+        return self.lease.acquire()
+
+    def renew(self) -> bool:
+        try:
+            return self.lease.renew()
+        finally:
+            self.tried.release()
+
+    def release(self) -> None:
+        self.lease.release()
+
+
+def test_a_renewal_locked_out_by_a_long_write_retries_and_loses_the_lease_in_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite: while a long write holds the file, a renewal fails with ``database is
+    locked``. It is tried again within the lease's grace (its ttl since the last renewal that
+    went through), and the lease is lost only past it: one line each, never a traceback."""
+    path = tmp_path / "lease.db"
+    table = SqlDocumentTable.from_url(f"sqlite:///{path}", bounds=TableBounds(lock=0.05))
+    table.ensure_schema(create=True)
+    clock = ManualClock()
+    lease = TriedLease(
+        RowLease(table.engine, "reconcile:0/1", ttl=timedelta(minutes=2), clock=clock)
+    )
+    writer = sqlite3.connect(path, isolation_level=None)
+
+    def turn(seconds: float) -> None:  # the renewal thread's next try, after ``seconds``
+        clock.await_waiters(1)
+        clock.advance(seconds)
+        assert lease.tried.acquire(timeout=10)
+
+    try:
+        with (
+            caplog.at_level(logging.INFO, logger="reconciler.stores.sql.lease"),
+            HeldLease(lease, renew_every=30, clock=clock) as held,
+        ):
+            assert held.acquired
+            assert held.grace == 120
+            writer.execute("BEGIN IMMEDIATE")  # a long write of the run holds the file
+            turn(30)
+            turn(1)  # tried again a second later, failing again: said once
+            assert not held.lost
+            writer.execute("COMMIT")
+            turn(1)  # the write is over: renewed
+            assert not held.lost
+            assert expiry(table, lease.name) == clock.now() + lease.ttl
+            writer.execute("BEGIN IMMEDIATE")
+            turn(30)
+            assert not held.lost
+            turn(91)  # 121 s since the last renewal that went through
+            assert held._thread is not None
+            held._thread.join(timeout=10)
+            assert held.lost
+            assert not held.confirm()
+            writer.execute("COMMIT")
+    finally:
+        writer.close()
+        table.close()
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert not [r for r in caplog.records if r.exc_info], said
+    assert [level for level, _ in said] == ["WARNING", "INFO", "WARNING", "ERROR"], said
+    assert "database is locked" in said[0][1]
+    assert "UPDATE" not in said[0][1]
+    assert said[-1][1].startswith("lease reconcile:0/1 lost: not renewed for 121 s"), said
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_shards_have_separate_leases(table: SqlDocumentTable) -> None:

@@ -7,16 +7,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, AuditKind, Declaration, DeclarationKind
 from reconciler.stores.sql import audit
-from reconciler.stores.sql.schema import DeclarationRow
+from reconciler.stores.sql.schema import Base, DeclarationRow
 
 #: The audit entries' target type.
 TARGET_TYPE = AuditKind.DECLARATION
+#: The table, for Core's inserts.
+_TABLE = Base.metadata.tables[DeclarationRow.__tablename__]
 #: Ids looked up at once.
 _CHUNK = 500
 
@@ -38,6 +41,25 @@ def declaration_from_row(row: DeclarationRow) -> Declaration:
         revoked_at=row.revoked_at,
         revoked_by=row.revoked_by,
     )
+
+
+def _values(decl: Declaration) -> dict[str, Any]:
+    """A declaration as the row's values."""
+    return {
+        "id": decl.id,
+        "kind": str(decl.kind),
+        "doc_id": decl.doc_id,
+        "target": decl.target,
+        "declared_by": decl.declared_by,
+        "declared_at": decl.declared_at,
+        "reason": decl.reason,
+        "evidence": decl.evidence,
+        "score": decl.score,
+        "proposal": decl.proposal,
+        "run_id": decl.run_id,
+        "revoked_at": decl.revoked_at,
+        "revoked_by": decl.revoked_by,
+    }
 
 
 class SqlDeclarations:
@@ -93,24 +115,9 @@ class SqlDeclarations:
             )
 
         with self._sessions.begin() as session:
+            if added:  # one executemany through Core (no ORM object a declaration)
+                session.execute(insert(_TABLE), [_values(decl) for decl in added])
             for decl in added:
-                session.add(
-                    DeclarationRow(
-                        id=decl.id,
-                        kind=str(decl.kind),
-                        doc_id=decl.doc_id,
-                        target=decl.target,
-                        declared_by=decl.declared_by,
-                        declared_at=decl.declared_at,
-                        reason=decl.reason,
-                        evidence=decl.evidence,
-                        score=decl.score,
-                        proposal=decl.proposal,
-                        run_id=decl.run_id,
-                        revoked_at=decl.revoked_at,
-                        revoked_by=decl.revoked_by,
-                    )
-                )
                 entry(decl.id, None, decl.to_json(), reason or decl.reason)
             for ids, revoking in ((revoked, True), (restored, False)):
                 for start in range(0, len(ids), _CHUNK):

@@ -130,12 +130,15 @@ class SqlDocuments:
         """Documents by id (missing ids are absent)."""
         ids = list(dict.fromkeys(doc_ids))
         found: dict[str, Document] = {}
-        with Session(self.engine) as session:
+        columns = DocumentRow.__table__.c
+        stmt = select(*(columns[name] for name in _DOC_FIELDS))
+        # Core rows of the fields, built positionally (no ORM object a row).
+        with self.engine.connect() as conn:
             for start in range(0, len(ids), 500):
-                rows = session.scalars(
-                    select(DocumentRow).where(DocumentRow.doc_id.in_(ids[start : start + 500]))
-                )
-                found.update({row.doc_id: document_from_row(row) for row in rows})
+                rows = conn.execute(stmt.where(columns.doc_id.in_(ids[start : start + 500])))
+                for values in rows:
+                    doc = document_from_values(values)
+                    found[doc.doc_id] = doc
         return found
 
     def upsert_documents(

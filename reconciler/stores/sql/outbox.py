@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, bindparam, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, AuditKind, ReingestRequest, RowChange
 from reconciler.stores.sql import audit
 from reconciler.stores.sql.connection import now
-from reconciler.stores.sql.schema import DocumentRow, OutboxRow
+from reconciler.stores.sql.schema import Base, DocumentRow, OutboxRow
 
 
 class SqlOutbox:
@@ -101,38 +102,22 @@ class SqlOutbox:
         Returns the new audit head hash ("" when nothing was written) and the number of
         re-ingest requests queued (one already pending for a document is not repeated).
         """
-        entries: list[AuditEntry] = []
+        entries = [
+            AuditEntry(
+                run_id=run_id,
+                at=at,
+                actor=actor,
+                reason=change.reason,
+                target_type=AuditKind.ROW,
+                target=change.doc_id,
+                before=dict(change.before),
+                after=dict(change.after),
+            )
+            for change in changes
+        ]
         with self._sessions.begin() as session:
-            for change in changes:
-                values = {
-                    k: (str(v) if k == "version_state" and v is not None else v)
-                    for k, v in change.after.items()
-                }
-                session.execute(
-                    update(DocumentRow)
-                    .where(DocumentRow.doc_id == change.doc_id)
-                    .values(**values, updated_at=at)
-                )
-                entries.append(
-                    AuditEntry(
-                        run_id=run_id,
-                        at=at,
-                        actor=actor,
-                        reason=change.reason,
-                        target_type=AuditKind.ROW,
-                        target=change.doc_id,
-                        before=dict(change.before),
-                        after=dict(change.after),
-                    )
-                )
-            for request, reason in reingests:
-                pending = session.scalar(
-                    select(OutboxRow.id).where(
-                        OutboxRow.doc_id == request.doc_id, OutboxRow.status == "pending"
-                    )
-                )
-                if pending is not None:
-                    continue
+            update_rows(session, changes, at)
+            for request, reason in _not_pending(session, reingests):
                 session.add(
                     OutboxRow(
                         doc_id=request.doc_id,
@@ -163,3 +148,68 @@ class SqlOutbox:
                 )
             queued = sum(1 for e in entries if e.target_type == AuditKind.REINGEST)
             return (audit.append(session, entries) if entries else ""), queued
+
+
+#: Row updates bound at once (one ``executemany`` of one statement a set of columns).
+_PAGE = 1000
+_DOCUMENTS = Base.metadata.tables[DocumentRow.__tablename__]
+#: The bound name of the row's id (not a column's name: the columns set are bound by theirs).
+_ROW_ID = "row_doc_id"
+
+
+def update_rows(session: Session, changes: Sequence[RowChange], at: datetime) -> None:
+    """Apply ``changes`` in order, set-based: the changes that set the same columns are one
+    ``UPDATE … WHERE doc_id = ?`` executed with a page of parameter sets (``executemany``), not
+    one statement a row. A row changed twice is updated in the order of its changes: what is
+    queued is written before a second change of a row is queued."""
+    pages: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    queued: dict[str, tuple[str, ...]] = {}
+    for change in changes:
+        values = {
+            k: (str(v) if k == "version_state" and v is not None else v)
+            for k, v in change.after.items()
+        }
+        columns = tuple(sorted(values))
+        if queued.get(change.doc_id, columns) != columns:
+            _flush(session, pages)
+            queued.clear()
+        queued[change.doc_id] = columns
+        page = pages.setdefault(columns, [])
+        page.append({**values, "updated_at": at, _ROW_ID: change.doc_id})
+        if len(page) >= _PAGE:
+            _flush(session, {columns: page})
+            pages[columns] = []
+    _flush(session, pages)
+
+
+def _flush(session: Session, pages: dict[tuple[str, ...], list[dict[str, Any]]]) -> None:
+    """Execute the queued pages (one ``executemany`` each) and empty them."""
+    statement = update(_DOCUMENTS).where(_DOCUMENTS.c.doc_id == bindparam(_ROW_ID))
+    for columns, page in pages.items():
+        if page:
+            session.connection().execute(statement, page)
+            pages[columns] = []
+
+
+def _not_pending(
+    session: Session, reingests: Sequence[tuple[ReingestRequest, str]]
+) -> list[tuple[ReingestRequest, str]]:
+    """Those of ``reingests`` to queue: the first of each document that has no request
+    pending (looked up a page of ids at a time, not one query a request)."""
+    wanted = sorted({request.doc_id for request, _reason in reingests})
+    pending: set[str] = set()
+    for start in range(0, len(wanted), 500):
+        pending.update(
+            session.scalars(
+                select(OutboxRow.doc_id).where(
+                    OutboxRow.status == "pending",
+                    OutboxRow.doc_id.in_(wanted[start : start + 500]),
+                )
+            )
+        )
+    chosen = []
+    for request, reason in reingests:
+        if request.doc_id not in pending:
+            pending.add(request.doc_id)
+            chosen.append((request, reason))
+    return chosen
