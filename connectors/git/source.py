@@ -12,7 +12,7 @@ file that cannot be decoded or parsed: a ``SourceProblem``, as in the vault.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -127,6 +127,16 @@ class GitSource:
 
     def scan(self) -> SourceSnapshot:
         """Read every selected file of the branch tip; raise SourceUnavailable if git cannot."""
+        return self._scan(None)
+
+    def scan_paths(self, paths: Collection[str]) -> SourceSnapshot:
+        """Read only the documents at ``paths`` (relative to the source's root) of the branch
+        tip: a path that is no document there is left out, as a scan would leave it. Each
+        identity still comes from the whole tree's history (a first path two files claim is
+        settled as a scan settles it); only the blobs at ``paths`` are read and parsed."""
+        return self._scan(frozenset(paths))
+
+    def _scan(self, only: frozenset[str] | None) -> SourceSnapshot:
         scanned_at = self._clock()
         git_dir = open_repository(self._git, path=self.path, url=self.url, cache_dir=self.cache_dir)
         ref, commit = tip(self._git, git_dir, self.branch)
@@ -135,6 +145,11 @@ class GitSource:
         selected, sidecars = select(self._git, git_dir, commit, scope, problems, self._problem)
         history = histories(self._git, git_dir, commit, selected, scope)
         keys = identities(scope, history)
+        if only is not None:  # (the whole tree's identities, the blobs at ``only``)
+            selected = {path: oid for path, oid in selected.items() if scope.rel(path) in only}
+            problems = [problem for problem in problems if problem.path in only]
+            wanted = {self.vocabulary.sidecar_path(scope.rel(path)) for path in selected}
+            sidecars = {where: oid for where, oid in sidecars.items() if where in wanted}
         blobs = self._git.read_blobs(git_dir, [*selected.values(), *sidecar_blobs(sidecars)])
 
         notes: list[Note] = []
@@ -222,9 +237,10 @@ class GitSource:
                     doc_class=note.doc_class,
                 )
             )
-        self._blobs = {
+        blobs_of = {
             note.key: (git_dir, selected[repo_path[note.path]], note.path) for note in notes
         }
+        self._blobs = blobs_of if only is None else {**self._blobs, **blobs_of}
         log.info(
             "git %s: %d document(s), %d problem(s) at %s %s",
             self.name,

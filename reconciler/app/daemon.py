@@ -92,6 +92,9 @@ class Runner:
         #: The job in the lane, and when (monotonic) serve was told to stop.
         self._current: JobControl | None = None
         self._stop_at: float | None = None
+        #: Called in the lane before each job (the watch lets go of the stores it keeps open:
+        #: local mode and Edge lock their folder).
+        self.before_job: Callable[[], object] | None = None
 
     def expect_full(self, after: datetime) -> None:
         """The full job is next due at its first time after ``after``, plus the schedule's
@@ -118,6 +121,8 @@ class Runner:
             if self.stopping.is_set():
                 log.info("job %s not started: serve is stopping", spec.job_id)
                 return None
+            if self.before_job is not None:
+                self.before_job()
             return self._run(spec, mode=mode, actor=actor)
 
     def _run(self, spec: JobSpec, *, mode: str, actor: str) -> Report | None:

@@ -21,6 +21,7 @@ missed is its own finding there.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -32,7 +33,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reconciler.app.followers import RETRY, WATCHED_TYPES, GitWatch, VaultWatch
 from reconciler.app.operations import engine_options, reconcile
-from reconciler.app.wiring import build_sources, open_table
+from reconciler.app.watch_scope import WatchScope, watch_scope
+from reconciler.app.wiring import build_sources, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import LeaseBusy
 from reconciler.model import Finding, Severity
@@ -46,7 +48,7 @@ log = logging.getLogger(__name__)
 #: How often the watch loop looks at its sources.
 TICK = 0.1
 
-Runs = Callable[[frozenset[str], str], Report]
+Runs = Callable[[frozenset[str], str, frozenset[str] | None], Report]
 
 
 class WatchMetrics:
@@ -121,6 +123,13 @@ class Watch:
                 self.sources.append(GitWatch(config.name, source, clock=clock))
         self._built = built
         self._thread: threading.Thread | None = None
+        #: The table and chunk index kept open across runs (``[watch] keep_open``), under ``_kept``:
+        #: a run holds it, and ``release`` (serve's job is about to open them) waits for it.
+        self._table: Any = None
+        self._index: Any = None
+        self._kept = threading.Lock()
+        self._used = 0.0
+        self.keep_open = settings.watch.keep_open.total_seconds()
         #: Called after a run applied (serve plans the next boundary again).
         self.after_run: Callable[[], object] | None = None
 
@@ -168,6 +177,34 @@ class Watch:
             watched.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
+        self.release()
+
+    def release(self) -> None:
+        """Close the table and chunk index kept open (serve's job is about to open them, or
+        the watch has been idle ``KEEP_OPEN``), once the run holding them has ended."""
+        with self._kept:
+            self.release_unlocked()
+
+    def release_unlocked(self) -> None:
+        """``release``, by the thread that holds ``_kept``."""
+        self._close_index()
+        table, self._table = self._table, None
+        if table is not None:
+            table.close()
+
+    def _close_index(self) -> None:
+        index, self._index = self._index, None
+        if index is not None:
+            try:
+                index.close()
+            except Exception as exc:  # (closing is best effort: the next run opens it anew)
+                log.warning("watch: closing the chunk index: %s", exc)
+
+    def _kept_table(self) -> Any:
+        if self._table is None:
+            self._table = open_table(self.settings)
+        self._used = self.clock.monotonic()
+        return self._table
 
     def _loop(self) -> None:
         while not self.stopping.is_set():
@@ -195,64 +232,75 @@ class Watch:
             lag = (self.clock.now() - oldest).total_seconds() if oldest is not None else 0.0
             self.metrics.lag.labels(source=watched.name).set(max(lag, 0.0))
             if watched.due(now) and not self.stopping.is_set():
-                self._reconcile(watched)
+                with self._kept:
+                    self._reconcile(watched)
+                    if self.keep_open <= 0:
+                        self.release_unlocked()
+        if self._table is not None and self.clock.monotonic() - self._used >= self.keep_open:
+            self.release()  # ([watch] keep_open: local mode and Edge lock their folder)
 
     def _reconcile(self, watched: VaultWatch | GitWatch) -> None:
         batch = watched.take()
         name = watched.name
-        table = open_table(self.settings)
         try:
-            families, known, gone = self._families(table, name, set(batch.paths))
-            if not families:
-                outcome = "idle"
-                log.info(
-                    "watch %s: %d changed path(s), none a document the table knows: nothing "
-                    "to reconcile",
-                    name,
-                    len(batch.paths),
-                )
-            else:
-                log.info(
-                    "watch %s: %d changed path(s) (%s) -> reconciling family(ies) %s",
-                    name,
-                    len(batch.paths),
-                    _few(batch.paths),
-                    _few(families),
-                )
-                try:
-                    report = self._run(frozenset(families), name)
-                except LeaseBusy as exc:
-                    log.info("watch %s: lease held (%s); trying again in %gs", name, exc, RETRY)
-                    self.metrics.runs.labels(source=name, outcome="busy").inc()
-                    watched.give_back(batch, self.clock.monotonic())
-                    return
-                except Exception as exc:
-                    log.error("watch %s: the scoped run failed: %s; retrying", name, exc)
-                    self.metrics.runs.labels(source=name, outcome="failed").inc()
-                    watched.give_back(batch, self.clock.monotonic())
-                    return
-                if report.error or report.refused or report.partial:
-                    why = report.error or ("refused by the guard" if report.refused else "partial")
-                    log.error("watch %s: run %s did not commit: %s", name, report.run_id, why)
-                    self.metrics.runs.labels(source=name, outcome="failed").inc()
-                    watched.give_back(batch, self.clock.monotonic())
-                    return
-                outcome = "applied"
-                log.info(
-                    "watch %s: run %s reconciled family(ies) %s: writes %s",
-                    name,
-                    report.run_id,
-                    _few(families),
-                    report.writes(),
-                )
-            reconciled_at = self.clock.now()
-            watched.done(batch, known, gone)
-            commit, until = watched.reached()
-            SqlWatchMarks.of(table).advance(
-                name, mark=commit, changed_until=until, reconciled_at=reconciled_at
+            table = self._kept_table()
+            scope = self._scope(table, watched, set(batch.paths))
+            families, known, gone = table.known_families(scope.families), scope.known, scope.gone
+        except Exception as exc:  # the table did not answer: the batch waits for it
+            log.error("watch %s: cannot read the document table: %s; retrying", name, exc)
+            self.metrics.runs.labels(source=name, outcome="failed").inc()
+            watched.give_back(batch, self.clock.monotonic())
+            self.release_unlocked()
+            return
+        if not families:
+            outcome = "idle"
+            log.info(
+                "watch %s: %d changed path(s), none a document the table knows: nothing "
+                "to reconcile",
+                name,
+                len(batch.paths),
             )
-        finally:
-            table.close()
+        else:
+            log.info(
+                "watch %s: %d changed path(s) (%s) -> reconciling family(ies) %s",
+                name,
+                len(batch.paths),
+                _few(batch.paths),
+                _few(families),
+            )
+            try:
+                report = self._run(frozenset(families), name, scope.paths)
+            except LeaseBusy as exc:
+                log.info("watch %s: lease held (%s); trying again in %gs", name, exc, RETRY)
+                self.metrics.runs.labels(source=name, outcome="busy").inc()
+                watched.give_back(batch, self.clock.monotonic())
+                return
+            except Exception as exc:
+                log.error("watch %s: the scoped run failed: %s; retrying", name, exc)
+                self._close_index()  # (opened anew for the retry)
+                self.metrics.runs.labels(source=name, outcome="failed").inc()
+                watched.give_back(batch, self.clock.monotonic())
+                return
+            if report.error or report.refused or report.partial:
+                why = report.error or ("refused by the guard" if report.refused else "partial")
+                log.error("watch %s: run %s did not commit: %s", name, report.run_id, why)
+                self.metrics.runs.labels(source=name, outcome="failed").inc()
+                watched.give_back(batch, self.clock.monotonic())
+                return
+            outcome = "applied"
+            log.info(
+                "watch %s: run %s reconciled family(ies) %s: writes %s",
+                name,
+                report.run_id,
+                _few(families),
+                report.writes(),
+            )
+        reconciled_at = self.clock.now()
+        watched.done(batch, known, gone)
+        commit, until = watched.reached()
+        SqlWatchMarks.of(table).advance(
+            name, mark=commit, changed_until=until, reconciled_at=reconciled_at
+        )
         self.metrics.runs.labels(source=name, outcome=outcome).inc()
         if outcome == "applied" and self.after_run is not None:
             self.after_run()
@@ -310,34 +358,16 @@ class Watch:
             _few(f.doc_id or "" for f in noted),
         )
 
-    def _families(
-        self, table: Any, name: str, paths: set[str]
-    ) -> tuple[set[str], set[str], set[str]]:
-        """The families of the documents at ``paths`` (those the table knows), the paths that
-        are documents now, and those gone."""
-        at = table.identities_at(name, paths)
-        by_key, _ = table.identities(name)
-        families = {by_key[key] for key in at.values() if key in by_key}
-        unknown = paths - at.keys()
-        known: set[str] = set(at)
-        gone: set[str] = set()
-        if unknown:
-            # paths the identity map does not know: new documents (or renamed ones); their
-            # families are read from the source
-            try:
-                snapshot = self._built[name].scan()
-            except Exception as exc:
-                log.warning("watch %s: cannot read the new path(s): %s", name, exc)
-            else:
-                for document in snapshot.documents:
-                    if document.path is not None and document.path in unknown:
-                        if document.family:
-                            families.add(document.family)
-                        known.add(document.path)
-        watched = next((w for w in self.sources if w.name == name), None)
-        if isinstance(watched, VaultWatch):
-            gone = {p for p in paths if not (watched.root / p).exists()}
-        return table.known_families(families), known - gone, gone
+    def _scope(self, table: Any, watched: VaultWatch | GitWatch, paths: set[str]) -> WatchScope:
+        """The families of the documents at ``paths`` and the paths the run reads
+        (``reconciler.app.watch_scope``)."""
+        root = watched.root if isinstance(watched, VaultWatch) else None
+        return watch_scope(
+            table,
+            self._built[watched.name],
+            paths,
+            exists=(lambda path: (root / path).exists()) if root is not None else None,
+        )
 
     def status(self) -> list[dict[str, Any]]:
         """Each watched source's mark and lag (for /healthz and logs)."""
@@ -358,7 +388,9 @@ class Watch:
             )
         return shown
 
-    def _scoped_run(self, families: frozenset[str], source: str) -> Report:
+    def _scoped_run(
+        self, families: frozenset[str], source: str, paths: frozenset[str] | None
+    ) -> Report:
         options = engine_options(
             self.settings,
             mode="repair",
@@ -366,7 +398,12 @@ class Watch:
             families=sorted(families),
             job=f"watch:{source}",
         )
-        return reconcile(self.settings, options, clock=self.clock)
+        if paths is not None:  # (the source's files at these paths alone)
+            options = dataclasses.replace(options, paths={source: paths})
+        if self._index is None:
+            self._index = open_index(self.settings)
+        kept = (self._kept_table(), self._index)
+        return reconcile(self.settings, options, clock=self.clock, kept=kept)
 
 
 def _few(items: Iterable[str], limit: int = 5) -> str:

@@ -28,7 +28,7 @@ from reconciler.pipeline.values import (
     SourcesRead,
 )
 from reconciler.ports import DeclarationReader, DocumentReader
-from reconciler.ports.source import ConnectorError, SystemOfRecord
+from reconciler.ports.source import ConnectorError, SystemOfRecord, scan_paths
 from reconciler.rules.declarations import families_touched, overlay
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
@@ -84,8 +84,13 @@ def read_systems(
                 last_success_at=last_success,
             )
             continue
+        only = options.paths.get(source.name) if options.paths is not None else None
         try:
-            snapshot = screen(source.scan())
+            if only is None:
+                snapshot, scoped = screen(source.scan()), False
+            else:
+                read_at, scoped = scan_paths(source, only)
+                snapshot = screen(read_at)
         except ConnectorError as exc:
             log.warning("source %s unreadable: %s", source.name, exc)
             states[source.name] = SourceState(
@@ -117,6 +122,7 @@ def read_systems(
             ttl=ttl,
             last_success_at=now,
             complete=snapshot.complete,
+            scoped=scoped,
         )
         by_key, by_hash = table.identities(source.name)
         assignment = resolve_families(

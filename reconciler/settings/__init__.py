@@ -24,6 +24,7 @@ from reconciler.settings.sections import (
     SourceSettings,
     StoreBounds,
     TableSettings,
+    WatchSettings,
     parse_duration,
 )
 
@@ -45,6 +46,7 @@ __all__ = [
     "SourceSettings",
     "StoreBounds",
     "TableSettings",
+    "WatchSettings",
     "load_settings",
     "parse_duration",
 ]

@@ -354,6 +354,23 @@ class MetricsSettings(_Section):
     pushgateway: str = ""
 
 
+class WatchSettings(_Section):
+    """``serve``'s watch of its sources (vault, git: ``reconciler.app.watching``)."""
+
+    #: How long the watch keeps the document table and the chunk index open after a run (a
+    #: run that comes sooner reuses them: no reload of a local-mode collection or an Edge
+    #: shard). Local mode and Edge lock their folder while open, so other processes
+    #: (``reconciler status``, ``check``) cannot open the index that long after a change;
+    #: 0 closes them after each run.
+    keep_open: Duration = timedelta(0)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> WatchSettings:
+        if self.keep_open < timedelta(0):
+            raise ValueError("watch.keep_open must be 0s or longer")
+        return self
+
+
 class IngestSettings(_Section):
     """The reference ingestion (the reconciler itself never embeds)."""
 
@@ -436,6 +453,7 @@ class Settings(_Section):
     policy: PolicySettings = PolicySettings()
     schedule: ScheduleSettings = ScheduleSettings()
     metrics: MetricsSettings = MetricsSettings()
+    watch: WatchSettings = WatchSettings()
     ingest: IngestSettings = IngestSettings()
     bootstrap: BootstrapSettings = BootstrapSettings()
     #: Where the settings came from (a file path, or "defaults"); not a config key.
