@@ -136,6 +136,13 @@ class Watch:
     def start(self) -> None:
         """Read the marks, start the watchers and the loop thread."""
         self.open()
+        if self.keep_open > 0:  # (opened now, not at the first change)
+            with self._kept:
+                try:
+                    self._kept_table()
+                    self._index = open_index(self.settings)
+                except Exception as exc:  # the first run opens them, and says what fails
+                    log.warning("watch: cannot open the stores yet: %s", exc)
         self._thread = threading.Thread(target=self._loop, name="watch", daemon=True)
         self._thread.start()
 
