@@ -121,6 +121,10 @@ class VaultWatch:
         with self._lock:
             self._rescan = True
 
+    def nudge(self) -> None:
+        """Look again now (a webhook): a rescan for what the events may not have said."""
+        self._ask_rescan()
+
     def _seen(self, raw: str) -> None:
         try:
             rel = Path(raw).resolve().relative_to(self.root).as_posix()
@@ -213,10 +217,18 @@ class VaultWatch:
 class GitWatch:
     """A git source's branch tip, polled."""
 
-    def __init__(self, name: str, source: SystemOfRecord, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        name: str,
+        source: SystemOfRecord,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        interval: float = GIT_POLL,
+    ) -> None:
         self.name = name
         self.source = source
         self.clock = clock
+        self.interval = interval
         self.batch = Batch()
         self._commit: str | None = None  # reconciled
         self._until: datetime | None = None
@@ -243,7 +255,7 @@ class GitWatch:
 
         if now < self._next_poll or now < self.batch.not_before:
             return
-        self._next_poll = now + GIT_POLL
+        self._next_poll = now + self.interval
         try:
             tip = head(self.source)  # type: ignore[arg-type]
             if self._commit is None:
@@ -302,6 +314,10 @@ class GitWatch:
         return self._up
 
     def restart(self) -> None:
+        self._next_poll = 0.0
+
+    def nudge(self) -> None:
+        """Poll at the next tick (a webhook)."""
         self._next_poll = 0.0
 
     def stop(self) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 from apscheduler.events import JobExecutionEvent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from reconciler.app.followers import RETRY, WATCHED_TYPES, GitWatch, VaultWatch
+from reconciler.app.followers import GIT_POLL, RETRY, WATCHED_TYPES, GitWatch, VaultWatch
 from reconciler.app.operations import engine_options, reconcile
 from reconciler.app.watch_scope import WatchScope, watch_scope
 from reconciler.app.wiring import build_sources, open_index, open_table
@@ -120,7 +120,8 @@ class Watch:
                 root = Path(getattr(source, "path", config.path or "."))
                 self.sources.append(VaultWatch(config.name, root, clock=clock))
             else:
-                self.sources.append(GitWatch(config.name, source, clock=clock))
+                every = config.poll_interval.total_seconds() if config.poll_interval else GIT_POLL
+                self.sources.append(GitWatch(config.name, source, clock=clock, interval=every))
         self._built = built
         self._thread: threading.Thread | None = None
         #: The table and chunk index kept open across runs (``[watch] keep_open``), under ``_kept``:
@@ -177,6 +178,15 @@ class Watch:
                     )
         finally:
             table.close()
+
+    def nudge(self, name: str) -> bool:
+        """Look at source ``name`` at the next tick (a webhook): poll it, or rescan the
+        vault. False when it is not watched."""
+        watched = next((w for w in self.sources if w.name == name), None)
+        if watched is None:
+            return False
+        watched.nudge()
+        return True
 
     def stop(self) -> None:
         self.stopping.set()
