@@ -214,8 +214,9 @@ class VaultWatch:
                 observer.join(timeout=5)
 
 
-class GitWatch:
-    """A git source's branch tip, polled."""
+class Polled:
+    """What a polled source's follower holds: the source, its interval, the pending batch,
+    when it is next polled and whether its last poll answered."""
 
     def __init__(
         self,
@@ -230,10 +231,33 @@ class GitWatch:
         self.clock = clock
         self.interval = interval
         self.batch = Batch()
-        self._commit: str | None = None  # reconciled
         self._until: datetime | None = None
         self._next_poll = 0.0
         self._up = True
+
+    def take(self) -> Batch:
+        taken, self.batch = self.batch, Batch()
+        return taken
+
+    def alive(self) -> bool:
+        return self._up
+
+    def restart(self) -> None:
+        self._next_poll = 0.0
+
+    def nudge(self) -> None:
+        """Poll at the next tick (a webhook)."""
+        self._next_poll = 0.0
+
+    def stop(self) -> None:
+        return None
+
+
+class GitWatch(Polled):
+    """A git source's branch tip, polled."""
+
+    #: The commit reconciled.
+    _commit: str | None = None
 
     def start(self, mark: WatchMark | None, known: set[str]) -> None:
         if mark is not None:
@@ -293,10 +317,6 @@ class GitWatch:
     def due(self, now: float) -> bool:
         return self.batch.mark not in (None, self._commit) and now >= self.batch.not_before
 
-    def take(self) -> Batch:
-        taken, self.batch = self.batch, Batch()
-        return taken
-
     def give_back(self, batch: Batch, now: float) -> None:
         batch.not_before = now + RETRY
         self.batch = batch
@@ -310,22 +330,21 @@ class GitWatch:
     def reached(self) -> tuple[str | None, datetime | None]:
         return self._commit, self._until
 
-    def alive(self) -> bool:
-        return self._up
 
-    def restart(self) -> None:
-        self._next_poll = 0.0
-
-    def nudge(self) -> None:
-        """Poll at the next tick (a webhook)."""
-        self._next_poll = 0.0
-
-    def stop(self) -> None:
-        return None
-
-
-#: The connector types the watch knows how to follow.
+#: The connector types the watch follows through events or a branch's tip.
 WATCHED_TYPES = frozenset({"vault", "git"})
+#: The connector types the watch polls, when their source sets ``poll_interval``.
+POLLED_TYPES = frozenset({"http", "confluence", "sql"})
+
+
+def followed(config: Any) -> bool:
+    """Whether ``serve``'s watch follows a ``[[sources]]`` entry: vault and git unless
+    ``watch = false``; http, confluence and sql when they set ``poll_interval`` too."""
+    if not config.watch:
+        return False
+    return config.type in WATCHED_TYPES or (
+        config.type in POLLED_TYPES and config.poll_interval is not None
+    )
 
 
 def watch_rows(
@@ -335,7 +354,7 @@ def watch_rows(
     watch last reconciled it."""
     shown = []
     for config in settings.sources:
-        if not (config.watch and config.type in WATCHED_TYPES):
+        if not followed(config):
             continue
         mark = marks.get(config.name)
         shown.append(

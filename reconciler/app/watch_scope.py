@@ -105,6 +105,17 @@ def watch_scope(
 _DANGLING = ProblemKind.DANGLING_SUPERSEDED_BY
 
 
+def keyed_scope(table: Any, name: str, keys: set[str], named: dict[str, str]) -> WatchScope:
+    """The scope of a polled source's changed documents (by source key; ``named``: the
+    family each names): their families by the identity map, their rows and their own; the
+    source is read whole (these connectors read no path alone)."""
+    marks = SqlWatchMarks.of(table)
+    known = marks.identities(name, keys)
+    families = _families(name, (), known, table, keys)
+    families |= {f"{name}:{named[key]}" for key in keys if key in named}
+    return WatchScope(frozenset(families), None, frozenset(), frozenset())
+
+
 def _families(
     name: str,
     documents: Iterable[SourceDocument],

@@ -25,15 +25,23 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from apscheduler.events import JobExecutionEvent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from reconciler.app.followers import GIT_POLL, RETRY, WATCHED_TYPES, GitWatch, VaultWatch
+from reconciler.app.followers import (
+    GIT_POLL,
+    RETRY,
+    GitWatch,
+    VaultWatch,
+    followed,
+)
 from reconciler.app.operations import engine_options, reconcile
-from reconciler.app.watch_scope import WatchScope, watch_scope
+from reconciler.app.polling import POLL, PolledWatch
+from reconciler.app.watch_scope import WatchScope, keyed_scope, watch_scope
 from reconciler.app.wiring import build_sources, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import LeaseBusy
@@ -48,6 +56,7 @@ log = logging.getLogger(__name__)
 #: How often the watch loop looks at its sources.
 TICK = 0.1
 
+Followed = VaultWatch | GitWatch | PolledWatch
 Runs = Callable[[frozenset[str], str, frozenset[str] | None], Report]
 
 
@@ -111,17 +120,20 @@ class Watch:
         self.metrics = WatchMetrics(registry)
         self.stopping = stopping or threading.Event()
         self._run = run or self._scoped_run
-        self.sources: list[VaultWatch | GitWatch] = []
-        chosen = [s for s in settings.sources if s.watch and s.type in WATCHED_TYPES]
+        self.sources: list[Followed] = []
+        chosen = [s for s in settings.sources if followed(s)]
         built = {s.name: s for s in build_sources(settings, [c.name for c in chosen])}
         for config in chosen:
             source = built[config.name]
             if config.type == "vault":
                 root = Path(getattr(source, "path", config.path or "."))
                 self.sources.append(VaultWatch(config.name, root, clock=clock))
-            else:
+            elif config.type == "git":
                 every = config.poll_interval.total_seconds() if config.poll_interval else GIT_POLL
                 self.sources.append(GitWatch(config.name, source, clock=clock, interval=every))
+            else:
+                every = (config.poll_interval or timedelta(seconds=POLL)).total_seconds()
+                self.sources.append(PolledWatch(config.name, source, clock=clock, interval=every))
         self._built = built
         self._thread: threading.Thread | None = None
         #: The table and chunk index kept open across runs (``[watch] keep_open``), under ``_kept``:
@@ -256,7 +268,7 @@ class Watch:
         if self._table is not None and self.clock.monotonic() - self._used >= self.keep_open:
             self.release()  # ([watch] keep_open: local mode and Edge lock their folder)
 
-    def _reconcile(self, watched: VaultWatch | GitWatch) -> None:
+    def _reconcile(self, watched: Followed) -> None:
         batch = watched.take()
         name = watched.name
         try:
@@ -375,9 +387,11 @@ class Watch:
             _few(f.doc_id or "" for f in noted),
         )
 
-    def _scope(self, table: Any, watched: VaultWatch | GitWatch, paths: set[str]) -> WatchScope:
+    def _scope(self, table: Any, watched: Followed, paths: set[str]) -> WatchScope:
         """The families of the documents at ``paths`` and the paths the run reads
         (``reconciler.app.watch_scope``)."""
+        if isinstance(watched, PolledWatch):  # (keys, not paths: the source is read whole)
+            return keyed_scope(table, watched.name, paths, watched.named)
         root = watched.root if isinstance(watched, VaultWatch) else None
         return watch_scope(
             table,

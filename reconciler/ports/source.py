@@ -78,6 +78,23 @@ def scan_paths(source: SystemOfRecord, paths: Collection[str]) -> tuple[SourceSn
     return source.scan(), False
 
 
+@runtime_checkable
+class Probes(Protocol):
+    """A system of record that can say cheaply whether it changed (optional: ``serve``'s watch
+    polls it so before it scans)."""
+
+    def probe(self, token: str | None) -> str | None:
+        """A token of the source's state now: ``token`` itself while nothing changed (an HTTP
+        validator answered 304, the same watermark), another when something did, None when
+        the source cannot tell (it is then scanned)."""
+        ...
+
+
+def probe(source: SystemOfRecord, token: str | None) -> str | None:
+    """The source's token (``Probes.probe``); None where its connector cannot tell."""
+    return source.probe(token) if isinstance(source, Probes) else None
+
+
 _STOP: ContextVar[Callable[[], str | None] | None] = ContextVar("source_stop", default=None)
 
 
