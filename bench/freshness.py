@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the corpus here (built when absent, reused when present)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=os.environ.get("BENCH_LOG", "WARNING"))
 
     from prometheus_client import CollectorRegistry  # noqa: PLC0415
 
@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         results["single_p50_s"] = statistics.median(latencies)
         results["single_p99_s"] = _p99(latencies)
         results["single_max_s"] = max(latencies)
+        results["single_latencies_s"] = [round(x, 3) for x in latencies]
         first = offset + args.singles
         cpu0 = time.process_time()
         before = len(timing.applied)

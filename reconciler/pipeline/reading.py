@@ -124,7 +124,9 @@ def read_systems(
             complete=snapshot.complete,
             scoped=scoped,
         )
-        by_key, by_hash = table.identities(source.name)
+        # (a read at some paths: the identities of what it read, or last seen there)
+        near = ({d.source_key for d in snapshot.documents}, only) if scoped and only else None
+        by_key, by_hash = table.identities(source.name, near=near)
         assignment = resolve_families(
             snapshot.documents, known_by_key=by_key, known_by_hash=by_hash
         )
@@ -135,7 +137,7 @@ def read_systems(
             (doc.source_key, assignment.family_of[doc.doc_id], doc.content_hash, doc.path)
             for doc in snapshot.documents
         )
-        for key, instant in table.identity_last_seen(source.name).items():
+        for key, instant in table.identity_last_seen(source.name, near=near).items():
             last_seen[f"{source.name}:{key}"] = instant
         unparsed: set[str] = set()
         for problem in identify(table, source.name, snapshot):
