@@ -57,6 +57,14 @@ class Batch:
         return min(dates) if dates else None
 
 
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def _mtime(path: Path, clock: Clock) -> datetime:
     try:
         return datetime.fromtimestamp(path.stat().st_mtime, UTC)
@@ -94,6 +102,7 @@ class VaultWatch:
         self.batch = Batch()
         self._lock = threading.Lock()
         self._observer: Any = None
+        self._inode: tuple[int, int] | None = None
         self._rescan = True
         self._since: datetime | None = None
         self._known: set[str] = set()
@@ -109,6 +118,7 @@ class VaultWatch:
         self._observe()
 
     def _observe(self) -> None:
+        self._inode = _inode(self.root)
         observer = Observer()
         observer.schedule(_Events(self._seen, self._ask_rescan), str(self.root), recursive=True)
         observer.daemon = True
@@ -199,7 +209,11 @@ class VaultWatch:
         return None, self._until
 
     def alive(self) -> bool:
-        return self._observer is not None and bool(self._observer.is_alive())
+        """The watcher runs, on the folder that is the vault's now (one moved away and
+        another put in its place, a remount: the old watcher sees nothing of the new one)."""
+        if self._observer is None or not self._observer.is_alive():
+            return False
+        return _inode(self.root) == self._inode
 
     def restart(self) -> None:
         """The watcher died: a new one, and a rescan for what it missed."""
