@@ -187,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         watch = Watch(settings, CollectorRegistry())
         watch.after_run = timing
         watch.start()
-        time.sleep(1.0)  # the start's rescan
+        # the start's rescan of the vault (a walk of every file), then a quiet moment
+        deadline = time.monotonic() + 300
+        while getattr(watch.sources[0], "_rescan", False) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2.0)
         cpu0, wall0 = time.process_time(), time.monotonic()
         time.sleep(args.idle)
         idle = (time.process_time() - cpu0) / (time.monotonic() - wall0)
