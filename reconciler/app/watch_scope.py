@@ -62,14 +62,16 @@ def watch_scope(
             snapshot, by_path = scan_paths(source, read)
         except Exception as exc:  # the run reads the source again (and says what it found)
             log.warning("watch %s: cannot read the changed path(s): %s", name, exc)
-            families |= _families(name, (), marks.identities(name, at.values()), table, at.values())
+            families |= _families(
+                name, (), marks.identities_of(name, at.values()), table, at.values()
+            )
             return WatchScope(frozenset(families), None, frozenset(at), frozenset())
         documents = snapshot.documents
         if not by_path:
             whole = "its connector reads no path alone"
             break
         keys = {doc.source_key for doc in documents} | set(at.values())
-        known = marks.identities(name, keys)  # key -> (family, path)
+        known = marks.identities_of(name, keys)  # key -> (family, path)
         found = _families(name, documents, known, table, at.values())
         stranger = next(
             (d for d in documents if d.family is None and d.source_key not in known), None
@@ -110,7 +112,7 @@ def keyed_scope(table: Any, name: str, keys: set[str], named: dict[str, str]) ->
     family each names): their families by the identity map, their rows and their own; the
     source is read whole (these connectors read no path alone)."""
     marks = SqlWatchMarks.of(table)
-    known = marks.identities(name, keys)
+    known = marks.identities_of(name, keys)
     families = _families(name, (), known, table, keys)
     families |= {f"{name}:{named[key]}" for key in keys if key in named}
     return WatchScope(frozenset(families), None, frozenset(), frozenset())
@@ -152,7 +154,7 @@ def _member_paths(
     missing = rows - members.keys()
     if missing:
         members.update(
-            {key: path for key, (_family, path) in marks.identities(name, missing).items()}
+            {key: path for key, (_family, path) in marks.identities_of(name, missing).items()}
         )
     unplaced = sorted(key for key in rows | members.keys() if members.get(key) is None)
     if unplaced:

@@ -60,7 +60,7 @@ class SqlWatchMarks:
             )
             return {path for path in rows if path is not None}
 
-    def identities(self, source: str, keys: Iterable[str]) -> dict[str, tuple[str, str | None]]:
+    def identities_of(self, source: str, keys: Iterable[str]) -> dict[str, tuple[str, str | None]]:
         """The identity map's family and path of each of ``keys`` it holds."""
         wanted = sorted(set(keys))
         found: dict[str, tuple[str, str | None]] = {}
