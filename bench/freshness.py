@@ -50,21 +50,32 @@ def _note(root: Path, n: int, v: int, status: str, sections: int, extra: str = "
     return path
 
 
-def build(root: Path, docs: int, sections: int, engine: str) -> None:
+def build(root: Path, docs: int, sections: int, engine: str, source: str = "vault") -> None:
     (root / "vault").mkdir(parents=True)
     for n in range(docs):
         _note(root, n, 1, "current", sections)
         _note(root, n, 2, "draft", sections)
+    if source == "git":
+        _git(root, "init", "-q", "-b", "main")
+        _git(root, "add", "-A")
+        _git(root, "commit", "-q", "-m", "the corpus")
     index = 'path = "qdrant"' if engine == "qdrant" else 'path = "shards"'
     (root / "reconciler.toml").write_text(
         f'[table]\nurl = "sqlite:///reconciler.db"\n[index]\nengine = "{engine}"\n{index}\n'
-        'collection = "corpus"\n[[sources]]\nname = "hb"\ntype = "vault"\npath = "vault"\n'
-        "[guard]\nmax_changed_fraction = 1.0\n[ingest]\nmax_chunk_chars = 1200\n",
+        f'collection = "corpus"\n[[sources]]\nname = "hb"\ntype = "{source}"\npath = "vault"\n'
+        "[guard]\nmax_changed_fraction = 1.0\n[ingest]\nmax_chunk_chars = 1200\n"
+        '[watch]\nkeep_open = "10m"\n',
         encoding="utf-8",
     )
     command = [sys.executable, "-m", "reconciler.cli", "--config", str(root / "reconciler.toml")]
     for step in (["init"], ["ingest"]):
         subprocess.run([*command, *step], check=True, capture_output=True, cwd=root)
+
+
+def _git(root: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.org",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.org"}  # fmt: skip
+    subprocess.run(["git", *args], cwd=root / "vault", check=True, capture_output=True, env=env)
 
 
 def served(settings: Any, doc_ids: list[str]) -> set[str]:
@@ -109,12 +120,21 @@ class Timing:
         self.event.set()
 
 
-def change(root: Path, n: int, kind: str, sections: int) -> float:
-    """Make one change; the mtime of its newest file."""
+def change(root: Path, n: int, kind: str, sections: int, git: bool = False) -> float:
+    """Make one change; the mtime of its newest file (git: the time the commit was made)."""
     if kind == "retire":
-        return _note(root, n, 1, "retired", sections).stat().st_mtime
-    _note(root, n, 1, "superseded", sections, extra=f"superseded_by: f{n}-v2\n")
-    return _note(root, n, 2, "current", sections).stat().st_mtime
+        stamp = _note(root, n, 1, "retired", sections).stat().st_mtime
+    else:
+        _note(root, n, 1, "superseded", sections, extra=f"superseded_by: f{n}-v2\n")
+        stamp = _note(root, n, 2, "current", sections).stat().st_mtime
+    if git:
+        commit(root, f"change {n}")
+        return time.time()
+    return stamp
+
+
+def commit(root: Path, message: str) -> None:
+    _git(root, "commit", "-q", "-a", "-m", message)
 
 
 def wait_for(timing: Timing, count: int, seconds: float = 300) -> None:
@@ -132,19 +152,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--singles", type=int, default=20, help="changes one at a time")
     parser.add_argument("--burst", type=int, default=100, help="changes at once")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measured")
+    parser.add_argument("--source", choices=("vault", "git"), default="vault",
+                        help="a vault (filesystem events) or a git repository (commits, polled)")  # fmt: skip
+    parser.add_argument("--root", type=Path,
+                        help="keep the corpus here (built when absent, reused when present)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=os.environ.get("BENCH_LOG", "WARNING"))
 
     from prometheus_client import CollectorRegistry  # noqa: PLC0415
 
     from reconciler.app.watching import Watch  # noqa: PLC0415
     from reconciler.settings import load_settings  # noqa: PLC0415
 
-    root = Path(tempfile.mkdtemp(prefix="bench-freshness-"))
+    root = args.root or Path(tempfile.mkdtemp(prefix="bench-freshness-"))
+    git = args.source == "git"
     try:
         started = time.monotonic()
-        build(root, args.docs, args.sections, args.engine)
+        if not (root / "reconciler.toml").exists():
+            root.mkdir(parents=True, exist_ok=True)
+            build(root, args.docs, args.sections, args.engine, args.source)
+        # (a kept corpus: the families changed by earlier runs are left alone)
+        offset_file = root / "bench-next"
+        offset = int(offset_file.read_text()) if offset_file.exists() else 0
+        if offset + args.singles + args.burst > args.docs:
+            raise SystemExit(f"{root} has {args.docs - offset} unchanged families left")
+        offset_file.write_text(str(offset + args.singles + args.burst))
         os.chdir(root)
         settings = load_settings(root / "reconciler.toml")
         chunks = int(next(iter(served(settings, []))).split("=")[1])
@@ -154,17 +187,21 @@ def main(argv: list[str] | None = None) -> int:
         watch = Watch(settings, CollectorRegistry())
         watch.after_run = timing
         watch.start()
-        time.sleep(1.0)  # the start's rescan
+        # the start's rescan of the vault (a walk of every file), then a quiet moment
+        deadline = time.monotonic() + 300
+        while getattr(watch.sources[0], "_rescan", False) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2.0)
         cpu0, wall0 = time.process_time(), time.monotonic()
         time.sleep(args.idle)
         idle = (time.process_time() - cpu0) / (time.monotonic() - wall0)
-        results: dict[str, Any] = {"docs": args.docs * 2, "chunks": chunks,
-                                   "engine": args.engine, "idle_cpu_fraction": idle}  # fmt: skip
+        results: dict[str, Any] = {"docs": args.docs * 2, "chunks": chunks, "engine": args.engine,
+                                   "source": args.source, "idle_cpu_fraction": idle}  # fmt: skip
         latencies: list[float] = []
         cpu0 = time.process_time()
         for i in range(args.singles):
             kind = "retire" if i % 2 else "supersede"
-            stamp = change(root, i, kind, args.sections)
+            stamp = change(root, offset + i, kind, args.sections, git)
             wait_for(timing, len(timing.applied) + 1)
             latencies.append(timing.applied[-1] - stamp)
             time.sleep(0.5)  # (the next change is a change of its own)
@@ -172,25 +209,35 @@ def main(argv: list[str] | None = None) -> int:
         results["single_p50_s"] = statistics.median(latencies)
         results["single_p99_s"] = _p99(latencies)
         results["single_max_s"] = max(latencies)
-        first = args.singles
+        results["single_latencies_s"] = [round(x, 3) for x in latencies]
+        first = offset + args.singles
         cpu0 = time.process_time()
         before = len(timing.applied)
         stamps = [change(root, first + i, "retire", args.sections) for i in range(args.burst)]
+        if git:  # (the burst is one commit of them all)
+            commit(root, "a burst")
+            stamps = [time.time()]
         last = max(stamps)
         # every burst change reconciled: the watch's batches applied, the last after the last file
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             wait_for(timing, len(timing.applied) + 1, 5)
-            if timing.applied[before:] and timing.applied[-1] > last and not watch.sources[0].batch.paths:
+            if (
+                timing.applied[before:]
+                and timing.applied[-1] > last
+                and not watch.sources[0].batch.paths
+            ):
                 break
         results["burst_changes"] = args.burst
         results["burst_runs"] = len(timing.applied) - before
         results["burst_all_in_s"] = timing.applied[-1] - min(stamps)
         results["burst_cpu_s_per_change"] = (time.process_time() - cpu0) / max(args.burst, 1)
         watch.stop()
-        retired = [f"hb:f{i}-v1" for i in range(first + args.burst) if i % 2 or i >= first]
-        superseded = [f"hb:f{i}-v1" for i in range(first) if not i % 2]
-        successors = [f"hb:f{i}-v2" for i in range(first) if not i % 2]
+        singles = range(offset, first)
+        retired = [f"hb:f{i}-v1" for i in range(offset, first + args.burst)
+                   if (i - offset) % 2 or i >= first]  # fmt: skip
+        superseded = [f"hb:f{i}-v1" for i in singles if not (i - offset) % 2]
+        successors = [f"hb:f{i}-v2" for i in singles if not (i - offset) % 2]
         now = served(settings, retired + superseded + successors)
         results["served_right"] = now == set(successors)
         print(json.dumps(results, indent=2))
@@ -199,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if results["served_right"] else 1
     finally:
         os.chdir("/")
-        shutil.rmtree(root, ignore_errors=True)
+        if args.root is None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _p99(values: list[float]) -> float:

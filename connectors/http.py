@@ -245,6 +245,34 @@ class HttpRegistrySource:
             complete=complete,
         )
 
+    def probe(self, token: str | None) -> str | None:
+        """The listing's validator (its ``ETag``, else its ``Last-Modified``), asked with a
+        conditional request (``If-None-Match`` / ``If-Modified-Since``): ``token`` again when
+        the registry answers 304; None when it gives no validator (the watch then scans)."""
+        headers: dict[str, str] = {}
+        if token is not None and token.startswith("etag:"):
+            headers["If-None-Match"] = token[len("etag:") :]
+        elif token is not None and token.startswith("modified:"):
+            headers["If-Modified-Since"] = token[len("modified:") :]
+        response = get_response(
+            self._open(),
+            f"{self.url}/documents",
+            policy=self.policy,
+            params=self._page_params(None),
+            headers=headers,
+            source=self.name,
+        )
+        try:
+            if response.status_code == 304:
+                return token
+            if etag := response.headers.get("ETag"):
+                return f"etag:{etag}"
+            if modified := response.headers.get("Last-Modified"):
+                return f"modified:{modified}"
+            return None
+        finally:
+            response.close()
+
     def read_body(self, source_key: str) -> str:
         """Return one document's body (UTF-8 text); raise DocumentUnreadable when it is gone."""
         session = self._open()

@@ -96,6 +96,9 @@ class SourceState:
     last_success_at: datetime | None = None
     #: False when the scan was partial: absent documents are not taken as deleted.
     complete: bool = True
+    #: Read at some paths only (``Options.paths``: ``serve``'s watch): complete for the
+    #: documents of the run's families, and no count of the whole source.
+    scoped: bool = False
 
 
 @dataclass(frozen=True)

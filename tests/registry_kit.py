@@ -28,7 +28,12 @@ class FakeRegistry:
     (then the page is served normally); ``broken["body:ID"]`` is served every time.
     """
 
-    def __init__(self, *, with_hashes: bool = False, token: str | None = None) -> None:
+    def __init__(
+        self, *, with_hashes: bool = False, token: str | None = None, etags: bool = False
+    ) -> None:
+        #: ``etags``: the listing carries an ``ETag`` of the whole registry, and a request
+        #: whose ``If-None-Match`` holds it is answered 304 (a conditional poll).
+        self.etags = etags
         self.records: dict[str, dict[str, Any]] = {}
         self.bodies: dict[str, str] = {}
         self.with_hashes = with_hashes
@@ -58,6 +63,9 @@ class FakeRegistry:
         if request.path == "/reg/documents":
             limit = int(request.args.get("limit", "100"))
             offset = int(request.args.get("cursor", "c0")[1:])
+            if self.etags and request.headers.get("If-None-Match") == self.etag():
+                self.hits.append("not modified")
+                return Response(status=304, headers={"ETag": self.etag()})
             return self._serve(f"page:{offset // limit + 1}", lambda: self._page(offset, limit))
         match = re.fullmatch(r"/reg/documents/(.+)/body", request.path)
         if match is not None:
@@ -86,7 +94,13 @@ class FakeRegistry:
         return Response(
             json.dumps({"documents": entries, "next_cursor": following}),
             content_type="application/json",
+            headers={"ETag": self.etag()} if self.etags else None,
         )
+
+    def etag(self) -> str:
+        """The registry's version: a hash of every record and body."""
+        state = json.dumps([self.records, self.bodies], sort_keys=True)
+        return '"' + hashlib.sha256(state.encode("utf-8")).hexdigest()[:16] + '"'
 
     def _body(self, doc_id: str) -> Response:
         if doc_id not in self.bodies:

@@ -12,7 +12,7 @@ file that cannot be decoded or parsed: a ``SourceProblem``, as in the vault.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
 from connectors.frontmatter import NoteRefused, content_hash
 from connectors.git.command import Git, redact
-from connectors.git.history import commit_times, histories, identities
+from connectors.git.history import History, commit_times, histories, identities
 from connectors.git.options import (
     DEFAULT_GLOB,
     DEFAULT_TIMEOUT,
@@ -38,6 +38,14 @@ from reconciler.model import ProblemKind, SourceDocument, SourceProblem, SourceS
 __all__ = ["GitSource"]
 
 log = logging.getLogger(__name__)
+
+
+#: (selected files, sidecars, problems, history, identities) of one tip.
+_Tree = tuple[
+    dict[str, str], dict[str, str], tuple[SourceProblem, ...], dict[str, History], dict[str, str]
+]
+#: The last tree read, by (source, repository, commit, subdir).
+_LAST_TREE: dict[tuple[str, str, str, str | None], tuple[Vocabulary, _Tree]] = {}
 
 
 class GitSource:
@@ -127,14 +135,27 @@ class GitSource:
 
     def scan(self) -> SourceSnapshot:
         """Read every selected file of the branch tip; raise SourceUnavailable if git cannot."""
+        return self._scan(None)
+
+    def scan_paths(self, paths: Collection[str]) -> SourceSnapshot:
+        """Read only the documents at ``paths`` (relative to the source's root) of the branch
+        tip: a path that is no document there is left out, as a scan would leave it. Each
+        identity still comes from the whole tree's history (a first path two files claim is
+        settled as a scan settles it); only the blobs at ``paths`` are read and parsed."""
+        return self._scan(frozenset(paths))
+
+    def _scan(self, only: frozenset[str] | None) -> SourceSnapshot:
         scanned_at = self._clock()
         git_dir = open_repository(self._git, path=self.path, url=self.url, cache_dir=self.cache_dir)
         ref, commit = tip(self._git, git_dir, self.branch)
         scope = Scope(self.subdir, self.vocabulary)
-        problems: list[SourceProblem] = []
-        selected, sidecars = select(self._git, git_dir, commit, scope, problems, self._problem)
-        history = histories(self._git, git_dir, commit, selected, scope)
-        keys = identities(scope, history)
+        selected, sidecars, found, history, keys = self._tree(git_dir, commit, scope)
+        problems = list(found)
+        if only is not None:  # (the whole tree's identities, the blobs at ``only``)
+            selected = {path: oid for path, oid in selected.items() if scope.rel(path) in only}
+            problems = [problem for problem in problems if problem.path in only]
+            wanted = {self.vocabulary.sidecar_path(scope.rel(path)) for path in selected}
+            sidecars = {where: oid for where, oid in sidecars.items() if where in wanted}
         blobs = self._git.read_blobs(git_dir, [*selected.values(), *sidecar_blobs(sidecars)])
 
         notes: list[Note] = []
@@ -222,9 +243,10 @@ class GitSource:
                     doc_class=note.doc_class,
                 )
             )
-        self._blobs = {
+        blobs_of = {
             note.key: (git_dir, selected[repo_path[note.path]], note.path) for note in notes
         }
+        self._blobs = blobs_of if only is None else {**self._blobs, **blobs_of}
         log.info(
             "git %s: %d document(s), %d problem(s) at %s %s",
             self.name,
@@ -239,6 +261,21 @@ class GitSource:
             problems=tuple(problems),
             scanned_at=scanned_at,
         )
+
+    def _tree(self, git_dir: Path, commit: str, scope: Scope) -> _Tree:
+        """The tip's selected files, their sidecars, history and identities; the last tree
+        read is kept (``serve``'s watch reads a few paths of the same tip several times)."""
+        key = (self.name, str(git_dir), commit, self.subdir)
+        kept = _LAST_TREE.get(key)
+        if kept is not None and kept[0] == self.vocabulary:  # (the same files selected)
+            return kept[1]
+        problems: list[SourceProblem] = []
+        selected, sidecars = select(self._git, git_dir, commit, scope, problems, self._problem)
+        history = histories(self._git, git_dir, commit, selected, scope)
+        tree = (selected, sidecars, tuple(problems), history, identities(scope, history))
+        _LAST_TREE.clear()  # (one tree at a time: its history is the size of the repository)
+        _LAST_TREE[key] = (self.vocabulary, tree)
+        return tree
 
     def read_body(self, source_key: str) -> str:
         """Return the body of the document ``source_key`` as of the last scan's commit."""

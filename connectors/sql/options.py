@@ -75,6 +75,9 @@ class SqlOptions(ConnectorOptions):
     filter: Annotated[dict[str, Any], PlainValidator(_filter)] = Field(default_factory=dict)
     status_map: StatusMap = Field(default_factory=dict)
     batch_size: PositiveInt = 500
+    #: A column every change of a row moves forward (a last-modified time or a row version):
+    #: ``serve``'s watch polls its maximum (with the row count, for deletions) before it scans.
+    updated_at: str | None = None
 
 
 def _database_url_problems(url: str) -> list[str]:

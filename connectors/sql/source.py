@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Column, MetaData, Table, create_engine, select
+from sqlalchemy import Column, MetaData, Table, create_engine, func, select
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -91,6 +91,7 @@ class SqlTableSource:
         filters: Mapping[str, Any] | None = None,
         status_map: Mapping[str, str] | None = None,
         batch_size: int = 500,
+        updated_at: str | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         if (url is None) == (url_env is None):
@@ -103,6 +104,7 @@ class SqlTableSource:
         self.filters = dict(filters or {})
         self.status_map = parse_status_map(status_map)
         self.batch_size = batch_size
+        self.updated_at = updated_at
         self._clock = clock or (lambda: datetime.now(UTC))
         self._engine: Engine | None = None
         self._mapped: _Mapped | None = None
@@ -130,6 +132,7 @@ class SqlTableSource:
             filters=options.filter,
             status_map=options.status_map,
             batch_size=options.batch_size,
+            updated_at=options.updated_at,
         )
 
     # -- the SystemOfRecord contract -------------------------------------------------------
@@ -248,6 +251,32 @@ class SqlTableSource:
             return make_url(self.url).render_as_string(hide_password=True)
         except ArgumentError:
             return "(invalid url)"
+
+    def probe(self, token: str | None) -> str | None:
+        """The ``updated_at`` watermark: the column's maximum and the row count under the
+        filter (a deleted row lowers the count); None without ``options.updated_at``."""
+        if self.updated_at is None:
+            return None
+        try:
+            with self._connect() as conn:
+                mapped = self._map(conn)
+                column = mapped.table.columns.get(self.updated_at)
+                if column is None:
+                    raise ConnectorConfigError(
+                        f"{self.name}: table {self.table_name!r} has no column "
+                        f"{self.updated_at!r} (options.updated_at)"
+                    )
+                newest, rows = conn.execute(
+                    select(func.max(column), func.count())
+                    .select_from(mapped.table)
+                    .where(*mapped.where)
+                ).one()
+        except SQLAlchemyError as exc:
+            self._mapped = None
+            raise SourceUnavailable(
+                f"{self.name}: cannot read {self._display_url()}: {_reason(exc)}"
+            ) from None
+        return f"{newest}|{rows}"
 
     def _connect(self) -> Connection:
         if self._engine is None:

@@ -16,6 +16,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
+from reconciler.app.hooks import Hooks
 from reconciler.app.operations import engine_options, reconcile, record_failed
 from reconciler.app.scraping import SCRAPE_READ_LIMIT, BoundedRead
 from reconciler.app.stopping import JobControl
@@ -92,6 +93,9 @@ class Runner:
         #: The job in the lane, and when (monotonic) serve was told to stop.
         self._current: JobControl | None = None
         self._stop_at: float | None = None
+        #: Called in the lane before each job (the watch lets go of the stores it keeps open:
+        #: local mode and Edge lock their folder).
+        self.before_job: Callable[[], object] | None = None
 
     def expect_full(self, after: datetime) -> None:
         """The full job is next due at its first time after ``after``, plus the schedule's
@@ -118,6 +122,8 @@ class Runner:
             if self.stopping.is_set():
                 log.info("job %s not started: serve is stopping", spec.job_id)
                 return None
+            if self.before_job is not None:
+                self.before_job()
             return self._run(spec, mode=mode, actor=actor)
 
     def _run(self, spec: JobSpec, *, mode: str, actor: str) -> Report | None:
@@ -351,13 +357,20 @@ def http_app(
     *,
     clock: Clock = SYSTEM_CLOCK,
     stalled: Callable[[], str | None] = lambda: None,
+    hooks: Callable[..., Iterable[bytes]] | None = None,
 ) -> Callable[..., Iterable[bytes]]:
     """``/metrics`` (Prometheus exposition) and ``/healthz`` (200 or 503 with the reason; 503
-    too when the full job is overdue, or while ``stalled`` says a store does not answer)."""
+    too when the full job is overdue, or while ``stalled`` says a store does not answer);
+    ``/hooks/SOURCE`` when ``hooks`` is given (``reconciler.app.hooks``). All else is GET."""
     metrics = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
+        if hooks is not None and path.startswith("/hooks/"):
+            return hooks(environ, start_response)
+        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
+            return [b"GET only\n"]
         if path == "/healthz":
             healthy, problem = live.health(clock.now())
             if healthy and (hung := stalled()) is not None:
@@ -399,7 +412,9 @@ def serve(
     registry, live = build_registry(snapshot)
     runner = Runner(settings, live=live, shard=shard)
     runner.expect_full(runner.clock.now())
-    server = start_http(settings.metrics.listen, http_app(registry, live, stalled=snapshot.stalled))
+    hooks = Hooks(settings.watch.webhook_secret()) if settings.watch.webhooks and watch else None
+    app = http_app(registry, live, stalled=snapshot.stalled, hooks=hooks)
+    server = start_http(settings.metrics.listen, app)
     scheduler = blocking_scheduler()
     add_jobs(scheduler, job_specs(settings), runner)
     if run_now:
@@ -418,6 +433,8 @@ def serve(
     from reconciler.app.freshness import start_freshness  # noqa: PLC0415
 
     watcher = start_freshness(settings, scheduler, runner, registry, stop.stopping, watch=watch)
+    if hooks is not None and watcher is not None:
+        hooks.nudge = watcher.nudge
     # -- end of issue 39 -------------------------------------------------------------------
     for job in scheduler.get_jobs():
         log.info("job %s: %s", job.id, job.trigger)

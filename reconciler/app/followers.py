@@ -57,6 +57,14 @@ class Batch:
         return min(dates) if dates else None
 
 
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def _mtime(path: Path, clock: Clock) -> datetime:
     try:
         return datetime.fromtimestamp(path.stat().st_mtime, UTC)
@@ -94,6 +102,7 @@ class VaultWatch:
         self.batch = Batch()
         self._lock = threading.Lock()
         self._observer: Any = None
+        self._inode: tuple[int, int] | None = None
         self._rescan = True
         self._since: datetime | None = None
         self._known: set[str] = set()
@@ -109,6 +118,7 @@ class VaultWatch:
         self._observe()
 
     def _observe(self) -> None:
+        self._inode = _inode(self.root)
         observer = Observer()
         observer.schedule(_Events(self._seen, self._ask_rescan), str(self.root), recursive=True)
         observer.daemon = True
@@ -120,6 +130,10 @@ class VaultWatch:
     def _ask_rescan(self) -> None:
         with self._lock:
             self._rescan = True
+
+    def nudge(self) -> None:
+        """Look again now (a webhook): a rescan for what the events may not have said."""
+        self._ask_rescan()
 
     def _seen(self, raw: str) -> None:
         try:
@@ -195,7 +209,11 @@ class VaultWatch:
         return None, self._until
 
     def alive(self) -> bool:
-        return self._observer is not None and bool(self._observer.is_alive())
+        """The watcher runs, on the folder that is the vault's now (one moved away and
+        another put in its place, a remount: the old watcher sees nothing of the new one)."""
+        if self._observer is None or not self._observer.is_alive():
+            return False
+        return _inode(self.root) == self._inode
 
     def restart(self) -> None:
         """The watcher died: a new one, and a rescan for what it missed."""
@@ -210,18 +228,50 @@ class VaultWatch:
                 observer.join(timeout=5)
 
 
-class GitWatch:
-    """A git source's branch tip, polled."""
+class Polled:
+    """What a polled source's follower holds: the source, its interval, the pending batch,
+    when it is next polled and whether its last poll answered."""
 
-    def __init__(self, name: str, source: SystemOfRecord, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        name: str,
+        source: SystemOfRecord,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        interval: float = GIT_POLL,
+    ) -> None:
         self.name = name
         self.source = source
         self.clock = clock
+        self.interval = interval
         self.batch = Batch()
-        self._commit: str | None = None  # reconciled
         self._until: datetime | None = None
         self._next_poll = 0.0
         self._up = True
+
+    def take(self) -> Batch:
+        taken, self.batch = self.batch, Batch()
+        return taken
+
+    def alive(self) -> bool:
+        return self._up
+
+    def restart(self) -> None:
+        self._next_poll = 0.0
+
+    def nudge(self) -> None:
+        """Poll at the next tick (a webhook)."""
+        self._next_poll = 0.0
+
+    def stop(self) -> None:
+        return None
+
+
+class GitWatch(Polled):
+    """A git source's branch tip, polled."""
+
+    #: The commit reconciled.
+    _commit: str | None = None
 
     def start(self, mark: WatchMark | None, known: set[str]) -> None:
         if mark is not None:
@@ -243,7 +293,7 @@ class GitWatch:
 
         if now < self._next_poll or now < self.batch.not_before:
             return
-        self._next_poll = now + GIT_POLL
+        self._next_poll = now + self.interval
         try:
             tip = head(self.source)  # type: ignore[arg-type]
             if self._commit is None:
@@ -281,10 +331,6 @@ class GitWatch:
     def due(self, now: float) -> bool:
         return self.batch.mark not in (None, self._commit) and now >= self.batch.not_before
 
-    def take(self) -> Batch:
-        taken, self.batch = self.batch, Batch()
-        return taken
-
     def give_back(self, batch: Batch, now: float) -> None:
         batch.not_before = now + RETRY
         self.batch = batch
@@ -298,18 +344,21 @@ class GitWatch:
     def reached(self) -> tuple[str | None, datetime | None]:
         return self._commit, self._until
 
-    def alive(self) -> bool:
-        return self._up
 
-    def restart(self) -> None:
-        self._next_poll = 0.0
-
-    def stop(self) -> None:
-        return None
-
-
-#: The connector types the watch knows how to follow.
+#: The connector types the watch follows through events or a branch's tip.
 WATCHED_TYPES = frozenset({"vault", "git"})
+#: The connector types the watch polls, when their source sets ``poll_interval``.
+POLLED_TYPES = frozenset({"http", "confluence", "sql"})
+
+
+def followed(config: Any) -> bool:
+    """Whether ``serve``'s watch follows a ``[[sources]]`` entry: vault and git unless
+    ``watch = false``; http, confluence and sql when they set ``poll_interval`` too."""
+    if not config.watch:
+        return False
+    return config.type in WATCHED_TYPES or (
+        config.type in POLLED_TYPES and config.poll_interval is not None
+    )
 
 
 def watch_rows(
@@ -319,7 +368,7 @@ def watch_rows(
     watch last reconciled it."""
     shown = []
     for config in settings.sources:
-        if not (config.watch and config.type in WATCHED_TYPES):
+        if not followed(config):
             continue
         mark = marks.get(config.name)
         shown.append(

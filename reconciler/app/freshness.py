@@ -33,5 +33,7 @@ def start_freshness(
     watcher = start_watch(settings, registry, stopping=stopping) if watch else None
     if watcher is not None:
         watcher.after_run = boundaries.plan
+        if hasattr(runner, "before_job"):  # (serve's job opens the stores the watch keeps)
+            runner.before_job = watcher.release
         scheduler.add_listener(watcher.after_job, EVENT_JOB_EXECUTED)
     return watcher

@@ -45,6 +45,7 @@ from reconciler.writing.runs import finish_failed, start_reconciliation
 
 if TYPE_CHECKING:
     from reconciler.ingesting import IngestProgress
+    from reconciler.stores.sql import SqlDocumentTable
 
 log = logging.getLogger(__name__)
 
@@ -335,6 +336,7 @@ def reconcile(
     clock: Clock = SYSTEM_CLOCK,
     control: JobControl | None = None,
     probe: bool = False,
+    kept: tuple[SqlDocumentTable, ChunkIndex] | None = None,
 ) -> Report:
     """Run one reconciliation (check, plan, apply, run or repair).
 
@@ -347,12 +349,17 @@ def reconcile(
 
     ``control`` (serve's jobs): stop at the next safe point when asked (``app.stopping``).
     ``probe``: read the sources first and record it, for checks that do not read them.
+    ``kept``: the table and chunk index, open, used and left open (``serve``'s watch keeps
+    them across its runs); by default each is opened for the run and closed after it.
     """
     sources = stoppable_sources(build_sources(settings), control)
-    table = open_table(settings)
+    table = open_table(settings) if kept is None else kept[0]
+    kept_index = kept[1] if kept is not None else None
     try:
         if options.mode not in WRITING_MODES:
-            return _run_engine(settings, table, sources, options, progress, clock=clock)
+            return _run_engine(
+                settings, table, sources, options, progress, clock=clock, index=kept_index
+            )
         lease = leases_of(table)(lease_name(str(options.shard)), clock=clock)
         options = dataclasses.replace(options, run_id=options.run_id or str(uuid.uuid4()))
         with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
@@ -377,6 +384,7 @@ def reconcile(
                     held=held,
                     clock=clock,
                     control=control,
+                    index=kept_index,
                 )
             except (NotFound, Undeclarable):
                 # a mistyped scope, or decisions a source contradicts: nothing was read from
@@ -391,7 +399,8 @@ def reconcile(
                 if held.lost:
                     log.error("the lease of shard %s was lost during the run", options.shard)
     finally:
-        table.close()
+        if kept is None:
+            table.close()
 
 
 def lease_guard(
@@ -423,8 +432,10 @@ def _run_engine(
     held: HeldLease | None = None,
     clock: Clock = SYSTEM_CLOCK,
     control: JobControl | None = None,
+    index: ChunkIndex | None = None,
 ) -> Report:
-    index = open_index(settings)
+    kept = index is not None
+    index = index if index is not None else open_index(settings)
     if control is not None:
         control.on_leave(index.close)  # (local mode and Edge lock their folder)
     try:
@@ -448,7 +459,8 @@ def _run_engine(
         )
         return engine.run(options)
     finally:
-        index.close()
+        if not kept:
+            index.close()
 
 
 def record_failed(table: DocumentTable, options: Options, exc: BaseException) -> None:

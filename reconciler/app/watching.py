@@ -21,18 +21,28 @@ missed is its own finding there.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from apscheduler.events import JobExecutionEvent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from reconciler.app.followers import RETRY, WATCHED_TYPES, GitWatch, VaultWatch
+from reconciler.app.followers import (
+    GIT_POLL,
+    RETRY,
+    GitWatch,
+    VaultWatch,
+    followed,
+)
 from reconciler.app.operations import engine_options, reconcile
-from reconciler.app.wiring import build_sources, open_table
+from reconciler.app.polling import POLL, PolledWatch
+from reconciler.app.watch_scope import WatchScope, keyed_scope, watch_scope
+from reconciler.app.wiring import build_sources, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import LeaseBusy
 from reconciler.model import Finding, Severity
@@ -46,7 +56,8 @@ log = logging.getLogger(__name__)
 #: How often the watch loop looks at its sources.
 TICK = 0.1
 
-Runs = Callable[[frozenset[str], str], Report]
+Followed = VaultWatch | GitWatch | PolledWatch
+Runs = Callable[[frozenset[str], str, frozenset[str] | None], Report]
 
 
 class WatchMetrics:
@@ -109,24 +120,42 @@ class Watch:
         self.metrics = WatchMetrics(registry)
         self.stopping = stopping or threading.Event()
         self._run = run or self._scoped_run
-        self.sources: list[VaultWatch | GitWatch] = []
-        chosen = [s for s in settings.sources if s.watch and s.type in WATCHED_TYPES]
+        self.sources: list[Followed] = []
+        chosen = [s for s in settings.sources if followed(s)]
         built = {s.name: s for s in build_sources(settings, [c.name for c in chosen])}
         for config in chosen:
             source = built[config.name]
             if config.type == "vault":
                 root = Path(getattr(source, "path", config.path or "."))
                 self.sources.append(VaultWatch(config.name, root, clock=clock))
+            elif config.type == "git":
+                every = config.poll_interval.total_seconds() if config.poll_interval else GIT_POLL
+                self.sources.append(GitWatch(config.name, source, clock=clock, interval=every))
             else:
-                self.sources.append(GitWatch(config.name, source, clock=clock))
+                every = (config.poll_interval or timedelta(seconds=POLL)).total_seconds()
+                self.sources.append(PolledWatch(config.name, source, clock=clock, interval=every))
         self._built = built
         self._thread: threading.Thread | None = None
+        #: The table and chunk index kept open across runs (``[watch] keep_open``), under ``_kept``:
+        #: a run holds it, and ``release`` (serve's job is about to open them) waits for it.
+        self._table: Any = None
+        self._index: Any = None
+        self._kept = threading.Lock()
+        self._used = 0.0
+        self.keep_open = settings.watch.keep_open.total_seconds()
         #: Called after a run applied (serve plans the next boundary again).
         self.after_run: Callable[[], object] | None = None
 
     def start(self) -> None:
         """Read the marks, start the watchers and the loop thread."""
         self.open()
+        if self.keep_open > 0:  # (opened now, not at the first change)
+            with self._kept:
+                try:
+                    self._kept_table()
+                    self._index = open_index(self.settings)
+                except Exception as exc:  # the first run opens them, and says what fails
+                    log.warning("watch: cannot open the stores yet: %s", exc)
         self._thread = threading.Thread(target=self._loop, name="watch", daemon=True)
         self._thread.start()
 
@@ -162,12 +191,49 @@ class Watch:
         finally:
             table.close()
 
+    def nudge(self, name: str) -> bool:
+        """Look at source ``name`` at the next tick (a webhook): poll it, or rescan the
+        vault. False when it is not watched."""
+        watched = next((w for w in self.sources if w.name == name), None)
+        if watched is None:
+            return False
+        watched.nudge()
+        return True
+
     def stop(self) -> None:
         self.stopping.set()
         for watched in self.sources:
             watched.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
+        self.release()
+
+    def release(self) -> None:
+        """Close the table and chunk index kept open (serve's job is about to open them, or
+        the watch has been idle ``KEEP_OPEN``), once the run holding them has ended."""
+        with self._kept:
+            self.release_unlocked()
+
+    def release_unlocked(self) -> None:
+        """``release``, by the thread that holds ``_kept``."""
+        self._close_index()
+        table, self._table = self._table, None
+        if table is not None:
+            table.close()
+
+    def _close_index(self) -> None:
+        index, self._index = self._index, None
+        if index is not None:
+            try:
+                index.close()
+            except Exception as exc:  # (closing is best effort: the next run opens it anew)
+                log.warning("watch: closing the chunk index: %s", exc)
+
+    def _kept_table(self) -> Any:
+        if self._table is None:
+            self._table = open_table(self.settings)
+        self._used = self.clock.monotonic()
+        return self._table
 
     def _loop(self) -> None:
         while not self.stopping.is_set():
@@ -195,64 +261,75 @@ class Watch:
             lag = (self.clock.now() - oldest).total_seconds() if oldest is not None else 0.0
             self.metrics.lag.labels(source=watched.name).set(max(lag, 0.0))
             if watched.due(now) and not self.stopping.is_set():
-                self._reconcile(watched)
+                with self._kept:
+                    self._reconcile(watched)
+                    if self.keep_open <= 0:
+                        self.release_unlocked()
+        if self._table is not None and self.clock.monotonic() - self._used >= self.keep_open:
+            self.release()  # ([watch] keep_open: local mode and Edge lock their folder)
 
-    def _reconcile(self, watched: VaultWatch | GitWatch) -> None:
+    def _reconcile(self, watched: Followed) -> None:
         batch = watched.take()
         name = watched.name
-        table = open_table(self.settings)
         try:
-            families, known, gone = self._families(table, name, set(batch.paths))
-            if not families:
-                outcome = "idle"
-                log.info(
-                    "watch %s: %d changed path(s), none a document the table knows: nothing "
-                    "to reconcile",
-                    name,
-                    len(batch.paths),
-                )
-            else:
-                log.info(
-                    "watch %s: %d changed path(s) (%s) -> reconciling family(ies) %s",
-                    name,
-                    len(batch.paths),
-                    _few(batch.paths),
-                    _few(families),
-                )
-                try:
-                    report = self._run(frozenset(families), name)
-                except LeaseBusy as exc:
-                    log.info("watch %s: lease held (%s); trying again in %gs", name, exc, RETRY)
-                    self.metrics.runs.labels(source=name, outcome="busy").inc()
-                    watched.give_back(batch, self.clock.monotonic())
-                    return
-                except Exception as exc:
-                    log.error("watch %s: the scoped run failed: %s; retrying", name, exc)
-                    self.metrics.runs.labels(source=name, outcome="failed").inc()
-                    watched.give_back(batch, self.clock.monotonic())
-                    return
-                if report.error or report.refused or report.partial:
-                    why = report.error or ("refused by the guard" if report.refused else "partial")
-                    log.error("watch %s: run %s did not commit: %s", name, report.run_id, why)
-                    self.metrics.runs.labels(source=name, outcome="failed").inc()
-                    watched.give_back(batch, self.clock.monotonic())
-                    return
-                outcome = "applied"
-                log.info(
-                    "watch %s: run %s reconciled family(ies) %s: writes %s",
-                    name,
-                    report.run_id,
-                    _few(families),
-                    report.writes(),
-                )
-            reconciled_at = self.clock.now()
-            watched.done(batch, known, gone)
-            commit, until = watched.reached()
-            SqlWatchMarks.of(table).advance(
-                name, mark=commit, changed_until=until, reconciled_at=reconciled_at
+            table = self._kept_table()
+            scope = self._scope(table, watched, set(batch.paths))
+            families, known, gone = table.known_families(scope.families), scope.known, scope.gone
+        except Exception as exc:  # the table did not answer: the batch waits for it
+            log.error("watch %s: cannot read the document table: %s; retrying", name, exc)
+            self.metrics.runs.labels(source=name, outcome="failed").inc()
+            watched.give_back(batch, self.clock.monotonic())
+            self.release_unlocked()
+            return
+        if not families:
+            outcome = "idle"
+            log.info(
+                "watch %s: %d changed path(s), none a document the table knows: nothing "
+                "to reconcile",
+                name,
+                len(batch.paths),
             )
-        finally:
-            table.close()
+        else:
+            log.info(
+                "watch %s: %d changed path(s) (%s) -> reconciling family(ies) %s",
+                name,
+                len(batch.paths),
+                _few(batch.paths),
+                _few(families),
+            )
+            try:
+                report = self._run(frozenset(families), name, scope.paths)
+            except LeaseBusy as exc:
+                log.info("watch %s: lease held (%s); trying again in %gs", name, exc, RETRY)
+                self.metrics.runs.labels(source=name, outcome="busy").inc()
+                watched.give_back(batch, self.clock.monotonic())
+                return
+            except Exception as exc:
+                log.error("watch %s: the scoped run failed: %s; retrying", name, exc)
+                self._close_index()  # (opened anew for the retry)
+                self.metrics.runs.labels(source=name, outcome="failed").inc()
+                watched.give_back(batch, self.clock.monotonic())
+                return
+            if report.error or report.refused or report.partial:
+                why = report.error or ("refused by the guard" if report.refused else "partial")
+                log.error("watch %s: run %s did not commit: %s", name, report.run_id, why)
+                self.metrics.runs.labels(source=name, outcome="failed").inc()
+                watched.give_back(batch, self.clock.monotonic())
+                return
+            outcome = "applied"
+            log.info(
+                "watch %s: run %s reconciled family(ies) %s: writes %s",
+                name,
+                report.run_id,
+                _few(families),
+                report.writes(),
+            )
+        reconciled_at = self.clock.now()
+        watched.done(batch, known, gone)
+        commit, until = watched.reached()
+        SqlWatchMarks.of(table).advance(
+            name, mark=commit, changed_until=until, reconciled_at=reconciled_at
+        )
         self.metrics.runs.labels(source=name, outcome=outcome).inc()
         if outcome == "applied" and self.after_run is not None:
             self.after_run()
@@ -310,34 +387,18 @@ class Watch:
             _few(f.doc_id or "" for f in noted),
         )
 
-    def _families(
-        self, table: Any, name: str, paths: set[str]
-    ) -> tuple[set[str], set[str], set[str]]:
-        """The families of the documents at ``paths`` (those the table knows), the paths that
-        are documents now, and those gone."""
-        at = table.identities_at(name, paths)
-        by_key, _ = table.identities(name)
-        families = {by_key[key] for key in at.values() if key in by_key}
-        unknown = paths - at.keys()
-        known: set[str] = set(at)
-        gone: set[str] = set()
-        if unknown:
-            # paths the identity map does not know: new documents (or renamed ones); their
-            # families are read from the source
-            try:
-                snapshot = self._built[name].scan()
-            except Exception as exc:
-                log.warning("watch %s: cannot read the new path(s): %s", name, exc)
-            else:
-                for document in snapshot.documents:
-                    if document.path is not None and document.path in unknown:
-                        if document.family:
-                            families.add(document.family)
-                        known.add(document.path)
-        watched = next((w for w in self.sources if w.name == name), None)
-        if isinstance(watched, VaultWatch):
-            gone = {p for p in paths if not (watched.root / p).exists()}
-        return table.known_families(families), known - gone, gone
+    def _scope(self, table: Any, watched: Followed, paths: set[str]) -> WatchScope:
+        """The families of the documents at ``paths`` and the paths the run reads
+        (``reconciler.app.watch_scope``)."""
+        if isinstance(watched, PolledWatch):  # (keys, not paths: the source is read whole)
+            return keyed_scope(table, watched.name, paths, watched.named)
+        root = watched.root if isinstance(watched, VaultWatch) else None
+        return watch_scope(
+            table,
+            self._built[watched.name],
+            paths,
+            exists=(lambda path: (root / path).exists()) if root is not None else None,
+        )
 
     def status(self) -> list[dict[str, Any]]:
         """Each watched source's mark and lag (for /healthz and logs)."""
@@ -358,7 +419,9 @@ class Watch:
             )
         return shown
 
-    def _scoped_run(self, families: frozenset[str], source: str) -> Report:
+    def _scoped_run(
+        self, families: frozenset[str], source: str, paths: frozenset[str] | None
+    ) -> Report:
         options = engine_options(
             self.settings,
             mode="repair",
@@ -366,7 +429,12 @@ class Watch:
             families=sorted(families),
             job=f"watch:{source}",
         )
-        return reconcile(self.settings, options, clock=self.clock)
+        if paths is not None:  # (the source's files at these paths alone)
+            options = dataclasses.replace(options, paths={source: paths})
+        if self._index is None:
+            self._index = open_index(self.settings)
+        kept = (self._kept_table(), self._index)
+        return reconcile(self.settings, options, clock=self.clock, kept=kept)
 
 
 def _few(items: Iterable[str], limit: int = 5) -> str:

@@ -43,8 +43,9 @@ def check_source_yield(
             unknown[doc.source] += 1
     findings = []
     for name, state in sorted(states.items()):
-        if not (state.scanned and state.readable and state.complete):
-            continue  # unread, or read in part: the hash check's source_unreadable
+        if not (state.scanned and state.readable and state.complete) or state.scoped:
+            continue  # unread, or read in part (the hash check's source_unreadable), or at
+            # some paths only (the watch's run: no count of the whole source)
         if state.documents == 0 and not rows_by_source.get(name):
             findings.append(
                 Finding(

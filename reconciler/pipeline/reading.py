@@ -28,7 +28,7 @@ from reconciler.pipeline.values import (
     SourcesRead,
 )
 from reconciler.ports import DeclarationReader, DocumentReader
-from reconciler.ports.source import ConnectorError, SystemOfRecord
+from reconciler.ports.source import ConnectorError, SystemOfRecord, scan_paths
 from reconciler.rules.declarations import families_touched, overlay
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
@@ -85,8 +85,13 @@ def read_systems(
                 last_success_at=last_success,
             )
             continue
+        only = options.paths.get(source.name) if options.paths is not None else None
         try:
-            snapshot = screen(source.scan())
+            if only is None:
+                snapshot, scoped = screen(source.scan()), False
+            else:
+                read_at, scoped = scan_paths(source, only)
+                snapshot = screen(read_at)
         except ConnectorError as exc:
             log.warning("source %s unreadable: %s", source.name, exc)
             states[source.name] = SourceState(
@@ -118,8 +123,11 @@ def read_systems(
             ttl=ttl,
             last_success_at=now,
             complete=snapshot.complete,
+            scoped=scoped,
         )
-        by_key, by_hash = table.identities(source.name)
+        # (a read at some paths: the identities of what it read, or last seen there)
+        near = ({d.source_key for d in snapshot.documents}, only) if scoped and only else None
+        by_key, by_hash = table.identities(source.name, near=near)
         assignment = resolve_families(
             snapshot.documents, known_by_key=by_key, known_by_hash=by_hash
         )
@@ -130,7 +138,7 @@ def read_systems(
             (doc.source_key, assignment.family_of[doc.doc_id], doc.content_hash, doc.path)
             for doc in snapshot.documents
         )
-        for key, instant in table.identity_last_seen(source.name).items():
+        for key, instant in table.identity_last_seen(source.name, near=near).items():
             last_seen[f"{source.name}:{key}"] = instant
         unparsed: set[str] = set()
         for problem in identify(table, source.name, snapshot):
@@ -141,31 +149,7 @@ def read_systems(
             if problem.doc_id not in by_id and problem.source_key is not None:
                 unparsed.add(problem.source_key)
         present[source.name] = frozenset(unparsed)
-        rekeys = pending_rekey(table, snapshot)
-        loose_problems += [
-            SourceProblem(
-                source=source.name,
-                kind=ProblemKind.REKEY_AMBIGUOUS,
-                message=f"{c.reason}: {', '.join(c.doc_ids)} (left as they are)",
-                path=c.path,
-            )
-            for c in rekeys.conflicts
-        ]
-        for pair in rekeys.pairs:
-            # Neither missing nor new: the old id is kept as it is (a finding) until
-            # ``reconciler rekey`` gives it the new one, so no document is served twice.
-            by_id.pop(pair.new_id, None)
-            family_of.pop(pair.new_id, None)
-            problems[pair.old_id].append(
-                SourceProblem(
-                    source=source.name,
-                    kind=ProblemKind.REKEY_PENDING,
-                    message=pair.new_id,
-                    path=pair.path,
-                    doc_id=pair.old_id,
-                    source_key=pair.old_key,
-                )
-            )
+        loose_problems += _hold_rekeys(table, source.name, snapshot, by_id, family_of, problems)
     holders: dict[str, list[str]] = defaultdict(list)
     for doc_id, doc in by_id.items():
         holders[doc.content_hash].append(doc_id)
@@ -180,6 +164,44 @@ def read_systems(
         present=present,
         holders={digest: tuple(sorted(ids)) for digest, ids in holders.items()},
     )
+
+
+def _hold_rekeys(
+    table: DocumentReader,
+    source: str,
+    snapshot: SourceSnapshot,
+    by_id: dict[str, SourceDocument],
+    family_of: dict[str, str],
+    problems: dict[str, list[SourceProblem]],
+) -> list[SourceProblem]:
+    """A source's documents the identity map knows under another id (issue 34): each pair
+    held back (a ``rekey_pending`` problem of its old id), the ambiguous ones returned."""
+    rekeys = pending_rekey(table, snapshot)
+    held = [
+        SourceProblem(
+            source=source,
+            kind=ProblemKind.REKEY_AMBIGUOUS,
+            message=f"{c.reason}: {', '.join(c.doc_ids)} (left as they are)",
+            path=c.path,
+        )
+        for c in rekeys.conflicts
+    ]
+    for pair in rekeys.pairs:
+        # Neither missing nor new: the old id is kept as it is (a finding) until
+        # ``reconciler rekey`` gives it the new one, so no document is served twice.
+        by_id.pop(pair.new_id, None)
+        family_of.pop(pair.new_id, None)
+        problems[pair.old_id].append(
+            SourceProblem(
+                source=source,
+                kind=ProblemKind.REKEY_PENDING,
+                message=pair.new_id,
+                path=pair.path,
+                doc_id=pair.old_id,
+                source_key=pair.old_key,
+            )
+        )
+    return held
 
 
 def with_declarations(

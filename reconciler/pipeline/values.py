@@ -88,6 +88,10 @@ class Options:
     #: and recorded by a ``declare`` run before its plan is written (a ``plan`` run shows
     #: what they would change). One the sources contradict stops the run (``Undeclarable``).
     declarations: tuple[Declaration, ...] = ()
+    #: Source name -> the only paths read of it (``serve``'s watch, with ``families``: every
+    #: document of those families lies at one of them); a source not named is read whole.
+    #: A connector that cannot read by path is read whole (``ports.source.scan_paths``).
+    paths: Mapping[str, frozenset[str]] | None = None
     #: A split store's collections, (main, archive) (``[index] archive_collection``); the
     #: runner sets it from its index. ``None``: one collection.
     split: tuple[str, str] | None = None

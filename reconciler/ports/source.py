@@ -20,7 +20,7 @@ the network checks it between the bytes it receives and before each retry, and r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
@@ -57,6 +57,42 @@ class SystemOfRecord(Protocol):
     def read_body(self, source_key: str) -> str:
         """Return one document's body text (for ingestion); raise DocumentUnreadable."""
         ...
+
+
+@runtime_checkable
+class ReadsPaths(Protocol):
+    """A system of record that can also read only the documents at some paths (optional:
+    ``serve``'s watch reads the few files that changed, not the whole source)."""
+
+    def scan_paths(self, paths: Collection[str]) -> SourceSnapshot:
+        """The documents at ``paths`` (as their ``SourceDocument.path`` names them), read as
+        ``scan`` reads them; a path that is no document now is left out."""
+        ...
+
+
+def scan_paths(source: SystemOfRecord, paths: Collection[str]) -> tuple[SourceSnapshot, bool]:
+    """The documents at ``paths`` and True where the connector reads by path (``ReadsPaths``);
+    else its whole ``scan`` and False (a superset: never less than was asked)."""
+    if isinstance(source, ReadsPaths):
+        return source.scan_paths(paths), True
+    return source.scan(), False
+
+
+@runtime_checkable
+class Probes(Protocol):
+    """A system of record that can say cheaply whether it changed (optional: ``serve``'s watch
+    polls it so before it scans)."""
+
+    def probe(self, token: str | None) -> str | None:
+        """A token of the source's state now: ``token`` itself while nothing changed (an HTTP
+        validator answered 304, the same watermark), another when something did, None when
+        the source cannot tell (it is then scanned)."""
+        ...
+
+
+def probe(source: SystemOfRecord, token: str | None) -> str | None:
+    """The source's token (``Probes.probe``); None where its connector cannot tell."""
+    return source.probe(token) if isinstance(source, Probes) else None
 
 
 _STOP: ContextVar[Callable[[], str | None] | None] = ContextVar("source_stop", default=None)

@@ -144,16 +144,23 @@ class DocumentReader(Protocol):
         """Documents by id (missing ids are absent)."""
         ...
 
-    def identities(self, source: str) -> tuple[dict[str, str], dict[str, str]]:
-        """The identity map of one source: (source_key -> family, content_hash -> family)."""
+    def identities(
+        self, source: str, *, near: tuple[Iterable[str], Iterable[str]] | None = None
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """The identity map of one source: (source_key -> family, content_hash -> family);
+        ``near`` (keys, paths): only the identities of those keys or last seen at those
+        paths (a read at some paths)."""
         ...
 
     def identities_at(self, source: str, paths: Iterable[str]) -> dict[str, str]:
         """The identity last seen at each of ``paths`` (path -> source_key), where known."""
         ...
 
-    def identity_last_seen(self, source: str) -> dict[str, datetime]:
-        """When each source key of a source was last seen (source_key -> instant)."""
+    def identity_last_seen(
+        self, source: str, *, near: tuple[Iterable[str], Iterable[str]] | None = None
+    ) -> dict[str, datetime]:
+        """When each source key of a source was last seen (source_key -> instant); ``near``
+        as for ``identities``."""
         ...
 
     def identity_paths(self, source: str) -> dict[str, str]:

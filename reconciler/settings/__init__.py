@@ -25,6 +25,7 @@ from reconciler.settings.shared import (
 )
 from reconciler.settings.sources import SourceSettings
 from reconciler.settings.table import TableSettings
+from reconciler.settings.watch import WatchSettings
 
 __all__ = [
     "DEFAULT_CONFIG_NAME",
@@ -44,6 +45,7 @@ __all__ = [
     "SourceSettings",
     "StoreBounds",
     "TableSettings",
+    "WatchSettings",
     "load_settings",
     "parse_duration",
 ]

@@ -21,6 +21,7 @@ from reconciler.settings.schedule import ScheduleSettings
 from reconciler.settings.shared import Section
 from reconciler.settings.sources import SourceSettings
 from reconciler.settings.table import TableSettings
+from reconciler.settings.watch import WatchSettings
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class Settings(Section):
     policy: PolicySettings = PolicySettings()
     schedule: ScheduleSettings = ScheduleSettings()
     metrics: MetricsSettings = MetricsSettings()
+    watch: WatchSettings = WatchSettings()
     ingest: IngestSettings = IngestSettings()
     bootstrap: BootstrapSettings = BootstrapSettings()
     #: Where the settings came from (a file path, or "defaults"); not a config key.

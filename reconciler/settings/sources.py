@@ -23,12 +23,17 @@ class SourceSettings(Section):
     #: ``serve`` watches this source (vault, git) and reconciles its changes in seconds;
     #: false leaves it to the scheduled jobs.
     watch: bool = True
+    #: How often ``serve``'s watch polls this source (a git branch's tip: 2s unless set);
+    #: a webhook (``[watch] webhooks``) makes it look sooner.
+    poll_interval: Duration | None = None
     options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _needs(self) -> SourceSettings:
         if self.ttl is not None and self.trigger != "polling":
             raise ValueError("ttl applies to polling sources only")
+        if self.poll_interval is not None and self.poll_interval <= timedelta(0):
+            raise ValueError("poll_interval must be longer than 0s")
         return self
 
     @property

@@ -44,7 +44,7 @@ def record_reading(
                 ok=state.readable,
                 at=at,
                 error=state.error,
-                documents_seen=state.documents if state.readable else None,
+                documents_seen=state.documents if state.readable and not state.scoped else None,
             )
     for name, entries in identities.items():
         table.record_identities(name, list(entries))

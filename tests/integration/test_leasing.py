@@ -23,9 +23,9 @@ from sqlalchemy.orm import Session
 from reconciler.app.holding import HeldLease, lease_name
 from reconciler.clock import ManualClock
 from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.connection import TableBounds
 from reconciler.stores.sql.lease import AdvisoryLease, Lease, RowLease, lease_is_free, make_lease
 from reconciler.stores.sql.schema import LeaseRow
-from reconciler.stores.sql.connection import TableBounds
 
 
 def test_row_lease_is_exclusive_until_released_or_expired(table: SqlDocumentTable) -> None:

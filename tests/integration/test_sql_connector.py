@@ -516,3 +516,21 @@ def test_binary_bodies_and_schema_qualified_tables(pg_url: str) -> None:
     [doc] = src.scan().documents
     assert src.read_body("A") == "Ä"
     assert doc.content_hash == sha("Ä")
+
+
+def test_the_updated_at_watermark_moves_with_every_change(dms: Dms) -> None:
+    """``probe`` (serve's watch polls it before it scans): the column's maximum and the row
+    count, on both dialects; None without ``updated_at``; a missing column is a config error."""
+    assert dms.source().probe(None) is None
+    source = dms.source(updated_at="rev")
+    first = source.probe(None)
+    assert first is not None
+    assert source.probe(first) == first  # nothing changed
+    dms.update(101, rev=9)
+    moved = source.probe(first)
+    assert moved not in (None, first)
+    with dms.engine.begin() as conn:
+        conn.execute(dms.table.delete().where(dms.table.c.doc_no == 301))
+    assert source.probe(moved) not in (None, moved)  # a deletion: the count
+    with pytest.raises(ConnectorConfigError, match="no column 'nope'"):
+        dms.source(updated_at="nope").probe(None)

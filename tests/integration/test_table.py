@@ -166,6 +166,22 @@ def test_identity_map_keeps_first_seen_and_indexes_hashes(table: SqlDocumentTabl
     assert table.identities("other") == ({}, {})
 
 
+def test_identities_near_some_keys_or_paths(table: SqlDocumentTable) -> None:
+    """A read at some paths asks only for the identities of what it read or last seen there."""
+    table.record_identities(
+        "h", [("a", "h:f", "sha256:a", "a.md"), ("b", "h:f", "sha256:b", "b.md"),
+              ("c", "h:g", "sha256:c", "c.md")],
+    )  # fmt: skip
+    near = (["a", "nope"], ["c.md", "gone.md"])
+    assert table.identities("h", near=near) == (
+        {"a": "h:f", "c": "h:g"},
+        {"sha256:a": "h:f", "sha256:c": "h:g"},
+    )
+    assert set(table.identity_last_seen("h", near=near)) == {"a", "c"}
+    assert set(table.identity_last_seen("h", near=(["c"], ["c.md"]))) == {"c"}
+    assert table.identities("h", near=([], [])) == ({}, {})
+
+
 def _age_identities(table: SqlDocumentTable) -> None:
     """Move every identity's last sighting a day back (instead of waiting)."""
     with table.engine.begin() as conn:

@@ -228,3 +228,40 @@ def test_what_the_full_job_repairs_behind_the_watch_is_its_own_finding(
         table.close()
     finally:
         watch.stop()
+
+
+def test_stores_kept_open_are_let_go_before_serves_job(deployment: Deployment) -> None:
+    """``[watch] keep_open``: the watch's runs reuse the open table and index (local mode locks
+    its folder meanwhile); serve's job, in the lane, has the watch let go of them first, and
+    runs; the watch opens them again at its next change."""
+    from reconciler.app.daemon import Runner, job_specs  # noqa: PLC0415
+    from reconciler.metrics import build_registry as registry_of  # noqa: PLC0415
+
+    deployment.config.write_text(deployment.config.read_text() + '[watch]\nkeep_open = "10m"\n')
+    watch, clock, registry = opened(deployment)
+    table = _table(deployment)
+    try:
+        watch.tick()
+        deployment.edit_front("runbook", status="retired")
+        until_seen(vault_of(watch), {"runbook.md"})
+        clock.advance(DEBOUNCE)
+        watch.tick()
+        assert runs(registry, "applied") == 1
+        with pytest.raises(Exception, match="open in another process"):
+            deployment.served()  # (kept open: local mode's folder is locked)
+        _, live = registry_of(table.metrics_snapshot)
+        runner = Runner(deployment.settings, live=live)
+        runner.before_job = watch.release  # (what start_freshness wires in serve)
+        report = runner(job_specs(deployment.settings)[0])
+        assert report is not None
+        assert report.error is None
+        assert deployment.served() == {"hb:guide"}
+        deployment.edit_front("guide", status="retired")
+        until_seen(vault_of(watch), {"guide.md"})
+        clock.advance(DEBOUNCE)
+        watch.tick()
+        assert runs(registry, "applied") == 2
+    finally:
+        watch.stop()
+        table.close()
+    assert deployment.served() == set()

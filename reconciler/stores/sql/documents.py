@@ -165,20 +165,38 @@ class SqlDocuments:
 
     # -- identity map -----------------------------------------------------------------------
 
-    def identities(self, source: str) -> tuple[dict[str, str], dict[str, str]]:
-        """The identity map of one source: (source_key -> family, content_hash -> family)."""
+    def identities(
+        self, source: str, *, near: tuple[Iterable[str], Iterable[str]] | None = None
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """The identity map of one source: (source_key -> family, content_hash -> family);
+        ``near`` (keys, paths): only the identities of those keys or last seen at those
+        paths (a read at some paths)."""
         by_key: dict[str, str] = {}
         by_hash: dict[str, str] = {}
         stmt = select(IdentityRow.source_key, IdentityRow.doc_family_id, IdentityRow.content_hash)
-        with Session(self.engine) as session:
-            rows = session.execute(
-                stmt.where(IdentityRow.source == source).execution_options(yield_per=5000)
-            )
-            for key, family, content_hash in rows:
-                by_key[key] = family
-                if content_hash:
-                    by_hash.setdefault(content_hash, family)
+        for key, family, content_hash in self._identity_rows(stmt, source, near):
+            by_key[key] = family
+            if content_hash:
+                by_hash.setdefault(content_hash, family)
         return by_key, by_hash
+
+    def _identity_rows(
+        self, stmt: Any, source: str, near: tuple[Iterable[str], Iterable[str]] | None
+    ) -> Iterator[Any]:
+        """The rows ``stmt`` selects of one source's identities (all, or those ``near``)."""
+        stmt = stmt.where(IdentityRow.source == source)
+        with Session(self.engine) as session:
+            if near is None:
+                yield from session.execute(stmt.execution_options(yield_per=5000))
+                return
+            keys, paths = sorted(set(near[0])), sorted(set(near[1]))
+            seen: set[str] = set()
+            for column, values in ((IdentityRow.source_key, keys), (IdentityRow.path, paths)):
+                for start in range(0, len(values), 500):
+                    for row in session.execute(stmt.where(column.in_(values[start : start + 500]))):
+                        if row[0] not in seen:
+                            seen.add(row[0])
+                            yield row
 
     def record_identities(
         self, source: str, entries: Iterable[tuple[str, str, str | None, str | None]]
@@ -246,14 +264,13 @@ class SqlDocuments:
                     .values(last_seen=at)
                 )
 
-    def identity_last_seen(self, source: str) -> dict[str, datetime]:
-        """When each source key of a source was last seen (source_key -> instant)."""
-        stmt = select(IdentityRow.source_key, IdentityRow.last_seen).where(
-            IdentityRow.source == source
-        )
-        with Session(self.engine) as session:
-            rows = session.execute(stmt.execution_options(yield_per=5000))
-            return {key: seen for key, seen in rows}
+    def identity_last_seen(
+        self, source: str, *, near: tuple[Iterable[str], Iterable[str]] | None = None
+    ) -> dict[str, datetime]:
+        """When each source key of a source was last seen (source_key -> instant); ``near``
+        as for ``identities``."""
+        stmt = select(IdentityRow.source_key, IdentityRow.last_seen)
+        return {key: seen for key, seen in self._identity_rows(stmt, source, near)}
 
     def identity_paths(self, source: str) -> dict[str, str]:
         """Where each source key of a source was last seen (source_key -> path), for the keys

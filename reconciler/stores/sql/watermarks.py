@@ -6,6 +6,7 @@ reconciles those changes again, which is harmless (a reconciliation is idempoten
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -58,6 +59,37 @@ class SqlWatchMarks:
                 )
             )
             return {path for path in rows if path is not None}
+
+    def identities_of(self, source: str, keys: Iterable[str]) -> dict[str, tuple[str, str | None]]:
+        """The identity map's family and path of each of ``keys`` it holds."""
+        wanted = sorted(set(keys))
+        found: dict[str, tuple[str, str | None]] = {}
+        with Session(self.engine) as session:
+            for start in range(0, len(wanted), 500):
+                stmt = select(IdentityRow.source_key, IdentityRow.doc_family_id, IdentityRow.path)
+                found.update(
+                    (key, (family, path))
+                    for key, family, path in session.execute(
+                        stmt.where(
+                            IdentityRow.source == source,
+                            IdentityRow.source_key.in_(wanted[start : start + 500]),
+                        )
+                    )
+                )
+        return found
+
+    def members(self, source: str, families: Iterable[str]) -> dict[str, str | None]:
+        """Key -> path of every identity of ``source`` the map places in ``families``."""
+        wanted = sorted(set(families))
+        found: dict[str, str | None] = {}
+        with Session(self.engine) as session:
+            for start in range(0, len(wanted), 500):
+                stmt = select(IdentityRow.source_key, IdentityRow.path).where(
+                    IdentityRow.source == source,
+                    IdentityRow.doc_family_id.in_(wanted[start : start + 500]),
+                )
+                found.update((key, path) for key, path in session.execute(stmt))
+        return found
 
     def advance(
         self,
