@@ -42,6 +42,7 @@ from reconciler.stores.chunking_rules import (
     doc_id_batches,
     managed_page,
     pages,
+    reread_page,
     vector_pages,
 )
 from reconciler.stores.qdrant_errors import reading, writing
@@ -135,6 +136,7 @@ class QdrantChunkIndex:
         #: Stored names of what the lean scan reads: doc_id, then the managed keys.
         self._scan_names = tuple(keys.name(key) for key in ("doc_id", *MANAGED_KEYS))
         self._content_name = keys.name("content_hash")
+        self._reread_paths = [keys.path(key) for key in ("doc_id", *MANAGED_KEYS)]
 
     def __repr__(self) -> str:
         return f"QdrantChunkIndex(collection={self.collection!r}, at={self._where!r})"
@@ -229,6 +231,19 @@ class QdrantChunkIndex:
                 with_vectors=False,
             )
         return [self._state(point) for point in points]
+
+    def retrieve_managed(self, point_ids: Sequence[str | int]) -> ManagedPage:
+        """The given points' doc_id and raw managed values, as one lean page."""
+        if not point_ids:
+            return ManagedPage([], _point_id)
+        with self._reading("retrieving points"):
+            points = self.client.retrieve(
+                self.collection,
+                ids=list(point_ids),
+                with_payload=models.PayloadSelectorInclude(include=self._reread_paths),
+                with_vectors=False,
+            )
+        return reread_page(points, self._prefix_parts, self._scan_names, _point_id)
 
     def _state(self, point: models.Record) -> ChunkState:
         payload = self.keys.from_point(point.payload)

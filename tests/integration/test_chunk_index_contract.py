@@ -32,7 +32,7 @@ from reconciler.model import (
     VersionState,
 )
 from reconciler.payload import KeyMap, chunk_payload
-from reconciler.ports.index import StoredPoint
+from reconciler.ports.index import ABSENT, StoredPoint
 from reconciler.stores.edge import EdgeChunkIndex
 from reconciler.stores.memory import InMemoryChunkIndex
 from reconciler.stores.qdrant import QdrantChunkIndex
@@ -192,6 +192,7 @@ ON_EVERY_LAYOUT = frozenset(
         "test_scan_vectors_counts_the_points_it_leaves_out",
         "test_scan_managed_returns_stored_values_unnormalised",
         "test_scan_managed_of_a_point_without_the_keys",
+        "test_retrieve_managed_reads_raw_values_by_id_an_absent_key_apart_from_a_null",
         "test_set_payloads_changes_only_managed_keys_on_the_given_ids",
         "test_upsert_chunks_writes_the_layout",
         "test_a_collection_made_with_the_layout_holds_the_copies_as_they_were",
@@ -422,6 +423,33 @@ class TestChunkIndexContract:
         (row,) = [r for r in _rows(harness.index.scan_managed()) if str(r[0]) == stray]
 
         assert row[1:] == (None, (None,) * len(MANAGED_KEYS))
+
+    def test_retrieve_managed_reads_raw_values_by_id_an_absent_key_apart_from_a_null(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        pid, other = seeded.by_doc["handbook:doc-1"][:2]
+        odd = {**seeded.logical[pid], "doc_version": 1.0, "quarantined": 0}
+        odd["superseded_by"] = None  # stored as null
+        del odd["doc_class"]  # absent
+        physical = physical_payload(harness.layout, odd, 0)
+        harness.put(pid, [1.0, 1.0, 0.5, 0.25], physical)
+        gone = str(uuid.uuid5(uuid.NAMESPACE_URL, "gone"))
+
+        page = harness.index.retrieve_managed([gone, pid, other])
+
+        found = {str(page.point_id(at)): row for at, row in enumerate(page.rows)}
+        assert sorted(found) == sorted([pid, other])
+        by_state = {str(s.point_id): s for s in harness.index.retrieve([pid, other])}
+        for point, row in found.items():
+            state = by_state[point]
+            assert row[0] == state.doc_id
+            assert row[1:] == tuple(state.payload.get(key, ABSENT) for key in MANAGED_KEYS)
+        values = dict(zip(MANAGED_KEYS, found[pid][1:], strict=True))
+        assert (type(values["doc_version"]), type(values["quarantined"])) == (float, int)
+        assert values["doc_class"] is ABSENT
+        assert values["superseded_by"] is None
+        assert found[other][1 + MANAGED_KEYS.index("superseded_by")] is ABSENT  # (never stored)
+        assert len(harness.index.retrieve_managed([])) == 0
 
     def test_set_payloads_changes_only_managed_keys_on_the_given_ids(
         self, harness: Harness, seeded: Seeded
@@ -685,6 +713,11 @@ class TestSplitStore:
         main = {row[1] for page in pages if not page.archived for row in page.chunks()}
         assert (archived, main) == ({"handbook:doc-1"}, {"handbook:doc-0", "handbook:doc-2"})
         assert sorted(str(s.point_id) for s in split.retrieve(every)) == every
+        page = split.retrieve_managed(every)
+        assert sorted(str(page.point_id(at)) for at in range(len(page))) == every
+        assert sorted(row[0] for row in page.rows) == sorted(
+            doc for doc, ids in seeded.by_doc.items() for _ in ids
+        )
         assert sorted(str(p.point_id) for p in split.read_points(every)) == every
         assert split.count() == DOCS * CHUNKS
         assert split.facet(key="version_state") == {"current": DOCS * CHUNKS}
