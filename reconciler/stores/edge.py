@@ -116,7 +116,6 @@ class EdgeChunkIndex:
         #: Stored names of what the lean scan reads: doc_id, then the managed keys.
         self._scan_names = tuple(keys.name(key) for key in ("doc_id", *MANAGED_KEYS))
         self._content_name = keys.name("content_hash")
-        self._reread_paths = [keys.path(key) for key in ("doc_id", *MANAGED_KEYS)]
         #: Payload update calls that reached the shard (one per batch, as on qdrant-client).
         self.update_calls = 0
         #: Doc ids under one doc_id filter when a scroll selects documents' points.
@@ -275,7 +274,7 @@ class EdgeChunkIndex:
         """The given points' doc_id and raw managed values, as one lean page."""
         if not point_ids:
             return ManagedPage([], our_id)
-        selector = qe.PayloadSelector.Include(self._reread_paths)
+        selector = qe.PayloadSelector.Include(self.keys.reread_paths())
         with self._reading("retrieving points"):
             records = self.shard.retrieve([edge_id(p) for p in point_ids], selector, False)
         return reread_page(records, self._prefix_parts, self._scan_names, our_id)

@@ -47,9 +47,11 @@ from reconciler.stores.chunking_rules import (
 )
 from reconciler.stores.qdrant_errors import reading, writing
 from reconciler.stores.qdrant_requests import (
+    by_id,
     collection_config,
     doc_filter,
     layout_of,
+    our_id,
     payload_batches,
     schema_name,
 )
@@ -136,7 +138,6 @@ class QdrantChunkIndex:
         #: Stored names of what the lean scan reads: doc_id, then the managed keys.
         self._scan_names = tuple(keys.name(key) for key in ("doc_id", *MANAGED_KEYS))
         self._content_name = keys.name("content_hash")
-        self._reread_paths = [keys.path(key) for key in ("doc_id", *MANAGED_KEYS)]
 
     def __repr__(self) -> str:
         return f"QdrantChunkIndex(collection={self.collection!r}, at={self._where!r})"
@@ -172,7 +173,7 @@ class QdrantChunkIndex:
         for points in self._pages(batch_size, doc_ids, self.keys.scan_paths()):
             if points:
                 yield managed_page(
-                    points, self._prefix_parts, self._scan_names, _point_id, self._content_name
+                    points, self._prefix_parts, self._scan_names, our_id, self._content_name
                 )
 
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
@@ -221,29 +222,15 @@ class QdrantChunkIndex:
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""
-        if not point_ids:
-            return []
         with self._reading("retrieving points"):
-            points = self.client.retrieve(
-                self.collection,
-                ids=list(point_ids),
-                with_payload=models.PayloadSelectorInclude(include=self.keys.managed_paths()),
-                with_vectors=False,
-            )
+            points = by_id(self.client, self.collection, point_ids, self.keys.managed_paths())
         return [self._state(point) for point in points]
 
     def retrieve_managed(self, point_ids: Sequence[str | int]) -> ManagedPage:
         """The given points' doc_id and raw managed values, as one lean page."""
-        if not point_ids:
-            return ManagedPage([], _point_id)
         with self._reading("retrieving points"):
-            points = self.client.retrieve(
-                self.collection,
-                ids=list(point_ids),
-                with_payload=models.PayloadSelectorInclude(include=self._reread_paths),
-                with_vectors=False,
-            )
-        return reread_page(points, self._prefix_parts, self._scan_names, _point_id)
+            points = by_id(self.client, self.collection, point_ids, self.keys.reread_paths())
+        return reread_page(points, self._prefix_parts, self._scan_names, our_id)
 
     def _state(self, point: models.Record) -> ChunkState:
         payload = self.keys.from_point(point.payload)
@@ -262,7 +249,7 @@ class QdrantChunkIndex:
             points = self.client.retrieve(
                 self.collection, ids=list(point_ids), with_payload=True, with_vectors=True
             )
-        return [StoredPoint(_point_id(p.id), p.vector, dict(p.payload or {})) for p in points]
+        return [StoredPoint(our_id(p.id), p.vector, dict(p.payload or {})) for p in points]
 
     def vector_layout(self) -> Mapping[str, Any]:
         """The collection's dense and sparse vector configuration, as plain data."""
@@ -508,8 +495,3 @@ def _redacted_url(options: Mapping[str, Any]) -> str:
         netloc = f"{host}:{parts.port}" if parts.port else host
         parts = parts._replace(netloc=netloc)
     return urlunsplit(parts)
-
-
-def _point_id(point_id: Any) -> str | int:
-    """An id as qdrant-client hands it back: int or str (a UUID object as its string)."""
-    return point_id if isinstance(point_id, int | str) else str(point_id)
