@@ -161,6 +161,11 @@ class KeyMap:
         """Dotted paths of every key a scroll reads (identity plus managed)."""
         return [self.path(key) for key in ALL_KEYS]
 
+    def reread_paths(self) -> list[str]:
+        """Dotted paths of doc_id and the managed keys: what the re-read before a payload write
+        reads (``ChunkReader.retrieve_managed``)."""
+        return [self.path(key) for key in ("doc_id", *MANAGED_KEYS)]
+
     def scan_paths(self) -> list[str]:
         """Dotted paths of the keys the check's lean scan reads: doc_id, the managed keys and
         content_hash (which text the chunk holds; not chunk_id, which it never looks at)."""

@@ -27,7 +27,7 @@ import bisect
 import contextlib
 import zlib
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -375,13 +375,13 @@ class ChunkTally:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def matches(self, doc_id: str | None, payload: Mapping[str, Any]) -> bool:
-        """Whether ``payload`` (logical keys) is what the scan expected of ``doc_id``'s chunks."""
+    def matches(self, doc_id: str | None, expected: Variant) -> bool:
+        """Whether ``expected`` (a payload, ``normalize``d) is what the scan expected of
+        ``doc_id``'s chunks."""
         slot = self.slot(doc_id)
         if slot is None:
             return False
-        expected = int(self._fingerprints[slot])
-        return _fingerprint((doc_id, *variant_values(normalize(payload)))) == expected
+        return _fingerprint((doc_id, *variant_values(expected))) == int(self._fingerprints[slot])
 
     def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
         """The point ids of ``doc_id``'s chunks that differed from its row (or, for a document

@@ -13,13 +13,15 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.model import MANAGED_KEYS, Document, VersionState
 from reconciler.payload import payload_values
-from reconciler.pipeline.chunk_tally import ChunkTally
 from reconciler.pipeline.values import Options, Scan, Totals
 from reconciler.ports import ChunkReader, DocumentReader, split_of
+
+if TYPE_CHECKING:
+    from reconciler.pipeline.chunk_tally import ChunkTally
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,10 @@ def scan(
     time. Memory holds 44 bytes a document (``ChunkTally``), plus the doc id and payload
     variants of each document with a differing chunk.
     """
+    # (imported here: numpy, which the tally keeps its arrays in, is loaded when a scan
+    # begins, not when a command that may never scan starts)
+    from reconciler.pipeline.chunk_tally import ChunkTally  # noqa: PLC0415
+
     tally = ChunkTally(keep_ids=options.keep_ids, split=split_of(index) is not None)
     families = 0
     rows_by_source: dict[str, int] = defaultdict(int)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.check_inputs import SourceState
 from reconciler.checks import CHECKS
@@ -22,13 +22,15 @@ from reconciler.model import (
     SourceProblem,
     defaults,
 )
-from reconciler.pipeline.chunk_tally import ChunkTally, Registered
 from reconciler.planning import (
     Plan,
 )
 from reconciler.rules.declarations import Conflict
 from reconciler.rules.sharding import Shard
 from reconciler.writing.applying import ApplyResult
+
+if TYPE_CHECKING:  # (numpy, which the tally holds its arrays in, only once a scan begins)
+    from reconciler.pipeline.chunk_tally import ChunkTally, Registered
 
 #: Modes that apply their plan (under the guard).
 WRITING_MODES = frozenset(mode for mode in RunMode if mode.writes)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from reconciler.model import (
+    MANAGED_KEYS,
     ChunkRecord,
     ChunkState,
     ManagedPage,
@@ -48,6 +49,30 @@ class VectorPage:
         return len(self.doc_ids)
 
 
+class _Absent:
+    """The value ``retrieve_managed`` reads for a key the point does not hold."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+#: A key absent from a point, in a ``retrieve_managed`` row (a key stored as null is ``None``:
+#: a write that wants it absent must send it).
+ABSENT: Any = _Absent()
+
+
+def states_page(states: Sequence[ChunkState]) -> ManagedPage:
+    """``retrieve``'s states as ``retrieve_managed``'s page (an adapter that holds logical
+    payloads, or an overlay of one)."""
+    rows = [
+        (state.doc_id, *(state.payload.get(key, ABSENT) for key in MANAGED_KEYS))
+        for state in states
+    ]
+    return ManagedPage(rows, lambda index: states[index].point_id)
+
+
 class ChunkReader(Protocol):
     """A vector collection read through chunk identity and managed payload keys."""
 
@@ -78,6 +103,13 @@ class ChunkReader(Protocol):
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """Identity and managed payload of the given points (missing ids are absent)."""
+        ...
+
+    def retrieve_managed(self, point_ids: Sequence[str | int]) -> ManagedPage:
+        """The re-read before a payload write, lean: the given points (missing ids are absent)
+        as one page of ``(doc_id, *raw managed values)`` rows, as ``scan_managed`` reads them
+        but for a key the point does not hold, which reads as ``ABSENT`` (not ``None``), and
+        without content_hash; ``point_id(i)`` is the id of row ``i`` as ``retrieve`` gives it."""
         ...
 
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from reconciler.model import ALL_KEYS, ManagedPage, PayloadWrite
 from reconciler.payload import KeyMap
-from reconciler.ports.index import VectorPage
+from reconciler.ports.index import ABSENT, VectorPage
 
 __all__ = [
     "DOC_FILTER_BATCH",
@@ -186,6 +186,20 @@ def managed_page(
             add(tuple(map(node.get, names)))
             keep(node.get(content))
     return ManagedPage(rows, partial(_id_at, points, point_id), contents)
+
+
+def reread_page(
+    points: Sequence[Any],
+    prefix: Sequence[str],
+    names: Sequence[str],
+    point_id: Callable[[Any], str | int],
+) -> ManagedPage:
+    """Records read by id as ``retrieve_managed``'s page: ``names`` as in ``managed_page``, a
+    key the point does not hold read as ``ABSENT``."""
+    nodes = managed_nodes([point.payload for point in points], prefix)
+    absent = [ABSENT] * len(names)
+    rows = [tuple(map(node.get, names, absent)) for node in nodes]
+    return ManagedPage(rows, partial(_id_at, points, point_id))
 
 
 def _id_at(points: Sequence[Any], convert: Callable[[Any], str | int], index: int) -> str | int:

@@ -132,6 +132,17 @@ class SplitChunkIndex:
             found += self.archive.retrieve(rest)
         return found
 
+    def retrieve_managed(self, point_ids: Sequence[str | int]) -> ManagedPage:
+        """The points found in the main collection, then those found in the archive."""
+        found = self.main.retrieve_managed(point_ids)
+        if not self.archive.exists() or len(found) >= len(point_ids):
+            return found
+        ids = [found.point_id(at) for at in range(len(found))]
+        seen = {str(pid) for pid in ids}
+        more = self.archive.retrieve_managed([p for p in point_ids if str(p) not in seen])
+        ids += [more.point_id(at) for at in range(len(more))]
+        return ManagedPage([*found.rows, *more.rows], ids.__getitem__)
+
     def read_points(self, point_ids: Sequence[str | int]) -> list[StoredPoint]:
         """Whole points, from the main collection, then from the archive."""
         found = self.main.read_points(point_ids)

@@ -23,6 +23,7 @@ from reconciler.model import (
     PayloadWrite,
 )
 from reconciler.payload import chunk_payload
+from reconciler.ports.index import ABSENT
 from reconciler.stores.qdrant.index import QdrantChunkIndex
 from reconciler.testing.index_kit import (
     CHUNKS,
@@ -192,6 +193,33 @@ class TestChunkIndexContract:
         (row,) = [r for r in _rows(harness.index.scan_managed()) if str(r[0]) == stray]
 
         assert row[1:] == (None, (None,) * len(MANAGED_KEYS))
+
+    def test_retrieve_managed_reads_raw_values_by_id_an_absent_key_apart_from_a_null(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        pid, other = seeded.by_doc["handbook:doc-1"][:2]
+        odd = {**seeded.logical[pid], "doc_version": 1.0, "quarantined": 0}
+        odd["superseded_by"] = None  # stored as null
+        del odd["doc_class"]  # absent
+        physical = physical_payload(harness.layout, odd, 0)
+        harness.put(pid, [1.0, 1.0, 0.5, 0.25], physical)
+        gone = str(uuid.uuid5(uuid.NAMESPACE_URL, "gone"))
+
+        page = harness.index.retrieve_managed([gone, pid, other])
+
+        found = {str(page.point_id(at)): row for at, row in enumerate(page.rows)}
+        assert sorted(found) == sorted([pid, other])
+        by_state = {str(s.point_id): s for s in harness.index.retrieve([pid, other])}
+        for point, row in found.items():
+            state = by_state[point]
+            assert row[0] == state.doc_id
+            assert row[1:] == tuple(state.payload.get(key, ABSENT) for key in MANAGED_KEYS)
+        values = dict(zip(MANAGED_KEYS, found[pid][1:], strict=True))
+        assert (type(values["doc_version"]), type(values["quarantined"])) == (float, int)
+        assert values["doc_class"] is ABSENT
+        assert values["superseded_by"] is None
+        assert found[other][1 + MANAGED_KEYS.index("superseded_by")] is ABSENT  # (never stored)
+        assert len(harness.index.retrieve_managed([])) == 0
 
     def test_set_payloads_changes_only_managed_keys_on_the_given_ids(
         self, harness: Harness, seeded: Seeded

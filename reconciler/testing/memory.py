@@ -25,7 +25,7 @@ from reconciler.model import (
     PayloadWrite,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
-from reconciler.ports.index import StoredPoint, VectorPage
+from reconciler.ports.index import StoredPoint, VectorPage, states_page
 from reconciler.stores.chunking_rules import check_batch_size, check_payload_index, facet_counts
 
 log = logging.getLogger(__name__)
@@ -144,6 +144,10 @@ class InMemoryChunkIndex:
                     vectors.append(stored.vector)
             if page:
                 yield VectorPage(doc_ids, vectors, skipped=len(page) - len(doc_ids))
+
+    def retrieve_managed(self, point_ids: Sequence[str | int]) -> ManagedPage:
+        """The given points' doc_id and raw managed values, as one lean page."""
+        return states_page(self.retrieve(point_ids))
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""

@@ -115,6 +115,11 @@ class TestSplitStore:
         main = {row[1] for page in pages if not page.archived for row in page.chunks()}
         assert (archived, main) == ({"handbook:doc-1"}, {"handbook:doc-0", "handbook:doc-2"})
         assert sorted(str(s.point_id) for s in split.retrieve(every)) == every
+        page = split.retrieve_managed(every)
+        assert sorted(str(page.point_id(at)) for at in range(len(page))) == every
+        assert sorted(row[0] for row in page.rows) == sorted(
+            doc for doc, ids in seeded.by_doc.items() for _ in ids
+        )
         assert sorted(str(p.point_id) for p in split.read_points(every)) == every
         assert split.count() == DOCS * CHUNKS
         assert split.facet(key="version_state") == {"current": DOCS * CHUNKS}

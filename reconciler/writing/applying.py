@@ -273,13 +273,14 @@ class Applier:
         """Write each target's differing points: by the ids the scan kept where they are all
         that can differ, else through the doc_id filter (else, for chunks without a doc_id
         whose ids were not kept, one more scroll)."""
-        by_id: list[tuple[PayloadTarget, list[str | int]]] = []
+        by_id: list[tuple[Differs, list[str | int]]] = []
         by_filter: list[PayloadTarget] = []
         by_scroll: list[PayloadTarget] = []
         for target in targets:
-            ids = self._kept_ids(target, located)
+            compare = Differs(target)  # (the target normalised once, here)
+            ids = self._kept_ids(compare, located)
             if ids is not None:
-                by_id.append((target, ids))
+                by_id.append((compare, ids))
             elif target.doc_id is not None:
                 by_filter.append(target)
             else:
@@ -293,23 +294,25 @@ class Applier:
             self._write_scrolled(by_scroll, None)
 
     @staticmethod
-    def _kept_ids(target: PayloadTarget, located: Located | None) -> list[str | int] | None:
+    def _kept_ids(compare: Differs, located: Located | None) -> list[str | int] | None:
         """The ids that are all the target can need written, if the scan kept them."""
         if located is None:
             return None
+        target = compare.target
         ids = located.mismatching_ids(target.doc_id)
         if ids is None:
             return None
-        if target.partial or located.matches(target.doc_id, target.payload):
+        expected = compare.expected
+        if expected is None or located.matches(target.doc_id, expected):
             # The row stays: chunks that matched it carry the payload already. (A partial
             # target is an orphan's: no row, so every chunk of it was kept.)
             return ids
         return None  # the row changes: chunks that matched the old row need it too
 
-    def _write_by_id(self, targets: list[tuple[PayloadTarget, list[str | int]]]) -> None:
+    def _write_by_id(self, targets: list[tuple[Differs, list[str | int]]]) -> None:
         """Re-read the kept ids, document by document, and flush whole documents in batches
         of about ``batch_points`` points."""
-        pending: list[tuple[PayloadTarget, list[str | int]]] = []
+        pending: list[tuple[Differs, list[str | int]]] = []
         size = done = 0
         for target, ids in targets:
             if not ids:
@@ -325,28 +328,30 @@ class Applier:
         if pending:
             self._flush(self._reread(pending))
 
-    def _reread(self, pending: list[tuple[PayloadTarget, list[str | int]]]) -> list[WriteGroup]:
-        """The groups (one per document and prior payload) of the points that still differ."""
-        wanted = [pid for _target, ids in pending for pid in ids]
-        states: dict[str | int, Mapping[str, Any]] = {}
+    def _reread(self, pending: list[tuple[Differs, list[str | int]]]) -> list[WriteGroup]:
+        """The groups (one per document and prior payload) of the points that still differ,
+        re-read by id as raw values (``retrieve_managed``) and compared as they are."""
+        wanted = [pid for _compare, ids in pending for pid in ids]
+        found: dict[str | int, tuple[Any, ...]] = {}
         step = max(self.scroll_batch, 1)
         for start in range(0, len(wanted), step):
-            for state in self.index.retrieve(wanted[start : start + step]):
-                states[state.point_id] = state.payload
+            page = self.index.retrieve_managed(wanted[start : start + step])
+            point_id = page.point_id
+            for at, row in enumerate(page.rows):
+                found[point_id(at)] = row[1:]  # (row[0]: the doc_id)
         groups: list[WriteGroup] = []
-        for target, ids in pending:
+        for compare, ids in pending:
             variants: dict[Any, WriteGroup] = {}
-            compare = Differs(target)
-            for point_id in ids:
-                payload = states.get(point_id)
-                differs = None if payload is None else compare(payload)
+            for pid in ids:
+                values = found.get(pid)
+                differs = None if values is None else compare.raw(values)
                 if differs is None:
                     continue  # deleted, or repaired by someone else since the scan
                 before, key, keys = differs
                 group = variants.get(key)
                 if group is None:
-                    group = variants[key] = WriteGroup(target=target, before=before)
-                group.add(point_id, keys)
+                    group = variants[key] = WriteGroup(target=compare.target, before=before)
+                group.add(pid, keys)
             groups += variants.values()
         return groups
 

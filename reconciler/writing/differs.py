@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from reconciler.model import MANAGED_KEYS
 from reconciler.payload import Variant, holds, normalize, same_variant
 from reconciler.planning import PayloadTarget, needs_write
+from reconciler.ports.index import ABSENT
 
 
 def managed(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -57,6 +58,27 @@ class Differs:
         self._expected = expected_of(target)
         self._seen: dict[tuple[Any, ...], Differing | None] = {}
 
+    @property
+    def expected(self) -> Variant | None:
+        """``normalize(target.payload)``, worked out once (``None`` for a partial target)."""
+        return self._expected
+
+    def raw(self, values: tuple[Any, ...]) -> Differing | None:
+        """The same answer from a point's raw managed values in ``MANAGED_KEYS`` order, an
+        absent key as ``ABSENT`` (``retrieve_managed``): no logical payload is built unless
+        values of the same types were not met before (``ABSENT`` has a type of its own, so
+        which keys are present is part of what is remembered, as in ``__call__``)."""
+        if self.target.partial:
+            return self(present(values))
+        try:
+            spelling = (values, tuple(map(type, values)))
+            return self._seen[spelling]
+        except KeyError:
+            judged = self._seen[spelling] = self._judge(present(values))
+            return judged
+        except TypeError:  # an unhashable value
+            return self._judge(present(values))
+
     def __call__(self, payload: Mapping[str, Any]) -> Differing | None:
         """``still_differs(payload, target, expected)``, and the keys to send it
         (``changed_keys``; ``None`` for a partial target: all of its keys)."""
@@ -84,6 +106,13 @@ class Differs:
         return (*found, changed_keys(payload, self.target.payload))
 
 
+def present(values: tuple[Any, ...]) -> dict[str, Any]:
+    """Re-read values in ``MANAGED_KEYS`` order as a logical payload: the keys present."""
+    return {
+        key: value for key, value in zip(MANAGED_KEYS, values, strict=True) if value is not ABSENT
+    }
+
+
 #: What ``Differs`` says of a point that needs writing: its managed payload, its canonical
 #: form, and the keys to send it (``None``: every key of the target).
 Differing = tuple[dict[str, Any], Variant, frozenset[str] | None]
@@ -100,8 +129,9 @@ def changed_keys(payload: Mapping[str, Any], written: Mapping[str, Any]) -> froz
 class Located(Protocol):
     """What the check's scan kept about where drift is (``chunk_tally.ChunkTally``)."""
 
-    def matches(self, doc_id: str | None, payload: Mapping[str, Any]) -> bool:
-        """Whether ``payload`` is what the scan compared ``doc_id``'s chunks with."""
+    def matches(self, doc_id: str | None, expected: Variant) -> bool:
+        """Whether ``expected`` (a payload, ``normalize``d) is what the scan compared
+        ``doc_id``'s chunks with."""
         ...
 
     def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:

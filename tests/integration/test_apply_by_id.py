@@ -37,6 +37,7 @@ from reconciler.pipeline.chunk_tally import ChunkTally
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options
 from reconciler.planning import PayloadTarget
+from reconciler.ports.index import ABSENT, states_page
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.testing.memory import InMemoryChunkIndex
 from reconciler.writing.applying import Applier
@@ -71,6 +72,10 @@ class SpyIndex(InMemoryChunkIndex):
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         self.retrieved.append(len(point_ids))
         return super().retrieve(point_ids)
+
+    def retrieve_managed(self, point_ids: Sequence[str | int]) -> ManagedPage:
+        self.retrieved.append(len(point_ids))
+        return states_page(super().retrieve(point_ids))
 
     def set_payloads(self, writes: Sequence[PayloadWrite], *, batch_size: int = 256) -> int:
         self.writes.append(list(writes))
@@ -353,12 +358,17 @@ def test_the_remembered_comparison_answers_as_still_differs_for_every_point(
     written = {"quarantined": True, "quarantine_reason": "orphan"} if partial else payload_for(row)
     target = PayloadTarget("hb:a", "hb:a", written, len(payloads), ("drift",), partial)
     compare = Differs(target)
+    reread = Differs(target)  # the re-read's raw values (``retrieve_managed``)
     base = {k: v for k, v in payload_for(row).items() if v is not None}  # as stored
     for stale, gone in payloads:
         payload = {k: v for k, v in {**base, **stale}.items() if k not in gone}
         remembered = compare(payload)
         alone = still_differs(payload, target, expected_of(target))
         assert (remembered is None) == (alone is None)
+        raw = reread.raw(tuple(payload.get(key, ABSENT) for key in MANAGED_KEYS))
+        assert raw == remembered
+        if raw is not None and remembered is not None:  # (== holds 1 == True: types too)
+            assert _exactly(raw[0]) == _exactly(remembered[0])
         if remembered is None or alone is None:
             continue
         before, key, keys = remembered

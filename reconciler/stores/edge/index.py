@@ -65,6 +65,7 @@ from reconciler.stores.chunking_rules import (
     facet_counts,
     managed_page,
     pages,
+    reread_page,
     vector_pages,
 )
 from reconciler.stores.edge.files import (
@@ -268,6 +269,15 @@ class EdgeChunkIndex:
             ids: list[EdgeId] = [edge_id(p) for p in point_ids]
             records = self.shard.retrieve(ids, selector, False)
         return [self._state(record.id, record.payload) for record in records]
+
+    def retrieve_managed(self, point_ids: Sequence[str | int]) -> ManagedPage:
+        """The given points' doc_id and raw managed values, as one lean page."""
+        if not point_ids:
+            return ManagedPage([], our_id)
+        selector = qe.PayloadSelector.Include(self.keys.reread_paths())
+        with self._reading("retrieving points"):
+            records = self.shard.retrieve([edge_id(p) for p in point_ids], selector, False)
+        return reread_page(records, self._prefix_parts, self._scan_names, our_id)
 
     def _state(self, point_id: Any, payload: Mapping[str, Any] | None) -> ChunkState:
         logical = self.keys.from_point(payload)

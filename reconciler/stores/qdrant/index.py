@@ -42,13 +42,16 @@ from reconciler.stores.chunking_rules import (
     doc_id_batches,
     managed_page,
     pages,
+    reread_page,
     vector_pages,
 )
 from reconciler.stores.qdrant.errors import reading, writing
 from reconciler.stores.qdrant.requests import (
+    by_id,
     collection_config,
     doc_filter,
     layout_of,
+    our_id,
     payload_batches,
     schema_name,
 )
@@ -170,7 +173,7 @@ class QdrantChunkIndex:
         for points in self._pages(batch_size, doc_ids, self.keys.scan_paths()):
             if points:
                 yield managed_page(
-                    points, self._prefix_parts, self._scan_names, _point_id, self._content_name
+                    points, self._prefix_parts, self._scan_names, our_id, self._content_name
                 )
 
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
@@ -219,16 +222,15 @@ class QdrantChunkIndex:
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The identity and managed payload of the given points (missing ids are absent)."""
-        if not point_ids:
-            return []
         with self._reading("retrieving points"):
-            points = self.client.retrieve(
-                self.collection,
-                ids=list(point_ids),
-                with_payload=models.PayloadSelectorInclude(include=self.keys.managed_paths()),
-                with_vectors=False,
-            )
+            points = by_id(self.client, self.collection, point_ids, self.keys.managed_paths())
         return [self._state(point) for point in points]
+
+    def retrieve_managed(self, point_ids: Sequence[str | int]) -> ManagedPage:
+        """The given points' doc_id and raw managed values, as one lean page."""
+        with self._reading("retrieving points"):
+            points = by_id(self.client, self.collection, point_ids, self.keys.reread_paths())
+        return reread_page(points, self._prefix_parts, self._scan_names, our_id)
 
     def _state(self, point: models.Record) -> ChunkState:
         payload = self.keys.from_point(point.payload)
@@ -247,7 +249,7 @@ class QdrantChunkIndex:
             points = self.client.retrieve(
                 self.collection, ids=list(point_ids), with_payload=True, with_vectors=True
             )
-        return [StoredPoint(_point_id(p.id), p.vector, dict(p.payload or {})) for p in points]
+        return [StoredPoint(our_id(p.id), p.vector, dict(p.payload or {})) for p in points]
 
     def vector_layout(self) -> Mapping[str, Any]:
         """The collection's dense and sparse vector configuration, as plain data."""
@@ -493,8 +495,3 @@ def _redacted_url(options: Mapping[str, Any]) -> str:
         netloc = f"{host}:{parts.port}" if parts.port else host
         parts = parts._replace(netloc=netloc)
     return urlunsplit(parts)
-
-
-def _point_id(point_id: Any) -> str | int:
-    """An id as qdrant-client hands it back: int or str (a UUID object as its string)."""
-    return point_id if isinstance(point_id, int | str) else str(point_id)

@@ -6,10 +6,10 @@ is called here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from qdrant_client import models
+from qdrant_client import QdrantClient, models
 
 from reconciler.model import PayloadWrite
 from reconciler.payload import KeyMap
@@ -23,6 +23,23 @@ def doc_filter(keys: KeyMap, doc_ids: list[str]) -> models.Filter:
     return models.Filter(
         must=[models.FieldCondition(key=keys.path("doc_id"), match=models.MatchAny(any=doc_ids))]
     )
+
+
+def by_id(
+    client: QdrantClient, collection: str, point_ids: Sequence[str | int], paths: list[str]
+) -> list[models.Record]:
+    """The given points with the payload keys at ``paths`` (no vectors; missing ids absent)."""
+    if not point_ids:
+        return []
+    selector = models.PayloadSelectorInclude(include=paths)
+    return client.retrieve(
+        collection, ids=list(point_ids), with_payload=selector, with_vectors=False
+    )
+
+
+def our_id(point_id: Any) -> str | int:
+    """An id as qdrant-client hands it back: int or str (a UUID object as its string)."""
+    return point_id if isinstance(point_id, int | str) else str(point_id)
 
 
 def payload_batches(

@@ -6,6 +6,7 @@ locked by one ``UPDATE … RETURNING``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from datetime import UTC, datetime
@@ -27,6 +28,20 @@ def canonical_plain(plain: Any) -> str:
     return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+@functools.lru_cache(maxsize=4096)
+def _string_text(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _field_text(value: Any) -> str:
+    """``canonical_plain(jsonable(value))`` of one of an entry's small fields: a string's text
+    remembered (a batch's entries share their run id, actor, reason, kind and instant)."""
+    plain = jsonable(value)
+    if type(plain) is str:
+        return _string_text(plain)
+    return canonical_plain(plain)
+
+
 def digest(prev_hash: str, body: str, key: bytes | None) -> str:
     if key is not None:
         return keyed_digest(key, f"{prev_hash}\n{body}")
@@ -38,14 +53,14 @@ def entry_body(entry: AuditEntry, before_text: str, after_text: str) -> str:
     ``json.dumps`` with sorted keys and the same separators is compositional, so this is
     byte for byte ``canonical_plain`` of the whole (the keys below are in sorted order)."""
     return (
-        f'{{"actor":{canonical_plain(jsonable(entry.actor))}'
+        f'{{"actor":{_field_text(entry.actor)}'
         f',"after":{after_text}'
-        f',"at":{canonical_plain(rfc3339(entry.at))}'
+        f',"at":{_field_text(rfc3339(entry.at))}'
         f',"before":{before_text}'
-        f',"reason":{canonical_plain(jsonable(entry.reason))}'
-        f',"run_id":{canonical_plain(jsonable(entry.run_id))}'
-        f',"target":{canonical_plain(jsonable(entry.target))}'
-        f',"target_type":{canonical_plain(jsonable(entry.target_type))}}}'
+        f',"reason":{_field_text(entry.reason)}'
+        f',"run_id":{_field_text(entry.run_id)}'
+        f',"target":{_field_text(entry.target)}'
+        f',"target_type":{_field_text(entry.target_type)}}}'
     )
 
 
