@@ -40,7 +40,7 @@ from reconciler.model import ALL_KEYS, AuditEntry, AuditKind, PayloadWrite, Sour
 from reconciler.payload import KeyMap
 from reconciler.ports import ChunkIndex, DocumentReader, DocumentTable
 from reconciler.ports.table import DocumentRename
-from reconciler.rules.rekeying import RekeyPair, RekeyPlan, pair_documents
+from reconciler.rules.rekeying import RekeyPair, RekeyPlan, pair_documents, place_of
 from reconciler.writing.intents import IntentLog
 
 log = logging.getLogger(__name__)
@@ -60,25 +60,31 @@ BATCH = 256
 
 def pending_rekey(table: DocumentReader, snapshot: SourceSnapshot) -> RekeyPlan:
     """The pairs (and conflicts) a source's scan holds: registered documents its source now
-    names with other ids (``rules.rekeying``). Reads only the identities of keys the scan
-    lacks and the rows at the paths the scan holds under new ids."""
+    names with other ids (``rules.rekeying``). Reads the identities of keys the scan lacks,
+    the source's rows (streamed: those that hold a key of the scan under another id are
+    kept), and the rows at the places the scan holds under new ids."""
     source = snapshot.source
-    keys = {doc.source_key for doc in snapshot.documents}
-    places = {doc.path if doc.path is not None else doc.source_key for doc in snapshot.documents}
+    keyed = {doc.source_key: doc for doc in snapshot.documents}
+    places = {place_of(doc) for doc in snapshot.documents}
     paths = {
         key: path
         for key, path in table.identity_paths(source).items()
-        if key not in keys and path in places
+        if key not in keyed and path in places
     }
-    if not paths:
-        return RekeyPlan()
-    gone = table.get_documents(f"{source}:{key}" for key in sorted(paths)).values()
-    claimed = {paths[row.source_key] for row in gone if row.source_key in paths}
-    candidates = [
-        doc.doc_id
-        for doc in snapshot.documents
-        if (doc.path if doc.path is not None else doc.source_key) in claimed
+    gone = [
+        *table.get_documents(f"{source}:{key}" for key in sorted(paths)).values(),
+        *(
+            row
+            for row in table.iter_documents(source=source)
+            if row.source_key in keyed and row.doc_id != keyed[row.source_key].doc_id
+        ),
     ]
+    if not gone:
+        return RekeyPlan()
+    claimed = {paths[row.source_key] for row in gone if row.source_key in paths} | {
+        place_of(keyed[row.source_key]) for row in gone if row.source_key in keyed
+    }
+    candidates = [doc.doc_id for doc in snapshot.documents if place_of(doc) in claimed]
     registered = table.get_documents(candidates) if candidates else {}
     return pair_documents(source, snapshot.documents, gone=gone, paths=paths, registered=registered)
 

@@ -247,3 +247,27 @@ def test_the_audit_trail_follows_a_rename(vault: Deployment) -> None:
     assert periods["hb:POL-leave-2"][0]["by"]["run_id"] == done["run_id"]
     assert periods["hb:leave-v2"][-1]["from"] == renamed_at
     assert periods["hb:leave-v2"][-1]["variants"][0]["why"] == "renamed"
+
+
+def test_a_row_adopted_under_another_id_pairs_by_its_source_key(tmp_path: Path) -> None:
+    """A row ``reconciler bootstrap`` adopted with an id of no ``<source>:`` form (its own
+    source key) is the document the vault now names ``hb:<key>``: a pair, renamed in place."""
+    deploy = Deployment(tmp_path)
+    deploy.note("leave", body("leave", "Leave rules."), status="current")
+    deploy.note("travel", body("travel", "Travel rules."), status="current")
+    deploy.init_ingest()
+    deploy.sql("UPDATE documents SET doc_id = 'leave' WHERE doc_id = 'hb:leave'")
+    points = deploy.points().of("hb:leave")
+    deploy.set_payload(list(points), {"doc_id": "leave"})
+
+    code, run = deploy.json("run")
+    assert code == 0, run
+    assert kinds_of(run)["family/rekey_pending"] == 1, run["findings"]
+    code, done = deploy.json("rekey")
+    assert code == 0, done
+    assert [(p["old_id"], p["new_id"], p["path"]) for p in done["pairs"]] == [
+        ("leave", "hb:leave", "leave.md")
+    ]
+    assert set(deploy.rows()) == {"hb:leave", "hb:travel"}
+    assert {p["doc_id"] for p in deploy.points().of("hb:leave").values()} == {"hb:leave"}
+    assert len(deploy.points().of("hb:leave")) == len(points)
