@@ -106,14 +106,12 @@ def chunks_of(
     table: DocumentReader, index: ChunkIndex, plan: RekeyPlan
 ) -> dict[str, list[HeldPoint]]:
     """The points a re-keying rewrites, by document, as the index holds them now: each old
-    id's, and those of the documents superseded by an old id (their ``superseded_by``)."""
+    id's, and those of the documents superseded by an old id (their ``superseded_by``), in
+    whatever family they are (the rows are streamed once)."""
     old = plan.old_ids
     if not old or not index.exists():
         return {}
-    families = sorted({p.family for p in plan.pairs})
-    linked = {
-        row.doc_id for row in table.iter_documents(families=families) if row.superseded_by in old
-    }
+    linked = {row.doc_id for row in table.iter_documents() if row.superseded_by in old}
     found: dict[str, list[HeldPoint]] = {}
     for state in index.scroll(doc_ids=sorted(old | linked)):
         if state.doc_id is None:
