@@ -248,6 +248,13 @@ def test_the_audit_trail_follows_a_rename(vault: Deployment) -> None:
     assert periods["hb:leave-v2"][-1]["from"] == renamed_at
     assert periods["hb:leave-v2"][-1]["variants"][0]["why"] == "renamed"
 
+    # A rollback renames back: from it on, the old ids answer again.
+    code, back = vault.json("rollback", done["run_id"])
+    assert code == 0, back
+    later = datetime.now(UTC).isoformat()
+    assert answered(vault, "--at", later, "--family", "hb:leave") == old
+    assert answered(vault, "--at", now, "--doc", "hb:leave-v2") == {"hb:POL-leave-2": "yes"}
+
 
 def test_a_row_adopted_under_another_id_pairs_by_its_source_key(tmp_path: Path) -> None:
     """A row ``reconciler bootstrap`` adopted with an id of no ``<source>:`` form (its own
