@@ -71,8 +71,9 @@ def pending_rekey(table: DocumentReader, snapshot: SourceSnapshot) -> RekeyPlan:
         for key, path in table.identity_paths(source).items()
         if key not in keyed and path in places
     }
+    by_path = table.get_documents(f"{source}:{k}" for k in sorted(paths)) if paths else {}
     gone = [
-        *table.get_documents(f"{source}:{key}" for key in sorted(paths)).values(),
+        *by_path.values(),
         *(
             row
             for row in table.iter_documents(source=source)
