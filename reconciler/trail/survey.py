@@ -8,7 +8,9 @@ the log's length.
 A family is asked about through every document whose payload (before or after a write,
 recorded by an ingestion) or row named it anywhere in the log: a document that moved between
 families is replayed whole, and ``answers`` keeps the points that were in the family at the
-instant asked about.
+instant asked about. A document renamed by a re-keying (``rekey``, ``rekey_row``) is asked
+about under every id it had, and that re-keying's run is replayed with it; the survey keeps
+the log's renames (two ids a renamed document), nothing more.
 """
 
 from __future__ import annotations
