@@ -45,7 +45,7 @@ def read_trail(
     survey, upto = _walked(table, families=families, docs=docs)
     if not survey.asked:
         raise _nothing_about(survey, docs)
-    return survey, _replayed(table, survey.asked, upto=upto)
+    return survey, _replayed(table, survey.asked | survey.runs, upto=upto)
 
 
 def _walked(
@@ -156,7 +156,8 @@ def audit_served(
             f"{rfc3339(at)} is before the audit log begins ({rfc3339(survey.first_at)}): the "
             "log cannot say what was served then"
         )
-    documents = served_at(replay, at=at, families=set(families), docs=set(docs), admits=admits)
+    named = survey.linked(docs)  # (a document asked under one id answers under any it had)
+    documents = served_at(replay, at=at, families=set(families), docs=named, admits=admits)
     return {
         "at": rfc3339(at),
         "scope": {"families": families, "docs": docs},
@@ -198,6 +199,9 @@ class CorpusAnswer:
         self.chunks: Counter[str] = Counter()
         self._undetermined: Counter[str] = Counter()
         self._replayed = 0
+        #: Ids of renamed documents answered already (a re-keying's old and new ids are
+        #: replayed together, in the batch of whichever comes first).
+        self._done: set[str] = set()
 
     @property
     def head(self) -> dict[str, Any]:
@@ -220,9 +224,12 @@ class CorpusAnswer:
             self._table.close()
 
     def _answered(self, docs: list[str]) -> Iterator[dict[str, Any]]:
-        replay = _replayed(self._table, docs, upto=self._upto)
+        linked = self._survey.linked(docs)
+        fresh = {doc for doc in linked if doc not in self._done}
+        self._done |= {doc for doc in linked if doc in self._survey.renamed}
+        replay = _replayed(self._table, linked | self._survey.rekeys, upto=self._upto)
         self._replayed += replay.entries
-        answered = served_at(replay, at=self.at, families=set(), docs=set(docs), admits=admits)
+        answered = served_at(replay, at=self.at, families=set(), docs=fresh, admits=admits)
         for document in answered:
             self.served[document["served"]] += 1
             for variant in document["variants"]:
@@ -263,7 +270,7 @@ def audit_history(
     survey, replay = _trail(settings, families, docs)
     until = clock.now()
     documents = history_of(
-        replay, families=set(families), docs=set(docs), admits=admits, until=until
+        replay, families=set(families), docs=survey.linked(docs), admits=admits, until=until
     )
     return {
         "until": rfc3339(until),

@@ -6,8 +6,10 @@ document gone (``missing_in_source``, kept and served for the grace period) and 
 (ingested again): the same text served twice. A re-keying instead renames each document in
 place (``writing.rekeying``).
 
-A registered document is paired with the source document at the place it was last seen (its
-path, as the identity map recorded it), one to one. Nothing is guessed: a place that two old
+A registered document is paired with the source document that holds its source key under
+another id (a row adopted by ``reconciler bootstrap`` with an id of no ``<source>:`` form, the
+source now naming it ``<source>:<key>``), or else with the one at the place it was last seen
+(its path, as the identity map recorded it), one to one. Nothing is guessed: a place that two old
 ids claim, a source document that two old ids could become, or a new id already registered
 as another document is a ``RekeyConflict``, reported and left as it is.
 
@@ -23,7 +25,7 @@ from typing import Any
 
 from reconciler.model import Document, SourceDocument, VersionState
 
-__all__ = ["RekeyConflict", "RekeyPair", "RekeyPlan", "pair_documents"]
+__all__ = ["RekeyConflict", "RekeyPair", "RekeyPlan", "pair_documents", "place_of"]
 
 #: Why a re-keying cannot be decided (``RekeyConflict.reason``).
 TWO_OLD = "two or more old ids at one path"
@@ -118,6 +120,11 @@ class RekeyPlan:
         )
 
 
+def place_of(doc: SourceDocument) -> str:
+    """Where a source holds a document: its path, or its record key where it has none."""
+    return doc.path if doc.path is not None else doc.source_key
+
+
 def _order(pair: RekeyPair) -> tuple[str, str]:
     return (pair.source, pair.old_id)
 
@@ -131,8 +138,9 @@ def pair_documents(
     registered: Mapping[str, Document],
 ) -> RekeyPlan:
     """Pair each registered document of ``source`` whose id the source no longer holds
-    (``gone``) with the source document at its last place (``paths``: source key -> path,
-    from the identity map), one to one.
+    (``gone``) with the source document that holds its source key under another id, or else
+    with the one at its last place (``paths``: source key -> path, from the identity map),
+    one to one.
 
     ``registered`` holds the rows of the source documents at those places that are already
     registered (a new id that is taken is a conflict, never a merge). Documents of other
@@ -142,11 +150,13 @@ def pair_documents(
     docs = [d for d in documents if d.source == source]
     held = {d.doc_id for d in docs}
     at: dict[str, list[SourceDocument]] = defaultdict(list)
+    keyed: dict[str, str] = {}  # source key -> the place of the document that holds it
     for doc in docs:
-        at[doc.path if doc.path is not None else doc.source_key].append(doc)
+        at[place_of(doc)].append(doc)
+        keyed[doc.source_key] = place_of(doc)
     claims: dict[str, list[Document]] = defaultdict(list)  # place -> old rows claiming it
     for row in gone:
-        place = paths.get(row.source_key)
+        place = keyed.get(row.source_key) or paths.get(row.source_key)
         if (
             row.source != source
             or row.doc_id in held

@@ -31,6 +31,7 @@ from reconciler.trail.replay import (
     Held,
     Replay,
     Span,
+    owned_spans,
     payload_dict,
 )
 
@@ -129,8 +130,10 @@ def served_at(
         counts: Counter[str] = Counter()
         for key in keys:
             timeline = replay.timelines[key]
-            span = span_at(merged(timeline.spans), at)
-            if span is None or not in_scope(replay, doc_id, span, families, docs):
+            span = span_at(merged(owned_spans(timeline, doc_id)), at)
+            if span is None or span.why == "renamed":
+                continue  # (a re-keying: the point answered under another id then)
+            if not in_scope(replay, doc_id, span, families, docs):
                 continue
             if span.status == "absent":
                 counts["absent"] += 1
@@ -217,7 +220,7 @@ def history_of(
     admitted it, for certain or perhaps."""
     out = []
     for doc_id, keys in replay.points_of.items():
-        timelines = [merged(replay.timelines[key].spans) for key in keys]
+        timelines = [merged(owned_spans(replay.timelines[key], doc_id)) for key in keys]
         if not any(in_scope(replay, doc_id, s, families, docs) for t in timelines for s in t):
             continue
         periods = _periods(timelines)

@@ -24,7 +24,13 @@ Which entries change what a point holds, and when:
   was no point);
 - a payload intent whose ``before`` is not what the log last had for the point means the point
   was changed by something other than the reconciler: from the log's last word to that intent
-  it held one or the other (in doubt).
+  it held one or the other (in doubt);
+- a re-keying (``rekey``: its intent, ``rekey_row``: a document renamed in the table) keeps
+  the points and changes the document they answer under: up to the ``rekey_row`` entry a
+  point belongs to the old id, from it to the new one (``Timeline.names``; ``owned_spans``
+  gives the spans of one id, the others ``renamed``). The intent's points whose
+  ``superseded_by`` named an old id hold the new one from its confirmation (in doubt since
+  the intent), like a payload intent's.
 
 The timeline is keyed by point id (its text): where a point is kept (which collection) does
 not enter into it. Pure: entries in, timelines out; memory is the timelines of the documents
@@ -34,7 +40,7 @@ replayed and the intents still open.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -45,8 +51,9 @@ from reconciler.ports.table import ChainedEntry
 #: A managed payload, hashable: the values of ``MANAGED_KEYS`` in order (``None``: absent).
 Payload = tuple[Any, ...]
 
-#: Where ``doc_family_id`` is in a ``Payload``.
+#: Where ``doc_family_id`` and ``superseded_by`` are in a ``Payload``.
 FAMILY = MANAGED_KEYS.index("doc_family_id")
+SUCCESSOR = MANAGED_KEYS.index("superseded_by")
 
 #: What a point held, as far as the log can tell.
 PAYLOAD, ABSENT, UNKNOWN = "payload", "absent", "unknown"
@@ -67,6 +74,7 @@ WHY_TEXT: dict[str, str] = {
     "legacy_ingest": "written by an ingestion whose entry did not record payloads "
     "(before this version)",
     "interrupted_ingest": "an interrupted ingestion left its document incomplete",
+    "renamed": "its document had another id then (a re-keying renamed it)",
 }
 
 
@@ -148,6 +156,43 @@ class Timeline:
     point_id: Any
     doc_id: str
     spans: list[Span] = field(default_factory=list)
+    #: The renames of its document, in order: from each instant on, the point answers under
+    #: that id (before the first: ``doc_id``).
+    names: list[tuple[datetime, str, Cause]] = field(default_factory=list)
+
+    @property
+    def doc_now(self) -> str:
+        """The id the point answers under at the end of the log read so far."""
+        return self.names[-1][1] if self.names else self.doc_id
+
+
+def owned_spans(timeline: Timeline, doc_id: str) -> list[Span]:
+    """The point's spans as document ``doc_id``'s: while another id held it (a re-keying),
+    one ``renamed`` span of no point."""
+    if not timeline.names:
+        return timeline.spans
+    owners: list[tuple[datetime | None, str, Cause | None]] = [
+        (None, timeline.doc_id, timeline.names[0][2]),
+        *timeline.names,
+    ]
+    out: list[Span] = []
+    for n, (start, owner, cause) in enumerate(owners):
+        end = owners[n + 1][0] if n + 1 < len(owners) else None
+        if owner != doc_id:
+            out.append(Span(start, (NO_POINT,), "renamed", cause))
+            continue
+        inside = [
+            s
+            for s in timeline.spans
+            if (start is None or (s.start is not None and s.start > start))
+            and (end is None or s.start is None or s.start < end)
+        ]
+        if start is not None:
+            before = [s for s in timeline.spans if s.start is None or s.start <= start]
+            if before:
+                out.append(replace(before[-1], start=start, cause=cause))  # (its rename)
+        out += inside
+    return out
 
 
 @dataclass
@@ -202,6 +247,10 @@ class Replay:
             self._confirm(chained, entry)
         elif entry.target_type == AuditKind.RESOLVE:
             self._resolve(entry)
+        elif entry.target_type == AuditKind.REKEY:
+            self._rekey_intent(chained, entry)
+        elif entry.target_type == AuditKind.REKEY_ROW:
+            self._renamed(chained, entry)
 
     def feed_all(self, entries: Iterable[ChainedEntry]) -> Replay:
         """Replay every entry, then ``finish``; returns this replay."""
@@ -287,7 +336,11 @@ class Replay:
             new_points = [point_id_for(chunk_id_for(doc_id, n)) for n in range(chunks)]
             why = "legacy_ingest"
         new_keys = {key_of(p) for p in new_points}
-        old = [k for k in self.points_of.get(doc_id, {}) if k not in new_keys]
+        old = [
+            k
+            for k in self.points_of.get(doc_id, {})
+            if k not in new_keys and self.timelines[k].doc_now == doc_id
+        ]
         registering = entry.before is None  # a new document: its points did not exist
         for key in old:
             self._ingest_change(opened, self.timelines[key], NO_POINT, "deleted", entry)
@@ -315,6 +368,43 @@ class Replay:
         span = Span(entry.at, held, "writing", opened.cause)
         timeline.spans.append(span)
         opened.changes[key_of(timeline.point_id)] = (span, prior, after, why)
+
+    def _rekey_intent(self, chained: ChainedEntry, entry: AuditEntry) -> None:
+        """A re-keying's intent: the points whose ``superseded_by`` names an old id take the
+        new one (the renames themselves are its ``rekey_row`` entries)."""
+        renamed = {
+            p["old_id"]: p["new_id"] for p in (entry.after or {}).get("pairs", []) if "old_id" in p
+        }
+        opened = self._open_intent(chained, entry, AuditKind.REKEY)
+        for points in ((entry.before or {}).get("points") or {}).values():
+            for point_id, _chunk, successor in points:
+                timeline = self.timelines.get(key_of(point_id))
+                if successor not in renamed or timeline is None or not timeline.spans:
+                    continue
+                last = timeline.spans[-1]
+                if last.status != "known" or last.held[0].payload is None:
+                    continue
+                had = last.held[0].payload
+                after = Held(PAYLOAD, (*had[:SUCCESSOR], renamed[successor], *had[SUCCESSOR + 1 :]))
+                span = Span(entry.at, _either(last.held[0], after), "writing", opened.cause)
+                timeline.spans.append(span)
+                opened.changes[key_of(point_id)] = (span, last, after, "written")
+
+    def _renamed(self, chained: ChainedEntry, entry: AuditEntry) -> None:
+        """A document renamed in the table (``rekey_row``): its points answer under the new id
+        from this entry on."""
+        old, new = (entry.before or {}).get("doc_id"), entry.target
+        if not isinstance(old, str):
+            return
+        cause = Cause(chained.seq, entry.at, entry.run_id, entry.actor, entry.reason)
+        for key in list(self.points_of.get(old, {})):
+            timeline = self.timelines[key]
+            if timeline.doc_now == old:
+                timeline.names.append((entry.at, new, cause))
+                self.points_of.setdefault(new, {})[key] = None
+        self.families_of.setdefault(new, set()).update(self.families_of.get(old, set()))
+        if old in self._all_points_known:
+            self._all_points_known.add(new)
 
     # -- how intents end -------------------------------------------------------------------
 

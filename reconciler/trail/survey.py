@@ -8,12 +8,15 @@ the log's length.
 A family is asked about through every document whose payload (before or after a write,
 recorded by an ingestion) or row named it anywhere in the log: a document that moved between
 families is replayed whole, and ``answers`` keeps the points that were in the family at the
-instant asked about.
+instant asked about. A document renamed by a re-keying (``rekey``, ``rekey_row``) is asked
+about under every id it had, and that re-keying's run is replayed with it; the survey keeps
+the log's renames (two ids a renamed document), nothing more.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,8 +25,19 @@ from reconciler.model import AuditEntry, AuditKind, rfc3339
 from reconciler.ports.table import ChainedEntry
 
 #: Entry types an answer reads; the rest (rows, re-ingest requests, indexes, a forced run)
-#: change no payload.
-READ = frozenset({AuditKind.PAYLOAD, AuditKind.INGEST, AuditKind.CONFIRM, AuditKind.RESOLVE})
+#: change no payload. A re-keying (``rekey``: its intent, ``rekey_row``: each document
+#: renamed) is read: a document's points answer under its old id until its row is renamed,
+#: under the new one from then on.
+READ = frozenset(
+    {
+        AuditKind.PAYLOAD,
+        AuditKind.INGEST,
+        AuditKind.CONFIRM,
+        AuditKind.RESOLVE,
+        AuditKind.REKEY,
+        AuditKind.REKEY_ROW,
+    }
+)
 #: Entry types known to change no payload (a split store's moves carry a point whole from one
 #: collection to the other: the answer follows points by id, wherever they are; ``audit``: a
 #: seal of the chain, ``reconciler audit seal``).
@@ -68,6 +82,14 @@ class Survey:
     #: Families the log names that look like one asked about (one is a part of the other),
     #: at most ``NEAR`` of them: what a mistyped ``--family`` may have meant.
     near: set[str] = field(default_factory=set)
+    #: Re-keying runs about a document asked about: their entries (the intent, its
+    #: confirmation) are replayed with the documents'.
+    runs: set[str] = field(default_factory=set)
+    #: Every rename the log holds (old id -> new ids, and back): a document asked about under
+    #: one of its ids is asked about under all of them.
+    renamed: dict[str, set[str]] = field(default_factory=dict)
+    #: Every re-keying run the log holds.
+    rekeys: set[str] = field(default_factory=set)
 
     def see(self, chained: ChainedEntry) -> None:
         """One entry of the walk (an unreadable one is the walk's problem, not counted)."""
@@ -87,6 +109,39 @@ class Survey:
             self.ingests_without_payload += 1
         if entry.target in self.docs or (self.families and self._names_family(entry)):
             self.asked.add(entry.target)
+        if kind in (AuditKind.REKEY, AuditKind.REKEY_ROW):
+            self._rekeyed(entry)
+
+    def _rekeyed(self, entry: AuditEntry) -> None:
+        """A re-keying's intent or one of its renames: the ids it renames are one document's,
+        and the run is replayed when it names (renames, or relinks) one asked about."""
+        if entry.target_type == AuditKind.REKEY:
+            pairs = [
+                (p.get("old_id"), p.get("new_id")) for p in (entry.after or {}).get("pairs", [])
+            ]
+            linked = set((entry.before or {}).get("points") or {})
+        else:
+            pairs = [((entry.before or {}).get("doc_id"), entry.target)]
+            linked = set()
+        self.rekeys.add(entry.run_id)
+        for old, new in pairs:
+            if isinstance(old, str) and isinstance(new, str):
+                self.renamed.setdefault(old, set()).add(new)
+                self.renamed.setdefault(new, set()).add(old)
+        named = {i for pair in pairs for i in pair if isinstance(i, str)} | linked
+        if named & (self.asked | self.docs):
+            self.runs.add(entry.run_id)
+            self.asked |= self.linked(named & (self.asked | self.docs))
+
+    def linked(self, ids: Iterable[str]) -> set[str]:
+        """``ids`` and every id the renames of the log seen so far link them to."""
+        found: set[str] = set()
+        todo = list(ids)
+        while todo:
+            doc = todo.pop()
+            found.add(doc)
+            todo += [other for other in self.renamed.get(doc, ()) if other not in found]
+        return found
 
     def _names_family(self, entry: AuditEntry) -> bool:
         kind = entry.target_type

@@ -13,9 +13,12 @@ served under two ids; ``reconciler rekey`` applies them.
 2. one table transaction renames each document (``rekey_documents``: row, identity, the
    ``superseded_by`` links, pending requests and declarations that name it, one
    ``rekey_row`` entry each);
-3. payload-only batches set ``doc_id`` and ``chunk_id`` on those points. Point ids are kept:
-   they were derived from the old chunk ids, and nothing reads them back from a chunk id, so
-   nothing is embedded or re-created;
+3. payload-only batches set ``doc_id`` and ``chunk_id`` on those points, and every other key
+   in which a framework's layout names the document (``framework_ids``: LlamaIndex's
+   ``document_id``, ``ref_doc_id`` and its serialised node's source; LangChain's metadata),
+   as each point holds them when its batch is written. Point ids are kept: they were
+   derived from the old chunk ids, and nothing reads them back from a chunk id, so nothing
+   is embedded or re-created;
 4. a confirmation closes the intent.
 
 Every step can be repeated (a rename done is skipped; a payload set twice is set once), so a
@@ -26,22 +29,30 @@ the swapped pairs with the same writer.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from reconciler.model import AuditEntry, AuditKind, PayloadWrite, SourceSnapshot
+from reconciler.model import ALL_KEYS, AuditEntry, AuditKind, PayloadWrite, SourceSnapshot
+from reconciler.payload import KeyMap
 from reconciler.ports import ChunkIndex, DocumentReader, DocumentTable
 from reconciler.ports.table import DocumentRename
-from reconciler.rules.rekeying import RekeyPair, RekeyPlan, pair_documents
+from reconciler.rules.rekeying import RekeyPair, RekeyPlan, pair_documents, place_of
 from reconciler.writing.intents import IntentLog
 
 log = logging.getLogger(__name__)
 
 #: The reason of a re-keying's audit entries.
 REASON = "rekey"
+#: Keys beside the managed ones in which a framework's layout names a chunk's document
+#: (``payload.LAYOUTS``: LlamaIndex's flat ``document_id`` and ``ref_doc_id``, a LangChain
+#: ``metadata.source`` not mapped to ``doc_id``), read where the version keys live.
+FRAMEWORK_KEYS = ("source", "document_id", "ref_doc_id")
+#: LlamaIndex's serialised node: its relationships name the source document.
+NODE = "_node_content"
 #: Points a payload batch of a re-keying holds, unless one document has more: a document's
 #: points always go in one batch (one request), so none is left under two ids between two.
 BATCH = 256
@@ -49,25 +60,32 @@ BATCH = 256
 
 def pending_rekey(table: DocumentReader, snapshot: SourceSnapshot) -> RekeyPlan:
     """The pairs (and conflicts) a source's scan holds: registered documents its source now
-    names with other ids (``rules.rekeying``). Reads only the identities of keys the scan
-    lacks and the rows at the paths the scan holds under new ids."""
+    names with other ids (``rules.rekeying``). Reads the identities of keys the scan lacks,
+    the source's rows (streamed: those that hold a key of the scan under another id are
+    kept), and the rows at the places the scan holds under new ids."""
     source = snapshot.source
-    keys = {doc.source_key for doc in snapshot.documents}
-    places = {doc.path if doc.path is not None else doc.source_key for doc in snapshot.documents}
+    keyed = {doc.source_key: doc for doc in snapshot.documents}
+    places = {place_of(doc) for doc in snapshot.documents}
     paths = {
         key: path
         for key, path in table.identity_paths(source).items()
-        if key not in keys and path in places
+        if key not in keyed and path in places
     }
-    if not paths:
-        return RekeyPlan()
-    gone = table.get_documents(f"{source}:{key}" for key in sorted(paths)).values()
-    claimed = {paths[row.source_key] for row in gone if row.source_key in paths}
-    candidates = [
-        doc.doc_id
-        for doc in snapshot.documents
-        if (doc.path if doc.path is not None else doc.source_key) in claimed
+    by_path = table.get_documents(f"{source}:{k}" for k in sorted(paths)) if paths else {}
+    gone = [
+        *by_path.values(),
+        *(
+            row
+            for row in table.iter_documents(source=source)
+            if row.source_key in keyed and row.doc_id != keyed[row.source_key].doc_id
+        ),
     ]
+    if not gone:
+        return RekeyPlan()
+    claimed = {paths[row.source_key] for row in gone if row.source_key in paths} | {
+        place_of(keyed[row.source_key]) for row in gone if row.source_key in keyed
+    }
+    candidates = [doc.doc_id for doc in snapshot.documents if place_of(doc) in claimed]
     registered = table.get_documents(candidates) if candidates else {}
     return pair_documents(source, snapshot.documents, gone=gone, paths=paths, registered=registered)
 
@@ -89,14 +107,12 @@ def chunks_of(
     table: DocumentReader, index: ChunkIndex, plan: RekeyPlan
 ) -> dict[str, list[HeldPoint]]:
     """The points a re-keying rewrites, by document, as the index holds them now: each old
-    id's, and those of the documents superseded by an old id (their ``superseded_by``)."""
+    id's, and those of the documents superseded by an old id (their ``superseded_by``), in
+    whatever family they are (the rows are streamed once)."""
     old = plan.old_ids
     if not old or not index.exists():
         return {}
-    families = sorted({p.family for p in plan.pairs})
-    linked = {
-        row.doc_id for row in table.iter_documents(families=families) if row.superseded_by in old
-    }
+    linked = {row.doc_id for row in table.iter_documents() if row.superseded_by in old}
     found: dict[str, list[HeldPoint]] = {}
     for state in index.scroll(doc_ids=sorted(old | linked)):
         if state.doc_id is None:
@@ -170,7 +186,9 @@ def finish_rekey(
         renames=[DocumentRename(p.source, p.old_id, p.new_id, p.old_key, p.new_key) for p in pairs],
     )
     written = 0
+    back = {p.new_id: p.old_id for p in pairs}
     for batch in whole_documents(payload_writes(pairs, held), BATCH):
+        batch = with_framework_ids(index, batch, back)
         written += index.set_payloads(batch, batch_size=max(BATCH, len(batch)))
     confirm = AuditEntry(
         intent.run_id,
@@ -185,6 +203,61 @@ def finish_rekey(
     head = table.append_audit([confirm])
     log.info("re-keyed %d document(s), %d point(s)", len(pairs), written)
     return RekeyWritten(len(pairs), written, head)
+
+
+def with_framework_ids(
+    index: ChunkIndex, batch: Sequence[PayloadWrite], back: Mapping[str, str]
+) -> list[PayloadWrite]:
+    """``batch`` with, on each renamed point, the framework keys that name its old id
+    (``framework_ids``), read from the points as they are now (so a batch written twice
+    writes the same)."""
+    renaming = {
+        str(w.point_ids[0]): back[w.payload["doc_id"]]
+        for w in batch
+        if w.payload.get("doc_id") in back
+    }
+    if not renaming:
+        return list(batch)
+    stored = {str(p.point_id): p.payload for p in index.read_points(sorted(renaming))}
+    out = []
+    for write in batch:
+        pid = str(write.point_ids[0])
+        if pid in renaming and pid in stored:
+            found = framework_ids(
+                index.keys, stored[pid], old=renaming[pid], new=write.payload["doc_id"]
+            )
+            write = replace(write, payload={**found, **write.payload})
+        out.append(write)
+    return out
+
+
+def framework_ids(
+    keys: KeyMap, payload: Mapping[str, Any], *, old: str, new: str
+) -> dict[str, Any]:
+    """The keys of a stored point ``payload`` (beside the managed ones, where ``keys`` puts
+    them) that name document ``old``, set to ``new``: ``FRAMEWORK_KEYS``, and a LlamaIndex
+    node serialised under ``_node_content`` whose relationships name it."""
+    node: Any = payload
+    for part in keys.prefix[:-1].split(".") if keys.prefix else ():
+        node = node.get(part) if isinstance(node, Mapping) else None
+    if not isinstance(node, Mapping):
+        return {}
+    ours = {keys.name(key) for key in ALL_KEYS} | set(ALL_KEYS)
+    found: dict[str, Any] = {
+        key: new for key in FRAMEWORK_KEYS if key not in ours and node.get(key) == old
+    }
+    try:
+        serialised = json.loads(node[NODE]) if isinstance(node.get(NODE), str) else None
+    except ValueError:
+        serialised = None
+    relations = serialised.get("relationships") if isinstance(serialised, dict) else None
+    changed = False
+    for related in relations.values() if isinstance(relations, dict) else ():
+        if isinstance(related, dict) and related.get("node_id") == old:
+            related["node_id"], changed = new, True
+    if changed:
+        found[NODE] = json.dumps(serialised, ensure_ascii=False)
+    return found
 
 
 def whole_documents(writes: Iterable[PayloadWrite], most: int) -> Iterable[list[PayloadWrite]]:

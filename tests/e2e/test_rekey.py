@@ -9,6 +9,7 @@ registered (``ingest`` refuses, ``run`` reports ``family/rekey_pending``); ``rek
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +205,76 @@ def test_an_ambiguous_pair_is_a_finding_never_a_guess(tmp_path: Path) -> None:
     assert code == 0, run
     ambiguous = [f for f in run["findings"] if f["actual"].get("problem") == "rekey_ambiguous"]
     assert [(f["kind"], f["actual"]["path"]) for f in ambiguous] == [("source_problem", "a.md")]
+
+
+def answered(vault: Deployment, *args: str) -> dict[str, str]:
+    """``audit served`` (the real command): each document it lists, and whether served."""
+    code, data = vault.json("audit", "served", *args)
+    assert code == 0, data
+    assert data["log"]["not_read"] == {}, data["log"]
+    return {d["doc_id"]: d["served"] for d in data["documents"]}
+
+
+def test_the_audit_trail_follows_a_rename(vault: Deployment) -> None:
+    """``audit served --at T`` before the re-keying answers under the old ids, after it under
+    the new ones, however the document is asked for; ``audit history`` of the new id begins
+    where the old one's ends."""
+    then = datetime.now(UTC).isoformat()
+    vault.configure(source_extra=REF_IDS)
+    code, done = vault.json("rekey")
+    assert code == 0, done
+    now = datetime.now(UTC).isoformat()
+
+    old = {"hb:leave-v1": "no", "hb:leave-v2": "yes"}
+    new = {"hb:POL-leave-1": "no", "hb:POL-leave-2": "yes"}
+    assert answered(vault, "--at", then, "--family", "hb:leave") == old
+    assert answered(vault, "--at", now, "--family", "hb:leave") == new
+    assert answered(vault, "--at", then, "--doc", "hb:POL-leave-2") == {"hb:leave-v2": "yes"}
+    assert answered(vault, "--at", now, "--doc", "hb:leave-v2") == {"hb:POL-leave-2": "yes"}
+    whole = answered(vault, "--at", now, "--all")
+    assert {d for d, served in whole.items() if served == "yes"} == {
+        "hb:POL-leave-2",
+        "hb:POL-travel-2",
+        "hb:POL-security",
+        "hb:POL-expenses",
+    }
+
+    code, history = vault.json("audit", "history", "--doc", "hb:POL-leave-2")
+    assert code == 0, history
+    periods = {d["doc_id"]: d["periods"] for d in history["documents"]}
+    assert set(periods) == {"hb:leave-v2", "hb:POL-leave-2"}
+    renamed_at = periods["hb:POL-leave-2"][0]["from"]
+    assert periods["hb:POL-leave-2"][0]["by"]["run_id"] == done["run_id"]
+    assert periods["hb:leave-v2"][-1]["from"] == renamed_at
+    assert periods["hb:leave-v2"][-1]["variants"][0]["why"] == "renamed"
+
+    # A rollback renames back: from it on, the old ids answer again.
+    code, back = vault.json("rollback", done["run_id"])
+    assert code == 0, back
+    later = datetime.now(UTC).isoformat()
+    assert answered(vault, "--at", later, "--family", "hb:leave") == old
+    assert answered(vault, "--at", now, "--doc", "hb:leave-v2") == {"hb:POL-leave-2": "yes"}
+
+
+def test_a_row_adopted_under_another_id_pairs_by_its_source_key(tmp_path: Path) -> None:
+    """A row ``reconciler bootstrap`` adopted with an id of no ``<source>:`` form (its own
+    source key) is the document the vault now names ``hb:<key>``: a pair, renamed in place."""
+    deploy = Deployment(tmp_path)
+    deploy.note("leave", body("leave", "Leave rules."), status="current")
+    deploy.note("travel", body("travel", "Travel rules."), status="current")
+    deploy.init_ingest()
+    deploy.sql("UPDATE documents SET doc_id = 'leave' WHERE doc_id = 'hb:leave'")
+    points = deploy.points().of("hb:leave")
+    deploy.set_payload(list(points), {"doc_id": "leave"})
+
+    code, run = deploy.json("run")
+    assert code == 0, run
+    assert kinds_of(run)["family/rekey_pending"] == 1, run["findings"]
+    code, done = deploy.json("rekey")
+    assert code == 0, done
+    assert [(p["old_id"], p["new_id"], p["path"]) for p in done["pairs"]] == [
+        ("leave", "hb:leave", "leave.md")
+    ]
+    assert set(deploy.rows()) == {"hb:leave", "hb:travel"}
+    assert {p["doc_id"] for p in deploy.points().of("hb:leave").values()} == {"hb:leave"}
+    assert len(deploy.points().of("hb:leave")) == len(points)

@@ -20,9 +20,10 @@ from hypothesis_kit import examples
 from reconciler import default_filter
 
 REF_IDS = '[sources.options.fields]\nid = "ref"'
-#: A note: its family (or none), whether its id changes, whether it sits in a folder.
-NOTE = st.tuples(st.sampled_from([None, "f0", "f1"]), st.booleans(), st.booleans())
-Note = tuple[str | None, bool, bool]
+#: A note: its family (or none), whether its id changes, whether it sits in a folder, whether
+#: the next note supersedes it (in whatever family that one is).
+NOTE = st.tuples(st.sampled_from([None, "f0", "f1"]), st.booleans(), st.booleans(), st.booleans())
+Note = tuple[str | None, bool, bool, bool]
 
 
 @contextmanager
@@ -34,16 +35,19 @@ def vault(notes: list[Note]) -> Iterator[tuple[Deployment, dict[str, str]]]:
         deploy = Deployment(root)
         after: dict[str, str] = {}
         version: dict[str, int] = {}
-        for n, (family, renamed, nested) in enumerate(notes):
-            name = f"d{n % 2}/n{n}" if nested else f"n{n}"
+        names = [f"d{n % 2}/n{n}" if note[2] else f"n{n}" for n, note in enumerate(notes)]
+        for n, (family, renamed, _nested, replaced) in enumerate(notes):
+            name = names[n]
             if family is not None:
                 version[family] = version.get(family, 0) + 1
+            successor = names[n + 1] if replaced and n + 1 < len(notes) else None
             deploy.note(
                 name,
                 body(f"note {n}", f"Text of note {n}."),
                 ref=f"R-{n}" if renamed else None,
                 family=family,
-                status="current",
+                status="superseded" if successor else "current",
+                superseded_by=successor.rsplit("/", 1)[-1] if successor else None,
                 version=str(version[family]) if family is not None else None,
                 effective_from=day(-300 + 10 * n),
             )
@@ -70,7 +74,9 @@ def served(deploy: Deployment, first: Points) -> dict[str, set[str]]:
 # (a change that reads no note's ref is a mapping nobody uses: a finding of its own)
 @given(st.lists(NOTE, min_size=1, max_size=5).filter(lambda notes: any(n[1] for n in notes)))
 # a family whose older version changes id and whose newer one keeps its path id
-@example([("f0", True, False), ("f0", False, True), (None, True, True)])
+@example([("f0", True, False, False), ("f0", False, True, False), (None, True, True, False)])
+# a note superseded by a note of another family whose id changes (its payload names it)
+@example([("f0", False, False, True), ("f1", True, False, False)])
 def test_after_rekey_every_note_is_served_once_under_its_new_id(notes: list[Note]) -> None:
     with vault(notes) as (deploy, after):
         first = deploy.points()
@@ -83,6 +89,10 @@ def test_after_rekey_every_note_is_served_once_under_its_new_id(notes: list[Note
         assert {p["old_id"]: p["new_id"] for p in done["pairs"]} == {
             old: new for old, new in after.items() if old != new
         }
+        gone = {old for old, new in after.items() if old != new}
+        for pid, payload in deploy.points().payloads.items():  # no payload names an old id
+            assert not {payload["doc_id"], payload.get("superseded_by")} & gone, (pid, payload)
+            assert payload["chunk_id"].startswith(payload["doc_id"]), (pid, payload)
         for step in ("rekey", "run"):
             now = served(deploy, first)
             assert set(now) == set(before), step  # the same notes served

@@ -118,3 +118,26 @@ def test_a_payload_batch_never_splits_a_document(docs: list[tuple[str, int]], mo
         assert len(batch) <= most or len(set(held)) == 1  # (one document larger than most)
     ends = [(a[-1].doc_id, b[0].doc_id) for a, b in itertools.pairwise(batches)]
     assert all(left != right for left, right in ends)
+
+
+def adopted(key: str, doc_id: str) -> Document:
+    """A row as ``reconciler bootstrap`` adopts it: an id of no ``hb:`` form, its key."""
+    return Document(doc_id, "hb", key, f"hb:fam-{key}", 1, VersionState.CURRENT, chunk_count=2)
+
+
+def test_a_row_that_holds_the_same_source_key_under_another_id_pairs_by_key() -> None:
+    found = plan([doc("leave", "leave.md")], [adopted("leave", "leave")], {})
+    assert found.pairs == (
+        RekeyPair("hb", "leave", "hb:leave", "leave", "leave", "leave.md", "hb:fam-leave", 2),
+    )
+    two_old = plan(
+        [doc("leave", "leave.md")], [adopted("leave", "leave"), adopted("leave", "LEAVE")], {}
+    )
+    assert [(c.doc_ids, c.reason) for c in two_old.conflicts] == [
+        (("LEAVE", "leave", "hb:leave"), "two or more old ids at one path")
+    ]
+    taken = plan([doc("leave", "leave.md")], [adopted("leave", "leave")], {}, ("leave",))
+    assert (taken.pairs, taken.conflicts[0].reason) == (
+        (),
+        "the new id is already registered as another document",
+    )
