@@ -239,8 +239,9 @@ def test_rollback_restores_exactly_and_the_audit_chain_is_tamper_evident(
 
 
 def _stores_but_runs(deploy: Deployment) -> dict[str, Any]:
-    """Every table except the run record (runs, findings)."""
-    return {k: v for k, v in deploy.dump().items() if k not in ("runs", "findings")}
+    """Every table except the run record (runs, findings, and the plan a refused run saves
+    for approval: a record of the refusal, not a change to what is served)."""
+    return {k: v for k, v in deploy.dump().items() if k not in ("runs", "findings", "plans")}
 
 
 def _assert_refused_run(deploy: Deployment, data: dict[str, Any], kind: str) -> None:

@@ -187,35 +187,6 @@ def test_peps_in_force_at_every_instant_and_check_is_clean(
     assert only_source_contradictions(code, again)
 
 
-@pytest.mark.parametrize("deploy", ["sqlite"], indirect=True)
-def test_peps_from_2015_to_today_by_cron(deploy: Deployment, tmp_path: Path) -> None:
-    """The 2015 repository moved to today under the default guard, as cron runs it: the first
-    run is refused (most PEPs were edited in place), an operator forces it once, and from
-    then on ``ingest`` and ``run`` need no ``--force``; what was in force at every instant is
-    what today's headers say, and a check finds nothing to repair."""
-    repo = Repo(tmp_path / "peps-checkout")
-    repo.commit_tree(
-        PEPS / "2015", "the PEPs at the end of 2015", when=datetime(2015, 12, 27, tzinfo=UTC)
-    )
-    preset(deploy, "peps", connector="git", documents="peps-checkout")
-    cycle(deploy, "init", "ingest", "run")
-    repo.commit_tree(PEPS / "head", "today's PEPs", when=datetime(2026, 8, 22, tzinfo=UTC))
-    refused = deploy.cli("run")
-    if refused.exit_code == 3:
-        forced = deploy.cli("run", "--force")
-        assert forced.exit_code in {0, 2}, forced.output
-    else:
-        assert refused.exit_code in {0, 2}, refused.output
-    for command in ("ingest", "run"):
-        result = deploy.cli(command)
-        assert result.exit_code in {0, 2}, (command, result.output)  # never refused again
-    today = PepLabels.of(PEPS / "head")
-    assert deploy.served() == today.served
-    assert_in_force_in_time(deploy, today)
-    code, data = deploy.json("check")
-    assert only_source_contradictions(code, data)
-
-
 def test_peps_history_from_2015_to_today(deploy: Deployment, tmp_path: Path) -> None:
     """The repository as it was at the end of 2015, ingested; the checkout moved to today:
     ``run`` retires nothing still Final today; after ``ingest`` (the new and edited PEPs),

@@ -28,7 +28,12 @@ from pathlib import Path
 import pytest
 from acceptance_kit import Deployment
 from git_kit import Repo
-from test_acceptance_vocabulary import PEPS, only_source_contradictions, preset
+from test_acceptance_vocabulary import (
+    PEPS,
+    assert_in_force_in_time,
+    only_source_contradictions,
+    preset,
+)
 
 from bench.peps import PepLabels
 
@@ -100,5 +105,8 @@ def test_three_snapshots_years_apart_end_at_the_headers_truth(
     # (2015 -> 2020 edits most PEPs in place: its first run is refused and approved; measured
     # [0, 1, 0])
     assert sum(approvals) >= 1, approvals
+    # what was in force at every instant is what today's headers say (the cron replay of
+    # 2015 to today this test took over)
+    assert_in_force_in_time(deploy, PepLabels.of(PEPS / "head"))
     code, data = deploy.json("check")
     assert only_source_contradictions(code, data)

@@ -176,7 +176,7 @@ def test_a_renewal_locked_out_by_a_long_write_retries_and_loses_the_lease_in_one
 
     try:
         with (
-            caplog.at_level(logging.INFO, logger="reconciler.stores.sql.lease"),
+            caplog.at_level(logging.INFO, logger="reconciler.app.holding"),
             HeldLease(lease, renew_every=30, clock=clock) as held,
         ):
             assert held.acquired
