@@ -1,14 +1,14 @@
 """``reconciler rekey``: the library function behind it. Reads every configured source (or
 those named), pairs the registered documents each now names with other ids
-(``writing.rekeying.pending_rekey``), and gives them their new ids in one audited ``rekey``
-run under the whole corpus's lease (``--dry-run``: the pairs, nothing written or recorded).
+(``writing.rekeying.pending_rekey``), plans their re-keying (``Rekeying``) and has the one
+executor give them their new ids in one audited ``rekey`` run under the whole corpus's lease
+(``--dry-run``: the pairs, nothing written or recorded).
 ``reconciler rollback`` of that run gives the old ids back."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.app.holding import HeldLease, lease_name
@@ -19,8 +19,10 @@ from reconciler.model import RunMode
 from reconciler.rules.rekeying import RekeyPlan
 from reconciler.rules.storable import screen
 from reconciler.settings import Settings
+from reconciler.writing.applying import Applier
+from reconciler.writing.executing import execute
 from reconciler.writing.recovery import resolve_interrupted
-from reconciler.writing.rekeying import apply_rekey, pending_rekey
+from reconciler.writing.rekeying import Rekeying, pending_rekey
 from reconciler.writing.runs import recorded
 
 log = logging.getLogger(__name__)
@@ -54,19 +56,14 @@ def rekey(
         for source in sources:
             plan = plan + pending_rekey(opened.table, screen(source.scan()))
         if plan.pairs and not dry_run:
-            table = opened.table
+            table, index = opened.table, opened.index
             with recorded(table, mode=RunMode.REKEY, actor=ACTOR, shard=WHOLE) as run:
                 run_id = run.run_id
                 # (a failure from here on leaves the intent to the next holder of the lease)
                 run.counts = {"pairs": len(plan.pairs), "unconfirmed": True}
-                done = apply_rekey(
-                    table,
-                    opened.index,
-                    plan,
-                    run_id=run.run_id,
-                    actor=ACTOR,
-                    now=lambda: datetime.now(UTC),
-                )
+                rekeying = Rekeying.planned(table, index, plan)
+                applier = Applier(table=table, index=index, run_id=run.run_id, actor=ACTOR)
+                done = execute(rekeying, applier)
                 written = {"rows": done.rows, "points": done.points}
                 run.counts = {
                     "pairs": len(plan.pairs),

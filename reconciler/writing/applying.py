@@ -3,14 +3,14 @@
 Order: table changes (rows, re-ingest requests, their audit entries) in one transaction; then
 payloads in batches of point ids through ``batch_update_points``; then payload indexes.
 
-Which points: those the check's scan already saw. A document whose row stays as it is needs
-only its chunks that differed from the row, and the scan kept their ids (``Located``); they
-are re-read by id and written. A document whose row changes needs every chunk that does not
-carry the new payload: its points are selected through the ``doc_id`` payload filter (an
-index lookup on a server). Only when the scan could not keep every id (more than
-``Options.keep_ids`` mismatching chunks) are documents without a doc_id found by scrolling the
-collection again. Each payload batch holds whole documents and goes out as one
-``batch_update_points`` call, its audit entries as one append.
+Which points: those the check's scan already saw, re-read by id where it kept them, else
+through the ``doc_id`` filter, else by one more scroll (``selecting``). Each payload batch
+holds whole documents and goes out as one ``batch_update_points`` call, its audit entries as
+one append.
+
+A re-keying (``rekeying``) writes through two primitives of its own: ``rename_rows`` (rows
+given new ids in one audited table transaction) and ``write_covered`` (payload batches its
+one intent covers).
 
 Audit before write: each payload batch's entries (point ids, exact before, after) are
 committed as *intents* before the batch is sent, and *confirmed* by an entry committed with
@@ -40,15 +40,11 @@ from reconciler.errors import IndexWriteError
 from reconciler.model import MANAGED_KEYS, AuditEntry, AuditKind, PayloadWrite, RowChange, jsonable
 from reconciler.planning import PayloadTarget, Plan, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
-from reconciler.writing.differs import (
-    Differs,
-    Located,
-    WriteGroup,
-    expected_of,
-    still_differs,
-)
+from reconciler.ports.table import DocumentRename
+from reconciler.writing.differs import Located, WriteGroup, expected_of, still_differs
 from reconciler.writing.intents import IntentLog
 from reconciler.writing.moving import Mover
+from reconciler.writing.selecting import Selector
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +166,14 @@ class Applier:
         self.result.audit_head = head or self.result.audit_head
         if plan.payload_targets:
             try:
-                self._payloads(plan.payload_targets, located=located)
+                Selector(
+                    self.index,
+                    flush=self._flush,
+                    batch_points=self.batch_points,
+                    scroll_batch=self.scroll_batch,
+                    max_pending=self.max_pending,
+                    progress=self.progress,
+                ).write(plan.payload_targets, located=located)
             except IndexWriteError:
                 raise  # the failed batch was confirmed as far as it went
             except Exception:
@@ -246,11 +249,36 @@ class Applier:
             self._flush(batch)
         self.confirm()
 
-    def confirm(self) -> None:
+    def rename_rows(self, renames: Sequence[DocumentRename]) -> None:
+        """Give documents their new ids in ONE table transaction, the lease checked first
+        (``DocumentTable.rekey_documents``: each row, its identity, the ``superseded_by``
+        links, pending requests and declarations that name it, one ``rekey_row`` entry each;
+        a rename done before is skipped)."""
+        if self.keep_writing is not None:
+            self.keep_writing()
+        head = self.table.rekey_documents(
+            run_id=self.run_id, actor=self.actor, at=self.clock.now(), renames=renames
+        )
+        self.result.rows += len(renames)
+        self.result.audit_head = head or self.result.audit_head
+
+    def write_covered(self, writes: Sequence[PayloadWrite]) -> None:
+        """Send ``writes`` as one batch covered by the intent open in ``intents`` (one that
+        names every point it writes, as a re-keying's does) rather than by intents of their
+        own, the lease checked first; ``confirm`` closes it."""
+        if self.keep_writing is not None:
+            self.keep_writing()
+        points = self.index.set_payloads(writes, batch_size=max(self.batch_points, len(writes)))
+        self._unconfirmed_points += points
+        self.result.payload_writes += len(writes)
+        self.result.points += points
+
+    def confirm(self, **after: Any) -> None:
         """Commit the confirmation of the last batch sent (the others are confirmed by the
-        entries committed with the batch after them); never for a batch in doubt."""
+        entries committed with the batch after them; ``after``: what else it says); never
+        for a batch in doubt."""
         if self.intents.open is not None and not self.in_doubt:
-            self._audit([self._confirmation()])
+            self._audit([self._confirmation(**after)])
 
     @property
     def pending_intent(self) -> str | None:
@@ -260,150 +288,12 @@ class Applier:
             return self.mover.open_intent
         return self.intents.open
 
-    def _confirmation(self, written: list[str | int] | None = None) -> AuditEntry:
+    def _confirmation(self, written: list[str | int] | None = None, **after: Any) -> AuditEntry:
         """ "Every intent of this run up to ``through`` was written" (or only ``written``)."""
         points, self._unconfirmed_points = self._unconfirmed_points, 0
         if written is not None:
             return self.intents.confirmation(points=len(written), written=written)
-        return self.intents.confirmation(points=points)
-
-    # -- payloads --------------------------------------------------------------------------
-
-    def _payloads(self, targets: Sequence[PayloadTarget], *, located: Located | None) -> None:
-        """Write each target's differing points: by the ids the scan kept where they are all
-        that can differ, else through the doc_id filter (else, for chunks without a doc_id
-        whose ids were not kept, one more scroll)."""
-        by_id: list[tuple[Differs, list[str | int]]] = []
-        by_filter: list[PayloadTarget] = []
-        by_scroll: list[PayloadTarget] = []
-        for target in targets:
-            compare = Differs(target)  # (the target normalised once, here)
-            ids = self._kept_ids(compare, located)
-            if ids is not None:
-                by_id.append((compare, ids))
-            elif target.doc_id is not None:
-                by_filter.append(target)
-            else:
-                by_scroll.append(target)
-        self._write_by_id(by_id)
-        step = max(self.scroll_batch, 1)
-        for start in range(0, len(by_filter), step):
-            part = by_filter[start : start + step]
-            self._write_scrolled(part, [t.doc_id for t in part if t.doc_id])
-        if by_scroll:
-            self._write_scrolled(by_scroll, None)
-
-    @staticmethod
-    def _kept_ids(compare: Differs, located: Located | None) -> list[str | int] | None:
-        """The ids that are all the target can need written, if the scan kept them."""
-        if located is None:
-            return None
-        target = compare.target
-        ids = located.mismatching_ids(target.doc_id)
-        if ids is None:
-            return None
-        expected = compare.expected
-        if expected is None or located.matches(target.doc_id, expected):
-            # The row stays: chunks that matched it carry the payload already. (A partial
-            # target is an orphan's: no row, so every chunk of it was kept.)
-            return ids
-        return None  # the row changes: chunks that matched the old row need it too
-
-    def _write_by_id(self, targets: list[tuple[Differs, list[str | int]]]) -> None:
-        """Re-read the kept ids, document by document, and flush whole documents in batches
-        of about ``batch_points`` points."""
-        pending: list[tuple[Differs, list[str | int]]] = []
-        size = done = 0
-        for target, ids in targets:
-            if not ids:
-                continue
-            pending.append((target, ids))
-            size += len(ids)
-            if size >= self.batch_points:
-                done += size
-                self._flush(self._reread(pending))
-                if self.progress is not None:
-                    self.progress(done)
-                pending, size = [], 0
-        if pending:
-            self._flush(self._reread(pending))
-
-    def _reread(self, pending: list[tuple[Differs, list[str | int]]]) -> list[WriteGroup]:
-        """The groups (one per document and prior payload) of the points that still differ,
-        re-read by id as raw values (``retrieve_managed``) and compared as they are."""
-        wanted = [pid for _compare, ids in pending for pid in ids]
-        found: dict[str | int, tuple[Any, ...]] = {}
-        step = max(self.scroll_batch, 1)
-        for start in range(0, len(wanted), step):
-            page = self.index.retrieve_managed(wanted[start : start + step])
-            point_id = page.point_id
-            for at, row in enumerate(page.rows):
-                found[point_id(at)] = row[1:]  # (row[0]: the doc_id)
-        groups: list[WriteGroup] = []
-        for compare, ids in pending:
-            variants: dict[Any, WriteGroup] = {}
-            for pid in ids:
-                values = found.get(pid)
-                differs = None if values is None else compare.raw(values)
-                if differs is None:
-                    continue  # deleted, or repaired by someone else since the scan
-                before, key, keys = differs
-                group = variants.get(key)
-                if group is None:
-                    group = variants[key] = WriteGroup(target=compare.target, before=before)
-                group.add(pid, keys)
-            groups += variants.values()
-        return groups
-
-    def _write_scrolled(self, targets: list[PayloadTarget], doc_ids: list[str] | None) -> None:
-        """Scroll the targets' points (``doc_ids``: through the doc_id filter; ``None``: the
-        whole collection) and write each document's differing points, grouped per document.
-
-        Points come in id order, not document order, so groups are held until a document's
-        expected count is reached (then they are *ready*); ready groups go out in batches of
-        ``batch_points``. Held points are capped at ``max_pending`` to bound memory.
-        """
-        by_doc = {t.doc_id: t for t in targets}
-        compare_by_doc = {t.doc_id: Differs(t) for t in targets}
-        remaining = {t.doc_id: t.points for t in targets}
-        held: dict[str | None, dict[Any, WriteGroup]] = {}
-        held_size = 0
-        ready: list[WriteGroup] = []
-        ready_size = 0
-        scanned = 0
-        for chunk in self.index.scroll(batch_size=self.scroll_batch, doc_ids=doc_ids):
-            scanned += 1
-            if self.progress is not None and scanned % self.scroll_batch == 0:
-                self.progress(scanned)
-            target = by_doc.get(chunk.doc_id)
-            if target is None:
-                continue
-            differs = compare_by_doc[chunk.doc_id](chunk.payload)
-            if differs is None:
-                continue
-            before, key, keys = differs
-            groups = held.setdefault(chunk.doc_id, {})
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = WriteGroup(target=target, before=before)
-            group.add(chunk.point_id, keys)
-            held_size += 1
-            remaining[chunk.doc_id] -= 1
-            if remaining[chunk.doc_id] <= 0:  # all of this document's points are here
-                done = list(held.pop(chunk.doc_id).values())
-                size = sum(len(g.point_ids) for g in done)
-                held_size -= size
-                ready += done
-                ready_size += size
-            if ready_size >= self.batch_points:
-                self._flush(ready)
-                ready, ready_size = [], 0
-            if held_size >= self.max_pending:
-                self._flush([g for groups in held.values() for g in groups.values()])
-                held, held_size = {}, 0
-        rest = ready + [g for groups in held.values() for g in groups.values()]
-        for start in range(0, len(rest), max(self.batch_points, 1)):
-            self._flush(rest[start : start + self.batch_points])
+        return self.intents.confirmation(**after, points=points)
 
     def _flush(self, groups: list[WriteGroup]) -> None:
         if not groups:

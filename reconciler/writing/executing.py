@@ -4,9 +4,10 @@ Every writing command plans first (a frozen value, read from the stores and writ
 and hands the plan to ``execute`` with an ``Applier`` for the run it is recorded as. Reconcile
 plans a ``planning.Plan`` (``Repair`` carries it with what the scan kept), the next runner of
 a shard a ``recovery.ResolutionPlan`` per dead run, a rollback a ``rollback_plan.RunUndo`` per
-run it undoes, an approved saved plan (``approving``) a ``Repair`` of the writes it saved;
-``--dry-run`` renders the plan and executes nothing. (A re-keying, ``rekeying``, still writes
-through its own intent log: its writes rename rows, which the applier has no primitive for.)
+run it undoes, an approved saved plan (``approving``) a ``Repair`` of the writes it saved,
+a re-keying a ``rekeying.Rekeying`` (its rollback the same of its pairs swapped, the runner
+that finds it killed the same from its intent); ``--dry-run`` renders the plan and executes
+nothing.
 
 **The protocol a plan kind implements** (``Executable``): one method,
 ``execute(self, applier)``, which makes each of the plan's writes through the applier's
@@ -18,11 +19,14 @@ primitives, in the order crash safety needs:
   batches, each batch audited as *intents* before it is sent and *confirmed* with the next
   (``intents.IntentLog``), the lease checked before each;
 - ``applier.mover``: a split store's moves, audited the same way (``moving``);
+- ``applier.rename_rows``: documents given new ids in one table transaction, a ``rekey_row``
+  entry each, and ``applier.write_covered``: payload batches one open intent covers (a
+  re-keying's, which names every point it rewrites);
 - ``applier.table.append_audit`` / ``applier.intents``: any other entry (a resolution's).
 
 ``execute`` then confirms what is still open (the last payload batch, the last move), so a
 plan is applied with every write covered by an entry, and returns what was written. A new
-plan kind (a re-key, a saved plan approved later) is a frozen value with that one method: no
+plan kind is a frozen value with that one method: no
 other code changes to apply it, and its ``--dry-run`` is the value rendered.
 """
 

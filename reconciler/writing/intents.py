@@ -6,7 +6,8 @@ A run that dies between the two leaves intents without a confirmation, which the
 of the shard resolves by reading the points back (``writing.recovery``). The payload writes
 of a plan (``applying``: the confirmation of a batch goes with the intents of the next, in
 one commit), an ingestion's documents (``ingestion``) and a split store's moves (``moving``:
-``move_copied``, then ``move_done``) each keep one ``IntentLog``.
+``move_copied``, then ``move_done``) each keep one ``IntentLog``; a re-keying (``rekeying``)
+writes its one intent in the applier's.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ class IntentLog:
         commit; they are open until confirmed. The hash of the last."""
         self.open = self._append([*closing, *intents])
         return self.open
+
+    def resume(self, through: str) -> str:
+        """The intent audited as ``through`` by a run that died is open again in this log
+        (its writes are finished, then confirmed, by the runner that resolves it)."""
+        self.open = through
+        return through
 
     def confirmation(self, kind: AuditKind = AuditKind.CONFIRM, **after: Any) -> AuditEntry:
         """The entry that confirms the open intents, ``through`` the last of them (``after``:

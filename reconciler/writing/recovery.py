@@ -35,7 +35,7 @@ from reconciler.writing.applying import Applier
 from reconciler.writing.approving import finish_authorized_plans
 from reconciler.writing.executing import execute
 from reconciler.writing.moving import copy_into, unfinished
-from reconciler.writing.rekeying import finish_rekey
+from reconciler.writing.rekeying import Rekeying
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,8 @@ class ResolutionPlan:
     #: The intents of the documents to queue for re-ingestion.
     requeue: tuple[AuditEntry, ...] = ()
     moves: tuple[MoveToFinish, ...] = ()
-    #: A re-keying's intents left unconfirmed, each with its hash: finished from them.
+    #: A re-keying's intents left unconfirmed, each with its hash: finished from them
+    #: (``Rekeying.audited``, executed by the same applier).
     rekeys: tuple[tuple[AuditEntry, str], ...] = ()
 
     @property
@@ -111,8 +112,17 @@ class ResolutionPlan:
         }
 
     def execute(self, applier: Applier) -> None:
-        """Record how the run's writes ended (``apply_resolution``), as ``applier.actor``."""
-        apply_resolution(applier.table, applier.index, self, actor=applier.actor)
+        """Finish the run's re-keyings, then record how its writes ended
+        (``apply_resolution``), as ``applier.actor``."""
+        for intent, through in self.rekeys:
+            Rekeying.audited(intent, through).execute(applier)
+        apply_resolution(
+            applier.table,
+            applier.index,
+            self,
+            actor=applier.actor,
+            head=applier.result.audit_head or self.head,
+        )
 
     @property
     def outcome(self) -> str:
@@ -213,12 +223,18 @@ def plan_resolution(
 
 
 def apply_resolution(
-    table: DocumentTable, index: ChunkIndex, plan: ResolutionPlan, *, actor: str = "recovery"
+    table: DocumentTable,
+    index: ChunkIndex,
+    plan: ResolutionPlan,
+    *,
+    actor: str = "recovery",
+    head: str | None = None,
 ) -> None:
     """Record how a dead run's writes ended: its incomplete documents queued, its moves
     finished, a ``move_resolve`` / ``resolve`` entry each, the run marked (``interrupted``
-    when it was still recorded as running)."""
-    run_id, head = plan.run_id, plan.head
+    when it was still recorded as running; ``head``: the audit head after what was written
+    for it, its re-keyings finished, when not ``plan.head``)."""
+    run_id, head = plan.run_id, head or plan.head
     for intent in plan.requeue:
         after = intent.after
         table.request_reingest(
@@ -229,10 +245,6 @@ def apply_resolution(
             run_id=run_id,
         )
     _finish_moves(index, plan.moves)
-    for intent, through in plan.rekeys:
-        head = finish_rekey(
-            table, index, intent, through=through, now=lambda: datetime.now(UTC), actor=actor
-        ).audit_head
     moves = plan.move_counts
     if any(moves.values()):
         head = _resolution(

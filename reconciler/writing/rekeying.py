@@ -6,42 +6,44 @@ refuses to register the new ids of those pairs and ``run`` reports them
 (``family/rekey_pending``) instead of counting the old ids missing, so a document is never
 served under two ids; ``reconciler rekey`` applies them.
 
-``apply_rekey`` writes a plan as every writer here does, crash-ordered:
+A re-keying is planned (``Rekeying.planned``: the pairs, and the points each old id names,
+read before anything is written) and its plan is an ``Executable`` the one executor applies
+(``executing``), writing as every writer here does, crash-ordered:
 
-1. one ``rekey`` intent is audited: the pairs, and each old id's points with their chunk ids
-   (read before anything is written);
-2. one table transaction renames each document (``rekey_documents``: row, identity, the
+1. one ``rekey`` intent is audited: the pairs, and each old id's points with their chunk ids;
+2. one table transaction renames each document (``Applier.rename_rows``: row, identity, the
    ``superseded_by`` links, pending requests and declarations that name it, one
    ``rekey_row`` entry each);
-3. payload-only batches set ``doc_id`` and ``chunk_id`` on those points, and every other key
-   in which a framework's layout names the document (``framework_ids``: LlamaIndex's
-   ``document_id``, ``ref_doc_id`` and its serialised node's source; LangChain's metadata),
-   as each point holds them when its batch is written. Point ids are kept: they were
-   derived from the old chunk ids, and nothing reads them back from a chunk id, so nothing
-   is embedded or re-created;
+3. payload-only batches (``Applier.write_covered``) set ``doc_id`` and ``chunk_id`` on those
+   points, and every other key in which a framework's layout names the document
+   (``framework_ids``: LlamaIndex's ``document_id``, ``ref_doc_id`` and its serialised node's
+   source; LangChain's metadata), as each point holds them when its batch is written. Point
+   ids are kept: they were derived from the old chunk ids, and nothing reads them back from a
+   chunk id, so nothing is embedded or re-created;
 4. a confirmation closes the intent.
 
 Every step can be repeated (a rename done is skipped; a payload set twice is set once), so a
 run killed between any two of them is finished by the next holder of the lease from its
-intent (``finish_rekey``, called by ``writing.recovery``). A rollback of a re-keying applies
-the swapped pairs with the same writer.
+intent (``Rekeying.audited``: the same plan from step 2, executed by ``writing.recovery``). A
+rollback of a re-keying executes the swapped pairs' plan the same way.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from reconciler.model import ALL_KEYS, AuditEntry, AuditKind, PayloadWrite, SourceSnapshot
 from reconciler.payload import KeyMap
-from reconciler.ports import ChunkIndex, DocumentReader, DocumentTable
+from reconciler.ports import ChunkIndex, DocumentReader
 from reconciler.ports.table import DocumentRename
 from reconciler.rules.rekeying import RekeyPair, RekeyPlan, pair_documents, place_of
-from reconciler.writing.intents import IntentLog
+from reconciler.writing.applying import Applier
 
 log = logging.getLogger(__name__)
 
@@ -90,17 +92,74 @@ def pending_rekey(table: DocumentReader, snapshot: SourceSnapshot) -> RekeyPlan:
     return pair_documents(source, snapshot.documents, gone=gone, paths=paths, registered=registered)
 
 
-@dataclass(frozen=True)
-class RekeyWritten:
-    """What a re-keying wrote."""
-
-    rows: int
-    points: int
-    audit_head: str
-
-
 #: One point as a re-keying's intent holds it: its id, chunk id and ``superseded_by``.
 HeldPoint = tuple[str | int, str | None, str | None]
+
+
+@dataclass(frozen=True)
+class Rekeying:
+    """A re-keying planned: its pairs and the points it rewrites (by document, as the index
+    held them when it was planned), applied by ``execute`` (the module docstring's four
+    steps; none when it has no pair). ``through``: the hash of its intent when a run that
+    died audited it already (the plan is then finished from step 2)."""
+
+    pairs: tuple[RekeyPair, ...]
+    points: Mapping[str, tuple[HeldPoint, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    through: str | None = None
+
+    @classmethod
+    def planned(cls, table: DocumentReader, index: ChunkIndex, plan: RekeyPlan) -> Rekeying:
+        """The plan of ``plan``'s pairs, with the points they rewrite read now."""
+        held = chunks_of(table, index, plan) if plan.pairs else {}
+        return cls(plan.pairs, _frozen(held))
+
+    @classmethod
+    def audited(cls, intent: AuditEntry, through: str) -> Rekeying:
+        """The plan a ``rekey`` intent holds (audited as ``through``), to finish it."""
+        pairs = tuple(RekeyPair.from_json(p) for p in intent.after["pairs"])
+        return cls(pairs, _frozen(intent.before.get("points", {})), through)
+
+    def intent(self, *, run_id: str, actor: str, at: datetime) -> AuditEntry:
+        """The audited intent: the pairs (after) and the points rewritten with their chunk
+        ids and successors (before), all that finishing it needs."""
+        return AuditEntry(
+            run_id,
+            at,
+            actor,
+            REASON,
+            AuditKind.REKEY,
+            run_id,
+            {"points": {doc: [list(p) for p in held] for doc, held in self.points.items()}},
+            {"pairs": [pair.to_json() for pair in self.pairs]},
+        )
+
+    def execute(self, applier: Applier) -> None:
+        """The intent (unless audited before), the renames, the payload batches, the
+        confirmation (``executing.Executable``)."""
+        if not self.pairs:
+            return
+        if self.through is None:
+            at = applier.clock.now()
+            applier.intents.intend([self.intent(run_id=applier.run_id, actor=applier.actor, at=at)])
+        else:
+            applier.intents.resume(self.through)
+        applier.rename_rows(
+            [DocumentRename(p.source, p.old_id, p.new_id, p.old_key, p.new_key) for p in self.pairs]
+        )
+        back = {p.new_id: p.old_id for p in self.pairs}
+        for batch in whole_documents(payload_writes(self.pairs, self.points), BATCH):
+            applier.write_covered(with_framework_ids(applier.index, batch, back))
+        applier.confirm(pairs=len(self.pairs))
+        log.info("re-keyed %d document(s), %d point(s)", len(self.pairs), applier.result.points)
+
+
+def _frozen(points: Mapping[str, Sequence[Sequence[Any]]]) -> Mapping[str, tuple[HeldPoint, ...]]:
+    """Points by document, as a frozen plan holds them."""
+    return MappingProxyType(
+        {doc: tuple((p[0], p[1], p[2]) for p in held) for doc, held in points.items()}
+    )
 
 
 def chunks_of(
@@ -122,87 +181,6 @@ def chunks_of(
             (state.point_id, state.chunk_id, successor if isinstance(successor, str) else None)
         )
     return found
-
-
-def apply_rekey(
-    table: DocumentTable,
-    index: ChunkIndex,
-    plan: RekeyPlan,
-    *,
-    run_id: str,
-    actor: str,
-    now: Callable[[], datetime],
-) -> RekeyWritten:
-    """Write a re-keying (the module docstring's four steps); nothing when it has no pair."""
-    if not plan.pairs:
-        return RekeyWritten(0, 0, "")
-    points = chunks_of(table, index, plan)
-    intents = IntentLog(table.append_audit, run_id=run_id, actor=actor, now=now)
-    intent = rekey_intent(plan, points, run_id=run_id, actor=actor, at=now())
-    through = intents.intend([intent])
-    return finish_rekey(table, index, intent, through=through, now=now)
-
-
-def rekey_intent(
-    plan: RekeyPlan,
-    points: Mapping[str, list[HeldPoint]],
-    *,
-    run_id: str,
-    actor: str,
-    at: datetime,
-) -> AuditEntry:
-    """The audited intent of a re-keying: its pairs (after) and the points it rewrites with
-    their chunk ids and successors (before), all that finishing it needs."""
-    return AuditEntry(
-        run_id,
-        at,
-        actor,
-        REASON,
-        AuditKind.REKEY,
-        run_id,
-        {"points": {doc: [list(point) for point in held] for doc, held in points.items()}},
-        {"pairs": [pair.to_json() for pair in plan.pairs]},
-    )
-
-
-def finish_rekey(
-    table: DocumentTable,
-    index: ChunkIndex,
-    intent: AuditEntry,
-    *,
-    through: str,
-    now: Callable[[], datetime],
-    actor: str | None = None,
-) -> RekeyWritten:
-    """Steps 2 to 4 of a re-keying from its audited intent (``through``: the intent's hash):
-    the table transaction, the payload batches, the confirmation. Repeatable."""
-    pairs = [RekeyPair.from_json(p) for p in intent.after["pairs"]]
-    held: Mapping[str, Any] = intent.before.get("points", {})
-    who = actor or intent.actor
-    table.rekey_documents(
-        run_id=intent.run_id,
-        actor=who,
-        at=now(),
-        renames=[DocumentRename(p.source, p.old_id, p.new_id, p.old_key, p.new_key) for p in pairs],
-    )
-    written = 0
-    back = {p.new_id: p.old_id for p in pairs}
-    for batch in whole_documents(payload_writes(pairs, held), BATCH):
-        batch = with_framework_ids(index, batch, back)
-        written += index.set_payloads(batch, batch_size=max(BATCH, len(batch)))
-    confirm = AuditEntry(
-        intent.run_id,
-        now(),
-        who,
-        str(AuditKind.CONFIRM),
-        AuditKind.CONFIRM,
-        intent.run_id,
-        None,
-        {"through": through, "pairs": len(pairs), "points": written},
-    )
-    head = table.append_audit([confirm])
-    log.info("re-keyed %d document(s), %d point(s)", len(pairs), written)
-    return RekeyWritten(len(pairs), written, head)
 
 
 def with_framework_ids(

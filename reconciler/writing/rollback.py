@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -38,7 +37,7 @@ from reconciler.writing.applying import Applier
 from reconciler.writing.differs import managed
 from reconciler.writing.executing import execute
 from reconciler.writing.recovery import ResolutionPlan
-from reconciler.writing.rekeying import apply_rekey
+from reconciler.writing.rekeying import Rekeying
 from reconciler.writing.rollback_plan import (
     UNDONE,
     Point,
@@ -300,8 +299,8 @@ def rekey_back(
     dry_run: bool,
     shard: str,
 ) -> RollbackResult:
-    """Roll back a re-keying: its pairs swapped, written by the same writer
-    (``writing.rekeying``); refused when a later run wrote the new ids' rows or chunks."""
+    """Roll back a re-keying: the plan of its pairs swapped (``writing.rekeying``), executed
+    as any plan; refused when a later run wrote the new ids' rows or chunks."""
     pairs = [RekeyPair.from_json(p) for intent in intents for p in intent.after["pairs"]]
     later = later_runs(table, run_id, first_hash=first_hash, targets={p.new_id for p in pairs})
     if later:
@@ -314,9 +313,8 @@ def rekey_back(
         return result
     with recorded(table, mode=ROLLBACK, actor=ROLLBACK, shard=shard) as record:
         result.run_id = record.run_id
-        written = apply_rekey(
-            table, index, plan, run_id=record.run_id, actor=ROLLBACK, now=lambda: datetime.now(UTC)
-        )
+        applier = Applier(table=table, index=index, run_id=record.run_id, actor=ROLLBACK)
+        written = execute(Rekeying.planned(table, index, plan), applier)
         result.rows, result.points = written.rows, written.points
         record.counts = {
             "table": written.rows,

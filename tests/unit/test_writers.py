@@ -27,9 +27,11 @@ WRITER_METHODS = frozenset(
 WRITING_MODULES = {
     # a plan's writes: audit intent, rows with their outbox, payloads, indexes (and a forced
     # run's override, audited first)
+    # (and a re-keying's renames, in one table transaction: ``Applier.rename_rows``)
     "reconciler/writing/applying.py": {
         "append_audit",
         "create_payload_index",
+        "rekey_documents",
         "set_payloads",
         "write_rows_and_outbox",
     },
@@ -54,10 +56,6 @@ WRITING_MODULES = {
     },
     # a rollback's restored rows (``RunUndo.execute``)
     "reconciler/writing/rollback_plan.py": {"write_rows_and_outbox"},
-    # a re-keying: its intent, the one table transaction of renames, the payload-only batches
-    # of doc_id/chunk_id/superseded_by and the confirmation (finished by recovery, undone by
-    # rollback, both through it)
-    "reconciler/writing/rekeying.py": {"append_audit", "rekey_documents", "set_payloads"},
     # saved plans: a refused run's held part (and a forced run's whole plan) saved, claimed
     # once by the run that applies it, marked applied, stale or expired
     "reconciler/writing/approving.py": {"claim_plan", "save_plan", "set_plan_status"},
