@@ -21,13 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reconciler.app.operations import (
-    engine_options,
-    ingest_sources,
-    initialise,
-    reconcile,
-    report_data,
-)
+from reconciler.app.deployment import ingest_sources, initialise
+from reconciler.app.operations import engine_options, reconcile, report_data
 from reconciler.app.wiring import open_qdrant_index
 from reconciler.embedding import make_embedder
 from reconciler.filters import default_filter

@@ -89,6 +89,11 @@ def schema_revision(settings: Settings) -> str | None:
         probe.close()
 
 
+def index_location(settings: Settings) -> str:
+    """Where the chunk index is, for messages: its path or URL."""
+    return settings.index.path or settings.index.url or "?"
+
+
 def open_index(settings: Settings, *, refuse_foreign_archive: bool = False) -> ChunkIndex:
     """Open the chunk index of ``index.engine``: qdrant-client (local mode or a server) or a
     Qdrant Edge shard at ``index.path``/``index.collection``; with ``index.archive_collection``,

@@ -36,7 +36,7 @@ def init(obj: CliState) -> None:
     Safe to run again: an up-to-date database is left alone, an older one is upgraded, one
     migrated by a newer build is refused.
     """
-    from reconciler.app.operations import initialise
+    from reconciler.app.deployment import initialise
 
     with errors_mapped():
         data = initialise(obj.settings)
@@ -79,7 +79,7 @@ def ingest(
          change); nothing of that source is ingested: run `reconciler rekey` first
      64  usage error
     """
-    from reconciler.app.operations import ingest_sources
+    from reconciler.app.deployment import ingest_sources
     from reconciler.cli.rendering import render_ingest
     from reconciler.errors import RekeyPending, VocabularyUnread
 
@@ -139,8 +139,8 @@ def rekey(obj: CliState, source_names: tuple[str, ...], dry_run: bool) -> None:
 @click.pass_obj
 def status(obj: CliState) -> None:
     """Documents by state, chunks, families, sources and the last runs."""
+    from reconciler.app.deployment import gather_status
     from reconciler.app.followers import watch_section
-    from reconciler.app.operations import gather_status
     from reconciler.cli.rendering import render_status, table
 
     with errors_mapped():

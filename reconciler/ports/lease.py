@@ -4,7 +4,8 @@ never learns where the lease is kept.
 The adapters (a row with an expiry, a PostgreSQL advisory lock) live in
 ``reconciler.stores.sql.lease``, beside the document database they are kept in; the composition
 root (``reconciler.app.wiring``) makes a ``LeaseFactory`` for the opened table and hands it to
-the library functions of ``reconciler.app.operations``, which take leases by name.
+the library functions of ``reconciler.app`` (``operations``, ``deployment``, ...), which take
+leases by name.
 """
 
 from __future__ import annotations

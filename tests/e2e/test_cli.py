@@ -326,6 +326,7 @@ HEAVY = (
     "frontmatter",
     "reconciler.settings",
     "reconciler.app.operations",
+    "reconciler.app.deployment",
     "reconciler.pipeline",
     "connectors.options",
 )

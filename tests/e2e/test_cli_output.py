@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from acceptance_kit import Deployment, body
 
-from reconciler.app.operations import ingest_sources
+from reconciler.app.deployment import ingest_sources
 from reconciler.cli.rendering import PER_KIND
 
 #: A finding's first line in the text report: severity, check/kind, where.

@@ -13,10 +13,7 @@ LIMIT = 500
 TOP_LEVEL = 12
 
 #: module -> what is to split it (a module leaves this list when it is split).
-OVER: dict[str, str] = {
-    "reconciler/app/operations.py": "one module an operation family (issue 35's regrouping); "
-    "over since the search, vocabulary check and watch status merged into it",
-}
+OVER: dict[str, str] = {}
 
 
 def sizes() -> dict[str, int]:

@@ -1,7 +1,7 @@
 """The CLI is thin: a command parses its options, calls one library function of
-``reconciler.app`` (``operations``, or a command module of its own: ``bootstrap``, ``demo``,
-``evaluating``, ``searching``, ``daemon``, ``suggesting``, ``declaring``, ``splitting``,
-``rekeying``, ``approving``), renders what it returns and maps errors to exit codes. So the
+``reconciler.app`` (``operations``, ``deployment``, or a command module of its own:
+``bootstrap``, ``demo``, ``evaluating``, ``searching``, ``daemon``, ``suggesting``,
+``declaring``, ``splitting``, ``rekeying``, ``approving``), renders what it returns and maps errors to exit codes. So the
 modules of ``reconciler/cli/`` import, of the project, only what is listed here: no store, no
 wiring or lease, no stage of the engine, no writer. Read from the source (every import, those made inside a function or for type
 checking too)."""
@@ -19,6 +19,7 @@ ALLOWED = {
     "reconciler.cli": "the group, the shared options, the other command modules and what draws "
     "a command's output (rendering, drawing, scorecard) or sets the log format (logs)",
     "reconciler.app.operations": "one library function a command",
+    "reconciler.app.deployment": "`init`, `ingest`, `status`",
     "reconciler.app.history": "`rollback`, `audit show`, `audit verify`",
     "reconciler.app.auditing": "`audit served`, `audit history`",
     "reconciler.app.bootstrap": "`bootstrap`",
