@@ -4,13 +4,17 @@ conflict, plain values in and out."""
 from __future__ import annotations
 
 import itertools
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.model import Document, PayloadWrite, SourceDocument, VersionState
 from reconciler.rules.rekeying import RekeyPair, RekeyPlan, pair_documents
-from reconciler.writing.rekeying import whole_documents
+from reconciler.writing.executing import Executable
+from reconciler.writing.rekeying import Rekeying, whole_documents
 
 
 def row(key: str, *, source: str = "hb", state: VersionState = VersionState.CURRENT) -> Document:
@@ -141,3 +145,20 @@ def test_a_row_that_holds_the_same_source_key_under_another_id_pairs_by_key() ->
         (),
         "the new id is already registered as another document",
     )
+
+
+def test_a_rekeying_is_a_plan_its_intent_gives_back() -> None:
+    """What the runner that finds a re-keying killed executes (``Rekeying.audited``) is the
+    plan that was audited, from its intent alone."""
+    pair = RekeyPair("hb", "hb:old", "hb:new", "old", "new", "a.md", "fam", 2)
+    points = {"hb:old": (("p1", "hb:old#0", None), (2, "hb:old#1", "hb:old")), "hb:x": ()}
+    planned = Rekeying((pair,), points)
+    executable: Executable = planned
+    intent = planned.intent(run_id="r", actor="rekey", at=datetime(2026, 12, 5, tzinfo=UTC))
+    stored = replace(  # (as the audit log gives it back: JSON)
+        intent,
+        before=json.loads(json.dumps(intent.before)),
+        after=json.loads(json.dumps(intent.after)),
+    )
+    assert Rekeying.audited(stored, "h") == Rekeying((pair,), points, "h")
+    assert executable.execute == planned.execute
