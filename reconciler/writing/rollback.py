@@ -25,7 +25,7 @@ not undone (neither changes what retrieval returns); they are listed.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -38,14 +38,8 @@ from reconciler.writing.differs import managed
 from reconciler.writing.executing import execute
 from reconciler.writing.recovery import ResolutionPlan
 from reconciler.writing.rekeying import Rekeying
-from reconciler.writing.rollback_plan import (
-    UNDONE,
-    Point,
-    RollbackInputs,
-    RollbackPlan,
-    RunHistory,
-    plan_rollback,
-)
+from reconciler.writing.rollback_inputs import Point, RollbackInputs, RunHistory, Shared
+from reconciler.writing.rollback_plan import UNDONE, RollbackPlan, plan_rollback
 from reconciler.writing.runs import recorded
 
 ROLLBACK = RunMode.ROLLBACK
@@ -231,6 +225,7 @@ def read_history(
     )
     split = split_of(index)
     points: dict[str, Point] = {}
+    shared = Shared()  # (a document's points: one payload, one point, held once)
     unique = list(dict.fromkeys(ids))
     parts: list[tuple[str | None, ChunkIndex]] = [(None, index)]
     if split is not None:
@@ -241,12 +236,12 @@ def read_history(
             continue
         for start in range(0, len(unique), READ_BATCH):  # (the managed keys kept, no more)
             for state in part.retrieve(unique[start : start + READ_BATCH]):
-                points[str(state.point_id)] = Point(managed(state.payload), name)
+                points[str(state.point_id)] = shared.point(managed(state.payload), name)
     for move in (m for plan in resolving for m in plan.moves):  # finished: source -> dest
         for stored in move.held:
             held = points.get(str(stored.point_id))
             if held is not None:
-                points[str(stored.point_id)] = replace(held, where=move.dest)
+                points[str(stored.point_id)] = shared.moved(held, move.dest)
     return RollbackInputs(
         run_id=run_id,
         runs=MappingProxyType(runs),

@@ -2,10 +2,11 @@
 
 ``rollback.read_history`` reads, once, all a rollback looks at (the audit entries of the run
 and of the later runs a cascade undoes first, the rows and declarations they name, the payload
-and collection of each point they wrote or moved): a ``RollbackInputs`` value, which
-``plan_rollback`` folds into a ``RollbackPlan``: per run, newest first down a cascade, the row
-fields to restore, the payload writes (grouped as the applier groups them), the declarations
-to revoke or restore, the points to move back, what is left undone. It reads and writes no store.
+and collection of each point they wrote or moved): a ``RollbackInputs`` value
+(``rollback_inputs``, its points sharing their payloads), which ``plan_rollback`` folds into
+a ``RollbackPlan``: per run, newest first down a cascade, the row fields to restore, the
+payload writes (grouped as the applier groups them), the declarations to revoke or restore,
+the points to move back, what is left undone. It reads and writes no store.
 
 A cascade is planned newest first against an ``Overlay``: an immutable value holding what the
 steps planned before would have written (rows, payloads, where points are, declarations), over
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -39,87 +40,13 @@ from reconciler.payload import payload_for
 from reconciler.planning import PayloadTarget
 from reconciler.writing.declaring import undo_declarations
 from reconciler.writing.differs import expected_of, still_differs
+from reconciler.writing.rollback_inputs import Overlay, Point, RollbackInputs, Shared
 
 if TYPE_CHECKING:
     from reconciler.writing.applying import Applier
 
-#: An empty mapping no one can change (an overlay's start).
-EMPTY: Mapping[str, Any] = MappingProxyType({})
 #: Audit entries a rollback undoes.
 UNDONE = (AuditKind.ROW, AuditKind.PAYLOAD, AuditKind.DECLARATION, AuditKind.MOVE)
-
-
-@dataclass(frozen=True)
-class RunHistory:
-    """One run as a rollback reads it: its status, its audit entries (in order) and the later
-    runs that changed the same documents and still stand (newest first)."""
-
-    run_id: str
-    status: str
-    entries: tuple[AuditEntry, ...]
-    later: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Point:
-    """A point as planned: its managed payload, its collection (``None``: there is one)."""
-
-    payload: Mapping[str, Any]
-    where: str | None = None
-
-
-@dataclass(frozen=True)
-class RollbackInputs:
-    """Everything a rollback reads, read once (``read_history``)."""
-
-    run_id: str
-    #: The runs read, the rolled-back one and (with ``cascade``) every later one to undo.
-    runs: Mapping[str, RunHistory]
-    #: The rows of every document the runs' entries name (absent: no row).
-    rows: Mapping[str, Document]
-    #: Point id (as text) -> the point; absent: in no collection.
-    points: Mapping[str, Point]
-    #: Declaration id -> whether it is active now (absent: no such declaration).
-    declarations: Mapping[str, bool]
-    #: A split store's (main, archive) collection names (``None``: one collection).
-    collections: tuple[str, str] | None = None
-    cascade: bool = False
-
-
-@dataclass(frozen=True)
-class Overlay:
-    """What the steps planned so far would have written, over the inputs (a value)."""
-
-    rows: Mapping[str, Document] = field(default_factory=lambda: EMPTY)
-    points: Mapping[str, Point | None] = field(default_factory=lambda: EMPTY)
-    declarations: Mapping[str, bool] = field(default_factory=lambda: EMPTY)
-
-    def row(self, inputs: RollbackInputs, doc_id: str) -> Document | None:
-        """The row as the steps before left it."""
-        return self.rows.get(doc_id, inputs.rows.get(doc_id))
-
-    def point(self, inputs: RollbackInputs, point_id: Any) -> Point | None:
-        """The point as the steps before left it (``None``: in no collection)."""
-        key = str(point_id)
-        return self.points[key] if key in self.points else inputs.points.get(key)
-
-    def active(self, inputs: RollbackInputs, decl_id: str) -> bool | None:
-        """Whether a declaration is active as the steps before left it (``None``: none)."""
-        return self.declarations.get(decl_id, inputs.declarations.get(decl_id))
-
-    def written(
-        self,
-        *,
-        rows: Mapping[str, Document] = EMPTY,
-        points: Mapping[str, Point | None] = EMPTY,
-        declarations: Mapping[str, bool] = EMPTY,
-    ) -> Overlay:
-        """This overlay with more writes over it."""
-        return Overlay(
-            MappingProxyType({**self.rows, **rows}),
-            MappingProxyType({**self.points, **points}),
-            MappingProxyType({**self.declarations, **declarations}),
-        )
 
 
 @dataclass(frozen=True)
@@ -346,6 +273,7 @@ def _payload_groups(
     they hold), and the points as they leave them."""
     groups: list[PayloadGroup] = []
     written: dict[str, Point | None] = {}
+    shared = Shared()  # (a document's points, written alike, share what they leave)
     for doc_id, ids, payload in targets:
         partial = set(payload) != set(MANAGED_KEYS)
         target = PayloadTarget(doc_id, None, payload, len(ids), (reason,), partial=partial)
@@ -362,7 +290,7 @@ def _payload_groups(
                     continue
                 before, variant = differs
                 variants.setdefault(variant, (before, []))[1].append(pid)
-                written[key] = replace(point, payload={**point.payload, **payload})
+                written[key] = shared.written(point, payload)
             groups += [
                 PayloadGroup(doc_id, tuple(pids), payload, before)
                 for before, pids in variants.values()
@@ -381,6 +309,7 @@ def _moves_back(
     moves: list[MoveBack] = []
     left: list[dict[str, Any]] = []
     moved: dict[str, Point | None] = {}
+    shared = Shared()
     for back_to_archive in (True, False):  # (what the run served stops first)
         leave, went = (archive, main) if back_to_archive else (main, archive)
         going = [
@@ -397,7 +326,7 @@ def _moves_back(
                 point = moved[key] if key in moved else overlay.point(inputs, pid)
                 if point is not None and point.where == went:
                     moving.append(pid)
-                    moved[key] = replace(point, where=leave)
+                    moved[key] = shared.moved(point, leave)
             moves.append(MoveBack(entry.target, ids, back_to_archive, tuple(moving)))
         back = {str(p) for m in moves[len(moves) - len(going) :] for p in m.moving}
         for entry in going:

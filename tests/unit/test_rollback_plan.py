@@ -34,14 +34,8 @@ from reconciler.model import (
 )
 from reconciler.payload import payload_for
 from reconciler.writing.differs import managed
-from reconciler.writing.rollback_plan import (
-    Overlay,
-    Point,
-    RollbackInputs,
-    RunHistory,
-    fold,
-    plan_rollback,
-)
+from reconciler.writing.rollback_inputs import Overlay, Point, RollbackInputs, RunHistory
+from reconciler.writing.rollback_plan import fold, plan_rollback
 
 AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
 MAIN, ARCHIVE = "corpus", "corpus_archive"
