@@ -5,58 +5,24 @@ reconciled; a source without ``poll_interval`` is left to the scheduled jobs."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
-from acceptance_kit import Deployment, body
+from acceptance_kit import Deployment
 from prometheus_client import CollectorRegistry
 from pytest_httpserver import HTTPServer
 from registry_kit import FakeRegistry
+from watch_kit import POLLED_TABLE, polled_deployment, polled_sources, sql
 
 from reconciler.app.polling import PolledWatch
 from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
 
-TABLE = (
-    "CREATE TABLE controlled (doc_no INTEGER PRIMARY KEY, series TEXT, rev INTEGER, "
-    "state_code TEXT, valid_from DATE, text_body TEXT, changed INTEGER)"
-)
-
-
-def _sources(url: str, dms: str, poll: str) -> str:
-    return "\n".join(
-        [
-            "[[sources]]", 'name = "reg"', 'type = "http"', f'url = "{url}"', poll,
-            "[sources.options]", "retries = 0", "backoff_factor = 0",
-            "[[sources]]", 'name = "dms"', 'type = "sql"', f'url = "{dms}"', poll,
-            "[sources.options]", 'table = "controlled"', 'updated_at = "changed"',
-            'status_map = { A = "current", W = "retired" }',
-            "[sources.options.columns]", 'id = "doc_no"', 'family = "series"',
-            'version = "rev"', 'status = "state_code"', 'effective_from = "valid_from"',
-            'body = "text_body"',
-        ]
-    )  # fmt: skip
-
-
-def _sql(path: Path, statement: str) -> None:
-    with sqlite3.connect(path) as conn:
-        conn.execute(statement)
-
 
 def test_polled_sources_are_read_when_their_probe_says_so(
     tmp_path: Path, httpserver: HTTPServer
 ) -> None:
-    registry = FakeRegistry(etags=True)
-    registry.add("RUN-1", body("Runbook", "Page the on-call."), status="current", family="run")
-    registry.add("OPS-1", body("Ops", "Rotate."), status="current", family="ops")
-    url = registry.serve(httpserver)
-    db = tmp_path / "dms.db"
-    _sql(db, TABLE)
-    _sql(db, "INSERT INTO controlled VALUES (1, 'travel', 1, 'A', '2024-01-01', '# T\n\nX.', 1)")
-    dep = Deployment(tmp_path / "dep")
-    dep.configure(source_extra=_sources(url, f"sqlite:///{db}", 'poll_interval = "1m"'))
-    dep.init_ingest()
+    dep, registry, db = polled_deployment(tmp_path, httpserver, 'poll_interval = "1m"')
     assert {"reg:RUN-1", "reg:OPS-1", "dms:1"} <= dep.served()
     clock = ManualClock(datetime.now(UTC))
     watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
@@ -71,7 +37,7 @@ def test_polled_sources_are_read_when_their_probe_says_so(
         assert registry.hits[-1] == "not modified"
         assert [h for h in registry.hits if h.startswith("body:")] == bodies  # no scan
         registry.update("RUN-1", status="retired")
-        _sql(db, "UPDATE controlled SET state_code = 'W', changed = 2 WHERE doc_no = 1")
+        sql(db, "UPDATE controlled SET state_code = 'W', changed = 2 WHERE doc_no = 1")
         clock.advance(30)
         watch.tick()  # (not yet: a minute between polls)
         assert not polled["reg"].batch.paths
@@ -91,8 +57,8 @@ def test_without_poll_interval_a_polled_source_is_not_followed(
     registry = FakeRegistry(etags=True)
     url = registry.serve(httpserver)
     db = tmp_path / "dms.db"
-    _sql(db, TABLE)
+    sql(db, POLLED_TABLE)
     dep = Deployment(tmp_path / "dep")
-    dep.configure(source_extra=_sources(url, f"sqlite:///{db}", ""))
+    dep.configure(source_extra=polled_sources(url, f"sqlite:///{db}", ""))
     watch = Watch(dep.settings, CollectorRegistry())
     assert [w.name for w in watch.sources] == ["hb"]
