@@ -30,7 +30,7 @@ from connectors.git.command import Git
 from connectors.git.tree import Scope
 from connectors.vocabulary import Vocabulary
 
-__all__ = ["Change", "History", "commit_times", "histories", "identities"]
+__all__ = ["Change", "History", "commit_times", "histories", "histories_since", "identities"]
 
 #: (commit time, blob before or None where the file entered the source, blob after).
 Change = tuple[datetime, str | None, str]
@@ -51,21 +51,68 @@ def histories(
     git: Git, git_dir: Path, commit: str, selected: Mapping[str, str], scope: Scope
 ) -> dict[str, History]:
     """Each selected file's history along the branch's first parents, renames followed."""
+    found, _tracked, _walked = _log(git, git_dir, [commit, "--root"], selected, scope)
+    for path, history in found.items():  # a shallow history may end before the add
+        if not history.first_path:
+            history.first_path = path
+    return found
+
+
+def histories_since(
+    git: Git,
+    git_dir: Path,
+    commit: str,
+    selected: Mapping[str, str],
+    scope: Scope,
+    before: tuple[str, Mapping[str, History]],
+) -> dict[str, History] | None:
+    """``histories`` at ``commit`` from those at an earlier commit of the branch (``before``:
+    that commit and its histories): only the commits since are read (``git log A..B``), and
+    each file's history goes on with the one its name had then. None where that cannot be
+    done exactly (``before`` is not on the branch's first-parent line, a file's name then has
+    no history): ``histories`` is to be read whole."""
+    since, known = before
+    if since == commit:
+        return {path: known[path] for path in selected} if selected.keys() <= known.keys() else None
+    listed = git.run(
+        "rev-list", "--first-parent", "--parents", f"{since}..{commit}",
+        git_dir=git_dir, what="the commits since the last read",
+    ).splitlines()  # fmt: skip
+    oldest = listed[-1].decode("ascii").split() if listed else []
+    if oldest[1:2] != [since]:  # (the oldest commit since, and its first parent)
+        return None  # (a rewritten branch, or a merge that brought the old tip in aside)
+    found, tracked, walked = _log(git, git_dir, [f"{since}..{commit}"], selected, scope)
+    for name, tip in tracked.items():  # (the files there before: their history goes on)
+        old = known.get(name)
+        if old is None:
+            return None
+        new = found[tip]
+        new.changes.extend(old.changes)
+        new.first_path, new.first_commit = old.first_path, old.first_commit
+        new.first_order = old.first_order + walked
+    return found
+
+
+def _log(
+    git: Git, git_dir: Path, revisions: list[str], selected: Mapping[str, str], scope: Scope
+) -> tuple[dict[str, History], dict[str, str], int]:
+    """Walk ``git log`` of ``revisions`` back from the tip: each selected file's changes in
+    it, the names (at the walk's oldest commit) of the files still followed, and how many
+    commits were walked."""
     found = {path: History() for path in selected}
     if not found:
-        return found
+        return found, {}, 0
     out = git.run(
         "log",
         "--first-parent",
         "--diff-merges=first-parent",
-        "--root",
         "-M",
         "--raw",
         "--no-abbrev",
         "--no-relative",
         "-z",
         "--format=%x01%H %ct",
-        commit,
+        *revisions,
         "--",
         git_dir=git_dir,
         what="the history",
@@ -102,10 +149,7 @@ def histories(
             index += 1
         entries.append((status[:1], src, dst, old, new))
     settle()
-    for path, history in found.items():  # a shallow history may end before the add
-        if not history.first_path:
-            history.first_path = path
-    return found
+    return found, tracked, order
 
 
 def _walk_back(
