@@ -52,12 +52,12 @@ def sql(path: Path, statement: str) -> None:
 
 
 def polled_deployment(
-    root: Path, httpserver: HTTPServer, poll: str, *rows: str
+    root: Path, httpserver: HTTPServer, poll: str, *rows: str, extra: str = "", etags: bool = True
 ) -> tuple[Deployment, FakeRegistry, Path]:
-    """A deployment of ``polled_sources`` (``poll`` their interval), ingested: the registry
-    holds RUN-1 (family run) and OPS-1 (ops), current; the table row 1 (travel) and ``rows``
-    (its ``VALUES``)."""
-    registry = FakeRegistry(etags=True)
+    """A deployment of ``polled_sources`` (``poll`` their interval) and ``extra`` sources,
+    ingested: the registry (with an ``ETag`` unless ``etags`` is false) holds RUN-1 (family run) and OPS-1 (ops), current; the table row 1
+    (travel) and ``rows`` (its ``VALUES``)."""
+    registry = FakeRegistry(etags=etags)
     registry.add("RUN-1", body("Runbook", "Page the on-call."), status="current", family="run")
     registry.add("OPS-1", body("Ops", "Rotate."), status="current", family="ops")
     db = root / "dms.db"
@@ -65,7 +65,8 @@ def polled_deployment(
     for row in ("1, 'travel', 1, 'A', '2024-01-01', '# T\n\nX.', 1", *rows):
         sql(db, f"INSERT INTO controlled VALUES ({row})")
     dep = Deployment(root / "dep")
-    dep.configure(source_extra=polled_sources(registry.serve(httpserver), f"sqlite:///{db}", poll))
+    sources = polled_sources(registry.serve(httpserver), f"sqlite:///{db}", poll)
+    dep.configure(source_extra=sources + "\n" + extra)
     dep.init_ingest()
     return dep, registry, db
 

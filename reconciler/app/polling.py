@@ -59,7 +59,7 @@ class PolledWatch(Polled):
         self._resumed = False
         self._stored = False
         #: The mark moved without a run (nothing to reconcile): the watch writes it.
-        self.unsaved = False
+        self.unsaved, self._stored = False, True
 
     def start(self, mark: WatchMark | None, known: set[str]) -> None:
         self._until = mark.changed_until if mark is not None else None
@@ -135,6 +135,11 @@ class PolledWatch(Polled):
             self._until = newest
         if not self.batch.paths:  # (none pending since: the source's state is reconciled)
             self._mark = batch.mark or self._mark
+        self._stored = True  # (the watch writes the mark after a run)
+
+    def saved(self) -> None:
+        """The watch wrote the mark that moved without a run."""
+        self.unsaved, self._stored = False, True
 
     def reached(self) -> tuple[str | None, datetime | None]:
         return self._mark, self._until

@@ -283,7 +283,7 @@ class Watch:
                 SqlWatchMarks.of(table).advance(
                     watched.name, mark=mark, changed_until=until, reconciled_at=self.clock.now()
                 )
-                watched.unsaved = False
+                watched.saved()
             except Exception as exc:  # the table did not answer: the next tick writes it
                 log.warning("watch %s: cannot write its mark: %s", watched.name, exc)
                 self.release_unlocked()

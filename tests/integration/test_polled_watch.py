@@ -17,6 +17,8 @@ from watch_kit import POLLED_TABLE, polled_deployment, polled_sources, sql
 from reconciler.app.polling import PolledWatch
 from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
+from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.watermarks import SqlWatchMarks, WatchMark
 
 
 def test_polled_sources_are_read_when_their_probe_says_so(
@@ -30,12 +32,17 @@ def test_polled_sources_are_read_when_their_probe_says_so(
     assert set(polled) == {"reg", "dms"}
     watch.open()
     try:
-        watch.tick()  # the first polls: where each source stands
+        watch.tick()  # the first polls: where each source stands (their first marks)
         bodies = [h for h in registry.hits if h.startswith("body:")]
+        first = _marks(dep)
+        assert set(first) == {"hb", "reg", "dms"}
+        assert first["reg"].mark is not None
+        assert first["dms"].mark is not None
         clock.advance(60)
         watch.tick()  # nothing changed: the registry answers 304, the watermark holds
         assert registry.hits[-1] == "not modified"
         assert [h for h in registry.hits if h.startswith("body:")] == bodies  # no scan
+        assert _marks(dep) == first  # (an idle poll writes nothing)
         registry.update("RUN-1", status="retired")
         sql(db, "UPDATE controlled SET state_code = 'W', changed = 2 WHERE doc_no = 1")
         clock.advance(30)
@@ -62,3 +69,33 @@ def test_without_poll_interval_a_polled_source_is_not_followed(
     dep.configure(source_extra=polled_sources(url, f"sqlite:///{db}", ""))
     watch = Watch(dep.settings, CollectorRegistry())
     assert [w.name for w in watch.sources] == ["hb"]
+
+
+def test_a_source_that_cannot_tell_is_read_each_poll_and_its_mark_written_once(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    dep, registry, _db = polled_deployment(
+        tmp_path, httpserver, 'poll_interval = "1m"', etags=False
+    )
+    clock = ManualClock(datetime.now(UTC))
+    watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
+    watch.open()
+    try:
+        watch.tick()
+        first = _marks(dep)
+        lists = registry.hits.count("page:1")
+        for _ in range(2):
+            clock.advance(60)
+            watch.tick()  # (no validator: the registry is read, nothing changed)
+        assert registry.hits.count("page:1") >= lists + 2
+        assert _marks(dep) == first  # (an idle poll writes nothing: a counterexample)
+    finally:
+        watch.stop()
+
+
+def _marks(dep: Deployment) -> dict[str, WatchMark]:
+    table = SqlDocumentTable.from_url(dep.settings.table.resolved_url())
+    try:
+        return SqlWatchMarks.of(table).marks()
+    finally:
+        table.close()
