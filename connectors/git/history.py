@@ -51,7 +51,7 @@ def histories(
     git: Git, git_dir: Path, commit: str, selected: Mapping[str, str], scope: Scope
 ) -> dict[str, History]:
     """Each selected file's history along the branch's first parents, renames followed."""
-    found, _tracked, _walked = _log(git, git_dir, [commit, "--root"], selected, scope)
+    found, _tracked, _walked, _parent = _log(git, git_dir, [commit, "--root"], selected, scope)
     for path, history in found.items():  # a shallow history may end before the add
         if not history.first_path:
             history.first_path = path
@@ -74,14 +74,9 @@ def histories_since(
     since, known = before
     if since == commit:
         return {path: known[path] for path in selected} if selected.keys() <= known.keys() else None
-    listed = git.run(
-        "rev-list", "--first-parent", "--parents", f"{since}..{commit}",
-        git_dir=git_dir, what="the commits since the last read",
-    ).splitlines()  # fmt: skip
-    oldest = listed[-1].decode("ascii").split() if listed else []
-    if oldest[1:2] != [since]:  # (the oldest commit since, and its first parent)
+    found, tracked, walked, parent = _log(git, git_dir, [f"{since}..{commit}"], selected, scope)
+    if walked == 0 or parent != since:  # (the oldest commit walked, and its first parent)
         return None  # (a rewritten branch, or a merge that brought the old tip in aside)
-    found, tracked, walked = _log(git, git_dir, [f"{since}..{commit}"], selected, scope)
     for name, tip in tracked.items():  # (the files there before: their history goes on)
         old = known.get(name)
         if old is None:
@@ -95,13 +90,13 @@ def histories_since(
 
 def _log(
     git: Git, git_dir: Path, revisions: list[str], selected: Mapping[str, str], scope: Scope
-) -> tuple[dict[str, History], dict[str, str], int]:
+) -> tuple[dict[str, History], dict[str, str], int, str | None]:
     """Walk ``git log`` of ``revisions`` back from the tip: each selected file's changes in
-    it, the names (at the walk's oldest commit) of the files still followed, and how many
-    commits were walked."""
+    it, the names (at the walk's oldest commit) of the files still followed, how many
+    commits were walked, and the first parent of the oldest (None: a root commit)."""
     found = {path: History() for path in selected}
     if not found:
-        return found, {}, 0
+        return found, {}, 0, None
     out = git.run(
         "log",
         "--first-parent",
@@ -111,7 +106,7 @@ def _log(
         "--no-abbrev",
         "--no-relative",
         "-z",
-        "--format=%x01%H %ct",
+        "--format=%x01%H %ct %P",
         *revisions,
         "--",
         git_dir=git_dir,
@@ -120,6 +115,7 @@ def _log(
     tracked = {path: path for path in selected}  # name before the commit -> tip path
     tokens = out.split(b"\0")
     sha, when, order = "", datetime.min.replace(tzinfo=UTC), 0
+    parent: str | None = None
     entries: list[tuple[str, str, str, str, str]] = []
     index = 0
 
@@ -134,8 +130,9 @@ def _log(
             continue
         if token.startswith(b"\x01"):
             settle()
-            head, _, stamp = token[1:].decode("ascii").partition(" ")
+            head, stamp, *parents = token[1:].decode("ascii").split()
             sha, when, order = head, datetime.fromtimestamp(int(stamp), UTC), order + 1
+            parent = parents[0] if parents else None
             continue
         fields = token[1:].decode("ascii").split(" ")
         if not token.startswith(b":") or len(fields) != 5 or index >= len(tokens):
@@ -149,7 +146,7 @@ def _log(
             index += 1
         entries.append((status[:1], src, dst, old, new))
     settle()
-    return found, tracked, order
+    return found, tracked, order, parent
 
 
 def _walk_back(
