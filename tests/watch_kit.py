@@ -5,13 +5,16 @@ lease, the same change reconciled minutes late, and a vault whose folder vanishe
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from acceptance_kit import Deployment, day
+from acceptance_kit import Deployment, body, day
 from exposition_kit import Exposition
 from prometheus_client import CollectorRegistry, generate_latest
+from pytest_httpserver import HTTPServer
+from registry_kit import FakeRegistry
 
 from reconciler.app.followers import DEBOUNCE, RETRY, VaultWatch
 from reconciler.app.holding import lease_name
@@ -19,6 +22,53 @@ from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.stores.sql.lease import make_lease
+
+POLLED_TABLE = (
+    "CREATE TABLE controlled (doc_no INTEGER PRIMARY KEY, series TEXT, rev INTEGER, "
+    "state_code TEXT, valid_from DATE, text_body TEXT, changed INTEGER)"
+)
+
+
+def polled_sources(url: str, dms: str, poll: str) -> str:
+    """An HTTP registry ``reg`` at ``url`` and a SQL table ``dms`` (``POLLED_TABLE``) at
+    ``dms``, each with ``poll`` (a ``poll_interval`` line, or none)."""
+    return "\n".join(
+        [
+            "[[sources]]", 'name = "reg"', 'type = "http"', f'url = "{url}"', poll,
+            "[sources.options]", "retries = 0", "backoff_factor = 0",
+            "[[sources]]", 'name = "dms"', 'type = "sql"', f'url = "{dms}"', poll,
+            "[sources.options]", 'table = "controlled"', 'updated_at = "changed"',
+            'status_map = { A = "current", W = "retired" }',
+            "[sources.options.columns]", 'id = "doc_no"', 'family = "series"',
+            'version = "rev"', 'status = "state_code"', 'effective_from = "valid_from"',
+            'body = "text_body"',
+        ]
+    )  # fmt: skip
+
+
+def sql(path: Path, statement: str) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(statement)
+
+
+def polled_deployment(
+    root: Path, httpserver: HTTPServer, poll: str, *rows: str, extra: str = "", etags: bool = True
+) -> tuple[Deployment, FakeRegistry, Path]:
+    """A deployment of ``polled_sources`` (``poll`` their interval) and ``extra`` sources,
+    ingested: the registry (with an ``ETag`` unless ``etags`` is false) holds RUN-1 (family run) and OPS-1 (ops), current; the table row 1
+    (travel) and ``rows`` (its ``VALUES``)."""
+    registry = FakeRegistry(etags=etags)
+    registry.add("RUN-1", body("Runbook", "Page the on-call."), status="current", family="run")
+    registry.add("OPS-1", body("Ops", "Rotate."), status="current", family="ops")
+    db = root / "dms.db"
+    sql(db, POLLED_TABLE)
+    for row in ("1, 'travel', 1, 'A', '2024-01-01', '# T\n\nX.', 1", *rows):
+        sql(db, f"INSERT INTO controlled VALUES ({row})")
+    dep = Deployment(root / "dep")
+    sources = polled_sources(registry.serve(httpserver), f"sqlite:///{db}", poll)
+    dep.configure(source_extra=sources + "\n" + extra)
+    dep.init_ingest()
+    return dep, registry, db
 
 
 def _seen(watched: VaultWatch, path: str) -> None:

@@ -29,6 +29,7 @@ from connectors.confluence.pages import (
     page_problem,
     storage_body,
 )
+from connectors.confluence.probing import newest_change
 from connectors.confluence.supersession import resolve
 from connectors.httpclient import HttpPolicy, make_session, redact
 from connectors.options import config_problems, load
@@ -218,6 +219,13 @@ class ConfluenceSource:
             scanned_at=scanned_at,
             complete=complete,
         )
+
+    def probe(self, token: str | None) -> str | None:
+        """The scope's newest modification and page count, in one CQL search
+        (``probing.newest_change``): ``token`` again while nothing was edited, added or
+        removed; None where the site does not answer the search."""
+        self._client.authenticate()
+        return newest_change(self._client, self.spaces, self.cql)
 
     def read_body(self, source_key: str) -> str:
         """The page's storage-format body (XHTML), as hashed by the scan."""

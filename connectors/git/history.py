@@ -30,7 +30,7 @@ from connectors.git.command import Git
 from connectors.git.tree import Scope
 from connectors.vocabulary import Vocabulary
 
-__all__ = ["Change", "History", "commit_times", "histories", "identities"]
+__all__ = ["Change", "History", "commit_times", "histories", "histories_since", "identities"]
 
 #: (commit time, blob before or None where the file entered the source, blob after).
 Change = tuple[datetime, str | None, str]
@@ -51,21 +51,63 @@ def histories(
     git: Git, git_dir: Path, commit: str, selected: Mapping[str, str], scope: Scope
 ) -> dict[str, History]:
     """Each selected file's history along the branch's first parents, renames followed."""
+    found, _tracked, _walked, _parent = _log(git, git_dir, [commit, "--root"], selected, scope)
+    for path, history in found.items():  # a shallow history may end before the add
+        if not history.first_path:
+            history.first_path = path
+    return found
+
+
+def histories_since(
+    git: Git,
+    git_dir: Path,
+    commit: str,
+    selected: Mapping[str, str],
+    scope: Scope,
+    before: tuple[str, Mapping[str, History]],
+) -> dict[str, History] | None:
+    """``histories`` at ``commit`` from those at an earlier commit of the branch (``before``:
+    that commit and its histories): only the commits since are read (``git log A..B``), and
+    each file's history goes on with the one its name had then. None where that cannot be
+    done exactly (``before`` is not on the branch's first-parent line, a file's name then has
+    no history): ``histories`` is to be read whole."""
+    since, known = before
+    if since == commit:
+        return {path: known[path] for path in selected} if selected.keys() <= known.keys() else None
+    found, tracked, walked, parent = _log(git, git_dir, [f"{since}..{commit}"], selected, scope)
+    if walked == 0 or parent != since:  # (the oldest commit walked, and its first parent)
+        return None  # (a rewritten branch, or a merge that brought the old tip in aside)
+    for name, tip in tracked.items():  # (the files there before: their history goes on)
+        old = known.get(name)
+        if old is None:
+            return None
+        new = found[tip]
+        new.changes.extend(old.changes)
+        new.first_path, new.first_commit = old.first_path, old.first_commit
+        new.first_order = old.first_order + walked
+    return found
+
+
+def _log(
+    git: Git, git_dir: Path, revisions: list[str], selected: Mapping[str, str], scope: Scope
+) -> tuple[dict[str, History], dict[str, str], int, str | None]:
+    """Walk ``git log`` of ``revisions`` back from the tip: each selected file's changes in
+    it, the names (at the walk's oldest commit) of the files still followed, how many
+    commits were walked, and the first parent of the oldest (None: a root commit)."""
     found = {path: History() for path in selected}
     if not found:
-        return found
+        return found, {}, 0, None
     out = git.run(
         "log",
         "--first-parent",
         "--diff-merges=first-parent",
-        "--root",
         "-M",
         "--raw",
         "--no-abbrev",
         "--no-relative",
         "-z",
-        "--format=%x01%H %ct",
-        commit,
+        "--format=%x01%H %ct %P",
+        *revisions,
         "--",
         git_dir=git_dir,
         what="the history",
@@ -73,6 +115,7 @@ def histories(
     tracked = {path: path for path in selected}  # name before the commit -> tip path
     tokens = out.split(b"\0")
     sha, when, order = "", datetime.min.replace(tzinfo=UTC), 0
+    parent: str | None = None
     entries: list[tuple[str, str, str, str, str]] = []
     index = 0
 
@@ -87,8 +130,9 @@ def histories(
             continue
         if token.startswith(b"\x01"):
             settle()
-            head, _, stamp = token[1:].decode("ascii").partition(" ")
+            head, stamp, *parents = token[1:].decode("ascii").split()
             sha, when, order = head, datetime.fromtimestamp(int(stamp), UTC), order + 1
+            parent = parents[0] if parents else None
             continue
         fields = token[1:].decode("ascii").split(" ")
         if not token.startswith(b":") or len(fields) != 5 or index >= len(tokens):
@@ -102,10 +146,7 @@ def histories(
             index += 1
         entries.append((status[:1], src, dst, old, new))
     settle()
-    for path, history in found.items():  # a shallow history may end before the add
-        if not history.first_path:
-            history.first_path = path
-    return found
+    return found, tracked, order, parent
 
 
 def _walk_back(

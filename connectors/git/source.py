@@ -20,7 +20,13 @@ from typing import Any
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
 from connectors.frontmatter import NoteRefused, content_hash
 from connectors.git.command import Git, redact
-from connectors.git.history import History, commit_times, histories, identities
+from connectors.git.history import (
+    History,
+    commit_times,
+    histories,
+    histories_since,
+    identities,
+)
 from connectors.git.options import (
     DEFAULT_GLOB,
     DEFAULT_TIMEOUT,
@@ -271,7 +277,15 @@ class GitSource:
             return kept[1]
         problems: list[SourceProblem] = []
         selected, sidecars = select(self._git, git_dir, commit, scope, problems, self._problem)
-        history = histories(self._git, git_dir, commit, selected, scope)
+        history = None
+        for (name, where, since, subdir), (vocabulary, last) in _LAST_TREE.items():
+            same = (name, where, subdir) == (self.name, str(git_dir), self.subdir)
+            if same and vocabulary == self.vocabulary:
+                # the commits since the last tree read alone (serve's watch, a later scan)
+                before = (since, last[3])
+                history = histories_since(self._git, git_dir, commit, selected, scope, before)
+        if history is None:
+            history = histories(self._git, git_dir, commit, selected, scope)
         tree = (selected, sidecars, tuple(problems), history, identities(scope, history))
         _LAST_TREE.clear()  # (one tree at a time: its history is the size of the repository)
         _LAST_TREE[key] = (self.vocabulary, tree)

@@ -412,7 +412,12 @@ def serve(
     registry, live = build_registry(snapshot)
     runner = Runner(settings, live=live, shard=shard)
     runner.expect_full(runner.clock.now())
-    hooks = Hooks(settings.watch.webhook_secret()) if settings.watch.webhooks and watch else None
+    hooks = None
+    if settings.watch.webhooks and watch:
+        from reconciler.app.followers import followed  # noqa: PLC0415
+
+        watched = [config.name for config in settings.sources if followed(config)]
+        hooks = Hooks(settings.watch.webhook_secret(), registry=registry, sources=watched)
     app = http_app(registry, live, stalled=snapshot.stalled, hooks=hooks)
     server = start_http(settings.metrics.listen, app)
     scheduler = blocking_scheduler()

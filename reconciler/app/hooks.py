@@ -8,7 +8,12 @@ body with the secret (``[watch] webhook_secret_env`` or ``webhook_secret_file``)
 or wrong signature is 401 and nothing is done; a signed request for a source the watch does
 not follow is 404; a taken one is 202 (the watch polls, or rescans the vault, at its next
 tick; what it finds is reconciled as any change is). The body is not read for what changed:
-a hook only says "look now", so a replayed request costs one poll and changes nothing."""
+a hook only says "look now", so a replayed request costs one poll and changes nothing.
+
+Every request is counted in ``reconciler_webhook_requests_total{source,outcome}``
+(``accepted``, ``unauthorized``, ``unknown_source``, ``bad_request``, ``method_not_allowed``;
+``source`` is the one named in the path when it is a watched source, else ``other``: an
+unsigned caller cannot grow the label set)."""
 
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ import hmac
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +36,9 @@ MAX_BODY = 1 << 20
 
 StartResponse = Callable[..., Any]
 
+#: The ``source`` label of a request whose path names no watched source.
+OTHER = "other"
+
 
 def signature(secret: bytes, body: bytes) -> str:
     """The ``X-Hub-Signature-256`` value of ``body``."""
@@ -39,18 +49,41 @@ class Hooks:
     """The WSGI app of ``/hooks/SOURCE``; ``nudge(source)`` (the watch's) says whether the
     source is watched, and makes the watch look at it now."""
 
-    def __init__(self, secret: bytes, nudge: Callable[[str], bool] | None = None) -> None:
+    def __init__(
+        self,
+        secret: bytes,
+        nudge: Callable[[str], bool] | None = None,
+        *,
+        registry: CollectorRegistry | None = None,
+        sources: Iterable[str] = (),
+    ) -> None:
         self._secret = secret
         self.nudge = nudge
+        #: The sources a request may be counted under (the watched ones); any other: ``other``.
+        self.sources = frozenset(sources)
+        self.requests = Counter(
+            "reconciler_webhook_requests_total",
+            "Requests to POST /hooks/SOURCE, by source (other: not a watched one) and outcome "
+            "(accepted, unauthorized, unknown_source, bad_request, method_not_allowed).",
+            labelnames=["source", "outcome"],
+            registry=registry,
+        )
+        for name in self.sources:  # (each watched source's series exists from the start)
+            for outcome in ("accepted", "unauthorized"):
+                self.requests.labels(source=name, outcome=outcome)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        source = str(environ.get("PATH_INFO", ""))[len(PREFIX) :]
         if environ.get("REQUEST_METHOD") != "POST":
+            self._count(source, "method_not_allowed")
             return _answer(start_response, "405 Method Not Allowed", "POST only\n", allow="POST")
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
+            self._count(source, "bad_request")
             return _answer(start_response, "400 Bad Request", "bad Content-Length\n")
         if length < 0 or length > MAX_BODY:
+            self._count(source, "bad_request")
             return _answer(start_response, "413 Content Too Large", f"at most {MAX_BODY} bytes\n")
         body = environ["wsgi.input"].read(length) if length else b""
         given = str(environ.get(SIGNATURE, ""))
@@ -61,12 +94,18 @@ class Hooks:
                 "a wrong" if given else "no",
                 environ.get("REMOTE_ADDR", "?"),
             )
+            self._count(source, "unauthorized")
             return _answer(start_response, "401 Unauthorized", "bad or missing signature\n")
-        source = str(environ.get("PATH_INFO", ""))[len(PREFIX) :]
         if self.nudge is None or not self.nudge(source):
+            self._count(source, "unknown_source")
             return _answer(start_response, "404 Not Found", f"no watched source {source!r}\n")
+        self._count(source, "accepted")
         log.info("webhook: looking at %s now", source)
         return _answer(start_response, "202 Accepted", f"looking at {source} now\n")
+
+    def _count(self, source: str, outcome: str) -> None:
+        label = source if source in self.sources else OTHER
+        self.requests.labels(source=label, outcome=outcome).inc()
 
 
 def _answer(

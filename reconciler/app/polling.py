@@ -5,12 +5,14 @@ one, and a scan compared with the last one when something changed."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from reconciler.app.followers import RETRY, Batch, Polled
+from reconciler.app.resuming import asked_with, mark_of
 from reconciler.clock import SYSTEM_CLOCK, Clock
+from reconciler.model import SourceDocument
 from reconciler.ports.source import SystemOfRecord, probe
 from reconciler.stores.sql.watermarks import WatchMark
 
@@ -20,6 +22,9 @@ log = logging.getLogger(__name__)
 #: ``poll_interval``.
 POLL = 60.0
 
+#: The source keys of a polled source's documents whose rows differ (the watch's).
+Drift = Callable[[str, Sequence[SourceDocument]], set[str]]
+
 
 class PolledWatch(Polled):
     """A source read through its connector at an interval (http, confluence, sql): a cheap
@@ -27,8 +32,11 @@ class PolledWatch(Polled):
     answered 304, a SQL ``updated_at`` watermark), and a scan when it says something changed
     (or cannot say), compared with the last scan: each document whose metadata or hash
     differs, or that came or went, is a change (keyed by its source key, dated when the poll
-    saw it). What changed while ``serve`` was down is the full job's: the first poll only
-    reads where the source stands."""
+    saw it). The token of the state reconciled is the source's mark: at the first poll after
+    a restart, a token that moved (or a source that cannot tell) means the source changed
+    while ``serve`` was down, and the documents whose rows differ (``drift``, the watch's
+    comparison with the document table, ``reconciler.app.resuming``) are reconciled at once.
+    The first watch of a source (no mark yet) only reads where it stands."""
 
     def __init__(
         self,
@@ -37,15 +45,27 @@ class PolledWatch(Polled):
         *,
         clock: Clock = SYSTEM_CLOCK,
         interval: float = POLL,
+        drift: Drift | None = None,
     ) -> None:
         super().__init__(name, source, clock=clock, interval=interval)
         #: The family each document names (``family``), from the last scan.
         self.named: dict[str, str] = {}
+        self.drift = drift
         self._seen: dict[str, tuple[Any, ...]] | None = None
         self._token: str | None = None
+        #: The mark: the token (``resuming.mark_of``) of the state reconciled; ``resumed``:
+        #: a mark was read at start (a restart) and the first poll has not compared yet.
+        self._mark: str | None = None
+        self._resumed = False
+        self._stored = False
+        #: The mark moved without a run (nothing to reconcile): the watch writes it.
+        self.unsaved, self._stored = False, True
 
     def start(self, mark: WatchMark | None, known: set[str]) -> None:
         self._until = mark.changed_until if mark is not None else None
+        self._mark = mark.mark if mark is not None else None
+        self._resumed = self._stored = mark is not None
+        self._token = asked_with(self._mark)
 
     def poll(self, now: float) -> None:
         if now < self._next_poll or now < self.batch.not_before:
@@ -53,6 +73,8 @@ class PolledWatch(Polled):
         self._next_poll = now + self.interval
         try:
             token = probe(self.source, self._token)
+            if self._resumed and token is not None and mark_of(token) == self._mark:
+                self._token, self._resumed = token, False  # (nothing changed while down)
             if token is not None and token == self._token and self._seen is not None:
                 self._up = True
                 return
@@ -69,13 +91,34 @@ class PolledWatch(Polled):
         self.named = {doc.source_key: doc.family for doc in snapshot.documents if doc.family}
         before, self._seen, self._token = self._seen, seen, token
         if before is None:
-            return  # (where the source stands: the changes from now on are the watch's)
-        changed = {key for key in seen.keys() | before.keys() if seen.get(key) != before.get(key)}
+            changed = self._at_start(snapshot.documents)
+        else:
+            changed = {k for k in seen.keys() | before.keys() if seen.get(k) != before.get(k)}
+        moved = mark_of(token) != self._mark or not self._stored
+        if not changed and not self.batch.paths and moved:
+            # nothing to reconcile: the mark moves at once (the first watch's is its first)
+            self._mark, self.unsaved = mark_of(token), True
+            return
         at = self.clock.now()
         for key in changed:
             self.batch.add(key, at, now)
         if changed:
+            self.batch.mark = mark_of(token)
             log.info("watch %s: %d document(s) changed", self.name, len(changed))
+
+    def _at_start(self, documents: Sequence[SourceDocument]) -> set[str]:
+        """What changed while serve was down (a restart whose token moved, or a source that
+        cannot tell): the documents whose rows differ. Nothing at the first watch."""
+        if not self._resumed or self.drift is None:
+            return set()  # (where the source stands: the changes from now on are the watch's)
+        self._resumed = False
+        changed = self.drift(self.name, documents)
+        log.info(
+            "watch %s: changed while serve was down: %d document(s) differ from their rows",
+            self.name,
+            len(changed),
+        )
+        return changed
 
     def due(self, now: float) -> bool:
         return bool(self.batch.paths) and now >= self.batch.not_before
@@ -83,15 +126,23 @@ class PolledWatch(Polled):
     def give_back(self, batch: Batch, now: float) -> None:
         for key, changed in batch.paths.items():
             self.batch.add(key, changed, now)
+        self.batch.mark = self.batch.mark or batch.mark
         self.batch.not_before = now + RETRY
 
     def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
         newest = max(batch.paths.values(), default=None)
         if newest is not None and (self._until is None or newest > self._until):
             self._until = newest
+        if not self.batch.paths:  # (none pending since: the source's state is reconciled)
+            self._mark = batch.mark or self._mark
+        self._stored = True  # (the watch writes the mark after a run)
+
+    def saved(self) -> None:
+        """The watch wrote the mark that moved without a run."""
+        self.unsaved, self._stored = False, True
 
     def reached(self) -> tuple[str | None, datetime | None]:
-        return None, self._until
+        return self._mark, self._until
 
 
 def _facts(doc: Any) -> tuple[Any, ...]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -41,11 +41,12 @@ from reconciler.app.followers import (
 )
 from reconciler.app.operations import engine_options, reconcile
 from reconciler.app.polling import POLL, PolledWatch
+from reconciler.app.resuming import drifted_in
 from reconciler.app.watch_scope import WatchScope, keyed_scope, watch_scope
 from reconciler.app.wiring import build_sources, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import LeaseBusy
-from reconciler.model import Finding, Severity
+from reconciler.model import Finding, Severity, SourceDocument
 from reconciler.pipeline.values import Report
 from reconciler.settings import Settings
 from reconciler.stores.sql.watermarks import SqlWatchMarks
@@ -133,7 +134,9 @@ class Watch:
                 self.sources.append(GitWatch(config.name, source, clock=clock, interval=every))
             else:
                 every = (config.poll_interval or timedelta(seconds=POLL)).total_seconds()
-                self.sources.append(PolledWatch(config.name, source, clock=clock, interval=every))
+                self.sources.append(
+                    PolledWatch(config.name, source, clock=clock, interval=every, drift=self._drift)
+                )
         self._built = built
         self._thread: threading.Thread | None = None
         #: The table and chunk index kept open across runs (``[watch] keep_open``), under ``_kept``:
@@ -172,7 +175,7 @@ class Watch:
                     "watch %s: %s",
                     watched.name,
                     "resuming from its mark "
-                    + (f"commit {mark.mark[:12]} " if mark.mark else "")
+                    + (f"{mark.mark[:24]} " if mark.mark else "")
                     + f"(changes up to {mark.changed_until})"
                     if mark is not None
                     else "no mark yet (first watch): changes from now on",
@@ -256,6 +259,8 @@ class Watch:
                     self.metrics.up.labels(source=watched.name).set(0)
                     continue
             watched.poll(now)
+            if isinstance(watched, PolledWatch) and watched.unsaved:
+                self._save_mark(watched)
             self.metrics.up.labels(source=watched.name).set(1 if watched.alive() else 0)
             oldest = watched.batch.oldest()
             lag = (self.clock.now() - oldest).total_seconds() if oldest is not None else 0.0
@@ -267,6 +272,23 @@ class Watch:
                         self.release_unlocked()
         if self._table is not None and self.clock.monotonic() - self._used >= self.keep_open:
             self.release()  # ([watch] keep_open: local mode and Edge lock their folder)
+
+    def _save_mark(self, watched: PolledWatch) -> None:
+        """A polled source's mark that moved with nothing to reconcile (its first, or a token
+        that moved over no change), written now; tried again at the next tick if it fails."""
+        mark, until = watched.reached()
+        with self._kept:
+            try:
+                table = self._kept_table()
+                SqlWatchMarks.of(table).advance(
+                    watched.name, mark=mark, changed_until=until, reconciled_at=self.clock.now()
+                )
+                watched.saved()
+            except Exception as exc:  # the table did not answer: the next tick writes it
+                log.warning("watch %s: cannot write its mark: %s", watched.name, exc)
+                self.release_unlocked()
+            if self.keep_open <= 0:
+                self.release_unlocked()
 
     def _reconcile(self, watched: Followed) -> None:
         batch = watched.take()
@@ -386,6 +408,20 @@ class Watch:
             len(noted),
             _few(f.doc_id or "" for f in noted),
         )
+
+    def _drift(self, name: str, documents: Sequence[SourceDocument]) -> set[str]:
+        """What a polled source changed while serve was down (``reconciler.app.resuming``);
+        every document when the table does not answer (the run then says why)."""
+        with self._kept:
+            try:
+                return drifted_in(self._kept_table(), name, documents, now=self.clock.now())
+            except Exception as exc:
+                log.error("watch %s: cannot read the document table: %s", name, exc)
+                self.release_unlocked()
+                return {doc.source_key for doc in documents}
+            finally:
+                if self.keep_open <= 0:
+                    self.release_unlocked()
 
     def _scope(self, table: Any, watched: Followed, paths: set[str]) -> WatchScope:
         """The families of the documents at ``paths`` and the paths the run reads

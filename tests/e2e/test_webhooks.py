@@ -15,6 +15,7 @@ from pathlib import Path
 from acceptance_kit import Deployment, day
 from exposition_kit import free_port
 from git_kit import Repo
+from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.app.hooks import signature
 
@@ -78,12 +79,31 @@ def test_a_signed_hook_reconciles_now_and_nothing_else_gets_in(tmp_path: Path) -
         assert _post(f"{base}/hooks/gh", body, signature(SECRET.encode(), body)) == 202
         _until(lambda: "reconciled family" in log.read_text(), proc, log)
         _until(lambda: _served(dep) == {"gh:alpha"}, proc, log)
+        counted = _webhook_counts(f"{base}/metrics")
+        assert counted == {
+            ("gh", "unauthorized"): 4.0,
+            ("gh", "method_not_allowed"): 1.0,
+            ("other", "unknown_source"): 1.0,
+            ("gh", "accepted"): 1.0,
+        }, counted
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     text = log.read_text()
     assert SECRET not in text
     assert text.count("refused:") == 4
+
+
+def _webhook_counts(url: str) -> dict[tuple[str, str], float]:
+    """``reconciler_webhook_requests_total`` by (source, outcome), the zero ones left out."""
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    counts = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "reconciler_webhook_requests_total" and sample.value:
+                counts[(sample.labels["source"], sample.labels["outcome"])] = sample.value
+    return counts
 
 
 def _served(dep: Deployment) -> set[str] | None:

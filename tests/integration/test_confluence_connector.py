@@ -5,7 +5,8 @@ Cloud REST v2 (``/wiki/api/v2/spaces``, ``/pages`` with cursor paging through th
 header and ``_links.next``, ``/pages/{id}``, ``/pages/{id}/labels``, ``/pages/{id}/properties``)
 and Data Center REST v1 under a ``/confluence`` context path (``/rest/api/space/{key}``,
 ``/rest/api/content`` and ``/content/search`` with start/limit paging and ``expand``,
-``/content/{id}``, ``/content/{id}/property``). It checks the credentials as the real thing
+``/content/{id}``, ``/content/{id}/property``), and REST v1's CQL ``/search`` on both (the
+watch's last-modified probe). It checks the credentials as the real thing
 does (basic e-mail + API token on Cloud, bearer PAT on Data Center) and can be told to answer
 a chosen request with a fault (a status, malformed JSON, a slow answer) a number of times.
 """
@@ -151,6 +152,8 @@ class FakeConfluence:
         if self.forbidden:
             return Response('{"message": "Forbidden"}', 403, content_type="application/json")
         handler = self.cloud if self.flavor == "cloud" else self.datacenter
+        if request.path in ("/wiki/rest/api/search", "/confluence/rest/api/search"):
+            handler = self.search
         answer = handler(request)
         if answer is None:
             return Response('{"statusCode": 404, "message": "not found"}', 404)
@@ -240,6 +243,31 @@ class FakeConfluence:
             if self.next_via in ("header", "both"):
                 headers["Link"] = f'<{link}>; rel="next", <{self.url}/wiki>; rel="base"'
         return body, headers
+
+    # -- REST v1's CQL search (both flavors): the watch's last-modified probe -------------
+
+    def search(self, request: Request) -> tuple[dict[str, Any], dict[str, str]] | None:
+        cql = request.args["cql"]
+        spaces = re.search(r"space IN \(([^)]*)\)", cql)
+        keys = re.findall(r'"([^"]+)"', spaces.group(1)) if spaces else None
+        found = [p for p in self.ordered() if p.status == "current"]
+        found = [p for p in found if keys is None or p.space in keys]
+        if "order by lastmodified desc" in cql:
+            found.sort(key=lambda p: p.when, reverse=True)
+        limit = int(request.args.get("limit", 25))
+        entries = [
+            {
+                "content": {"id": p.id, "type": "page", "status": p.status, "title": p.title,
+                            "version": {"number": p.version, "when": p.when}},
+                "title": p.title,
+                "lastModified": p.when,
+            }
+            for p in found[:limit]
+        ]  # fmt: skip
+        return {
+            "results": entries, "start": 0, "limit": limit, "size": len(entries),
+            "totalSize": len(found), "cqlQuery": cql,
+        }, {}  # fmt: skip
 
     # -- Data Center REST v1 -------------------------------------------------------------
 

@@ -5,58 +5,26 @@ reconciled; a source without ``poll_interval`` is left to the scheduled jobs."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
-from acceptance_kit import Deployment, body
+from acceptance_kit import Deployment
 from prometheus_client import CollectorRegistry
 from pytest_httpserver import HTTPServer
 from registry_kit import FakeRegistry
+from watch_kit import POLLED_TABLE, polled_deployment, polled_sources, sql
 
 from reconciler.app.polling import PolledWatch
 from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
-
-TABLE = (
-    "CREATE TABLE controlled (doc_no INTEGER PRIMARY KEY, series TEXT, rev INTEGER, "
-    "state_code TEXT, valid_from DATE, text_body TEXT, changed INTEGER)"
-)
-
-
-def _sources(url: str, dms: str, poll: str) -> str:
-    return "\n".join(
-        [
-            "[[sources]]", 'name = "reg"', 'type = "http"', f'url = "{url}"', poll,
-            "[sources.options]", "retries = 0", "backoff_factor = 0",
-            "[[sources]]", 'name = "dms"', 'type = "sql"', f'url = "{dms}"', poll,
-            "[sources.options]", 'table = "controlled"', 'updated_at = "changed"',
-            'status_map = { A = "current", W = "retired" }',
-            "[sources.options.columns]", 'id = "doc_no"', 'family = "series"',
-            'version = "rev"', 'status = "state_code"', 'effective_from = "valid_from"',
-            'body = "text_body"',
-        ]
-    )  # fmt: skip
-
-
-def _sql(path: Path, statement: str) -> None:
-    with sqlite3.connect(path) as conn:
-        conn.execute(statement)
+from reconciler.stores.sql import SqlDocumentTable
+from reconciler.stores.sql.watermarks import SqlWatchMarks, WatchMark
 
 
 def test_polled_sources_are_read_when_their_probe_says_so(
     tmp_path: Path, httpserver: HTTPServer
 ) -> None:
-    registry = FakeRegistry(etags=True)
-    registry.add("RUN-1", body("Runbook", "Page the on-call."), status="current", family="run")
-    registry.add("OPS-1", body("Ops", "Rotate."), status="current", family="ops")
-    url = registry.serve(httpserver)
-    db = tmp_path / "dms.db"
-    _sql(db, TABLE)
-    _sql(db, "INSERT INTO controlled VALUES (1, 'travel', 1, 'A', '2024-01-01', '# T\n\nX.', 1)")
-    dep = Deployment(tmp_path / "dep")
-    dep.configure(source_extra=_sources(url, f"sqlite:///{db}", 'poll_interval = "1m"'))
-    dep.init_ingest()
+    dep, registry, db = polled_deployment(tmp_path, httpserver, 'poll_interval = "1m"')
     assert {"reg:RUN-1", "reg:OPS-1", "dms:1"} <= dep.served()
     clock = ManualClock(datetime.now(UTC))
     watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
@@ -64,14 +32,19 @@ def test_polled_sources_are_read_when_their_probe_says_so(
     assert set(polled) == {"reg", "dms"}
     watch.open()
     try:
-        watch.tick()  # the first polls: where each source stands
+        watch.tick()  # the first polls: where each source stands (their first marks)
         bodies = [h for h in registry.hits if h.startswith("body:")]
+        first = _marks(dep)
+        assert set(first) == {"hb", "reg", "dms"}
+        assert first["reg"].mark is not None
+        assert first["dms"].mark is not None
         clock.advance(60)
         watch.tick()  # nothing changed: the registry answers 304, the watermark holds
         assert registry.hits[-1] == "not modified"
         assert [h for h in registry.hits if h.startswith("body:")] == bodies  # no scan
+        assert _marks(dep) == first  # (an idle poll writes nothing)
         registry.update("RUN-1", status="retired")
-        _sql(db, "UPDATE controlled SET state_code = 'W', changed = 2 WHERE doc_no = 1")
+        sql(db, "UPDATE controlled SET state_code = 'W', changed = 2 WHERE doc_no = 1")
         clock.advance(30)
         watch.tick()  # (not yet: a minute between polls)
         assert not polled["reg"].batch.paths
@@ -91,8 +64,38 @@ def test_without_poll_interval_a_polled_source_is_not_followed(
     registry = FakeRegistry(etags=True)
     url = registry.serve(httpserver)
     db = tmp_path / "dms.db"
-    _sql(db, TABLE)
+    sql(db, POLLED_TABLE)
     dep = Deployment(tmp_path / "dep")
-    dep.configure(source_extra=_sources(url, f"sqlite:///{db}", ""))
+    dep.configure(source_extra=polled_sources(url, f"sqlite:///{db}", ""))
     watch = Watch(dep.settings, CollectorRegistry())
     assert [w.name for w in watch.sources] == ["hb"]
+
+
+def test_a_source_that_cannot_tell_is_read_each_poll_and_its_mark_written_once(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    dep, registry, _db = polled_deployment(
+        tmp_path, httpserver, 'poll_interval = "1m"', etags=False
+    )
+    clock = ManualClock(datetime.now(UTC))
+    watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
+    watch.open()
+    try:
+        watch.tick()
+        first = _marks(dep)
+        lists = registry.hits.count("page:1")
+        for _ in range(2):
+            clock.advance(60)
+            watch.tick()  # (no validator: the registry is read, nothing changed)
+        assert registry.hits.count("page:1") >= lists + 2
+        assert _marks(dep) == first  # (an idle poll writes nothing: a counterexample)
+    finally:
+        watch.stop()
+
+
+def _marks(dep: Deployment) -> dict[str, WatchMark]:
+    table = SqlDocumentTable.from_url(dep.settings.table.resolved_url())
+    try:
+        return SqlWatchMarks.of(table).marks()
+    finally:
+        table.close()

@@ -284,7 +284,8 @@ class WatchMarkRow(Base):
     __tablename__ = "watch_marks"
 
     source: Mapped[str] = mapped_column(String(128), primary_key=True)
-    #: The git commit reconciled, or ``None`` for a vault (its mark is ``changed_until``).
+    #: The git commit reconciled, a polled source's probe token (``app.resuming.mark_of``),
+    #: or ``None`` for a vault (its mark is ``changed_until``).
     mark: Mapped[str | None] = mapped_column(String(128))
     #: The source's own date of the newest change reconciled (mtime, commit time).
     changed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -1,0 +1,107 @@
+"""Confluence's cheap change check, against the real local HTTP server shaped like Confluence:
+the probe is one CQL search (newest modification first, one result, the scope's page count);
+its token holds while nothing changed and moves with an edit, a new page or a page gone; the
+watch's idle poll of a Confluence source costs that one request, and a change is read and
+reconciled."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from acceptance_kit import Deployment
+from prometheus_client import CollectorRegistry
+from pytest_httpserver import HTTPServer
+from test_confluence_connector import (  # noqa: F401  (credentials: the autouse fixture)
+    FakeConfluence,
+    FakePage,
+    corpus,
+    credentials,
+    make_source,
+    status,
+)
+
+from reconciler.app.polling import PolledWatch
+from reconciler.app.watching import Watch
+from reconciler.clock import ManualClock
+
+SEARCH = r"/(wiki|confluence)/rest/api/search"
+
+
+@pytest.fixture(params=["cloud", "datacenter"])
+def site(request: pytest.FixtureRequest, httpserver: HTTPServer) -> FakeConfluence:
+    server = FakeConfluence(httpserver, request.param)
+    server.add(*corpus())
+    return server
+
+
+def test_the_probe_is_one_search_and_moves_with_each_change(site: FakeConfluence) -> None:
+    fake = site
+    source = make_source(fake)
+    token = source.probe(None)
+    assert fake.count(SEARCH) == 1
+    assert len(fake.requests) == 1  # (nothing else: no listing, no page read)
+    (cql,) = {args["cql"] for path, args in fake.requests if re.fullmatch(SEARCH, path)}
+    assert cql == 'space IN ("ENG") AND type = page order by lastmodified desc'
+    assert source.probe(token) == token
+    fake.pages["103"].version, fake.pages["103"].when = 8, "2024-06-01T09:00:00.000Z"
+    edited = source.probe(token)
+    assert edited != token
+    fake.add(FakePage("106", "New", "<p>new</p>", when="2024-07-01T09:00:00.000Z"))
+    added = source.probe(edited)
+    assert added != edited
+    del fake.pages["102"]  # (not the newest: the count says it)
+    assert source.probe(added) != added
+
+
+def test_a_site_without_the_search_cannot_tell(site: FakeConfluence) -> None:
+    site.fail(SEARCH, status(404))
+    assert make_source(site).probe(None) is None
+
+
+CONFLUENCE = """
+[[sources]]
+name = "wiki"
+type = "confluence"
+url = "{url}"
+poll_interval = "1m"
+[sources.options]
+flavor = "datacenter"
+token_env = "CONF_TOKEN"
+spaces = ["ENG"]
+page_size = 10
+"""
+
+
+def test_an_idle_poll_is_one_request_and_a_change_is_reconciled(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    site = FakeConfluence(httpserver, "datacenter")
+    for number, title in ((201, "Runbook"), (202, "Guide")):
+        site.add(FakePage(str(number), title, f"<h1>{title}</h1><p>Read it.</p>", version=2))
+    dep = Deployment(tmp_path / "dep")
+    dep.configure(source_extra=CONFLUENCE.format(url=site.url))
+    dep.init_ingest()
+    assert {"wiki:201", "wiki:202"} <= dep.served()
+    clock = ManualClock(datetime.now(UTC))
+    watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
+    (polled,) = [w for w in watch.sources if isinstance(w, PolledWatch)]
+    watch.open()
+    try:
+        watch.tick()  # the first poll: where the site stands
+        asked = len(site.requests)
+        clock.advance(60)
+        watch.tick()
+        assert site.requests[asked:] == [site.requests[-1]]  # one request
+        assert re.fullmatch(SEARCH, site.requests[-1][0])
+        site.pages["201"].status = "trashed"  # (retired: out of the search's scope too)
+        site.pages["201"].version = 4
+        clock.advance(60)
+        watch.tick()
+        assert "wiki:201" not in dep.served()
+        assert "wiki:202" in dep.served()
+        assert not polled.batch.paths
+    finally:
+        watch.stop()
