@@ -3,8 +3,11 @@ pydantic-settings' environment source: from the variables the loader is given (n
 ``os.environ``), a list item by its index (``RECONCILER_SOURCES__0__TTL``), each value its
 text (never JSON: "3" and "null" are the strings they read as).
 
-Loaded when a configuration is (``load_settings``), not when ``reconciler.settings`` is
-imported: pydantic-settings costs start-up time that ``--help`` does not need."""
+Loaded by ``load_settings`` when an override is set, not when ``reconciler.settings`` is
+imported: pydantic-settings costs start-up time (20-60 ms of CPU) that ``--help`` and a
+configuration without overrides do not need. The source's hooks overridden here
+(``_load_env_vars``, ``next_field``, ``decode_complex_value``) are those of pydantic-settings
+2.4 to 2.16, each tried against the loader's tests."""
 
 from __future__ import annotations
 
