@@ -1,4 +1,5 @@
-"""Loading a configuration: the TOML file, the ``RECONCILER_...`` overrides, paths resolved
+"""Loading a configuration: the TOML file, the ``RECONCILER_...`` overrides (read by
+pydantic-settings, written over the file's values: ``environment.py``), paths resolved
 against the file's folder, and every problem gathered into one ``ConfigError`` by key path
 (with a "did you mean" for a misspelt key, and each source's connector asked about its own
 options)."""
@@ -24,44 +25,14 @@ from reconciler.settings.sources import SourceSettings
 from reconciler.settings.table import TableSettings
 
 
-def _env_overrides(environ: Mapping[str, str]) -> list[tuple[list[str], str, str]]:
-    """``RECONCILER_TABLE__URL=...`` -> (["table", "url"], value, variable name).
-
-    Read here, not by pydantic-settings' environment source (tried for issue 35): it reads
-    ``os.environ`` only, drops a variable that names no section (reported here, with a "did
-    you mean"), lets a whole section's variable hide its keys' variables, reads values as JSON
-    ("3" an int, "null" None), makes ``{"0": ...}`` of a list item's index, and cannot say
-    which variable set a key; bent to do as this does, it took four times these lines."""
-    found = []
-    for name, value in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX) or name in ENV_RESERVED:
-            continue
-        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
-        found.append((path, value, name))
-    return found
-
-
-def _set_path(data: dict[str, Any], path: list[str], value: str) -> None:
-    node: Any = data
-    for i, part in enumerate(path[:-1]):
-        nxt = path[i + 1]
-        if isinstance(node, list):
-            index = int(part)
-            while len(node) <= index:
-                node.append({})
-            node = node[index]
-            continue
-        if part not in node or not isinstance(node[part], dict | list):
-            node[part] = [] if nxt.isdigit() else {}
-        node = node[part]
-    last = path[-1]
-    if isinstance(node, list):
-        index = int(last)
-        while len(node) <= index:
-            node.append({})
-        node[index] = value
-    else:
-        node[last] = value
+def _overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``RECONCILER_...`` variables of ``environ`` that override keys (not the reserved
+    ones), by name."""
+    return {
+        name: value
+        for name, value in sorted(environ.items())
+        if name.startswith(ENV_PREFIX) and name not in ENV_RESERVED
+    }
 
 
 def _resolve_paths(data: dict[str, Any], base: Path) -> None:
@@ -150,14 +121,13 @@ def load_settings(
             raise ConfigError([("(file)", f"not valid TOML: {exc}")], origin=origin) from None
         base = file.resolve().parent
     env_names: dict[str, str] = {}
+    overrides = _overrides(environ)
     problems: list[tuple[str, str]] = []
-    for key_path, value, name in _env_overrides(environ):
-        try:
-            _set_path(data, key_path, value)
-            for depth in range(1, len(key_path) + 1):
-                env_names.setdefault(".".join(key_path[:depth]), name)
-        except (ValueError, TypeError, AttributeError):
-            problems.append((name, "does not name a configuration key"))
+    if overrides:
+        # Loaded here, not at the top: pydantic-settings costs start-up time (environment.py).
+        from reconciler.settings.environment import write_overrides  # noqa: PLC0415
+
+        problems = write_overrides(data, overrides, env_names)
     index = data.setdefault("index", {})
     no_location = isinstance(index, dict) and not index.get("path") and not index.get("url")
     if no_location and index.get("engine", "qdrant") == "qdrant":

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 ENV_PREFIX = "RECONCILER_"
+#: ... and the separator of their levels (``RECONCILER_TABLE__URL``).
+ENV_NESTING = "__"
 #: Environment variables that are not config keys.
 #: Variables that are not overrides: the config file, and the test suite's own (its PostgreSQL,
 #: its Hypothesis profile: under ``thorough`` every CLI test refused its config).

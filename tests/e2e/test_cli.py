@@ -319,6 +319,7 @@ HEAVY = (
     "apscheduler",
     "prometheus_client",
     "pydantic",
+    "pydantic_settings",
     "numpy",
     "httpx",
     "requests",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -110,6 +112,116 @@ def test_unknown_environment_key_is_reported_with_its_variable(tmp_path: Path) -
     assert caught.value.problems == [
         ("tabel", "unknown key; did you mean 'table'? (from RECONCILER_TABEL__URL)")
     ]
+
+
+def test_variable_values_are_text_and_a_list_item_is_written_over_the_files(
+    tmp_path: Path,
+) -> None:
+    """pydantic-settings reads the variables (issue 35), as the loader did by hand before: a
+    value is its text, never JSON ("3", "null"); an index names an item of the file's list,
+    which keeps its other items and keys; the prefix is upper case."""
+    path = write(
+        tmp_path,
+        '[[sources]]\nname = "a"\ntype = "vault"\npath = "v"\n'
+        '[[sources]]\nname = "b"\ntype = "git"\nurl = "https://x/y.git"\n'
+        'options = { branch = "main", subdir = "docs" }\n',
+    )
+    settings = load_settings(
+        path,
+        environ={
+            "RECONCILER_SOURCES__1__NAME": "3",
+            "RECONCILER_SOURCES__1__OPTIONS__SUBDIR": "null",
+            "RECONCILER_INDEX__KEYS__DOC_ID": "true",
+            "reconciler_table__url": "not read: the prefix is RECONCILER_",
+        },
+    )
+    assert [(s.name, s.type) for s in settings.sources] == [("a", "vault"), ("3", "git")]
+    assert settings.sources[1].options == {"branch": "main", "subdir": "null"}
+    assert settings.index.keys == {"doc_id": "true"}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, environ={"RECONCILER_SOURCES__3__TTL": "1h"})
+    assert ("sources[2].name", "Field required") in caught.value.problems
+    assert ("sources[3].type", "Field required") in caught.value.problems
+
+
+@pytest.mark.parametrize(
+    ("environ", "problem"),
+    [
+        # Before issue 35 the section's variable was dropped when a key's variable followed it,
+        # and with it the keys set before it (this loaded, BATCH_SIZE and "128" unread);
+        # pydantic-settings reads a section's variable as the whole section: refused, named.
+        (
+            {
+                "RECONCILER_table": "128",
+                "RECONCILER_table__url_env": "DB_URL",
+                "RECONCILER_TABLE__BATCH_SIZE": "git",
+            },
+            (
+                "table",
+                "Input should be a valid dictionary or instance of TableSettings "
+                "(from RECONCILER_table)",
+            ),
+        ),
+        (
+            {"RECONCILER_INDEX__KEYS": "status", "RECONCILER_INDEX__KEYS__VERSION_STATE": "s"},
+            ("index.keys", "Input should be a valid dictionary (from RECONCILER_INDEX__KEYS)"),
+        ),
+        # Before, -1 counted from the end (the last source's ttl, its variable unnamed).
+        (
+            {"RECONCILER_SOURCES__-1__TTL": "6h"},
+            ("RECONCILER_SOURCES__-1__TTL", "does not name a configuration key"),
+        ),
+        (
+            {"RECONCILER_SOURCES__X__TTL": "6h"},
+            ("RECONCILER_SOURCES__X__TTL", "does not name a configuration key"),
+        ),
+        # pydantic-settings keeps the text and drops the key under it; before, the key's table
+        # replaced the text ("Input should be a valid string"): refused either way.
+        (
+            {"RECONCILER_METRICS__TEXTFILE": "m.prom", "RECONCILER_METRICS__TEXTFILE__X": "y"},
+            (
+                "RECONCILER_METRICS__TEXTFILE__X",
+                "names a key inside metrics.textfile, which RECONCILER_METRICS__TEXTFILE sets; "
+                "set one of them",
+            ),
+        ),
+        (
+            {"RECONCILER_TABEL__URL": "x", "RECONCILER_TABEL": "y"},
+            ("tabel", "unknown key; did you mean 'table'? (from RECONCILER_TABEL)"),
+        ),
+    ],
+)
+def test_variables_that_name_no_key_are_refused_by_name(
+    tmp_path: Path, environ: dict[str, str], problem: tuple[str, str]
+) -> None:
+    """The counterexamples of the loader by hand against pydantic-settings' reading (issue
+    35): where they differ, what was decided (docs/configuration.md)."""
+    path = write(tmp_path, '[[sources]]\nname = "a"\ntype = "vault"\npath = "v"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, environ=environ)
+    assert caught.value.problems == [problem]
+
+
+def test_pydantic_settings_is_loaded_by_the_variables_alone() -> None:
+    """Importing the settings and loading a file without variables load no pydantic-settings
+    (20-60 ms of CPU, issue 35): a command pays for it when an override is set."""
+    code = (
+        "import sys; from reconciler.settings import load_settings; "
+        "load_settings(None, environ={'RECONCILER_TEST_PG': 'reserved'}); "
+        "a = 'pydantic_settings' in sys.modules; "
+        "load_settings(None, environ={'RECONCILER_GUARD__FLOOR': '3'}); "
+        "print(a, 'pydantic_settings' in sys.modules)"
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            cwd=folder,
+        )
+    assert done.stdout.split() == ["False", "True"]
 
 
 def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
@@ -400,7 +512,11 @@ def test_a_variable_sets_its_key_over_the_file(
 ) -> None:
     """Whatever the file sets, ``RECONCILER_<TABLE>__<KEY>`` (a list item by its index, the
     key in either case) gives the key the variable's value, and the reserved variables
-    set nothing: the configuration is the file with the variables' values written in."""
+    set nothing: the configuration is the file with the variables' values written in.
+
+    Unchanged since pydantic-settings reads the variables (issue 35); where its reading and the
+    loader's by hand differed outside these keys, what was decided is held by the examples of
+    ``test_variables_that_name_no_key_are_refused_by_name``."""
     environ = {reserved: "not a key"}
     written: dict[tuple[str, str], str] = {}
     expected: dict[tuple[str, str], str] = {}
