@@ -39,7 +39,6 @@ from reconciler.pipeline.values import WRITING_MODES, Guard, Options, Report
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.rules.sharding import Shard
 from reconciler.settings import Settings
-from reconciler.stores.sql.watermarks import SqlWatchMarks
 from reconciler.writing.recovery import resolve_interrupted
 from reconciler.writing.runs import finish_failed, start_reconciliation
 
@@ -182,6 +181,8 @@ def gather_status(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> dict[st
     """Documents by state, chunks, families, sources, the watched sources' marks, the saved
     plans open (``app.approving.open_plans``: each pending one names ``apply --plan ID``) and
     the last runs."""
+    from reconciler.stores.sql.watermarks import SqlWatchMarks  # noqa: PLC0415 - SQLAlchemy
+
     with stores(settings) as opened:
         stats = opened.table.stats()
         sources = opened.table.source_status()
