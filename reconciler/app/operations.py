@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from reconciler.app.approving import open_plans
-from reconciler.app.followers import watch_rows
 from reconciler.app.holding import HeldLease, lease_name
 from reconciler.app.probing import probe_sources
 from reconciler.app.stopping import JobControl, stoppable_sources
@@ -181,7 +180,9 @@ def gather_status(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> dict[st
     """Documents by state, chunks, families, sources, the watched sources' marks, the saved
     plans open (``app.approving.open_plans``: each pending one names ``apply --plan ID``) and
     the last runs."""
-    from reconciler.stores.sql.watermarks import SqlWatchMarks  # noqa: PLC0415 - SQLAlchemy
+    # (here: the followers load watchdog, and the marks SQLAlchemy; no other command needs them)
+    from reconciler.app.followers import watch_rows  # noqa: PLC0415
+    from reconciler.stores.sql.watermarks import SqlWatchMarks  # noqa: PLC0415
 
     with stores(settings) as opened:
         stats = opened.table.stats()

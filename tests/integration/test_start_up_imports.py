@@ -1,7 +1,7 @@
 """What a command imports before it opens its first store (issue 38: start-up): numpy, which
 only the check's tally and the discovery need, is loaded when a scan begins; SQLAlchemy when
 the document table is opened (the settings check its URL with their own parse, held to
-SQLAlchemy's in ``test_table_url.py``)."""
+SQLAlchemy's in ``test_table_url.py``); watchdog by ``watch`` and ``status`` only."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 BEFORE_THE_FIRST_STORE = (
     "import sys; import reconciler.cli, reconciler.app.wiring, reconciler.app.operations; "
     "print(' '.join(sorted(m for m in ('numpy', 'rich', 'pygments', 'qdrant_client', "
-    "'qdrant_edge', 'torch', 'sqlalchemy') if m in sys.modules)))"
+    "'qdrant_edge', 'torch', 'sqlalchemy', 'watchdog') if m in sys.modules)))"
 )
 # Loading a configuration (every command's first step), the example file with every section.
 LOADING_SETTINGS = (
