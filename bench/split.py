@@ -189,6 +189,7 @@ def one_size(size: int, folder: Path, *, dim: int, seed: int, batch: int) -> lis
 #: ``split --merge`` in this process under tracemalloc; prints the points moved and the peak.
 HEAP = """
 import json, sys, tracemalloc
+import reconciler.stores.sql  # (loaded when the table opens: before the trace, not in the peak)
 from reconciler.app.splitting import split_store
 from reconciler.settings import load_settings
 settings = load_settings(sys.argv[1])
