@@ -15,6 +15,14 @@ from spawn to exit (wall; CPU and peak RSS of that process alone, from ``wait4``
   other way) under ``tracemalloc``, for the peak of Python objects held at once (the rest of
   the process's peak RSS is the Edge shards' own memory, which grows with the shards).
 
+Beside ``split``, its floor: the raw copy-and-delete of the same points with no reconciler
+code, on a scratch pair of shards (a copy of the corpus's shard taken before the split, and
+an empty archive shard with its configuration and payload indexes), in a process of its own:
+the points are read whole (``retrieve`` with vectors and payload) before the clock starts,
+then, a batch of ``--batch`` ids at a time, made into Edge points, upserted into the archive
+(``UPSERT_BATCH`` a call, as a move copies) and deleted from the main shard. The ``split``
+row gives the command's CPU time a move over the floor's.
+
 It checks what the split left (``status``: the archive holds exactly the superseded
 versions' chunks, the two collections together every point) and prints one table; moves/s
 is points moved over the command's wall time. Temporary folders are removed at the end.
@@ -118,6 +126,29 @@ def one_size(size: int, folder: Path, *, dim: int, seed: int, batch: int) -> lis
     rows = [[f"{layout.chunks:,}", "build (setup)", *_cells(build), "-", "-"]]
     cli = [sys.executable, "-m", "reconciler.cli", "--config", str(config(layout, batch))]
     moved = layout.superseded * CHUNKS_PER_DOC
+    scratch = folder / f"floor-{size}"
+    try:
+        shard = str(layout.root / "edge" / COLLECTION)
+        floored = timed([sys.executable, "-c", FLOOR, shard, str(scratch), str(batch)], timeout)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if floored["code"] != 0:
+        raise RuntimeError(f"the copy-and-delete floor failed:\n{floored['stderr']}")
+    floor = json.loads(floored["stdout"].strip().splitlines()[-1])
+    assert floor["moved"] == moved, (floor["moved"], moved)
+    floor_move = floor["cpu"] / moved
+    rows.append(
+        [
+            f"{layout.chunks:,}",
+            "floor: raw copy-and-delete (Edge, scratch shards)",
+            f"{floor['seconds']:.2f}",
+            f"{floor['cpu']:.2f}",
+            "-",
+            f"{moved:,} moved; {floor_move * 1e6:.0f} µs CPU a move (read before the clock: "
+            f"{floor['read_cpu']:.2f} s CPU)",
+            f"{moved / floor['seconds']:,.0f}",
+        ]
+    )
     for label, arguments in RUNS:
         done = timed([*cli, "--format", "json", *arguments], timeout)
         data = json.loads(done["stdout"]) if done["stdout"].strip() else {}
@@ -131,6 +162,12 @@ def one_size(size: int, folder: Path, *, dim: int, seed: int, batch: int) -> lis
             note = f"{points:,} to move"
         elif arguments[0] == "check":
             note = f"{len(data['findings']):,} finding(s)"
+        elif label == "split":
+            note = (
+                f"{points:,} moved; {done['cpu'] / moved * 1e6:.0f} µs CPU a move, "
+                f"**{done['cpu'] / moved / floor_move:.2f}x** the floor (process start, "
+                "scan and audit included)"
+            )
         elif points is not None:
             note = f"{points:,} moved"
         rate = f"{points / done['seconds']:,.0f}" if points and label == "split" else "-"
@@ -152,6 +189,7 @@ def one_size(size: int, folder: Path, *, dim: int, seed: int, batch: int) -> lis
 #: ``split --merge`` in this process under tracemalloc; prints the points moved and the peak.
 HEAP = """
 import json, sys, tracemalloc
+import reconciler.stores.sql  # (loaded when the table opens: before the trace, not in the peak)
 from reconciler.app.splitting import split_store
 from reconciler.settings import load_settings
 settings = load_settings(sys.argv[1])
@@ -159,6 +197,35 @@ tracemalloc.start()
 data = split_store(settings, merge=True)
 peak = tracemalloc.get_traced_memory()[1] / 2**20
 print(json.dumps({"moved": data["moved"], "heap": peak}))
+"""
+
+
+#: The raw copy-and-delete of what ``split`` moves (every chunk of a row not current), on a
+#: copy of the shard: argv = the corpus's shard, a scratch folder, the ids a move batch.
+FLOOR = """
+import json, shutil, sys, time
+from pathlib import Path
+import qdrant_edge as qe
+from reconciler.stores.edge.index import UPSERT_BATCH, EdgeChunkIndex
+from reconciler.stores.edge.requests import edge_id
+source, scratch, batch = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+shutil.copytree(source, scratch / "main")
+main, archive = EdgeChunkIndex(scratch / "main"), EdgeChunkIndex(scratch / "archive")
+archive.ensure_layout(main.vector_layout(), indexes=main.payload_indexes())
+ids = [edge_id(c.point_id) for c in main.scroll() if c.payload.get("version_state") != "current"]
+read = time.process_time()
+batches = [main.shard.retrieve(ids[at : at + batch], True, True) for at in range(0, len(ids), batch)]
+read = time.process_time() - read
+wall, cpu = time.perf_counter(), time.process_time()
+for records in batches:
+    points = [qe.Point(r.id, r.vector, r.payload) for r in records]
+    for at in range(0, len(points), UPSERT_BATCH):
+        archive.shard.update(qe.UpdateOperation.upsert_points(points[at : at + UPSERT_BATCH]))
+    main.shard.update(qe.UpdateOperation.delete_points([r.id for r in records]))
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+main.close()
+archive.close()
+print(json.dumps({"moved": len(ids), "seconds": wall, "cpu": cpu, "read_cpu": read}))
 """
 
 

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reconciler.app.approving import open_plans
-from reconciler.app.followers import watch_rows
 from reconciler.app.holding import HeldLease, lease_name
 from reconciler.app.wiring import (
     build_sources,
@@ -22,7 +21,6 @@ from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import ConfigError, LeaseBusy
 from reconciler.ports import ChunkIndex, split_of
 from reconciler.settings import Settings
-from reconciler.stores.sql.watermarks import SqlWatchMarks
 from reconciler.writing.recovery import resolve_interrupted
 
 if TYPE_CHECKING:
@@ -157,6 +155,10 @@ def gather_status(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> dict[st
     """Documents by state, chunks, families, sources, the watched sources' marks, the saved
     plans open (``app.approving.open_plans``: each pending one names ``apply --plan ID``) and
     the last runs."""
+    # (here: the followers load watchdog, and the marks SQLAlchemy; no other command needs them)
+    from reconciler.app.followers import watch_rows  # noqa: PLC0415
+    from reconciler.stores.sql.watermarks import SqlWatchMarks  # noqa: PLC0415
+
     with stores(settings) as opened:
         stats = opened.table.stats()
         sources = opened.table.source_status()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
@@ -20,7 +20,9 @@ from watchdog.observers import Observer
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.ports.source import SystemOfRecord
 from reconciler.settings import Settings
-from reconciler.stores.sql.watermarks import WatchMark
+
+if TYPE_CHECKING:
+    from reconciler.stores.sql.watermarks import WatchMark
 
 log = logging.getLogger(__name__)
 

@@ -19,22 +19,26 @@ from reconciler.ports.lease import Lease, LeaseFactory
 from reconciler.ports.source import SystemOfRecord
 from reconciler.settings import Settings
 from reconciler.sources import build_source
-from reconciler.stores.sql import SqlDocumentTable, TableBounds
-from reconciler.stores.sql.lease import make_lease
 
 if TYPE_CHECKING:
     from reconciler.stores.qdrant.index import QdrantChunkIndex
+    from reconciler.stores.sql import SqlDocumentTable, TableBounds
 
 log = logging.getLogger(__name__)
 
 
 def table_bounds(settings: Settings) -> TableBounds:
     """How long one call to the document table may take (``Settings.store_bounds``)."""
+    from reconciler.stores.sql import TableBounds  # noqa: PLC0415 - SQLAlchemy, when opened
+
     bounds = settings.store_bounds
     return TableBounds(connect=bounds.connect, statement=bounds.statement, lock=bounds.lock)
 
 
 def _table(settings: Settings) -> SqlDocumentTable:
+    # SQLAlchemy is imported when the table is first opened, not by every command (issue 38)
+    from reconciler.stores.sql import SqlDocumentTable  # noqa: PLC0415
+
     return SqlDocumentTable.from_url(settings.table.resolved_url(), bounds=table_bounds(settings))
 
 
@@ -72,6 +76,7 @@ def open_initialised_table(settings: Settings) -> SqlDocumentTable | None:
 def leases_of(table: SqlDocumentTable) -> LeaseFactory:
     """The leases kept in ``table``'s database: an advisory lock on PostgreSQL, a lease row
     elsewhere (``reconciler.stores.sql.lease.make_lease``)."""
+    from reconciler.stores.sql.lease import make_lease  # noqa: PLC0415 - with the table
 
     def lease(name: str, *, clock: Clock = SYSTEM_CLOCK) -> Lease:
         return make_lease(table.engine, name, clock=clock, connect_args=table.connect_args)

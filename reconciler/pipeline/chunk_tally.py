@@ -1,9 +1,10 @@
 """The check's per-document state, compact: what the scan folds the collection into.
 
-Per registered row the tally holds 44 bytes in eight sorted numpy arrays, and no Python object:
+Per registered row the tally holds 36 bytes in six sorted numpy arrays, and no Python object:
 a 64-bit key of the doc id (``hash``, SipHash in CPython), a second, independent 32-bit key
-(CRC-32 of its UTF-8), the expected payload's 64-bit fingerprint, the chunks counted and the
-chunks already right. Doc id strings are not kept: a chunk is matched to its row by both keys
+(CRC-32 of its UTF-8), the expected payload's 64-bit fingerprint and the chunks counted (the
+chunks not already right, and the stale ones, are counted apart for the documents that have
+one: most have none, issue 38's heap). Doc id strings are not kept: a chunk is matched to its row by both keys
 (a false match needs a 64-bit and a 32-bit collision at once, about 2**-96 a chunk), and two
 rows that share the 64-bit key are told apart by the second. A page of chunks is matched with
 one ``searchsorted``; the per-chunk Python work is what the store's own page costs to read.
@@ -15,10 +16,11 @@ A chunk or a row without a hash is never stale: there is nothing to compare. In 
 store, per row too: whether its chunks belong in the main collection (``kept_in_main``), the
 chunks seen in the archive, and the ids of *misplaced* documents.
 
-Payload variants, and the doc id, are kept only for documents with a mismatching chunk;
-``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no row) or when a check
-asks for one document's aggregate. The point ids of mismatching chunks are kept, up to ``keep_ids`` in
-all, so that the applier can write by id without scanning again.
+Payload variants, their counts, and the doc id, are kept only for documents with a
+mismatching chunk; ``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no
+row) or when a check asks for one document's aggregate. The point ids of mismatching chunks
+are kept, up to ``keep_ids`` in all, so that the applier can write by id without scanning
+again.
 """
 
 from __future__ import annotations
@@ -96,17 +98,19 @@ class ChunkTally:
         self._checks: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
         self._fingerprints: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._counts: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
-        self._matching: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
-        #: Per slot: the row's content key, the chunks it says it has, the stale chunks seen.
+        #: slot -> the chunks counted whose payload is not the row's (the others match): only
+        #: the documents with one, as the stale counts below.
+        self._unmatched: dict[int, int] = {}
+        #: Per slot: the row's content key, the chunks it says it has.
         self._contents: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._wanted: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
-        self._stale: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
+        #: slot -> the stale chunks seen, for the documents with one.
+        self._stale: dict[int, int] = {}
         #: slot -> doc id, for the documents with a stale chunk.
         self._stale_docs: dict[int, str] = {}
         self._key_view: Sequence[int] = ()
         self._check_view: Sequence[int] = ()
         self._count_view: Sequence[int] = ()
-        self._matching_view: Sequence[int] = ()
         #: 64-bit keys more than one row has (told apart by the second key).
         self._shared: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._variants: dict[int, dict[Variant, int]] = {}
@@ -182,13 +186,10 @@ class ChunkTally:
         self._new_main = array("b")
         self._archived = np.zeros(size if self.split else 0, np.uint32)
         self._counts = np.zeros(size, np.uint32)
-        self._stale = np.zeros(size, np.uint32)
-        self._matching = np.zeros(size, np.uint32)
         self._key_view = memoryview(self._keys.data) if size else ()
         self._check_view = memoryview(self._checks.data) if size else ()
         # (the counts as Python sees them, for reading one document's: no numpy scalars)
         self._count_view = memoryview(self._counts.data) if size else ()
-        self._matching_view = memoryview(self._matching.data) if size else ()
         same = self._keys[1:] == self._keys[:-1]
         self._shared = np.unique(self._keys[1:][same])
 
@@ -247,12 +248,9 @@ class ChunkTally:
             matched = hit & (expected == _fingerprints(rows))
         if matched.all():  # the usual page: every chunk has its row and its row's payload
             found, times = np.unique(slots, return_counts=True)
-            times = times.astype(np.uint32)
-            self._counts[found] += times
-            self._matching[found] += times
+            self._counts[found] += times.astype(np.uint32)
             return
         _bump(self._counts, slots[hit])
-        _bump(self._matching, slots[matched])
         for index in np.flatnonzero(~matched).tolist():
             slot, row = int(slots[index]), rows[index]
             if slot < 0 and owns is not None and not owns(row[1:]):
@@ -270,9 +268,11 @@ class ChunkTally:
         stale = hit & (keys != expected) & (keys != NO_CONTENT) & (expected != NO_CONTENT)
         if not stale.any():
             return
-        _bump(self._stale, slots[stale])
+        counted = self._stale
         for index in np.flatnonzero(stale).tolist():
-            self._stale_docs.setdefault(int(slots[index]), page.rows[index][0])
+            slot = int(slots[index])
+            counted[slot] = counted.get(slot, 0) + 1
+            self._stale_docs.setdefault(slot, page.rows[index][0])
 
     def _place(self, page: ManagedPage, slots: Slots, hit: npt.NDArray[np.bool_]) -> None:
         """Count a page's archived chunks; keep the documents with one in the wrong place."""
@@ -296,10 +296,9 @@ class ChunkTally:
             self._counts[slot] += 1
             expected, key = int(self._contents[slot]), content_key(content_hash)
             if NO_CONTENT not in (expected, key) and key != expected:
-                self._stale[slot] += 1
+                self._stale[slot] = self._stale.get(slot, 0) + 1
                 self._stale_docs.setdefault(slot, doc_id)
             if _fingerprint((doc_id, *values)) == self._fingerprints[slot]:
-                self._matching[slot] += 1
                 return
         self._mismatch(point_id, doc_id, slot, values)
 
@@ -350,11 +349,12 @@ class ChunkTally:
         if found is None:
             found = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
             if _fingerprint((doc_id, *variant_values(found))) == self._fingerprints[slot]:
-                self._matching[slot] += 1  # the same meaning, spelt differently
-                return
+                return  # the same meaning, spelt differently: it matches
+
             # (only drifted documents' spellings: memory grows as ``_variants`` does)
             with contextlib.suppress(TypeError):  # (an unhashable value: not kept)
                 self._spelt.setdefault(slot, {})[spelling] = found
+        self._unmatched[slot] = self._unmatched.get(slot, 0) + 1
         counts = self._variants.get(slot)
         if counts is None:
             counts = self._variants[slot] = {}
@@ -439,9 +439,9 @@ class ChunkTally:
                 return None
             return ChunkAggregate(
                 count=count,
-                matching=self._matching_view[slot],
+                matching=count - self._unmatched.get(slot, 0),
                 variants=dict(self._variants.get(slot, {})),
-                stale=int(self._stale[slot]),
+                stale=self._stale.get(slot, 0),
                 archived=int(self._archived[slot]) if self.split else 0,
             )
         try:

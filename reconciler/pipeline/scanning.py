@@ -53,8 +53,8 @@ def scan(
     """Fingerprint every row's expected payload, then fold the collection per document.
 
     The table is streamed once here, family by family, the collection once, a page at a
-    time. Memory holds 44 bytes a document (``ChunkTally``), plus the doc id and payload
-    variants of each document with a differing chunk.
+    time. Memory holds 36 bytes a document (``ChunkTally``), plus the doc id and payload
+    variants of each document with a differing or stale chunk.
     """
     # (imported here: numpy, which the tally keeps its arrays in, is loaded when a scan
     # begins, not when a command that may never scan starts)
@@ -88,6 +88,8 @@ def scan(
             contents.clear()
             counts.clear()
     tally.expect_rows(batch, contents=contents, counts=counts)
+    for kept in (batch, contents, counts):  # the last rows, let go before the scan's pages
+        kept.clear()
     tally.seal()
 
     scanned = 0

@@ -68,11 +68,14 @@ def approved_once(deploy: Deployment) -> int:
     return 1
 
 
-def step(deploy: Deployment, *, first: bool) -> int:
+def step(deploy: Deployment, labels: PepLabels, *, first: bool) -> int:
     """As cron meets a moved checkout: the scheduled ``run`` first (it sees the edits before
-    their ingestion), then ``ingest`` and ``run``, which are never refused. Returns the
-    approvals made."""
+    their ingestion, and retires nothing the new snapshot holds Final), then ``ingest`` and
+    ``run``, which are never refused. Returns the approvals made."""
     approvals = 0 if first else approved_once(deploy)
+    final = {f"peps:pep-{n:04d}" for n, s in labels.status.items() if s == "Final"}
+    retired = {d for d, row in deploy.rows().items() if row["version_state"] == "retired"}
+    assert not (retired & final), sorted(retired & final)
     result = deploy.cli("ingest")
     assert result.exit_code == 0, result.output
     code, run = deploy.json("run")
@@ -96,8 +99,8 @@ def test_three_snapshots_years_apart_end_at_the_headers_truth(
         repo.commit_tree(snapshot, f"the PEPs at {when:%Y-%m-%d}", when=when)
         if number == 0:
             assert deploy.cli("init").exit_code == 0
-        approvals.append(step(deploy, first=number == 0))
         labels = PepLabels.of(snapshot)
+        approvals.append(step(deploy, labels, first=number == 0))
         assert dict(labels.status) == statuses(snapshot)
         assert deploy.served() == labels.served, when
     assert len(repo.git("log", "--format=%H").split()) == 3
