@@ -21,7 +21,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, AuditKind, Verification, jsonable, rfc3339
 from reconciler.ports.table import ChainedEntry
-from reconciler.stores.sql.audit_body import GENESIS, HEAD, LOG, lock_head, stored_json
+from reconciler.stores.sql.audit_body import (
+    GENESIS,
+    HEAD,
+    LOG,
+    at_text_of,
+    lock_head,
+    stored_json,
+)
 from reconciler.stores.sql.audit_body import canonical_plain as _canonical_plain
 from reconciler.stores.sql.audit_body import digest as _digest
 from reconciler.stores.sql.audit_body import entry_body as _entry_body
@@ -104,10 +111,13 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     prev, count = lock_head(session)
     key = audit_key()
     rows: list[dict[str, Any]] = []
+    at, at_text = None, ""  # (a batch's entries share their instant: its text made once)
     for entry in entries:
         before_text = _canonical_plain(jsonable(entry.before))
         after_text = _canonical_plain(jsonable(entry.after))
-        digest = _digest(prev, _entry_body(entry, before_text, after_text), key)
+        if entry.at is not at:
+            at, at_text = entry.at, at_text_of(entry.at)
+        digest = _digest(prev, _entry_body(entry, before_text, after_text, at_text), key)
         rows.append(
             {
                 "run_id": entry.run_id,

@@ -17,8 +17,14 @@ from reconciler.stores.sql.schema import Base, FindingRow, RunRow
 _FINDINGS = Base.metadata.tables[FindingRow.__tablename__]
 
 
+#: Values with no text in them (matched exactly), left as they are.
+_NO_TEXT = frozenset({int, float, bool, type(None)})
+
+
 def _without_nul(value: Any) -> Any:
     """NUL characters and lone surrogates spelled out (``storable``), recursively."""
+    if type(value) in _NO_TEXT:  # (most of a finding's leaves)
+        return value
     if isinstance(value, str):
         return storable(value)
     if isinstance(value, dict):
