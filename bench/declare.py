@@ -9,7 +9,8 @@ newer), written as ``suggest -o`` writes one (``Proposals.as_dict`` dumped as YA
 times, each in a fresh process:
 
 - ``read``: ``from_file`` alone: the file read, checked and turned into decisions;
-- ``declare``: the command ``reconciler declare FILE --force`` from spawn to exit: the file
+- ``declare``: the command ``reconciler declare FILE --force`` from spawn to exit (wall, and
+  its CPU time: what compares on a loaded machine): the file
   read, every id checked against the table, the declarations recorded in one ``declare`` run
   that reconciles the N families it touches (guard weighed, audited);
 - ``floor``: the same table writes as bare ``sqlite3`` ``executemany`` calls in one
@@ -198,6 +199,7 @@ def _run(n: int, root: Path) -> None:
         [sys.executable, "-c", READ, str(reviewed)], capture_output=True, text=True, check=True
     ).stdout.split()
     floored = floor(root, n)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "reconciler.cli", "--config", str(config), "--format", "json",
@@ -205,11 +207,14 @@ def _run(n: int, root: Path) -> None:
         capture_output=True, text=True, cwd=root, check=False,
     )  # fmt: skip
     declared = time.perf_counter() - t
-    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
+    child = after.ru_maxrss / 1024
     print(
         f"N={n:,} proposals ({size / 1e6:.1f} MB file; corpus of {2 * n:,} rows built in "
         f"{built:.0f} s)\n  read and checked: {out[1]} s, peak RSS {out[2]} MB\n"
-        f"  reconciler declare FILE --force: {declared:.1f} s (exit {done.returncode}), peak "
+        f"  reconciler declare FILE --force: {declared:.1f} s, CPU {cpu:.1f} s (user + system; "
+        f"exit {done.returncode}), peak "
         f"RSS of the children so far {child:.0f} MB\n"
         f"  floor (the same table writes, bare sqlite3 executemany): {floored} s"
     )

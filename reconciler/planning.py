@@ -13,6 +13,7 @@ never disagree with the table, and a second plan over the repaired stores is emp
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -64,7 +65,12 @@ class RowUpdate:
     reasons: tuple[str, ...]
 
     def fields(self) -> dict[str, tuple[Any, Any]]:
-        """Changed fields: name -> (before, after)."""
+        """Changed fields: name -> (before, after) (worked out once: the planner, the applier
+        and the report each ask; read, never changed)."""
+        return self._changed
+
+    @functools.cached_property
+    def _changed(self) -> dict[str, tuple[Any, Any]]:
         return {
             f: (getattr(self.before, f), getattr(self.after, f))
             for f in ROW_FIELDS

@@ -15,6 +15,7 @@ from reconciler.cli.group import (
     EXIT_USAGE,
     CliState,
     Verb,
+    bulk_work,
     cli,
     errors_mapped,
     exit_for,
@@ -171,6 +172,7 @@ def render_proposals(data: dict[str, Any]) -> str:
 )
 @output_options
 @click.pass_obj
+@bulk_work()
 def declare_command(
     obj: CliState,
     args: tuple[str, ...],

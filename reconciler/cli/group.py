@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -110,9 +111,52 @@ class CliState:
     def emit(self, data: dict[str, Any], render: Callable[[dict[str, Any]], str]) -> None:
         """Print ``data`` as JSON or through its table renderer."""
         if self.fmt == "json":
-            click.echo(json.dumps(data, indent=2, default=str, sort_keys=False))
+            click.echo(json_text(data))
         else:
             click.echo(render(data))
+
+
+#: The C encoder (``json.dumps`` with ``indent`` is the pure-Python one: a declare of 100,000
+#: proposals spent seconds there).
+_ENCODE = json.JSONEncoder(default=str).encode
+
+
+def json_text(data: Any, indent: str = "") -> str:
+    """``data`` as the JSON ``--format json`` prints: objects and lists laid out over lines
+    (two spaces a level), except an object in a list, which is one line (a finding, a planned
+    write, a declaration): the same values as ``json.dumps(data, indent=2)``, with a line a
+    record; each line made by the C encoder."""
+    inner = indent + "  "
+    if isinstance(data, dict) and data:
+        items = (f"{_key(k)}: {json_text(v, inner)}" for k, v in data.items())
+    elif isinstance(data, list | tuple) and data:
+        items = (
+            _ENCODE(v) if isinstance(v, dict) else json_text(v, inner) for v in data
+        )  # fmt: skip
+    else:
+        return _ENCODE(data)
+    opening, closing = ("{", "}") if isinstance(data, dict) else ("[", "]")
+    return f"{opening}\n{inner}" + f",\n{inner}".join(items) + f"\n{indent}{closing}"
+
+
+@contextmanager
+def bulk_work() -> Iterator[None]:
+    """A command that builds and keeps millions of objects (a declare of 100,000 proposals):
+    the collector's full passes, each over every object kept, held back while it works (one
+    every 1,000 passes of the young generation instead of every 10: at 30,000 proposals, 19
+    full passes cost a sixth of the command). Young objects are collected as usual; the
+    thresholds are restored after it."""
+    saved = gc.get_threshold()
+    gc.set_threshold(saved[0], saved[1], max(saved[2], 1000))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
+
+
+def _key(key: Any) -> str:
+    """An object's key as ``json.dumps`` writes it (a number, ``None`` or a bool as text)."""
+    return _ENCODE(key) if isinstance(key, str) else _ENCODE({key: 0})[1:-4]
 
 
 def _configured_here() -> bool:

@@ -30,6 +30,8 @@ def storable(text: str) -> str:
     """``text`` with NUL characters and lone surrogates spelled out, for messages, paths and
     findings: PostgreSQL's text and JSONB refuse NUL, UTF-8 encoders refuse surrogates."""
     text = text.replace("\x00", "\\0")
+    if text.isascii():  # (no surrogate: the usual text, checked without encoding it)
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -21,7 +21,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, AuditKind, Verification, jsonable, rfc3339
 from reconciler.ports.table import ChainedEntry
-from reconciler.stores.sql.audit_body import GENESIS, HEAD, LOG, lock_head, stored_json
+from reconciler.stores.sql.audit_body import (
+    GENESIS,
+    HEAD,
+    LOG,
+    at_text_of,
+    lock_head,
+    stored_json,
+)
 from reconciler.stores.sql.audit_body import canonical_plain as _canonical_plain
 from reconciler.stores.sql.audit_body import digest as _digest
 from reconciler.stores.sql.audit_body import entry_body as _entry_body
@@ -32,6 +39,7 @@ from reconciler.stores.sql.audit_protection import (
     audit_key,
     say_protection,
 )
+from reconciler.stores.sql.bulk import insert_through_driver
 from reconciler.stores.sql.schema import AuditHeadRow, AuditRow, RunRow
 
 __all__ = [
@@ -87,6 +95,12 @@ def _hash_of(
     )
 
 
+#: An entry's before and after: their canonical text, stored as it is.
+_AS_IS = {"before": "before", "after": "after"}
+#: Their parameters' names in Core's statement.
+_TEXTS = {"before": "before_text", "after": "after_text"}
+
+
 def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     """Append entries inside the caller's transaction; return the new head hash.
 
@@ -97,10 +111,13 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     prev, count = lock_head(session)
     key = audit_key()
     rows: list[dict[str, Any]] = []
+    at, at_text = None, ""  # (a batch's entries share their instant: its text made once)
     for entry in entries:
         before_text = _canonical_plain(jsonable(entry.before))
         after_text = _canonical_plain(jsonable(entry.after))
-        digest = _digest(prev, _entry_body(entry, before_text, after_text), key)
+        if entry.at is not at:
+            at, at_text = entry.at, at_text_of(entry.at)
+        digest = _digest(prev, _entry_body(entry, before_text, after_text, at_text), key)
         rows.append(
             {
                 "run_id": entry.run_id,
@@ -109,22 +126,22 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
                 "reason": entry.reason,
                 "target_type": entry.target_type,
                 "target": entry.target,
-                "before_text": before_text,
-                "after_text": after_text,
+                "before": before_text,
+                "after": after_text,
                 "prev_hash": prev,
                 "entry_hash": digest,
             }
         )
         prev = digest
     count += len(entries)
-    if rows:
+    if rows and not insert_through_driver(session, LOG, rows, as_is=_AS_IS):
         # One executemany for the whole batch through Core (no ORM unit of work).
         session.execute(
             insert(LOG).values(
                 before=stored_json(session, "before_text"),
                 after=stored_json(session, "after_text"),
             ),
-            rows,
+            [{_TEXTS.get(k, k): v for k, v in row.items()} for row in rows],
         )
     session.execute(update(HEAD).where(HEAD.c.id == 1).values(entry_hash=prev, entries=count))
     anchor_after_commit(session, count, prev, key)

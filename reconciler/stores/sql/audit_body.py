@@ -42,20 +42,30 @@ def _field_text(value: Any) -> str:
     return canonical_plain(plain)
 
 
+def at_text_of(at: datetime) -> str:
+    """An entry's instant as its body holds it."""
+    return _field_text(rfc3339(at))
+
+
 def digest(prev_hash: str, body: str, key: bytes | None) -> str:
     if key is not None:
         return keyed_digest(key, f"{prev_hash}\n{body}")
     return hashlib.sha256(f"{prev_hash}\n{body}".encode()).hexdigest()
 
 
-def entry_body(entry: AuditEntry, before_text: str, after_text: str) -> str:
+def entry_body(
+    entry: AuditEntry, before_text: str, after_text: str, at_text: str | None = None
+) -> str:
     """The canonical body ``_hash_of`` hashes, composed from its parts' canonical texts:
     ``json.dumps`` with sorted keys and the same separators is compositional, so this is
-    byte for byte ``canonical_plain`` of the whole (the keys below are in sorted order)."""
+    byte for byte ``canonical_plain`` of the whole (the keys below are in sorted order).
+    ``at_text``: ``at_text_of(entry.at)``, when a batch has it already."""
+    if at_text is None:
+        at_text = at_text_of(entry.at)
     return (
         f'{{"actor":{_field_text(entry.actor)}'
         f',"after":{after_text}'
-        f',"at":{_field_text(rfc3339(entry.at))}'
+        f',"at":{at_text}'
         f',"before":{before_text}'
         f',"reason":{_field_text(entry.reason)}'
         f',"run_id":{_field_text(entry.run_id)}'

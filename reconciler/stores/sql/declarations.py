@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, AuditKind, Declaration, DeclarationKind
 from reconciler.stores.sql import audit
+from reconciler.stores.sql.bulk import insert_through_driver
 from reconciler.stores.sql.schema import Base, DeclarationRow
 
 #: The audit entries' target type.
@@ -115,8 +116,10 @@ class SqlDeclarations:
             )
 
         with self._sessions.begin() as session:
-            if added:  # one executemany through Core (no ORM object a declaration)
-                session.execute(insert(_TABLE), [_values(decl) for decl in added])
+            new = [_values(decl) for decl in added]
+            if new and not insert_through_driver(session, _TABLE, new):
+                # one executemany through Core (no ORM object a declaration)
+                session.execute(insert(_TABLE), new)
             for decl in added:
                 entry(decl.id, None, decl.to_json(), reason or decl.reason)
             for ids, revoking in ((revoked, True), (restored, False)):

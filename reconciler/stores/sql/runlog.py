@@ -10,14 +10,21 @@ from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import storable
+from reconciler.stores.sql.bulk import insert_through_driver
 from reconciler.stores.sql.connection import now
 from reconciler.stores.sql.schema import Base, FindingRow, RunRow
 
 _FINDINGS = Base.metadata.tables[FindingRow.__tablename__]
 
 
+#: Values with no text in them (matched exactly), left as they are.
+_NO_TEXT = frozenset({int, float, bool, type(None)})
+
+
 def _without_nul(value: Any) -> Any:
     """NUL characters and lone surrogates spelled out (``storable``), recursively."""
+    if type(value) in _NO_TEXT:  # (most of a finding's leaves)
+        return value
     if isinstance(value, str):
         return storable(value)
     if isinstance(value, dict):
@@ -179,7 +186,8 @@ class SqlRunLog:
         # finding: a repair of 4,000 documents records 4,000 of them, a declare of 100,000
         # links 300,000).
         with self._sessions.begin() as session:
-            session.execute(insert(_FINDINGS), rows)
+            if not insert_through_driver(session, _FINDINGS, rows):
+                session.execute(insert(_FINDINGS), rows)
 
     def findings_of(self, run_id: str) -> list[dict[str, Any]]:
         """The findings a run recorded."""

@@ -1,0 +1,63 @@
+"""``--format json``'s text (``reconciler.cli.group.json_text``): the values ``json.dumps``
+writes, laid out a record a line, by the C encoder; and the collector's setting a bulk
+command works under (``bulk_work``), restored after it."""
+
+from __future__ import annotations
+
+import gc
+import json
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reconciler.cli.group import bulk_work, json_text
+
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(st.text(), VALUES, max_size=6))
+def test_the_same_json_as_dumps(data: dict[str, object]) -> None:
+    text = json_text(data)
+    assert json.loads(text) == json.loads(json.dumps(data, indent=2))
+    # The same tokens in the same order: only the whitespace between them differs.
+    assert json.dumps(json.loads(text)) == json.dumps(data)
+
+
+def test_a_record_a_line_the_rest_indented() -> None:
+    data = {
+        "run_id": None,
+        "findings": [{"check": "family", "expected": {"a": [1, 2]}}, {"check": "dates"}],
+        "writes": {"table": 2},
+        "at": datetime(2026, 1, 2, tzinfo=UTC),
+        "skipped": [],
+        3: "a key that is not text",
+    }
+    assert json_text(data).splitlines() == [
+        "{",
+        '  "run_id": null,',
+        '  "findings": [',
+        '    {"check": "family", "expected": {"a": [1, 2]}},',
+        '    {"check": "dates"}',
+        "  ],",
+        '  "writes": {',
+        '    "table": 2',
+        "  },",
+        '  "at": "2026-01-02 00:00:00+00:00",',
+        '  "skipped": [],',
+        '  "3": "a key that is not text"',
+        "}",
+    ]
+
+
+def test_bulk_work_holds_back_full_passes_and_restores() -> None:
+    before = gc.get_threshold()
+    with bulk_work():
+        assert gc.get_threshold()[2] >= 1000
+        assert gc.get_threshold()[:2] == before[:2]
+    assert gc.get_threshold() == before
