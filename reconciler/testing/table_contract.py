@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -62,6 +63,36 @@ def test_documents_by_id_family_and_stream(table: DocumentTable) -> None:
     streamed = [d.doc_id for d in table.iter_documents(batch_size=2)]
     assert streamed == ["h:doc-0", "h:doc-1", "h:doc-2", "h:doc-3"]
     assert [d.doc_id for d in table.iter_documents(doc_ids=["h:doc-2"])] == ["h:doc-2"]
+
+
+def test_the_rows_a_scan_names_with_other_ids_are_selected_by_the_table(
+    table: DocumentTable,
+) -> None:
+    """``iter_renamed``: the rows of one source holding one of the keys under none of the ids
+    (a re-keying's candidates), ordered by id; every key and id of a big scan in one read."""
+    table.upsert_documents(
+        [
+            document(0),  # held as the scan names it
+            document(1, doc_id="h:legacy-1"),  # adopted under an id of no "h:" form
+            document(2),  # renamed: the scan names doc-2 "h:P2"
+            document(3, doc_id="h:P1"),  # the id the scan holds, under another key
+            document(4),  # a key the scan lacks (missing, not renamed)
+            document(5, source="other", doc_id="other:doc-5"),  # another source's
+        ]
+    )
+    scan = {"doc-0": "h:doc-0", "doc-1": "h:doc-1", "doc-2": "h:P2", "doc-3": "h:P1"}
+    scan.update({f"k{n}": f"h:id-{n}" for n in range(1200)})  # more than a query's worth
+    scan["doc-5"] = "h:doc-5"
+
+    def renamed(keys: Iterable[str], ids: Iterable[str]) -> list[str]:
+        return [row.doc_id for row in table.iter_renamed("h", keys=keys, ids=ids, batch_size=1)]
+
+    assert renamed(scan, scan.values()) == ["h:doc-2", "h:legacy-1"]
+    assert renamed(iter(scan), iter(scan.values())) == ["h:doc-2", "h:legacy-1"]
+    assert renamed(scan, []) == ["h:P1", "h:doc-0", "h:doc-2", "h:legacy-1"]
+    assert renamed([], scan.values()) == []
+    row = next(table.iter_renamed("h", keys=["doc-1"], ids=[]))
+    assert row == table.get_documents(["h:legacy-1"])["h:legacy-1"]
 
 
 def test_the_payload_derived_from_a_streamed_row_is_the_written_documents(

@@ -63,10 +63,19 @@ BATCH = 256
 def pending_rekey(table: DocumentReader, snapshot: SourceSnapshot) -> RekeyPlan:
     """The pairs (and conflicts) a source's scan holds: registered documents its source now
     names with other ids (``rules.rekeying``). Reads the identities of keys the scan lacks,
-    the source's rows (streamed: those that hold a key of the scan under another id are
-    kept), and the rows at the places the scan holds under new ids."""
+    the source's rows that hold a key of the scan under an id the scan does not hold
+    (``DocumentReader.iter_renamed``: the table selects them, so a run or an ingestion where
+    nothing was re-keyed reads no row here), and the rows at the places the scan holds under
+    new ids.
+
+    The rows read are those that hold a key of the scan under another id, less those whose
+    id the scan holds (under another key): ``pair_documents`` leaves such a row out (its id
+    is not gone), and the places it would claim only widen the rows of new ids read
+    (``registered``), which ``pair_documents`` looks at only where a row it keeps claims the
+    place. So the plan is the one every row of the source, streamed and sifted, gives."""
     source = snapshot.source
     keyed = {doc.source_key: doc for doc in snapshot.documents}
+    ids = {doc.doc_id for doc in snapshot.documents}
     places = {place_of(doc) for doc in snapshot.documents}
     paths = {
         key: path
@@ -76,11 +85,7 @@ def pending_rekey(table: DocumentReader, snapshot: SourceSnapshot) -> RekeyPlan:
     by_path = table.get_documents(f"{source}:{k}" for k in sorted(paths)) if paths else {}
     gone = [
         *by_path.values(),
-        *(
-            row
-            for row in table.iter_documents(source=source)
-            if row.source_key in keyed and row.doc_id != keyed[row.source_key].doc_id
-        ),
+        *table.iter_renamed(source, keys=keyed, ids=ids),
     ]
     if not gone:
         return RekeyPlan()

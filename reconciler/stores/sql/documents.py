@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, String, bindparam, func, literal_column, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -110,6 +111,41 @@ class SqlDocuments:
             result = conn.execution_options(yield_per=batch_size).execute(stmt)
             for row in result:
                 yield document_from_values(row)
+
+    def iter_renamed(
+        self, source: str, *, keys: Iterable[str], ids: Iterable[str], batch_size: int = 1000
+    ) -> Iterator[Document]:
+        """Stream the rows of ``source`` whose source key is one of ``keys`` and whose id is
+        none of ``ids``, ordered by id (``DocumentReader.iter_renamed``): one statement, the
+        keys and ids bound as one value each (a JSON array SQLite's ``json_each`` reads, an
+        array PostgreSQL's ``unnest`` does), so only those rows leave the database."""
+        wanted, held = sorted(set(keys)), sorted(set(ids))
+        if not wanted:
+            return
+        columns = DocumentRow.__table__.c
+        stmt = (
+            select(*(columns[name] for name in _DOC_FIELDS))
+            .where(
+                columns.source == source,
+                columns.source_key.in_(self._bound_values("keys")),
+                columns.doc_id.not_in(self._bound_values("ids")),
+            )
+            .order_by(columns.doc_id)
+        )
+        bound: dict[str, Any] = {"keys": wanted, "ids": held}
+        if self.dialect != "postgresql":
+            bound = {name: json.dumps(values) for name, values in bound.items()}
+        with self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=batch_size).execute(stmt, bound)
+            for row in result:
+                yield document_from_values(row)
+
+    def _bound_values(self, name: str) -> Any:
+        """A subquery of the strings bound as ``name``: PostgreSQL's ``unnest`` of an array,
+        SQLite's ``json_each`` of a JSON array."""
+        if self.dialect == "postgresql":
+            return select(func.unnest(bindparam(name, type_=postgresql.ARRAY(String))))
+        return select(literal_column("value")).select_from(func.json_each(bindparam(name)))
 
     def known_families(self, families: Iterable[str]) -> set[str]:
         """Those of ``families`` that at least one document row belongs to (500 per query)."""
