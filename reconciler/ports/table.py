@@ -172,9 +172,13 @@ class DocumentReader(Protocol):
         as for ``identities``."""
         ...
 
-    def identity_paths(self, source: str) -> dict[str, str]:
+    def identity_paths(
+        self, source: str, *, at: Iterable[str] | None = None, besides: Iterable[str] = ()
+    ) -> dict[str, str]:
         """Where each source key of a source was last seen (source_key -> path), for the keys
-        recorded with a path."""
+        recorded with a path: with ``at``, only those last seen at one of those paths; never
+        those of ``besides``. Selected by the table (a re-keying's, ``pending_rekey``: the
+        keys a scan lacks at the places it holds, none where nothing was re-keyed)."""
         ...
 
     def source_status(self) -> Mapping[str, SourceStatus]:

@@ -91,8 +91,38 @@ def test_the_rows_a_scan_names_with_other_ids_are_selected_by_the_table(
     assert renamed(iter(scan), iter(scan.values())) == ["h:doc-2", "h:legacy-1"]
     assert renamed(scan, []) == ["h:P1", "h:doc-0", "h:doc-2", "h:legacy-1"]
     assert renamed([], scan.values()) == []
-    row = next(table.iter_renamed("h", keys=["doc-1"], ids=[]))
-    assert row == table.get_documents(["h:legacy-1"])["h:legacy-1"]
+    rows = list(table.iter_renamed("h", keys=["doc-1"], ids=[]))
+    assert rows == [table.get_documents(["h:legacy-1"])["h:legacy-1"]]
+
+
+def test_the_identities_last_seen_at_some_paths_besides_some_keys(table: DocumentTable) -> None:
+    """``identity_paths``: every key recorded with a path, or those at ``at`` and not in
+    ``besides`` (the keys a scan lacks at the places it holds), selected by the table."""
+    table.record_identities(
+        "h",
+        [
+            ("doc-0", "h:fam-0", None, "a.md"),
+            ("doc-1", "h:fam-0", None, "b.md"),
+            ("old-1", "h:fam-0", None, "b.md"),  # two keys last seen at one path
+            ("doc-2", "h:fam-1", None, None),  # no path recorded
+        ],
+    )
+    table.record_identities("other", [("doc-0", "other:fam", None, "b.md")])
+    everything = {"doc-0": "a.md", "doc-1": "b.md", "old-1": "b.md"}
+    assert table.identity_paths("h") == everything
+    assert table.identity_paths("h", at=iter(["b.md", "c.md"])) == {
+        "doc-1": "b.md",
+        "old-1": "b.md",
+    }
+    assert table.identity_paths("h", at=["b.md"], besides=iter(["doc-1", "x"])) == {
+        "old-1": "b.md"
+    }
+    many = [f"k{n}" for n in range(1200)]  # more than a query's worth
+    assert table.identity_paths("h", besides=[*many, "doc-0"]) == {
+        "doc-1": "b.md",
+        "old-1": "b.md",
+    }
+    assert table.identity_paths("h", at=[]) == {}
 
 
 def test_the_payload_derived_from_a_streamed_row_is_the_written_documents(
@@ -341,6 +371,7 @@ def test_many_findings_are_kept_in_order_with_their_values(table: DocumentTable)
 
 __all__ = [
     "test_a_declaration_that_cannot_be_written_writes_nothing",
+    "test_a_rekey_renames_a_document_everywhere_in_one_audited_transaction",
     "test_audit_appends_extend_one_chain",
     "test_declarations_are_recorded_revoked_and_restored_with_their_audit_entries",
     "test_documents_by_id_family_and_stream",
@@ -348,7 +379,9 @@ __all__ = [
     "test_many_findings_are_kept_in_order_with_their_values",
     "test_rows_requests_and_audit_commit_together",
     "test_run_log_from_start_to_end",
+    "test_the_identities_last_seen_at_some_paths_besides_some_keys",
     "test_the_payload_derived_from_a_streamed_row_is_the_written_documents",
+    "test_the_rows_a_scan_names_with_other_ids_are_selected_by_the_table",
 ]
 
 
