@@ -136,6 +136,15 @@ class DocumentReader(Protocol):
         """Stream documents ordered by family, version and id (never all at once)."""
         ...
 
+    def iter_renamed(
+        self, source: str, *, keys: Iterable[str], ids: Iterable[str], batch_size: int = 1000
+    ) -> Iterator[Document]:
+        """Stream the rows of ``source`` whose source key is one of ``keys`` and whose id is
+        none of ``ids``, ordered by id: the rows a scan (its keys and ids) names with other
+        ids (``writing.rekeying.pending_rekey``). Selected by the table, never all the
+        source's rows streamed to be sifted."""
+        ...
+
     def known_families(self, families: Iterable[str]) -> set[str]:
         """Those of ``families`` that at least one document row belongs to."""
         ...
@@ -163,9 +172,13 @@ class DocumentReader(Protocol):
         as for ``identities``."""
         ...
 
-    def identity_paths(self, source: str) -> dict[str, str]:
+    def identity_paths(
+        self, source: str, *, at: Iterable[str] | None = None, besides: Iterable[str] = ()
+    ) -> dict[str, str]:
         """Where each source key of a source was last seen (source_key -> path), for the keys
-        recorded with a path."""
+        recorded with a path: with ``at``, only those last seen at one of those paths; never
+        those of ``besides``. Selected by the table (a re-keying's, ``pending_rekey``: the
+        keys a scan lacks at the places it holds, none where nothing was re-keyed)."""
         ...
 
     def source_status(self) -> Mapping[str, SourceStatus]:

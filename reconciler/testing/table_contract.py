@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -62,6 +63,66 @@ def test_documents_by_id_family_and_stream(table: DocumentTable) -> None:
     streamed = [d.doc_id for d in table.iter_documents(batch_size=2)]
     assert streamed == ["h:doc-0", "h:doc-1", "h:doc-2", "h:doc-3"]
     assert [d.doc_id for d in table.iter_documents(doc_ids=["h:doc-2"])] == ["h:doc-2"]
+
+
+def test_the_rows_a_scan_names_with_other_ids_are_selected_by_the_table(
+    table: DocumentTable,
+) -> None:
+    """``iter_renamed``: the rows of one source holding one of the keys under none of the ids
+    (a re-keying's candidates), ordered by id; every key and id of a big scan in one read."""
+    table.upsert_documents(
+        [
+            document(0),  # held as the scan names it
+            document(1, doc_id="h:legacy-1"),  # adopted under an id of no "h:" form
+            document(2),  # renamed: the scan names doc-2 "h:P2"
+            document(3, doc_id="h:P1"),  # the id the scan holds, under another key
+            document(4),  # a key the scan lacks (missing, not renamed)
+            document(5, source="other", doc_id="other:doc-5"),  # another source's
+        ]
+    )
+    scan = {"doc-0": "h:doc-0", "doc-1": "h:doc-1", "doc-2": "h:P2", "doc-3": "h:P1"}
+    scan.update({f"k{n}": f"h:id-{n}" for n in range(1200)})  # more than a query's worth
+    scan["doc-5"] = "h:doc-5"
+
+    def renamed(keys: Iterable[str], ids: Iterable[str]) -> list[str]:
+        return [row.doc_id for row in table.iter_renamed("h", keys=keys, ids=ids, batch_size=1)]
+
+    assert renamed(scan, scan.values()) == ["h:doc-2", "h:legacy-1"]
+    assert renamed(iter(scan), iter(scan.values())) == ["h:doc-2", "h:legacy-1"]
+    assert renamed(scan, []) == ["h:P1", "h:doc-0", "h:doc-2", "h:legacy-1"]
+    assert renamed([], scan.values()) == []
+    rows = list(table.iter_renamed("h", keys=["doc-1"], ids=[]))
+    assert rows == [table.get_documents(["h:legacy-1"])["h:legacy-1"]]
+
+
+def test_the_identities_last_seen_at_some_paths_besides_some_keys(table: DocumentTable) -> None:
+    """``identity_paths``: every key recorded with a path, or those at ``at`` and not in
+    ``besides`` (the keys a scan lacks at the places it holds), selected by the table."""
+    table.record_identities(
+        "h",
+        [
+            ("doc-0", "h:fam-0", None, "a.md"),
+            ("doc-1", "h:fam-0", None, "b.md"),
+            ("old-1", "h:fam-0", None, "b.md"),  # two keys last seen at one path
+            ("doc-2", "h:fam-1", None, None),  # no path recorded
+        ],
+    )
+    table.record_identities("other", [("doc-0", "other:fam", None, "b.md")])
+    everything = {"doc-0": "a.md", "doc-1": "b.md", "old-1": "b.md"}
+    assert table.identity_paths("h") == everything
+    assert table.identity_paths("h", at=iter(["b.md", "c.md"])) == {
+        "doc-1": "b.md",
+        "old-1": "b.md",
+    }
+    assert table.identity_paths("h", at=["b.md"], besides=iter(["doc-1", "x"])) == {
+        "old-1": "b.md"
+    }
+    many = [f"k{n}" for n in range(1200)]  # more than a query's worth
+    assert table.identity_paths("h", besides=[*many, "doc-0"]) == {
+        "doc-1": "b.md",
+        "old-1": "b.md",
+    }
+    assert table.identity_paths("h", at=[]) == {}
 
 
 def test_the_payload_derived_from_a_streamed_row_is_the_written_documents(
@@ -310,6 +371,7 @@ def test_many_findings_are_kept_in_order_with_their_values(table: DocumentTable)
 
 __all__ = [
     "test_a_declaration_that_cannot_be_written_writes_nothing",
+    "test_a_rekey_renames_a_document_everywhere_in_one_audited_transaction",
     "test_audit_appends_extend_one_chain",
     "test_declarations_are_recorded_revoked_and_restored_with_their_audit_entries",
     "test_documents_by_id_family_and_stream",
@@ -317,7 +379,9 @@ __all__ = [
     "test_many_findings_are_kept_in_order_with_their_values",
     "test_rows_requests_and_audit_commit_together",
     "test_run_log_from_start_to_end",
+    "test_the_identities_last_seen_at_some_paths_besides_some_keys",
     "test_the_payload_derived_from_a_streamed_row_is_the_written_documents",
+    "test_the_rows_a_scan_names_with_other_ids_are_selected_by_the_table",
 ]
 
 

@@ -62,25 +62,27 @@ BATCH = 256
 
 def pending_rekey(table: DocumentReader, snapshot: SourceSnapshot) -> RekeyPlan:
     """The pairs (and conflicts) a source's scan holds: registered documents its source now
-    names with other ids (``rules.rekeying``). Reads the identities of keys the scan lacks,
-    the source's rows (streamed: those that hold a key of the scan under another id are
-    kept), and the rows at the places the scan holds under new ids."""
+    names with other ids (``rules.rekeying``). Reads the identities of the keys the scan
+    lacks last seen at places it holds (``identity_paths``), the source's rows that hold a
+    key of the scan under an id the scan does not hold (``iter_renamed``), and the rows at
+    the places the scan holds under new ids. The table selects the first two, so a run, an
+    ingestion or a watch's run at some paths where nothing was re-keyed reads no row: never
+    every row and identity of the source, streamed to be sifted, as it did.
+
+    The rows read are those that hold a key of the scan under another id, less those whose
+    id the scan holds (under another key): ``pair_documents`` leaves such a row out (its id
+    is not gone), and the places it would claim only widen the rows of new ids read
+    (``registered``), which ``pair_documents`` looks at only where a row it keeps claims the
+    place. So the plan is the one every row of the source, streamed and sifted, gives."""
     source = snapshot.source
     keyed = {doc.source_key: doc for doc in snapshot.documents}
+    ids = {doc.doc_id for doc in snapshot.documents}
     places = {place_of(doc) for doc in snapshot.documents}
-    paths = {
-        key: path
-        for key, path in table.identity_paths(source).items()
-        if key not in keyed and path in places
-    }
+    paths = table.identity_paths(source, at=places, besides=keyed)
     by_path = table.get_documents(f"{source}:{k}" for k in sorted(paths)) if paths else {}
     gone = [
         *by_path.values(),
-        *(
-            row
-            for row in table.iter_documents(source=source)
-            if row.source_key in keyed and row.doc_id != keyed[row.source_key].doc_id
-        ),
+        *table.iter_renamed(source, keys=keyed, ids=ids),
     ]
     if not gone:
         return RekeyPlan()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, String, bindparam, func, literal_column, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -110,6 +111,45 @@ class SqlDocuments:
             result = conn.execution_options(yield_per=batch_size).execute(stmt)
             for row in result:
                 yield document_from_values(row)
+
+    def iter_renamed(
+        self, source: str, *, keys: Iterable[str], ids: Iterable[str], batch_size: int = 1000
+    ) -> Iterator[Document]:
+        """Stream the rows of ``source`` whose source key is one of ``keys`` and whose id is
+        none of ``ids``, ordered by id (``DocumentReader.iter_renamed``): one statement, the
+        keys and ids bound as one value each (a JSON array SQLite's ``json_each`` reads, an
+        array PostgreSQL's ``unnest`` does), so only those rows leave the database."""
+        wanted, held = list(set(keys)), list(set(ids))
+        if not wanted:
+            return
+        columns = DocumentRow.__table__.c
+        stmt = (
+            select(*(columns[name] for name in _DOC_FIELDS))
+            .where(
+                columns.source == source,
+                columns.source_key.in_(self._bound_values("keys")),
+                columns.doc_id.not_in(self._bound_values("ids")),
+            )
+            .order_by(columns.doc_id)
+        )
+        with self.engine.connect() as conn:
+            bound = self._bound({"keys": wanted, "ids": held})
+            result = conn.execution_options(yield_per=batch_size).execute(stmt, bound)
+            for row in result:
+                yield document_from_values(row)
+
+    def _bound_values(self, name: str) -> Any:
+        """A subquery of the strings bound as ``name``: PostgreSQL's ``unnest`` of an array,
+        SQLite's ``json_each`` of a JSON array."""
+        if self.dialect == "postgresql":
+            return select(func.unnest(bindparam(name, type_=postgresql.ARRAY(String))))
+        return select(literal_column("value")).select_from(func.json_each(bindparam(name)))
+
+    def _bound(self, values: Mapping[str, list[str]]) -> dict[str, Any]:
+        """The values of ``_bound_values``'s subqueries, as the dialect binds them."""
+        if self.dialect == "postgresql":
+            return dict(values)
+        return {name: json.dumps(strings) for name, strings in values.items()}
 
     def known_families(self, families: Iterable[str]) -> set[str]:
         """Those of ``families`` that at least one document row belongs to (500 per query)."""
@@ -272,14 +312,25 @@ class SqlDocuments:
         stmt = select(IdentityRow.source_key, IdentityRow.last_seen)
         return {key: seen for key, seen in self._identity_rows(stmt, source, near)}
 
-    def identity_paths(self, source: str) -> dict[str, str]:
+    def identity_paths(
+        self, source: str, *, at: Iterable[str] | None = None, besides: Iterable[str] = ()
+    ) -> dict[str, str]:
         """Where each source key of a source was last seen (source_key -> path), for the keys
-        recorded with a path."""
+        recorded with a path (``DocumentReader.identity_paths``: ``at`` and ``besides``
+        bound as ``iter_renamed`` binds its keys and ids, one statement)."""
         stmt = select(IdentityRow.source_key, IdentityRow.path).where(
             IdentityRow.source == source, IdentityRow.path.is_not(None)
         )
+        bound: dict[str, list[str]] = {}
+        if at is not None:
+            bound["at"] = list(set(at))
+            stmt = stmt.where(IdentityRow.path.in_(self._bound_values("at")))
+        other = list(set(besides))
+        if other:
+            bound["besides"] = other
+            stmt = stmt.where(IdentityRow.source_key.not_in(self._bound_values("besides")))
         with Session(self.engine) as session:
-            rows = session.execute(stmt.execution_options(yield_per=5000))
+            rows = session.execute(stmt.execution_options(yield_per=5000), self._bound(bound))
             return {key: path for key, path in rows if path is not None}
 
     # -- source status ----------------------------------------------------------------------
