@@ -37,12 +37,21 @@ from typing import Any
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
-from reconciler.model import MANAGED_KEYS, AuditEntry, AuditKind, PayloadWrite, RowChange, jsonable
+from reconciler.model import (
+    MANAGED_KEYS,
+    AuditEntry,
+    AuditKind,
+    PayloadWrite,
+    RowChange,
+    jsonable,
+    page_entry,
+)
 from reconciler.planning import PayloadTarget, Plan, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.writing.differs import (
     Differs,
     Located,
+    Scanned,
     WriteGroup,
     expected_of,
     still_differs,
@@ -273,14 +282,14 @@ class Applier:
         """Write each target's differing points: by the ids the scan kept where they are all
         that can differ, else through the doc_id filter (else, for chunks without a doc_id
         whose ids were not kept, one more scroll)."""
-        by_id: list[tuple[Differs, list[str | int]]] = []
+        by_id: list[tuple[Differs, Scanned]] = []
         by_filter: list[PayloadTarget] = []
         by_scroll: list[PayloadTarget] = []
         for target in targets:
             compare = Differs(target)  # (the target normalised once, here)
-            ids = self._kept_ids(compare, located)
-            if ids is not None:
-                by_id.append((compare, ids))
+            scanned = self._kept_ids(compare, located)
+            if scanned is not None:
+                by_id.append((compare, scanned))
             elif target.doc_id is not None:
                 by_filter.append(target)
             else:
@@ -294,66 +303,49 @@ class Applier:
             self._write_scrolled(by_scroll, None)
 
     @staticmethod
-    def _kept_ids(compare: Differs, located: Located | None) -> list[str | int] | None:
-        """The ids that are all the target can need written, if the scan kept them."""
+    def _kept_ids(compare: Differs, located: Located | None) -> Scanned | None:
+        """The ids that are all the target can need written, with the values the scan read
+        there, if the scan kept them."""
         if located is None:
             return None
         target = compare.target
-        ids = located.mismatching_ids(target.doc_id)
-        if ids is None:
+        scanned = located.scanned(target.doc_id)
+        if scanned is None:
             return None
         expected = compare.expected
         if expected is None or located.matches(target.doc_id, expected):
             # The row stays: chunks that matched it carry the payload already. (A partial
             # target is an orphan's: no row, so every chunk of it was kept.)
-            return ids
+            return scanned
         return None  # the row changes: chunks that matched the old row need it too
 
-    def _write_by_id(self, targets: list[tuple[Differs, list[str | int]]]) -> None:
-        """Re-read the kept ids, document by document, and flush whole documents in batches
+    def _write_by_id(self, targets: list[tuple[Differs, Scanned]]) -> None:
+        """Write the kept ids, document by document, judged on the values the scan read
+        there (no re-read: docs/engine.md, "Why no re-read"), in batches of whole documents
         of about ``batch_points`` points."""
-        pending: list[tuple[Differs, list[str | int]]] = []
+        pending: list[WriteGroup] = []
         size = done = 0
-        for target, ids in targets:
-            if not ids:
-                continue
-            pending.append((target, ids))
-            size += len(ids)
-            if size >= self.batch_points:
-                done += size
-                self._flush(self._reread(pending))
-                if self.progress is not None:
-                    self.progress(done)
-                pending, size = [], 0
-        if pending:
-            self._flush(self._reread(pending))
-
-    def _reread(self, pending: list[tuple[Differs, list[str | int]]]) -> list[WriteGroup]:
-        """The groups (one per document and prior payload) of the points that still differ,
-        re-read by id as raw values (``retrieve_managed``) and compared as they are."""
-        wanted = [pid for _compare, ids in pending for pid in ids]
-        found: dict[str | int, tuple[Any, ...]] = {}
-        step = max(self.scroll_batch, 1)
-        for start in range(0, len(wanted), step):
-            page = self.index.retrieve_managed(wanted[start : start + step])
-            point_id = page.point_id
-            for at, row in enumerate(page.rows):
-                found[point_id(at)] = row[1:]  # (row[0]: the doc_id)
-        groups: list[WriteGroup] = []
-        for compare, ids in pending:
+        for compare, (ids, scanned) in targets:
             variants: dict[Any, WriteGroup] = {}
-            for pid in ids:
-                values = found.get(pid)
-                differs = None if values is None else compare.raw(values)
+            for pid, values in zip(ids, scanned, strict=True):
+                differs = compare.raw(values)
                 if differs is None:
-                    continue  # deleted, or repaired by someone else since the scan
+                    continue  # (the same meaning spelt differently: nothing to write)
                 before, key, keys = differs
                 group = variants.get(key)
                 if group is None:
                     group = variants[key] = WriteGroup(target=compare.target, before=before)
                 group.add(pid, keys)
-            groups += variants.values()
-        return groups
+                size += 1
+            pending += variants.values()
+            if size >= self.batch_points:
+                done += size
+                self._flush(pending)
+                if self.progress is not None:
+                    self.progress(done)
+                pending, size = [], 0
+        if pending:
+            self._flush(pending)
 
     def _write_scrolled(self, targets: list[PayloadTarget], doc_ids: list[str] | None) -> None:
         """Scroll the targets' points (``doc_ids``: through the doc_id filter; ``None``: the
@@ -422,7 +414,7 @@ class Applier:
             for g in groups
         ]
         # The intents (and the confirmation of the batch before) go first, in one commit.
-        intents = self._entries(groups)
+        intents = [page_entry(self._entries(groups))]  # (one entry the page: docs/auditing.md)
         previous = [self._confirmation()] if self.intents.open is not None else []
         self.intents.intend(intents, closing=previous)
         self._unconfirmed_points = sum(len(g.point_ids) for g in groups)

@@ -134,9 +134,14 @@ class Located(Protocol):
         ``doc_id``'s chunks with."""
         ...
 
-    def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
-        """Ids of the chunks that differed (``None``: not all kept)."""
+    def scanned(self, doc_id: str | None) -> Scanned | None:
+        """Ids of the chunks that differed, and the managed values the scan read at each, in
+        ``MANAGED_KEYS`` order, an absent key as ``ABSENT`` (``None``: not all kept)."""
         ...
+
+
+#: The ids of a document's chunks the scan kept, and the values it read at each.
+Scanned = tuple[list[str | int], list[tuple[Any, ...]]]
 
 
 @dataclass

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.model import AuditEntry, jsonable, rfc3339
 from reconciler.stores.sql.audit_protection import keyed_digest
-from reconciler.stores.sql.schema import AuditHeadRow, AuditRow, Base
+from reconciler.stores.sql.schema import AuditDocumentRow, AuditHeadRow, AuditRow, Base
 
 GENESIS = "0" * 64
 
@@ -66,6 +66,7 @@ def entry_body(entry: AuditEntry, before_text: str, after_text: str) -> str:
 
 HEAD = Base.metadata.tables[AuditHeadRow.__tablename__]
 LOG = Base.metadata.tables[AuditRow.__tablename__]
+DOCUMENTS = Base.metadata.tables[AuditDocumentRow.__tablename__]
 
 
 def lock_head(session: Session) -> tuple[str, int]:
