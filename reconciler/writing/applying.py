@@ -328,9 +328,9 @@ class Applier:
         for compare, (ids, scanned) in targets:
             variants: dict[Any, WriteGroup] = {}
             for pid, values in zip(ids, scanned, strict=True):
-                differs = compare.raw(values)
+                differs = compare.scanned(values)
                 if differs is None:
-                    continue  # (the same meaning spelt differently: nothing to write)
+                    continue  # (an orphan's chunk that holds what its partial target writes)
                 before, key, keys = differs
                 group = variants.get(key)
                 if group is None:

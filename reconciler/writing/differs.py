@@ -5,6 +5,7 @@ scan kept about where drift is (``Located``)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -78,6 +79,27 @@ class Differs:
             return judged
         except TypeError:  # an unhashable value
             return self._judge(present(values))
+
+    def scanned(self, values: tuple[Any, ...]) -> Differing | None:
+        """``raw`` for a point the check's scan kept as differing from its row, when the row is
+        what this (whole) target writes (``Located.matches``): it differs (the scan compared
+        its meaning with the row's), so only its before and the keys to send are worked out,
+        once a spelling, with no ``normalize``; its points are grouped by that spelling."""
+        if self.target.partial:
+            return self.raw(values)
+        spelling: Any
+        found: Differing | None
+        try:
+            spelling = (values, tuple(map(type, values)))
+            found = self._seen.get(spelling)
+        except TypeError:  # an unhashable value: alone
+            spelling, found = (object(),), None
+        if found is None:
+            before = present(values)
+            found = (before, spelling, changed_keys(before, self.target.payload))
+            with contextlib.suppress(TypeError):
+                self._seen[spelling] = found
+        return found
 
     def __call__(self, payload: Mapping[str, Any]) -> Differing | None:
         """``still_differs(payload, target, expected)``, and the keys to send it

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Text, insert, select, type_coerce, union, update
+from sqlalchemy import Engine, Text, select, type_coerce, union
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import (
@@ -27,7 +27,14 @@ from reconciler.model import (
     rfc3339,
 )
 from reconciler.ports.table import ChainedEntry
-from reconciler.stores.sql.audit_body import DOCUMENTS, GENESIS, HEAD, LOG, lock_head, stored_json
+from reconciler.stores.sql.audit_body import (
+    DOCUMENTS,
+    GENESIS,
+    MOVE_HEAD,
+    insert_statement,
+    lock_head,
+    texts_of,
+)
 from reconciler.stores.sql.audit_body import canonical_plain as _canonical_plain
 from reconciler.stores.sql.audit_body import digest as _digest
 from reconciler.stores.sql.audit_body import entry_body as _entry_body
@@ -105,8 +112,7 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     key = audit_key()
     rows: list[dict[str, Any]] = []
     for entry in entries:
-        before_text = _canonical_plain(jsonable(entry.before))
-        after_text = _canonical_plain(jsonable(entry.after))
+        before_text, after_text = texts_of(entry)
         digest = _digest(prev, _entry_body(entry, before_text, after_text), key)
         rows.append(
             {
@@ -126,12 +132,8 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     count += len(entries)
     if rows:
         # One executemany for the whole batch through Core (no ORM unit of work).
-        statement = insert(LOG).values(
-            before=stored_json(session, "before_text"),
-            after=stored_json(session, "after_text"),
-        )
-        insert_indexed(session, statement, rows, entries)
-    session.execute(update(HEAD).where(HEAD.c.id == 1).values(entry_hash=prev, entries=count))
+        insert_indexed(session, insert_statement(session), rows, entries)
+    session.execute(MOVE_HEAD, {"new_hash": prev, "new_count": count})
     anchor_after_commit(session, count, prev, key)
     return prev
 
