@@ -375,6 +375,12 @@ class ChunkTally:
             return False
         return _fingerprint((doc_id, *variant_values(expected))) == int(self._fingerprints[slot])
 
+    def holds(self, doc_id: str | None, values: tuple[Any, ...]) -> bool:
+        """``matches`` of a payload's raw values in ``MANAGED_KEYS`` order, not normalised
+        (``False`` for the same meaning spelt otherwise: ask ``matches``)."""
+        slot = self.slot(doc_id)
+        return slot is not None and _fingerprint((doc_id, *values)) == int(self._fingerprints[slot])
+
     def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
         """The point ids of ``doc_id``'s chunks that differed from its row (or, for a document
         without a row, all its chunks) as scanned; ``None`` when they were not all kept."""

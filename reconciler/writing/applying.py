@@ -312,10 +312,12 @@ class Applier:
         scanned = located.scanned(target.doc_id)
         if scanned is None:
             return None
-        expected = compare.expected
-        if expected is None or located.matches(target.doc_id, expected):
+        if target.partial or located.holds(target.doc_id, compare.values):
             # The row stays: chunks that matched it carry the payload already. (A partial
             # target is an orphan's: no row, so every chunk of it was kept.)
+            return scanned
+        expected = compare.expected  # (spelt otherwise than the scan's row? then normalised)
+        if expected is not None and located.matches(target.doc_id, expected):
             return scanned
         return None  # the row changes: chunks that matched the old row need it too
 

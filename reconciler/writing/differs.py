@@ -56,13 +56,21 @@ class Differs:
 
     def __init__(self, target: PayloadTarget) -> None:
         self.target = target
-        self._expected = expected_of(target)
+        self._expected: Variant | bool | None = False  # (False: not worked out yet)
         self._seen: dict[tuple[Any, ...], Differing | None] = {}
 
     @property
     def expected(self) -> Variant | None:
-        """``normalize(target.payload)``, worked out once (``None`` for a partial target)."""
-        return self._expected
+        """``normalize(target.payload)``, worked out once, when first asked for (``None`` for a
+        partial target): a document written by the ids its scan kept never asks."""
+        if self._expected is False:
+            self._expected = expected_of(self.target)
+        return self._expected  # type: ignore[return-value]
+
+    @property
+    def values(self) -> tuple[Any, ...]:
+        """The target's values in ``MANAGED_KEYS`` order, as written (``None`` where absent)."""
+        return tuple(map(self.target.payload.get, MANAGED_KEYS))
 
     def raw(self, values: tuple[Any, ...]) -> Differing | None:
         """The same answer from a point's raw managed values in ``MANAGED_KEYS`` order, an
@@ -122,7 +130,7 @@ class Differs:
             return self._judge(payload)
 
     def _judge(self, payload: Mapping[str, Any]) -> Differing | None:
-        found = still_differs(payload, self.target, self._expected)
+        found = still_differs(payload, self.target, self.expected)
         if found is None:
             return None
         return (*found, changed_keys(payload, self.target.payload))
@@ -154,6 +162,11 @@ class Located(Protocol):
     def matches(self, doc_id: str | None, expected: Variant) -> bool:
         """Whether ``expected`` (a payload, ``normalize``d) is what the scan compared
         ``doc_id``'s chunks with."""
+        ...
+
+    def holds(self, doc_id: str | None, values: tuple[Any, ...]) -> bool:
+        """``matches`` of a payload's raw values in ``MANAGED_KEYS`` order, not normalised
+        (``False`` may still be the same meaning spelt otherwise)."""
         ...
 
     def scanned(self, doc_id: str | None) -> Scanned | None:
