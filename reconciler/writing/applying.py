@@ -61,6 +61,9 @@ from reconciler.writing.moving import Mover
 
 log = logging.getLogger(__name__)
 
+#: A values tuple not judged yet (``_write_by_id``).
+_UNSEEN: Any = object()
+
 
 @dataclass
 class ApplyResult:
@@ -328,18 +331,17 @@ class Applier:
         pending: list[WriteGroup] = []
         size = done = 0
         for compare, (ids, scanned) in targets:
-            variants: dict[Any, WriteGroup] = {}
+            # The scan kept one values tuple for the chunks that spell them alike: a group
+            # is found by that tuple's identity, judged once (``None``: nothing to write).
+            groups: dict[int, WriteGroup | None] = {}
             for pid, values in zip(ids, scanned, strict=True):
-                differs = compare.scanned(values)
-                if differs is None:
-                    continue  # (an orphan's chunk that holds what its partial target writes)
-                before, key, keys = differs
-                group = variants.get(key)
-                if group is None:
-                    group = variants[key] = WriteGroup(target=compare.target, before=before)
-                group.add(pid, keys)
-                size += 1
-            pending += variants.values()
+                group = groups.get(id(values), _UNSEEN)
+                if group is _UNSEEN:
+                    group = groups[id(values)] = compare.group(values)
+                if group is not None:  # (None: an orphan's chunk holding what is written)
+                    group.point_ids.append(pid)
+                    size += 1
+            pending += [g for g in groups.values() if g is not None and g.point_ids]
             if size >= self.batch_points:
                 done += size
                 self._flush(pending)

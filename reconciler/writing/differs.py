@@ -109,6 +109,17 @@ class Differs:
                 self._seen[spelling] = found
         return found
 
+    def group(self, values: tuple[Any, ...]) -> WriteGroup | None:
+        """The (empty) group of the points the scan read as ``values`` (``scanned``), or
+        ``None`` when they need no write."""
+        differs = self.scanned(values)
+        if differs is None:
+            return None
+        before, _key, keys = differs
+        group = WriteGroup(target=self.target, before=before)
+        group.keys.update(self.target.payload if keys is None else keys)
+        return group
+
     def __call__(self, payload: Mapping[str, Any]) -> Differing | None:
         """``still_differs(payload, target, expected)``, and the keys to send it
         (``changed_keys``; ``None`` for a partial target: all of its keys)."""
