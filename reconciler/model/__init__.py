@@ -9,9 +9,13 @@ imported from here.
 """
 
 from reconciler.model.audit import (
+    PAGE_TARGET,
     AuditEntry,
     AuditKind,
     Verification,
+    documents_of,
+    page_entry,
+    page_targets,
 )
 from reconciler.model.chunks import (
     ChunkRecord,
@@ -66,6 +70,7 @@ __all__ = [
     "MANAGED_QUARANTINE_REASONS",
     "OPEN_END",
     "OPEN_START",
+    "PAGE_TARGET",
     "SERVABLE_STATES",
     "AuditEntry",
     "AuditKind",
@@ -89,8 +94,11 @@ __all__ = [
     "SourceSnapshot",
     "Verification",
     "VersionState",
+    "documents_of",
     "fields_from_json",
     "jsonable",
+    "page_entry",
+    "page_targets",
     "parse_instant",
     "rfc3339",
     "state_of",

@@ -1,9 +1,10 @@
-"""The audit log's values: the kinds of entry, an entry of the hash chain, and what verifying
-the chain found."""
+"""The audit log's values: the kinds of entry, an entry of the hash chain, a batch's payload
+intents as one entry and back, and what verifying the chain found."""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,9 @@ class AuditKind(enum.StrEnum):
     RUN = "run"
     #: The intent of a batch of payload writes (before the write) and its confirmation.
     PAYLOAD = "payload"
+    #: The payload intents of one batch in one entry (``page_entry``): read back, it is the
+    #: one ``PAYLOAD`` intent of each of its documents (``documents_of``).
+    PAYLOAD_PAGE = "payload_page"
     CONFIRM = "confirm"
     #: An ingestion's intent to (re-)write one document.
     INGEST = "ingest"
@@ -68,3 +72,64 @@ class Verification:
     def ok(self) -> bool:
         """True when the chain is intact."""
         return not self.problems
+
+
+#: The target of a ``PAYLOAD_PAGE`` entry (its documents are in its body, and in the table
+#: that finds an entry by its documents).
+PAGE_TARGET = "(page)"
+
+
+def page_entry(intents: Sequence[AuditEntry]) -> AuditEntry:
+    """The ``PAYLOAD`` intents of one batch (one run, one instant) as one ``PAYLOAD_PAGE``
+    entry: its ``before`` lists each document's target, reason, points and payload before,
+    its ``after`` each one's payload after, in the same order."""
+    first = intents[0]
+    return AuditEntry(
+        run_id=first.run_id,
+        at=first.at,
+        actor=first.actor,
+        reason=str(AuditKind.PAYLOAD_PAGE),
+        target_type=AuditKind.PAYLOAD_PAGE,
+        target=PAGE_TARGET,
+        before={
+            "documents": [
+                {
+                    "target": e.target,
+                    "reason": e.reason,
+                    "points": e.before["points"],
+                    "payload": e.before["payload"],
+                }
+                for e in intents
+            ]
+        },
+        after={"payloads": [e.after["payload"] for e in intents]},
+    )
+
+
+def documents_of(entry: AuditEntry) -> list[AuditEntry]:
+    """An entry as its readers take it: a ``PAYLOAD_PAGE`` entry is the ``PAYLOAD`` intent of
+    each of its documents (as they were written one entry a document), any other is itself."""
+    if entry.target_type != AuditKind.PAYLOAD_PAGE:
+        return [entry]
+    documents = entry.before["documents"]
+    payloads = entry.after["payloads"]
+    return [
+        AuditEntry(
+            run_id=entry.run_id,
+            at=entry.at,
+            actor=entry.actor,
+            reason=document["reason"],
+            target_type=AuditKind.PAYLOAD,
+            target=document["target"],
+            before={"points": document["points"], "payload": document["payload"]},
+            after={"payload": payload},
+        )
+        for document, payload in zip(documents, payloads, strict=True)
+    ]
+
+
+def page_targets(entry: AuditEntry) -> list[str]:
+    """The documents a ``PAYLOAD_PAGE`` entry is about (none for any other entry)."""
+    if entry.target_type != AuditKind.PAYLOAD_PAGE:
+        return []
+    return [document["target"] for document in entry.before["documents"]]

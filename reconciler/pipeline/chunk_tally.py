@@ -16,11 +16,11 @@ A chunk or a row without a hash is never stale: there is nothing to compare. In 
 store, per row too: whether its chunks belong in the main collection (``kept_in_main``), the
 chunks seen in the archive, and the ids of *misplaced* documents.
 
-Payload variants, their counts, and the doc id, are kept only for documents with a
-mismatching chunk; ``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no
-row) or when a check asks for one document's aggregate. The point ids of mismatching chunks
-are kept, up to ``keep_ids`` in all, so that the applier can write by id without scanning
-again.
+Payload variants, and the doc id, are kept only for documents with a mismatching chunk;
+``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no row) or when a check
+asks for one document's aggregate. The point ids of mismatching chunks are kept, up to ``keep_ids`` in
+all, with the values read there (``kept_ids``), so that the applier can write by id without
+scanning or reading again.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import numpy.typing as npt
 from reconciler.check_inputs import ChunkAggregate, Registered, variant_values
 from reconciler.model import MANAGED_KEYS, ManagedPage
 from reconciler.payload import Variant, fingerprint, normalize
+from reconciler.pipeline.kept_ids import KeptIds
 from reconciler.rules.time_rule import kept_in_main
 
 __all__ = ["ChunkTally", "Registered", "check_key"]
@@ -120,12 +121,8 @@ class ChunkTally:
         #: slot -> doc id, for the documents with a variant.
         self._drifted: dict[int, str] = {}
         self._orphans: dict[Any, ChunkAggregate] = {}
-        self._slot_ids: dict[int, list[str | int]] = {}
-        self._orphan_ids: dict[Any, list[str | int]] = {}
-        self._kept = 0
-        self.keep_ids = keep_ids
-        #: False once more mismatching chunks were seen than ``keep_ids``: ids were dropped.
-        self.ids_complete = True
+        #: The ids of the mismatching chunks and the values read there (``kept_ids``).
+        self._ids = KeptIds(keep_ids)
         self.chunks = 0
 
     # -- registering rows -------------------------------------------------------------------
@@ -336,7 +333,7 @@ class ChunkTally:
             orphan.count += 1
             orphan.archived += self._in_archive
             orphan.variants[variant] = orphan.variants.get(variant, 0) + 1
-            self._keep(self._orphan_ids, doc_id, point_id)
+            self._ids.keep((False, doc_id), point_id, values)
             return
         # Values equal with equal types normalise alike: a spelling met before on this
         # (drifted) document is the variant it was then.
@@ -360,18 +357,12 @@ class ChunkTally:
             counts = self._variants[slot] = {}
             self._drifted[slot] = doc_id
         counts[found] = counts.get(found, 0) + 1
-        self._keep(self._slot_ids, slot, point_id)
+        self._ids.keep((True, slot), point_id, values)
 
-    def _keep(self, ids: dict[Any, list[str | int]], key: Any, point_id: str | int) -> None:
-        if not self.ids_complete:
-            return
-        if self._kept >= self.keep_ids:
-            self.ids_complete = False
-            self._slot_ids.clear()
-            self._orphan_ids.clear()
-            return
-        ids.setdefault(key, []).append(point_id)
-        self._kept += 1
+    @property
+    def ids_complete(self) -> bool:
+        """False once more mismatching chunks were seen than ``keep_ids``: ids were dropped."""
+        return self._ids.complete
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -383,15 +374,24 @@ class ChunkTally:
             return False
         return _fingerprint((doc_id, *variant_values(expected))) == int(self._fingerprints[slot])
 
+    def holds(self, doc_id: str | None, values: tuple[Any, ...]) -> bool:
+        """``matches`` of a payload's raw values in ``MANAGED_KEYS`` order, not normalised
+        (``False`` for the same meaning spelt otherwise: ask ``matches``)."""
+        slot = self.slot(doc_id)
+        return slot is not None and _fingerprint((doc_id, *values)) == int(self._fingerprints[slot])
+
     def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
         """The point ids of ``doc_id``'s chunks that differed from its row (or, for a document
         without a row, all its chunks) as scanned; ``None`` when they were not all kept."""
-        if not self.ids_complete:
-            return None
+        found = self.scanned(doc_id)
+        return None if found is None else found[0]
+
+    def scanned(self, doc_id: str | None) -> tuple[list[str | int], list[tuple[Any, ...]]] | None:
+        """``mismatching_ids`` and, beside each, the managed values the scan read, in
+        ``MANAGED_KEYS`` order (an absent or null key as ``ABSENT``, as ``retrieve_managed``
+        gives them); ``None`` when they were not all kept."""
         slot = self.slot(doc_id)
-        if slot is not None:
-            return list(self._slot_ids.get(slot, ()))
-        return list(self._orphan_ids.get(doc_id, ()))
+        return self._ids.scanned((False, doc_id) if slot is None else (True, slot))
 
     def drifted_ids(self) -> list[str]:
         """The registered documents with a chunk whose payload differs from their row's, in

@@ -26,6 +26,7 @@ from reconciler.model import (
     RowChange,
     Severity,
     VersionState,
+    page_entry,
 )
 from reconciler.payload import payload_for, payload_values
 from reconciler.ports import DocumentRename, DocumentTable
@@ -296,6 +297,48 @@ def test_audit_appends_extend_one_chain(table: DocumentTable) -> None:
     assert verification.entries == 2
 
 
+def test_a_page_of_intents_is_found_by_each_of_its_documents(table: DocumentTable) -> None:
+    """Issue 38: one batch's payload intents are one ``payload_page`` entry; each of its
+    documents finds it as its own intent (served, history, rollback, show, recovery)."""
+    intents = [
+        AuditEntry(
+            "r1",
+            AT,
+            "apply",
+            f"why {n}",
+            "payload",
+            f"h:doc-{n}",
+            {"points": [n, 10 + n], "payload": {"doc_version": n}},
+            {"payload": {"v": n}},
+        )
+        for n in (0, 1, 1, 2)  # (doc-1 twice: two variants of its chunks)
+    ]
+    first = table.append_audit([AuditEntry("r0", AT, "cli", "t", "row", "h:doc-0", {}, {})])
+    head = table.append_audit([page_entry(intents)])
+    table.append_audit([AuditEntry("r1", AT, "apply", "confirm", "confirm", "r1", None, {})])
+    entries, hashes = table.run_entries_with_hashes("r1")
+    assert entries[:4] == intents
+    assert hashes[:4] == [head] * 4
+    upto = table.verify_audit().entries + 10
+    about = list(table.audit_entries_about(["h:doc-1", "h:doc-9"], upto=upto))
+    assert [c.entry for c in about] == intents[1:3]
+    assert {c.entry_hash for c in about} == {head}
+    assert list(table.audit_targets(kinds=["payload"], upto=upto)) == [
+        "h:doc-0",
+        "h:doc-1",
+        "h:doc-2",
+    ]
+    assert table.runs_touching_after(first, {"h:doc-2"}, exclude="r0") == ["r1"]
+    shown = list(table.audit_entries(target="h:doc-2"))
+    assert [(e["target_type"], e["target"], e["entry_hash"]) for e in shown] == [
+        ("payload", "h:doc-2", head)
+    ]
+    assert shown[0]["before"] == {"points": [2, 12], "payload": {"doc_version": 2}}
+    assert len(list(table.audit_entries(run_id="r1"))) == 5
+    assert [c.entry for c in table.walk_audit()][1:5] == intents
+    assert table.verify_audit().ok
+
+
 def test_run_log_from_start_to_end(table: DocumentTable) -> None:
     run = table.start_run(mode="apply", actor="cli", shard="0/1", checks="dates,hash")
     assert table.runs_to_resolve(shard="0/1") == [(run, "running")]
@@ -371,6 +414,7 @@ def test_many_findings_are_kept_in_order_with_their_values(table: DocumentTable)
 
 __all__ = [
     "test_a_declaration_that_cannot_be_written_writes_nothing",
+    "test_a_page_of_intents_is_found_by_each_of_its_documents",
     "test_a_rekey_renames_a_document_everywhere_in_one_audited_transaction",
     "test_audit_appends_extend_one_chain",
     "test_declarations_are_recorded_revoked_and_restored_with_their_audit_entries",

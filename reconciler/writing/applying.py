@@ -37,7 +37,15 @@ from typing import Any
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
-from reconciler.model import MANAGED_KEYS, AuditEntry, AuditKind, PayloadWrite, RowChange, jsonable
+from reconciler.model import (
+    MANAGED_KEYS,
+    AuditEntry,
+    AuditKind,
+    PayloadWrite,
+    RowChange,
+    jsonable,
+    page_entry,
+)
 from reconciler.planning import PayloadTarget, Plan, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.ports.table import DocumentRename
@@ -312,7 +320,7 @@ class Applier:
             for g in groups
         ]
         # The intents (and the confirmation of the batch before) go first, in one commit.
-        intents = self._entries(groups)
+        intents = [page_entry(self._entries(groups))]  # (one entry the page: docs/auditing.md)
         previous = [self._confirmation()] if self.intents.open is not None else []
         self.intents.intend(intents, closing=previous)
         self._unconfirmed_points = sum(len(g.point_ids) for g in groups)

@@ -5,6 +5,7 @@ scan kept about where drift is (``Located``)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -55,13 +56,21 @@ class Differs:
 
     def __init__(self, target: PayloadTarget) -> None:
         self.target = target
-        self._expected = expected_of(target)
+        self._expected: Variant | bool | None = False  # (False: not worked out yet)
         self._seen: dict[tuple[Any, ...], Differing | None] = {}
 
     @property
     def expected(self) -> Variant | None:
-        """``normalize(target.payload)``, worked out once (``None`` for a partial target)."""
-        return self._expected
+        """``normalize(target.payload)``, worked out once, when first asked for (``None`` for a
+        partial target): a document written by the ids its scan kept never asks."""
+        if self._expected is False:
+            self._expected = expected_of(self.target)
+        return self._expected  # type: ignore[return-value]
+
+    @property
+    def values(self) -> tuple[Any, ...]:
+        """The target's values in ``MANAGED_KEYS`` order, as written (``None`` where absent)."""
+        return tuple(map(self.target.payload.get, MANAGED_KEYS))
 
     def raw(self, values: tuple[Any, ...]) -> Differing | None:
         """The same answer from a point's raw managed values in ``MANAGED_KEYS`` order, an
@@ -78,6 +87,38 @@ class Differs:
             return judged
         except TypeError:  # an unhashable value
             return self._judge(present(values))
+
+    def scanned(self, values: tuple[Any, ...]) -> Differing | None:
+        """``raw`` for a point the check's scan kept as differing from its row, when the row is
+        what this (whole) target writes (``Located.matches``): it differs (the scan compared
+        its meaning with the row's), so only its before and the keys to send are worked out,
+        once a spelling, with no ``normalize``; its points are grouped by that spelling."""
+        if self.target.partial:
+            return self.raw(values)
+        spelling: Any
+        found: Differing | None
+        try:
+            spelling = (values, tuple(map(type, values)))
+            found = self._seen.get(spelling)
+        except TypeError:  # an unhashable value: alone
+            spelling, found = (object(),), None
+        if found is None:
+            before = present(values)
+            found = (before, spelling, changed_keys(before, self.target.payload))
+            with contextlib.suppress(TypeError):
+                self._seen[spelling] = found
+        return found
+
+    def group(self, values: tuple[Any, ...]) -> WriteGroup | None:
+        """The (empty) group of the points the scan read as ``values`` (``scanned``), or
+        ``None`` when they need no write."""
+        differs = self.scanned(values)
+        if differs is None:
+            return None
+        before, _key, keys = differs
+        group = WriteGroup(target=self.target, before=before)
+        group.keys.update(self.target.payload if keys is None else keys)
+        return group
 
     def __call__(self, payload: Mapping[str, Any]) -> Differing | None:
         """``still_differs(payload, target, expected)``, and the keys to send it
@@ -100,7 +141,7 @@ class Differs:
             return self._judge(payload)
 
     def _judge(self, payload: Mapping[str, Any]) -> Differing | None:
-        found = still_differs(payload, self.target, self._expected)
+        found = still_differs(payload, self.target, self.expected)
         if found is None:
             return None
         return (*found, changed_keys(payload, self.target.payload))
@@ -134,9 +175,19 @@ class Located(Protocol):
         ``doc_id``'s chunks with."""
         ...
 
-    def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
-        """Ids of the chunks that differed (``None``: not all kept)."""
+    def holds(self, doc_id: str | None, values: tuple[Any, ...]) -> bool:
+        """``matches`` of a payload's raw values in ``MANAGED_KEYS`` order, not normalised
+        (``False`` may still be the same meaning spelt otherwise)."""
         ...
+
+    def scanned(self, doc_id: str | None) -> Scanned | None:
+        """Ids of the chunks that differed, and the managed values the scan read at each, in
+        ``MANAGED_KEYS`` order, an absent key as ``ABSENT`` (``None``: not all kept)."""
+        ...
+
+
+#: The ids of a document's chunks the scan kept, and the values it read at each.
+Scanned = tuple[list[str | int], list[tuple[Any, ...]]]
 
 
 @dataclass

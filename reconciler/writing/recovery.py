@@ -67,7 +67,9 @@ def unconfirmed(
             confirmed_through = entry.after.get("through")
     if confirmed_through is None:
         return [e for e in entries if e.target_type == kind]
-    position = hashes.index(confirmed_through) if confirmed_through in hashes else -1
+    # (the last entry of that hash: a page of intents is one entry a document, one hash)
+    last = {entry_hash: at for at, entry_hash in enumerate(hashes)}
+    position = last.get(confirmed_through, -1)
     return [e for e in entries[position + 1 :] if e.target_type == kind]
 
 

@@ -3,7 +3,8 @@ allows, and handed to the applier in batches of whole documents (``Applier`` aud
 batch as intents, then sends it: ``applying``).
 
 A document whose row stays as it is needs only its chunks that differed from the row, and the
-scan kept their ids (``Located``); they are re-read by id and written. A document whose row
+scan kept their ids with the values it read there (``Located``); they are written by id, with
+no second read (docs/engine.md, "Why no re-read"). A document whose row
 changes needs every chunk that does not carry the new payload: its points are selected
 through the ``doc_id`` payload filter (an index lookup on a server). Only when the scan could
 not keep every id (more than ``Options.keep_ids`` mismatching chunks) are documents without a
@@ -17,7 +18,10 @@ from typing import Any
 
 from reconciler.planning import PayloadTarget
 from reconciler.ports import ChunkIndex
-from reconciler.writing.differs import Differs, Located, WriteGroup
+from reconciler.writing.differs import Differs, Located, Scanned, WriteGroup
+
+#: A values tuple not judged yet (``Selector._write_by_id``).
+_UNSEEN: Any = object()
 
 
 class Selector:
@@ -45,14 +49,14 @@ class Selector:
         """Write each target's differing points: by the ids the scan kept where they are all
         that can differ, else through the doc_id filter (else, for chunks without a doc_id
         whose ids were not kept, one more scroll)."""
-        by_id: list[tuple[Differs, list[str | int]]] = []
+        by_id: list[tuple[Differs, Scanned]] = []
         by_filter: list[PayloadTarget] = []
         by_scroll: list[PayloadTarget] = []
         for target in targets:
             compare = Differs(target)  # (the target normalised once, here)
-            ids = self._kept_ids(compare, located)
-            if ids is not None:
-                by_id.append((compare, ids))
+            scanned = self._kept_ids(compare, located)
+            if scanned is not None:
+                by_id.append((compare, scanned))
             elif target.doc_id is not None:
                 by_filter.append(target)
             else:
@@ -66,66 +70,50 @@ class Selector:
             self._write_scrolled(by_scroll, None)
 
     @staticmethod
-    def _kept_ids(compare: Differs, located: Located | None) -> list[str | int] | None:
-        """The ids that are all the target can need written, if the scan kept them."""
+    def _kept_ids(compare: Differs, located: Located | None) -> Scanned | None:
+        """The ids that are all the target can need written, with the values the scan read
+        there, if the scan kept them."""
         if located is None:
             return None
         target = compare.target
-        ids = located.mismatching_ids(target.doc_id)
-        if ids is None:
+        scanned = located.scanned(target.doc_id)
+        if scanned is None:
             return None
-        expected = compare.expected
-        if expected is None or located.matches(target.doc_id, expected):
+        if target.partial or located.holds(target.doc_id, compare.values):
             # The row stays: chunks that matched it carry the payload already. (A partial
             # target is an orphan's: no row, so every chunk of it was kept.)
-            return ids
+            return scanned
+        expected = compare.expected  # (spelt otherwise than the scan's row? then normalised)
+        if expected is not None and located.matches(target.doc_id, expected):
+            return scanned
         return None  # the row changes: chunks that matched the old row need it too
 
-    def _write_by_id(self, targets: list[tuple[Differs, list[str | int]]]) -> None:
-        """Re-read the kept ids, document by document, and flush whole documents in batches
+    def _write_by_id(self, targets: list[tuple[Differs, Scanned]]) -> None:
+        """Write the kept ids, document by document, judged on the values the scan read
+        there (no re-read: docs/engine.md, "Why no re-read"), in batches of whole documents
         of about ``batch_points`` points."""
-        pending: list[tuple[Differs, list[str | int]]] = []
+        pending: list[WriteGroup] = []
         size = done = 0
-        for target, ids in targets:
-            if not ids:
-                continue
-            pending.append((target, ids))
-            size += len(ids)
+        for compare, (ids, scanned) in targets:
+            # The scan kept one values tuple for the chunks that spell them alike: a group
+            # is found by that tuple's identity, judged once (``None``: nothing to write).
+            groups: dict[int, WriteGroup | None] = {}
+            for pid, values in zip(ids, scanned, strict=True):
+                group = groups.get(id(values), _UNSEEN)
+                if group is _UNSEEN:
+                    group = groups[id(values)] = compare.group(values)
+                if group is not None:  # (None: an orphan's chunk holding what is written)
+                    group.point_ids.append(pid)
+                    size += 1
+            pending += [g for g in groups.values() if g is not None and g.point_ids]
             if size >= self.batch_points:
                 done += size
-                self.flush(self._reread(pending))
+                self.flush(pending)
                 if self.progress is not None:
                     self.progress(done)
                 pending, size = [], 0
         if pending:
-            self.flush(self._reread(pending))
-
-    def _reread(self, pending: list[tuple[Differs, list[str | int]]]) -> list[WriteGroup]:
-        """The groups (one per document and prior payload) of the points that still differ,
-        re-read by id as raw values (``retrieve_managed``) and compared as they are."""
-        wanted = [pid for _compare, ids in pending for pid in ids]
-        found: dict[str | int, tuple[Any, ...]] = {}
-        step = max(self.scroll_batch, 1)
-        for start in range(0, len(wanted), step):
-            page = self.index.retrieve_managed(wanted[start : start + step])
-            point_id = page.point_id
-            for at, row in enumerate(page.rows):
-                found[point_id(at)] = row[1:]  # (row[0]: the doc_id)
-        groups: list[WriteGroup] = []
-        for compare, ids in pending:
-            variants: dict[Any, WriteGroup] = {}
-            for pid in ids:
-                values = found.get(pid)
-                differs = None if values is None else compare.raw(values)
-                if differs is None:
-                    continue  # deleted, or repaired by someone else since the scan
-                before, key, keys = differs
-                group = variants.get(key)
-                if group is None:
-                    group = variants[key] = WriteGroup(target=compare.target, before=before)
-                group.add(pid, keys)
-            groups += variants.values()
-        return groups
+            self.flush(pending)
 
     def _write_scrolled(self, targets: list[PayloadTarget], doc_ids: list[str] | None) -> None:
         """Scroll the targets' points (``doc_ids``: through the doc_id filter; ``None``: the

@@ -97,11 +97,15 @@ def declaring(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
 
 
 def audited(db: Path) -> dict[str, int]:
-    """Audit entries by kind so far (read beside the running process)."""
+    """Audit entries by kind so far (read beside the running process); ``payload``: the
+    payload intents, a page's one a document."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-        return dict(
+        counts = dict(
             conn.execute("SELECT target_type, COUNT(*) FROM audit_log GROUP BY target_type")
         )
+        [(paged,)] = conn.execute("SELECT COUNT(*) FROM audit_documents").fetchall()
+    counts["payload"] = counts.get("payload", 0) + paged
+    return counts
 
 
 def kill(deploy: Deployment, seed: int, *args: str) -> None:

@@ -75,15 +75,17 @@ def state(deploy: Deployment) -> dict[str, Any]:
 
 
 def intents(db: Path) -> tuple[int, int]:
-    """Payload intents and confirmations audited so far (read beside the running process:
-    WAL). A confirmation is written with the next batch's intents, once a batch is written."""
+    """Payload intents (a page's, one a document) and confirmations audited so far (read
+    beside the running process: WAL). A confirmation is written with the next batch's
+    intents, once a batch is written."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
         rows = conn.execute(
             "SELECT target_type, COUNT(*) FROM audit_log "
             "WHERE target_type IN ('payload', 'confirm') GROUP BY target_type"
         ).fetchall()
+        [(paged,)] = conn.execute("SELECT COUNT(*) FROM audit_documents").fetchall()
     counts = dict(rows)
-    return int(counts.get("payload", 0)), int(counts.get("confirm", 0))
+    return int(counts.get("payload", 0)) + int(paged), int(counts.get("confirm", 0))
 
 
 def mid_writes(intended: int, confirmed: int, *, after: int) -> bool:

@@ -106,7 +106,8 @@ def copy(template: tuple[Path, dict[str, Any]], folder: Path) -> Deployment:
 
 
 def audited(db: Path) -> tuple[int, int]:
-    """Declarations and payload intents audited so far (read beside the running process)."""
+    """Declarations and payload intents (a page's, one a document) audited so far (read
+    beside the running process)."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
         counts = dict(
             conn.execute(
@@ -114,7 +115,8 @@ def audited(db: Path) -> tuple[int, int]:
                 "WHERE target_type IN ('declaration', 'payload') GROUP BY target_type"
             ).fetchall()
         )
-    return int(counts.get("declaration", 0)), int(counts.get("payload", 0))
+        [(paged,)] = conn.execute("SELECT COUNT(*) FROM audit_documents").fetchall()
+    return int(counts.get("declaration", 0)), int(counts.get("payload", 0)) + int(paged)
 
 
 def kill_declare(deploy: Deployment, seed: int) -> str | None:

@@ -135,10 +135,11 @@ def test_payload_drift_is_written_by_the_ids_the_check_saw(world: World) -> None
 
     assert report.applied is not None
     assert report.applied.points == 2 * len(drifted)
-    # One scan (the check's lean one), no second scroll at all: the points were re-read by id.
+    # One scan (the check's lean one), no second scroll and no re-read: the points were
+    # written by the ids, and judged on the values, that scan kept.
     assert world.index.scans == [None]
     assert world.index.scrolls == []
-    assert sum(world.index.retrieved) == 2 * len(drifted)
+    assert sum(world.index.retrieved) == 0
     # Whole documents in one call; one intent entry per document.
     assert len(world.index.writes) == 1
     assert {w.doc_id for w in world.index.writes[0]} == {"hb:expenses-v1", "hb:travel-v1"}
@@ -202,22 +203,31 @@ def test_too_many_mismatches_to_keep_fall_back_to_the_filter_and_converge(world:
     assert not world.run("check").findings
 
 
-def test_a_point_repaired_since_the_scan_is_not_written_again(world: World) -> None:
+def test_the_before_is_what_the_scan_read_under_the_lease(world: World) -> None:
+    """No re-read before the write (docs/engine.md, "Why no re-read"): a point an outside
+    writer fixed between the scan and the write is written again (idempotent: it ends as the
+    row says) and audited with the value the scan read."""
     ids = world.drift_payload("hb:expenses-v1", version_state="current")
     engine = world.engine()
     options = Options(mode=RunMode.APPLY, now=NOW, guard=Guard(max_changed_fraction=1.0))
     sources = engine.read_sources(options, NOW)
     scan = engine.scan(options, None)
-    # Someone fixes one chunk between the scan and the write.
+    # Someone outside the lease fixes one chunk between the scan and the write.
     row = world.table.get_documents(["hb:expenses-v1"])["hb:expenses-v1"]
     world.index.set_payloads([PayloadWrite((ids[0],), payload_for(row))])
     assessment = engine.assess(options, NOW, sources, scan)
 
     applier = Applier(table=world.table, index=world.index, run_id="r", actor="test")
     world.table.start_run(mode=RunMode.APPLY, actor="test", run_id="r")
+    world.index.reset()
     result = applier.apply(assessment.plan, located=scan.chunks)
 
-    assert result.points == len(ids) - 1
+    assert result.points == len(ids)
+    assert world.index.retrieved == []
+    [intent] = _audit_payload_entries(world.table, "r")
+    assert intent.before["payload"]["version_state"] == "current"
+    assert sorted(map(str, intent.before["points"])) == sorted(map(str, ids))
+    assert not world.run("check").findings
 
 
 # -- the compact state --------------------------------------------------------------------

@@ -33,6 +33,7 @@ from reconciler.model import (
 )
 from reconciler.payload import Variant, instant_text, normalize, payload_values
 from reconciler.pipeline.chunk_tally import ChunkTally
+from reconciler.ports.index import ABSENT
 from reconciler.rules.time_rule import kept_in_main
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -329,6 +330,28 @@ def test_a_spelling_remembered_on_a_drifted_document_is_told_apart_by_its_types(
     assert aggregate is not None
     assert (aggregate.count, aggregate.matching) == (6, 2)
     assert tally.mismatching_ids(row.doc_id) == ["p0", "p2", "p3", "p5"]
+
+
+def test_the_values_the_scan_read_are_kept_beside_each_id_one_tuple_a_spelling() -> None:
+    """Issue 38: the applier writes by these ids with no re-read, the audit's *before* taken
+    from these values: a ``None`` the scan read is an absent key; chunks spelt alike share one
+    tuple (the applier judges each tuple once); past ``keep_ids`` nothing is kept."""
+    row = _row("hb:doc-0", 0)
+    stale = (*payload_values(row)[:2], "superseded", *payload_values(row)[3:])
+    tally = ChunkTally(keep_ids=3)
+    tally.expect(row.doc_id, payload_values(row))
+    for page in _pages([(f"p{n}", row.doc_id, stale) for n in range(3)], 2):
+        tally.add_page(page)
+    scanned = tally.scanned(row.doc_id)
+    assert scanned is not None
+    ids, values = scanned
+    assert ids == ["p0", "p1", "p2"]
+    assert values[0] is values[1] is values[2]
+    reason = MANAGED_KEYS.index("quarantine_reason")
+    assert values[0][reason] is ABSENT
+    assert values[0][2] == "superseded"
+    tally.add_page(next(iter(_pages([("p3", row.doc_id, stale)], 1))))
+    assert tally.scanned(row.doc_id) is None  # (more than keep_ids: the filter instead)
 
 
 # -- the text and the count of a document's chunks ----------------------------------------

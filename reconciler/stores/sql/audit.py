@@ -16,22 +16,31 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Text, insert, select, type_coerce, update
+from sqlalchemy import Engine, Text, select, type_coerce, union
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.model import AuditEntry, AuditKind, Verification, jsonable, rfc3339
+from reconciler.model import (
+    AuditEntry,
+    AuditKind,
+    Verification,
+    jsonable,
+    rfc3339,
+)
 from reconciler.ports.table import ChainedEntry
 from reconciler.stores.sql.audit_body import (
+    DOCUMENTS,
     GENESIS,
-    HEAD,
     LOG,
+    MOVE_HEAD,
     at_text_of,
+    insert_statement,
     lock_head,
-    stored_json,
+    texts_of,
 )
 from reconciler.stores.sql.audit_body import canonical_plain as _canonical_plain
 from reconciler.stores.sql.audit_body import digest as _digest
 from reconciler.stores.sql.audit_body import entry_body as _entry_body
+from reconciler.stores.sql.audit_pages import about, insert_indexed, parts, readable_parts
 from reconciler.stores.sql.audit_protection import (
     ProtectedVerification,
     anchor_after_commit,
@@ -113,8 +122,7 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     rows: list[dict[str, Any]] = []
     at, at_text = None, ""  # (a batch's entries share their instant: its text made once)
     for entry in entries:
-        before_text = _canonical_plain(jsonable(entry.before))
-        after_text = _canonical_plain(jsonable(entry.after))
+        before_text, after_text = texts_of(entry)
         if entry.at is not at:
             at, at_text = entry.at, at_text_of(entry.at)
         digest = _digest(prev, _entry_body(entry, before_text, after_text, at_text), key)
@@ -134,16 +142,18 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
         )
         prev = digest
     count += len(entries)
-    if rows and not insert_through_driver(session, LOG, rows, as_is=_AS_IS):
+    # On SQLite, straight to the driver (one executemany); a page of intents needs the seq its
+    # entry is given, for its documents' index (``insert_indexed``), so it goes through Core.
+    pages = any(entry.target_type == AuditKind.PAYLOAD_PAGE for entry in entries)
+    if rows and (pages or not insert_through_driver(session, LOG, rows, as_is=_AS_IS)):
         # One executemany for the whole batch through Core (no ORM unit of work).
-        session.execute(
-            insert(LOG).values(
-                before=stored_json(session, "before_text"),
-                after=stored_json(session, "after_text"),
-            ),
+        insert_indexed(
+            session,
+            insert_statement(session),
             [{_TEXTS.get(k, k): v for k, v in row.items()} for row in rows],
+            entries,
         )
-    session.execute(update(HEAD).where(HEAD.c.id == 1).values(entry_hash=prev, entries=count))
+    session.execute(MOVE_HEAD, {"new_hash": prev, "new_count": count})
     anchor_after_commit(session, count, prev, key)
     return prev
 
@@ -252,7 +262,9 @@ class ChainWalk:
                     found_heads.add(entry_hash)
                 if head is not None and entry_hash == head.entry_hash:
                     head_position = result.entries
-                yield ChainedEntry(seq, entry_hash, row["prev_hash"], entry)
+                # (a page's documents, each as its own intent, verified as one entry)
+                for part in readable_parts(entry, seq, result.problems):
+                    yield ChainedEntry(seq, entry_hash, row["prev_hash"], part)
             for run_head, run_id in sorted(run_heads.items(), key=lambda item: item[1]):
                 if run_head not in found_heads:
                     result.problems.append(
@@ -287,16 +299,14 @@ def entries_about(
     key = audit_key()
     with Session(engine) as session:
         for first in range(0, len(wanted), chunk):
+            group = wanted[first : first + chunk]
             rows = session.execute(
                 select(*raw)
-                .where(
-                    AuditRow.target.in_(wanted[first : first + chunk]),
-                    AuditRow.seq > after,
-                    AuditRow.seq <= upto,
-                )
+                .where(about(group), AuditRow.seq > after, AuditRow.seq <= upto)
                 .order_by(AuditRow.seq)
                 .execution_options(yield_per=1000)
             )
+            asked = set(group)
             for values in rows:
                 row = dict(zip((c.key for c in _COLUMNS), values, strict=True))
                 entry: AuditEntry | None
@@ -309,7 +319,8 @@ def entries_about(
                     and _keying(row["prev_hash"], entry, row["entry_hash"], key) is None
                 ):
                     entry = None
-                yield ChainedEntry(row["seq"], row["entry_hash"], row["prev_hash"], entry)
+                for part in readable_parts(entry, row["seq"], [], asked):
+                    yield ChainedEntry(row["seq"], row["entry_hash"], row["prev_hash"], part)
 
 
 #: The columns verify reads, in order; those in ``_PARSED`` are read raw and parsed here, so
@@ -363,21 +374,27 @@ def show(
     if run_id is not None:
         stmt = stmt.where(AuditRow.run_id == run_id)
     if target is not None:
-        stmt = stmt.where(AuditRow.target == target)
+        stmt = stmt.where(about([target]))
+    shown = 0
     with Session(engine) as session:
         for row in session.scalars(stmt.limit(limit)):
-            yield {
-                "seq": row.seq,
-                "run_id": row.run_id,
-                "at": rfc3339(row.at),
-                "actor": row.actor,
-                "reason": row.reason,
-                "target_type": row.target_type,
-                "target": row.target,
-                "before": row.before,
-                "after": row.after,
-                "entry_hash": row.entry_hash,
-            }
+            # (a page of intents shown as its documents' intents, under its seq and hash)
+            for entry in parts(_entry(row), row.seq, None if target is None else {target}):
+                if shown >= limit:
+                    return
+                shown += 1
+                yield {
+                    "seq": row.seq,
+                    "run_id": entry.run_id,
+                    "at": rfc3339(entry.at),
+                    "actor": entry.actor,
+                    "reason": entry.reason,
+                    "target_type": entry.target_type,
+                    "target": entry.target,
+                    "before": entry.before,
+                    "after": entry.after,
+                    "entry_hash": row.entry_hash,
+                }
 
 
 def runs_touching_after(
@@ -400,7 +417,16 @@ def runs_touching_after(
                     AuditRow.target.in_(wanted[first : first + 500]),
                 )
             )
-            for run_id, seq in rows:
+            paged = session.execute(
+                select(AuditRow.run_id, AuditRow.seq)
+                .join(DOCUMENTS, DOCUMENTS.c.seq == AuditRow.seq)
+                .where(
+                    AuditRow.seq > start,
+                    AuditRow.run_id != exclude,
+                    DOCUMENTS.c.target.in_(wanted[first : first + 500]),
+                )
+            )
+            for run_id, seq in [*rows, *paged]:
                 latest[run_id] = max(seq, latest.get(run_id, seq))
     return sorted(latest, key=lambda run_id: latest[run_id], reverse=True)
 
@@ -413,7 +439,13 @@ def run_entries_with_hashes(engine: Engine, run_id: str) -> tuple[list[AuditEntr
                 select(AuditRow).where(AuditRow.run_id == run_id).order_by(AuditRow.seq)
             )
         )
-        return [_entry(row) for row in rows], [row.entry_hash for row in rows]
+        entries: list[AuditEntry] = []
+        hashes: list[str] = []
+        for row in rows:  # (a page: each document's intent, under the page's hash)
+            found = parts(_entry(row), row.seq)
+            entries += found
+            hashes += [row.entry_hash] * len(found)
+        return entries, hashes
 
 
 def run_entries(engine: Engine, run_id: str) -> list[AuditEntry]:
@@ -422,7 +454,7 @@ def run_entries(engine: Engine, run_id: str) -> list[AuditEntry]:
         rows = session.scalars(
             select(AuditRow).where(AuditRow.run_id == run_id).order_by(AuditRow.seq)
         )
-        return [_entry(row) for row in rows]
+        return [part for row in rows for part in parts(_entry(row), row.seq)]
 
 
 class SqlAuditLog:
@@ -462,13 +494,18 @@ class SqlAuditLog:
 
     def audit_targets(self, *, kinds: Iterable[str], upto: int) -> Iterator[str]:
         """Every target of an entry of one of ``kinds`` up to ``upto``, once each, in order."""
+        kinds = sorted(set(kinds))
+        targets = select(AuditRow.target.label("target")).where(
+            AuditRow.target_type.in_(kinds), AuditRow.seq <= upto
+        )
+        if AuditKind.PAYLOAD in kinds:  # (and the documents of the pages of intents)
+            paged = select(DOCUMENTS.c.target.label("target")).where(DOCUMENTS.c.seq <= upto)
+            found = union(targets, paged).subquery()  # (UNION: each once)
+        else:
+            found = targets.distinct().subquery()
         with Session(self.engine) as session:
             yield from session.scalars(
-                select(AuditRow.target)
-                .where(AuditRow.target_type.in_(sorted(set(kinds))), AuditRow.seq <= upto)
-                .distinct()
-                .order_by(AuditRow.target)
-                .execution_options(yield_per=1000)
+                select(found.c.target).order_by(found.c.target).execution_options(yield_per=1000)
             )
 
     def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:

@@ -16,9 +16,9 @@ from sqlalchemy import Text, bindparam, cast, func, insert, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
-from reconciler.model import AuditEntry, jsonable, rfc3339
+from reconciler.model import AuditEntry, AuditKind, jsonable, rfc3339
 from reconciler.stores.sql.audit_protection import keyed_digest
-from reconciler.stores.sql.schema import AuditHeadRow, AuditRow, Base
+from reconciler.stores.sql.schema import AuditDocumentRow, AuditHeadRow, AuditRow, Base
 
 GENESIS = "0" * 64
 
@@ -76,6 +76,48 @@ def entry_body(
 
 HEAD = Base.metadata.tables[AuditHeadRow.__tablename__]
 LOG = Base.metadata.tables[AuditRow.__tablename__]
+DOCUMENTS = Base.metadata.tables[AuditDocumentRow.__tablename__]
+
+
+def texts_of(entry: AuditEntry) -> tuple[str, str]:
+    """The canonical texts of an entry's before and after (``canonical_plain(jsonable(…))``).
+    A page of payload intents (``AuditKind.PAYLOAD_PAGE``: string keys, values as the index
+    and the planner hold them) is encoded as it is, in C, without the ``jsonable`` walk,
+    unless it holds a value JSON cannot encode (then the walk, as any entry)."""
+    if entry.target_type == AuditKind.PAYLOAD_PAGE:
+        try:
+            return canonical_plain(entry.before), canonical_plain(entry.after)
+        except (TypeError, ValueError):
+            pass
+    return canonical_plain(jsonable(entry.before)), canonical_plain(jsonable(entry.after))
+
+
+#: The head's move at the end of an append (one statement, built once).
+MOVE_HEAD = (
+    update(HEAD)
+    .where(HEAD.c.id == 1)
+    .values(entry_hash=bindparam("new_hash"), entries=bindparam("new_count"))
+)
+_LOCK = (
+    update(HEAD)
+    .where(HEAD.c.id == 1)
+    .values(updated_at=bindparam("locked_at"))
+    .returning(HEAD.c.entry_hash, HEAD.c.entries)
+)
+
+
+@functools.cache
+def _insert(postgresql: bool) -> Any:
+    text = {name: bindparam(name, type_=Text) for name in ("before_text", "after_text")}
+    stored = {k: cast(v, JSONB) if postgresql else v for k, v in text.items()}
+    return insert(LOG).values(before=stored["before_text"], after=stored["after_text"])
+
+
+def insert_statement(session: Session) -> Any:
+    """The log's insert (built once a dialect): before and after bound as their canonical
+    texts and stored as they are, with no second serialisation by the column type (text on
+    SQLite, cast to JSONB on PostgreSQL)."""
+    return _insert(session.get_bind().dialect.name == "postgresql")
 
 
 def lock_head(session: Session) -> tuple[str, int]:
@@ -88,12 +130,7 @@ def lock_head(session: Session) -> tuple[str, int]:
     one has committed.
     """
     at = datetime.now(UTC)
-    head = session.execute(
-        update(HEAD)
-        .where(HEAD.c.id == 1)
-        .values(updated_at=at)
-        .returning(HEAD.c.entry_hash, HEAD.c.entries)
-    ).first()
+    head = session.execute(_LOCK, {"locked_at": at}).first()
     if head is not None:
         return head[0], head[1]
     # Lost (deleted by hand): rebuilt from the log.
@@ -103,10 +140,3 @@ def lock_head(session: Session) -> tuple[str, int]:
         insert(HEAD).values(id=1, entry_hash=last or GENESIS, entries=count, updated_at=at)
     )
     return last or GENESIS, count
-
-
-def stored_json(session: Session, name: str) -> Any:
-    """A canonical text bound for a JSON column as it is (no second serialisation by the
-    column type): text on SQLite, cast to JSONB on PostgreSQL."""
-    text = bindparam(name, type_=Text)
-    return cast(text, JSONB) if session.get_bind().dialect.name == "postgresql" else text

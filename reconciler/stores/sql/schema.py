@@ -212,6 +212,18 @@ class AuditRow(Base):
     entry_hash: Mapped[str] = mapped_column(String(64), unique=True)
 
 
+class AuditDocumentRow(Base):
+    """Which documents a ``payload_page`` entry (one batch's payload intents) is about: an
+    entry found by its target, as an entry about one document is by ``audit_log.target``. An
+    index, not a record: the entry's hashed body names the same documents."""
+
+    __tablename__ = "audit_documents"
+
+    target: Mapped[str] = mapped_column(String(512), primary_key=True)
+    #: The entry's ``audit_log.seq``.
+    seq: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+
+
 class AuditHeadRow(Base):
     """The audit chain's head, one row: appends lock it (serialised across processes and
     shards) and move it; ``audit verify`` checks the log still ends there (nothing cut off)."""

@@ -1,0 +1,75 @@
+"""A page of payload intents in the audit log (``AuditKind.PAYLOAD_PAGE``: one batch's
+intents, one entry), for ``stores.audit``: its documents indexed as it is appended (table
+``audit_documents``, the same transaction), an entry found by its target through that index
+(``about``), and read back as the intent of each of its documents (``parts``), under the page's
+``seq`` and hash, so every reader finds a document's intents as it did one entry a document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Insert, insert, or_, select
+from sqlalchemy.orm import Session
+
+from reconciler.model import AuditEntry, AuditKind, documents_of, page_targets
+from reconciler.stores.sql.audit_body import DOCUMENTS, LOG
+from reconciler.stores.sql.schema import AuditRow
+
+PAGE = AuditKind.PAYLOAD_PAGE
+
+
+def insert_indexed(
+    session: Session, statement: Insert, rows: list[dict[str, Any]], entries: Sequence[AuditEntry]
+) -> None:
+    """Insert the entries' ``rows`` (one executemany); a page's documents are indexed by the
+    ``seq`` its entry was given (``RETURNING``, in the order of ``rows``)."""
+    pages = [at for at, entry in enumerate(entries) if entry.target_type == PAGE]
+    if not pages:
+        session.execute(statement, rows)
+        return
+    seqs = session.scalars(statement.returning(LOG.c.seq, sort_by_parameter_order=True), rows).all()
+    documents = [
+        {"target": target, "seq": seqs[at]}
+        for at in pages
+        for target in dict.fromkeys(page_targets(entries[at]))  # (a document once a page)
+    ]
+    session.execute(insert(DOCUMENTS), documents)
+
+
+def about(targets: Sequence[str]) -> Any:
+    """The entries about one of ``targets``: by their own target, or a page's documents."""
+    return or_(
+        AuditRow.target.in_(targets),
+        AuditRow.seq.in_(select(DOCUMENTS.c.seq).where(DOCUMENTS.c.target.in_(targets))),
+    )
+
+
+def readable_parts(
+    entry: AuditEntry | None, seq: int, problems: list[str], targets: set[str] | None = None
+) -> list[AuditEntry | None]:
+    """``parts`` of an entry read from the chain; ``[None]`` for one that cannot be read (a
+    page that cannot be split is added to ``problems``)."""
+    if entry is None:
+        return [None]
+    try:
+        return [*parts(entry, seq, targets)]
+    except ValueError as exc:
+        problems.append(f"{exc}; altered")
+        return [None]
+
+
+def parts(entry: AuditEntry, seq: int, targets: set[str] | None = None) -> list[AuditEntry]:
+    """An entry as its readers take it (``documents_of``): a page's documents, those among
+    ``targets`` if given; a page that cannot be split is unreadable (``ValueError``), said
+    by its ``seq``."""
+    if entry.target_type != PAGE:
+        return [entry]
+    try:
+        found = documents_of(entry)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"entry {seq}: a page of intents that cannot be read ({exc})") from None
+    if targets is None:
+        return found
+    return [part for part in found if part.target in targets]
