@@ -58,7 +58,7 @@ def setup_script(path: Path) -> subprocess.CompletedProcess[str]:
 def test_ci_runs_the_readmes_test_command() -> None:
     command = readme_test_command()
     assert command.startswith("scripts/install-system-packages && ")
-    assert command.endswith(".venv/bin/pytest")
+    assert command.endswith(".venv/bin/pytest -n auto")
     assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     # A fresh clone can run the script: git keeps it executable.
     staged = subprocess.run(

@@ -24,7 +24,6 @@ from reconciler.model import (
     AuditKind,
     Verification,
     jsonable,
-    rfc3339,
 )
 from reconciler.ports.table import ChainedEntry
 from reconciler.stores.sql.audit_body import (
@@ -40,13 +39,19 @@ from reconciler.stores.sql.audit_body import (
 from reconciler.stores.sql.audit_body import canonical_plain as _canonical_plain
 from reconciler.stores.sql.audit_body import digest as _digest
 from reconciler.stores.sql.audit_body import entry_body as _entry_body
-from reconciler.stores.sql.audit_pages import about, insert_indexed, parts, readable_parts
+from reconciler.stores.sql.audit_pages import about, insert_indexed, readable_parts
 from reconciler.stores.sql.audit_protection import (
     ProtectedVerification,
     anchor_after_commit,
     anchor_of,
     audit_key,
     say_protection,
+)
+from reconciler.stores.sql.audit_reading import (
+    run_entries,
+    run_entries_with_hashes,
+    runs_touching_after,
+    show,
 )
 from reconciler.stores.sql.bulk import insert_through_driver
 from reconciler.stores.sql.schema import AuditHeadRow, AuditRow, RunRow
@@ -156,19 +161,6 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     session.execute(MOVE_HEAD, {"new_hash": prev, "new_count": count})
     anchor_after_commit(session, count, prev, key)
     return prev
-
-
-def _entry(row: AuditRow) -> AuditEntry:
-    return AuditEntry(
-        run_id=row.run_id,
-        at=row.at,
-        actor=row.actor,
-        reason=row.reason,
-        target_type=row.target_type,
-        target=row.target,
-        before=row.before,
-        after=row.after,
-    )
 
 
 def verify(engine: Engine, *, batch_size: int = 1000) -> Verification:
@@ -364,97 +356,6 @@ def _json(value: Any, name: str) -> Any:
         return json.loads(value)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{name} is not JSON: {exc}") from None
-
-
-def show(
-    engine: Engine, *, run_id: str | None = None, target: str | None = None, limit: int = 1000
-) -> Iterator[dict[str, Any]]:
-    """Audit entries, oldest first, optionally for one run or one target (doc id)."""
-    stmt = select(AuditRow).order_by(AuditRow.seq)
-    if run_id is not None:
-        stmt = stmt.where(AuditRow.run_id == run_id)
-    if target is not None:
-        stmt = stmt.where(about([target]))
-    shown = 0
-    with Session(engine) as session:
-        for row in session.scalars(stmt.limit(limit)):
-            # (a page of intents shown as its documents' intents, under its seq and hash)
-            for entry in parts(_entry(row), row.seq, None if target is None else {target}):
-                if shown >= limit:
-                    return
-                shown += 1
-                yield {
-                    "seq": row.seq,
-                    "run_id": entry.run_id,
-                    "at": rfc3339(entry.at),
-                    "actor": entry.actor,
-                    "reason": entry.reason,
-                    "target_type": entry.target_type,
-                    "target": entry.target,
-                    "before": entry.before,
-                    "after": entry.after,
-                    "entry_hash": row.entry_hash,
-                }
-
-
-def runs_touching_after(
-    engine: Engine, entry_hash: str, targets: set[str], *, exclude: str
-) -> list[str]:
-    """Runs other than ``exclude`` with a row or payload entry about one of ``targets``
-    after the entry ``entry_hash``, newest first."""
-    latest: dict[str, int] = {}
-    wanted = sorted(targets)
-    with Session(engine) as session:
-        start = session.scalar(select(AuditRow.seq).where(AuditRow.entry_hash == entry_hash))
-        if start is None:
-            return []
-        for first in range(0, len(wanted), 500):
-            rows = session.execute(
-                select(AuditRow.run_id, AuditRow.seq).where(
-                    AuditRow.seq > start,
-                    AuditRow.run_id != exclude,
-                    AuditRow.target_type.in_((AuditKind.ROW, AuditKind.PAYLOAD)),
-                    AuditRow.target.in_(wanted[first : first + 500]),
-                )
-            )
-            paged = session.execute(
-                select(AuditRow.run_id, AuditRow.seq)
-                .join(DOCUMENTS, DOCUMENTS.c.seq == AuditRow.seq)
-                .where(
-                    AuditRow.seq > start,
-                    AuditRow.run_id != exclude,
-                    DOCUMENTS.c.target.in_(wanted[first : first + 500]),
-                )
-            )
-            for run_id, seq in [*rows, *paged]:
-                latest[run_id] = max(seq, latest.get(run_id, seq))
-    return sorted(latest, key=lambda run_id: latest[run_id], reverse=True)
-
-
-def run_entries_with_hashes(engine: Engine, run_id: str) -> tuple[list[AuditEntry], list[str]]:
-    """Every entry of one run, in order, with each entry's own hash."""
-    with Session(engine) as session:
-        rows = list(
-            session.scalars(
-                select(AuditRow).where(AuditRow.run_id == run_id).order_by(AuditRow.seq)
-            )
-        )
-        entries: list[AuditEntry] = []
-        hashes: list[str] = []
-        for row in rows:  # (a page: each document's intent, under the page's hash)
-            found = parts(_entry(row), row.seq)
-            entries += found
-            hashes += [row.entry_hash] * len(found)
-        return entries, hashes
-
-
-def run_entries(engine: Engine, run_id: str) -> list[AuditEntry]:
-    """Every entry of one run, in order (for rollback)."""
-    with Session(engine) as session:
-        rows = session.scalars(
-            select(AuditRow).where(AuditRow.run_id == run_id).order_by(AuditRow.seq)
-        )
-        return [part for row in rows for part in parts(_entry(row), row.seq)]
 
 
 class SqlAuditLog:
