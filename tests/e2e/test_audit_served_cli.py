@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 
 from reconciler import default_filter
 from reconciler.model import MANAGED_KEYS
-from reconciler.stores.sql.audit import GENESIS, _entry, entry_hash_of
+from reconciler.stores.sql.audit import GENESIS, entry_hash_of
+from reconciler.stores.sql.audit_reading import entry_of
 from reconciler.stores.sql.schema import AuditHeadRow, AuditRow, RunRow
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -127,7 +128,7 @@ def rewrite_as_an_older_version(deploy: Deployment) -> None:
                     row.after = {
                         k: v for k, v in row.after.items() if k not in ("payload", "points")
                     }
-                digest = entry_hash_of(prev, _entry(row))
+                digest = entry_hash_of(prev, entry_of(row))
                 moved[row.entry_hash] = digest
                 row.prev_hash, row.entry_hash, prev = prev, digest, digest
                 session.flush()
