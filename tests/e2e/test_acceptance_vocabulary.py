@@ -125,7 +125,7 @@ def test_peps_by_configuration_alone_serve_what_their_headers_say(
     served, rows = deploy.served(), deploy.rows()
     assert {"peps:pep-0649", "peps:pep-0749"} <= served  # the branches of 563, both in force
     assert rows["peps:pep-0563"]["superseded_by"] == "peps:pep-0649"  # the earlier to start
-    if connector == "vault":  # (as before this test took it over: on the vault)
+    if connector == "vault":  # (git declares each file's commit count as its version)
         # ordinals follow the time order: 345 (2005) before its successor 566 (2017)
         assert rows["peps:pep-0345"]["doc_version"] < rows["peps:pep-0566"]["doc_version"]
     # a successor older than its predecessor: 101 stays in force, 102 never was
