@@ -24,9 +24,10 @@ from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from reconciler.metrics import build_registry
+from reconciler.model import page_entry
 from reconciler.stores.sql import SqlDocumentTable, audit
 from reconciler.stores.sql.audit_protection import ANCHOR_ENV, KEY_ENV, KEY_FILE_ENV
-from reconciler.stores.sql.schema import AuditHeadRow, AuditRow
+from reconciler.stores.sql.schema import AuditDocumentRow, AuditHeadRow, AuditRow
 
 AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
 
@@ -229,3 +230,40 @@ def test_an_anchor_that_cannot_be_written_is_said_and_the_write_stands(
     assert "the audit head could not be anchored" in caplog.text
     problems = audit.verify(table.engine).problems
     assert any("cannot be read" in p for p in problems), problems
+
+
+def test_a_page_hidden_from_its_documents_index_or_laid_at_another_door_is_found(
+    table: SqlDocumentTable,
+) -> None:
+    """Issue 38's page of intents is found by its documents through ``audit_documents``, an
+    index beside the chain: a row of it deleted (the page hidden from ``audit served`` for that
+    document) or added (laid at another's door) is named by ``verify``; the chain itself is
+    untouched, so only the index check can see it."""
+    intents = [
+        replace(
+            entry,
+            target_type="payload",
+            before={"points": [n], "payload": {"doc_version": n}},
+            after={"payload": {"v": n}},
+        )
+        for n, entry in enumerate(entries("r1", 3))
+    ]
+    table.append_audit(entries("r0", 1))
+    table.append_audit([page_entry(intents)])
+    assert audit.verify(table.engine).ok
+    documents = AuditDocumentRow.__table__
+    with Session(table.engine) as session, session.begin():
+        page = session.scalar(select(AuditRow.seq).where(AuditRow.target_type == "payload_page"))
+        session.execute(documents.delete().where(documents.c.target == "h:doc-1"))
+    hidden = audit.verify(table.engine)
+    assert not hidden.ok
+    assert hidden.problems == [
+        f"entry {page}: its documents' index (audit_documents) lacks h:doc-1; altered"
+    ]
+    with Session(table.engine) as session, session.begin():
+        session.execute(documents.insert().values(target="h:doc-1", seq=page))
+        session.execute(documents.insert().values(target="h:doc-9", seq=page))
+    laid = audit.verify(table.engine)
+    assert laid.problems == [
+        f"entry {page}: its documents' index (audit_documents) adds h:doc-9; altered"
+    ]

@@ -39,7 +39,7 @@ from reconciler.stores.sql.audit_body import (
 from reconciler.stores.sql.audit_body import canonical_plain as _canonical_plain
 from reconciler.stores.sql.audit_body import digest as _digest
 from reconciler.stores.sql.audit_body import entry_body as _entry_body
-from reconciler.stores.sql.audit_pages import about, insert_indexed, readable_parts
+from reconciler.stores.sql.audit_pages import IndexWalk, about, insert_indexed, readable_parts
 from reconciler.stores.sql.audit_protection import (
     ProtectedVerification,
     anchor_after_commit,
@@ -201,7 +201,7 @@ class ChainWalk:
         raw = [
             type_coerce(column, Text()) if column.key in _PARSED else column for column in _COLUMNS
         ]
-        with Session(self.engine) as session:
+        with Session(self.engine) as session, Session(self.engine) as index_session:
             head = session.get(AuditHeadRow, 1)  # read first: later appends come after it
             run_heads: dict[str, str] = {}
             for run_id, counts in session.execute(select(RunRow.run_id, RunRow.counts)):
@@ -213,6 +213,7 @@ class ChainWalk:
             rows = session.execute(
                 select(*raw).order_by(AuditRow.seq).execution_options(yield_per=self.batch_size)
             )
+            index = IndexWalk(index_session, batch_size=self.batch_size)  # (after: it sees more)
             for values in rows:
                 row = dict(zip((c.key for c in _COLUMNS), values, strict=True))
                 result.entries += 1
@@ -254,6 +255,7 @@ class ChainWalk:
                     found_heads.add(entry_hash)
                 if head is not None and entry_hash == head.entry_hash:
                     head_position = result.entries
+                index.check(seq, entry, result.problems)
                 # (a page's documents, each as its own intent, verified as one entry)
                 for part in readable_parts(entry, seq, result.problems):
                     yield ChainedEntry(seq, entry_hash, row["prev_hash"], part)
@@ -263,6 +265,7 @@ class ChainWalk:
                         f"run {run_id}: its last audit entry {run_head[:12]} is missing "
                         "(entries removed)"
                     )
+            index.finish(self.last_seq, result.problems)
             say_protection(result, key, keyed_from, unkeyed_after, anchor, where)
             if head is None:
                 result.problems.append("the chain's head record is missing (table audit_head)")

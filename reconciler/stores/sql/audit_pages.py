@@ -7,7 +7,7 @@ intents, one entry), for ``stores.audit``: its documents indexed as it is append
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Insert, insert, or_, select
@@ -73,3 +73,64 @@ def parts(entry: AuditEntry, seq: int, targets: set[str] | None = None) -> list[
     if targets is None:
         return found
     return [part for part in found if part.target in targets]
+
+
+class IndexWalk:
+    """The page index read beside the chain's walk, both in ``seq`` order (memory flat): each
+    walked entry's indexed documents are compared with those its hashed body names, so an
+    index altered to hide a page from a document's readers (``audit served``, history,
+    rollback's later-runs check), or to lay it at another's door, is a problem said by ``seq``.
+
+    Opened after the log's own query (``ChainWalk``), so it sees at least what the walk does;
+    rows past the walk's last entry were appended since and are not judged.
+    """
+
+    def __init__(self, session: Session, *, batch_size: int) -> None:
+        rows = session.execute(
+            select(DOCUMENTS.c.seq, DOCUMENTS.c.target)
+            .order_by(DOCUMENTS.c.seq)
+            .execution_options(yield_per=batch_size)
+        )
+        self._rows: Iterator[Any] = iter(rows)
+        self._next: Any = next(self._rows, None)
+        self._strays: list[int] = []
+
+    def check(self, seq: int, entry: AuditEntry | None, problems: list[str]) -> None:
+        """Compare the index rows of entry ``seq`` with what ``entry`` names (``None``: an
+        entry that cannot be read, a problem already)."""
+        indexed: set[str] = set()
+        while self._next is not None and self._next[0] <= seq:
+            if self._next[0] < seq:
+                self._strays.append(self._next[0])
+            else:
+                indexed.add(self._next[1])
+            self._next = next(self._rows, None)
+        if entry is None:
+            return
+        try:
+            named = set(page_targets(entry))
+        except (KeyError, TypeError, AttributeError):
+            return  # (a page that cannot be read: ``readable_parts`` says so)
+        if indexed != named:
+            lacks, extra = sorted(named - indexed), sorted(indexed - named)
+            problems.append(
+                f"entry {seq}: its documents' index (audit_documents) "
+                + "; ".join(
+                    [
+                        *([f"lacks {', '.join(lacks[:5])}"] if lacks else []),
+                        *([f"adds {', '.join(extra[:5])}"] if extra else []),
+                    ]
+                )
+                + "; altered"
+            )
+
+    def finish(self, last_seq: int, problems: list[str]) -> None:
+        """The index rows left up to ``last_seq``: for entries the log does not hold."""
+        while self._next is not None and self._next[0] <= last_seq:
+            self._strays.append(self._next[0])
+            self._next = next(self._rows, None)
+        if self._strays:
+            problems.append(
+                f"{len(self._strays)} row(s) of the documents' index (audit_documents) name "
+                f"entries the log does not hold (first: entry {self._strays[0]}); altered"
+            )
