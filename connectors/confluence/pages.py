@@ -27,9 +27,13 @@ from connectors.records import DateOutOfRange, parse_date, shown
 from reconciler.model import ProblemKind, SourceProblem
 
 __all__ = [
+    "DC_EXPAND",
     "PAGE_ID",
     "Page",
     "Partial",
+    "cloud_page",
+    "cloud_spaces",
+    "dc_page",
     "doc_id",
     "label_names",
     "list_pages",
@@ -40,7 +44,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PAGE_ID = re.compile(r"[0-9]+")
-_DC_EXPAND = "version,history,ancestors,metadata.labels,body.storage,space"
+DC_EXPAND = "version,history,ancestors,metadata.labels,body.storage,space"
 
 
 @dataclass(slots=True)
@@ -108,7 +112,7 @@ def list_pages(
     ``SourceUnavailable`` / ``ConnectorConfigError`` reach the caller as they are.
     """
     if client.flavor == "cloud":
-        for key, space_id in _cloud_spaces(client, spaces).items():
+        for key, space_id in cloud_spaces(client, spaces).items():
             for status in statuses:
                 params = {
                     "space-id": space_id,
@@ -118,7 +122,7 @@ def list_pages(
                 }
                 what = f"pages of space {key} (status {status})"
                 for raw in _listing(client.cursor_pages, f"{client.api}/pages", params, what):
-                    yield _cloud_page(client.name, raw, key, problems)
+                    yield cloud_page(client.name, raw, key, problems)
         return
     scopes: list[tuple[str, str, dict[str, Any]]] = []
     if cql is not None:
@@ -130,7 +134,7 @@ def list_pages(
             (
                 f"CQL {query!r}",
                 f"{client.api}/content/search",
-                {"cql": query, "expand": _DC_EXPAND},
+                {"cql": query, "expand": DC_EXPAND},
             )
         )
     else:
@@ -141,14 +145,14 @@ def list_pages(
                     "type": "page",
                     "spaceKey": key,
                     "status": status,
-                    "expand": _DC_EXPAND,
+                    "expand": DC_EXPAND,
                 }
                 scopes.append(
                     (f"pages of space {key} (status {status})", f"{client.api}/content", params)
                 )
     for what, url, params in scopes:
         for raw in _listing(client.offset_pages, url, params, what):
-            yield _dc_page(client.name, raw, problems)
+            yield dc_page(client.name, raw, problems)
 
 
 def storage_body(data: Any) -> str | None:
@@ -185,7 +189,7 @@ def _listing(
         raise Partial(f"listing {what} failed after {read} page(s) of results: {exc}") from None
 
 
-def _cloud_spaces(client: ConfluenceClient, spaces: Sequence[str]) -> dict[str, str]:
+def cloud_spaces(client: ConfluenceClient, spaces: Sequence[str]) -> dict[str, str]:
     """Space key -> space id; a key that does not resolve is a configuration error."""
     found: dict[str, str] = {}
     params = {"keys": ",".join(spaces), "limit": 250}
@@ -219,7 +223,7 @@ def _dc_space(client: ConfluenceClient, key: str) -> None:
 # -- one listed entry ----------------------------------------------------------------------
 
 
-def _cloud_page(source: str, raw: Any, space: str, problems: list[SourceProblem]) -> Page | None:
+def cloud_page(source: str, raw: Any, space: str, problems: list[SourceProblem]) -> Page | None:
     page_id = _identifier(raw.get("id")) if isinstance(raw, dict) else None
     if page_id is None:
         problems.append(_loose(source, "a listed page has no usable id; scan marked partial"))
@@ -238,7 +242,7 @@ def _cloud_page(source: str, raw: Any, space: str, problems: list[SourceProblem]
     )
 
 
-def _dc_page(source: str, raw: Any, problems: list[SourceProblem]) -> Page | None:
+def dc_page(source: str, raw: Any, problems: list[SourceProblem]) -> Page | None:
     page_id = _identifier(raw.get("id")) if isinstance(raw, dict) else None
     if page_id is None:
         problems.append(_loose(source, "a listed page has no usable id; scan marked partial"))

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
+from connectors.confluence.changes import changed_pages, pages_at, read_token
 from connectors.confluence.client import ConfluenceClient
 from connectors.confluence.declaration import Draft, declare
 from connectors.confluence.options import DEFAULT_STATUSES, FLAVORS, ConfluenceSettings
@@ -88,6 +89,10 @@ class ConfluenceSource:
             session=self._session,
         )
         self._statuses_seen: dict[str, str] = {}  # page id -> status, from the last scan
+        #: page id -> the date of its current version, from the reads since (``changed_at``)
+        self._modified: dict[str, datetime] = {}
+        #: page id -> (status, version number), from the reads since (``changed_since``)
+        self._versions: dict[str, tuple[str, int | None]] = {}
 
     def __repr__(self) -> str:
         return (
@@ -157,6 +162,21 @@ class ConfluenceSource:
         except Partial as exc:
             failure = exc.message
 
+        snapshot, drafts = self._read(pages, problems, scanned_at, complete, failure)
+        self._statuses_seen = {d.page.id: d.page.status for d in drafts}
+        self._modified, self._versions = {}, {}
+        self._remember(drafts)
+        return snapshot
+
+    def _read(
+        self,
+        pages: list[Page],
+        problems: list[SourceProblem],
+        scanned_at: datetime,
+        complete: bool,
+        failure: str | None,
+    ) -> tuple[SourceSnapshot, list[Draft]]:
+        """The listed pages declared (labels, properties) and resolved into a snapshot."""
         drafts: list[Draft] = []
         unreadable: set[str] = set()
         for page in pages:
@@ -177,7 +197,6 @@ class ConfluenceSource:
                 failure = f"reading page {page.id} failed: {exc}"
                 break
             drafts.append(draft)
-
         if failure is not None:
             complete = False
             if not drafts:
@@ -204,7 +223,6 @@ class ConfluenceSource:
             complete=complete,
             unreadable=unreadable,
         )
-        self._statuses_seen = {d.page.id: d.page.status for d in drafts}
         log.debug(
             "confluence %s: %d document(s), %d problem(s), complete=%s",
             self.name,
@@ -212,13 +230,14 @@ class ConfluenceSource:
             len(problems),
             complete,
         )
-        return SourceSnapshot(
+        snapshot = SourceSnapshot(
             source=self.name,
             documents=tuple(documents),
             problems=tuple(problems),
             scanned_at=scanned_at,
             complete=complete,
         )
+        return snapshot, drafts
 
     def probe(self, token: str | None) -> str | None:
         """The scope's newest modification and page count, in one CQL search
@@ -226,6 +245,78 @@ class ConfluenceSource:
         removed; None where the site does not answer the search."""
         self._client.authenticate()
         return newest_change(self._client, self.spaces, self.cql)
+
+    # -- what serve's watch reads (connectors/confluence/changes.py) -------------------------
+
+    def changed_since(self, before: str | None, now: str | None) -> SourceSnapshot | None:
+        """The pages changed since the probe's token ``before``, the probe now answering
+        ``now``: those the last-modified search lists (``changes.changed_pages``), declared
+        as a scan declares them. None where that cannot be told (no scan read yet, a token
+        not the probe's, the scope's page count not the one read plus the pages new to it:
+        a page trashed, deleted or moved; the search failing): the caller reads the whole."""
+        was, is_ = read_token(before), read_token(now)
+        if not self._statuses_seen or was is None or is_ is None or was.newest is None:
+            return None
+        at = self._clock()
+        self._client.authenticate()
+        problems: list[SourceProblem] = []
+        try:
+            found = changed_pages(self._client, self.spaces, self.cql, was.newest, problems, now=at)
+        except (DocumentUnreadable, SourceUnavailable) as exc:
+            log.info("confluence %s: the changed pages cannot be listed: %s", self.name, exc)
+            return None
+        pages = [page for page in found if page is not None]
+        current = {key for key, status in self._statuses_seen.items() if status == "current"}
+        new = {page.id for page in pages if page.status == "current"} - current
+        if len(pages) < len(found) or is_.total != len(current) + len(new):
+            log.info(
+                "confluence %s: %s pages in scope, %d read and %d new: reading the whole",
+                self.name,
+                is_.total,
+                len(current),
+                len(new),
+            )
+            return None
+        # (listed again by the overlap, or the watermark's own page: nothing new to read)
+        pages = [p for p in pages if self._versions.get(p.id) != (p.status, p.version)]
+        snapshot, drafts = self._read(pages, problems, at, True, None)
+        self._remember(drafts)
+        return snapshot
+
+    def scan_paths(self, paths: Collection[str]) -> SourceSnapshot:
+        """The pages at ``paths`` (``SPACE/…/title``, as a scan names them), found by their
+        titles (``changes.pages_at``); where one of them finds no page now, the scope is
+        read whole and kept to ``paths`` (a page is never gone for a search's sake)."""
+        wanted = set(paths)
+        at = self._clock()
+        self._client.authenticate()
+        problems: list[SourceProblem] = []
+        try:
+            pages = pages_at(
+                self._client, self.spaces, self.cql, wanted, problems, statuses=self.statuses
+            )
+        except DocumentUnreadable:  # (no such search on this site)
+            pages = None
+        if pages is None:
+            whole = self.scan()
+            return dataclasses.replace(
+                whole,
+                documents=tuple(d for d in whole.documents if d.path in wanted),
+                problems=tuple(p for p in whole.problems if p.path is None or p.path in wanted),
+            )
+        snapshot, drafts = self._read(pages, problems, at, True, None)
+        self._remember(drafts)
+        return snapshot
+
+    def changed_at(self, source_key: str) -> datetime | None:
+        """When the page's current version was made, as the last read saw it (the watch dates
+        a change so); None for a page it has not read."""
+        return self._modified.get(source_key)
+
+    def _remember(self, drafts: list[Draft]) -> None:
+        self._statuses_seen.update({d.page.id: d.page.status for d in drafts})
+        self._versions.update({d.page.id: (d.page.status, d.page.version) for d in drafts})
+        self._modified.update({d.page.id: d.page.version_at for d in drafts if d.page.version_at})
 
     def read_body(self, source_key: str) -> str:
         """The page's storage-format body (XHTML), as hashed by the scan."""

@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from reconciler.app.followers import RETRY, Batch, Polled
 from reconciler.app.resuming import asked_with, mark_of
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.model import SourceDocument
+from reconciler.model import SourceDocument, SourceSnapshot
 from reconciler.ports.source import SystemOfRecord, probe
 from reconciler.stores.sql.watermarks import WatchMark
 
@@ -24,6 +24,27 @@ POLL = 60.0
 
 #: The source keys of a polled source's documents whose rows differ (the watch's).
 Drift = Callable[[str, Sequence[SourceDocument]], set[str]]
+
+
+@runtime_checkable
+class ReadsChanges(Protocol):
+    """A polled source that can read only what changed since its probe's last token
+    (Confluence's last-modified search), instead of the whole source."""
+
+    def changed_since(self, before: str | None, now: str | None) -> SourceSnapshot | None:
+        """The documents changed since the state ``before`` named (the probe now answering
+        ``now``), complete for what changed; None where it cannot tell (a deletion, a
+        search that failed): the source is then read whole."""
+        ...
+
+
+@runtime_checkable
+class DatesChanges(Protocol):
+    """A polled source that dates its documents' changes (a page's version time)."""
+
+    def changed_at(self, source_key: str) -> datetime | None:
+        """When the document last changed, as the source dates it; None when it cannot."""
+        ...
 
 
 class PolledWatch(Polled):
@@ -58,6 +79,11 @@ class PolledWatch(Polled):
         self._mark: str | None = None
         self._resumed = False
         self._stored = False
+        #: The source key of each document and its path, from the reads (the watch's scope).
+        self.paths: dict[str, str] = {}
+        #: When the source was last read (at start: when its mark was last written): no
+        #: change it finds next is dated before it.
+        self._read_at: datetime | None = None
         #: The mark moved without a run (nothing to reconcile): the watch writes it.
         self.unsaved, self._stored = False, True
 
@@ -66,6 +92,7 @@ class PolledWatch(Polled):
         self._mark = mark.mark if mark is not None else None
         self._resumed = self._stored = mark is not None
         self._token = asked_with(self._mark)
+        self._read_at = mark.reconciled_at if mark is not None else None
 
     def poll(self, now: float) -> None:
         if now < self._next_poll or now < self.batch.not_before:
@@ -76,9 +103,9 @@ class PolledWatch(Polled):
             if self._resumed and token is not None and mark_of(token) == self._mark:
                 self._token, self._resumed = token, False  # (nothing changed while down)
             if token is not None and token == self._token and self._seen is not None:
-                self._up = True
+                self._up, self._read_at = True, self.clock.now()
                 return
-            snapshot = self.source.scan()
+            snapshot, partial = self._read(token)
         except Exception as exc:  # unreachable: tried again at the next poll
             if self._up:
                 log.warning("watch %s: cannot poll the source: %s", self.name, exc)
@@ -87,24 +114,54 @@ class PolledWatch(Polled):
         self._up = True
         if not snapshot.complete:
             return  # (a partial read proves no change: the next poll reads it again)
-        seen = {doc.source_key: _facts(doc) for doc in snapshot.documents}
-        self.named = {doc.source_key: doc.family for doc in snapshot.documents if doc.family}
-        before, self._seen, self._token = self._seen, seen, token
-        if before is None:
-            changed = self._at_start(snapshot.documents)
-        else:
-            changed = {k for k in seen.keys() | before.keys() if seen.get(k) != before.get(k)}
+        changed = self._compare(snapshot, partial)
+        self._token = token
         moved = mark_of(token) != self._mark or not self._stored
         if not changed and not self.batch.paths and moved:
             # nothing to reconcile: the mark moves at once (the first watch's is its first)
             self._mark, self.unsaved = mark_of(token), True
             return
-        at = self.clock.now()
+        floor, self._read_at = self._read_at, self.clock.now()
         for key in changed:
-            self.batch.add(key, at, now)
+            self.batch.add(key, self._dated(key, floor), now)
         if changed:
             self.batch.mark = mark_of(token)
             log.info("watch %s: %d document(s) changed", self.name, len(changed))
+
+    def _read(self, token: str | None) -> tuple[SourceSnapshot, bool]:
+        """What changed since the last read where the source can say (True), else the whole
+        source (False)."""
+        if self._seen is not None and token is not None and isinstance(self.source, ReadsChanges):
+            changes = self.source.changed_since(self._token, token)
+            if changes is not None:
+                return changes, True
+        return self.source.scan(), False
+
+    def _compare(self, snapshot: SourceSnapshot, partial: bool) -> set[str]:
+        """The source keys that changed since the last read (``partial``: a read of what
+        changed, compared page by page; nothing is gone from it)."""
+        seen = {doc.source_key: _facts(doc) for doc in snapshot.documents}
+        named = {doc.source_key: doc.family for doc in snapshot.documents if doc.family}
+        paths = {doc.source_key: doc.path for doc in snapshot.documents if doc.path}
+        before = self._seen
+        if partial and before is not None:
+            self._seen, self.named = {**before, **seen}, {**self.named, **named}
+            self.paths.update(paths)
+            return {key for key, facts in seen.items() if before.get(key) != facts}
+        self._seen, self.named, self.paths = seen, named, paths
+        if before is None:
+            return self._at_start(snapshot.documents)
+        return {k for k in seen.keys() | before.keys() if seen.get(k) != before.get(k)}
+
+    def _dated(self, key: str, floor: datetime | None) -> datetime:
+        """When a change happened as the source dates it (``DatesChanges``), never before
+        ``floor`` (the read before, where it was not yet: at start, the mark's time) nor
+        after now; now where the source gives no date (a document gone, a registry entry)."""
+        now = self.clock.now()
+        when = self.source.changed_at(key) if isinstance(self.source, DatesChanges) else None
+        if when is None:
+            return now
+        return min(max(when, floor) if floor is not None else when, now)
 
     def _at_start(self, documents: Sequence[SourceDocument]) -> set[str]:
         """What changed while serve was down (a restart whose token moved, or a source that

@@ -19,12 +19,12 @@ families with no known path, or a closure that does not settle in ``ROUNDS``."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.model import ProblemKind, SourceDocument
-from reconciler.ports.source import SystemOfRecord, scan_paths
+from reconciler.ports.source import ReadsPaths, SystemOfRecord, scan_paths
 from reconciler.stores.sql.watermarks import SqlWatchMarks
 
 log = logging.getLogger(__name__)
@@ -107,10 +107,22 @@ def watch_scope(
 _DANGLING = ProblemKind.DANGLING_SUPERSEDED_BY
 
 
-def keyed_scope(table: Any, name: str, keys: set[str], named: dict[str, str]) -> WatchScope:
+def keyed_scope(
+    table: Any,
+    source: SystemOfRecord,
+    keys: set[str],
+    named: Mapping[str, str],
+    paths: Mapping[str, str],
+) -> WatchScope:
     """The scope of a polled source's changed documents (by source key; ``named``: the
-    family each names): their families by the identity map, their rows and their own; the
-    source is read whole (these connectors read no path alone)."""
+    family each names, ``paths``: the path of each, from the watch's last read). Where the
+    connector reads by path (``ReadsPaths``: Confluence) and every changed key has a path
+    now, it is ``watch_scope``'s of those paths: the families and their members' paths. Else
+    (a document gone, an http or sql source) their families by the identity map, their rows
+    and their own, and the source is read whole."""
+    name = source.name
+    if isinstance(source, ReadsPaths) and keys <= paths.keys():
+        return watch_scope(table, source, {paths[key] for key in keys})
     marks = SqlWatchMarks.of(table)
     known = marks.identities_of(name, keys)
     families = _families(name, (), known, table, keys)

@@ -385,8 +385,8 @@ class Watch:
     def _scope(self, table: Any, watched: Followed, paths: set[str]) -> WatchScope:
         """The families of the documents at ``paths`` and the paths the run reads
         (``reconciler.app.watch_scope``)."""
-        if isinstance(watched, PolledWatch):  # (keys, not paths: the source is read whole)
-            return keyed_scope(table, watched.name, paths, watched.named)
+        if isinstance(watched, PolledWatch):  # (keys: their paths where it reads by path)
+            return keyed_scope(table, watched.source, paths, watched.named, watched.paths)
         root = watched.root if isinstance(watched, VaultWatch) else None
         return watch_scope(
             table,

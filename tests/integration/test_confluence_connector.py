@@ -175,10 +175,14 @@ class FakeConfluence:
         if path == "/wiki/api/v2/pages":
             space_key = {v: k for k, v in CLOUD_SPACES.items()}.get(args.get("space-id", ""))
             wanted = args.get("status", "current,archived").split(",")
+            ids = args["id"].split(",") if "id" in args else None
             listed = [
                 self.cloud_page(p, body=args.get("body-format") == "storage")
                 for p in self.ordered()
-                if p.space == space_key and p.status in wanted
+                if (p.space == space_key or ("space-id" not in args and ids is not None))
+                and p.status in wanted
+                and (ids is None or p.id in ids)
+                and args.get("title", p.title) == p.title
             ]
             return self.cursor(request, listed)
         match = re.fullmatch(r"/wiki/api/v2/pages/([0-9]+)(/labels|/properties)?", path)
@@ -251,10 +255,11 @@ class FakeConfluence:
         spaces = re.search(r"space IN \(([^)]*)\)", cql)
         keys = re.findall(r'"([^"]+)"', spaces.group(1)) if spaces else None
         found = [p for p in self.ordered() if p.status == "current"]
-        found = [p for p in found if keys is None or p.space in keys]
+        found = [p for p in found if (keys is None or p.space in keys) and self.cql_keeps(cql, p)]
         if "order by lastmodified desc" in cql:
             found.sort(key=lambda p: p.when, reverse=True)
-        limit = int(request.args.get("limit", 25))
+        start, limit = int(request.args.get("start", 0)), int(request.args.get("limit", 25))
+        found_all, found = found, found[start:]
         entries = [
             {
                 "content": {"id": p.id, "type": "page", "status": p.status, "title": p.title,
@@ -264,10 +269,29 @@ class FakeConfluence:
             }
             for p in found[:limit]
         ]  # fmt: skip
+        links = {"base": self.url, "context": "/confluence" if self.flavor != "cloud" else "/wiki"}
+        if start + limit < len(found_all):
+            links["next"] = (
+                f"/rest/api/search?{urlencode({**request.args, 'start': start + limit})}"
+            )
         return {
-            "results": entries, "start": 0, "limit": limit, "size": len(entries),
-            "totalSize": len(found), "cqlQuery": cql,
+            "results": entries, "start": start, "limit": limit, "size": len(entries),
+            "totalSize": len(found_all), "cqlQuery": cql, "_links": links,
         }, {}  # fmt: skip
+
+    @staticmethod
+    def cql_keeps(cql: str, page: FakePage) -> bool:
+        """Whether the clauses this fake understands keep ``page``: ``lastmodified >=
+        now("-Nm")`` (relative to the server's clock, as Confluence reads it) and ``title =
+        "…"`` alternatives (a CQL string's escapes undone)."""
+        since = re.search(r'lastmodified >= now\("-([0-9]+)m"\)', cql)
+        if since is not None:
+            edge = datetime.now(UTC) - timedelta(minutes=int(since.group(1)))
+            if datetime.fromisoformat(page.when.replace("Z", "+00:00")) < edge:
+                return False
+        titles = re.findall(r'title = "((?:[^"\\]|\\.)*)"', cql)
+        unescaped = {re.sub(r"\\(.)", r"\1", title) for title in titles}
+        return not titles or page.title in unescaped
 
     # -- Data Center REST v1 -------------------------------------------------------------
 
@@ -297,6 +321,7 @@ class FakeConfluence:
                 if p.status == "current"
                 and (label is None or label.group(1) in p.labels)
                 and (keys is None or p.space in keys)
+                and self.cql_keeps(cql, p)
             ]
             return self.offset(request, listed), {}
         match = re.fullmatch(r"/rest/api/content/([0-9]+)(/property)?", path)

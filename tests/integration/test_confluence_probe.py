@@ -85,12 +85,8 @@ def test_an_idle_poll_is_one_request_and_a_change_is_reconciled(
     dep.configure(source_extra=CONFLUENCE.format(url=site.url))
     dep.init_ingest()
     assert {"wiki:201", "wiki:202"} <= dep.served()
-    clock = ManualClock(datetime.now(UTC))
-    watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
-    (polled,) = [w for w in watch.sources if isinstance(w, PolledWatch)]
-    watch.open()
+    watch, polled, clock = first_poll(dep)
     try:
-        watch.tick()  # the first poll: where the site stands
         asked = len(site.requests)
         clock.advance(60)
         watch.tick()
@@ -105,3 +101,14 @@ def test_an_idle_poll_is_one_request_and_a_change_is_reconciled(
         assert not polled.batch.paths
     finally:
         watch.stop()
+
+
+def first_poll(dep: Deployment) -> tuple[Watch, PolledWatch, ManualClock]:
+    """The watch of ``dep``'s Confluence source on a manual clock, opened, after its first
+    poll (where the site stands)."""
+    clock = ManualClock(datetime.now(UTC))
+    watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
+    (polled,) = [w for w in watch.sources if isinstance(w, PolledWatch)]
+    watch.open()
+    watch.tick()
+    return watch, polled, clock
