@@ -29,7 +29,7 @@ from datetime import datetime
 
 from connectors.confluence.client import ConfluenceClient, dig
 from connectors.confluence.pages import DC_EXPAND, Page, cloud_page, cloud_spaces, dc_page
-from connectors.confluence.probing import scope_query
+from connectors.confluence.probing import quoted, scope_query
 from connectors.records import parse_date
 from reconciler.model import SourceProblem
 
@@ -38,17 +38,19 @@ __all__ = ["OVERLAP", "Token", "changed_pages", "pages_at", "read_token"]
 #: Minutes the changed-pages window reaches back past the watermark.
 OVERLAP = 2
 
-_TOKEN = re.compile(r"confluence:(?P<newest>.*)\|(?P<total>[0-9]+|None)")
+_TOKEN = re.compile(r"confluence:(?P<newest>.*?)\|(?P<total>[0-9]+|None)(?:\|L(?P<labels>\w+))?")
 #: The most ids one Cloud listing is asked for.
 _IDS = 50
 
 
 @dataclass(frozen=True)
 class Token:
-    """What a probe's token says: the newest modification (None: no page) and the count."""
+    """What a probe's token says: the newest modification (None: no page), the count and
+    the digest of the pages that carry the supersession label."""
 
     newest: datetime | None
     total: int | None
+    labels: str | None = None
 
 
 def read_token(token: str | None) -> Token | None:
@@ -59,9 +61,9 @@ def read_token(token: str | None) -> Token | None:
     total = int(found["total"]) if found["total"] != "None" else None
     newest = found["newest"]
     if newest == "none":
-        return Token(None, total)
+        return Token(None, total, found["labels"])
     try:
-        return Token(parse_date(newest.split(":", 2)[2]), total)
+        return Token(parse_date(newest.split(":", 2)[2]), total, found["labels"])
     except (ValueError, IndexError):
         return None
 
@@ -97,7 +99,7 @@ def pages_at(
     if client.flavor == "cloud":
         found = list(_cloud_titled(client, spaces, titles, statuses, problems))
     else:
-        named = " OR ".join(f"title = {_quoted(title)}" for title in titles)
+        named = " OR ".join(f"title = {quoted(title)}" for title in titles)
         found = _search(client, spaces, f"{scope_query(spaces, cql)} AND ({named})", problems)
     if any(page is None for page in found):
         return None  # (an entry without an id could be any page)
@@ -162,8 +164,3 @@ def _cloud_titled(
             for entries in client.cursor_pages(f"{client.api}/pages", params):
                 for raw in entries:
                     yield cloud_page(client.name, raw, key, problems)
-
-
-def _quoted(text: str) -> str:
-    """A CQL string literal."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -240,11 +240,12 @@ class ConfluenceSource:
         return snapshot, drafts
 
     def probe(self, token: str | None) -> str | None:
-        """The scope's newest modification and page count, in one CQL search
-        (``probing.newest_change``): ``token`` again while nothing was edited, added or
-        removed; None where the site does not answer the search."""
+        """The scope's newest modification and page count, in one CQL search, and the pages
+        that carry the supersession label, in another (``probing.newest_change``): ``token``
+        again while nothing was edited, added, removed or labelled; None where the site does
+        not answer the search."""
         self._client.authenticate()
-        return newest_change(self._client, self.spaces, self.cql)
+        return newest_change(self._client, self.spaces, self.cql, self.supersession_label)
 
     # -- what serve's watch reads (connectors/confluence/changes.py) -------------------------
 
@@ -256,6 +257,9 @@ class ConfluenceSource:
         a page trashed, deleted or moved; the search failing): the caller reads the whole."""
         was, is_ = read_token(before), read_token(now)
         if not self._statuses_seen or was is None or is_ is None or was.newest is None:
+            return None
+        if was.labels != is_.labels:  # (the label put on or taken off: no modification says which)
+            log.info("confluence %s: the supersession label moved: reading the whole", self.name)
             return None
         at = self._clock()
         self._client.authenticate()

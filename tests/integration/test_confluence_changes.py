@@ -3,8 +3,9 @@ HTTP server shaped like Confluence (it answers the CQL it is sent: ``lastmodifie
 now("-Nm")`` by its pages' dates, ``title = "…"`` by their titles): the pages changed since
 the last read (the last-modified search), and for the run the pages of their families (by
 title), not the whole site; a page trashed or deleted, which no modification shows, has the
-site read whole. Counted by the server's request log: the per-page requests (properties)
-name the pages read."""
+site read whole, as is a page labelled superseded (no new version: the probe's label search
+sees it). Counted by the server's request log: the per-page requests (properties) name the
+pages read."""
 
 from __future__ import annotations
 
@@ -166,6 +167,17 @@ def test_the_watch_reads_the_changed_page_and_its_family_then_a_deletion_whole(
         rows = dep.rows()
         assert rows["wiki:202"]["doc_version"] == 2
         assert rows["wiki:201"]["effective_to"] == datetime(2025, 2, 1, tzinfo=UTC)
+        # a page labelled superseded (its pointer set): no new version, no new date; the
+        # label search in the probe sees it, and the site is read whole
+        site.pages["305"].labels.append("superseded")
+        site.pages["305"].properties["superseded_by"] = "306"
+        asked = len(site.requests)
+        clock.advance(60)
+        watch.tick()
+        assert _whole(site, asked) > 0
+        assert not polled.batch.paths
+        assert dep.rows()["wiki:305"]["version_state"] == "superseded"
+        assert "wiki:305" not in dep.served()
         # a page deleted: no modification shows it, the count does; the site is read whole
         del site.pages["310"]
         asked = len(site.requests)

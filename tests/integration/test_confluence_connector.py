@@ -282,13 +282,16 @@ class FakeConfluence:
     @staticmethod
     def cql_keeps(cql: str, page: FakePage) -> bool:
         """Whether the clauses this fake understands keep ``page``: ``lastmodified >=
-        now("-Nm")`` (relative to the server's clock, as Confluence reads it) and ``title =
-        "…"`` alternatives (a CQL string's escapes undone)."""
+        now("-Nm")`` (relative to the server's clock, as Confluence reads it), ``label =
+        "…"`` and ``title = "…"`` alternatives (a CQL string's escapes undone)."""
         since = re.search(r'lastmodified >= now\("-([0-9]+)m"\)', cql)
         if since is not None:
             edge = datetime.now(UTC) - timedelta(minutes=int(since.group(1)))
             if datetime.fromisoformat(page.when.replace("Z", "+00:00")) < edge:
                 return False
+        label = re.search(r'label = "((?:[^"\\]|\\.)*)"', cql)
+        if label is not None and label.group(1) not in page.labels:
+            return False
         titles = re.findall(r'title = "((?:[^"\\]|\\.)*)"', cql)
         unescaped = {re.sub(r"\\(.)", r"\1", title) for title in titles}
         return not titles or page.title in unescaped

@@ -1,8 +1,9 @@
 """Confluence's cheap change check, against the real local HTTP server shaped like Confluence:
-the probe is one CQL search (newest modification first, one result, the scope's page count);
-its token holds while nothing changed and moves with an edit, a new page or a page gone; the
-watch's idle poll of a Confluence source costs that one request, and a change is read and
-reconciled."""
+the probe is two CQL searches (newest modification first, one result, the scope's page count;
+the ids of the pages that carry the supersession label); its token holds while nothing
+changed and moves with an edit, a new page, a page gone or the label put on or taken off;
+the watch's idle poll of a Confluence source costs those two requests, and a change is read
+and reconciled."""
 
 from __future__ import annotations
 
@@ -41,10 +42,12 @@ def test_the_probe_is_one_search_and_moves_with_each_change(site: FakeConfluence
     fake = site
     source = make_source(fake)
     token = source.probe(None)
-    assert fake.count(SEARCH) == 1
-    assert len(fake.requests) == 1  # (nothing else: no listing, no page read)
-    (cql,) = {args["cql"] for path, args in fake.requests if re.fullmatch(SEARCH, path)}
-    assert cql == 'space IN ("ENG") AND type = page order by lastmodified desc'
+    assert fake.count(SEARCH) == 2
+    assert len(fake.requests) == 2  # (nothing else: no listing, no page read)
+    assert {args["cql"] for path, args in fake.requests if re.fullmatch(SEARCH, path)} == {
+        'space IN ("ENG") AND type = page order by lastmodified desc',
+        'space IN ("ENG") AND type = page AND label = "superseded"',
+    }
     assert source.probe(token) == token
     fake.pages["103"].version, fake.pages["103"].when = 8, "2024-06-01T09:00:00.000Z"
     edited = source.probe(token)
@@ -53,7 +56,13 @@ def test_the_probe_is_one_search_and_moves_with_each_change(site: FakeConfluence
     added = source.probe(edited)
     assert added != edited
     del fake.pages["102"]  # (not the newest: the count says it)
-    assert source.probe(added) != added
+    gone = source.probe(added)
+    assert gone != added
+    fake.pages["103"].labels.append("superseded")  # (no new version, no new date)
+    labelled = source.probe(gone)
+    assert labelled != gone
+    fake.pages["103"].labels.remove("superseded")
+    assert source.probe(labelled) == gone
 
 
 def test_a_site_without_the_search_cannot_tell(site: FakeConfluence) -> None:
@@ -90,8 +99,8 @@ def test_an_idle_poll_is_one_request_and_a_change_is_reconciled(
         asked = len(site.requests)
         clock.advance(60)
         watch.tick()
-        assert site.requests[asked:] == [site.requests[-1]]  # one request
-        assert re.fullmatch(SEARCH, site.requests[-1][0])
+        assert len(site.requests[asked:]) == 2  # the two searches, nothing else
+        assert all(re.fullmatch(SEARCH, path) for path, _ in site.requests[asked:])
         site.pages["201"].status = "trashed"  # (retired: out of the search's scope too)
         site.pages["201"].version = 4
         clock.advance(60)
