@@ -27,6 +27,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from functools import partial
 from typing import Annotated, Any, ClassVar
 from urllib.parse import quote, urljoin, urlsplit
@@ -146,6 +147,8 @@ class HttpRegistrySource:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._session: requests.Session | None = None
         self._body_urls: dict[str, str] = {}  # source_key -> body_url, from the last scan
+        #: The listing's ``Last-Modified`` at the last scan (``changed_at``).
+        self._listed_at: datetime | None = None
 
     def __repr__(self) -> str:
         return f"HttpRegistrySource(name={self.name!r}, url={redact(self.url)!r})"
@@ -194,6 +197,8 @@ class HttpRegistrySource:
                     source=self.name,
                 )
                 entries, next_cursor = _page(response)
+                if page == 1:
+                    self._listed_at = _http_date(response.headers.get("Last-Modified"))
             except ConnectorConfigError as exc:
                 raise ConnectorConfigError(self._auth_hint(str(exc))) from None
             except (SourceUnavailable, _BadPage) as exc:
@@ -244,6 +249,12 @@ class HttpRegistrySource:
             scanned_at=scanned_at,
             complete=complete,
         )
+
+    def changed_at(self, source_key: str) -> datetime | None:
+        """The listing's ``Last-Modified`` as the last scan read it: the registry's date of its
+        newest change, which ``serve``'s watch dates each change of that read by (an older
+        one of the same read is counted from then); None without the header."""
+        return self._listed_at
 
     def probe(self, token: str | None) -> str | None:
         """The listing's validator (its ``ETag``, else its ``Last-Modified``), asked with a
@@ -441,3 +452,13 @@ def _page(response: requests.Response) -> tuple[list[Any], str | None]:
     if isinstance(cursor, bool) or not isinstance(cursor, str | int):
         raise _BadPage(f"'next_cursor' must be a string or null, got {shown(cursor)}")
     return entries, str(cursor)
+
+
+def _http_date(value: str | None) -> datetime | None:
+    """An HTTP date (``Last-Modified``) as a UTC datetime; None where there is none."""
+    if not value:
+        return None
+    try:
+        return parsedate_to_datetime(value).astimezone(UTC)
+    except (TypeError, ValueError):
+        return None

@@ -42,6 +42,8 @@ class FakeRegistry:
         self.broken: dict[str, Scripted] = {}
         self.hits: list[str] = []
         self.auth_seen: list[str | None] = []
+        #: The listing's ``Last-Modified`` (an HTTP date), when set.
+        self.modified: str | None = None
 
     def add(self, doc_id: str, text: str | None = None, **fields: Any) -> None:
         self.records[doc_id] = {"id": doc_id, **fields}
@@ -94,7 +96,10 @@ class FakeRegistry:
         return Response(
             json.dumps({"documents": entries, "next_cursor": following}),
             content_type="application/json",
-            headers={"ETag": self.etag()} if self.etags else None,
+            headers={
+                **({"ETag": self.etag()} if self.etags else {}),
+                **({"Last-Modified": self.modified} if self.modified else {}),
+            },
         )
 
     def etag(self) -> str:

@@ -46,6 +46,7 @@ from connectors.records import (
     assemble,
     intake,
     keep,
+    parse_date,
     parse_status_map,
     problem,
     sha256_of,
@@ -54,6 +55,9 @@ from connectors.sql.options import LOGICAL_FIELDS, SqlSettings
 from reconciler.model import ProblemKind, SourceProblem, SourceSnapshot
 
 __all__ = ["SqlTableSource"]
+
+#: The label the scan reads ``options.updated_at`` under (no mapped field is named so).
+_CHANGED = "__changed_at"
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +112,8 @@ class SqlTableSource:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._engine: Engine | None = None
         self._mapped: _Mapped | None = None
+        #: row id -> its ``updated_at`` read as a date, from the last scan (``changed_at``)
+        self._changed: dict[str, datetime] = {}
 
     def __repr__(self) -> str:
         where = f"url_env={self.url_env!r}" if self.url_env else f"url={self._display_url()!r}"
@@ -152,16 +158,18 @@ class SqlTableSource:
                 wanted = ["id", *(f for f in mapped.columns if f != "id")]
                 if "content_hash" in mapped.columns:
                     wanted.remove("body")  # the body is read only when ingesting
-                statement = (
-                    select(*(mapped.columns[f].label(f) for f in wanted))
-                    .where(*mapped.where)
-                    .order_by(mapped.columns["id"])
-                )
+                stamp = mapped.table.columns.get(self.updated_at) if self.updated_at else None
+                labelled = [mapped.columns[f].label(f) for f in wanted]
+                if stamp is not None:  # (the date of each row's change, for the watch)
+                    labelled.append(stamp.label(_CHANGED))
+                statement = select(*labelled).where(*mapped.where).order_by(mapped.columns["id"])
                 result = conn.execution_options(yield_per=self.batch_size).execute(statement)
+                changed: dict[str, datetime] = {}
                 for row in result.mappings():
                     rows += 1
-                    if not self._take(dict(row), rows, records, hashes, problems):
+                    if not self._take(dict(row), rows, records, hashes, problems, changed):
                         complete = False
+                self._changed = changed
                 # Rows whose hash column is empty or invalid: hash their body after the stream.
                 if "body" not in wanted:
                     for key in sorted(set(records) - set(hashes)):
@@ -278,6 +286,12 @@ class SqlTableSource:
             ) from None
         return f"{newest}|{rows}"
 
+    def changed_at(self, source_key: str) -> datetime | None:
+        """The row's ``updated_at`` as the last scan read it, where it reads as a date (an
+        integer version counter does not); None otherwise (``serve``'s watch then dates the
+        change when it saw it)."""
+        return self._changed.get(source_key)
+
     def _connect(self) -> Connection:
         if self._engine is None:
             url = self.url
@@ -350,13 +364,16 @@ class SqlTableSource:
 
     def _take(
         self,
-        row: Mapping[str, Any],
+        row: dict[str, Any],
         number: int,
         records: dict[str, Record],
         hashes: dict[str, str],
         problems: list[SourceProblem],
+        changed: dict[str, datetime],
     ) -> bool:
-        """Add one row; False when its identity cannot be known."""
+        """Add one row (its ``updated_at`` date to ``changed``); False when its identity
+        cannot be known."""
+        stamp = row.pop(_CHANGED, None)
         where = f"{self.table_name} row {number}"
         known, record = intake(
             self.name,
@@ -370,6 +387,9 @@ class SqlTableSource:
         if record is None:
             return known
         keep(self.name, record, records, problems)
+        when = _date_of(stamp)
+        if when is not None:
+            changed[record.key] = when
         if record.content_hash is not None:
             hashes[record.key] = record.content_hash
         elif "body" in row:
@@ -432,3 +452,13 @@ def _reason(exc: SQLAlchemyError) -> str:
     text = str(orig) if orig is not None else type(exc).__name__
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return first if len(first) <= 200 else first[:197] + "..."
+
+
+def _date_of(value: Any) -> datetime | None:
+    """A row's ``updated_at`` as a UTC date; None where it is none (a counter, empty)."""
+    if value is None or isinstance(value, (int, float)):
+        return None
+    try:
+        return parse_date(value)
+    except ValueError:
+        return None

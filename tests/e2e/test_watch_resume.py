@@ -4,15 +4,18 @@ started again: the watch compares each source's probe with the mark it persisted
 source: its branch tip with the last reconciled commit), finds the changed documents by their
 rows (the git source: by the paths changed since), and reconciles them at once, not at the
 next full job (a year away here, and the polls an hour apart: only the comparison at start
-can do it)."""
+can do it). A change is dated as its source dates it (the row's ``updated_at``, the commit's
+time), so ``reconciler_staleness_seconds`` counts the time serve was down."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from acceptance_kit import Deployment, day
-from exposition_kit import free_port, metrics_config
+from exposition_kit import Exposition, free_port, metrics_config, scrape_until
 from git_kit import Repo
 from pytest_httpserver import HTTPServer
 from test_watch import FAR, served, serving
@@ -31,18 +34,21 @@ def test_what_polled_sources_changed_while_serve_was_down_is_reconciled_at_start
     dep, registry, db = polled_deployment(
         tmp_path, httpserver, 'poll_interval = "1h"', leave, extra=git
     )
-    metrics_config(dep, f'[metrics]\nlisten = "127.0.0.1:{free_port()}"\n{FAR}')
+    port = free_port()
+    metrics_config(dep, f'[metrics]\nlisten = "127.0.0.1:{port}"\n{FAR}')
     assert {"reg:RUN-1", "reg:OPS-1", "dms:1", "dms:2", "gh:beta"} <= served(dep)
     with serving(dep) as wait_log:
         wait_log("watch: following")
         _until_marked(dep, {"reg", "dms", "gh"})  # (the first watch: where each source stands)
-    # serve is down: the registry retires RUN-1, the table retires row 1 and drops row 2, a
-    # commit retires beta
+    # serve is down: the registry retires RUN-1, the table retires row 1 (its updated_at a
+    # date now) and drops row 2, a commit retires beta; serve starts DOWN seconds later
     registry.update("RUN-1", status="retired")
-    sql(db, "UPDATE controlled SET state_code = 'W', changed = 2 WHERE doc_no = 1")
+    edited = datetime.now(UTC).isoformat()
+    sql(db, f"UPDATE controlled SET state_code = 'W', changed = '{edited}' WHERE doc_no = 1")
     sql(db, "DELETE FROM controlled WHERE doc_no = 2")
     repo.write("beta.md", FRONT.format("beta", "retired", day(-30)))
     repo.commit("retire beta")
+    time.sleep(DOWN)
     started = time.monotonic()
     with serving(dep) as wait_log:
         wait_log("watch: following")
@@ -50,6 +56,12 @@ def test_what_polled_sources_changed_while_serve_was_down_is_reconciled_at_start
             wait_log("reconciled family")
         now = served(dep)
         took = time.monotonic() - started
+        proc = wait_log.proc  # type: ignore[attr-defined]
+        reading = scrape_until(port, _staleness("dms", "gh"), proc, dep.root / "serve.log")
+    # dated as their sources date them (the row's updated_at, the commit's time), the changes
+    # count the time serve was down
+    assert _sum(reading, "dms") >= DOWN, reading.samples
+    assert _sum(reading, "gh") >= DOWN, reading.samples
     assert {"reg:RUN-1", "dms:1", "gh:beta"}.isdisjoint(now), now
     assert {"reg:OPS-1", "gh:alpha"} <= now  # (dms:2, gone, is retired past the grace period)
     assert took < 30, took
@@ -66,6 +78,24 @@ def test_what_polled_sources_changed_while_serve_was_down_is_reconciled_at_start
             time.sleep(0.1)
     assert "not modified" in registry.hits[hits:]
     assert (dep.root / "serve.log").read_text().count("changed while serve was down") == 2
+
+
+#: Seconds between the changes and serve's start (the time it was down, after them).
+DOWN = 2.0
+
+
+def _staleness(*sources: str) -> Callable[[Exposition], bool]:
+    def observed(reading: Exposition) -> bool:
+        return all(
+            (reading.value("reconciler_staleness_seconds_count", source=source) or 0) > 0
+            for source in sources
+        )
+
+    return observed
+
+
+def _sum(reading: Exposition, source: str) -> float:
+    return reading.value("reconciler_staleness_seconds_sum", source=source) or 0.0
 
 
 FRONT = "---\nid: {0}\nfamily: {0}\nstatus: {1}\neffective_from: {2}\n---\n# {0}\n\nBody.\n"

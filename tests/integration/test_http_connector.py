@@ -627,3 +627,14 @@ def test_engine_control_a_real_deletion_and_a_real_retirement_are_repaired(
     assert after["reg:RUN-1"][0] == after["reg:SEC-1"][0] == "retired"
     assert "reg:SEC-1" not in deployed.served()
     assert deployed.json("check")[0] == 0
+
+
+def test_a_change_is_dated_by_the_listing_last_modified(registry: FakeRegistry, url: str) -> None:
+    """``changed_at`` (serve's watch dates a change so): the listing's ``Last-Modified`` as
+    the last scan read it; None without the header (the change is then dated when seen)."""
+    src = source(url)
+    src.scan()
+    assert src.changed_at("RUN-1") is None
+    registry.modified = "Wed, 21 Oct 2015 07:28:00 GMT"
+    src.scan()
+    assert src.changed_at("RUN-1") == datetime(2015, 10, 21, 7, 28, tzinfo=UTC)

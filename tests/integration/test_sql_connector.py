@@ -534,3 +534,16 @@ def test_the_updated_at_watermark_moves_with_every_change(dms: Dms) -> None:
     assert source.probe(moved) not in (None, moved)  # a deletion: the count
     with pytest.raises(ConnectorConfigError, match="no column 'nope'"):
         dms.source(updated_at="nope").probe(None)
+
+
+def test_a_row_change_is_dated_by_its_updated_at_where_it_is_a_date(dms: Dms) -> None:
+    """``changed_at`` (serve's watch dates a change so): the row's ``updated_at`` as the last
+    scan read it, on both dialects; None where it is empty or a counter, not a date."""
+    source = dms.source(updated_at="valid_until")
+    assert source.changed_at("201") is None  # (not scanned yet)
+    source.scan()
+    assert source.changed_at("201") == datetime(2024, 6, 30, 12, 0, tzinfo=UTC)
+    assert source.changed_at("101") is None  # (no date in the column)
+    counted = dms.source(updated_at="rev")
+    counted.scan()
+    assert counted.changed_at("101") is None
