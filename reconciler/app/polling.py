@@ -1,6 +1,8 @@
 """What ``serve``'s watch polls: a source read through its connector at an interval (http,
 confluence, sql; ``[[sources]] poll_interval``), a cheap probe first where the connector has
-one, and a scan compared with the last one when something changed."""
+one, and, when something changed, what changed where the connector can read it alone
+(``ReadsChanges``: Confluence's last-modified search), else a scan, compared with the last
+read. Each change is dated as the source dates it where it can (``DatesChanges``)."""
 
 from __future__ import annotations
 
@@ -50,10 +52,11 @@ class DatesChanges(Protocol):
 class PolledWatch(Polled):
     """A source read through its connector at an interval (http, confluence, sql): a cheap
     probe first where the connector has one (``ports.source.probe``: an HTTP validator
-    answered 304, a SQL ``updated_at`` watermark), and a scan when it says something changed
-    (or cannot say), compared with the last scan: each document whose metadata or hash
-    differs, or that came or went, is a change (keyed by its source key, dated when the poll
-    saw it). The token of the state reconciled is the source's mark: at the first poll after
+    answered 304, a SQL ``updated_at`` watermark), and a read when it says something changed
+    (or cannot say): what changed since the last read where the connector can say
+    (``ReadsChanges``), else a scan, compared with the last read: each document whose
+    metadata or hash differs, or that came or went, is a change (keyed by its source key,
+    dated as the source dates it, ``DatesChanges``, else when the poll saw it). The token of the state reconciled is the source's mark: at the first poll after
     a restart, a token that moved (or a source that cannot tell) means the source changed
     while ``serve`` was down, and the documents whose rows differ (``drift``, the watch's
     comparison with the document table, ``reconciler.app.resuming``) are reconciled at once.

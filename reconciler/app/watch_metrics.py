@@ -14,7 +14,8 @@ class WatchMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.staleness = Histogram(
             "reconciler_staleness_seconds",
-            "From a change as its source dates it (file mtime, commit time) to the commit of "
+            "From a change as its source dates it (file mtime, commit time, page version "
+            "time, row updated_at, listing Last-Modified; else when seen) to the commit of "
             "the apply that made the served set right.",
             labelnames=["source"],
             buckets=(0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400),
