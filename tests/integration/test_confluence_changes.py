@@ -121,7 +121,7 @@ def test_the_pages_at_some_paths_are_found_by_title(httpserver: HTTPServer, flav
 def test_the_watch_reads_the_changed_page_and_its_family_then_a_deletion_whole(
     tmp_path: Path, httpserver: HTTPServer
 ) -> None:
-    site = _site(httpserver, "datacenter", 25)
+    site = _site(httpserver, "datacenter", 12)
     old = _iso(datetime.now(UTC) - timedelta(days=30))
     site.add(
         FakePage(
@@ -145,7 +145,7 @@ def test_the_watch_reads_the_changed_page_and_its_family_then_a_deletion_whole(
         source_extra=CONFLUENCE.format(url=site.url), policy={"missing_in_source_grace": "0s"}
     )
     dep.init_ingest()
-    assert {"wiki:202", "wiki:300", "wiki:324"} <= dep.served()
+    assert {"wiki:202", "wiki:300", "wiki:311"} <= dep.served()
     assert "wiki:201" not in dep.served()
     watch, polled, clock = first_poll(dep)
     try:
@@ -162,7 +162,7 @@ def test_the_watch_reads_the_changed_page_and_its_family_then_a_deletion_whole(
         assert "202" in _pages_read(site, asked)
         assert _whole(site, asked) == 0
         served = dep.served()
-        assert {"wiki:202", "wiki:300", "wiki:324"} <= served
+        assert {"wiki:202", "wiki:300", "wiki:311"} <= served
         assert "wiki:201" not in served
         rows = dep.rows()
         assert rows["wiki:202"]["doc_version"] == 2
@@ -187,6 +187,6 @@ def test_the_watch_reads_the_changed_page_and_its_family_then_a_deletion_whole(
         assert not polled.batch.paths
         served = dep.served()
         assert "wiki:310" not in served  # (no grace here: retired at once)
-        assert {"wiki:202", "wiki:300", "wiki:324"} <= served
+        assert {"wiki:202", "wiki:300", "wiki:311"} <= served
     finally:
         watch.stop()
