@@ -141,7 +141,11 @@ class RowLease:
         self.busy = ""
         if not self._take():
             return False
-        in_the_way = self._excluding()
+        try:
+            in_the_way = self._excluding()
+        except BaseException:  # not known to be free: leave the row to no one
+            self.release()
+            raise
         if in_the_way:
             self.release()
             self.busy = in_the_way
