@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis_kit import examples
-from sqlalchemy import delete
+from sqlalchemy import delete, text
 from sqlalchemy.orm import Session
 
 from reconciler.app.holding import lease_name
@@ -60,10 +60,25 @@ class Leases:
         """The holder dies: its session is cut (advisory), or it stops renewing until its
         row expires (row: the clock passes the ttl)."""
         if isinstance(lease, AdvisoryLease):
-            lease._conn.close()
-            lease._conn = None
+            self.cut(lease)
         else:
             self.clock.advance(TTL.total_seconds() + 1)
+
+    def cut(self, lease: AdvisoryLease) -> None:
+        """Close the lease's session as a crash would, and wait for the server to have ended
+        it (it lets the locks go as the backend exits, a moment after the socket closes)."""
+        if lease._conn is None:
+            return
+        pid = lease._conn.info.backend_pid
+        lease._conn.close()
+        lease._conn = None
+        deadline = time.monotonic() + 30
+        alive = text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p")
+        with self.table.engine.connect() as conn:
+            while conn.scalar(alive, {"p": pid}):
+                conn.rollback()  # (a transaction reads the activity of its first look)
+                assert time.monotonic() < deadline
+                time.sleep(0.005)
 
     def reset(self) -> None:
         with Session(self.table.engine) as session, session.begin():
@@ -323,9 +338,8 @@ class Model:
             lease.release()
             self.until.pop(h, None)
         elif self.leases.kind == "advisory":  # expire: the holder's session is cut
-            if isinstance(lease, AdvisoryLease) and lease._conn is not None:
-                lease._conn.close()
-                lease._conn = None
+            if isinstance(lease, AdvisoryLease):
+                self.leases.cut(lease)
             self.until.pop(h, None)
         else:  # expire: time passes; those who do not renew in time lose their rows
             clock.advance(seconds)
