@@ -43,6 +43,8 @@ SLOW = (
     "tests/e2e/test_rekey_killed.py",
     "tests/integration/test_audit_chain.py::test_parallel_appenders_extend_one_chain",
     "tests/integration/test_leasing.py::test_two_processes_contend_and_exactly_one_runs",
+    "tests/integration/test_lease_exclusion.py::test_processes_racing_never_hold_both_kinds",
+    "tests/integration/test_lease_exclusion.py::test_a_killed_holder_of_either_kind_is_taken_over_at_once",
     "tests/e2e/test_authorized_killed.py",
     "tests/e2e/test_peps_replay.py",
 )

@@ -116,8 +116,9 @@ def approve_plan(
         with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
             if not held.acquired:
                 raise LeaseBusy(
-                    f"another runner holds the lease of shard {shard}; the plan was not "
-                    "applied (nothing was written): run the command again when it has ended"
+                    f"another runner holds the lease of shard {shard} or one it excludes"
+                    f"{held.busy}; the plan was not applied (nothing was written): run the "
+                    "command again when it has ended"
                 )
 
             def keep_writing() -> None:

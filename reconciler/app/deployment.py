@@ -104,9 +104,10 @@ def ingest_sources(
         with HeldLease(lease) as held:
             if not held.acquired:
                 raise LeaseBusy(
-                    f"another runner holds the lease of shard {WHOLE} (a run, an apply, a "
-                    "rollback or another ingestion); the ingestion was not started (nothing "
-                    "was read or written): run it again when that one has ended"
+                    f"another runner holds the lease of shard {WHOLE} or a shard's (a run of "
+                    "any shard, an apply, a rollback or another ingestion)"
+                    f"{held.busy}; the ingestion was not started (nothing was read or "
+                    "written): run it again when that one has ended"
                 )
             resolve_interrupted(table=opened.table, index=opened.index, shard=WHOLE)
             if not (accept_unread or outbox_only):

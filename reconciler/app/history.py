@@ -91,8 +91,9 @@ def rollback_run(
             with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
                 if not held.acquired:
                     raise LeaseBusy(
-                        f"another runner holds the lease of shard {shard}; the rollback was "
-                        "not started (nothing was written): retry when that run has ended"
+                        f"another runner holds the lease of shard {shard} or one it excludes"
+                        f"{held.busy}; the rollback was not started (nothing was written): "
+                        "retry when that run has ended"
                     )
                 resolve_interrupted(table=table, index=index, shard=str(shard), undoing=run_id)
                 result = rollback(

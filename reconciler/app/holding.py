@@ -9,7 +9,7 @@ import threading
 from datetime import timedelta
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.ports.lease import Lease
+from reconciler.ports.lease import PREFIX, Lease
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,13 @@ class HeldLease:
             self._thread.start()
         return self
 
+    @property
+    def busy(self) -> str:
+        """When the lease was not acquired: who holds what in its way, as one clause to add
+        to the refusal (" (held: ...)"), or "" when the lease does not say."""
+        said = getattr(self.lease, "busy", "")
+        return f" (held: {said})" if said else ""
+
     def _renew(self) -> None:
         pause = self.renew_every
         while not self.clock.wait(self._stop, pause):
@@ -88,7 +95,10 @@ class HeldLease:
             except Exception as error:  # a renewal that failed is not a lease lost (yet)
                 return self._failed(error, started)
             if not held:
-                self._lose(f"lease {self.lease.name} is no longer ours (another runner took it)")
+                self._lose(
+                    f"lease {self.lease.name} is no longer ours (it expired, or another runner "
+                    "took it)"
+                )
                 return False
             if self._failing is not None:
                 log.info("lease %s renewed again", self.lease.name)
@@ -158,8 +168,8 @@ def _one_line(error: Exception) -> str:
 
 
 def lease_name(shard: str) -> str:
-    """The lease of one shard."""
-    return f"reconcile:{shard}"
+    """The lease of one shard (``0/1``: the whole corpus's, which excludes every shard's)."""
+    return f"{PREFIX}{shard}"
 
 
 __all__ = ["HeldLease", "lease_name"]

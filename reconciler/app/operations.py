@@ -161,8 +161,8 @@ def reconcile(
         with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
             if not held.acquired:
                 raise LeaseBusy(
-                    f"another runner holds the lease of shard {options.shard}; "
-                    "this run was skipped (nothing was read or written)"
+                    f"another runner holds the lease of shard {options.shard} or one it "
+                    f"excludes{held.busy}; this run was skipped (nothing was read or written)"
                 )
             if on_lease is not None:
                 on_lease(True)

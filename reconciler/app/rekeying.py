@@ -46,9 +46,9 @@ def rekey(
     with stores(settings) as opened, HeldLease(opened.leases(lease_name(WHOLE))) as held:
         if not held.acquired:
             raise LeaseBusy(
-                f"another runner holds the lease of shard {WHOLE} (a run, an ingestion, a "
-                "rollback); the re-keying was not started (nothing was read or written): "
-                "run it again when that one has ended"
+                f"another runner holds the lease of shard {WHOLE} or a shard's (a run of any "
+                f"shard, an ingestion, a rollback){held.busy}; the re-keying was not started "
+                "(nothing was read or written): run it again when that one has ended"
             )
         if not dry_run:
             resolve_interrupted(table=opened.table, index=opened.index, shard=WHOLE)

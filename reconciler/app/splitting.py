@@ -117,9 +117,9 @@ def split_store(
             with HeldLease(lease, renew_every=lease_renew_every, clock=clock) as held:
                 if not held.acquired:
                     raise LeaseBusy(
-                        f"another runner holds the lease of shard {WHOLE} (a run, an apply, an "
-                        "ingestion or a rollback); nothing was moved: run it again when that "
-                        "one has ended"
+                        f"another runner holds the lease of shard {WHOLE} or a shard's (a run "
+                        "of any shard, an apply, an ingestion or a rollback)"
+                        f"{held.busy}; nothing was moved: run it again when that one has ended"
                     )
                 resolve_interrupted(table=table, index=index, shard=WHOLE)
                 guard = lease_guard(held, Shard())

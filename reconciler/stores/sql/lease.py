@@ -7,6 +7,11 @@ as long as that session; if the process dies the server releases it). SQLite: a 
 that dies stops renewing and the lease expires, and a holder on this machine whose process is
 provably gone (its pid no longer exists) is taken over at once.
 
+The whole corpus's lease excludes every shard's (``reconciler.ports.lease.excludes``): on
+PostgreSQL each run's lease also takes one more advisory lock, exclusively for the whole
+corpus, shared for a shard; a row lease, once committed, reads the rows it excludes and backs
+off if one is live. Each class says why that holds.
+
 Time comes from the injected ``clock`` (``reconciler.clock``): the row lease's expiry is
 written and compared as this process's clock says (never the database server's), and the
 renewals are paced by it. The advisory lock has no expiry: only its renewal pace is timed.
@@ -31,7 +36,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
-from reconciler.ports.lease import Lease
+from reconciler.ports.lease import PREFIX, WHOLE_CORPUS, Lease, excludes, is_run_lease
 from reconciler.stores.sql.schema import LeaseRow
 
 log = logging.getLogger(__name__)
@@ -98,8 +103,22 @@ def advisory_key(name: str) -> int:
     )
 
 
+def _held_by(name: str, holder: str, expires: Any) -> str:
+    """One row's holding, in words."""
+    return f"lease {name} by {holder} until {expires:%Y-%m-%d %H:%M:%S} UTC"
+
+
 class RowLease:
-    """A lease row with an expiry (SQLite, or any dialect with ON CONFLICT)."""
+    """A lease row with an expiry (SQLite, or any dialect with ON CONFLICT).
+
+    One name: one atomic upsert takes a row that is absent, expired or this holder's. The whole
+    corpus's lease and a shard's: each holder, once its own row is committed, reads the rows of
+    the kind it excludes (``excludes``) and, if one is live (unexpired, its holder not provably
+    gone), deletes its own row and refuses. Both sides read after their own commit, so of two
+    that race at least one sees the other (both may refuse: neither holds). A renewal extends
+    only an unexpired row: a lease that expired is over for its holder, even if no one took
+    its name, so a reader that found it expired was right to go on.
+    """
 
     def __init__(
         self,
@@ -115,8 +134,26 @@ class RowLease:
         self.ttl = ttl
         self.holder = holder or holder_id()
         self.clock = clock
+        self.busy = ""
 
     def acquire(self) -> bool:
+        """Take the row (``_take``), then refuse if a lease this one excludes is live."""
+        self.busy = ""
+        if not self._take():
+            return False
+        try:
+            in_the_way = self._excluding()
+        except BaseException:  # not known to be free: leave the row to no one
+            self.release()
+            raise
+        if in_the_way:
+            self.release()
+            self.busy = in_the_way
+            log.debug("lease %s busy: %s", self.name, in_the_way)
+            return False
+        return True
+
+    def _take(self) -> bool:
         """Insert the lease, or take it over when expired (one atomic statement)."""
         now = self.clock.now()
         insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
@@ -132,35 +169,61 @@ class RowLease:
             },
             where=(LeaseRow.expires_at < now) | (LeaseRow.holder == self.holder),
         )
+        mine = LeaseRow.name == self.name
         with Session(self.engine) as session, session.begin():
             session.execute(stmt)
-            holder = session.scalar(select(LeaseRow.holder).where(LeaseRow.name == self.name))
+            holder = session.scalar(select(LeaseRow.holder).where(mine))
             if holder is not None and holder != self.holder and holder_is_gone(holder):
                 log.warning("lease %s: its holder %s is gone; taking it over", self.name, holder)
                 session.execute(
                     update(LeaseRow)
-                    .where(LeaseRow.name == self.name, LeaseRow.holder == holder)
+                    .where(mine, LeaseRow.holder == holder)
                     .values(holder=self.holder, acquired_at=now, expires_at=now + self.ttl)
                 )
-                holder = session.scalar(select(LeaseRow.holder).where(LeaseRow.name == self.name))
-        held = holder == self.holder
-        log.debug("lease %s %s (holder %s)", self.name, "taken" if held else "busy", holder)
+            row = session.execute(select(LeaseRow.holder, LeaseRow.expires_at).where(mine)).one()
+        held = bool(row.holder == self.holder)
+        if not held:
+            self.busy = _held_by(self.name, row.holder, row.expires_at)
+        log.debug("lease %s %s (holder %s)", self.name, "taken" if held else "busy", row.holder)
         return held
 
+    def _excluding(self) -> str:
+        """The live leases of the other kind that this one excludes, in words ("" if none)."""
+        if not is_run_lease(self.name):
+            return ""
+        with Session(self.engine) as session:
+            rows = session.execute(
+                select(LeaseRow.name, LeaseRow.holder, LeaseRow.expires_at).where(
+                    LeaseRow.name.startswith(PREFIX),
+                    LeaseRow.name != self.name,
+                    LeaseRow.expires_at >= self.clock.now(),
+                )
+            ).all()
+        return "; ".join(
+            _held_by(row.name, row.holder, row.expires_at)
+            for row in sorted(rows)
+            if excludes(self.name, row.name) and not holder_is_gone(row.holder)
+        )
+
     def renew(self) -> bool:
-        """Push the expiry forward while we still hold it."""
+        """Push the expiry forward while we still hold it, unexpired."""
         now = self.clock.now()
         with Session(self.engine) as session, session.begin():
             result = session.execute(
                 update(LeaseRow)
-                .where(LeaseRow.name == self.name, LeaseRow.holder == self.holder)
+                .where(
+                    LeaseRow.name == self.name,
+                    LeaseRow.holder == self.holder,
+                    LeaseRow.expires_at >= now,
+                )
                 .values(expires_at=now + self.ttl)
             )
             return bool(getattr(result, "rowcount", 0))
 
     def is_free(self) -> bool:
         """Whether the row is absent, expired, or held by a holder that is provably gone
-        (``holder_is_gone``), read without taking it."""
+        (``holder_is_gone``), read without taking it. Of this name only: a dry run asks
+        whether the run recorded under it is dead, not whether another kind is in the way."""
         with Session(self.engine) as session:
             holder = session.scalar(
                 select(LeaseRow.holder).where(
@@ -177,8 +240,20 @@ class RowLease:
             )
 
 
+#: The advisory lock every run's lease also takes: exclusively for the whole corpus's,
+#: shared for a shard's (``pg_try_advisory_lock_shared``).
+CORPUS_KEY = advisory_key("corpus")
+
+
 class AdvisoryLease:
-    """``pg_try_advisory_lock`` on a dedicated connection outside the pool."""
+    """``pg_try_advisory_lock`` on a dedicated connection outside the pool.
+
+    The lock of its name, exclusive; a run's lease also takes ``CORPUS_KEY``: the whole
+    corpus's exclusively, a shard's shared, so shards share it with each other and never with
+    the whole corpus's. Both are tried (never waited for) on the one session, and both go
+    with it when the process dies. The session is named (``application_name``) for the
+    lease and the process, so a refusal can say who holds what (``pg_locks``).
+    """
 
     def __init__(
         self, engine: Engine, name: str, *, connect_args: dict[str, Any] | None = None
@@ -188,25 +263,51 @@ class AdvisoryLease:
         self.key = advisory_key(name)
         #: The table's bounds (``connect_timeout``, ``statement_timeout``, keepalives).
         self.connect_args = connect_args or {}
+        self.busy = ""
         self._conn: Any = None
 
-    def acquire(self) -> bool:
-        """Open a dedicated session and try the lock once."""
-        if self._conn is not None:
-            return True
+    def _connect(self) -> Any:
         import psycopg  # noqa: PLC0415 (only needed on PostgreSQL)
 
         # Its own session, outside the pool: the lock lives exactly as long as it does.
         url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        conn = psycopg.connect(url, autocommit=True, **self.connect_args)
-        with conn.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))
-            row = cursor.fetchone()
-        if row and row[0]:
-            self._conn = conn
+        named = f"{APP_PREFIX}{self.name} {socket.gethostname()}:{os.getpid()}"[:63]
+        return psycopg.connect(url, autocommit=True, **self.connect_args, application_name=named)
+
+    def acquire(self) -> bool:
+        """Open a dedicated session and try the locks once."""
+        if self._conn is not None:
             return True
+        self.busy = ""
+        conn = self._connect()
+        try:
+            blocked = self._lock(conn)
+            if blocked is None:
+                self._conn = conn
+                return True
+            self.busy = _lock_holders(conn, *blocked)
+        except BaseException:
+            conn.close()
+            raise
         conn.close()
         return False
+
+    def _lock(self, conn: Any) -> tuple[int, str] | None:
+        """Take this name's lock, then a run's share of ``CORPUS_KEY``; None when both are
+        held, else the key in the way and the mode its holders hold it in."""
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))
+            if not cursor.fetchone()[0]:
+                return self.key, "ExclusiveLock"
+            if not is_run_lease(self.name):
+                return None
+            whole = self.name == WHOLE_CORPUS
+            try_lock = "pg_try_advisory_lock" if whole else "pg_try_advisory_lock_shared"
+            cursor.execute(f"SELECT {try_lock}(%s)", (CORPUS_KEY,))
+            if cursor.fetchone()[0]:
+                return None
+            cursor.execute("SELECT pg_advisory_unlock_all()")
+            return CORPUS_KEY, "ShareLock" if whole else "ExclusiveLock"
 
     def renew(self) -> bool:
         """The lock lives as long as the session: check the session is alive."""
@@ -222,12 +323,15 @@ class AdvisoryLease:
             return False
 
     def is_free(self) -> bool:
-        """The lock tried on a session of its own and let go at once."""
-        probe = AdvisoryLease(self.engine, self.name, connect_args=self.connect_args)
+        """This name's lock tried on a session of its own and let go at once (this name
+        only, as ``RowLease.is_free``)."""
+        conn = self._connect()
         try:
-            return probe.acquire()
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))
+                return bool(cursor.fetchone()[0])
         finally:
-            probe.release()
+            conn.close()
 
     def release(self) -> None:
         """Unlock and close the dedicated session."""
@@ -235,10 +339,38 @@ class AdvisoryLease:
             return
         try:
             with self._conn.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+                cursor.execute("SELECT pg_advisory_unlock_all()")
         finally:
             self._conn.close()
             self._conn = None
+
+
+#: How a lease's session names itself (``application_name``), before the lease's name.
+APP_PREFIX = "reconciler lease "
+
+
+def _lock_holders(conn: Any, key: int, mode: str) -> str:
+    """Who holds advisory lock ``key`` in ``mode``, in words: each session's lease and process
+    as it named itself, else its backend pid and address."""
+    unsigned = key & 0xFFFFFFFFFFFFFFFF
+    with conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT l.pid, a.application_name, a.client_addr FROM pg_locks l "
+            "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+            "AND l.classid = %s::bigint::oid AND l.objid = %s::bigint::oid AND l.mode = %s "
+            "AND l.pid <> pg_backend_pid() ORDER BY l.pid",
+            (unsigned >> 32, unsigned & 0xFFFFFFFF, mode),
+        )
+        rows = cursor.fetchall()
+    said = []
+    for pid, app, addr in rows:
+        if app and app.startswith(APP_PREFIX):
+            lease, _, process = app.removeprefix(APP_PREFIX).partition(" ")
+            said.append(f"lease {lease} by {process} (PostgreSQL backend {pid})")
+        else:
+            said.append(f"an advisory lock by PostgreSQL backend {pid} ({addr or 'local'})")
+    return "; ".join(said)
 
 
 def make_lease(
