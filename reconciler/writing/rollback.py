@@ -202,7 +202,8 @@ def apply_rollback(
                 batch_points=batch_points,
                 keep_writing=keep_writing,
             )
-            paged = PagedUndo(step, page_size=page_documents, batch_points=batch_points)
+            left: list[Mapping[str, Any]] = list(step.listed)
+            paged = PagedUndo(step, left.extend, page_documents, batch_points)
             written = execute(paged, applier)
             result = RollbackResult(
                 run_id=record.run_id,
@@ -212,7 +213,7 @@ def apply_rollback(
                 points=written.points,
                 declarations=len(step.revoked) + len(step.restored),
                 cascaded=[done[c.rolled_back].to_json() for c in step.cascaded],
-                not_undone=[dict(n) for n in (*step.listed, *paged.left)],
+                not_undone=[dict(n) for n in left],
                 moves=None if applier.mover is None else written.moves,
             )
             record.counts = {

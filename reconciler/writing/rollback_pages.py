@@ -23,7 +23,7 @@ So what ``--dry-run`` prints is what the rollback then writes, for any page size
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -80,13 +80,13 @@ class StepPlan:
 @dataclass(frozen=True)
 class PagedUndo:
     """One step applied (``executing.execute``): its declarations, then its documents a page
-    at a time, each page planned from the stores as they are then. ``left``: what the pages
-    found not to undo (filled as they are applied)."""
+    at a time, each page planned from the stores as they are then. ``left`` is told what
+    each page leaves undone (the step's output lists it)."""
 
     step: StepPlan
+    left: Callable[[Iterable[Mapping[str, Any]]], None]
     page_size: int = PAGE_DOCUMENTS
     batch_points: int = 256
-    left: list[Mapping[str, Any]] = field(default_factory=list, compare=False)
 
     def execute(self, applier: Applier) -> None:
         """Declarations first (killed after them, the next run no longer reads them, so it
@@ -100,7 +100,7 @@ class PagedUndo:
             undo, _after = plan_documents(
                 inputs, run_id, inputs.runs[run_id].entries, Overlay(), self.batch_points
             )
-            self.left.extend(undo.not_undone)
+            self.left(undo.not_undone)
             write_documents(applier, step.reason, undo.rows, undo.payload_targets, undo.moves)
 
 
