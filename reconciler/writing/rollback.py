@@ -14,12 +14,16 @@
   go back where they were (audited as any move, ``moving``), those it put there that are
   still there; one that has moved again since is left and listed.
 
-It is planned first (``read_history`` reads once what it looks at; ``rollback_plan`` folds
-that, cascade included, into a frozen ``RunUndo``), then each step of the plan runs as a new audited run
-by actor ``rollback``, under the lease of the rolled-back run's shard (the caller takes it),
-through the executor (``executing``). ``dry_run`` renders the plan: what the real rollback
-would do, cascade included; nothing is written. Re-ingest requests and payload indexes are
-not undone (neither changes what retrieval returns); they are listed.
+It is planned and applied a page of documents at a time (``rollback_pages``: memory flat
+however many points the run wrote): its steps first (the run ids in cascade order, their
+declarations), then each page of documents by the pure fold (``rollback_documents``,
+``rollback_plan``). Each step runs as a new audited run by actor ``rollback``, under the lease
+of the rolled-back run's shard (the caller takes it), through the executor (``executing``).
+``dry_run`` adds up the pages' plans: what the real rollback would do, cascade included;
+nothing is written. Re-ingest requests and payload indexes are not undone (neither changes
+what retrieval returns); they are listed. ``read_history`` reads a whole run at once, into
+what ``rollback_plan.plan_rollback`` folds (the reference the pages are folded by; its
+memory grows with the run).
 """
 
 from __future__ import annotations

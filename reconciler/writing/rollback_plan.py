@@ -1,19 +1,23 @@
 """A rollback, planned: a pure fold over what the stores hold, into a frozen plan.
 
-``rollback.read_history`` reads, once, all a rollback looks at (the audit entries of the run
-and of the later runs a cascade undoes first, the rows and declarations they name, the payload
-and collection of each point they wrote or moved): a ``RollbackInputs`` value
-(``rollback_inputs``, its points sharing their payloads), which ``plan_rollback`` folds into
-a ``RollbackPlan``: per run, newest first down a cascade, the row fields to restore, the
-payload writes (grouped as the applier groups them), the declarations to revoke or restore,
-the points to move back, what is left undone. It reads and writes no store.
+``plan_rollback`` folds a ``RollbackInputs`` value (``rollback_inputs``: the audit entries of
+the run and of the later runs a cascade undoes first, the rows and declarations they name, the
+payload and collection of each point they wrote or moved, its points sharing their payloads)
+into a ``RollbackPlan``: per run, newest first down a cascade, the declarations to revoke or
+restore and, for the documents the inputs hold (``rollback_documents.plan_documents``), the
+row fields to restore, the payload writes (grouped as the applier groups them), the points to
+move back, what is left undone. It reads and writes no store. A rollback reads and folds its
+documents a page at a time (``rollback_pages``: the inputs of one page, the same fold);
+``rollback.read_history`` reads a whole run into one value (tests, the bench's reference).
 
 A cascade is planned newest first against an ``Overlay``: an immutable value holding what the
 steps planned before would have written (rows, payloads, where points are, declarations), over
 the inputs. So the rollback of A after that of B reads the rows B's rollback restored, and a
 point counts only when it would still differ: what ``--dry-run`` prints is what the executor
-(``rollback.apply_rollback``) then writes. A dead run the rollback's runner would resolve first
-(``recovery``) is planned as resolved: ``interrupted``, its unfinished moves finished.
+(``rollback.apply_rollback``) then writes. A dead run the rollback's runner would resolve
+first (``recovery``) is planned as resolved: ``interrupted``, its unfinished moves finished.
+The run-level checks (``runs_to_cascade``) and the documents' writes (``write_documents``) are
+the paged rollback's too.
 """
 
 from __future__ import annotations
