@@ -12,25 +12,19 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from reconciler.model import (
-    AuditEntry,
     Declaration,
     Document,
     ReingestRequest,
     RowChange,
-    Verification,
 )
+
+# (the audit roles live in ``ports.audit``: re-exported here with the table's own)
+from reconciler.ports.audit import AuditLog as AuditLog  # noqa: PLC0414
+from reconciler.ports.audit import AuditReader as AuditReader  # noqa: PLC0414
+from reconciler.ports.audit import AuditWalk as AuditWalk  # noqa: PLC0414
+from reconciler.ports.audit import AuditWriter as AuditWriter  # noqa: PLC0414
+from reconciler.ports.audit import ChainedEntry as ChainedEntry  # noqa: PLC0414
 from reconciler.ports.plans import PlanReader, PlanWriter
-
-
-@dataclass(frozen=True)
-class ChainedEntry:
-    """An entry as the chain holds it: its place (``seq``), its own hash and the one it links
-    to; ``entry`` is ``None`` when the stored entry cannot be read (a problem of the walk)."""
-
-    seq: int
-    entry_hash: str
-    prev_hash: str
-    entry: AuditEntry | None
 
 
 @dataclass(frozen=True)
@@ -357,71 +351,6 @@ class OutboxWriter(Protocol):
 
 class ReingestOutbox(OutboxReader, OutboxWriter, Protocol):
     """Re-ingest requests, and a run's row writes committed with them."""
-
-    ...
-
-
-class AuditWalk(Protocol):
-    """The whole audit chain, streamed in order and verified on the way (iterate it once)."""
-
-    #: What the walk found wrong; complete once the iteration has ended.
-    verification: Verification
-    #: The ``seq`` of the last entry walked.
-    last_seq: int
-
-    def __iter__(self) -> Iterator[ChainedEntry]: ...
-
-
-class AuditReader(Protocol):
-    """The audit log read: a run's entries, entries for display, the chain verified."""
-
-    def walk_audit(self) -> AuditWalk:
-        """The whole chain, streamed and verified on the way."""
-        ...
-
-    def audit_entries_about(
-        self, targets: Iterable[str], *, upto: int, after: int = 0
-    ) -> Iterator[ChainedEntry]:
-        """The entries whose target is one of ``targets`` (documents, runs), after ``seq``
-        ``after`` and up to ``upto``, streamed (in chain order for up to 500 targets), each
-        checked against its own hash (``entry=None``: altered)."""
-        ...
-
-    def audit_targets(self, *, kinds: Iterable[str], upto: int) -> Iterator[str]:
-        """Every target of an entry of one of ``kinds`` up to ``seq`` ``upto``, once each, in
-        order, streamed (the store's own DISTINCT: nothing held here)."""
-        ...
-
-    def run_entries_with_hashes(self, run_id: str) -> tuple[list[AuditEntry], list[str]]:
-        """Every entry of one run, in order, with each entry's own hash."""
-        ...
-
-    def audit_entries(
-        self, *, run_id: str | None = None, target: str | None = None, limit: int = 1000
-    ) -> Iterator[dict[str, Any]]:
-        """Entries for display (JSON-ready), oldest first, optionally of one run or target."""
-        ...
-
-    def verify_audit(self) -> Verification:
-        """Walk the whole chain; report each break, cut end and unreadable entry."""
-        ...
-
-    def runs_touching_after(self, entry_hash: str, targets: set[str], *, exclude: str) -> list[str]:
-        """Runs other than ``exclude`` with a row or payload entry about one of ``targets``
-        after the entry ``entry_hash``, newest first."""
-        ...
-
-
-class AuditWriter(Protocol):
-    """The audit log appended to."""
-
-    def append_audit(self, entries: Sequence[AuditEntry]) -> str:
-        """Append entries in their own transaction; return the new head hash ("" if none)."""
-        ...
-
-
-class AuditLog(AuditReader, AuditWriter, Protocol):
-    """The append-only, hash-chained log of every write."""
 
     ...
 

@@ -115,9 +115,7 @@ def test_the_identities_last_seen_at_some_paths_besides_some_keys(table: Documen
         "doc-1": "b.md",
         "old-1": "b.md",
     }
-    assert table.identity_paths("h", at=["b.md"], besides=iter(["doc-1", "x"])) == {
-        "old-1": "b.md"
-    }
+    assert table.identity_paths("h", at=["b.md"], besides=iter(["doc-1", "x"])) == {"old-1": "b.md"}
     many = [f"k{n}" for n in range(1200)]  # more than a query's worth
     assert table.identity_paths("h", besides=[*many, "doc-0"]) == {
         "doc-1": "b.md",
@@ -165,7 +163,9 @@ def test_the_payload_derived_from_a_streamed_row_is_the_written_documents(
 
     written = {
         d.doc_id: dataclasses.replace(
-            d, effective_from=as_utc(d.effective_from), effective_to=as_utc(d.effective_to)  # type: ignore[arg-type]
+            d,
+            effective_from=as_utc(d.effective_from),
+            effective_to=as_utc(d.effective_to),  # type: ignore[arg-type]
         )
         for d in docs
     }
@@ -250,9 +250,12 @@ def test_declarations_are_recorded_revoked_and_restored_with_their_audit_entries
     [revoked] = table.declarations(active=False, ids=["d-0000"])
     assert (revoked.revoked_at, revoked.revoked_by) == (later, "r2")
     # revoking what is revoked, restoring what is active: nothing to write, no entry
-    assert table.write_declarations(
-        run_id="r3", actor="rollback", at=later, revoked=["d-0000"], restored=["d-0001"]
-    ) == ""
+    assert (
+        table.write_declarations(
+            run_id="r3", actor="rollback", at=later, revoked=["d-0000"], restored=["d-0001"]
+        )
+        == ""
+    )
     table.write_declarations(run_id="r4", actor="rollback", at=later, restored=["d-0000"])
     assert table.declarations() == made
 
@@ -329,6 +332,12 @@ def test_a_page_of_intents_is_found_by_each_of_its_documents(table: DocumentTabl
         "h:doc-2",
     ]
     assert table.runs_touching_after(first, {"h:doc-2"}, exclude="r0") == ["r1"]
+    # a rollback's pages (issue 35): a run's documents in order, a page's entries, later runs
+    assert table.run_documents(["r1"], limit=2) == ["h:doc-0", "h:doc-1"]
+    assert table.run_documents(["r0", "r1"], after="h:doc-1") == ["h:doc-2"]
+    assert table.run_entries_of("r1", kinds=["payload"], targets=["h:doc-1"]) == intents[1:3]
+    assert [e.target for e in table.run_entries_of("r1", kinds=["confirm", "row"])] == ["r1"]
+    assert (table.runs_touching_run("r0"), table.runs_touching_run("r1")) == (["r1"], [])
     shown = list(table.audit_entries(target="h:doc-2"))
     assert [(e["target_type"], e["target"], e["entry_hash"]) for e in shown] == [
         ("payload", "h:doc-2", head)

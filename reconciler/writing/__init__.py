@@ -9,5 +9,7 @@ holds the list of who calls them).
   kind implements).
 - ``recovery``: what a killed run left, planned from its intents and finished.
 - ``rollback_plan``: a run undone, planned (a pure fold over its audit entries, cascade
-  included); ``rollback``: what it reads, and the plan applied (``--dry-run``: rendered).
+  included; ``rollback_documents`` its documents' part); ``rollback_pages``: the same a page
+  of documents at a time, planned and applied (memory flat); ``rollback``: the command's
+  entry, its result (``--dry-run``: the pages' counts added up).
 """

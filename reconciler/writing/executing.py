@@ -3,11 +3,11 @@
 Every writing command plans first (a frozen value, read from the stores and written nowhere)
 and hands the plan to ``execute`` with an ``Applier`` for the run it is recorded as. Reconcile
 plans a ``planning.Plan`` (``Repair`` carries it with what the scan kept), the next runner of
-a shard a ``recovery.ResolutionPlan`` per dead run, a rollback a ``rollback_plan.RunUndo`` per
-run it undoes, an approved saved plan (``approving``) a ``Repair`` of the writes it saved,
-a re-keying a ``rekeying.Rekeying`` (its rollback the same of its pairs swapped, the runner
-that finds it killed the same from its intent); ``--dry-run`` renders the plan and executes
-nothing.
+a shard a ``recovery.ResolutionPlan`` per dead run, a rollback a ``rollback_pages.PagedUndo``
+per run it undoes (which pages its documents inside ``execute``), an approved saved plan
+(``approving``) a ``Repair`` of the writes it saved, a re-keying a ``rekeying.Rekeying`` (its
+rollback the same of its pairs swapped, the runner that finds it killed the same from its
+intent); ``--dry-run`` renders the plan and executes nothing.
 
 **The protocol a plan kind implements** (``Executable``): one method,
 ``execute(self, applier)``, which makes each of the plan's writes through the applier's

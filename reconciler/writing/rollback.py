@@ -14,12 +14,16 @@
   go back where they were (audited as any move, ``moving``), those it put there that are
   still there; one that has moved again since is left and listed.
 
-It is planned first (``read_history`` reads once what it looks at; ``rollback_plan`` folds
-that, cascade included, into a frozen ``RunUndo``), then each step of the plan runs as a new audited run
-by actor ``rollback``, under the lease of the rolled-back run's shard (the caller takes it),
-through the executor (``executing``). ``dry_run`` renders the plan: what the real rollback
-would do, cascade included; nothing is written. Re-ingest requests and payload indexes are
-not undone (neither changes what retrieval returns); they are listed.
+It is planned and applied a page of documents at a time (``rollback_pages``: memory flat
+however many points the run wrote): its steps first (the run ids in cascade order, their
+declarations), then each page of documents by the pure fold (``rollback_documents``,
+``rollback_plan``). Each step runs as a new audited run by actor ``rollback``, under the lease
+of the rolled-back run's shard (the caller takes it), through the executor (``executing``).
+``dry_run`` adds up the pages' plans: what the real rollback would do, cascade included;
+nothing is written. Re-ingest requests and payload indexes are not undone (neither changes
+what retrieval returns); they are listed. ``read_history`` reads a whole run at once, into
+what ``rollback_plan.plan_rollback`` folds (the reference the pages are folded by; its
+memory grows with the run).
 """
 
 from __future__ import annotations
@@ -34,17 +38,24 @@ from reconciler.model import AuditEntry, AuditKind, RunMode, RunStatus
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.rules.rekeying import RekeyPair, RekeyPlan
 from reconciler.writing.applying import Applier
-from reconciler.writing.differs import managed
 from reconciler.writing.executing import execute
 from reconciler.writing.recovery import ResolutionPlan
 from reconciler.writing.rekeying import Rekeying
-from reconciler.writing.rollback_inputs import Point, RollbackInputs, RunHistory, Shared
-from reconciler.writing.rollback_plan import UNDONE, RollbackPlan, plan_rollback
+from reconciler.writing.rollback_inputs import RollbackInputs, RunHistory
+from reconciler.writing.rollback_pages import (
+    PAGE_DOCUMENTS,
+    PagedUndo,
+    StepCounts,
+    StepPlan,
+    dry_counts,
+    plan_steps,
+    read_points,
+    standing,
+)
+from reconciler.writing.rollback_plan import UNDONE, RollbackPlan
 from reconciler.writing.runs import recorded
 
 ROLLBACK = RunMode.ROLLBACK
-#: Points read by id a request, planning.
-READ_BATCH = 1000
 __all__ = [
     "ROLLBACK",
     "RollbackResult",
@@ -88,6 +99,25 @@ class RollbackResult:
             moves=None if plan.moves is None else sum(len(m.moving) for m in plan.moves),
         )
 
+    @classmethod
+    def counted(
+        cls, step: StepPlan, counts: Mapping[str, StepCounts], *, split: bool
+    ) -> RollbackResult:
+        """What ``step`` (cascade included) would restore, its pages counted: a dry run's."""
+        mine = counts[step.rolled_back]
+        return cls(
+            run_id=None,
+            rolled_back=step.rolled_back,
+            rows=mine.rows,
+            payload_groups=mine.payload_groups,
+            points=mine.points,
+            declarations=len(step.revoked) + len(step.restored),
+            dry_run=True,
+            cascaded=[cls.counted(c, counts, split=split).to_json() for c in step.cascaded],
+            not_undone=[dict(n) for n in mine.not_undone],
+            moves=mine.moves if split else None,
+        )
+
     def to_json(self) -> dict[str, Any]:
         """Plain data for output."""
         data: dict[str, Any] = {
@@ -117,21 +147,30 @@ def rollback(
     keep_writing: Callable[[], None] | None = None,
     shard: str = "0/1",
     resolving: Sequence[ResolutionPlan] = (),
+    page_documents: int = PAGE_DOCUMENTS,
 ) -> RollbackResult:
     """Restore what run ``run_id`` changed (see the module docstring); the rollback is
     recorded as a run of ``shard``, the shard whose lease the caller holds. ``dry_run``: the
     plan, rendered; ``resolving``: the dead runs a dry run's real runner would resolve first
-    (planned as resolved)."""
+    (planned as resolved); ``page_documents``: documents planned and applied at once."""
     run = table.get_run(run_id)
-    if run is not None and run.status != RunStatus.RUNNING:
+    ended = run is not None and run.status != RunStatus.RUNNING
+    if ended and table.run_entries_of(run_id, kinds=[AuditKind.REKEY]):
+        # (issue 34: a re-keying is undone by its pairs swapped, nothing else)
         entries, hashes = table.run_entries_with_hashes(run_id)
         rekeys = [e for e in entries if e.target_type == AuditKind.REKEY]
-        if rekeys:  # (issue 34: a re-keying is undone by its pairs swapped, nothing else)
-            return rekey_back(table, index, run_id, rekeys, hashes[0], dry_run=dry_run, shard=shard)
-    inputs = read_history(table, index, run_id, cascade=cascade, resolving=resolving)
-    plan = plan_rollback(inputs, batch_points=batch_points)
+        return rekey_back(table, index, run_id, rekeys, hashes[0], dry_run=dry_run, shard=shard)
+    plan = plan_steps(table, run_id, cascade=cascade, resolving=resolving)
     if dry_run:
-        return RollbackResult.planned(plan)
+        counts = dry_counts(
+            table,
+            index,
+            plan,
+            page_size=page_documents,
+            batch_points=batch_points,
+            resolving=resolving,
+        )
+        return RollbackResult.counted(plan, counts, split=split_of(index) is not None)
     return apply_rollback(
         plan,
         table=table,
@@ -139,20 +178,23 @@ def rollback(
         batch_points=batch_points,
         keep_writing=keep_writing,
         shard=shard,
+        page_documents=page_documents,
     )
 
 
 def apply_rollback(
-    plan: RollbackPlan,
+    plan: StepPlan,
     *,
     table: DocumentTable,
     index: ChunkIndex,
     batch_points: int = 256,
     keep_writing: Callable[[], None] | None = None,
     shard: str = "0/1",
+    page_documents: int = PAGE_DOCUMENTS,
 ) -> RollbackResult:
     """Apply each step of ``plan`` (the cascaded ones first, newest first) as its own
-    recorded ``rollback`` run, through the executor; what each restored."""
+    recorded ``rollback`` run, a page of documents at a time, through the executor; what
+    each restored."""
     done: dict[str, RollbackResult] = {}
     for step in plan.steps():
         with recorded(table, mode=ROLLBACK, actor=ROLLBACK, shard=shard) as record:
@@ -164,7 +206,9 @@ def apply_rollback(
                 batch_points=batch_points,
                 keep_writing=keep_writing,
             )
-            written = execute(step, applier)
+            left: list[Mapping[str, Any]] = list(step.listed)
+            paged = PagedUndo(step, left.extend, page_documents, batch_points)
+            written = execute(paged, applier)
             result = RollbackResult(
                 run_id=record.run_id,
                 rolled_back=step.rolled_back,
@@ -173,8 +217,8 @@ def apply_rollback(
                 points=written.points,
                 declarations=len(step.revoked) + len(step.restored),
                 cascaded=[done[c.rolled_back].to_json() for c in step.cascaded],
-                not_undone=[dict(n) for n in step.not_undone],
-                moves=None if step.moves is None else written.moves,
+                not_undone=[dict(n) for n in left],
+                moves=None if applier.mover is None else written.moves,
             )
             record.counts = {
                 "declarations": result.declarations,
@@ -224,24 +268,7 @@ def read_history(
         else {}
     )
     split = split_of(index)
-    points: dict[str, Point] = {}
-    shared = Shared()  # (a document's points: one payload, one point, held once)
-    unique = list(dict.fromkeys(ids))
-    parts: list[tuple[str | None, ChunkIndex]] = [(None, index)]
-    if split is not None:
-        main, archive = split.collections
-        parts = [(main, split.main), (archive, split.archive)]
-    for name, part in parts if unique else ():
-        if split is not None and not part.exists():
-            continue
-        for start in range(0, len(unique), READ_BATCH):  # (the managed keys kept, no more)
-            for state in part.retrieve(unique[start : start + READ_BATCH]):
-                points[str(state.point_id)] = shared.point(managed(state.payload), name)
-    for move in (m for plan in resolving for m in plan.moves):  # finished: source -> dest
-        for stored in move.held:
-            held = points.get(str(stored.point_id))
-            if held is not None:
-                points[str(stored.point_id)] = shared.moved(held, move.dest)
+    points = read_points(index, ids, resolving)
     return RollbackInputs(
         run_id=run_id,
         runs=MappingProxyType(runs),
@@ -268,16 +295,11 @@ def _read_run(
     status = run.status
     if run_id in resolved and status == RunStatus.RUNNING:
         status = RunStatus.INTERRUPTED
-    entries, hashes = table.run_entries_with_hashes(run_id)
+    entries, _hashes = table.run_entries_with_hashes(run_id)
     writes = [e for e in entries if e.target_type in UNDONE]
     later: list[str] = []
     if writes and status != RunStatus.RUNNING:
-        later = later_runs(
-            table,
-            run_id,
-            first_hash=hashes[0],
-            targets={e.target for e in writes if e.target_type != AuditKind.DECLARATION},
-        )
+        later = standing(table, table.runs_touching_run(run_id))
     runs[run_id] = RunHistory(run_id, status, tuple(entries), tuple(later))
     for other in later if cascade else ():
         if other not in runs:
@@ -328,9 +350,4 @@ def later_runs(
 
     A run that was rolled back does not stand, nor does the rollback that undid it.
     """
-    touched = table.runs_touching_after(first_hash, targets, exclude=run_id)
-    rollbacks = table.rollbacks()  # rollback run -> the run it rolled back
-    undone = set(rollbacks.values())
-    return [
-        other for other in touched if other not in undone and rollbacks.get(other) not in touched
-    ]
+    return standing(table, table.runs_touching_after(first_hash, targets, exclude=run_id))

@@ -46,9 +46,7 @@ def recorded(
 ) -> Iterator[RunRecord]:
     """Record a run for the duration of the block (see the module docstring; ``forced``: a run
     under ``--force``)."""
-    record = RunRecord(
-        table.start_run(mode=mode, actor=actor, shard=shard, job=job, forced=forced)
-    )
+    record = RunRecord(table.start_run(mode=mode, actor=actor, shard=shard, job=job, forced=forced))
     try:
         yield record
     except BaseException as exc:

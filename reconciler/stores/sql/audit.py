@@ -12,7 +12,7 @@ The entry and verification values live in ``reconciler.model`` (re-exported here
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,9 +48,12 @@ from reconciler.stores.sql.audit_protection import (
     say_protection,
 )
 from reconciler.stores.sql.audit_reading import (
+    run_documents,
     run_entries,
+    run_entries_of,
     run_entries_with_hashes,
     runs_touching_after,
+    runs_touching_run,
     show,
 )
 from reconciler.stores.sql.bulk import insert_through_driver
@@ -419,3 +422,19 @@ class SqlAuditLog:
     def runs_touching_after(self, entry_hash: str, targets: set[str], *, exclude: str) -> list[str]:
         """Runs other than ``exclude`` that wrote one of ``targets`` after ``entry_hash``."""
         return runs_touching_after(self.engine, entry_hash, targets, exclude=exclude)
+
+    def run_documents(
+        self, run_ids: Collection[str], *, after: str | None = None, limit: int = 1000
+    ) -> list[str]:
+        """The documents ``run_ids`` wrote or moved, a page (see the port)."""
+        return run_documents(self.engine, run_ids, after=after, limit=limit)
+
+    def run_entries_of(
+        self, run_id: str, *, kinds: Collection[str], targets: Collection[str] | None = None
+    ) -> list[AuditEntry]:
+        """One run's entries of ``kinds``, those about ``targets`` if given (see the port)."""
+        return run_entries_of(self.engine, run_id, kinds=kinds, targets=targets)
+
+    def runs_touching_run(self, run_id: str) -> list[str]:
+        """Runs after ``run_id`` began that wrote a document it wrote (see the port)."""
+        return runs_touching_run(self.engine, run_id)

@@ -1,5 +1,7 @@
 """The audit trail read by run and by target: ``audit show``, the runs that touched documents
-after a run (rollback's later-runs check), and one run's entries (rollback and recovery).
+after a run (rollback's later-runs check), one run's entries (rollback and recovery), and a
+run's documents page by page with their entries (a rollback's pages: ``run_documents``,
+``run_entries_of``, memory flat however many documents the run wrote).
 
 A page of payload intents is read as its documents' intents, under the page's seq and hash
 (``audit_pages.parts``); the chain itself is walked and verified in ``audit``.
@@ -7,15 +9,15 @@ A page of payload intents is read as its documents' intents, under the page's se
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select, union
 from sqlalchemy.orm import Session
 
 from reconciler.model import AuditEntry, AuditKind, rfc3339
 from reconciler.stores.sql.audit_body import DOCUMENTS
-from reconciler.stores.sql.audit_pages import about, parts
+from reconciler.stores.sql.audit_pages import PAGE, about, parts
 from reconciler.stores.sql.schema import AuditRow
 
 
@@ -31,7 +33,6 @@ def entry_of(row: AuditRow) -> AuditEntry:
         before=row.before,
         after=row.after,
     )
-
 
 
 def show(
@@ -123,3 +124,80 @@ def run_entries(engine: Engine, run_id: str) -> list[AuditEntry]:
             select(AuditRow).where(AuditRow.run_id == run_id).order_by(AuditRow.seq)
         )
         return [part for row in rows for part in parts(entry_of(row), row.seq)]
+
+
+#: The entries whose targets are the documents a run wrote or moved (a rollback's).
+WRITTEN = (AuditKind.ROW, AuditKind.PAYLOAD, AuditKind.MOVE)
+
+
+def _documents_of_runs(run_ids: Collection[str]) -> Any:
+    """The documents ``run_ids`` wrote or moved, each once (a subquery, column ``target``)."""
+    direct = select(AuditRow.target.label("target")).where(
+        AuditRow.run_id.in_(sorted(run_ids)), AuditRow.target_type.in_(WRITTEN)
+    )
+    paged = (
+        select(DOCUMENTS.c.target.label("target"))
+        .join(AuditRow, AuditRow.seq == DOCUMENTS.c.seq)
+        .where(AuditRow.run_id.in_(sorted(run_ids)))
+    )
+    return union(direct, paged).subquery()
+
+
+def run_documents(
+    engine: Engine, run_ids: Collection[str], *, after: str | None, limit: int
+) -> list[str]:
+    """The documents ``run_ids`` wrote or moved, in order, after ``after``, at most ``limit``."""
+    found = _documents_of_runs(run_ids)
+    stmt = select(found.c.target)
+    if after is not None:
+        stmt = stmt.where(found.c.target > after)
+    with Session(engine) as session:
+        return list(session.scalars(stmt.order_by(found.c.target).limit(max(limit, 1))))
+
+
+def run_entries_of(
+    engine: Engine, run_id: str, *, kinds: Collection[str], targets: Collection[str] | None
+) -> list[AuditEntry]:
+    """One run's entries of ``kinds`` (a page: its documents' intents), in order; with
+    ``targets``, those about them."""
+    kinds = set(kinds)
+    stored = [*sorted(kinds), *([PAGE] if AuditKind.PAYLOAD in kinds else [])]
+    stmt = select(AuditRow).where(AuditRow.run_id == run_id, AuditRow.target_type.in_(stored))
+    wanted = None if targets is None else set(targets)
+    if wanted is not None:
+        stmt = stmt.where(about(sorted(wanted)))
+    with Session(engine) as session:
+        rows = session.scalars(stmt.order_by(AuditRow.seq).execution_options(yield_per=100))
+        return [
+            part
+            for row in rows
+            for part in parts(entry_of(row), row.seq, wanted)
+            if part.target_type in kinds
+        ]
+
+
+def runs_touching_run(engine: Engine, run_id: str) -> list[str]:
+    """``runs_touching_after`` the first entry of ``run_id``, of the documents it wrote or
+    moved, in one query (joined in the store: nothing held here)."""
+    found = _documents_of_runs([run_id])
+    targets = select(found.c.target)
+    latest = func.max(AuditRow.seq).label("latest")
+    with Session(engine) as session:
+        start = session.scalar(select(func.min(AuditRow.seq)).where(AuditRow.run_id == run_id))
+        if start is None:
+            return []
+        later = select(AuditRow.run_id, latest).where(
+            AuditRow.seq > start, AuditRow.run_id != run_id
+        )
+        direct = later.where(
+            AuditRow.target_type.in_((AuditKind.ROW, AuditKind.PAYLOAD)),
+            AuditRow.target.in_(targets),
+        )
+        paged = later.join(DOCUMENTS, DOCUMENTS.c.seq == AuditRow.seq).where(
+            DOCUMENTS.c.target.in_(targets)
+        )
+        seqs: dict[str, int] = {}
+        for query in (direct, paged):
+            for other, seq in session.execute(query.group_by(AuditRow.run_id)):
+                seqs[other] = max(seq, seqs.get(other, seq))
+    return sorted(seqs, key=lambda other: seqs[other], reverse=True)
