@@ -32,7 +32,7 @@ from reconciler.model import AuditKind, RunStatus
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.writing.differs import managed
 from reconciler.writing.recovery import ResolutionPlan
-from reconciler.writing.rollback_documents import DocumentsUndo, plan_documents
+from reconciler.writing.rollback_documents import DocumentsUndo, MoveBack, plan_documents
 from reconciler.writing.rollback_inputs import Overlay, Point, RollbackInputs, RunHistory, Shared
 from reconciler.writing.rollback_plan import (
     declarations_undone,
@@ -91,17 +91,37 @@ class PagedUndo:
     def execute(self, applier: Applier) -> None:
         """Declarations first (killed after them, the next run no longer reads them, so it
         does not write their effect again over the rows restored below), then each page's
-        rows, points and moves back (``rollback_plan.write_documents``)."""
+        rows, points and moves into the archive (``rollback_plan.write_documents``); in a
+        split store, a second pass over the pages then moves out of the archive, so what the
+        run served stops on every page before what it retired is served again (a family
+        whose versions lie on two pages never has both served)."""
         step = self.step
         undo_step_declarations(applier, step.reason, step.revoked, step.restored)
-        run_id = step.rolled_back
+        for undo in self._pages(applier):
+            self.left(undo.not_undone)
+            moves = None if undo.moves is None else _moves(undo.moves, to_archive=True)
+            write_documents(applier, step.reason, undo.rows, undo.payload_targets, moves)
+        if applier.mover is None:
+            return
+        for undo in self._pages(applier):  # (planned again: the points as the pass left them)
+            if undo.moves is not None:
+                moves = _moves(undo.moves, to_archive=False)
+                write_documents(applier, step.reason, (), (), moves)
+
+    def _pages(self, applier: Applier) -> Iterator[DocumentsUndo]:
+        """Each page of the step's documents, planned from the stores as they are now."""
+        run_id = self.step.rolled_back
         for page in pages(applier.table, [run_id], self.page_size):
             inputs = read_page(applier.table, applier.index, [run_id], page)
             undo, _after = plan_documents(
                 inputs, run_id, inputs.runs[run_id].entries, Overlay(), self.batch_points
             )
-            self.left(undo.not_undone)
-            write_documents(applier, step.reason, undo.rows, undo.payload_targets, undo.moves)
+            yield undo
+
+
+def _moves(moves: Sequence[MoveBack], *, to_archive: bool) -> tuple[MoveBack, ...]:
+    """The moves back of one direction."""
+    return tuple(m for m in moves if m.to_archive is to_archive)
 
 
 # -- the steps ---------------------------------------------------------------------------------

@@ -283,6 +283,40 @@ def test_a_cascade_a_document_a_page_moves_back_what_its_dry_run_said(world: Wor
     assert world.table.verify_audit().ok
 
 
+def test_a_rollback_a_page_at_a_time_stops_serving_before_it_serves_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that retired each family's current version and reinstated the one before moved
+    points both ways; its rollback, one document a page (the pages alternate: f0v2 back into
+    the archive, f0v3 out of it, f1v2 in, ...), moves every point into the archive before any
+    out of it, so no family ever has two versions served (pages interleaved would)."""
+    world.run("apply")
+    back = {f"kb:f{f}v{VERSIONS - 1}" for f in range(FAMILIES)}
+    retired = {f"kb:f{f}v{VERSIONS}" for f in range(FAMILIES)}
+    world.source.documents = [
+        dataclasses.replace(d, state=VersionState.CURRENT, superseded_by=None)
+        if d.doc_id in back
+        else dataclasses.replace(d, state=VersionState.RETIRED, superseded_by=None)
+        if d.doc_id in retired
+        else d
+        for d in world.source.documents
+    ]
+    second = world.run("apply")
+    directions: list[bool] = []
+    batch = Mover._batch
+
+    def spy(self: Mover, pairs: list[Any], to_archive: bool, *args: Any) -> None:
+        directions.append(to_archive)
+        batch(self, pairs, to_archive, *args)
+
+    monkeypatch.setattr(Mover, "_batch", spy)
+    done = rollback(table=world.table, index=world.split, run_id=second.run_id, page_documents=1)
+    assert done.moves == 2 * FAMILIES * CHUNKS
+    assert directions == sorted(directions, reverse=True)
+    assert directions.count(True) == directions.count(False) == FAMILIES
+    assert world.table.verify_audit().ok
+
+
 def without_ids(data: dict[str, Any]) -> dict[str, Any]:
     """A rollback's output without the run ids it ran as, or whether it was dry."""
     return {
