@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 from typing import cast
 
 from reconciler.check_inputs import CheckContext, FamilyView, SourcesView, Wide
@@ -222,14 +223,7 @@ def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
             as_of=ctx.now,
             successor=successor,
             version=row.doc_version,
-        )
-        expected = dataclasses.replace(
-            expected,
-            source_hash=row.source_hash,
-            quarantined=row.quarantined,
-            quarantine_reason=row.quarantine_reason,
-            ingested_at=row.ingested_at,
-            updated_at=row.updated_at,
+            registered=row,  # (its hash, quarantine and ingestion instants kept)
         )
         if expected.superseded_by and expected.superseded_by not in view.registered:
             not_ingested_successor[row.doc_id] = expected.superseded_by
@@ -369,7 +363,7 @@ def _meanwhile(expected: Document, changes: dict[str, object]) -> str:
 
 def _time_only(row: Document, expected: Document, timed: Document, ctx: CheckContext) -> bool:
     """Whether the only difference is a boundary the dates check reports and repairs."""
-    if dataclasses.replace(expected, doc_family_id=timed.doc_family_id) != timed:
+    if _but_family(expected) != _but_family(timed):
         return False  # (a document moving in: its family is ``membership_changed``'s)
     if expected.version_state is row.version_state and set(
         diff(row, expected, STATE_FIELDS + META_FIELDS)
@@ -381,6 +375,13 @@ def _time_only(row: Document, expected: Document, timed: Document, ctx: CheckCon
     if row.version_state is VersionState.CURRENT:
         return not started or row.effective_to <= ctx.now
     return False
+
+
+#: Every field of a row but its family, in order (``_time_only``'s comparison: the row
+#: compared as if it had the other's family, without building that copy).
+_but_family = attrgetter(
+    *(f.name for f in dataclasses.fields(Document) if f.name != "doc_family_id")
+)
 
 
 def _classify(

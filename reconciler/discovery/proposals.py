@@ -35,9 +35,10 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reconciler.discovery.scoring import Scored
+if TYPE_CHECKING:
+    from reconciler.discovery.scoring import Scored
 
 FORMAT = "reconciler-proposals/1"
 DIRECTED = "older -> newer"

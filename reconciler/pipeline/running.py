@@ -27,6 +27,7 @@ from reconciler.pipeline import assessing, membership, scanning
 from reconciler.pipeline.guarding import decide
 from reconciler.pipeline.reading import read_sources
 from reconciler.pipeline.recording import record, save_authorized
+from reconciler.pipeline.scope_rows import ScopeRows
 from reconciler.pipeline.values import (
     Assessment,
     Options,
@@ -38,7 +39,7 @@ from reconciler.pipeline.values import (
 from reconciler.planning import (
     Plan,
 )
-from reconciler.ports import ChunkIndex, DocumentTable, split_of
+from reconciler.ports import ChunkIndex, DocumentReader, DocumentTable, split_of
 from reconciler.ports.source import SystemOfRecord
 from reconciler.writing.approving import approve_command
 
@@ -108,8 +109,9 @@ class Reconciler:
         started_at = self.clock.now()
         sources = self.read_sources(options, now)
         refuse_undeclarable(options, sources)
-        scan = self.scan(options, self.scope(options, sources))
-        assessment = self.assess(options, now, sources, scan)
+        scope, rows = self.scoped(options, sources)
+        scan = self.scan(options, scope, rows)
+        assessment = self.assess(options, now, sources, scan, rows)
         plan = self.without_queued_reingests(assessment.plan)
         decision = decide(options, self.guard_totals(options, scan), plan, sources.states, now)
         findings = [*assessment.findings, *decision.reasons]
@@ -197,6 +199,14 @@ class Reconciler:
     def scope(self, options: Options, sources: SourcesRead) -> frozenset[str] | None:
         """The families a scoped run (``--doc``, ``--family``) covers, with those its documents
         move to or from (``pipeline.membership.widen``); raise for unknown ids."""
+        return self.scoped(options, sources)[0]
+
+    def scoped(
+        self, options: Options, sources: SourcesRead
+    ) -> tuple[frozenset[str] | None, DocumentReader]:
+        """``scope``, and what the run's stages read its rows from: a scoped run's rows read
+        once (``ScopeRows``: the scan, the moves and the family views stream the same
+        families), the table itself for a run of the whole corpus."""
         if options.doc_id is not None:
             found = self.table.get_documents([options.doc_id]).get(options.doc_id)
             family = found.doc_family_id if found else sources.family_of.get(options.doc_id)
@@ -218,29 +228,43 @@ class Reconciler:
                     "'<source>:<family>')"
                 )
         if options.families is None:
-            return None
+            return None, self.table
         return self._widened(options, options.families, sources)
 
     def _widened(
         self, options: Options, scope: frozenset[str], sources: SourcesRead
-    ) -> frozenset[str]:
+    ) -> tuple[frozenset[str], ScopeRows]:
         """``scope`` with the families its documents move to or from, when a check that moves
-        documents runs (a move settles both families)."""
+        documents runs (a move settles both families), and their rows, read once."""
+        rows = ScopeRows.read(self.table, scope, options.table_batch)
         if not MOVING_CHECKS & options.checks:
-            return scope
-        return membership.widen(self.table, scope, sources, batch=options.table_batch)
+            return scope, rows
+        widened = membership.widen(rows, scope, sources, batch=options.table_batch)
+        if widened != scope:
+            rows = ScopeRows.read(self.table, widened, options.table_batch)
+        return widened, rows
 
-    def scan(self, options: Options, scope: frozenset[str] | None) -> Scan:
-        """Stage 2 (``pipeline.scanning.scan``)."""
-        return scanning.scan(self.table, self.index, options, scope, progress=self.progress)
+    def scan(
+        self, options: Options, scope: frozenset[str] | None, rows: DocumentReader | None = None
+    ) -> Scan:
+        """Stage 2 (``pipeline.scanning.scan``); ``rows``: where the scope's rows are read
+        (``scoped``), else the table."""
+        table = self.table if rows is None else rows
+        return scanning.scan(table, self.index, options, scope, progress=self.progress)
 
     # -- stage 3: the checks and the plan --------------------------------------------------
 
     def assess(
-        self, options: Options, now: datetime, sources: SourcesRead, scan: Scan
+        self,
+        options: Options,
+        now: datetime,
+        sources: SourcesRead,
+        scan: Scan,
+        rows: DocumentReader | None = None,
     ) -> Assessment:
-        """Stage 3 (``pipeline.assessing.assess``)."""
-        return assessing.assess(self.table, self.index, options, now, sources, scan)
+        """Stage 3 (``pipeline.assessing.assess``); ``rows`` as for ``scan``."""
+        table = self.table if rows is None else rows
+        return assessing.assess(table, self.index, options, now, sources, scan)
 
     def without_queued_reingests(self, plan: Plan) -> Plan:
         """A request still pending in the outbox is not written again: the plan says so."""

@@ -50,6 +50,7 @@ def declared_document(
     as_of: datetime,
     successor: SourceDocument | Document | None = None,
     version: int | None = None,
+    registered: Document | None = None,
 ) -> Document:
     """The document row ``source_doc`` declares, before the time rule places it in its family.
 
@@ -61,7 +62,9 @@ def declared_document(
     force: it closes nothing, and the link is dropped (the family's order decides). Without a
     known successor, a declared supersession takes effect at once. ``effective_to`` is
     otherwise the declared one, else the open-end sentinel (never null). ``version`` is the
-    ordinal to use when the source declares none.
+    ordinal to use when the source declares none. ``registered``: the document's row, whose
+    hash, quarantine and ingestion instants the declared row keeps (what the source does not
+    say), set as the row is built rather than copied onto it after.
     """
     state = declared_state(source_doc, as_of=as_of)
     link = successor.doc_id if successor is not None else source_doc.superseded_by
@@ -93,7 +96,11 @@ def declared_document(
         effective_to=effective_to,
         doc_class=source_doc.doc_class,
         title=source_doc.title,
-        source_hash=source_doc.content_hash,
+        source_hash=source_doc.content_hash if registered is None else registered.source_hash,
+        quarantined=False if registered is None else registered.quarantined,
+        quarantine_reason=None if registered is None else registered.quarantine_reason,
+        ingested_at=None if registered is None else registered.ingested_at,
+        updated_at=None if registered is None else registered.updated_at,
     )
 
 

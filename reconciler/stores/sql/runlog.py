@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +20,23 @@ _FINDINGS = Base.metadata.tables[FindingRow.__tablename__]
 
 #: Values with no text in them (matched exactly), left as they are.
 _NO_TEXT = frozenset({int, float, bool, type(None)})
+
+
+def _storable_finding(value: dict[str, Any]) -> dict[str, Any]:
+    """A finding's JSON with NUL characters and lone surrogates spelled out: told at once by
+    the C encoder when there are none (its ASCII text escapes every NUL, control character
+    and non-ASCII character as ``\\u``: with none, every string is stored as it is), else
+    walked (``_without_nul``)."""
+    try:
+        if "\\u" not in _ENCODE(value):
+            return value
+    except (TypeError, ValueError):  # (a value JSON does not take: walked as before)
+        pass
+    result: dict[str, Any] = _without_nul(value)
+    return result
+
+
+_ENCODE = json.JSONEncoder(check_circular=False).encode
 
 
 def _without_nul(value: Any) -> Any:
@@ -177,7 +195,7 @@ class SqlRunLog:
         """Store a run's findings (``Finding`` values) and whether each still holds."""
         flags = list(outstanding) if outstanding is not None else [True] * len(findings)
         rows = [
-            {"run_id": run_id, "outstanding": flag, **_without_nul(f.to_json())}
+            {"run_id": run_id, "outstanding": flag, **_storable_finding(f.to_json())}
             for f, flag in zip(findings, flags, strict=True)
         ]
         if not rows:
