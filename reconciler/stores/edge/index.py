@@ -359,15 +359,15 @@ class EdgeChunkIndex:
         """
         check_batch_size(batch_size)
         written = 0
+        nest, set_payload = self.keys.nest_key, qe.UpdateOperation.set_payload
         for number, batch in enumerate(payload_batches(writes, batch_size, self.keys), start=1):
             points = sum(len(ids) for ids, _ in batch)
             what = f"payload batch {number} ({points} point(s)) on the Edge shard {self.path}"
             self.update_calls += 1
             with self._writing(what, written=written):
+                shard = self.shard
                 for ids, stored in batch:
-                    self.shard.update(
-                        qe.UpdateOperation.set_payload(ids, stored, key=self.keys.nest_key)
-                    )
+                    shard.update(set_payload(ids, stored, key=nest))
             written += points
             log.debug("edge set_payload batch %d: %d point(s)", number, points)
         return written
