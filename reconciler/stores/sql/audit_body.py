@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.model import AuditEntry, AuditKind, jsonable, rfc3339
 from reconciler.stores.sql.audit_protection import keyed_digest
+from reconciler.stores.sql.bulk import bound, driver_connection
 from reconciler.stores.sql.schema import AuditDocumentRow, AuditHeadRow, AuditRow, Base
 
 GENESIS = "0" * 64
@@ -98,6 +99,20 @@ MOVE_HEAD = (
     .where(HEAD.c.id == 1)
     .values(entry_hash=bindparam("new_hash"), entries=bindparam("new_count"))
 )
+#: ``_LOCK`` and ``MOVE_HEAD`` as SQLite's driver takes them.
+_LOCK_SQL = "UPDATE audit_head SET updated_at = ? WHERE id = 1 RETURNING entry_hash, entries"
+_MOVE_SQL = "UPDATE audit_head SET entry_hash = ?, entries = ? WHERE id = 1"
+
+
+def move_head(session: Session, head: str, entries: int) -> None:
+    """The head moved to ``head`` after ``entries`` entries (in the caller's transaction)."""
+    connection = driver_connection(session)
+    if connection is None:
+        session.execute(MOVE_HEAD, {"new_hash": head, "new_count": entries})
+    else:
+        connection.exec_driver_sql(_MOVE_SQL, (head, entries))
+
+
 _LOCK = (
     update(HEAD)
     .where(HEAD.c.id == 1)
@@ -130,7 +145,12 @@ def lock_head(session: Session) -> tuple[str, int]:
     one has committed.
     """
     at = datetime.now(UTC)
-    head = session.execute(_LOCK, {"locked_at": at}).first()
+    connection = driver_connection(session)
+    if connection is None:
+        head = session.execute(_LOCK, {"locked_at": at}).first()
+    else:  # (the same statement straight to SQLite's driver: bulk.py)
+        locked_at = bound(connection, HEAD.c.updated_at, at)
+        head = connection.exec_driver_sql(_LOCK_SQL, (locked_at,)).first()
     if head is not None:
         return head[0], head[1]
     # Lost (deleted by hand): rebuilt from the log.
