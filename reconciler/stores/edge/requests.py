@@ -70,7 +70,7 @@ def edge_id(point_id: str | int) -> str | int:
 _CANONICAL_LINES = re.compile(rf"(?:{_CANONICAL_UUID.pattern}\n)*{_CANONICAL_UUID.pattern}")
 
 
-def edge_ids(point_ids: Sequence[str | int]) -> list[str | int]:
+def edge_ids(point_ids: Sequence[str | int]) -> list[EdgeId]:
     """``edge_id`` of each id: a write's canonical UUID strings (the usual ids: those a scan
     hands back) checked together by one match, any other id one at a time."""
     try:

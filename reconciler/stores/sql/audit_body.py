@@ -80,12 +80,22 @@ LOG = Base.metadata.tables[AuditRow.__tablename__]
 DOCUMENTS = Base.metadata.tables[AuditDocumentRow.__tablename__]
 
 
+#: Kinds whose before and after are plain already (string keys; the values of ids, names,
+#: hashes, counts and payloads as the writers hold them): encoded in C, the ``jsonable`` walk
+#: only for a value ``json`` cannot encode (the same text either way).
+_PLAIN_KINDS = frozenset(
+    {AuditKind.PAYLOAD_PAGE, AuditKind.MOVE, AuditKind.MOVE_COPIED, AuditKind.MOVE_DONE,
+     AuditKind.CONFIRM}
+)  # fmt: skip
+
+
 def texts_of(entry: AuditEntry) -> tuple[str, str]:
     """The canonical texts of an entry's before and after (``canonical_plain(jsonable(…))``).
     A page of payload intents (``AuditKind.PAYLOAD_PAGE``: string keys, values as the index
-    and the planner hold them) is encoded as it is, in C, without the ``jsonable`` walk,
-    unless it holds a value JSON cannot encode (then the walk, as any entry)."""
-    if entry.target_type == AuditKind.PAYLOAD_PAGE:
+    and the planner hold them), a move's entries and a confirmation (``_PLAIN_KINDS``) are
+    encoded as they are, in C, without the ``jsonable`` walk, unless one holds a value JSON
+    cannot encode (then the walk, as any entry)."""
+    if entry.target_type in _PLAIN_KINDS:
         try:
             return canonical_plain(entry.before), canonical_plain(entry.after)
         except (TypeError, ValueError):
