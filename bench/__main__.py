@@ -325,10 +325,12 @@ def _set_payload_floor(result: Mapping[str, Any], engine: str) -> str:
     floor_cpu = float(result["floor_cpu_seconds"])
     proper = float(result["repair_cpu_seconds"])
     call = "shard.update(set_payload)" if engine == "edge" else "client.batch_update_points"
+    # (Edge: replayed on the points given back their values before, the shard loaded again)
+    fresh = ", the same changes on the shard loaded again" if engine == "edge" else ""
     return (
         f"; floor: the same {points:,} points' writes replayed raw ({call}, "
         f"{result['floor_operations']:,} operations in {result['floor_calls']:,} calls, as the "
-        f"repair sent them): {result['floor_seconds']:.2f} s wall, {floor_cpu:.2f} s CPU = "
+        f"repair sent them{fresh}): {result['floor_seconds']:.2f} s wall, {floor_cpu:.2f} s CPU = "
         f"{floor_cpu / points * 1e6:.0f} µs CPU a chunk against the repair proper's "
         f"{proper / points * 1e6:.0f} µs"
     )
@@ -487,8 +489,9 @@ def main(argv: list[str] | None = None) -> int:
         "over it: a check against the bare scroll that also reads each point's payload (the "
         "yardstick); apply, repair --doc and repair --family against the engine's own "
         "set_payload of the same points in the same operations (the repair's writes recorded, "
-        "turned into the engine's requests untimed, replayed: Edge's shard.update, local "
-        "mode's batch_update_points), the figure being the repair proper's CPU; the command "
+        "turned into the engine's requests untimed, replayed: Edge's shard.update, on the "
+        "points given back their values before and the shard loaded again and scrolled, as "
+        "the repair found them; local mode's batch_update_points), the figure being the repair proper's CPU; the command "
         "row against the repair --family row's floor, its figure the whole command's CPU; "
         "apply also states the re-ingest floor: the same points upserted whole",
         "apply repairs min(--repair-docs, superseded docs) documents; it scans the collection "

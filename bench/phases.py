@@ -100,6 +100,7 @@ class Stores:
 
     def __init__(self, layout: Layout, *, create: bool = False, engine: str = "local") -> None:
         self.index: ChunkIndex
+        self.engine_name = engine
         if engine == "edge":
             missing = edge_missing()
             if missing is not None:
@@ -112,6 +113,14 @@ class Stores:
             self.index = QdrantChunkIndex(connect(path=layout.qdrant_path), collection=COLLECTION)
         self.table = SqlDocumentTable.from_url(layout.table_url)
         self.table.ensure_schema(create=create)
+
+    def reopen_index(self) -> None:
+        """Open the Edge shard again when a floor has closed it (local mode stays open)."""
+        if self.engine_name == "edge":
+            from reconciler.stores.edge.index import EdgeChunkIndex  # noqa: PLC0415
+
+            if not self.index.exists():
+                self.index = EdgeChunkIndex(self.index.path)
 
     def engine(self) -> Reconciler:
         """An engine with no system of record configured."""
@@ -370,13 +379,15 @@ class ApplyTimer:
         Applier.apply = self._original  # type: ignore[method-assign]
 
 
-def _floors(index: Any, recorded: WriteRecorder, *, upsert: bool = False) -> dict[str, Any]:
+def _floors(stores: Stores, recorded: WriteRecorder, *, upsert: bool = False) -> dict[str, Any]:
     """The raw floors of a repair that just ran, in its process: its payload writes replayed
-    with the engine's own calls (``floor_*``), and with ``upsert`` the same points upserted
-    whole (``upsert_*``: re-ingesting them, the embedding aside)."""
-    found = set_payload_floor(index, recorded).as_dict("floor_")
+    with the engine's own calls (``floor_*``; Edge's on the shard loaded again, which closes
+    the index: it is opened again after), and with ``upsert`` the same points upserted whole
+    (``upsert_*``: re-ingesting them, the embedding aside)."""
+    found = set_payload_floor(stores.index, recorded).as_dict("floor_")
+    stores.reopen_index()
     if upsert:
-        found.update(upsert_floor(index, recorded_ids(recorded)).as_dict("upsert_"))
+        found.update(upsert_floor(stores.index, recorded_ids(recorded)).as_dict("upsert_"))
     return found
 
 
@@ -434,10 +445,10 @@ def measure(
             )
         elif phase == "apply":
             action = lambda: _run(stores, "apply", Guard(max_changed_fraction=1.0))  # noqa: E731
-            with ApplyTimer() as repair, WriteRecorder(stores.index) as recorded:
+            with ApplyTimer() as repair, WriteRecorder(stores.index, stores.table) as recorded:
                 report = clock.time(action)
             result.update(repair_seconds=repair.wall, repair_cpu_seconds=repair.cpu)
-            result.update(_floors(stores.index, recorded, upsert=True))
+            result.update(_floors(stores, recorded, upsert=True))
             applied = report.applied.counts() if report.applied else {}
             result.update(
                 chunks=report.chunks_scanned,
@@ -460,9 +471,9 @@ def measure(
                     done = _repair(stores, target)
                     written += int(done.applied.points) if done.applied else 0
 
-            with ApplyTimer() as proper, WriteRecorder(stores.index) as recorded:
+            with ApplyTimer() as proper, WriteRecorder(stores.index, stores.table) as recorded:
                 clock.time(repair_each)
-            result.update(_floors(stores.index, recorded))
+            result.update(_floors(stores, recorded))
             result.update(
                 repaired_docs=len(sample),
                 points_written=written,
@@ -479,9 +490,9 @@ def measure(
             options = Options(
                 mode=RunMode.REPAIR, checks=CHECKS, now=NOW, actor="cli", families=families
             )
-            with ApplyTimer() as proper, WriteRecorder(stores.index) as recorded:
+            with ApplyTimer() as proper, WriteRecorder(stores.index, stores.table) as recorded:
                 report = clock.time(lambda: stores.engine().run(options))
-            result.update(_floors(stores.index, recorded))
+            result.update(_floors(stores, recorded))
             applied = report.applied.counts() if report.applied else {}
             result.update(
                 repaired_docs=len({t.doc_id for t in report.plan.payload_targets}),

@@ -92,15 +92,15 @@ def point_batches(
     writes: Iterable[PayloadWrite],
     batch_size: int,
     keys: KeyMap,
-    point_id: Callable[[Any], Any] | None = None,
+    point_ids: Callable[[Sequence[Any]], list[Any]] | None = None,
 ) -> Iterator[list[tuple[list[Any], dict[str, Any]]]]:
     """Group payload writes into calls of ~``batch_size`` points, each call a list of (point
-    ids, stored payload); a larger write is split by ids, an empty one skipped. ``point_id``
-    converts an id for the engine."""
+    ids, stored payload); a larger write is split by ids, an empty one skipped. ``point_ids``
+    converts a write's ids for the engine (all at once)."""
     batch: list[tuple[list[Any], dict[str, Any]]] = []
     size = 0
     for write in writes:
-        ids = list(write.point_ids) if point_id is None else [point_id(p) for p in write.point_ids]
+        ids = list(write.point_ids) if point_ids is None else point_ids(write.point_ids)
         if not ids or not write.payload:
             continue
         stored = keys.to_stored(write.payload)

@@ -100,8 +100,8 @@ class Mover:
         before = self.moved
         for start in range(0, len(chosen), self.scroll_batch):
             doc_ids = [t.doc_id for t in chosen[start : start + self.scroll_batch]]
-            found = source.scroll(batch_size=self.scroll_batch, doc_ids=doc_ids)
-            self._move(((c.doc_id, c.point_id) for c in found), to_archive, reasons.get)
+            found = located(source, self.scroll_batch, doc_ids)
+            self._move(found, to_archive, reasons.get)
         return self.moved - before
 
     def move_all(self, *, to_archive: bool, reason: str) -> int:
@@ -110,8 +110,8 @@ class Mover:
         if not source.exists():
             return 0
         before = self.moved
-        found = source.scroll(batch_size=self.scroll_batch)
-        self._move(((c.doc_id, c.point_id) for c in found), to_archive, lambda _d: reason)
+        found = located(source, self.scroll_batch, None)
+        self._move(found, to_archive, lambda _d: reason)
         return self.moved - before
 
     def move_points(
@@ -225,6 +225,18 @@ class Mover:
         if head:
             self.audit_head = head
         return self.audit_head
+
+
+def located(
+    source: ChunkIndex, batch_size: int, doc_ids: list[str] | None
+) -> Iterator[tuple[Any, str | int]]:
+    """(doc_id, point id) of each chunk of ``doc_ids`` (``None``: every chunk) in ``source``,
+    in the order of ``scroll``: read by the lean scan (``scan_managed``: no ``ChunkState`` nor
+    logical payload a chunk, which cost a move as much as Edge's copy of it)."""
+    for page in source.scan_managed(batch_size=batch_size, doc_ids=doc_ids):
+        point_id = page.point_id
+        for index, row in enumerate(page.rows):
+            yield row[0], point_id(index)
 
 
 def copy_into(

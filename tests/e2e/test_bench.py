@@ -137,6 +137,63 @@ def test_a_floor_replays_the_recorded_writes_as_the_engine_s_own_calls(
         index.close()
 
 
+def test_an_edge_floor_writes_the_repair_s_changes_on_a_shard_loaded_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On Edge the floor first gives the points back what the repair's intents say they held
+    before (untimed), loads the shard again, then replays the recorded writes: the same
+    before→after changes, and the payloads end as the repair left them."""
+    pytest.importorskip("qdrant_edge")
+    monkeypatch.syspath_prepend(str(ROOT))
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    from bench.floors import WriteRecorder, set_payload_floor  # noqa: PLC0415
+    from reconciler.model import (  # noqa: PLC0415
+        AuditEntry,
+        AuditKind,
+        ChunkRecord,
+        PayloadWrite,
+        page_entry,
+    )
+    from reconciler.stores.edge.index import EdgeChunkIndex  # noqa: PLC0415
+
+    class Table:  # (what the recorder wraps: the applier's append)
+        def append_audit(self, entries: list[AuditEntry]) -> str:
+            return "head"
+
+    path = tmp_path / "edge" / "c"
+    index, table = EdgeChunkIndex(path), Table()
+    ids = [f"00000000-0000-0000-0000-{n:012d}" for n in range(1, 6)]
+    try:
+        index.ensure_collection(dim=2)
+        index.upsert_chunks(
+            ChunkRecord(point_id=pid, chunk_id=f"d#{n}", text="t", vector=(1.0, 0.0),
+                        payload={"doc_id": "d", "version_state": "current"})
+            for n, pid in enumerate(ids)
+        )  # fmt: skip
+        intent = AuditEntry("r", datetime.now(UTC), "a", "x", AuditKind.PAYLOAD, "d",
+                            {"points": ids, "payload": {"version_state": "current", "doc_class": "p"}},
+                            {"payload": {"version_state": "superseded", "doc_class": "p"}})  # fmt: skip
+        write = PayloadWrite(point_ids=tuple(ids), payload={"version_state": "superseded"})
+        with WriteRecorder(index, table) as recorded:
+            table.append_audit([page_entry([intent])])
+            index.set_payloads([write], batch_size=3)
+        assert "append_audit" not in vars(table)
+        assert recorded.befores() == [
+            PayloadWrite(point_ids=tuple(ids), payload={"version_state": "current"})
+        ]
+        floor = set_payload_floor(index, recorded)
+        assert (floor.points, floor.operations) == (5, 2)
+        assert not index.exists()  # (closed: the floor loaded the shard itself)
+    finally:
+        index.close()
+    again = EdgeChunkIndex(path)
+    try:
+        assert {c.payload["version_state"] for c in again.retrieve(ids)} == {"superseded"}
+    finally:
+        again.close()
+
+
 def test_the_optimize_phase_leaves_a_shard_the_reconciler_still_repairs(tmp_path: Path) -> None:
     """``bench.phases optimize --on-disk-indexes``: Edge's optimiser makes the corpus one
     indexed, immutable segment (the threshold lowered so that 1,500 chunks are above it), the

@@ -80,6 +80,7 @@ from reconciler.stores.edge.requests import (
     EdgeId,
     doc_filter,
     edge_id,
+    edge_ids,
     our_id,
     payload_batches,
     schema_name,
@@ -266,7 +267,7 @@ class EdgeChunkIndex:
             return []
         selector = qe.PayloadSelector.Include(self.keys.managed_paths())
         with self._reading("retrieving points"):
-            ids: list[EdgeId] = [edge_id(p) for p in point_ids]
+            ids: list[EdgeId] = edge_ids(point_ids)
             records = self.shard.retrieve(ids, selector, False)
         return [self._state(record.id, record.payload) for record in records]
 
@@ -293,7 +294,7 @@ class EdgeChunkIndex:
         if not point_ids:
             return []
         with self._reading("reading whole points"):
-            records = self.shard.retrieve([edge_id(p) for p in point_ids], True, True)
+            records = self.shard.retrieve(edge_ids(point_ids), True, True)
         return [StoredPoint(our_id(r.id), r.vector, dict(r.payload or {})) for r in records]
 
     def vector_layout(self) -> Mapping[str, Any]:
@@ -359,15 +360,15 @@ class EdgeChunkIndex:
         """
         check_batch_size(batch_size)
         written = 0
+        nest, set_payload = self.keys.nest_key, qe.UpdateOperation.set_payload
         for number, batch in enumerate(payload_batches(writes, batch_size, self.keys), start=1):
             points = sum(len(ids) for ids, _ in batch)
             what = f"payload batch {number} ({points} point(s)) on the Edge shard {self.path}"
             self.update_calls += 1
             with self._writing(what, written=written):
+                shard = self.shard
                 for ids, stored in batch:
-                    self.shard.update(
-                        qe.UpdateOperation.set_payload(ids, stored, key=self.keys.nest_key)
-                    )
+                    shard.update(set_payload(ids, stored, key=nest))
             written += points
             log.debug("edge set_payload batch %d: %d point(s)", number, points)
         return written
@@ -400,9 +401,10 @@ class EdgeChunkIndex:
         """Upsert whole points as another shard held them, ``UPSERT_BATCH`` a call."""
         written = 0
         for start in range(0, len(points), UPSERT_BATCH):
+            part = points[start : start + UPSERT_BATCH]
+            ids = edge_ids([p.point_id for p in part])
             batch = [
-                qe.Point(edge_id(p.point_id), p.vector, dict(p.payload))
-                for p in points[start : start + UPSERT_BATCH]
+                qe.Point(pid, p.vector, dict(p.payload)) for pid, p in zip(ids, part, strict=True)
             ]
             with self._writing(f"copying {len(batch)} point(s) into {self.path}", written=written):
                 self.shard.update(qe.UpdateOperation.upsert_points(batch))
@@ -413,7 +415,7 @@ class EdgeChunkIndex:
         """Delete points by id (missing ids are no error)."""
         if not point_ids:
             return 0
-        ids: list[EdgeId] = [edge_id(p) for p in point_ids]
+        ids: list[EdgeId] = edge_ids(point_ids)
         with self._writing(f"deleting {len(ids)} point(s) from {self.path}", written=0):
             self.shard.update(qe.UpdateOperation.delete_points(ids))
         return len(ids)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import qdrant_edge as qe
@@ -22,6 +22,7 @@ __all__ = [
     "EdgeId",
     "doc_filter",
     "edge_id",
+    "edge_ids",
     "our_id",
     "payload_batches",
     "schema_name",
@@ -65,6 +66,21 @@ def edge_id(point_id: str | int) -> str | int:
     return point_id
 
 
+#: Canonical UUIDs, one a line: a write's ids checked by one match (``edge_ids``).
+_CANONICAL_LINES = re.compile(rf"(?:{_CANONICAL_UUID.pattern}\n)*{_CANONICAL_UUID.pattern}")
+
+
+def edge_ids(point_ids: Sequence[str | int]) -> list[EdgeId]:
+    """``edge_id`` of each id: a write's canonical UUID strings (the usual ids: those a scan
+    hands back) checked together by one match, any other id one at a time."""
+    try:
+        if _CANONICAL_LINES.fullmatch("\n".join(point_ids)):  # type: ignore[arg-type]
+            return list(point_ids)
+    except TypeError:  # (an int among them)
+        pass
+    return [edge_id(p) for p in point_ids]
+
+
 def our_id(point_id: Any) -> str | int:
     """An id as Edge hands it back, as qdrant-client would: int, or the UUID's string."""
     if isinstance(point_id, int):
@@ -81,8 +97,43 @@ def payload_batches(
     writes: Iterable[PayloadWrite], batch_size: int, keys: KeyMap
 ) -> Iterator[list[tuple[list[EdgeId], dict[str, Any]]]]:
     """Group writes into calls of ~``batch_size`` points (``chunking_rules.point_batches``),
-    ids as Edge takes them; a larger write is split by ids."""
-    return point_batches(writes, batch_size, keys, edge_id)
+    ids as Edge takes them; a larger write is split by ids. Consecutive writes of the same
+    payload (a batch's documents repaired alike) are one ``set_payload`` of their ids together
+    (``merged``)."""
+    for batch in point_batches(writes, batch_size, keys, edge_ids):
+        yield merged(batch)
+
+
+def merged(
+    batch: list[tuple[list[EdgeId], dict[str, Any]]],
+) -> list[tuple[list[EdgeId], dict[str, Any]]]:
+    """A batch's consecutive (ids, payload) writes of the same payload as one write: the same
+    points end as the writes one after the other leave them (only neighbours are joined, so
+    a later write of the same point still comes after an earlier one). The same payload: the
+    same keys, each value of the same plain type (``1`` is not ``True``, nor ``1.0``) and equal."""
+    joined: list[tuple[list[EdgeId], dict[str, Any]]] = []
+    for ids, stored in batch:
+        if joined and _same(joined[-1][1], stored):
+            joined[-1][0].extend(ids)
+        else:
+            joined.append((ids, stored))  # (a list of its own: point_batches slices it)
+    return joined
+
+
+def _same(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    if one is other:
+        return True
+    if one.keys() != other.keys():
+        return False
+    for key, value in one.items():
+        theirs = other[key]
+        if type(value) is not type(theirs) or type(value) not in _PLAIN or value != theirs:
+            return False
+    return True
+
+
+#: Values compared by ``_same`` (anything else is never judged the same: written apart).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def schema_name(data_type: qe.PayloadSchemaType) -> str:

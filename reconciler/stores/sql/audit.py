@@ -30,10 +30,10 @@ from reconciler.stores.sql.audit_body import (
     DOCUMENTS,
     GENESIS,
     LOG,
-    MOVE_HEAD,
     at_text_of,
     insert_statement,
     lock_head,
+    move_head,
     texts_of,
 )
 from reconciler.stores.sql.audit_body import canonical_plain as _canonical_plain
@@ -118,6 +118,13 @@ _AS_IS = {"before": "before", "after": "after"}
 _TEXTS = {"before": "before_text", "after": "after_text"}
 
 
+def _core_rows(session: Session, rows: list[dict[str, Any]]) -> tuple[Any, list[dict[str, Any]]]:
+    """The log's Core insert and ``rows`` as its parameters (``insert_statement``)."""
+    return insert_statement(session), [
+        {_TEXTS.get(k, k): v for k, v in row.items()} for row in rows
+    ]
+
+
 def append(session: Session, entries: Sequence[AuditEntry]) -> str:
     """Append entries inside the caller's transaction; return the new head hash.
 
@@ -150,18 +157,12 @@ def append(session: Session, entries: Sequence[AuditEntry]) -> str:
         )
         prev = digest
     count += len(entries)
-    # On SQLite, straight to the driver (one executemany); a page of intents needs the seq its
-    # entry is given, for its documents' index (``insert_indexed``), so it goes through Core.
+    # On SQLite, straight to the driver (one executemany; a page of intents a statement a
+    # row, for the seq its documents' index needs: ``insert_indexed``); else through Core.
     pages = any(entry.target_type == AuditKind.PAYLOAD_PAGE for entry in entries)
     if rows and (pages or not insert_through_driver(session, LOG, rows, as_is=_AS_IS)):
-        # One executemany for the whole batch through Core (no ORM unit of work).
-        insert_indexed(
-            session,
-            insert_statement(session),
-            [{_TEXTS.get(k, k): v for k, v in row.items()} for row in rows],
-            entries,
-        )
-    session.execute(MOVE_HEAD, {"new_hash": prev, "new_count": count})
+        insert_indexed(session, rows, entries, as_is=_AS_IS, core=_core_rows)
+    move_head(session, prev, count)
     anchor_after_commit(session, count, prev, key)
     return prev
 

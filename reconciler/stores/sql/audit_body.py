@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.model import AuditEntry, AuditKind, jsonable, rfc3339
 from reconciler.stores.sql.audit_protection import keyed_digest
+from reconciler.stores.sql.bulk import bound, driver_connection
 from reconciler.stores.sql.schema import AuditDocumentRow, AuditHeadRow, AuditRow, Base
 
 GENESIS = "0" * 64
@@ -79,12 +80,22 @@ LOG = Base.metadata.tables[AuditRow.__tablename__]
 DOCUMENTS = Base.metadata.tables[AuditDocumentRow.__tablename__]
 
 
+#: Kinds whose before and after are plain already (string keys; the values of ids, names,
+#: hashes, counts and payloads as the writers hold them): encoded in C, the ``jsonable`` walk
+#: only for a value ``json`` cannot encode (the same text either way).
+_PLAIN_KINDS = frozenset(
+    {AuditKind.PAYLOAD_PAGE, AuditKind.MOVE, AuditKind.MOVE_COPIED, AuditKind.MOVE_DONE,
+     AuditKind.CONFIRM}
+)  # fmt: skip
+
+
 def texts_of(entry: AuditEntry) -> tuple[str, str]:
     """The canonical texts of an entry's before and after (``canonical_plain(jsonable(…))``).
     A page of payload intents (``AuditKind.PAYLOAD_PAGE``: string keys, values as the index
-    and the planner hold them) is encoded as it is, in C, without the ``jsonable`` walk,
-    unless it holds a value JSON cannot encode (then the walk, as any entry)."""
-    if entry.target_type == AuditKind.PAYLOAD_PAGE:
+    and the planner hold them), a move's entries and a confirmation (``_PLAIN_KINDS``) are
+    encoded as they are, in C, without the ``jsonable`` walk, unless one holds a value JSON
+    cannot encode (then the walk, as any entry)."""
+    if entry.target_type in _PLAIN_KINDS:
         try:
             return canonical_plain(entry.before), canonical_plain(entry.after)
         except (TypeError, ValueError):
@@ -98,6 +109,20 @@ MOVE_HEAD = (
     .where(HEAD.c.id == 1)
     .values(entry_hash=bindparam("new_hash"), entries=bindparam("new_count"))
 )
+#: ``_LOCK`` and ``MOVE_HEAD`` as SQLite's driver takes them.
+_LOCK_SQL = "UPDATE audit_head SET updated_at = ? WHERE id = 1 RETURNING entry_hash, entries"
+_MOVE_SQL = "UPDATE audit_head SET entry_hash = ?, entries = ? WHERE id = 1"
+
+
+def move_head(session: Session, head: str, entries: int) -> None:
+    """The head moved to ``head`` after ``entries`` entries (in the caller's transaction)."""
+    connection = driver_connection(session)
+    if connection is None:
+        session.execute(MOVE_HEAD, {"new_hash": head, "new_count": entries})
+    else:
+        connection.exec_driver_sql(_MOVE_SQL, (head, entries))
+
+
 _LOCK = (
     update(HEAD)
     .where(HEAD.c.id == 1)
@@ -130,7 +155,12 @@ def lock_head(session: Session) -> tuple[str, int]:
     one has committed.
     """
     at = datetime.now(UTC)
-    head = session.execute(_LOCK, {"locked_at": at}).first()
+    connection = driver_connection(session)
+    if connection is None:
+        head = session.execute(_LOCK, {"locked_at": at}).first()
+    else:  # (the same statement straight to SQLite's driver: bulk.py)
+        locked_at = bound(connection, HEAD.c.updated_at, at)
+        head = connection.exec_driver_sql(_LOCK_SQL, (locked_at,)).first()
     if head is not None:
         return head[0], head[1]
     # Lost (deleted by hand): rebuilt from the log.

@@ -7,7 +7,7 @@ intents, one entry), for ``stores.audit``: its documents indexed as it is append
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Insert, insert, or_, select
@@ -15,27 +15,43 @@ from sqlalchemy.orm import Session
 
 from reconciler.model import AuditEntry, AuditKind, documents_of, page_targets
 from reconciler.stores.sql.audit_body import DOCUMENTS, LOG
+from reconciler.stores.sql.bulk import insert_returning_through_driver, insert_through_driver
 from reconciler.stores.sql.schema import AuditRow
 
 PAGE = AuditKind.PAYLOAD_PAGE
 
 
 def insert_indexed(
-    session: Session, statement: Insert, rows: list[dict[str, Any]], entries: Sequence[AuditEntry]
+    session: Session,
+    rows: list[dict[str, Any]],
+    entries: Sequence[AuditEntry],
+    *,
+    as_is: Mapping[str, str],
+    core: Callable[[Session, list[dict[str, Any]]], tuple[Insert, list[dict[str, Any]]]],
 ) -> None:
-    """Insert the entries' ``rows`` (one executemany); a page's documents are indexed by the
-    ``seq`` its entry was given (``RETURNING``, in the order of ``rows``)."""
+    """Insert the entries' ``rows`` (``as_is``: the columns bound as they are, see
+    ``bulk.insert_through_driver``); a page's documents are indexed by the ``seq`` its entry
+    was given. On SQLite through its driver, a statement a row; else ``core``'s statement and
+    parameters, one executemany (``RETURNING``, in the order of ``rows``)."""
     pages = [at for at, entry in enumerate(entries) if entry.target_type == PAGE]
-    if not pages:
-        session.execute(statement, rows)
-        return
-    seqs = session.scalars(statement.returning(LOG.c.seq, sort_by_parameter_order=True), rows).all()
+    seqs = insert_returning_through_driver(session, LOG, rows, "seq", as_is=as_is)
+    if seqs is None:
+        statement, parameters = core(session, rows)
+        if not pages:
+            session.execute(statement, parameters)
+            return
+        seqs = list(
+            session.scalars(
+                statement.returning(LOG.c.seq, sort_by_parameter_order=True), parameters
+            ).all()
+        )
     documents = [
         {"target": target, "seq": seqs[at]}
         for at in pages
         for target in dict.fromkeys(page_targets(entries[at]))  # (a document once a page)
     ]
-    session.execute(insert(DOCUMENTS), documents)
+    if documents and not insert_through_driver(session, DOCUMENTS, documents):
+        session.execute(insert(DOCUMENTS), documents)
 
 
 def about(targets: Sequence[str]) -> Any:

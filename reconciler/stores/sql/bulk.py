@@ -2,15 +2,19 @@
 one ``executemany`` of tuples, each value through its column's bind processor as SQLAlchemy
 would (the same text stored), without Core's compiled-parameter work a row (a declare of
 100,000 proposals inserts 300,000 audit entries and 300,000 findings: a third of the
-inserts' time was that work). Another dialect goes Core's way (the caller's statement).
+inserts' time was that work). Another dialect goes Core's way (the caller's statement). The audit's append sends its few
+statements the same way (``driver_connection``, ``bound``, ``insert_returning_through_driver``):
+on SQLite, Core's compiling and parameter work was most of an append's CPU.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import Column, Connection, Dialect, Table
 from sqlalchemy.orm import Session
 
 #: A column's bind processor (``None``: the value is bound as it is).
@@ -28,17 +32,102 @@ def insert_through_driver(
     column a value is bound to with no processor: a JSON column's canonical text, stored as
     it is) in one ``executemany`` in the session's transaction; ``False`` (nothing done) on a
     dialect other than SQLite."""
+    if not rows:
+        return driver_connection(session) is not None
+    prepared = _prepared(session, table, list(rows[0]), as_is or {}, "")
+    if prepared is None:
+        return False
+    connection, sql, params = prepared
+    connection.exec_driver_sql(sql, params(rows))
+    return True
+
+
+def insert_returning_through_driver(
+    session: Session,
+    table: Table,
+    rows: Sequence[Mapping[str, Any]],
+    returning: str,
+    *,
+    as_is: Mapping[str, str] | None = None,
+) -> list[Any] | None:
+    """``insert_through_driver``, a statement a row (SQLite returns no rows from an
+    ``executemany``), and each row's value of the column ``returning`` as the database gave
+    it, in the order of ``rows``; ``None`` (nothing done) on another dialect or no rows."""
+    if not rows:
+        return None
+    prepared = _prepared(session, table, list(rows[0]), as_is or {}, returning)
+    if prepared is None:
+        return None
+    connection, sql, params = prepared
+    return [connection.exec_driver_sql(sql, row).scalar_one() for row in params(rows)]
+
+
+def driver_connection(session: Session) -> Connection | None:
+    """The session's connection when it is SQLite's driver with ``?`` parameters, where this
+    module's statements go straight to it (``None`` on any other)."""
     connection = session.connection()
     dialect = connection.dialect
     if dialect.name != "sqlite" or dialect.paramstyle != "qmark":
-        return False
-    if not rows:
-        return True
-    as_is = as_is or {}
-    keys = list(rows[0])
+        return None
+    return connection
+
+
+def bound(connection: Connection, column: Column[Any], value: Any) -> Any:
+    """``value`` as the column's type binds it on the connection's dialect (the text Core
+    would store)."""
+    dialect = connection.dialect
+    processor = column.type.dialect_impl(dialect).bind_processor(dialect)
+    return value if processor is None else processor(value)
+
+
+def _prepared(
+    session: Session, table: Table, keys: list[str], as_is: Mapping[str, str], returning: str
+) -> tuple[Connection, str, Callable[[Sequence[Mapping[str, Any]]], list[tuple[Any, ...]]]] | None:
+    """The INSERT of ``keys`` into ``table`` for SQLite's driver (``RETURNING`` the column
+    named, if any), and what turns rows into its parameters; ``None`` where Core must do it
+    (another dialect, or a default Core would fill in)."""
+    connection = driver_connection(session)
+    if connection is None:
+        return None
+    statement = _statement(
+        connection.dialect, table, tuple(keys), tuple(sorted(as_is.items())), returning
+    )
+    if statement is None:
+        return None
+    sql, processors = statement
+
+    if not any(processors) and len(keys) > 1:  # (values bound as they are: taken as a tuple)
+        return connection, sql, lambda rows: list(map(itemgetter(*keys), rows))
+
+    def params(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+        # (a batch's rows share values, the instant above all: the last one processed is
+        # reused when the next is the same object)
+        last: list[list[Any]] = [[_NONE, None] for _ in keys]
+        return [
+            tuple(
+                _processed(row[key], processor, seen)
+                for key, processor, seen in zip(keys, processors, last, strict=True)
+            )
+            for row in rows
+        ]
+
+    return connection, sql, params
+
+
+@functools.lru_cache(maxsize=64)
+def _statement(
+    dialect: Dialect,
+    table: Table,
+    keys: tuple[str, ...],
+    as_is_items: tuple[tuple[str, str], ...],
+    returning: str,
+) -> tuple[str, list[_Processor]] | None:
+    """``_prepared``'s SQL and bind processors, made once a dialect, table and keys."""
+    as_is = dict(as_is_items)
     columns = [table.c[as_is.get(key, key)] for key in keys]
-    if any(c.default is not None for c in table.c if c not in columns):
-        return False  # (a default Core would fill in a row: its way)
+    named = {column.key for column in columns}
+    if any(c.default is not None for c in table.c if c.key not in named):
+        return None  # (a default Core would fill in a row: its way)
     processors: list[_Processor] = [
         None if key in as_is else column.type.dialect_impl(dialect).bind_processor(dialect)
         for key, column in zip(keys, columns, strict=True)
@@ -48,18 +137,9 @@ def insert_through_driver(
         f"INSERT INTO {quote(table.name)} ({', '.join(quote(c.name) for c in columns)}) "
         f"VALUES ({', '.join('?' for _ in columns)})"
     )
-    # (a batch's rows share values, the instant above all: the last one processed is reused
-    # when the next is the same object)
-    last: list[list[Any]] = [[_NONE, None] for _ in keys]
-    params = [
-        tuple(
-            _processed(row[key], processor, seen)
-            for key, processor, seen in zip(keys, processors, last, strict=True)
-        )
-        for row in rows
-    ]
-    connection.exec_driver_sql(sql, params)
-    return True
+    if returning:
+        sql += f" RETURNING {quote(table.c[returning].name)}"
+    return sql, processors
 
 
 #: Nothing seen yet.
