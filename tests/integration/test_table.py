@@ -19,7 +19,7 @@ from reconciler.errors import SchemaError
 from reconciler.model import OPEN_END, Document, VersionState
 from reconciler.stores.sql import SqlDocumentTable, _alembic_config
 from reconciler.stores.sql.documents import _DOC_FIELDS, document_from_values
-from reconciler.stores.sql.schema import UTCDateTime
+from reconciler.stores.sql.schema import PARSED_KEPT, UTCDateTime
 
 #: The schema revision this build creates.
 HEAD = ScriptDirectory.from_config(_alembic_config()).get_current_head()
@@ -301,6 +301,28 @@ def test_sqlite_datetime_text_of_any_shape_reads_as_its_instant_in_utc(text: str
     assert got == read_or_error(long_way, text)
     if isinstance(got, datetime):
         assert got.utcoffset() == timedelta(0)
+    assert read_or_error(read, text) == got  # read again: the text remembered
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31))))
+def test_the_sqlite_reader_remembers_texts_and_forgets_them_when_full(
+    instants: list[datetime],
+) -> None:
+    """Issue 38: the reader remembers the instants it parsed (a table repeats them), up to
+    ``PARSED_KEPT`` texts, then starts again: over more texts than that, read twice and
+    interleaved, each reads as a fresh reader reads it."""
+    dialect = sqlite.dialect()
+    write = DateTime().dialect_impl(dialect).bind_processor(dialect)
+    spread = [datetime(2000, 1, 1) + timedelta(seconds=n) for n in range(PARSED_KEPT + 7)]
+    texts = [write(instant) for instant in [*instants, *spread, *instants, *spread[:9]]]
+    read = UTCDateTime().result_processor(dialect, None)
+    assert read is not None
+    for stored in texts:
+        fresh = UTCDateTime().result_processor(dialect, None)
+        assert fresh is not None
+        assert read(stored) == fresh(stored)
+        assert read(stored).tzinfo is UTC
 
 
 def test_document_from_values_is_the_dataclass_by_name() -> None:
