@@ -122,6 +122,25 @@ class QueuedReingest(Protocol):
     def attempts(self) -> int: ...
 
 
+#: The fields ``DocumentReader.iter_expected`` gives a row, in order: the row's identity, then
+#: those ``payload.managed_values`` takes.
+EXPECTED_FIELDS: tuple[str, ...] = (
+    "doc_id",
+    "source",
+    "source_hash",
+    "chunk_count",
+    "doc_family_id",
+    "doc_version",
+    "version_state",
+    "superseded_by",
+    "effective_from",
+    "effective_to",
+    "doc_class",
+    "quarantined",
+    "quarantine_reason",
+)
+
+
 class DocumentReader(Protocol):
     """Document rows, the identity map (source key -> family) and each source's scan status, read."""
 
@@ -134,6 +153,14 @@ class DocumentReader(Protocol):
         doc_ids: Sequence[str] | None = None,
     ) -> Iterator[Document]:
         """Stream documents ordered by family, version and id (never all at once)."""
+        ...
+
+    def iter_expected(
+        self, *, batch_size: int = 1000, families: Sequence[str] | None = None
+    ) -> Iterator[tuple[Any, ...]]:
+        """``iter_documents`` (same rows, same order) as plain tuples of the fields the check's
+        scan reads (``EXPECTED_FIELDS``, valued as ``Document`` holds them but the state,
+        which is as stored): no ``Document`` built a row."""
         ...
 
     def iter_renamed(
