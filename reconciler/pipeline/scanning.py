@@ -15,11 +15,10 @@ from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from reconciler.model import MANAGED_KEYS, Document, VersionState
+from reconciler.model import EXPECTED_FIELDS, MANAGED_KEYS, Document, VersionState
 from reconciler.payload import managed_values
 from reconciler.pipeline.values import Options, Scan, Totals
 from reconciler.ports import ChunkReader, DocumentReader, split_of
-from reconciler.ports.table import EXPECTED_FIELDS
 
 if TYPE_CHECKING:
     from reconciler.pipeline.chunk_tally import ChunkTally

@@ -122,25 +122,6 @@ class QueuedReingest(Protocol):
     def attempts(self) -> int: ...
 
 
-#: The fields ``DocumentReader.iter_expected`` gives a row, in order: the row's identity, then
-#: those ``payload.managed_values`` takes.
-EXPECTED_FIELDS: tuple[str, ...] = (
-    "doc_id",
-    "source",
-    "source_hash",
-    "chunk_count",
-    "doc_family_id",
-    "doc_version",
-    "version_state",
-    "superseded_by",
-    "effective_from",
-    "effective_to",
-    "doc_class",
-    "quarantined",
-    "quarantine_reason",
-)
-
-
 class DocumentReader(Protocol):
     """Document rows, the identity map (source key -> family) and each source's scan status, read."""
 
@@ -158,18 +139,14 @@ class DocumentReader(Protocol):
     def iter_expected(
         self, *, batch_size: int = 1000, families: Sequence[str] | None = None
     ) -> Iterator[tuple[Any, ...]]:
-        """``iter_documents`` (same rows, same order) as plain tuples of the fields the check's
-        scan reads (``EXPECTED_FIELDS``, valued as ``Document`` holds them but the state,
-        which is as stored): no ``Document`` built a row."""
-        ...
+        """``iter_documents``' rows as tuples of ``EXPECTED_FIELDS`` (the state as stored)."""
 
     def iter_renamed(
         self, source: str, *, keys: Iterable[str], ids: Iterable[str], batch_size: int = 1000
     ) -> Iterator[Document]:
         """Stream the rows of ``source`` whose source key is one of ``keys`` and whose id is
-        none of ``ids``, ordered by id: the rows a scan (its keys and ids) names with other
-        ids (``writing.rekeying.pending_rekey``). Selected by the table, never all the
-        source's rows streamed to be sifted."""
+        none of ``ids``, ordered by id: the rows a scan names with other ids (``writing.
+        rekeying.pending_rekey``). Selected by the table, never all streamed to be sifted."""
         ...
 
     def known_families(self, families: Iterable[str]) -> set[str]:

@@ -19,9 +19,8 @@ from sqlalchemy import DateTime, create_engine, inspect, text
 from sqlalchemy.dialects import sqlite
 
 from reconciler.errors import SchemaError
-from reconciler.model import OPEN_END, Document, VersionState
+from reconciler.model import EXPECTED_FIELDS, OPEN_END, Document, VersionState
 from reconciler.payload import managed_values, payload_values
-from reconciler.ports.table import EXPECTED_FIELDS
 from reconciler.stores.sql import SqlDocumentTable, _alembic_config
 from reconciler.stores.sql.documents import _DOC_FIELDS, document_from_values
 from reconciler.stores.sql.schema import PARSED_KEPT, UTCDateTime

@@ -14,8 +14,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.errors import TableUnavailable
-from reconciler.model import OPEN_END, Document, state_of
-from reconciler.ports.table import EXPECTED_FIELDS
+from reconciler.model import EXPECTED_FIELDS, OPEN_END, Document, state_of
 from reconciler.stores.sql.connection import now
 from reconciler.stores.sql.schema import DocumentRow, IdentityRow, SourceStatusRow
 
