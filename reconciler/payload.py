@@ -36,16 +36,43 @@ def payload_for(document: Document) -> dict[str, Any]:
 def payload_values(row: Document) -> tuple[Any, ...]:
     """The values of ``payload_for`` in ``MANAGED_KEYS`` order: what the check fingerprints as
     a row's expected payload, and what ``payload_for`` names (one derivation for the two)."""
-    return (
+    return managed_values(
         row.doc_family_id,
-        int(row.doc_version),
-        str(state_of(row.version_state)),
+        row.doc_version,
+        row.version_state,
         row.superseded_by,
-        instant_text(row.effective_from or OPEN_START),
-        instant_text(row.effective_to or OPEN_END),
+        row.effective_from,
+        row.effective_to,
         row.doc_class,
-        bool(row.quarantined),
+        row.quarantined,
         row.quarantine_reason,
+    )
+
+
+def managed_values(
+    family: str,
+    version: int,
+    state: str,
+    superseded_by: str | None,
+    effective_from: datetime | None,
+    effective_to: datetime | None,
+    doc_class: str | None,
+    quarantined: bool,
+    reason: str | None,
+) -> tuple[Any, ...]:
+    """``payload_values`` of a row given as its fields (``Document``'s, in ``MANAGED_KEYS``
+    order; the state as stored, or as a ``VersionState``): the check's scan reads the table's
+    rows as these, not as ``Document`` values (issue 38)."""
+    return (
+        family,
+        int(version),
+        str(state_of(state)),
+        superseded_by,
+        instant_text(effective_from or OPEN_START),
+        instant_text(effective_to or OPEN_END),
+        doc_class,
+        bool(quarantined),
+        reason,
     )
 
 

@@ -25,6 +25,7 @@ from reconciler.model.chunks import (
     PayloadWrite,
 )
 from reconciler.model.documents import (
+    EXPECTED_FIELDS,
     Declaration,
     DeclarationKind,
     Document,
@@ -64,6 +65,7 @@ from reconciler.model.states import (
 
 __all__ = [
     "ALL_KEYS",
+    "EXPECTED_FIELDS",
     "HISTORICAL_STATES",
     "IDENTITY_KEYS",
     "MANAGED_KEYS",

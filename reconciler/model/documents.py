@@ -38,6 +38,15 @@ class Document:
     chunk_count: int = 0
 
 
+#: The fields of a row ``DocumentReader.iter_expected`` gives, in order: the row's identity,
+#: then those ``payload.managed_values`` takes (what the check's scan reads of a row).
+EXPECTED_FIELDS: tuple[str, ...] = (
+    *("doc_id", "source", "source_hash", "chunk_count", "doc_family_id", "doc_version"),
+    *("version_state", "superseded_by", "effective_from", "effective_to", "doc_class"),
+    *("quarantined", "quarantine_reason"),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SourceDocument:
     """One document version as the system of record declares it (metadata only, no body)."""

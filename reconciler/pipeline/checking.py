@@ -7,9 +7,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from reconciler.check_inputs import CheckContext, ChunkAggregate, FamilyView
-from reconciler.checks import parts
+from reconciler.checks import FamilyCheck, Parts, Truth, parts
 from reconciler.model import (
     Document,
     Finding,
@@ -96,51 +97,83 @@ def check_context(options: Options, now: datetime, sources: SourcesRead) -> Chec
     )
 
 
+class _Chosen(NamedTuple):
+    """The parts of a run's chosen checks, worked out once a run (not once a family)."""
+
+    #: (name, function, is a consequence check) of each part run on every family, in order.
+    per_family: tuple[tuple[str, FamilyCheck, bool], ...]
+    #: The consequence checks, in their round's order (``Registered.consequence``).
+    rounds: tuple[FamilyCheck, ...]
+    #: The first chosen check's declared rows (``truth_<name>``), if any declares.
+    truth: Truth | None
+
+
+#: The last registry and checks ``_chosen`` worked out, with what it found (a run asks for the
+#: same on every family; a registry swapped in, as a test does, is worked out again).
+_last: tuple[Mapping[str, Parts], tuple[str, ...], _Chosen] | None = None
+
+
+def _chosen(checks: tuple[str, ...]) -> _Chosen:
+    global _last  # noqa: PLW0603 - a one-entry memo
+    registered = parts()
+    last = _last
+    if last is not None and last[0] is registered and last[1] == checks:
+        return last[2]
+    chosen = [registered[name] for name in checks]
+    rounds = sorted(
+        (p for p in chosen if p.check.consequence and p.family is not None),
+        key=lambda p: p.check.consequence,
+    )
+    truths = [p.truth for p in chosen if p.truth is not None]
+    found = _Chosen(
+        per_family=tuple(
+            (p.name, p.family, bool(p.check.consequence))
+            for p in chosen
+            if p.family is not None and p.check.per_family
+        ),
+        rounds=tuple(p.family for p in rounds if p.family is not None),
+        truth=truths[0] if truths else None,
+    )
+    _last = (registered, checks, found)
+    return found
+
+
 def check_family(
     view: FamilyView, ctx: CheckContext, checks: Sequence[str], doc_id: str | None = None
 ) -> FamilyOutcome:
     """Run the chosen checks' parts on one family and plan their repair (``doc_id``: only that
     document's findings and writes)."""
-    registered = parts()
-    chosen = [registered[name] for name in checks]
+    chosen = _chosen(tuple(checks))
     findings: list[Finding] = []
     timings: dict[str, float] = {}
-    rounds_of = sorted(
-        (p for p in chosen if p.check.consequence and p.family is not None),
-        key=lambda p: p.check.consequence,
-    )
     # Whether the consequence checks already propose a row change on the family as it is.
     consequences = False
-    for part in chosen:
-        if part.family is None or not part.check.per_family:
-            continue
-        started = time.perf_counter()
-        found = part.family(view, ctx)
-        timings[part.name] = time.perf_counter() - started
-        findings += found
-        if not consequences and part.check.consequence:
-            consequences = any(changes_a_row(f) for f in found)
-    truths = [p.truth for p in chosen if p.truth is not None]
-    truth = truths[0](view, ctx) if truths else None
-    # (no finding, nothing to plan: what ``plan_family`` would return)
+    clock = time.perf_counter
+    for name, check, consequence in chosen.per_family:
+        started = clock()
+        found = check(view, ctx)
+        timings[name] = clock() - started
+        if found:
+            findings += found
+            if not consequences and consequence:
+                consequences = any(changes_a_row(f) for f in found)
+    if not findings:
+        # (no finding, nothing to plan: what ``plan_family`` would return, whatever the
+        # family's declared rows; ``doc_id`` keeps none of no findings)
+        return FamilyOutcome(findings=(), plan=Plan(), timings=timings)
+    truth = chosen.truth(view, ctx) if chosen.truth is not None else None
     split = ctx.split is not None
-    plan = plan_family(view, findings, truth, split=split) if findings else Plan()
+    plan = plan_family(view, findings, truth, split=split)
     # Repairs have consequences: a version set back to current by the source can leave an
     # older one live beside it. Check the family as the plan leaves it, and fold what the
     # time rule still finds into the same plan, so one apply converges.
     # A plan that writes no row and no chunk leaves the family as it is (``as_planned``), and
     # the checks are pure: checking it again would find what the first round found, so when
-    # none of that changes a row there is nothing to fold in (the usual case: no drift).
+    # none of that changes a row there is nothing to fold in.
     rounds = 3 if plan.row_updates or plan.payload_targets or consequences else 0
     for _round in range(rounds):
         after = as_planned(view, plan)
-        extra = [
-            f
-            for part in rounds_of
-            if part.family is not None
-            for f in part.family(after, ctx)
-            if changes_a_row(f)
-        ]
+        extra = [f for check in chosen.rounds for f in check(after, ctx) if changes_a_row(f)]
         if not extra:
             break
         findings += extra

@@ -89,10 +89,8 @@ class ChunkTally:
         self.split, self._new_main, self._in_archive = split, array("b"), False  # (docstring)
         self._main, self._archived = np.zeros(0, np.bool_), np.zeros(0, np.uint32)
         self._misplaced: dict[int, str] = {}
-        self._new_keys = array("q")
-        self._new_checks = array("I")
-        self._new_fingerprints = array("q")
-        self._new_contents = array("q")
+        self._new_keys, self._new_checks = array("q"), array("I")
+        self._new_fingerprints, self._new_contents = array("q"), array("q")
         self._new_wanted = array("I")
         self._sealed = False
         self._keys: npt.NDArray[np.int64] = np.zeros(0, np.int64)
@@ -204,7 +202,8 @@ class ChunkTally:
         """The slot of a registered document (``None``: no row)."""
         if not isinstance(doc_id, str):
             return None
-        self.seal()
+        if not self._sealed:
+            self.seal()
         key = self._key(doc_id)
         return self._resolve(bisect.bisect_left(self._key_view, key), key, check_key(doc_id))
 
@@ -260,7 +259,7 @@ class ChunkTally:
         """Count the chunks of the page whose text is not their row's (see the module's
         docstring)."""
         assert page.contents is not None
-        keys = np.fromiter(map(content_key, page.contents), np.int64, len(page.contents))
+        keys = _content_keys(page.contents)
         expected = self._contents[np.where(hit, slots, 0)]
         stale = hit & (keys != expected) & (keys != NO_CONTENT) & (expected != NO_CONTENT)
         if not stale.any():
@@ -437,12 +436,13 @@ class ChunkTally:
             count = self._count_view[slot]
             if not count:
                 return None
+            variants = self._variants.get(slot)
             return ChunkAggregate(
-                count=count,
-                matching=count - self._unmatched.get(slot, 0),
-                variants=dict(self._variants.get(slot, {})),
-                stale=self._stale.get(slot, 0),
-                archived=int(self._archived[slot]) if self.split else 0,
+                count,
+                count - self._unmatched.get(slot, 0),
+                dict(variants) if variants else {},
+                self._stale.get(slot, 0),
+                int(self._archived[slot]) if self.split else 0,
             )
         try:
             return self._orphans.get(doc_id)
@@ -469,6 +469,14 @@ def _bump(counts: npt.NDArray[np.uint32], slots: Slots) -> None:
     """Add one to ``counts`` at each of ``slots`` (a slot may repeat)."""
     found, times = np.unique(slots, return_counts=True)
     counts[found] += times.astype(np.uint32)
+
+
+def _content_keys(contents: Sequence[Any]) -> npt.NDArray[np.int64]:
+    """``content_key`` of each content hash of a page (in C, unless one is unhashable)."""
+    try:
+        return np.fromiter(map(hash, contents), np.int64, len(contents))
+    except TypeError:
+        return np.fromiter(map(content_key, contents), np.int64, len(contents))
 
 
 def _fingerprint(row: tuple[Any, ...]) -> int:

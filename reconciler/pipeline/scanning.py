@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from reconciler.model import MANAGED_KEYS, Document, VersionState
-from reconciler.payload import payload_values
+from reconciler.model import EXPECTED_FIELDS, MANAGED_KEYS, Document, VersionState
+from reconciler.payload import managed_values
 from reconciler.pipeline.values import Options, Scan, Totals
 from reconciler.ports import ChunkReader, DocumentReader, split_of
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FAMILY_OF = attrgetter("doc_family_id")
+#: In a row of ``expected_rows``: where its family is; in its managed values, the state.
+_FAMILY = EXPECTED_FIELDS.index("doc_family_id")
+_STATE = MANAGED_KEYS.index("version_state")
 
 
 def table_rows(
@@ -40,6 +43,21 @@ def table_rows(
         return rows
     owns = options.shard.owns
     return (row for row in rows if owns(row.doc_family_id))
+
+
+def expected_rows(
+    table: DocumentReader, options: Options, families: Iterable[str] | None = None
+) -> Iterator[tuple[Any, ...]]:
+    """``table_rows`` as the scan reads them: tuples of ``EXPECTED_FIELDS`` (issue 38: no
+    ``Document`` built a row)."""
+    rows = table.iter_expected(
+        batch_size=options.table_batch,
+        families=list(families) if families is not None else None,
+    )
+    if options.shard.whole:
+        return rows
+    owns = options.shard.owns
+    return (row for row in rows if owns(row[_FAMILY]))
 
 
 def scan(
@@ -65,23 +83,24 @@ def scan(
     rows_by_source: dict[str, int] = defaultdict(int)
     in_scope: list[str] = []
     owns = options.shard.owns
-    retired = VersionState.RETIRED
+    retired = str(VersionState.RETIRED)
     batch: list[tuple[Any, ...]] = []
     contents: list[str | None] = []
     counts: list[int] = []
     add_row, add_content, add_count = batch.append, contents.append, counts.append
     family: str | None = None
-    for row in table_rows(table, options, scope):  # family by family
-        if row.doc_family_id != family:
-            family = row.doc_family_id
+    for doc_id, source, content, count, *fields in expected_rows(table, options, scope):
+        if fields[0] != family:  # (family by family)
+            family = fields[0]
             families += 1
-        add_row((row.doc_id, *payload_values(row)))
-        add_content(row.source_hash)
-        add_count(row.chunk_count)
-        if row.version_state is not retired:  # what the source should still hold
-            rows_by_source[row.source] += 1
+        values = managed_values(*fields)
+        add_row((doc_id, *values))
+        add_content(content)
+        add_count(count)
+        if values[_STATE] != retired:  # what the source should still hold
+            rows_by_source[source] += 1
         if scope is not None:
-            in_scope.append(row.doc_id)
+            in_scope.append(doc_id)
         if len(batch) >= TABLE_FOLD:
             tally.expect_rows(batch, contents=contents, counts=counts)
             batch.clear()

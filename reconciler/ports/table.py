@@ -130,13 +130,17 @@ class DocumentReader(Protocol):
         """Stream documents ordered by family, version and id (never all at once)."""
         ...
 
+    def iter_expected(
+        self, *, batch_size: int = 1000, families: Sequence[str] | None = None
+    ) -> Iterator[tuple[Any, ...]]:
+        """``iter_documents``' rows as tuples of ``EXPECTED_FIELDS`` (the state as stored)."""
+
     def iter_renamed(
         self, source: str, *, keys: Iterable[str], ids: Iterable[str], batch_size: int = 1000
     ) -> Iterator[Document]:
         """Stream the rows of ``source`` whose source key is one of ``keys`` and whose id is
-        none of ``ids``, ordered by id: the rows a scan (its keys and ids) names with other
-        ids (``writing.rekeying.pending_rekey``). Selected by the table, never all the
-        source's rows streamed to be sifted."""
+        none of ``ids``, ordered by id: the rows a scan names with other ids (``writing.
+        rekeying.pending_rekey``). Selected by the table, never all streamed to be sifted."""
         ...
 
     def known_families(self, families: Iterable[str]) -> set[str]:

@@ -28,7 +28,7 @@ from reconciler.model import (
     VersionState,
     page_entry,
 )
-from reconciler.payload import payload_for, payload_values
+from reconciler.payload import managed_values, payload_for, payload_values
 from reconciler.ports import DocumentRename, DocumentTable
 
 AT = datetime(2026, 2, 1, tzinfo=UTC)
@@ -180,6 +180,15 @@ def test_the_payload_derived_from_a_streamed_row_is_the_written_documents(
     assert [d.doc_id for d in table.iter_documents(families=families)] == [
         d.doc_id for d in streamed if d.doc_family_id in families
     ]
+    # The scan's reading of the same rows (``iter_expected``, issue 38): the same order, the
+    # same values, whole or scoped.
+    for scope in (None, families):
+        rows = list(table.iter_documents(batch_size=7, families=scope))
+        plain = list(table.iter_expected(batch_size=7, families=scope))
+        assert [r[:4] for r in plain] == [
+            (d.doc_id, d.source, d.source_hash, d.chunk_count) for d in rows
+        ]
+        assert [managed_values(*r[4:]) for r in plain] == [payload_values(d) for d in rows]
 
 
 def test_rows_requests_and_audit_commit_together(table: DocumentTable) -> None:

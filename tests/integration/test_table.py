@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect as pyinspect
+import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
+from acceptance_kit import migrated_table
 from alembic import command
 from alembic.script import ScriptDirectory
 from hypothesis import given, settings
@@ -16,10 +19,11 @@ from sqlalchemy import DateTime, create_engine, inspect, text
 from sqlalchemy.dialects import sqlite
 
 from reconciler.errors import SchemaError
-from reconciler.model import OPEN_END, Document, VersionState
+from reconciler.model import EXPECTED_FIELDS, OPEN_END, Document, VersionState
+from reconciler.payload import managed_values, payload_values
 from reconciler.stores.sql import SqlDocumentTable, _alembic_config
 from reconciler.stores.sql.documents import _DOC_FIELDS, document_from_values
-from reconciler.stores.sql.schema import UTCDateTime
+from reconciler.stores.sql.schema import PARSED_KEPT, UTCDateTime
 
 #: The schema revision this build creates.
 HEAD = ScriptDirectory.from_config(_alembic_config()).get_current_head()
@@ -301,6 +305,28 @@ def test_sqlite_datetime_text_of_any_shape_reads_as_its_instant_in_utc(text: str
     assert got == read_or_error(long_way, text)
     if isinstance(got, datetime):
         assert got.utcoffset() == timedelta(0)
+    assert read_or_error(read, text) == got  # read again: the text remembered
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31))))
+def test_the_sqlite_reader_remembers_texts_and_forgets_them_when_full(
+    instants: list[datetime],
+) -> None:
+    """Issue 38: the reader remembers the instants it parsed (a table repeats them), up to
+    ``PARSED_KEPT`` texts, then starts again: over more texts than that, read twice and
+    interleaved, each reads as a fresh reader reads it."""
+    dialect = sqlite.dialect()
+    write = DateTime().dialect_impl(dialect).bind_processor(dialect)
+    spread = [datetime(2000, 1, 1) + timedelta(seconds=n) for n in range(PARSED_KEPT + 7)]
+    texts = [write(instant) for instant in [*instants, *spread, *instants, *spread[:9]]]
+    read = UTCDateTime().result_processor(dialect, None)
+    assert read is not None
+    for stored in texts:
+        fresh = UTCDateTime().result_processor(dialect, None)
+        assert fresh is not None
+        assert read(stored) == fresh(stored)
+        assert read(stored).tzinfo is UTC
 
 
 def test_document_from_values_is_the_dataclass_by_name() -> None:
@@ -329,3 +355,63 @@ def test_document_from_values_is_the_dataclass_by_name() -> None:
         tuple(None if name == "effective_to" else values[name] for name in _DOC_FIELDS)
     )
     assert open_ended.effective_to == OPEN_END
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 40),
+            st.sampled_from([*VersionState, "weird"]),
+            st.one_of(st.none(), st.integers(-3, 3)),
+            st.one_of(st.none(), st.integers(-3, 3)),
+            st.booleans(),
+            st.integers(0, 4),
+        ),
+        max_size=12,
+        unique_by=lambda r: r[0],
+    ),
+    some=st.lists(st.integers(0, 14), max_size=3),
+)
+def test_the_scans_rows_are_the_documents_rows_as_values(
+    rows: list[tuple[int, str, int | None, int | None, bool, int]], some: list[int]
+) -> None:
+    """Issue 38: ``iter_expected`` gives the rows ``iter_documents`` gives, in its order, as
+    the plain values the scan reads: whatever the stored state (one no state names reads as
+    ``unknown``), window, quarantine or chunk count, ``managed_values`` of them is
+    ``payload_values`` of the ``Document`` (and ``families`` selects the same rows)."""
+    base = datetime(2025, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
+    documents = [
+        doc(
+            n,
+            version_state=VersionState.CURRENT,
+            effective_from=None if start is None else base + timedelta(days=start),
+            effective_to=OPEN_END if end is None else base + timedelta(hours=end),
+            superseded_by=f"h:doc-{n + 1:04d}" if n % 2 else None,
+            doc_class="policy" if n % 3 else None,
+            quarantined=held,
+            quarantine_reason="stale_chunks" if held else None,
+            chunk_count=count,
+        )
+        for n, _state, start, end, held, count in rows
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        table = migrated_table(Path(folder) / "t.db")
+        try:
+            table.upsert_documents(documents)
+            with table.engine.begin() as conn:
+                for n, state, *_rest in rows:
+                    conn.execute(
+                        text("UPDATE documents SET version_state = :s WHERE doc_id = :d"),
+                        {"s": str(state), "d": f"h:doc-{n:04d}"},
+                    )
+            families = sorted({f"h:fam-{n // 3:04d}" for n in some}) if some else None
+            read = list(table.iter_documents(batch_size=5, families=families))
+            expected = list(table.iter_expected(batch_size=5, families=families))
+        finally:
+            table.close()
+    assert [r[:4] for r in expected] == [
+        (d.doc_id, d.source, d.source_hash, d.chunk_count) for d in read
+    ]
+    assert [managed_values(*r[4:]) for r in expected] == [payload_values(d) for d in read]
+    assert all(len(r) == len(EXPECTED_FIELDS) for r in expected)

@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.errors import TableUnavailable
-from reconciler.model import OPEN_END, Document, state_of
+from reconciler.model import EXPECTED_FIELDS, OPEN_END, Document, state_of
 from reconciler.stores.sql.connection import now
 from reconciler.stores.sql.schema import DocumentRow, IdentityRow, SourceStatusRow
 
@@ -111,6 +111,21 @@ class SqlDocuments:
             result = conn.execution_options(yield_per=batch_size).execute(stmt)
             for row in result:
                 yield document_from_values(row)
+
+    def iter_expected(
+        self, *, batch_size: int = 1000, families: Sequence[str] | None = None
+    ) -> Iterator[tuple[Any, ...]]:
+        """``iter_documents``' rows as tuples of ``EXPECTED_FIELDS`` (``DocumentReader``): the
+        columns the check's scan reads, as the Core rows hold them (a tuple each)."""
+        columns = DocumentRow.__table__.c
+        stmt = select(*(columns[name] for name in EXPECTED_FIELDS)).order_by(
+            columns.doc_family_id, columns.doc_version, columns.doc_id
+        )
+        if families is not None:
+            stmt = stmt.where(columns.doc_family_id.in_(list(families)))
+        with self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=batch_size).execute(stmt)
+            yield from map(tuple, result)
 
     def iter_renamed(
         self, source: str, *, keys: Iterable[str], ids: Iterable[str], batch_size: int = 1000

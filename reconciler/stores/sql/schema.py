@@ -56,26 +56,44 @@ class UTCDateTime(TypeDecorator[datetime]):
         if dialect.name != "sqlite" or usual is None:
             return usual
 
+        # A table repeats its instants (every open end, a version's end that is its
+        # successor's start, the rows one write stamped): each stored text is parsed once
+        # while a few thousand others are remembered (datetimes are immutable, so one value
+        # is shared safely).
+        parsed_texts: dict[str, datetime] = {}
+
         def process(value: Any) -> Any:
             if value.__class__ is str:
-                if len(value) == 26 and value[10] == " " and value[19] == ".":
-                    # As SQLAlchemy writes it here ("2026-01-02 03:04:05.000006", naive, in
-                    # UTC): parsed with its offset, no replace() (eight times the parse).
-                    try:
-                        return datetime.fromisoformat(value + "+00:00")
-                    except ValueError:
-                        pass
-                try:
-                    parsed = datetime.fromisoformat(value)
-                except ValueError:
-                    return usual(value)
-                if parsed.tzinfo is None:
-                    return parsed.replace(tzinfo=UTC)
-                return parsed.astimezone(UTC)
+                known = parsed_texts.get(value)
+                if known is not None:
+                    return known
+                if len(parsed_texts) >= PARSED_KEPT:
+                    parsed_texts.clear()
+                known = parsed_texts[value] = parse(value)
+                return known
             return usual(value)
+
+        def parse(value: str) -> Any:
+            if len(value) == 26 and value[10] == " " and value[19] == ".":
+                # As SQLAlchemy writes it here ("2026-01-02 03:04:05.000006", naive, in UTC):
+                # parsed with its offset, no replace() (eight times the parse).
+                try:
+                    return datetime.fromisoformat(value + "+00:00")
+                except ValueError:
+                    pass
+            try:
+                parsed = datetime.fromisoformat(value)
+            except ValueError:
+                return usual(value)
+            if parsed.tzinfo is None:
+                return parsed.replace(tzinfo=UTC)
+            return parsed.astimezone(UTC)
 
         return process
 
+
+#: Stored instants whose parsed value the SQLite reader remembers (``UTCDateTime``).
+PARSED_KEPT = 4096
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 #: Autoincrementing 64-bit key (SQLite only autoincrements INTEGER PRIMARY KEY).
