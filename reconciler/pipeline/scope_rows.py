@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from reconciler.model import Document
 from reconciler.ports import DocumentReader
@@ -54,6 +55,12 @@ class ScopeRows:
         return self.table.iter_documents(
             batch_size=batch_size, source=source, families=families, doc_ids=doc_ids
         )
+
+    def iter_expected(
+        self, *, batch_size: int = 1000, families: Sequence[str] | None = None
+    ) -> Iterator[tuple[Any, ...]]:
+        """The table's own (its columns as stored, which the rows read here no longer are)."""
+        return self.table.iter_expected(batch_size=batch_size, families=families)
 
     def iter_renamed(
         self, source: str, *, keys: Iterable[str], ids: Iterable[str], batch_size: int = 1000
