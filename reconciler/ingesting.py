@@ -280,7 +280,8 @@ class Ingestor:
                 break
             records = self._chunks(row, body)  # (embedded before anything is written)
             row = dataclasses.replace(row, chunk_count=len(records))
-            done = _written(result, tally, writes, request, again=request is not None or edited)
+            again = request is not None or edited
+            done = _written(result, tally, writes, request, doc.doc_id, again=again)
             writes.hold(Held(existing, row, records, done))
         writes.flush()  # (what was read is written, the source read to its end or not)
         if result.status == "unavailable":
@@ -331,6 +332,7 @@ def _written(
     tally: _Tally,
     writes: IngestionWriter,
     request: QueuedReingest | None,
+    doc_id: str,
     *,
     again: bool,
 ) -> Callable[[int], None]:
@@ -346,6 +348,7 @@ def _written(
             result.reingested += 1
         else:
             result.ingested += 1
+        log.debug("ingested %s: %d chunk(s)", doc_id, chunks)
 
     return done
 

@@ -126,8 +126,8 @@ class IngestionWriter:
         closing = [self.intents.confirmation()] if self.pending >= CONFIRM_EVERY else []
         if closing:
             self.pending = 0
-        self.intents.intend([self._intent(d.existing, d.row, d.records) for d in batch],
-                            closing=closing)  # fmt: skip
+        intents = [self._intent(d.existing, d.row, d.records) for d in batch]
+        self.intents.intend(intents, closing=closing)
         self.pending += len(batch)
 
     def _intent(
