@@ -80,8 +80,14 @@ def build(root: Path, docs: int, sections: int, engine: str, source: str = "vaul
     # (then the payload indexes, as a deployment's first run creates them: otherwise the first
     # change's run creates them, about 30 s at 100k chunks on a loaded machine, and its latency
     # is that, not the watch's)
+    # (the steps run this checkout's code, as the bench does: a relative PYTHONPATH would
+    # resolve in the corpus's folder, to whatever ``reconciler`` the interpreter has installed)
+    path = os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+    )
+    env = {**os.environ, "PYTHONPATH": path.rstrip(os.pathsep)}
     for step in (["init"], ["ingest"], ["run", "--check", "index"]):
-        subprocess.run([*command, *step], check=True, capture_output=True, cwd=root)
+        subprocess.run([*command, *step], check=True, capture_output=True, cwd=root, env=env)
 
 
 def _git(root: Path, *args: str) -> None:
