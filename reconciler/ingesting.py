@@ -44,7 +44,7 @@ from reconciler.payload import (
     chunk_payload,
     point_id_for,
 )
-from reconciler.ports import ChunkIndex, DocumentTable
+from reconciler.ports import ChunkIndex, DocumentTable, QueuedReingest
 from reconciler.ports.source import (
     ConnectorError,
     DocumentUnreadable,
@@ -54,7 +54,7 @@ from reconciler.ports.source import (
 from reconciler.rules.declared_state import family_rows, ordinals_by_family
 from reconciler.rules.identity import resolve_families
 from reconciler.rules.storable import screen
-from reconciler.writing.ingestion import IngestionWriter
+from reconciler.writing.ingestion import Held, IngestionWriter
 from reconciler.writing.rekeying import pending_rekey
 from reconciler.writing.runs import recorded
 
@@ -280,16 +280,10 @@ class Ingestor:
                 break
             records = self._chunks(row, body)  # (embedded before anything is written)
             row = dataclasses.replace(row, chunk_count=len(records))
-            written = writes.register(existing, row, records)
-            tally.add_chunks(written)
-            result.chunks_written += written
-            if request is not None:
-                writes.finish_request(request.id, ok=True)
-            if request is not None or edited:
-                result.reingested += 1
-            else:
-                result.ingested += 1
-            log.debug("ingested %s: %d chunk(s)", doc.doc_id, written)
+            again = request is not None or edited
+            done = _written(result, tally, writes, request, doc.doc_id, again=again)
+            writes.hold(Held(existing, row, records, done))
+        writes.flush()  # (what was read is written, the source read to its end or not)
         if result.status == "unavailable":
             writes.source_unavailable(source.name, at=now, error=result.error)
             return result
@@ -331,6 +325,32 @@ class Ingestor:
                 )
             )
         return records
+
+
+def _written(
+    result: SourceIngest,
+    tally: _Tally,
+    writes: IngestionWriter,
+    request: QueuedReingest | None,
+    doc_id: str,
+    *,
+    again: bool,
+) -> Callable[[int], None]:
+    """What is counted, and the re-ingest request finished, once a document's batch is
+    written (``again``: a re-ingestion)."""
+
+    def done(chunks: int) -> None:
+        tally.add_chunks(chunks)
+        result.chunks_written += chunks
+        if request is not None:
+            writes.finish_request(request.id, ok=True)
+        if again:
+            result.reingested += 1
+        else:
+            result.ingested += 1
+        log.debug("ingested %s: %d chunk(s)", doc_id, chunks)
+
+    return done
 
 
 def refuse_rekeyed(table: DocumentTable, snapshot: SourceSnapshot) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
-from hypothesis import given
+import numpy as np
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler import embedding
 from reconciler.chunking import chunk_markdown
 from reconciler.embedding import HashingEmbedder
 
@@ -76,3 +80,43 @@ def test_hashing_embedder_is_deterministic_normalised_and_lexical() -> None:
 
     query = embedder.embed(["how much are meals reimbursed"])[0]
     assert cos(query, a) > cos(query, c)
+
+
+def _plain(text: str, dim: int) -> tuple[float, ...]:
+    """The hashing embedder's definition, feature by feature (as it was written before the
+    buckets were remembered): each word and word pair's bucket (``_bucket``) gets its sign
+    added in turn, then the vector is made unit length."""
+    words = embedding._WORD.findall(text.lower())
+    vec = np.zeros(dim, dtype=np.float64)
+    for feature in words + [f"{a} {b}" for a, b in itertools.pairwise(words)]:
+        index, sign = embedding._bucket(feature, dim)
+        vec[index] += sign
+    norm = float(np.linalg.norm(vec))
+    if norm == 0.0:
+        vec[0], norm = 1.0, 1.0
+    return tuple(float(x) for x in vec / norm)
+
+
+WORDS = st.sampled_from(["meals", "up", "to", "55", "EUR", "it's", "ÉTÉ", "a", "b", "-", "\n"])
+
+
+@settings(max_examples=200)
+@given(
+    texts=st.lists(st.lists(WORDS, max_size=60).map(" ".join) | st.text(max_size=200), max_size=8),
+    dim=st.sampled_from([1, 2, 8, 384]),
+    kept=st.sampled_from([1, 3, embedding.BUCKETS_KEPT]),
+)
+def test_hashing_embedder_is_its_definition(texts: list[str], dim: int, kept: int) -> None:
+    """The remembered buckets and the ``bincount`` change no vector (whatever the embedder has
+    remembered before, and when it starts over), to the last bit: the sums are of whole
+    numbers, and the norm is of the same vector."""
+    embedder = HashingEmbedder(dim=dim)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(embedding, "BUCKETS_KEPT", kept)
+        for _ in range(2):  # the second time from the remembered buckets
+            got = embedder.embed(texts)
+            for text, vector in zip(texts, got, strict=True):
+                expected = _plain(text, dim)
+                assert vector == expected
+                assert len(vector) == dim
+                assert all(type(x) is float for x in vector)
