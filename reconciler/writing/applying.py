@@ -380,7 +380,7 @@ class Applier:
                 reason=", ".join(g.target.reasons),
                 target_type=AuditKind.PAYLOAD,
                 target=g.target.doc_id or "(no doc_id)",
-                before={"points": [jsonable(p) for p in g.point_ids], "payload": g.before},
+                before={"points": list(g.point_ids), "payload": g.before},
                 after={"payload": dict(g.target.payload)},
             )
             for g in groups

@@ -95,17 +95,9 @@ class Selector:
         pending: list[WriteGroup] = []
         size = done = 0
         for compare, (ids, scanned) in targets:
-            # The scan kept one values tuple for the chunks that spell them alike: a group
-            # is found by that tuple's identity, judged once (``None``: nothing to write).
-            groups: dict[int, WriteGroup | None] = {}
-            for pid, values in zip(ids, scanned, strict=True):
-                group = groups.get(id(values), _UNSEEN)
-                if group is _UNSEEN:
-                    group = groups[id(values)] = compare.group(values)
-                if group is not None:  # (None: an orphan's chunk holding what is written)
-                    group.point_ids.append(pid)
-                    size += 1
-            pending += [g for g in groups.values() if g is not None and g.point_ids]
+            groups = _groups(compare, ids, scanned)
+            pending += groups
+            size += sum(len(g.point_ids) for g in groups)
             if size >= self.batch_points:
                 done += size
                 self.flush(pending)
@@ -164,3 +156,26 @@ class Selector:
         rest = ready + [g for groups in held.values() for g in groups.values()]
         for start in range(0, len(rest), max(self.batch_points, 1)):
             self.flush(rest[start : start + self.batch_points])
+
+
+def _groups(
+    compare: Differs, ids: list[str | int], scanned: list[tuple[Any, ...]]
+) -> list[WriteGroup]:
+    """A document's kept ids grouped by what the scan read there, each values tuple judged
+    once (``Differs.group``; ``None``: nothing to write). The scan kept one tuple for the
+    chunks that spell their values alike, so a group is found by that tuple's identity."""
+    if len(set(map(id, scanned))) == 1 and len(ids) == len(scanned):
+        # (the usual document: every chunk read alike: its ids taken whole, no loop in Python)
+        group = compare.group(scanned[0])
+        if group is None:
+            return []
+        group.point_ids.extend(ids)
+        return [group]
+    groups: dict[int, WriteGroup | None] = {}
+    for pid, values in zip(ids, scanned, strict=True):
+        group = groups.get(id(values), _UNSEEN)
+        if group is _UNSEEN:
+            group = groups[id(values)] = compare.group(values)
+        if group is not None:  # (None: an orphan's chunk holding what is written)
+            group.point_ids.append(pid)
+    return [g for g in groups.values() if g is not None and g.point_ids]

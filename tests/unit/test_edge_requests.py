@@ -12,7 +12,10 @@ from hypothesis import strategies as st
 
 pytest.importorskip("qdrant_edge")
 
-from reconciler.stores.edge.requests import edge_id, edge_ids, merged
+from reconciler.model import PayloadWrite
+from reconciler.payload import KeyMap
+from reconciler.stores.chunking_rules import point_batches
+from reconciler.stores.edge.requests import edge_id, edge_ids, merged, payload_batches
 
 _UUIDS = [str(uuid.UUID(int=n)) for n in range(1, 5)]
 _IDS = st.one_of(
@@ -78,3 +81,18 @@ def test_a_batch_of_documents_repaired_alike_is_one_set_payload() -> None:
         ([_UUIDS[0], _UUIDS[1], _UUIDS[2]], {"version_state": "superseded"}),
         ([_UUIDS[3]], {"version_state": "current"}),
     ]
+
+
+@given(
+    _WRITES,
+    st.integers(min_value=1, max_value=7),
+    st.sampled_from([KeyMap(), KeyMap(prefix="metadata.")]),
+)
+def test_writes_joined_before_conversion_make_the_same_calls(
+    writes: list[tuple[list[str], dict[str, Any]]], batch_size: int, keys: KeyMap
+) -> None:
+    """``payload_batches`` joins neighbours of the same payload before converting them: the
+    calls, and each call's operations, are those of converting each write, then merging."""
+    requested = [PayloadWrite(point_ids=tuple(ids), payload=p) for ids, p in writes]
+    one_by_one = [merged(b) for b in point_batches(requested, batch_size, keys, edge_ids)]
+    assert list(payload_batches(requested, batch_size, keys)) == one_by_one

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import qdrant_edge as qe
@@ -100,8 +100,26 @@ def payload_batches(
     ids as Edge takes them; a larger write is split by ids. Consecutive writes of the same
     payload (a batch's documents repaired alike) are one ``set_payload`` of their ids together
     (``merged``)."""
-    for batch in point_batches(writes, batch_size, keys, edge_ids):
+    for batch in point_batches(joined(writes), batch_size, keys, edge_ids):
         yield merged(batch)
+
+
+def joined(writes: Iterable[PayloadWrite]) -> Iterator[PayloadWrite]:
+    """Consecutive writes of the same logical payload (``_same``) as one write of their ids
+    together, before any is converted: a batch's ids checked by one match and its payload
+    made Edge's once, not once a document. The points and the payload at each, in order, are
+    those of ``writes`` (so ``point_batches`` cuts the calls where it would have)."""
+    held: PayloadWrite | None = None
+    ids: list[str | int] = []
+    for write in writes:
+        if held is not None and _same(held.payload, write.payload):
+            ids += write.point_ids
+            continue
+        if held is not None:
+            yield PayloadWrite(point_ids=tuple(ids), payload=held.payload)
+        held, ids = write, list(write.point_ids)
+    if held is not None:
+        yield PayloadWrite(point_ids=tuple(ids), payload=held.payload)
 
 
 def merged(
@@ -120,7 +138,7 @@ def merged(
     return joined
 
 
-def _same(one: dict[str, Any], other: dict[str, Any]) -> bool:
+def _same(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
     if one is other:
         return True
     if one.keys() != other.keys():
