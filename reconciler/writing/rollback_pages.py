@@ -185,12 +185,30 @@ def _read_run(
 
 def standing(table: DocumentTable, touched: Sequence[str]) -> list[str]:
     """Of ``touched`` (runs, newest first), those that still stand: a run that was rolled back
-    does not, nor does the rollback that undid it."""
+    does not, nor does the rollback that undid it; but a rollback rolled back itself undoes
+    nothing (``undone_runs``), so the run it had undone stands again."""
     rollbacks = table.rollbacks()  # rollback run -> the run it rolled back
-    undone = set(rollbacks.values())
+    undone = undone_runs(rollbacks)
     return [
         other for other in touched if other not in undone and rollbacks.get(other) not in touched
     ]
+
+
+def undone_runs(rollbacks: Mapping[str, str]) -> set[str]:
+    """The runs a rollback that still stands undid (``rollbacks``: rollback run -> the run it
+    rolled back): one whose every rollback was rolled back in turn is redone, not undone."""
+    undoers: dict[str, list[str]] = {}
+    for by, run in rollbacks.items():
+        undoers.setdefault(run, []).append(by)
+    known: dict[str, bool] = {}
+
+    def is_undone(run: str) -> bool:
+        if run not in known:
+            known[run] = False  # (a rollback is later than what it undid: no cycle, but safe)
+            known[run] = any(not is_undone(by) for by in undoers.get(run, ()))
+        return known[run]
+
+    return {run for run in undoers if is_undone(run)}
 
 
 # -- the pages ---------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_kit import examples
 
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, RollbackRefused
 from reconciler.model import (
     OPEN_END,
     AuditEntry,
@@ -233,3 +233,24 @@ def test_a_paged_rollback_does_what_its_dry_run_said_whatever_the_page(
         whole = rolled_back(table, index, dry=False, page=1000, cascade=cascade)
         assert stores(table, index, docs) == paged_after
     assert restored(whole, ordered=False) == restored(done, ordered=False)
+
+
+def test_a_run_redone_by_rolling_its_rollback_back_stands_again() -> None:
+    """B rolled back (R1), R1 rolled back (R2: B's writes are back): B stands again, so
+    rolling A back refuses naming B, and with ``cascade`` undoes B first (it did not: B
+    counted as undone for good, R2 as cancelled by R1, nothing stood)."""
+    docs = [{"points": 1, "row": True, "runs": [(True, [True] * 3, False)] * 2}] * 2
+    with world(docs, 2) as (table, index):
+        first = rollback(table=table, index=index, run_id="B")
+        assert first.run_id is not None
+        assert first.rows == 2
+        second = rollback(table=table, index=index, run_id=first.run_id)
+        assert second.rows == 2  # B's classes are back
+        assert table.get_documents(["h:d0"])["h:d0"].doc_class == "B0"
+        assert rolled_back(table, index, dry=True, page=1, cascade=False) == (
+            "RollbackRefused",
+            str(RollbackRefused("A", ["B"])),
+        )
+        done = rolled_back(table, index, dry=False, page=1, cascade=True)
+        assert [c["rolled_back"] for c in done["cascaded"]] == ["B"]
+        assert table.get_documents(["h:d0"])["h:d0"].doc_class == "c0"
