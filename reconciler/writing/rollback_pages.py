@@ -24,7 +24,7 @@ So what ``--dry-run`` prints is what the rollback then writes, for any page size
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -116,7 +116,7 @@ class PagedUndo:
             undo, _after = plan_documents(
                 inputs, run_id, inputs.runs[run_id].entries, Overlay(), self.batch_points
             )
-            yield undo
+            yield in_page_order(undo, page)
 
 
 def _moves(moves: Sequence[MoveBack], *, to_archive: bool) -> tuple[MoveBack, ...]:
@@ -225,6 +225,16 @@ def pages(table: DocumentTable, run_ids: Sequence[str], size: int) -> Iterator[l
         after = page[-1]
 
 
+def in_page_order(undo: DocumentsUndo, page: Sequence[str]) -> DocumentsUndo:
+    """``undo`` with what it leaves undone in the order of ``page`` (the store's order of
+    ids), each document's as the fold listed them: the pages come in that order too, so the
+    list is the same however the documents are paged (a dry run pages every step's documents
+    together, a step its own; the fold lists a page's rows newest entry first)."""
+    at = {doc_id: n for n, doc_id in enumerate(page)}
+    ordered = sorted(undo.not_undone, key=lambda left: at.get(str(left["target"]), len(at)))
+    return replace(undo, not_undone=tuple(ordered))
+
+
 def read_page(
     table: DocumentTable,
     index: ChunkIndex,
@@ -327,5 +337,5 @@ def dry_counts(
         for run_id in run_ids:
             entries = inputs.runs[run_id].entries
             undo, overlay = plan_documents(inputs, run_id, entries, overlay, batch_points)
-            counts[run_id].add(undo)
+            counts[run_id].add(in_page_order(undo, page))
     return counts
