@@ -154,7 +154,10 @@ def rollback(
     plan, rendered; ``resolving``: the dead runs a dry run's real runner would resolve first
     (planned as resolved); ``page_documents``: documents planned and applied at once."""
     run = table.get_run(run_id)
-    ended = run is not None and run.status != RunStatus.RUNNING
+    # (a dead run a dry run's runner would resolve first is read as ended: a killed re-keying
+    # is then rolled back by its pairs swapped, as the real rollback, which resolves it, does)
+    dead = {p.run_id for p in resolving}
+    ended = run is not None and (run.status != RunStatus.RUNNING or run_id in dead)
     if ended and table.run_entries_of(run_id, kinds=[AuditKind.REKEY]):
         # (issue 34: a re-keying is undone by its pairs swapped, nothing else)
         entries, hashes = table.run_entries_with_hashes(run_id)

@@ -251,8 +251,11 @@ def _rows_after(
 def _points_by_doc(
     intents: Iterable[AuditEntry],
 ) -> dict[str, tuple[list[Any], dict[str, Any]]]:
-    """doc id -> (every point the run wrote or meant to write, the keys it changed on them
-    with their before-values: what a document without a row gets back)."""
+    """doc id -> (every point the run wrote or meant to write, each once, the keys it changed
+    on them with their before-values: what a document without a row gets back). Each once:
+    a batch retried names its points again, and the applier, which reads a slice of points
+    before the batch holding the last slice's writes is sent, would write a point named in
+    two slices twice (what the plan counts once)."""
     found: dict[str, tuple[list[Any], dict[str, Any]]] = defaultdict(lambda: ([], {}))
     for intent in intents:
         ids, restored = found[intent.target]
@@ -261,4 +264,4 @@ def _points_by_doc(
         for key in MANAGED_KEYS:
             if key in after and before.get(key) != after.get(key):
                 restored[key] = before.get(key)
-    return dict(found)
+    return {doc_id: (list(dict.fromkeys(ids)), keys) for doc_id, (ids, keys) in found.items()}

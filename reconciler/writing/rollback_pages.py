@@ -24,7 +24,7 @@ So what ``--dry-run`` prints is what the rollback then writes, for any page size
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -116,7 +116,7 @@ class PagedUndo:
             undo, _after = plan_documents(
                 inputs, run_id, inputs.runs[run_id].entries, Overlay(), self.batch_points
             )
-            yield undo
+            yield in_page_order(undo, page)
 
 
 def _moves(moves: Sequence[MoveBack], *, to_archive: bool) -> tuple[MoveBack, ...]:
@@ -185,12 +185,30 @@ def _read_run(
 
 def standing(table: DocumentTable, touched: Sequence[str]) -> list[str]:
     """Of ``touched`` (runs, newest first), those that still stand: a run that was rolled back
-    does not, nor does the rollback that undid it."""
+    does not, nor does the rollback that undid it; but a rollback rolled back itself undoes
+    nothing (``undone_runs``), so the run it had undone stands again."""
     rollbacks = table.rollbacks()  # rollback run -> the run it rolled back
-    undone = set(rollbacks.values())
+    undone = undone_runs(rollbacks)
     return [
         other for other in touched if other not in undone and rollbacks.get(other) not in touched
     ]
+
+
+def undone_runs(rollbacks: Mapping[str, str]) -> set[str]:
+    """The runs a rollback that still stands undid (``rollbacks``: rollback run -> the run it
+    rolled back): one whose every rollback was rolled back in turn is redone, not undone."""
+    undoers: dict[str, list[str]] = {}
+    for by, run in rollbacks.items():
+        undoers.setdefault(run, []).append(by)
+    known: dict[str, bool] = {}
+
+    def is_undone(run: str) -> bool:
+        if run not in known:
+            known[run] = False  # (a rollback is later than what it undid: no cycle, but safe)
+            known[run] = any(not is_undone(by) for by in undoers.get(run, ()))
+        return known[run]
+
+    return {run for run in undoers if is_undone(run)}
 
 
 # -- the pages ---------------------------------------------------------------------------------
@@ -205,6 +223,16 @@ def pages(table: DocumentTable, run_ids: Sequence[str], size: int) -> Iterator[l
             return
         yield page
         after = page[-1]
+
+
+def in_page_order(undo: DocumentsUndo, page: Sequence[str]) -> DocumentsUndo:
+    """``undo`` with what it leaves undone in the order of ``page`` (the store's order of
+    ids), each document's as the fold listed them: the pages come in that order too, so the
+    list is the same however the documents are paged (a dry run pages every step's documents
+    together, a step its own; the fold lists a page's rows newest entry first)."""
+    at = {doc_id: n for n, doc_id in enumerate(page)}
+    ordered = sorted(undo.not_undone, key=lambda left: at.get(str(left["target"]), len(at)))
+    return replace(undo, not_undone=tuple(ordered))
 
 
 def read_page(
@@ -309,5 +337,5 @@ def dry_counts(
         for run_id in run_ids:
             entries = inputs.runs[run_id].entries
             undo, overlay = plan_documents(inputs, run_id, entries, overlay, batch_points)
-            counts[run_id].add(undo)
+            counts[run_id].add(in_page_order(undo, page))
     return counts

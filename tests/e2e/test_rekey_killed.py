@@ -151,3 +151,31 @@ def test_the_next_run_finishes_a_killed_rekey(
     code, verified = deploy.json("audit", "verify")
     assert code == 0, verified
     assert verified["problems"] == []
+
+
+def test_a_killed_rekey_dry_rolled_back_says_what_the_rollback_does(
+    template: tuple[Path, Points], tmp_path: Path
+) -> None:
+    """The dry run plans the dead re-keying as resolved, as the rollback (which resolves it
+    first) does: its pairs swapped back (it said there was nothing to roll back: the run,
+    still recorded as running, was planned as any run, and a re-keying writes no row or
+    payload entry)."""
+    deploy = copy(template, tmp_path)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLER, str(deploy.config), "after_table"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, "RECONCILER_CONFIG": ""},
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    [run] = [r["run_id"] for r in deploy.dump()["runs"].values() if r["mode"] == "rekey"]
+    code, dry = deploy.json("rollback", run, "--dry-run")
+    assert code == 0, dry
+    code, done = deploy.json("rollback", run)
+    assert code == 0, done
+    assert {k: v for k, v in dry.items() if k not in ("run_id", "dry_run")} == {
+        k: v for k, v in done.items() if k not in ("run_id", "dry_run")
+    }
+    assert dry["rows"] == NOTES

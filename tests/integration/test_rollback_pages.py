@@ -5,9 +5,11 @@ intents, some points written (the others: killed first), a document without a ro
 changed by hand between and after the runs, a declaration made by A.
 
 - What ``--dry-run`` says is what the rollback then writes, cascade included, for any page
-  size (pages of 1 to 3 documents split the runs), and the dry run writes nothing.
+  size (pages of 1 to 3 documents split the runs), and the dry run writes nothing; a batch
+  retried names its documents' points twice, in two pages of intents.
 - The page size changes nothing: the stores end as they do rolled back in one page, and the
-  counts are the same (``not_undone`` listed in another order, page by page).
+  counts are the same (``not_undone`` listed in another order, page by page). The dry run
+  and the rollback list ``not_undone`` in the same order (the store's order of documents).
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from acceptance_kit import migrated_sqlite
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis_kit import examples
 
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, RollbackRefused
 from reconciler.model import (
     OPEN_END,
     AuditEntry,
@@ -50,6 +52,7 @@ DOC = st.fixed_dictionaries(
     {
         "points": st.integers(1, 3),
         "row": st.booleans(),
+        "twice": st.booleans(),
         "runs": st.lists(
             st.tuples(
                 st.booleans(),
@@ -135,7 +138,7 @@ def write_run(
             )
         classes[doc_id] = value
         ids = [f"d{n}p{p}" for p in range(doc["points"])]
-        intents.append(
+        intents += [
             AuditEntry(
                 run_id,
                 AT,
@@ -146,7 +149,7 @@ def write_run(
                 {"points": ids, "payload": payload_for(old)},
                 {"payload": payload_for(new)},
             )
-        )
+        ] * (2 if doc.get("twice") else 1)  # (a batch retried: the same intent again)
         written = tuple(pid for pid, w in zip(ids, wrote, strict=False) if w)
         if written:
             index.set_payloads([PayloadWrite(written, payload_for(new), doc_id)])
@@ -210,6 +213,40 @@ def rolled_back(table: Any, index: Any, *, dry: bool, page: int, cascade: bool) 
 
 
 @settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(  # a batch retried (its intent twice): the applier wrote a point twice, in two slices
+    docs=[
+        {"points": 1, "row": False, "twice": False, "runs": [(False, [False] * 3, False)] * 2},
+        {
+            "points": 3,
+            "row": False,
+            "twice": True,
+            "runs": [(True, [False, False, True], False), (False, [False] * 3, False)],
+        },
+    ],
+    runs=1,
+    page=1,
+    cascade=False,
+)
+@example(  # B's documents on one page applied, on two dry (with A's): not_undone reordered
+    docs=[
+        {
+            "points": 1,
+            "row": row,
+            "twice": False,
+            "runs": [(a, [False] * 3, False), (b, [False] * 3, b)],
+        }
+        for row, a, b in [
+            (False, False, False),
+            (False, True, False),
+            (True, True, True),
+            (False, True, False),
+            (True, False, True),
+        ]
+    ],
+    runs=2,
+    page=3,
+    cascade=True,
+)
 @given(
     docs=st.lists(DOC, min_size=2, max_size=6),
     runs=st.integers(1, 2),
@@ -233,3 +270,24 @@ def test_a_paged_rollback_does_what_its_dry_run_said_whatever_the_page(
         whole = rolled_back(table, index, dry=False, page=1000, cascade=cascade)
         assert stores(table, index, docs) == paged_after
     assert restored(whole, ordered=False) == restored(done, ordered=False)
+
+
+def test_a_run_redone_by_rolling_its_rollback_back_stands_again() -> None:
+    """B rolled back (R1), R1 rolled back (R2: B's writes are back): B stands again, so
+    rolling A back refuses naming B, and with ``cascade`` undoes B first (it did not: B
+    counted as undone for good, R2 as cancelled by R1, nothing stood)."""
+    docs = [{"points": 1, "row": True, "runs": [(True, [True] * 3, False)] * 2}] * 2
+    with world(docs, 2) as (table, index):
+        first = rollback(table=table, index=index, run_id="B")
+        assert first.run_id is not None
+        assert first.rows == 2
+        second = rollback(table=table, index=index, run_id=first.run_id)
+        assert second.rows == 2  # B's classes are back
+        assert table.get_documents(["h:d0"])["h:d0"].doc_class == "B0"
+        assert rolled_back(table, index, dry=True, page=1, cascade=False) == (
+            "RollbackRefused",
+            str(RollbackRefused("A", ["B"])),
+        )
+        done = rolled_back(table, index, dry=False, page=1, cascade=True)
+        assert [c["rolled_back"] for c in done["cascaded"]] == ["B"]
+        assert table.get_documents(["h:d0"])["h:d0"].doc_class == "c0"
