@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 
@@ -58,6 +59,8 @@ def jsonable(value: Any) -> Any:
         return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
     if kind is list:
         return [jsonable(v) for v in value]
+    if kind is datetime and value.tzinfo is UTC:
+        return _utc_text(value)
     if isinstance(value, datetime):
         return rfc3339(value)
     if isinstance(value, enum.Enum):
@@ -67,6 +70,16 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         return [jsonable(v) for v in value]
     return value
+
+
+@lru_cache(maxsize=1024)
+def _utc_text(value: datetime) -> str:
+    """``rfc3339`` of a UTC instant, remembered: a run's findings and audit entries repeat a
+    few instants (every open end, a version's end that is its successor's start, the run's
+    own time) tens of thousands of times, and a look-up costs a fraction of formatting one.
+    Only a plain ``datetime`` in ``UTC`` comes here: two local times an hour apart that
+    differ only in ``fold`` are equal keys (``payload.instant_text`` keeps the same rule)."""
+    return rfc3339(value)
 
 
 # -- writes and their audit entries ---------------------------------------------------------
