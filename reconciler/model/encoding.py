@@ -55,10 +55,15 @@ def jsonable(value: Any) -> Any:
     kind = type(value)
     if kind in _PLAIN_LEAVES:  # (the usual values first: an audit entry is mostly these)
         return value
+    # (a plain leaf inside a dict or a list is taken as it is, without a call a leaf: a
+    # finding's and an audit entry's values are mostly text, numbers and None)
     if kind is dict:
-        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
+        return {
+            k if type(k) is str else str(k): v if type(v) in _PLAIN_LEAVES else jsonable(v)
+            for k, v in value.items()
+        }
     if kind is list:
-        return [jsonable(v) for v in value]
+        return [v if type(v) in _PLAIN_LEAVES else jsonable(v) for v in value]
     if kind is datetime and value.tzinfo is UTC:
         return _utc_text(value)
     if isinstance(value, datetime):
