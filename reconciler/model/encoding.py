@@ -77,7 +77,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=8192)
 def _utc_text(value: datetime) -> str:
     """``rfc3339`` of a UTC instant, remembered: a run's findings and audit entries repeat a
     few instants (every open end, a version's end that is its successor's start, the run's
