@@ -157,11 +157,13 @@ def decisions_to_declarations(
     declared_by: str,
     reason: str | None,
     at: datetime,
+    run_id: str | None = None,
 ) -> tuple[list[Declaration], list[str], dict[str, Document]]:
-    """Decisions checked against the table and made declarations (ids, who, when), those
-    already declared (left out), and the rows of the documents they name. ``Undeclarable`` lists every problem at once: a document the
-    table does not hold, a document superseded by itself, a family id that cannot be stored, a
-    decision an active declaration contradicts."""
+    """Decisions checked against the table and made declarations (ids, who, when, and the
+    ``run_id`` of the run that will record them), those already declared (left out), and the
+    rows of the documents they name. ``Undeclarable`` lists every problem at once: a document
+    the table does not hold, a document superseded by itself, a family id that cannot be
+    stored, a decision an active declaration contradicts."""
     named = sorted(
         {d.doc_id for d in decisions}
         | {d.target for d in decisions if d.kind is DeclarationKind.SUPERSEDE}
@@ -228,6 +230,7 @@ def decisions_to_declarations(
                 evidence=d.evidence,
                 score=d.score,
                 proposal=d.proposal,
+                run_id=run_id,
             )
         )
     problems += contradictions(made)
@@ -323,10 +326,13 @@ def declare(
     ``declare`` run (``dry_run``: a ``plan`` run that shows the writes; nothing recorded)."""
     who = declared_by or default_declarer()
     at = clock.now()
+    # (the run's id chosen here, so each declaration is made with it once: the run records
+    # them as they are, and they are what this returns when it is not refused)
+    run_id = None if dry_run else str(uuid.uuid4())
     table = open_table(settings)
     try:
         made, already, rows = decisions_to_declarations(
-            decisions, table, declared_by=who, reason=reason, at=at
+            decisions, table, declared_by=who, reason=reason, at=at, run_id=run_id
         )
     finally:
         table.close()
@@ -346,7 +352,7 @@ def declare(
         actor=ACTOR,
         families=sorted(families),
     )
-    options = dataclasses.replace(options, declarations=tuple(made))
+    options = dataclasses.replace(options, declarations=tuple(made), run_id=run_id)
     report = reconcile(settings, options, clock=clock)
     log.info(
         "%s %d declaration(s) by %s%s",
@@ -355,12 +361,8 @@ def declare(
         who,
         f" in run {report.run_id}" if not dry_run else "",
     )
-    if report.refused:
-        recorded: tuple[Declaration, ...] = ()
-    elif dry_run:
-        recorded = tuple(made)
-    else:
-        recorded = tuple(dataclasses.replace(d, run_id=report.run_id) for d in made)
+    # (a recorded run's declarations were made with its id: ``report.run_id`` is ``run_id``)
+    recorded: tuple[Declaration, ...] = () if report.refused else tuple(made)
     return Declared(report=report, declarations=recorded, skipped=tuple(left), dry_run=dry_run)
 
 

@@ -11,7 +11,6 @@ length limit, and a proposal id appears once.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -127,13 +126,12 @@ def read_reviewed(loaded: Loaded | Mapping[str, Any]) -> Proposals:
 
 
 def _proposal(p: _Link | _Family) -> Proposal:
+    # (built at once: id, kind, score, evidence and decision in their order, then the kind's)
     if isinstance(p, _Link):
-        link = Proposal(id=p.id, kind="link", score=p.score, evidence=p.evidence)
-        return replace(
-            link, decision=p.decision, older=p.older, newer=p.newer, direction=p.direction
-        )
-    family = Proposal(id=p.id, kind="family", score=p.score, evidence=p.evidence)
-    return replace(family, decision=p.decision, members=tuple(p.members), links=tuple(p.links))
+        link = (p.id, "link", p.score, p.evidence, p.decision)
+        return Proposal(*link, older=p.older, newer=p.newer, direction=p.direction)
+    family = (p.id, "family", p.score, p.evidence, p.decision)
+    return Proposal(*family, members=tuple(p.members), links=tuple(p.links))
 
 
 def _repeated_ids(model: _File, loaded: Loaded) -> list[str]:

@@ -109,9 +109,22 @@ def load_text(text: str, *, lines: bool = False, max_depth: int = MAX_DEPTH) -> 
     documents = 0
     skipping = 0  # containers opened past the depth limit, still to be closed
     loader = _Loader(text)
+    plain: dict[str, Any] = {}  # a plain scalar's text -> its value (``_untagged``)
     try:
         while True:
             event = loader.get_event()
+            if (  # the usual event, first: an untagged scalar with no anchor, in the document
+                event.__class__ is ev.ScalarEvent
+                and event.tag is None
+                and event.anchor is None
+                and documents == 1
+                and not skipping
+            ):
+                if lines and stack and stack[-1][3] is None:  # a list's next item
+                    found[(*stack[-1][1], len(stack[-1][0]))] = _number(event)
+                value = _untagged(event, plain)
+                _place(value, stack, top, problems, found if lines else None, event)
+                continue
             if isinstance(event, ev.StreamEndEvent):
                 break
             if isinstance(event, ev.DocumentStartEvent):
@@ -189,6 +202,27 @@ def _scalar(event: ev.ScalarEvent) -> Any:
         return build(ScalarNode(tag, event.value))
     except (ValueError, OverflowError, yaml.YAMLError):
         return event.value
+
+
+def _untagged(event: ev.ScalarEvent, plain: dict[str, Any]) -> Any:
+    """``_scalar`` of a scalar with no tag: a quoted or block one is its text; a plain one's
+    value depends on its text alone (YAML 1.1's resolution, then the value built: ``None``, a
+    bool, a number or the text), so a text is resolved once while ``plain`` remembers it: a
+    proposals file repeats its keys and most of its values on every proposal. ``plain`` is
+    emptied at ``_PLAIN_KEPT`` texts: a file of distinct values costs no more memory."""
+    text = event.value
+    if event.style:
+        return text
+    if text in plain:
+        return plain[text]
+    if len(plain) >= _PLAIN_KEPT:
+        plain.clear()
+    value = plain[text] = _scalar(event)
+    return value
+
+
+#: How many plain scalars' values ``_untagged`` remembers at most.
+_PLAIN_KEPT = 4096
 
 
 def _path_of(stack: list[tuple[Any, Path, list[Any], set[Any] | None]]) -> Path:

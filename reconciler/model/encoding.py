@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 
@@ -54,10 +55,17 @@ def jsonable(value: Any) -> Any:
     kind = type(value)
     if kind in _PLAIN_LEAVES:  # (the usual values first: an audit entry is mostly these)
         return value
+    # (a plain leaf inside a dict or a list is taken as it is, without a call a leaf: a
+    # finding's and an audit entry's values are mostly text, numbers and None)
     if kind is dict:
-        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
+        return {
+            k if type(k) is str else str(k): v if type(v) in _PLAIN_LEAVES else jsonable(v)
+            for k, v in value.items()
+        }
     if kind is list:
-        return [jsonable(v) for v in value]
+        return [v if type(v) in _PLAIN_LEAVES else jsonable(v) for v in value]
+    if kind is datetime and value.tzinfo is UTC:
+        return _utc_text(value)
     if isinstance(value, datetime):
         return rfc3339(value)
     if isinstance(value, enum.Enum):
@@ -67,6 +75,16 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         return [jsonable(v) for v in value]
     return value
+
+
+@lru_cache(maxsize=8192)
+def _utc_text(value: datetime) -> str:
+    """``rfc3339`` of a UTC instant, remembered: a run's findings and audit entries repeat a
+    few instants (every open end, a version's end that is its successor's start, the run's
+    own time) tens of thousands of times, and a look-up costs a fraction of formatting one.
+    Only a plain ``datetime`` in ``UTC`` comes here: two local times an hour apart that
+    differ only in ``fold`` are equal keys (``payload.instant_text`` keeps the same rule)."""
+    return rfc3339(value)
 
 
 # -- writes and their audit entries ---------------------------------------------------------

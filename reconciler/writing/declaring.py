@@ -32,7 +32,10 @@ def record_declarations(
         run_id=run_id,
         actor=actor,
         at=at,
-        added=[dataclasses.replace(d, run_id=run_id) for d in declarations],
+        # (made with this run's id already when ``declare`` made them: kept as they are)
+        added=[
+            d if d.run_id == run_id else dataclasses.replace(d, run_id=run_id) for d in declarations
+        ],
     )
 
 

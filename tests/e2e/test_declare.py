@@ -70,6 +70,7 @@ def test_declare_is_a_planned_guarded_audited_run_that_rollback_undoes(
     code, dry = deploy.json("declare", *decide, "--dry-run", "--reason", "HR said so")
     assert code == 2  # a plan: it would write
     assert dry["dry_run"] is True
+    assert [d["run_id"] for d in dry["declarations"]] == [None]  # (no run records it)
     assert ("family", "successor_not_marked", "hb:policy-2024") in kinds(dry)
     assert {r["doc_id"]: sorted(r["fields"]) for r in dry["plan"]["rows"]} == {
         "hb:policy-2024": ["effective_to", "superseded_by", "version_state"],

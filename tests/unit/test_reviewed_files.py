@@ -249,3 +249,52 @@ def test_a_look_alike_id_is_shown_apart_and_named_and_its_skeleton_is_the_real_i
     assert unusual("hb:pol\u200bicy") == ["U+200B ZERO WIDTH SPACE at position 6 (invisible)"]
     assert skeleton(real) == real
     assert unusual(real) == []
+
+
+#: Plain scalars YAML 1.1 resolves to every kind of value: nulls, booleans, numbers in any
+#: base, timestamps (kept as text), merge keys, and words.
+plain_tokens = st.sampled_from(
+    [
+        "~",
+        "null",
+        "yes",
+        "Off",
+        "12",
+        "0x1F",
+        "0o7",
+        "1_000",
+        "0.7",
+        ".inf",
+        "-.NaN",
+        "1e3",
+        "2020-01-01",
+        "<<",
+        "=",
+        "word",
+        "b:old-1",
+        "0.86",
+    ]
+) | st.from_regex(r"[a-z0-9][a-z0-9.+_-]{0,4}(:[a-z0-9]{1,3})?", fullmatch=True)
+
+
+@settings(max_examples=hypothesis_kit.examples(100))
+@given(st.lists(plain_tokens, min_size=1, max_size=40), st.integers(1, 5))
+def test_a_plain_scalar_is_read_as_its_text_resolves_whatever_was_remembered(
+    tokens: list[str], kept: int
+) -> None:
+    """``_untagged`` remembers the value of each plain text it resolved (emptied at
+    ``_PLAIN_KEPT``): a file reads as each of its scalars resolved on its own (``_scalar``),
+    however many times a text repeats and however few are remembered."""
+    import math  # noqa: PLC0415
+
+    from reconciler.discovery import safe_yaml  # noqa: PLC0415
+
+    text = "".join(f"- {t}\n" for t in tokens)
+    alone = [safe_yaml._scalar(e) for e in yaml.parse(text) if isinstance(e, yaml.ScalarEvent)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(safe_yaml, "_PLAIN_KEPT", kept)
+        read = load_text(text).data
+    assert [(type(v), repr(v)) for v in read] == [(type(v), repr(v)) for v in alone]
+    assert all(
+        a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(read, alone, strict=True)
+    )
