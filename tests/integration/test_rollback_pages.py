@@ -28,16 +28,14 @@ from acceptance_kit import migrated_sqlite
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis_kit import examples
+from rollback_kit import document
 
 from reconciler.errors import ReconcilerError, RollbackRefused
 from reconciler.model import (
-    OPEN_END,
     AuditEntry,
     Declaration,
     DeclarationKind,
-    Document,
     PayloadWrite,
-    VersionState,
     page_entry,
 )
 from reconciler.payload import chunk_payload, payload_for
@@ -64,19 +62,6 @@ DOC = st.fixed_dictionaries(
         ),
     }
 )
-
-
-def document(doc_id: str, doc_class: str) -> Document:
-    return Document(
-        doc_id=doc_id,
-        source="h",
-        source_key=doc_id,
-        doc_family_id=doc_id,
-        doc_version=1,
-        version_state=VersionState.CURRENT,
-        effective_to=OPEN_END,
-        doc_class=doc_class,
-    )
 
 
 @contextmanager

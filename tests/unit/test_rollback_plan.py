@@ -21,16 +21,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis_kit import examples
+from rollback_kit import document
 
 from reconciler.check_inputs import normalize
 from reconciler.errors import RollbackRefused
 from reconciler.model import (
-    OPEN_END,
     AuditEntry,
     AuditKind,
     Document,
     RunStatus,
-    VersionState,
 )
 from reconciler.payload import payload_for
 from reconciler.writing.differs import managed
@@ -39,19 +38,6 @@ from reconciler.writing.rollback_plan import fold, plan_rollback
 
 AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
 MAIN, ARCHIVE = "corpus", "corpus_archive"
-
-
-def document(doc_id: str, doc_class: str) -> Document:
-    return Document(
-        doc_id=doc_id,
-        source="h",
-        source_key=doc_id,
-        doc_family_id=doc_id,
-        doc_version=1,
-        version_state=VersionState.CURRENT,
-        effective_to=OPEN_END,
-        doc_class=doc_class,
-    )
 
 
 #: One document of the history: its points, and per run whether the run changed it and which
