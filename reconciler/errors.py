@@ -133,15 +133,22 @@ class RekeyPending(ReconcilerError):
 class RollbackRefused(ReconcilerError):
     """Later runs changed the same documents; roll them back first (``--cascade``)."""
 
-    def __init__(self, run_id: str, later: list[str]) -> None:
+    def __init__(self, run_id: str, later: list[str], *, rekeyed: bool = False) -> None:
         self.run_id = run_id
         self.later = later
+        if rekeyed:  # (a re-keying is undone by its pairs swapped, never inside a cascade)
+            super().__init__(
+                f"run {run_id} cannot be rolled back: the later run {later[0]} re-keyed "
+                f"documents it wrote, and --cascade does not undo a re-keying. Roll back "
+                f"{later[0]} first (`reconciler rollback {later[0]}`: the old ids come back), "
+                f"then {run_id}"
+            )
+            return
         super().__init__(
             f"run {run_id} cannot be rolled back on its own: later run(s) "
             f"{', '.join(later)} changed the same documents (newest first). Roll them back "
             "first, or use --cascade to roll them all back, newest first (--dry-run shows it)"
         )
-
 
 
 class PlanRefused(ReconcilerError):
@@ -160,6 +167,7 @@ class PlanRefused(ReconcilerError):
             + (f" ({len(self.moved)} document(s): {shown})" if self.moved else "")
             + "; nothing was written"
         )
+
 
 class JobStopped(ReconcilerError):
     """A ``serve`` job was asked to stop (past its deadline, or serve is stopping): it stopped

@@ -74,7 +74,8 @@ class AuditReader(Protocol):
 
     def runs_touching_run(self, run_id: str) -> list[str]:
         """Runs other than ``run_id`` with a row or payload entry after ``run_id``'s first
-        entry about one of the documents ``run_id`` wrote or moved, newest first
+        entry about one of the documents ``run_id`` wrote or moved, or that re-keyed one of
+        them (a ``rekey_row`` entry naming it as the old id), newest first
         (``runs_touching_after`` of ``run_documents``, joined in the store: nothing held)."""
         ...
 
@@ -89,8 +90,8 @@ class AuditReader(Protocol):
         ...
 
     def runs_touching_after(self, entry_hash: str, targets: set[str], *, exclude: str) -> list[str]:
-        """Runs other than ``exclude`` with a row or payload entry about one of ``targets``
-        after the entry ``entry_hash``, newest first."""
+        """Runs other than ``exclude`` with a row or payload entry about one of ``targets``,
+        or a ``rekey_row`` entry renaming one, after the entry ``entry_hash``, newest first."""
         ...
 
 

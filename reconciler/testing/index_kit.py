@@ -174,5 +174,3 @@ def _rows(pages: Iterable[ManagedPage]) -> Iterator[ManagedRow]:
     """A lean scan chunk by chunk."""
     for page in pages:
         yield from page.chunks()
-
-

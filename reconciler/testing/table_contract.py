@@ -466,7 +466,11 @@ def test_a_rekey_renames_a_document_everywhere_in_one_audited_transaction(
         DocumentRename("h", "h:doc-1", "h:P1", "doc-1", "P1"),
         DocumentRename("h", "h:doc-0", "h:P0", "doc-0", "P0"),
     ]
+    first = table.append_audit([AuditEntry("r0", AT, "cli", "t", "row", "h:doc-0", {}, {})])
     head = table.rekey_documents(run_id="rk", actor="rekey", at=AT, renames=renames)
+    # a re-keying is a later run of the documents it renamed, found by their old ids
+    assert table.runs_touching_run("r0") == ["rk"]
+    assert table.runs_touching_after(first, {"h:doc-1"}, exclude="r0") == ["rk"]
     rows = table.get_documents(["h:doc-0", "h:doc-1", "h:P0", "h:P1"])
     assert sorted(rows) == ["h:P0", "h:P1"]
     assert rows["h:P0"].superseded_by == "h:P1"

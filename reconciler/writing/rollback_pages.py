@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from reconciler.errors import RollbackRefused
 from reconciler.model import AuditKind, RunStatus
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
 from reconciler.writing.differs import managed
@@ -155,6 +156,8 @@ def _plan_step(
     for other in later:
         if other in handled:  # undone (or being undone) further up or earlier in this cascade
             continue
+        if table.run_entries_of(other, kinds=[AuditKind.REKEY]):
+            raise RollbackRefused(run_id, [other], rekeyed=True)
         step, handled = _plan_step(table, other, resolved, cascade, handled)
         cascaded.append(step)
     revoked, restored = declarations_undone(run.entries)

@@ -278,3 +278,28 @@ def test_a_row_adopted_under_another_id_pairs_by_its_source_key(tmp_path: Path) 
     assert set(deploy.rows()) == {"hb:leave", "hb:travel"}
     assert {p["doc_id"] for p in deploy.points().of("hb:leave").values()} == {"hb:leave"}
     assert len(deploy.points().of("hb:leave")) == len(points)
+
+
+def test_a_run_under_a_later_rekey_is_rolled_back_only_after_it(vault: Deployment) -> None:
+    """A re-keying is a later run of every document it renamed: a run that wrote a document
+    before it was re-keyed is refused (with ``--cascade`` too: a re-keying is undone by its
+    pairs swapped, on its own), and rolls back once the re-keying has been."""
+    vault.edit_front("expenses", doc_class="confidential")
+    code, a = vault.json("apply")
+    assert (code, a["writes"]["table"]) == (0, 1), a
+    vault.configure(source_extra=REF_IDS)
+    code, rekeyed = vault.json("rekey")
+    assert code == 0, rekeyed
+    rows = vault.rows()
+    for extra in ((), ("--cascade",), ("--cascade", "--dry-run")):
+        result = vault.cli("rollback", a["run_id"], *extra)
+        assert result.exit_code == 3, result.output
+        assert rekeyed["run_id"] in result.output
+        assert vault.rows() == rows  # refused: nothing written
+
+    code, back = vault.json("rollback", rekeyed["run_id"])
+    assert code == 0, back
+    assert vault.rows()["hb:expenses"]["doc_class"] == "confidential"
+    code, undone = vault.json("rollback", a["run_id"])
+    assert code == 0, undone
+    assert vault.rows()["hb:expenses"]["doc_class"] != "confidential"

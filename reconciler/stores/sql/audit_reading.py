@@ -97,7 +97,29 @@ def runs_touching_after(
             )
             for run_id, seq in [*rows, *paged]:
                 latest[run_id] = max(seq, latest.get(run_id, seq))
+        for run_id, seq, old_id in _renamed_after(session, start, exclude):
+            if old_id in targets:
+                latest[run_id] = max(seq, latest.get(run_id, seq))
     return sorted(latest, key=lambda run_id: latest[run_id], reverse=True)
+
+
+def _renamed_after(session: Session, start: int, exclude: str) -> list[tuple[str, int, str]]:
+    """The re-keyings after entry ``start`` (of runs other than ``exclude``): ``(run, seq,
+    old id)`` of each document renamed. A ``rekey_row`` entry is stored under the new id, so a
+    run that wrote the old one finds the re-keying only by the id it had (re-keyings are rare
+    and name only the documents they renamed: read here, not joined)."""
+    found = session.execute(
+        select(AuditRow.run_id, AuditRow.seq, AuditRow.before).where(
+            AuditRow.seq > start,
+            AuditRow.run_id != exclude,
+            AuditRow.target_type == AuditKind.REKEY_ROW,
+        )
+    )
+    return [
+        (run_id, seq, before["doc_id"])
+        for run_id, seq, before in found
+        if isinstance(before, dict) and isinstance(before.get("doc_id"), str)
+    ]
 
 
 def run_entries_with_hashes(engine: Engine, run_id: str) -> tuple[list[AuditEntry], list[str]]:
@@ -199,5 +221,17 @@ def runs_touching_run(engine: Engine, run_id: str) -> list[str]:
         seqs: dict[str, int] = {}
         for query in (direct, paged):
             for other, seq in session.execute(query.group_by(AuditRow.run_id)):
+                seqs[other] = max(seq, seqs.get(other, seq))
+        renamed = _renamed_after(session, start, run_id)
+        olds = sorted({old_id for _, _, old_id in renamed})
+        ours: set[str] = set()
+        for first in range(0, len(olds), 500):
+            ours.update(
+                session.scalars(
+                    select(found.c.target).where(found.c.target.in_(olds[first : first + 500]))
+                )
+            )
+        for other, seq, old_id in renamed:
+            if old_id in ours:
                 seqs[other] = max(seq, seqs.get(other, seq))
     return sorted(seqs, key=lambda other: seqs[other], reverse=True)
