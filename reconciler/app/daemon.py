@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from reconciler.app.hooks import Hooks
 from reconciler.app.operations import engine_options, reconcile, record_failed
 from reconciler.app.scraping import SCRAPE_READ_LIMIT, BoundedRead
-from reconciler.app.stopping import JobControl
+from reconciler.app.stopping import JobControl, unless_stopping
 from reconciler.app.wiring import open_table
 from reconciler.checks import CHECKS, SOURCE_CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
@@ -316,7 +316,11 @@ class Runner:
             self.live.store_fault = str(exc)
         if self._stop_at is not None:
             return  # (serve is stopping: no more calls to a store that may not answer)
-        if not self._failure_recorded(options.run_id):
+        # (the table may not answer: SIGTERM meanwhile does not wait for it)
+        asked, recorded = unless_stopping(
+            lambda: self._failure_recorded(options.run_id), self.stopping
+        )
+        if asked and not recorded:
             self.live.count_unrecorded_failure(job_id)
 
     def _failure_recorded(self, run_id: str | None) -> bool:
