@@ -28,29 +28,40 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from connectors.confluence.client import ConfluenceClient, dig
-from connectors.confluence.pages import DC_EXPAND, Page, cloud_page, cloud_spaces, dc_page
+from connectors.confluence.pages import (
+    DC_EXPAND,
+    PAGE_ID,
+    Page,
+    cloud_page,
+    cloud_spaces,
+    dc_page,
+)
 from connectors.confluence.probing import quoted, scope_query
 from connectors.records import parse_date
 from reconciler.model import SourceProblem
 
-__all__ = ["OVERLAP", "Token", "changed_pages", "pages_at", "read_token"]
+__all__ = ["OVERLAP", "Token", "changed_pages", "pages_at", "pages_with_ids", "read_token"]
 
 #: Minutes the changed-pages window reaches back past the watermark.
 OVERLAP = 2
 
-_TOKEN = re.compile(r"confluence:(?P<newest>.*?)\|(?P<total>[0-9]+|None)(?:\|L(?P<labels>\w+))?")
+_TOKEN = re.compile(
+    r"confluence:(?P<newest>.*?)\|(?P<total>[0-9]+|None)"
+    r"(?:\|L(?P<labels>\w+))?(?:\|P(?P<pointers>\w+))?"
+)
 #: The most ids one Cloud listing is asked for.
 _IDS = 50
 
 
 @dataclass(frozen=True)
 class Token:
-    """What a probe's token says: the newest modification (None: no page), the count and
-    the digest of the pages that carry the supersession label."""
+    """What a probe's token says: the newest modification (None: no page), the count, the
+    digest of the pages that carry the supersession label and that of their pointers."""
 
     newest: datetime | None
     total: int | None
     labels: str | None = None
+    pointers: str | None = None
 
 
 def read_token(token: str | None) -> Token | None:
@@ -60,10 +71,11 @@ def read_token(token: str | None) -> Token | None:
         return None
     total = int(found["total"]) if found["total"] != "None" else None
     newest = found["newest"]
+    labels, pointers = found["labels"], found["pointers"]
     if newest == "none":
-        return Token(None, total, found["labels"])
+        return Token(None, total, labels, pointers)
     try:
-        return Token(parse_date(newest.split(":", 2)[2]), total, found["labels"])
+        return Token(parse_date(newest.split(":", 2)[2]), total, labels, pointers)
     except (ValueError, IndexError):
         return None
 
@@ -81,6 +93,26 @@ def changed_pages(
     minutes = max(math.ceil((now - since).total_seconds() / 60), 0) + OVERLAP
     query = f'{scope_query(spaces, cql)} AND lastmodified >= now("-{minutes}m")'
     return _search(client, spaces, query, problems)
+
+
+def pages_with_ids(
+    client: ConfluenceClient,
+    spaces: tuple[str, ...],
+    cql: str | None,
+    ids: Collection[str],
+    problems: list[SourceProblem],
+) -> list[Page | None]:
+    """The pages of the scope with these ids (a labelled page whose successor property moved,
+    a successor to resolve with it): one CQL search (Data Center, ``id IN (…)``), or listings
+    by id (Cloud, ``_IDS`` a request), pages outside the scope left out."""
+    wanted = sorted(page for page in ids if PAGE_ID.fullmatch(page))
+    if not wanted:
+        return []
+    if client.flavor != "cloud":
+        query = f"{scope_query(spaces, cql)} AND id IN ({', '.join(wanted)})"
+        return _search(client, spaces, query, problems)
+    keys = {space_id: key for key, space_id in cloud_spaces(client, spaces).items()}
+    return list(_cloud_ids(client, keys, wanted, problems))
 
 
 def pages_at(
@@ -143,7 +175,10 @@ def _cloud_ids(
         for entries in client.cursor_pages(f"{client.api}/pages", params):
             for raw in entries:
                 space = dig(raw, "spaceId")
-                yield cloud_page(client.name, raw, keys.get(str(space), "?"), problems)
+                if space is None:
+                    yield None  # (it could be any page)
+                elif str(space) in keys:  # (asked by id: a page of another space is not in scope)
+                    yield cloud_page(client.name, raw, keys[str(space)], problems)
 
 
 def _cloud_titled(

@@ -31,6 +31,7 @@ from connectors.base import DocumentUnreadable
 from connectors.confluence.client import ConfluenceClient
 from connectors.confluence.options import STATUS_STATES
 from connectors.confluence.pages import PAGE_ID, Page, doc_id, label_names, page_problem
+from connectors.confluence.probing import pointer_print
 from connectors.records import read_date, shown
 from reconciler.model import ProblemKind, SourceProblem, VersionState
 
@@ -50,6 +51,9 @@ class Draft:
     doc_class: str | None
     labelled: bool
     successor: str | None  # the successor's page id, as the property names it
+    #: The successor property as the probe compares it (``probing.pointer_print``), on a
+    #: labelled page; None on another.
+    pointer: str | None = None
 
 
 def declare(
@@ -106,6 +110,7 @@ def declare(
     draft.doc_class = _property_text(properties, "doc_class", invalid)
     draft.labelled = supersession_label in labels
     if draft.labelled:
+        draft.pointer = pointer_print(properties.get(successor_property))
         if successor_property not in properties:
             invalid.append(
                 (

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
-from connectors.confluence.changes import changed_pages, pages_at, read_token
+from connectors.confluence.changes import changed_pages, pages_at, pages_with_ids, read_token
 from connectors.confluence.client import ConfluenceClient
 from connectors.confluence.declaration import Draft, declare
 from connectors.confluence.options import DEFAULT_STATUSES, FLAVORS, ConfluenceSettings
@@ -39,6 +39,9 @@ from reconciler.model import ProblemKind, SourceProblem, SourceSnapshot
 __all__ = ["ConfluenceSource"]
 
 log = logging.getLogger(__name__)
+
+#: Reads of the successors a partial read names before they are left unresolved.
+_ROUNDS = 4
 
 
 class ConfluenceSource:
@@ -93,6 +96,10 @@ class ConfluenceSource:
         self._modified: dict[str, datetime] = {}
         #: page id -> (status, version number), from the reads since (``changed_since``)
         self._versions: dict[str, tuple[str, int | None]] = {}
+        #: labelled page id -> its pointer (``probing.pointer_print``), as the reads since
+        #: the last scan declared it, and as the last probe's label search read it
+        self._pointers: dict[str, str] = {}
+        self._probed: dict[str, str] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -164,7 +171,7 @@ class ConfluenceSource:
 
         snapshot, drafts = self._read(pages, problems, scanned_at, complete, failure)
         self._statuses_seen = {d.page.id: d.page.status for d in drafts}
-        self._modified, self._versions = {}, {}
+        self._modified, self._versions, self._pointers = {}, {}, {}
         self._remember(drafts)
         return snapshot
 
@@ -175,28 +182,25 @@ class ConfluenceSource:
         scanned_at: datetime,
         complete: bool,
         failure: str | None,
+        *,
+        successors: bool = False,
     ) -> tuple[SourceSnapshot, list[Draft]]:
-        """The listed pages declared (labels, properties) and resolved into a snapshot."""
+        """The listed pages declared (labels, properties) and resolved into a snapshot;
+        ``successors``: the successors they name that were not listed are read too (by id),
+        so that a read of some pages resolves their pointers as a scan would."""
         drafts: list[Draft] = []
         unreadable: set[str] = set()
-        for page in pages:
-            try:
-                draft = declare(
-                    self._client,
-                    page,
-                    problems,
-                    supersession_label=self.supersession_label,
-                    successor_property=self.successor_property,
-                    effective_from_property=self.effective_from_property,
-                )
-            except DocumentUnreadable as exc:
-                unreadable.add(page.id)
-                problems.append(page_problem(self.name, ProblemKind.UNREADABLE, str(exc), page))
-                continue
-            except SourceUnavailable as exc:
-                failure = f"reading page {page.id} failed: {exc}"
+        failure = self._declare(pages, drafts, unreadable, problems, failure)
+        asked: set[str] = set()
+        for _ in range(_ROUNDS if successors else 0):
+            have = {d.page.id for d in drafts} | unreadable | asked
+            wanted = {d.successor for d in drafts if d.successor and d.successor not in have}
+            if not wanted or failure is not None:
                 break
-            drafts.append(draft)
+            asked |= wanted
+            found = pages_with_ids(self._client, self.spaces, self.cql, wanted, problems)
+            more = [page for page in found if page is not None and page.id in wanted]
+            failure = self._declare(more, drafts, unreadable, problems, failure)
         if failure is not None:
             complete = False
             if not drafts:
@@ -239,53 +243,115 @@ class ConfluenceSource:
         )
         return snapshot, drafts
 
+    def _declare(
+        self,
+        pages: list[Page],
+        drafts: list[Draft],
+        unreadable: set[str],
+        problems: list[SourceProblem],
+        failure: str | None,
+    ) -> str | None:
+        """Declare ``pages`` into ``drafts`` (a page whose requests 404 into ``unreadable``);
+        the failure that stopped the read, if any."""
+        for page in pages:
+            try:
+                draft = declare(
+                    self._client,
+                    page,
+                    problems,
+                    supersession_label=self.supersession_label,
+                    successor_property=self.successor_property,
+                    effective_from_property=self.effective_from_property,
+                )
+            except DocumentUnreadable as exc:
+                unreadable.add(page.id)
+                problems.append(page_problem(self.name, ProblemKind.UNREADABLE, str(exc), page))
+                continue
+            except SourceUnavailable as exc:
+                return f"reading page {page.id} failed: {exc}"
+            drafts.append(draft)
+        return failure
+
     def probe(self, token: str | None) -> str | None:
         """The scope's newest modification and page count, in one CQL search, and the pages
-        that carry the supersession label, in another (``probing.newest_change``): ``token``
-        again while nothing was edited, added, removed or labelled; None where the site does
-        not answer the search."""
+        that carry the supersession label with their pointers, in another
+        (``probing.newest_change``): ``token`` again while nothing was edited, added, removed,
+        labelled or pointed elsewhere; None where the site does not answer the search."""
         self._client.authenticate()
-        return newest_change(self._client, self.spaces, self.cql, self.supersession_label)
+        found = newest_change(
+            self._client,
+            self.spaces,
+            self.cql,
+            self.supersession_label,
+            self.successor_property,
+        )
+        self._probed = found.pointers
+        return found.token
 
     # -- what serve's watch reads (connectors/confluence/changes.py) -------------------------
 
     def changed_since(self, before: str | None, now: str | None) -> SourceSnapshot | None:
         """The pages changed since the probe's token ``before``, the probe now answering
-        ``now``: those the last-modified search lists (``changes.changed_pages``), declared
-        as a scan declares them. None where that cannot be told (no scan read yet, a token
-        not the probe's, the scope's page count not the one read plus the pages new to it:
-        a page trashed, deleted or moved; the search failing): the caller reads the whole."""
+        ``now``: those the last-modified search lists (``changes.changed_pages``), and the
+        labelled pages whose pointer the probe read otherwise than the last read declared it
+        (``_pointed``), declared as a scan declares them, with the successors they name.
+        None where that cannot be told (no scan read yet, a token not the probe's, the
+        label moved, the scope's page count not the one read plus the pages new to it: a
+        page trashed, deleted or moved; the search failing): the caller reads the whole."""
         was, is_ = read_token(before), read_token(now)
         if not self._statuses_seen or was is None or is_ is None or was.newest is None:
             return None
         if was.labels != is_.labels:  # (the label put on or taken off: no modification says which)
             log.info("confluence %s: the supersession label moved: reading the whole", self.name)
             return None
+        pointed = self._pointed() if was.pointers != is_.pointers else set()
+        if pointed is None:
+            return None
         at = self._clock()
         self._client.authenticate()
         problems: list[SourceProblem] = []
         try:
             found = changed_pages(self._client, self.spaces, self.cql, was.newest, problems, now=at)
+            pages = self._changed(found, is_.total)
+            if pages is None:
+                return None
+            listed = {page.id for page in pages}
+            more = pages_with_ids(self._client, self.spaces, self.cql, pointed - listed, problems)
+            pages += [page for page in more if page is not None]
+            snapshot, drafts = self._read(pages, problems, at, True, None, successors=True)
         except (DocumentUnreadable, SourceUnavailable) as exc:
-            log.info("confluence %s: the changed pages cannot be listed: %s", self.name, exc)
+            log.info("confluence %s: the changed pages cannot be read: %s", self.name, exc)
             return None
+        self._remember(drafts)
+        return snapshot
+
+    def _pointed(self) -> set[str] | None:
+        """The labelled pages whose pointer the last probe read otherwise than the reads
+        since the last scan declared it (a successor property set, changed or removed with
+        no edit); None where the probe read none."""
+        if self._probed is None:
+            return None
+        pointed = {page for page, mark in self._probed.items() if self._pointers.get(page) != mark}
+        log.info("confluence %s: %d page(s) point elsewhere", self.name, len(pointed))
+        return pointed
+
+    def _changed(self, found: list[Page | None], total: int | None) -> list[Page] | None:
+        """The listed pages not read at their version yet; None where the scope's count says
+        a page went (or an entry could be any page)."""
         pages = [page for page in found if page is not None]
         current = {key for key, status in self._statuses_seen.items() if status == "current"}
         new = {page.id for page in pages if page.status == "current"} - current
-        if len(pages) < len(found) or is_.total != len(current) + len(new):
+        if len(pages) < len(found) or total != len(current) + len(new):
             log.info(
                 "confluence %s: %s pages in scope, %d read and %d new: reading the whole",
                 self.name,
-                is_.total,
+                total,
                 len(current),
                 len(new),
             )
             return None
         # (listed again by the overlap, or the watermark's own page: nothing new to read)
-        pages = [p for p in pages if self._versions.get(p.id) != (p.status, p.version)]
-        snapshot, drafts = self._read(pages, problems, at, True, None)
-        self._remember(drafts)
-        return snapshot
+        return [p for p in pages if self._versions.get(p.id) != (p.status, p.version)]
 
     def scan_paths(self, paths: Collection[str]) -> SourceSnapshot:
         """The pages at ``paths`` (``SPACE/…/title``, as a scan names them), found by their
@@ -318,6 +384,11 @@ class ConfluenceSource:
         return self._modified.get(source_key)
 
     def _remember(self, drafts: list[Draft]) -> None:
+        for draft in drafts:
+            if draft.pointer is not None:
+                self._pointers[draft.page.id] = draft.pointer
+            else:
+                self._pointers.pop(draft.page.id, None)
         self._statuses_seen.update({d.page.id: d.page.status for d in drafts})
         self._versions.update({d.page.id: (d.page.status, d.page.version) for d in drafts})
         self._modified.update({d.page.id: d.page.version_at for d in drafts if d.page.version_at})

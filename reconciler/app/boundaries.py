@@ -21,6 +21,7 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.date import DateTrigger
 
+from reconciler.app.stopping import unless_stopping
 from reconciler.app.wiring import open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.scheduling import JobSpec
@@ -56,6 +57,7 @@ class Boundaries:
         boundary: Callable[[datetime], datetime | None],
         *,
         clock: Clock = SYSTEM_CLOCK,
+        stopping: threading.Event | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.run = run
@@ -63,6 +65,8 @@ class Boundaries:
         self.clock = clock
         self.planned: datetime | None = None
         self._lock = threading.Lock()
+        #: Set when serve is stopping: nothing more is planned (no table read holds it).
+        self.stopping = stopping or threading.Event()
 
     def install(self) -> None:
         """Plan the first boundary, and plan again after every job."""
@@ -70,15 +74,19 @@ class Boundaries:
         self.plan()
 
     def _ran(self, _event: JobExecutionEvent) -> None:
-        self.plan()
+        if not self.stopping.is_set():  # (the listener runs in the job's thread: SIGTERM
+            self.plan()  # waits for it)
 
     def plan(self) -> datetime | None:
-        """Put the ``boundary`` job at the next boundary after now (or remove it: none)."""
+        """Put the ``boundary`` job at the next boundary after now (or remove it: none).
+        Once serve is stopping, the table's read is not waited for (nothing is planned)."""
         with self._lock:
             try:
-                at = self.boundary(self.clock.now())
+                read, at = unless_stopping(lambda: self.boundary(self.clock.now()), self.stopping)
             except Exception as exc:  # the table is unreachable: the dates job still runs
                 log.warning("boundary: cannot read the next boundary: %s", exc)
+                return self.planned
+            if not read:
                 return self.planned
             if at == self.planned:
                 return at

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from reconciler.app.hooks import Hooks
 from reconciler.app.operations import engine_options, reconcile, record_failed
 from reconciler.app.scraping import SCRAPE_READ_LIMIT, BoundedRead
-from reconciler.app.stopping import JobControl
+from reconciler.app.stopping import JobControl, unless_stopping
 from reconciler.app.wiring import open_table
 from reconciler.checks import CHECKS, SOURCE_CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
@@ -279,8 +279,9 @@ class Runner:
 
     def _record(self, options: Options, exc: BaseException) -> None:
         """Record a job's failure in the run log (the job could not: it was left); once serve
-        is stopping, only within four fifths of ``stop_grace`` of the signal (else the run
-        stays ``running``, and the next runner of the shard marks it interrupted)."""
+        is stopping (were it told so while the table was being written), only within four
+        fifths of ``stop_grace`` of the signal (else the run stays ``running``, and the next
+        runner of the shard marks it interrupted)."""
 
         def record() -> None:
             try:
@@ -293,12 +294,13 @@ class Runner:
             finally:
                 table.close()
 
-        if self._stop_at is None:
-            record()
-            return
-        left = self._stop_at + self.settings.schedule.stop_grace.total_seconds() * 0.8
         worker = threading.Thread(target=record, name="record-left-job", daemon=True)
         worker.start()
+        while self._stop_at is None and worker.is_alive():
+            worker.join(0.05)  # (until it is recorded, or serve is told to stop meanwhile)
+        if self._stop_at is None:
+            return
+        left = self._stop_at + self.settings.schedule.stop_grace.total_seconds() * 0.8
         worker.join(max(0.0, left - self.clock.monotonic()))
         if worker.is_alive():
             log.error(
@@ -316,7 +318,11 @@ class Runner:
             self.live.store_fault = str(exc)
         if self._stop_at is not None:
             return  # (serve is stopping: no more calls to a store that may not answer)
-        if not self._failure_recorded(options.run_id):
+        # (the table may not answer: SIGTERM meanwhile does not wait for it)
+        asked, recorded = unless_stopping(
+            lambda: self._failure_recorded(options.run_id), self.stopping
+        )
+        if asked and not recorded:
             self.live.count_unrecorded_failure(job_id)
 
     def _failure_recorded(self, run_id: str | None) -> bool:

@@ -28,7 +28,7 @@ def start_freshness(
 ) -> Watch | None:
     """Plan the boundaries and start the watch (unless ``watch`` is false); the watch, for
     ``stop`` at the end (None when nothing is watched)."""
-    boundaries = Boundaries(scheduler, runner, table_boundary(settings))
+    boundaries = Boundaries(scheduler, runner, table_boundary(settings), stopping=stopping)
     boundaries.install()
     watcher = start_watch(settings, registry, stopping=stopping) if watch else None
     if watcher is not None:

@@ -22,13 +22,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from reconciler.errors import JobStopped
 from reconciler.model import SourceSnapshot
 from reconciler.ports.source import SourceUnavailable, SystemOfRecord, stoppable
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class JobControl:
@@ -230,3 +232,32 @@ def stoppable_sources(
         else None
     )
     return [StoppableSource(source, control, reads) for source in sources]
+
+
+def unless_stopping(call: Callable[[], T], stopping: threading.Event) -> tuple[bool, T | None]:
+    """``call()`` in a thread of its own, waited for until it returns or ``stopping`` is set
+    (serve got SIGTERM): ``(True, what it returned)`` (its exception raised), or ``(False,
+    None)`` when serve began to stop first (then it is not made at all). A call to a store
+    that does not answer (bounded only by the store's own timeouts) then no longer holds
+    serve past ``stop_grace``: it is left to end by itself in its daemon thread."""
+    if stopping.is_set():
+        return False, None
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # raised by the caller below
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="store-call", daemon=True).start()
+    while not done.wait(0.05):
+        if stopping.is_set():
+            return False, None
+    returned, value = outcome[0]
+    if not returned:
+        raise value
+    return True, value

@@ -53,5 +53,12 @@ __all__ = [
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="reconciler")
+    """Console-script entry point (``reconciler``, ``python -m reconciler.cli``). A ``serve``
+    that has stopped ends the process without the interpreter's teardown
+    (``serve.end_process``): it is to end within ``stop_grace``."""
+    try:
+        cli(prog_name="reconciler")
+    except SystemExit as done:
+        if serve.STOPPED.is_set():
+            serve.end_process(done.code)
+        raise

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import sys
+import threading
 from typing import TYPE_CHECKING
 
 import click
@@ -20,6 +24,24 @@ from reconciler.cli.group import (
 from reconciler.cli.options import shard_option
 
 log = logging.getLogger(__name__)
+
+#: Set once ``serve`` has stopped on a signal (its jobs ended or left, its stores closed, its
+#: log written): the process then ends at once (``end_process``).
+STOPPED = threading.Event()
+
+
+def end_process(code: int | str | None) -> None:
+    """End the process now, with exit status ``code``: ``atexit``'s handlers run and the
+    logs and standard streams are flushed, but the interpreter's teardown is skipped. With the
+    store clients loaded (Qdrant's, SQLAlchemy's, their models: some 1,300 modules), freeing
+    every module's objects one by one took about 1.5 s after ``serve`` had stopped on a quiet
+    machine and 2 to 6 s at a load of 12 to 15 on two cores, which kept a stopped ``serve``
+    alive past ``stop_grace``."""
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
 @cli.command()
@@ -48,3 +70,4 @@ def serve(obj: CliState, shard: Shard | None, run_now: bool, no_watch: bool) -> 
 
     with errors_mapped():
         run_daemon(obj.settings, shard=shard, run_now=run_now, watch=not no_watch)
+    STOPPED.set()

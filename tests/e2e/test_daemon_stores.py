@@ -7,6 +7,7 @@ bounds asserted are the configured ones plus a generous margin for a loaded mach
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import time
@@ -26,6 +27,8 @@ from reconciler.stores.sql import SqlDocumentTable
 
 #: Added to every bound asserted: the machine is shared and loaded.
 MARGIN = 10.0
+#: The job deadline where a job must first succeed (the stores are loaded in it).
+DEADLINE = 20
 FAR = 'full = "0 2 1 1 *"\nttl = "0 3 1 1 *"\n'
 
 
@@ -45,6 +48,12 @@ def metrics(port: int) -> str:
     answer = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=8)
     assert answer.status_code == 200
     return answer.text
+
+
+def last_full(text: str) -> bool | None:
+    """Whether the last full job succeeded, as a scrape says (None: none has ended yet)."""
+    found = re.search(r'^reconciler_last_run_success\{reconciler_job="full"\} (\S+)$', text, re.M)
+    return None if found is None else float(found.group(1)) == 1.0
 
 
 def health(port: int) -> requests.Response:
@@ -108,18 +117,22 @@ def test_serve_on_a_postgresql_that_stops_answering(
         dep = Deployment(tmp_path, table_url=url.set(port=proxy.port).render_as_string(False))
         dep.family("expenses", versions=2)
         dep.init_ingest()
-        port = configure(dep, FAR + 'dates = "* * * * *"\njob_deadline = "6s"\nstop_grace = "4s"\n')
+        # (a deadline the first full job meets on a loaded machine: it loads the stores)
+        port = configure(
+            dep, FAR + f'dates = "* * * * *"\njob_deadline = "{DEADLINE}s"\nstop_grace = "4s"\n'
+        )
         log = tmp_path / "serve.log"
         proc = start_serve(dep, log)  # (--run-now: the full job runs at once)
         proc_cleanup.append(proc)
         wait_health(port, 200, proc, log, 120)
         deadline = time.monotonic() + 120
-        while "reconciler_last_run_success{" not in metrics(port):
+        while (ran := last_full(metrics(port))) is None:  # (the full job has ended)
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.5)
+        assert ran, log.read_text()  # it succeeded: the table answered until now
         proxy.hang()
         # The dates job comes at the next minute; it (and every scrape) meets the silence.
-        deadline = time.monotonic() + 60 + 6 + 4 + MARGIN * 3
+        deadline = time.monotonic() + 60 + DEADLINE + 4 + MARGIN * 3
         unhealthy = None
         while time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text()

@@ -190,3 +190,88 @@ def test_the_watch_reads_the_changed_page_and_its_family_then_a_deletion_whole(
         assert {"wiki:202", "wiki:300", "wiki:311"} <= served
     finally:
         watch.stop()
+
+
+@pytest.mark.parametrize("flavor", ["cloud", "datacenter"])
+def test_a_successor_property_changed_alone_is_read_with_its_successor_only(
+    httpserver: HTTPServer, flavor: str
+) -> None:
+    """A labelled page's successor property set (it had none: its label was a warning) or
+    pointed elsewhere, with no edit and no label moved: the probe's label search sees it,
+    and ``changed_since`` reads that page by id, with the successor it names (so that the
+    pointer resolves as a scan resolves it), and no other page."""
+    site = _site(httpserver, flavor, 12)
+    site.pages["305"].labels.append("superseded")  # (no pointer yet)
+    source = make_source(site, page_size=5)
+    before = source.probe(None)
+    whole = {d.source_key: d for d in source.scan().documents}
+    assert whole["305"].superseded_by is None
+    site.pages["305"].properties["superseded_by"] = "306"
+    now = source.probe(before)
+    assert now != before
+    asked = len(site.requests)
+    changed = source.changed_since(before, now)
+    assert changed is not None
+    read = {d.source_key: d for d in changed.documents}
+    assert read["305"].superseded_by == "wiki:306"
+    assert read["305"].state.value == "superseded"
+    assert _pages_read(site, asked) == {"305", "306"}
+    assert _whole(site, asked) == 0
+    # pointed elsewhere: read again; then, the probe again at that state, nothing is read
+    site.pages["305"].properties["superseded_by"] = {"id": "307"}
+    later = source.probe(now)
+    asked = len(site.requests)
+    changed = source.changed_since(now, later)
+    assert changed is not None
+    assert {d.source_key: d for d in changed.documents}["305"].superseded_by == "wiki:307"
+    assert _pages_read(site, asked) == {"305", "307"}
+    asked = len(site.requests)
+    changed = source.changed_since(later, source.probe(later))
+    assert changed is not None
+    assert not changed.documents
+    assert _pages_read(site, asked) == set()
+
+
+def test_the_watch_reconciles_a_successor_property_changed_alone(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    """serve's watch, a Data Center site: the expenses policy of 2023 points to 2024's,
+    which points to 2025's; 2023's pointer is then set to 2025's alone (no edit, no label
+    moved). The next poll sees it, reads that page and its successor (not the site), and the
+    run that follows reconciles their family, read by its pages' titles: 2023 is superseded
+    by 2025 now."""
+    site = _site(httpserver, "datacenter", 12)
+    old = _iso(datetime.now(UTC) - timedelta(days=30))
+    for page, year, successor in (("201", 2023, "202"), ("202", 2024, "203"), ("203", 2025, None)):
+        site.add(
+            FakePage(
+                page,
+                f"Expenses {year}",
+                f"<p>Meals up to {year - 1985} EUR.</p>",
+                when=old,
+                labels=["superseded"] if successor else [],
+                properties={"effective_from": f"{year}-01-01"}
+                | ({"superseded_by": successor} if successor else {}),
+            )
+        )
+    dep = Deployment(tmp_path / "dep")
+    dep.configure(source_extra=CONFLUENCE.format(url=site.url))
+    dep.init_ingest()
+    assert dep.rows()["wiki:201"]["superseded_by"] == "wiki:202"
+    watch, polled, clock = first_poll(dep)
+    try:
+        site.pages["201"].properties["superseded_by"] = "203"
+        asked = len(site.requests)
+        clock.advance(60)
+        watch.tick()
+        assert not polled.batch.paths
+        assert _pages_read(site, asked) <= {"201", "202", "203"}
+        assert {"201", "203"} <= _pages_read(site, asked)
+        assert _whole(site, asked) == 0
+        rows = dep.rows()
+        assert rows["wiki:201"]["superseded_by"] == "wiki:203"
+        assert rows["wiki:201"]["version_state"] == "superseded"
+        assert {"wiki:203", "wiki:300", "wiki:311"} <= dep.served()
+        assert not {"wiki:201", "wiki:202"} & dep.served()
+    finally:
+        watch.stop()

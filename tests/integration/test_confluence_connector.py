@@ -154,6 +154,8 @@ class FakeConfluence:
         handler = self.cloud if self.flavor == "cloud" else self.datacenter
         if request.path in ("/wiki/rest/api/search", "/confluence/rest/api/search"):
             handler = self.search
+        if request.path == "/wiki/rest/api/content/search":  # (REST v1's, on Cloud too)
+            handler = self.datacenter
         answer = handler(request)
         if answer is None:
             return Response('{"statusCode": 404, "message": "not found"}', 404)
@@ -283,7 +285,8 @@ class FakeConfluence:
     def cql_keeps(cql: str, page: FakePage) -> bool:
         """Whether the clauses this fake understands keep ``page``: ``lastmodified >=
         now("-Nm")`` (relative to the server's clock, as Confluence reads it), ``label =
-        "…"`` and ``title = "…"`` alternatives (a CQL string's escapes undone)."""
+        "…"``, ``id IN (…)`` and ``title = "…"`` alternatives (a CQL string's escapes
+        undone)."""
         since = re.search(r'lastmodified >= now\("-([0-9]+)m"\)', cql)
         if since is not None:
             edge = datetime.now(UTC) - timedelta(minutes=int(since.group(1)))
@@ -292,6 +295,9 @@ class FakeConfluence:
         label = re.search(r'label = "((?:[^"\\]|\\.)*)"', cql)
         if label is not None and label.group(1) not in page.labels:
             return False
+        ids = re.search(r"id IN \(([0-9, ]*)\)", cql)
+        if ids is not None and page.id not in re.findall(r"[0-9]+", ids.group(1)):
+            return False
         titles = re.findall(r'title = "((?:[^"\\]|\\.)*)"', cql)
         unescaped = {re.sub(r"\\(.)", r"\1", title) for title in titles}
         return not titles or page.title in unescaped
@@ -299,7 +305,7 @@ class FakeConfluence:
     # -- Data Center REST v1 -------------------------------------------------------------
 
     def datacenter(self, request: Request) -> tuple[dict[str, Any], dict[str, str]] | None:
-        path, args = request.path.removeprefix("/confluence"), request.args
+        path, args = re.sub(r"^/(confluence|wiki)", "", request.path), request.args
         expand = args.get("expand", "").split(",")
         match = re.fullmatch(r"/rest/api/space/([A-Z]+)", path)
         if match is not None:
@@ -375,17 +381,23 @@ class FakeConfluence:
             shaped["ancestors"] = [
                 {"id": "100", "type": "page", "status": "current", "title": "Home"}
             ]
+        wanted = {e.split(".", 2)[2] for e in expand if e.startswith("metadata.properties.")}
+        properties = {
+            key: {"id": "7001", "key": key, "value": value, "version": {"number": 1}}
+            for key, value in page.properties.items()
+            if key in wanted
+        }
+        if properties:  # (``expand=metadata.properties.KEY``: the property, where set)
+            shaped["metadata"] = {"properties": properties}
         if "metadata.labels" in expand:
-            shaped["metadata"] = {
-                "labels": {
-                    "results": [
-                        {"prefix": "global", "name": n, "id": str(9000 + i)}
-                        for i, n in enumerate(page.labels)
-                    ],
-                    "start": 0,
-                    "limit": 200,
-                    "size": len(page.labels),
-                }
+            shaped.setdefault("metadata", {})["labels"] = {
+                "results": [
+                    {"prefix": "global", "name": n, "id": str(9000 + i)}
+                    for i, n in enumerate(page.labels)
+                ],
+                "start": 0,
+                "limit": 200,
+                "size": len(page.labels),
             }
         if "body.storage" in expand:
             shaped["body"] = {"storage": {"value": page.body, "representation": "storage"}}

@@ -1,7 +1,8 @@
 """Confluence's cheap change check, against the real local HTTP server shaped like Confluence:
 the probe is two CQL searches (newest modification first, one result, the scope's page count;
-the ids of the pages that carry the supersession label); its token holds while nothing
-changed and moves with an edit, a new page, a page gone or the label put on or taken off;
+the pages that carry the supersession label, their successor property expanded); its token
+holds while nothing changed and moves with an edit, a new page, a page gone, the label put on
+or taken off, or a labelled page's successor property set, changed or removed;
 the watch's idle poll of a Confluence source costs those two requests, and a change is read
 and reconciled."""
 
@@ -29,6 +30,8 @@ from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
 
 SEARCH = r"/(wiki|confluence)/rest/api/search"
+#: REST v1's content search (the label search, with the pointers expanded).
+LABELLED = r"/(wiki|confluence)/rest/api/content/search"
 
 
 @pytest.fixture(params=["cloud", "datacenter"])
@@ -42,12 +45,14 @@ def test_the_probe_is_one_search_and_moves_with_each_change(site: FakeConfluence
     fake = site
     source = make_source(fake)
     token = source.probe(None)
-    assert fake.count(SEARCH) == 2
+    assert fake.count(SEARCH) == 1
+    assert fake.count(LABELLED) == 1
     assert len(fake.requests) == 2  # (nothing else: no listing, no page read)
-    assert {args["cql"] for path, args in fake.requests if re.fullmatch(SEARCH, path)} == {
-        'space IN ("ENG") AND type = page order by lastmodified desc',
-        'space IN ("ENG") AND type = page AND label = "superseded"',
-    }
+    [(_, newest)] = [(p, args) for p, args in fake.requests if re.fullmatch(SEARCH, p)]
+    assert newest["cql"] == 'space IN ("ENG") AND type = page order by lastmodified desc'
+    [(_, labelled)] = [(p, args) for p, args in fake.requests if re.fullmatch(LABELLED, p)]
+    assert labelled["cql"] == 'space IN ("ENG") AND type = page AND label = "superseded"'
+    assert labelled["expand"] == "metadata.properties.superseded_by"
     assert source.probe(token) == token
     fake.pages["103"].version, fake.pages["103"].when = 8, "2024-06-01T09:00:00.000Z"
     edited = source.probe(token)
@@ -63,6 +68,33 @@ def test_the_probe_is_one_search_and_moves_with_each_change(site: FakeConfluence
     assert labelled != gone
     fake.pages["103"].labels.remove("superseded")
     assert source.probe(labelled) == gone
+
+
+def test_the_probe_moves_with_a_labelled_pages_successor_property_alone(
+    site: FakeConfluence,
+) -> None:
+    """The successor property set, changed or removed on a labelled page, with no edit and
+    no label moved, moves the token; a property of an unlabelled page (where it declares
+    nothing) or another property does not."""
+    fake = site
+    source = make_source(fake)
+    token = source.probe(None)
+    pointing = [p for p in fake.pages.values() if "superseded" in p.labels]
+    assert pointing  # (the corpus: Expenses 2024, superseded by 2025)
+    page = pointing[0]
+    page.properties["superseded_by"] = "103"  # (points elsewhere)
+    moved = source.probe(token)
+    assert moved != token
+    del page.properties["superseded_by"]
+    gone = source.probe(moved)
+    assert gone not in (token, moved)
+    page.properties["superseded_by"] = {"id": "103"}
+    assert source.probe(gone) not in (token, moved, gone)
+    again = source.probe(gone)
+    other = next(p for p in fake.pages.values() if "superseded" not in p.labels)
+    other.properties["superseded_by"] = "101"
+    page.properties["effective_from"] = "2030-01-01"
+    assert source.probe(again) == again
 
 
 def test_a_site_without_the_search_cannot_tell(site: FakeConfluence) -> None:
@@ -100,7 +132,10 @@ def test_an_idle_poll_is_one_request_and_a_change_is_reconciled(
         clock.advance(60)
         watch.tick()
         assert len(site.requests[asked:]) == 2  # the two searches, nothing else
-        assert all(re.fullmatch(SEARCH, path) for path, _ in site.requests[asked:])
+        assert all(
+            re.fullmatch(SEARCH, path) or re.fullmatch(LABELLED, path)
+            for path, _ in site.requests[asked:]
+        )
         site.pages["201"].status = "trashed"  # (retired: out of the search's scope too)
         site.pages["201"].version = 4
         clock.advance(60)
