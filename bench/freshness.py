@@ -18,11 +18,13 @@ thread) over the changes, and over ``--idle`` seconds of an idle watch.
     .venv/bin/python -m bench.freshness --docs 1000 --engine edge --json f.json
 
 The build is ``reconciler ingest`` itself (the corpus is what a deployment's ingestion
-writes, through the product's code), about 0.4 ms of CPU a chunk on Edge (100k chunks: a
-minute of a quiet core; 1M: about 7 minutes; a loaded machine stretches it by its load).
-qdrant-client's local mode (``--engine qdrant``, the default) commits each point to its own
-SQLite file as it is written: its build is bound by those commits (about 20 ms a chunk of
-wall time on this machine's disk), so 100k chunks and more are for Edge.
+writes, through the product's code), about 0.3 ms of CPU a chunk on Edge, a vault or a git
+repository alike (100k chunks: a minute of a quiet core; 1M: about 7 minutes; a loaded
+machine stretches it by its load). qdrant-client's local mode (``--engine qdrant``, the
+default) commits each point in a transaction of its own to the collection's SQLite file,
+whatever the size of the upsert: its build is bound by those commits (4 to 20 ms a chunk of
+wall time on this machine's disk, as loaded), so it is measured up to 100k chunks; 1M is for
+Edge (docs/benchmarks.md, issue 39's fifth part).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -166,10 +166,14 @@ class Ingestor:
         *,
         now: datetime | None = None,
         outbox_only: bool = False,
+        scanned: Mapping[str, SourceSnapshot] | None = None,
     ) -> IngestReport:
         """Ingest new documents, registered ones whose text changed, and pending re-ingest
-        requests of every source (``outbox_only``: the requests alone)."""
+        requests of every source (``outbox_only``: the requests alone). ``scanned``: sources
+        already read (their screened snapshot, by name, the source's last scan), taken as
+        read rather than scanned again."""
         now = now or datetime.now(UTC)
+        scanned = dict(scanned or {})
         with recorded(self.table, mode=RunMode.INGEST, actor="cli", shard=WHOLE) as run:
             report = IngestReport(run_id=run.run_id)
             writes = IngestionWriter(self.table, self.index, run)
@@ -179,7 +183,12 @@ class Ingestor:
                 try:
                     report.sources.append(
                         self._ingest_source(
-                            source, now=now, outbox_only=outbox_only, tally=tally, writes=writes
+                            source,
+                            now=now,
+                            outbox_only=outbox_only,
+                            tally=tally,
+                            writes=writes,
+                            scanned=scanned.pop(source.name, None),
                         )
                     )
                 except BaseException:
@@ -200,10 +209,11 @@ class Ingestor:
         outbox_only: bool,
         tally: _Tally,
         writes: IngestionWriter,
+        scanned: SourceSnapshot | None = None,
     ) -> SourceIngest:
         result = SourceIngest(source=source.name)
         try:
-            snapshot = screen(source.scan())
+            snapshot = scanned if scanned is not None else screen(source.scan())
         except SourceUnavailable as exc:
             # An unreadable source is never an empty one: nothing registered changes.
             log.warning("source %s unavailable: %s", source.name, exc)

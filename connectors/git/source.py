@@ -19,6 +19,7 @@ from typing import Any
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
 from connectors.frontmatter import NoteRefused, content_hash
+from connectors.git.bodies import ReadAhead, scan_batches
 from connectors.git.command import Git, redact
 from connectors.git.history import (
     History,
@@ -35,7 +36,7 @@ from connectors.git.options import (
     clean_subdir,
 )
 from connectors.git.repository import default_cache_dir, open_repository, tip
-from connectors.git.tree import Scope, read_sidecar, select, sidecar_blobs
+from connectors.git.tree import Scope, read_sidecar, select
 from connectors.linking import admit_note, settle_notes, successor_fields
 from connectors.options import config_problems, load
 from connectors.vocabulary import Note, Vocabulary
@@ -100,6 +101,7 @@ class GitSource:
         self._clock = clock or (lambda: datetime.now(UTC))
         #: source_key -> (git dir, blob id, relative path), from the last scan.
         self._blobs: dict[str, tuple[Path, str, str]] = {}
+        self._bodies = ReadAhead(self._git)
 
     @property
     def timeout(self) -> float:
@@ -160,16 +162,13 @@ class GitSource:
         if only is not None:  # (the whole tree's identities, the blobs at ``only``)
             selected = {path: oid for path, oid in selected.items() if scope.rel(path) in only}
             problems = [problem for problem in problems if problem.path in only]
-            wanted = {self.vocabulary.sidecar_path(scope.rel(path)) for path in selected}
-            sidecars = {where: oid for where, oid in sidecars.items() if where in wanted}
-        blobs = self._git.read_blobs(git_dir, [*selected.values(), *sidecar_blobs(sidecars)])
 
         notes: list[Note] = []
         refused: set[str] = set()
         kept: dict[str, Note] = {}
         duplicates: dict[str, list[str]] = {}
         repo_path: dict[str, str] = {}  # relative path -> path in the repository
-        for path in sorted(selected):
+        for path, blobs in scan_batches(self._git, git_dir, selected, sidecars, scope):
             rel = scope.rel(path)
             data = blobs.get(selected[path])
             if data is None:
@@ -253,6 +252,7 @@ class GitSource:
             note.key: (git_dir, selected[repo_path[note.path]], note.path) for note in notes
         }
         self._blobs = blobs_of if only is None else {**self._blobs, **blobs_of}
+        self._bodies.scanned(self._blobs, list(blobs_of))
         log.info(
             "git %s: %d document(s), %d problem(s) at %s %s",
             self.name,
@@ -301,9 +301,9 @@ class GitSource:
         found = self._blobs.get(source_key)
         if found is None:
             raise DocumentUnreadable(f"{self.name}: no readable document with id {source_key!r}")
-        git_dir, oid, rel = found
+        _, oid, rel = found
         try:
-            data = self._git.read_blobs(git_dir, [oid]).get(oid)
+            data = self._bodies.blob(source_key)  # (with the next ones of the last scan)
             if data is None:
                 raise DocumentUnreadable(f"{self.name}: blob {oid} of {rel} is missing")
             return self.vocabulary.read(rel, data, default_key=source_key).body

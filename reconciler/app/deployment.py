@@ -25,6 +25,7 @@ from reconciler.writing.recovery import resolve_interrupted
 
 if TYPE_CHECKING:
     from reconciler.ingesting import IngestProgress
+    from reconciler.model import SourceSnapshot
 
 
 def initialise(settings: Settings) -> dict[str, Any]:
@@ -110,11 +111,13 @@ def ingest_sources(
                     "written): run it again when that one has ended"
                 )
             resolve_interrupted(table=opened.table, index=opened.index, shard=WHOLE)
+            scanned: dict[str, SourceSnapshot] = {}
             if not (accept_unread or outbox_only):
-                # (the vocabulary survey, and pydantic with it, only for an ingestion)
+                # (the vocabulary survey, and pydantic with it, only for an ingestion; what it
+                # read is what the ingestion reads)
                 from reconciler.app.surveying import refuse_unread  # noqa: PLC0415
 
-                refuse_unread(sources, opened.table, settings)
+                scanned = refuse_unread(sources, opened.table, settings)
             ingestor = Ingestor(
                 table=opened.table,
                 index=opened.index,
@@ -124,7 +127,7 @@ def ingest_sources(
                 unknown_siblings=settings.policy.unknown_siblings,
                 layout=settings.index.layout,
             )
-            report = ingestor.run(sources, outbox_only=outbox_only)
+            report = ingestor.run(sources, outbox_only=outbox_only, scanned=scanned)
     return {
         "run_id": report.run_id,
         "ok": report.ok,

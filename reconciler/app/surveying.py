@@ -51,6 +51,8 @@ class SourceSurvey:
     #: More than half of the documents would be ``unknown`` (and served).
     mostly_unknown: bool
     report: Mapping[str, Any]
+    #: The source as it was read (screened), for an ingestion to take rather than read again.
+    snapshot: SourceSnapshot | None = None
 
 
 def survey_sources(
@@ -124,12 +126,18 @@ def survey_source(
     mostly_unknown = total > 0 and counted.get(VersionState.UNKNOWN.value, 0) * 2 > total
     report["unread"] = unread
     report["mostly_unknown"] = mostly_unknown
-    return SourceSurvey(source.name, tuple(unread), mostly_unknown, report)
+    return SourceSurvey(source.name, tuple(unread), mostly_unknown, report, snapshot)
 
 
-def refuse_unread(sources: list[SystemOfRecord], table: DocumentTable, settings: Settings) -> None:
+def refuse_unread(
+    sources: list[SystemOfRecord], table: DocumentTable, settings: Settings
+) -> dict[str, SourceSnapshot]:
     """Raise ``VocabularyUnread`` for the first source none of whose documents is registered
-    (a fresh deployment) whose configuration reads nothing of a field it maps."""
+    (a fresh deployment) whose configuration reads nothing of a field it maps. Otherwise the
+    snapshots read (screened), by source name, which the ingestion then takes rather than
+    read each source twice (the source keeps what its scan read: a vault its paths, git its
+    blob ids)."""
+    read: dict[str, SourceSnapshot] = {}
     for source in sources:
         known_by_key, _ = table.identities(source.name)
         if known_by_key:
@@ -145,6 +153,9 @@ def refuse_unread(sources: list[SystemOfRecord], table: DocumentTable, settings:
             continue  # the ingestion reports it as unavailable
         if survey.unread:
             raise VocabularyUnread(source.name, list(survey.unread))
+        if survey.snapshot is not None:
+            read[source.name] = survey.snapshot
+    return read
 
 
 def _states(
