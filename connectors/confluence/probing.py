@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from connectors.base import DocumentUnreadable
@@ -56,7 +58,7 @@ class Probe:
     where that search was not answered)."""
 
     token: str | None
-    pointers: dict[str, str] | None = None
+    pointers: Mapping[str, str] | None = None
 
 
 def pointer_print(value: Any) -> str:
@@ -106,7 +108,7 @@ def newest_change(
 
 def _labelled(
     client: ConfluenceClient, api: str, scope: str, label: str, pointer: str | None
-) -> tuple[str, dict[str, str] | None]:
+) -> tuple[str, Mapping[str, str] | None]:
     """The token's label part (``|L`` and the digest of the ids of the scope's pages that
     carry ``label``, ``|P`` and the digest of their pointers), and each one's pointer;
     ``|Lnone`` where the site does not answer the search (the label is then not followed)."""
@@ -124,4 +126,4 @@ def _labelled(
     part = f"|L{_digest(list(pointers))}"
     if pointer is not None:
         part += f"|P{_digest([f'{page}={mark}' for page, mark in pointers.items()])}"
-    return part, pointers
+    return part, MappingProxyType(pointers)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -99,7 +99,7 @@ class ConfluenceSource:
         #: labelled page id -> its pointer (``probing.pointer_print``), as the reads since
         #: the last scan declared it, and as the last probe's label search read it
         self._pointers: dict[str, str] = {}
-        self._probed: dict[str, str] | None = None
+        self._probed: Mapping[str, str] | None = None
 
     def __repr__(self) -> str:
         return (
