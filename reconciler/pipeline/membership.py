@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from operator import attrgetter
 
 from reconciler.model import Document
+from reconciler.pipeline.scope_rows import ScopeRows
 from reconciler.pipeline.values import SourcesRead
 from reconciler.ports import DocumentReader
 
@@ -59,12 +60,23 @@ def widen(
     if not sources.family_of:
         return scope
     members = members_by_family(sources)
+    # (the families of the rows a scoped run read already: a joining document among them is
+    # not looked up again; ``held`` is the table's answer to the same question, read earlier
+    # in the run, before anything was written)
+    held: dict[str, str] = {}
+    if isinstance(table, ScopeRows):
+        held = {row.doc_id: row.doc_family_id for row in table.rows}
     widened, frontier = set(scope), set(scope)
     while frontier:
         found: set[str] = set()
         for row in table.iter_documents(batch_size=batch, families=sorted(frontier)):
             found.add(target(row, sources))  # a document leaving the scope
-        joining = sorted({d for family in frontier for d in members.get(family, ())})
+        joining = []
+        for doc_id in sorted({d for family in frontier for d in members.get(family, ())}):
+            if doc_id in held:
+                found.add(held[doc_id])
+            else:
+                joining.append(doc_id)
         for start in range(0, len(joining), LOOKUP):
             found.update(  # a registered document joining the scope from outside it
                 row.doc_family_id

@@ -23,6 +23,7 @@ from reconciler.model import (
     SourceSnapshot,
     VersionState,
 )
+from reconciler.pipeline.scope_rows import ScopeRows
 from reconciler.pipeline.values import (
     Options,
     SourcesRead,
@@ -55,6 +56,7 @@ def read_sources(
         [*table.declarations(active=True), *options.declarations],
         configured=frozenset(source.name for source in sources),
         batch=options.table_batch,
+        scope=options.families,
     )
 
 
@@ -211,21 +213,38 @@ def with_declarations(
     *,
     configured: frozenset[str],
     batch: int = 1000,
+    scope: frozenset[str] | None = None,
 ) -> SourcesRead:
     """``read`` with what the declarations add (``rules.declarations.overlay``): declared
     successors on the documents their sources leave unlinked, documents no configured source
     holds judged from their rows, the families declarations join or name, and each conflict
-    with a source as a problem of the document (``family/declaration_conflict``)."""
+    with a source as a problem of the document (``family/declaration_conflict``).
+
+    ``scope``: a scoped run's families (a ``declare`` run's are those its declarations
+    touch). Their rows are read first, in one statement, and kept
+    (``SourcesRead.touched_rows``): the run's stages read them from there (``ScopeRows``,
+    the same statement), and only the named rows and touched families outside them are
+    read here besides. ``rows`` holds what it would without them: the named rows and those of
+    the families touched."""
     if not declarations:
         return read
     named = sorted(
         {d.doc_id for d in declarations}
         | {d.target for d in declarations if d.kind is DeclarationKind.SUPERSEDE}
     )
-    rows: dict[str, Document] = {}
-    for start in range(0, len(named), batch):
-        rows.update(table.get_documents(named[start : start + batch]))
+    # A scoped run's rows read first, in one statement (what ``ScopeRows`` reads): the named
+    # rows and the touched families' rows it holds are not read again.
+    kept = ScopeRows.read(table, scope, batch) if scope is not None else None
+    in_scope = {row.doc_id: row for row in kept.rows} if kept is not None else {}
+    rows: dict[str, Document] = {d: in_scope[d] for d in named if d in in_scope}
+    missing = [doc_id for doc_id in named if doc_id not in in_scope]
+    for start in range(0, len(missing), batch):
+        rows.update(table.get_documents(missing[start : start + batch]))
     touched = sorted(families_touched(declarations, rows, read.family_of))
+    if kept is not None:
+        wanted = set(touched)
+        rows.update((row.doc_id, row) for row in kept.rows if row.doc_family_id in wanted)
+        touched = [family for family in touched if family not in kept.scope]
     for start in range(0, len(touched), batch):
         for row in table.iter_documents(batch_size=batch, families=touched[start : start + batch]):
             rows[row.doc_id] = row
@@ -264,6 +283,7 @@ def with_declarations(
         declared_only=found.declared_only,
         because=found.because,
         conflicts=found.conflicts,
+        touched_rows=kept,
     )
 
 

@@ -236,7 +236,11 @@ class Reconciler:
     ) -> tuple[frozenset[str], ScopeRows]:
         """``scope`` with the families its documents move to or from, when a check that moves
         documents runs (a move settles both families), and their rows, read once."""
-        rows = ScopeRows.read(self.table, scope, options.table_batch)
+        held = sources.touched_rows  # (the declarations' families, read a moment ago)
+        if held is not None and held.scope == scope:
+            rows = held
+        else:
+            rows = ScopeRows.read(self.table, scope, options.table_batch)
         if not MOVING_CHECKS & options.checks:
             return scope, rows
         widened = membership.widen(rows, scope, sources, batch=options.table_batch)

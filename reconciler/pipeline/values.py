@@ -31,6 +31,7 @@ from reconciler.writing.applying import ApplyResult
 
 if TYPE_CHECKING:  # (numpy, which the tally holds its arrays in, only once a scan begins)
     from reconciler.pipeline.chunk_tally import ChunkTally, Registered
+    from reconciler.pipeline.scope_rows import ScopeRows
 
 #: Modes that apply their plan (under the guard).
 WRITING_MODES = frozenset(mode for mode in RunMode if mode.writes)
@@ -135,6 +136,9 @@ class SourcesRead:
     because: Mapping[str, str] = field(default_factory=dict)
     #: Declarations not applied because a source says otherwise (also in ``problems``).
     conflicts: tuple[Conflict, ...] = ()
+    #: A scoped run's rows of the families its declarations touch, as ``with_declarations``
+    #: read them (``ScopeRows``: one statement): the scope's rows when it is those families.
+    touched_rows: ScopeRows | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

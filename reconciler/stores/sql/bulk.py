@@ -99,17 +99,21 @@ def _prepared(
     if not any(processors) and len(keys) > 1:  # (values bound as they are: taken as a tuple)
         return connection, sql, lambda rows: list(map(itemgetter(*keys), rows))
 
+    get = itemgetter(*keys) if len(keys) > 1 else (lambda row: (row[keys[0]],))
+    # (the columns bound through a processor, by place; the others are taken as they are)
+    through = [(at, processor) for at, processor in enumerate(processors) if processor is not None]
+
     def params(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
         # (a batch's rows share values, the instant above all: the last one processed is
         # reused when the next is the same object)
-        last: list[list[Any]] = [[_NONE, None] for _ in keys]
-        return [
-            tuple(
-                _processed(row[key], processor, seen)
-                for key, processor, seen in zip(keys, processors, last, strict=True)
-            )
-            for row in rows
-        ]
+        last: list[list[Any]] = [[_NONE, None] for _ in through]
+        out: list[tuple[Any, ...]] = []
+        for row in rows:
+            values = list(get(row))
+            for (at, processor), seen in zip(through, last, strict=True):
+                values[at] = _processed(values[at], processor, seen)
+            out.append(tuple(values))
+        return out
 
     return connection, sql, params
 
