@@ -31,7 +31,7 @@ from reconciler.check_inputs import (
 from reconciler.checks import CHECKS, MOVING_CHECKS, Parts, parts
 from reconciler.model import Document, Finding, SourceDocument
 from reconciler.pipeline import membership
-from reconciler.pipeline.checking import check_context, check_family, family_view
+from reconciler.pipeline.checking import NO_PLAN, check_context, check_family, family_view
 from reconciler.pipeline.scanning import FAMILY_OF, table_rows
 from reconciler.pipeline.values import Assessment, FamilyOutcome, Options, Scan, SourcesRead
 from reconciler.planning import Plan
@@ -121,10 +121,12 @@ def fold_families(checked: Iterable[tuple[FamilyView, FamilyOutcome]]) -> Checke
     timings: dict[str, float] = defaultdict(float)
     claimed: set[str] = set()
     for view, outcome in checked:
-        findings += outcome.findings
-        if not outcome.plan.empty:
+        if outcome.findings:
+            findings += outcome.findings
+        if outcome.plan is not NO_PLAN and not outcome.plan.empty:
             plans.append(outcome.plan)
-        claimed.update(view.problems)
+        if view.problems:
+            claimed.update(view.problems)
         for name, seconds in outcome.timings.items():
             timings[name] += seconds
             counts[name] += 1
@@ -213,7 +215,7 @@ def family_views(
     held: list[Document] = list(joining)  # (the rows of the families a move touches)
     for family, group in groupby(table_rows(table, options, scope), key=FAMILY_OF):
         members = tuple(group)
-        if family in touched or any(row.doc_id in moved for row in members):
+        if moved and (family in touched or any(row.doc_id in moved for row in members)):
             held.extend(members)
         else:
             yield view_after_scan(

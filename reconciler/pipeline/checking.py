@@ -108,6 +108,9 @@ class _Chosen(NamedTuple):
     truth: Truth | None
 
 
+#: The plan of a family without findings (a plan is a frozen value: one is shared).
+NO_PLAN = Plan()
+
 #: The last registry and checks ``_chosen`` worked out, with what it found (a run asks for the
 #: same on every family; a registry swapped in, as a test does, is worked out again).
 _last: tuple[Mapping[str, Parts], tuple[str, ...], _Chosen] | None = None
@@ -160,7 +163,7 @@ def check_family(
     if not findings:
         # (no finding, nothing to plan: what ``plan_family`` would return, whatever the
         # family's declared rows; ``doc_id`` keeps none of no findings)
-        return FamilyOutcome(findings=(), plan=Plan(), timings=timings)
+        return FamilyOutcome(findings=(), plan=NO_PLAN, timings=timings)
     truth = chosen.truth(view, ctx) if chosen.truth is not None else None
     split = ctx.split is not None
     plan = plan_family(view, findings, truth, split=split)

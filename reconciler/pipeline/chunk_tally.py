@@ -91,8 +91,7 @@ class ChunkTally:
         self._misplaced: dict[int, str] = {}
         self._new_keys, self._new_checks = array("q"), array("I")
         self._new_fingerprints, self._new_contents = array("q"), array("q")
-        self._new_wanted = array("I")
-        self._sealed = False
+        self._new_wanted, self._sealed = array("I"), False
         self._keys: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._checks: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
         self._fingerprints: npt.NDArray[np.int64] = np.zeros(0, np.int64)
@@ -204,8 +203,11 @@ class ChunkTally:
             return None
         if not self._sealed:
             self.seal()
-        key = self._key(doc_id)
-        return self._resolve(bisect.bisect_left(self._key_view, key), key, check_key(doc_id))
+        key, keys, check = self._key(doc_id), self._key_view, check_key(doc_id)
+        index = bisect.bisect_left(keys, key)
+        if index < len(keys) and keys[index] == key and self._check_view[index] == check:
+            return index  # (the usual row: the first with its key)
+        return self._resolve(index, key, check)
 
     def _resolve(self, index: int, key: int, check: int) -> int | None:
         """The slot at or after ``index`` (the first with ``key``) whose second key is
@@ -346,7 +348,6 @@ class ChunkTally:
             found = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
             if _fingerprint((doc_id, *variant_values(found))) == self._fingerprints[slot]:
                 return  # the same meaning, spelt differently: it matches
-
             # (only drifted documents' spellings: memory grows as ``_variants`` does)
             with contextlib.suppress(TypeError):  # (an unhashable value: not kept)
                 self._spelt.setdefault(slot, {})[spelling] = found

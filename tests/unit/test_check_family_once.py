@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.check_inputs import CheckContext, ChunkAggregate, FamilyView, SourceState
-from reconciler.checks import CHECKS, parts
+from reconciler.checks import CHECKS, parts, siblings
 from reconciler.model import OPEN_END, Document, SourceDocument, VersionState
 from reconciler.payload import normalize, payload_for
 from reconciler.pipeline import checking
@@ -200,3 +200,68 @@ def test_check_family_is_the_plain_composition_of_the_parts(
     assert set(got.timings) == set(want.timings)
     if not got.findings:
         assert got.plan == Plan()
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    view=families(),
+    days=st.integers(min_value=-5, max_value=5),
+    report=st.booleans(),
+)
+def test_the_siblings_shortcut_finds_what_the_whole_check_finds(
+    view: FamilyView, days: int, report: bool
+) -> None:
+    """A family the siblings check calls quiet (no payload variant, every row as the time
+    rule leaves it, at most one served) is one the whole check finds nothing in; any other
+    family is checked in full (issue 38: the shortcut is taken by most families)."""
+    ctx = replace(
+        contexts(days, readable=True, ttl=False, split=False),
+        unknown_siblings="report" if report else "supersede",
+    )
+    fresh = FamilyView(
+        **{f: getattr(view, f) for f in FamilyView.__dataclass_fields__ if f != "memo"}
+    )
+    assert siblings.check_siblings(view, ctx) == siblings.check_in_full(fresh, ctx)
+    if siblings.quiet(view, view.settled(ctx.now, ctx.unknown_siblings), ctx.now):
+        assert siblings.check_in_full(fresh, ctx) == []
+
+
+def test_a_tidy_family_is_quiet_and_a_second_served_version_is_not() -> None:
+    """The shortcut is taken (not vacuous): a family as the time rule leaves it, one version
+    served, is quiet; the same with the older version set back to current is not, and the
+    whole check reports it."""
+    old = Document(
+        doc_id=f"{SRC}:d0", source=SRC, source_key="d0", doc_family_id=FAMILY, doc_version=1,
+        version_state=VersionState.SUPERSEDED, effective_from=NOW - 9 * DAY,
+        effective_to=NOW - 2 * DAY, superseded_by=f"{SRC}:d1",
+    )  # fmt: skip
+    new = replace(old, doc_id=f"{SRC}:d1", source_key="d1", doc_version=2,
+                  version_state=VersionState.CURRENT, effective_from=NOW - 2 * DAY,
+                  effective_to=OPEN_END, superseded_by=None)  # fmt: skip
+    ctx = contexts(0, readable=True, ttl=False, split=False)
+    tidy = FamilyView(family=FAMILY, rows=(old, new), registered=frozenset({new.doc_id}))
+    assert siblings.quiet(tidy, tidy.settled(ctx.now), ctx.now)
+    assert siblings.check_siblings(tidy, ctx) == []
+    back = replace(old, version_state=VersionState.CURRENT, effective_to=OPEN_END,
+                   superseded_by=None)  # fmt: skip
+    live = FamilyView(family=FAMILY, rows=(back, new), registered=frozenset({new.doc_id}))
+    assert not siblings.quiet(live, live.settled(ctx.now), ctx.now)
+    assert [f.kind for f in siblings.check_siblings(live, ctx)] == ["live_siblings"]
+
+
+def test_two_unknown_versions_left_side_by_side_are_not_quiet() -> None:
+    """Under ``unknown_siblings = "report"`` the time rule leaves two served ``unknown``
+    versions as they are: every row is as settled and no chunk drifted, yet two are served,
+    so the family is not quiet and the whole check warns."""
+    first = Document(
+        doc_id=f"{SRC}:d0", source=SRC, source_key="d0", doc_family_id=FAMILY, doc_version=1,
+        version_state=VersionState.UNKNOWN, effective_from=NOW - 3 * DAY,
+    )  # fmt: skip
+    second = replace(first, doc_id=f"{SRC}:d1", source_key="d1", doc_version=2,
+                     effective_from=NOW - DAY)  # fmt: skip
+    ctx = replace(contexts(0, readable=True, ttl=False, split=False), unknown_siblings="report")
+    view = FamilyView(family=FAMILY, rows=(first, second))
+    settled = view.settled(ctx.now, "report")
+    assert all(settled[row.doc_id] is row for row in view.rows)
+    assert not siblings.quiet(view, settled, ctx.now)
+    assert [f.severity for f in siblings.check_siblings(view, ctx)] == ["warning"]
