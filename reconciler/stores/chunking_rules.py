@@ -212,12 +212,17 @@ def point_page(
     prefix: Sequence[str],
     doc_id: str,
     point_id: Callable[[Any], str | int],
+    *,
+    fresh: bool = False,
 ) -> PointPage:
     """A scroll page of qdrant-client or Edge records read whole (vectors and payload) as
-    ``scan_points``' page: each payload read once (Edge builds it anew each time it is
-    asked for) and copied, the ``doc_id`` (its stored name under the nested ``prefix``) read
-    from it, ids converted by ``point_id``."""
-    payloads = [dict(point.payload or _NO_KEYS) for point in points]
+    ``scan_points``' page: each payload read once and copied (not with ``fresh``: an engine
+    that builds a new dict each time it is asked, as Edge does), the ``doc_id`` (its stored
+    name under the nested ``prefix``) read from it, ids converted by ``point_id``."""
+    if fresh:
+        payloads = [point.payload or {} for point in points]
+    else:
+        payloads = [dict(point.payload or _NO_KEYS) for point in points]
     nodes = managed_nodes(payloads, prefix)
     return PointPage(
         [

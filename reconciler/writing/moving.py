@@ -269,9 +269,14 @@ def same_point(read: StoredPoint, copied: StoredPoint | None) -> bool:
     an engine that normalises a cosine vector as it stores it, the same direction)."""
     return (
         copied is not None
-        and dict(copied.payload) == dict(read.payload)
+        and _plain(copied.payload) == _plain(read.payload)
         and _same_vector(read.vector, copied.vector)
     )
+
+
+def _plain(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A payload as a dict to compare (one already is: not copied)."""
+    return payload if isinstance(payload, dict) else dict(payload)
 
 
 def _same_vector(a: Any, b: Any) -> bool:

@@ -218,7 +218,7 @@ class EdgeChunkIndex:
         name = self.keys.name("doc_id")
         for records in self._managed_pages(batch_size, doc_ids, whole=True):
             if records:
-                yield point_page(records, self._prefix_parts, name, our_id)
+                yield point_page(records, self._prefix_parts, name, our_id, fresh=True)
 
     def _managed_pages(
         self,
@@ -310,7 +310,7 @@ class EdgeChunkIndex:
             return []
         with self._reading("reading whole points"):
             records = self.shard.retrieve(edge_ids(point_ids), True, True)
-        return [StoredPoint(our_id(r.id), r.vector, dict(r.payload or {})) for r in records]
+        return [StoredPoint(our_id(r.id), r.vector, r.payload or {}) for r in records]
 
     def vector_layout(self) -> Mapping[str, Any]:
         """The shard's configuration as Edge persists it (``edge_config.json``)."""
@@ -418,8 +418,9 @@ class EdgeChunkIndex:
         for start in range(0, len(points), UPSERT_BATCH):
             part = points[start : start + UPSERT_BATCH]
             ids = edge_ids([p.point_id for p in part])
-            batch = [
-                qe.Point(pid, p.vector, dict(p.payload)) for pid, p in zip(ids, part, strict=True)
+            batch = [  # (a dict as it is: Edge converts it as it is called)
+                qe.Point(pid, p.vector, p.payload if type(p.payload) is dict else dict(p.payload))
+                for pid, p in zip(ids, part, strict=True)
             ]
             with self._writing(f"copying {len(batch)} point(s) into {self.path}", written=written):
                 self.shard.update(qe.UpdateOperation.upsert_points(batch))
