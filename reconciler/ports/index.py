@@ -33,6 +33,19 @@ class StoredPoint:
 
 
 @dataclass(frozen=True, slots=True)
+class PointPage:
+    """One page of ``ChunkReader.scan_points``: whole points, in scroll order, and the
+    ``doc_id`` each holds (``None`` where it holds none), read from the same payloads."""
+
+    points: Sequence[StoredPoint]
+    #: The stored ``doc_id`` of each point, in the order of ``points``.
+    doc_ids: Sequence[Any]
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+
+@dataclass(frozen=True, slots=True)
 class VectorPage:
     """One page of ``ChunkReader.scan_vectors``: the chunks' document ids and dense vectors,
     as the collection stores them (read, never re-embedded), in scroll order."""
@@ -135,6 +148,15 @@ class ChunkReader(Protocol):
     def read_points(self, point_ids: Sequence[str | int]) -> list[StoredPoint]:
         """Whole points by id, vectors and every payload key as stored (missing ids are
         absent): what a move copies. Callers read a batch of ids at a time."""
+        ...
+
+    def scan_points(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[PointPage]:
+        """Whole points (vectors and every payload key, as ``read_points`` reads them), a page
+        of at most ``batch_size`` at a time, in the order and with the filter of ``scroll``
+        (only the chunks of ``doc_ids`` when given): a move reads each point it copies once,
+        in the pass that finds it. Empty pages are left out."""
         ...
 
     def vector_layout(self) -> Mapping[str, Any]:

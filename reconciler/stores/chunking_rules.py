@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from reconciler.model import ALL_KEYS, ManagedPage, PayloadWrite
 from reconciler.payload import KeyMap
-from reconciler.ports.index import ABSENT, VectorPage
+from reconciler.ports.index import ABSENT, PointPage, StoredPoint, VectorPage
 
 __all__ = [
     "DOC_FILTER_BATCH",
@@ -28,6 +28,7 @@ __all__ = [
     "managed_page",
     "pages",
     "point_batches",
+    "point_page",
     "vector_page",
     "vector_pages",
 ]
@@ -204,6 +205,32 @@ def reread_page(
 
 def _id_at(points: Sequence[Any], convert: Callable[[Any], str | int], index: int) -> str | int:
     return convert(points[index].id)
+
+
+def point_page(
+    points: Sequence[Any],
+    prefix: Sequence[str],
+    doc_id: str,
+    point_id: Callable[[Any], str | int],
+    *,
+    fresh: bool = False,
+) -> PointPage:
+    """A scroll page of qdrant-client or Edge records read whole (vectors and payload) as
+    ``scan_points``' page: each payload read once and copied (not with ``fresh``: an engine
+    that builds a new dict each time it is asked, as Edge does), the ``doc_id`` (its stored
+    name under the nested ``prefix``) read from it, ids converted by ``point_id``."""
+    if fresh:
+        payloads = [point.payload or {} for point in points]
+    else:
+        payloads = [dict(point.payload or _NO_KEYS) for point in points]
+    nodes = managed_nodes(payloads, prefix)
+    return PointPage(
+        [
+            StoredPoint(point_id(point.id), point.vector, payload)
+            for point, payload in zip(points, payloads, strict=True)
+        ],
+        [node.get(doc_id) for node in nodes],
+    )
 
 
 def vector_pages(

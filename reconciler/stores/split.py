@@ -9,7 +9,8 @@ in-memory fakes). No driver here:
 
 * reads see both: a scroll and the check's lean scan read the main collection, then the
   archive (its pages flagged ``ManagedPage.archived``, which is how the check tells a chunk in
-  the wrong collection); ``retrieve``, ``read_points``, ``count`` and ``facet`` add both up;
+  the wrong collection); ``retrieve``, ``read_points``, ``count`` and ``facet`` add both up, ``scan_points``
+  reads the main collection, then the archive;
 * a payload write goes where its point is (the archive's points are looked up by id, a batch
   at a time; every other id is the main collection's);
 * the reference ingestion writes a new chunk where its payload puts it (creating the archive
@@ -29,7 +30,7 @@ from typing import Any, TypeVar
 
 from reconciler.model import ChunkRecord, ChunkState, ManagedPage, PayloadWrite
 from reconciler.ports import ChunkIndex
-from reconciler.ports.index import StoredPoint, VectorPage
+from reconciler.ports.index import PointPage, StoredPoint, VectorPage
 from reconciler.rules.time_rule import kept_in_main
 from reconciler.stores.chunking_rules import facet_counts
 
@@ -122,6 +123,13 @@ class SplitChunkIndex:
         document's chunks are compared as much as a current one's)."""
         for part in self._parts():
             yield from part.scan_vectors(batch_size=batch_size)
+
+    def scan_points(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[PointPage]:
+        """Whole points of the main collection, then of the archive."""
+        for part in self._parts():
+            yield from part.scan_points(batch_size=batch_size, doc_ids=doc_ids)
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         """The points found in the main collection, then those found in the archive."""

@@ -76,6 +76,7 @@ ON_EVERY_LAYOUT = frozenset(
         "test_set_payloads_changes_only_managed_keys_on_the_given_ids",
         "test_upsert_chunks_writes_the_layout",
         "test_a_collection_made_with_the_layout_holds_the_copies_as_they_were",
+        "test_scan_points_reads_whole_points_in_scroll_order_a_page_at_a_time",
     }
 )
 

@@ -25,7 +25,7 @@ from reconciler.model import (
     PayloadWrite,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
-from reconciler.ports.index import StoredPoint, VectorPage, states_page
+from reconciler.ports.index import PointPage, StoredPoint, VectorPage, states_page
 from reconciler.stores.chunking_rules import check_batch_size, check_payload_index, facet_counts
 
 log = logging.getLogger(__name__)
@@ -127,6 +127,15 @@ class InMemoryChunkIndex:
                 partial(_id_at, page),
                 [state.payload.get("content_hash") for state in page],
             )
+
+    def scan_points(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[PointPage]:
+        """Whole points (copies), a page at a time, ordered by id."""
+        states = self._states(batch_size, doc_ids)
+        while page := list(itertools.islice(states, batch_size)):
+            points = self.read_points([state.point_id for state in page])
+            yield PointPage(points, [state.doc_id for state in page])
 
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
         """Every chunk's doc_id and vector as stored, a page at a time, ordered by id."""

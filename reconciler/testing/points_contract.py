@@ -47,6 +47,30 @@ class TestWholePoints:
             assert list(point.vector) == vector
         assert harness.index.read_points([]) == []
 
+    def test_scan_points_reads_whole_points_in_scroll_order_a_page_at_a_time(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        order = [str(s.point_id) for s in harness.index.scroll(batch_size=4)]
+
+        pages = list(harness.index.scan_points(batch_size=4))
+
+        assert all(0 < len(page) <= 4 for page in pages)
+        points = [point for page in pages for point in page.points]
+        assert [str(p.point_id) for p in points] == order
+        owners = [doc_id for page in pages for doc_id in page.doc_ids]
+        assert owners == [seeded.logical[str(p.point_id)]["doc_id"] for p in points]
+        for point in points:
+            vector, payload = harness.raw(str(point.point_id))
+            assert dict(point.payload) == payload  # text and foreign keys too
+            assert list(point.vector) == vector
+        chosen = ["handbook:doc-2", "handbook:doc-0"]
+        some = list(harness.index.scan_points(batch_size=3, doc_ids=chosen))
+        assert sorted(str(p.point_id) for page in some for p in page.points) == sorted(
+            pid for doc_id in chosen for pid in seeded.by_doc[doc_id]
+        )
+        assert {d for page in some for d in page.doc_ids} == set(chosen)
+        assert list(harness.index.scan_points(doc_ids=["handbook:nobody"])) == []
+
     def test_a_collection_made_with_the_layout_holds_the_copies_as_they_were(
         self, harness: Harness, seeded: Seeded
     ) -> None:
@@ -121,6 +145,9 @@ class TestSplitStore:
             doc for doc, ids in seeded.by_doc.items() for _ in ids
         )
         assert sorted(str(p.point_id) for p in split.read_points(every)) == every
+        scanned = [p for page in split.scan_points(batch_size=5) for p in page.points]
+        assert sorted(str(p.point_id) for p in scanned) == every
+        assert {str(p.point_id) for p in scanned[-CHUNKS:]} == set(seeded.by_doc["handbook:doc-1"])
         assert split.count() == DOCS * CHUNKS
         assert split.facet(key="version_state") == {"current": DOCS * CHUNKS}
         assert split.collections[1] == "other"

@@ -3,9 +3,11 @@ archive_collection``): the main one holds the servable versions' chunks, the arc
 other one (``rules.time_rule.kept_in_main``).
 
 A move never embeds: a point is read whole from the collection it leaves (its vectors and
-payload as stored) and written as it is into the other. It goes a batch of point ids at a
-time (``batch_points``; a document's points are found through the doc_id filter, a page at a
-time), in four steps, each audited before the next:
+payload as stored) and written as it is into the other. A document's points are found and
+read in one pass (``ChunkReader.scan_points``: the doc_id filter, whole points a page at a
+time), so each point is read once from the collection it leaves (a rollback's points, named
+by id, are read by id); they go a batch of ``batch_points`` at a time, in four steps, each
+audited before the next:
 
 1. **intent**: one ``move`` entry per document of the batch (its point ids, the collection
    they leave, the one they go to), committed with the ``move_done`` of the batch before;
@@ -27,6 +29,7 @@ run and leaves the same record. Before each batch the lease is checked (``keep_w
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -37,7 +40,7 @@ from reconciler.errors import IndexWriteError
 from reconciler.model import AuditEntry, AuditKind, jsonable
 from reconciler.planning import MoveTarget
 from reconciler.ports import AuditWriter, ChunkIndex, SplitIndex
-from reconciler.ports.index import StoredPoint
+from reconciler.ports.index import PointPage, StoredPoint
 from reconciler.writing.intents import IntentLog
 
 log = logging.getLogger(__name__)
@@ -90,8 +93,8 @@ class Mover:
     # -- what to move ---------------------------------------------------------------------------
 
     def move_targets(self, targets: Sequence[MoveTarget], *, to_archive: bool) -> int:
-        """Move the chunks of the targets going one way (found through the doc_id filter in
-        the collection they leave, ``scroll_batch`` documents a pass); return points moved."""
+        """Move the chunks of the targets going one way (read whole through the doc_id filter
+        in the collection they leave, ``scroll_batch`` documents a pass); return points moved."""
         chosen = [t for t in targets if t.to_archive == to_archive]
         reasons = {t.doc_id: ", ".join(t.reasons) or "placement" for t in chosen}
         source, _dest = self.parts(to_archive=to_archive)
@@ -100,7 +103,7 @@ class Mover:
         before = self.moved
         for start in range(0, len(chosen), self.scroll_batch):
             doc_ids = [t.doc_id for t in chosen[start : start + self.scroll_batch]]
-            found = located(source, self.scroll_batch, doc_ids)
+            found = source.scan_points(batch_size=self.scroll_batch, doc_ids=doc_ids)
             self._move(found, to_archive, reasons.get)
         return self.moved - before
 
@@ -110,7 +113,7 @@ class Mover:
         if not source.exists():
             return 0
         before = self.moved
-        found = located(source, self.scroll_batch, None)
+        found = source.scan_points(batch_size=self.scroll_batch)
         self._move(found, to_archive, lambda _d: reason)
         return self.moved - before
 
@@ -128,34 +131,40 @@ class Mover:
         if not source.exists():
             return moved
         pairs = ((doc_id, pid) for doc_id, ids in groups for pid in ids)
-        self._move(pairs, to_archive, lambda _d: reason, moved)
+        self._move(held(source, pairs, self.batch_points), to_archive, lambda _d: reason, moved)
         return moved
 
     def _move(
         self,
-        pairs: Iterable[tuple[str | None, str | int]],
+        pages: Iterable[PointPage],
         to_archive: bool,
         reason: Callable[[str], str | None],
         moved: list[str | int] | None = None,
     ) -> None:
-        batch: list[tuple[str | None, str | int]] = []
-        for pair in pairs:
-            batch.append(pair)
-            if len(batch) >= self.batch_points:
-                self._batch(batch, to_archive, reason, moved)
-                batch = []
-        if batch:
-            self._batch(batch, to_archive, reason, moved)
+        """Move the pages' points, ``batch_points`` a batch (the points as the pages read
+        them: each read once, whole)."""
+        size = self.batch_points
+        points: list[StoredPoint] = []
+        doc_ids: list[Any] = []
+        for page in pages:
+            points += page.points
+            doc_ids += page.doc_ids
+            while len(points) >= size:
+                self._batch(PointPage(points[:size], doc_ids[:size]), to_archive, reason, moved)
+                del points[:size], doc_ids[:size]
+        if points:
+            self._batch(PointPage(points, doc_ids), to_archive, reason, moved)
 
     # -- one batch --------------------------------------------------------------------------
 
     def _batch(
         self,
-        batch: list[tuple[str | None, str | int]],
+        batch: PointPage,
         to_archive: bool,
         reason: Callable[[str], str | None],
         moved: list[str | int] | None,
     ) -> None:
+        points = batch.points
         source, dest = self.parts(to_archive=to_archive)
         if self.keep_writing is not None:
             try:
@@ -163,14 +172,9 @@ class Mover:
             except Exception:
                 self.finish()  # the batch before is done: say so, then stop
                 raise
-        points = source.read_points([pid for _doc, pid in batch])
-        if not points:
-            return
-        held = {str(p.point_id) for p in points}
-        by_doc: dict[str | None, list[str | int]] = {}
-        for doc_id, pid in batch:
-            if str(pid) in held:
-                by_doc.setdefault(doc_id, []).append(pid)
+        by_doc: dict[Any, list[str | int]] = {}
+        for doc_id, point in zip(batch.doc_ids, points, strict=True):
+            by_doc.setdefault(doc_id, []).append(point.point_id)
         names = {"from": _name(source), "to": _name(dest)}
         intents = [
             AuditEntry(
@@ -227,16 +231,16 @@ class Mover:
         return self.audit_head
 
 
-def located(
-    source: ChunkIndex, batch_size: int, doc_ids: list[str] | None
-) -> Iterator[tuple[Any, str | int]]:
-    """(doc_id, point id) of each chunk of ``doc_ids`` (``None``: every chunk) in ``source``,
-    in the order of ``scroll``: read by the lean scan (``scan_managed``: no ``ChunkState`` nor
-    logical payload a chunk, which cost a move as much as Edge's copy of it)."""
-    for page in source.scan_managed(batch_size=batch_size, doc_ids=doc_ids):
-        point_id = page.point_id
-        for index, row in enumerate(page.rows):
-            yield row[0], point_id(index)
+def held(
+    source: ChunkIndex, pairs: Iterable[tuple[str | None, str | int]], size: int
+) -> Iterator[PointPage]:
+    """The given (doc id, point id)s' points that ``source`` still holds, read whole by id,
+    ``size`` ids a page (each with the doc id it was given)."""
+    pairs = iter(pairs)
+    while part := list(itertools.islice(pairs, size)):
+        points = source.read_points([pid for _doc, pid in part])
+        owner = {str(pid): doc_id for doc_id, pid in part}
+        yield PointPage(points, [owner.get(str(p.point_id)) for p in points])
 
 
 def copy_into(
@@ -265,9 +269,14 @@ def same_point(read: StoredPoint, copied: StoredPoint | None) -> bool:
     an engine that normalises a cosine vector as it stores it, the same direction)."""
     return (
         copied is not None
-        and dict(copied.payload) == dict(read.payload)
+        and _plain(copied.payload) == _plain(read.payload)
         and _same_vector(read.vector, copied.vector)
     )
+
+
+def _plain(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A payload as a dict to compare (one already is: not copied)."""
+    return payload if isinstance(payload, dict) else dict(payload)
 
 
 def _same_vector(a: Any, b: Any) -> bool:

@@ -17,10 +17,10 @@ How it maps onto the port, and onto what qdrant-client does:
   vectors' are read through once an open (``_read_ahead``, over ``files.read_ahead``);
 * the disk: a shard is neither opened nor written below a free-space floor
   (``files.ensure_space``);
-* a split store's moves: whole points read (``retrieve`` with vectors and payload) and
-  upserted as they were into another shard, made with this one's ``edge_config.json``
-  (``ensure_layout``); Edge stores a vector that is unit-length already as it is, so a copy
-  is the same bytes;
+* a split store's moves: whole points read (a scroll or ``retrieve`` with vectors and
+  payload) and upserted as they were into another shard, made with this one's
+  ``edge_config.json`` (``ensure_layout``); Edge stores a vector that is unit-length already
+  as it is, so a copy is the same bytes;
 * errors: Edge raises bare ``Exception``s, mapped once in ``shard`` (``reading``,
   ``writing``, ``open_shard``): ``IndexUnavailable`` for a read or a held shard,
   ``IndexWriteError`` with ``points_written`` for a write, as the qdrant-client adapter does.
@@ -55,7 +55,7 @@ from reconciler.model import (
     PayloadWrite,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
-from reconciler.ports.index import StoredPoint, VectorPage
+from reconciler.ports.index import PointPage, StoredPoint, VectorPage
 from reconciler.stores.chunking_rules import (
     DOC_FILTER_BATCH,
     check_batch_size,
@@ -65,6 +65,7 @@ from reconciler.stores.chunking_rules import (
     facet_counts,
     managed_page,
     pages,
+    point_page,
     reread_page,
     vector_pages,
 )
@@ -210,19 +211,33 @@ class EdgeChunkIndex:
                            vectors=True)  # fmt: skip
         return vector_pages(read, self._prefix_parts, self.keys.name("doc_id"))
 
+    def scan_points(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[PointPage]:
+        """Whole points (every vector, the whole payload), a page at a time: what a move copies."""
+        name = self.keys.name("doc_id")
+        for records in self._managed_pages(batch_size, doc_ids, whole=True):
+            if records:
+                yield point_page(records, self._prefix_parts, name, our_id, fresh=True)
+
     def _managed_pages(
-        self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
+        self,
+        batch_size: int,
+        doc_ids: Collection[str] | None,
+        paths: list[str] | None = None,
+        *,
+        whole: bool = False,
     ) -> Iterator[Sequence[qe.Record]]:
-        """Payload-only scroll pages (``paths``, by default identity and managed keys), under a
-        doc_id filter (``DOC_FILTER_BATCH`` ids at a time: in point id order within each)."""
+        """Payload-only scroll pages (``paths``, by default identity and managed keys; with
+        ``whole``, every key and the vectors), under a doc_id filter (``DOC_FILTER_BATCH`` ids
+        at a time: in point id order within each)."""
         check_batch_size(batch_size)
-        selector = qe.PayloadSelector.Include(paths or self.keys.managed_paths())
+        selector = whole or qe.PayloadSelector.Include(paths or self.keys.managed_paths())
         self._read_ahead(None if doc_ids is None else len(doc_ids))
-        if doc_ids is None:
-            yield from self._pages(batch_size, selector)
-            return
-        for wanted in doc_id_batches(doc_ids, self.doc_filter_batch):  # (cheap a page)
-            yield from self._pages(batch_size, selector, doc_filter(self.keys, wanted))
+        batches = [None] if doc_ids is None else doc_id_batches(doc_ids, self.doc_filter_batch)
+        for wanted in batches:  # (a filter of DOC_FILTER_BATCH ids: cheap a page)
+            found = None if wanted is None else doc_filter(self.keys, wanted)
+            yield from self._pages(batch_size, selector, found, vectors=whole)
 
     def _read_ahead(self, documents: int | None) -> int:
         """Before a whole scroll (``documents`` None) or one selecting that many documents,
@@ -243,7 +258,7 @@ class EdgeChunkIndex:
     def _pages(
         self,
         limit: int,
-        selector: qe.PayloadSelector,
+        selector: qe.PayloadSelector | bool,
         scroll_filter: qe.Filter | None = None,
         *,
         vectors: bool = False,
@@ -295,7 +310,7 @@ class EdgeChunkIndex:
             return []
         with self._reading("reading whole points"):
             records = self.shard.retrieve(edge_ids(point_ids), True, True)
-        return [StoredPoint(our_id(r.id), r.vector, dict(r.payload or {})) for r in records]
+        return [StoredPoint(our_id(r.id), r.vector, r.payload or {}) for r in records]
 
     def vector_layout(self) -> Mapping[str, Any]:
         """The shard's configuration as Edge persists it (``edge_config.json``)."""
@@ -403,8 +418,9 @@ class EdgeChunkIndex:
         for start in range(0, len(points), UPSERT_BATCH):
             part = points[start : start + UPSERT_BATCH]
             ids = edge_ids([p.point_id for p in part])
-            batch = [
-                qe.Point(pid, p.vector, dict(p.payload)) for pid, p in zip(ids, part, strict=True)
+            batch = [  # (a dict as it is: Edge converts it as it is called)
+                qe.Point(pid, p.vector, p.payload if type(p.payload) is dict else dict(p.payload))
+                for pid, p in zip(ids, part, strict=True)
             ]
             with self._writing(f"copying {len(batch)} point(s) into {self.path}", written=written):
                 self.shard.update(qe.UpdateOperation.upsert_points(batch))

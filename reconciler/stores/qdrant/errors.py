@@ -9,8 +9,10 @@ wraps every client call in ``reading`` or ``writing``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import grpc  # type: ignore[import-untyped]
 from qdrant_client.common.client_exceptions import QdrantException, ResourceExhaustedResponse
@@ -22,7 +24,14 @@ from qdrant_client.http.exceptions import (
 
 from reconciler.errors import IndexUnavailable, IndexWriteError
 
-__all__ = ["describe", "is_store_failure", "reading", "writing"]
+__all__ = [
+    "close_half_open",
+    "describe",
+    "is_store_failure",
+    "reading",
+    "redacted_url",
+    "writing",
+]
 
 _REMOTE_ERRORS: tuple[type[BaseException], ...] = (
     ApiException,
@@ -118,3 +127,25 @@ def _server_error(exc: UnexpectedResponse) -> str:
     except Exception:
         message = exc.reason_phrase
     return str(message)[:200]
+
+
+def close_half_open(exc: BaseException) -> None:
+    """Close the lock file a refused local client leaves open (it would leak to the GC)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        candidate = tb.tb_frame.f_locals.get("self")
+        lock_file = getattr(candidate, "_flock_file", None)
+        if lock_file is not None and not lock_file.closed:
+            lock_file.close()
+        tb = tb.tb_next
+
+
+def redacted_url(options: Mapping[str, Any]) -> str:
+    """The server address for messages, without any user info it may carry."""
+    url = options.get("url") or options.get("location") or options.get("host") or "?"
+    parts = urlsplit(str(url))
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts)

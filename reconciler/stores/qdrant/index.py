@@ -18,7 +18,6 @@ import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from qdrant_client import QdrantClient, models
 
@@ -32,7 +31,7 @@ from reconciler.model import (
     PayloadWrite,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
-from reconciler.ports.index import StoredPoint, VectorPage
+from reconciler.ports.index import PointPage, StoredPoint, VectorPage
 from reconciler.stores.chunking_rules import (
     DOC_FILTER_BATCH,
     PAYLOAD_SCHEMAS,
@@ -42,10 +41,11 @@ from reconciler.stores.chunking_rules import (
     doc_id_batches,
     managed_page,
     pages,
+    point_page,
     reread_page,
     vector_pages,
 )
-from reconciler.stores.qdrant.errors import reading, writing
+from reconciler.stores.qdrant.errors import close_half_open, reading, redacted_url, writing
 from reconciler.stores.qdrant.requests import (
     by_id,
     collection_config,
@@ -85,7 +85,7 @@ def connect(
         except RuntimeError as exc:
             if "already accessed" not in str(exc):
                 raise
-            _close_half_open(exc)
+            close_half_open(exc)
             raise IndexUnavailable(
                 f"the local Qdrant storage at {path} is open in another process (another "
                 "reconciler or ingestion run?); local mode allows one client at a time: stop "
@@ -129,7 +129,7 @@ class QdrantChunkIndex:
         self.text_key = text_key
         options = client.init_options
         self._local = options.get("path") is not None or options.get("location") == ":memory:"
-        self._where = "local mode" if self._local else _redacted_url(options)
+        self._where = "local mode" if self._local else redacted_url(options)
         #: Doc ids under one doc_id filter when a scroll selects documents' points (``None``:
         #: all at once, for local mode, which tests every point in Python for each page).
         self.doc_filter_batch: int | None = None if self._local else DOC_FILTER_BATCH
@@ -183,24 +183,40 @@ class QdrantChunkIndex:
         read = self._filtered_pages(batch_size, selector, None, vectors=True)
         return vector_pages(read, self._prefix_parts, self.keys.name("doc_id"))
 
+    def scan_points(
+        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+    ) -> Iterator[PointPage]:
+        """Whole points (every vector, the whole payload), a page at a time: what a move copies."""
+        name = self.keys.name("doc_id")
+        for points in self._pages(batch_size, doc_ids, whole=True):
+            if points:
+                yield point_page(points, self._prefix_parts, name, our_id)
+
     def _pages(
-        self, batch_size: int, doc_ids: Collection[str] | None, paths: list[str] | None = None
+        self,
+        batch_size: int,
+        doc_ids: Collection[str] | None,
+        paths: list[str] | None = None,
+        *,
+        whole: bool = False,
     ) -> Iterator[Sequence[models.Record]]:
-        """Payload-only scroll pages (``paths``, by default identity and managed keys), under a
-        doc_id filter: on a server ``DOC_FILTER_BATCH`` ids at a time (in point id order within
-        each); local mode, which filters every point in Python for each page, all at once."""
+        """Payload-only scroll pages (``paths``, by default identity and managed keys; with
+        ``whole``, every key and the vectors), under a doc_id filter: on a server
+        ``DOC_FILTER_BATCH`` ids at a time (in point id order within each); local mode, which
+        filters every point in Python for each page, all at once."""
         check_batch_size(batch_size)
-        selector = models.PayloadSelectorInclude(include=paths or self.keys.managed_paths())
-        if doc_ids is None:
-            yield from self._filtered_pages(batch_size, selector, None)
-            return
-        for wanted in doc_id_batches(doc_ids, self.doc_filter_batch):
-            yield from self._filtered_pages(batch_size, selector, doc_filter(self.keys, wanted))
+        selector = whole or models.PayloadSelectorInclude(
+            include=paths or self.keys.managed_paths()
+        )
+        batches = [None] if doc_ids is None else doc_id_batches(doc_ids, self.doc_filter_batch)
+        for wanted in batches:
+            found = None if wanted is None else doc_filter(self.keys, wanted)
+            yield from self._filtered_pages(batch_size, selector, found, vectors=whole)
 
     def _filtered_pages(
         self,
         batch_size: int,
-        selector: models.PayloadSelectorInclude,
+        selector: models.PayloadSelectorInclude | bool,
         scroll_filter: models.Filter | None,
         *,
         vectors: bool = False,
@@ -473,25 +489,3 @@ class QdrantChunkIndex:
 
     def _writing(self, what: str, *, written: int) -> AbstractContextManager[None]:
         return writing(self._where, what, written=written)
-
-
-def _close_half_open(exc: BaseException) -> None:
-    """Close the lock file a refused local client leaves open (it would leak to the GC)."""
-    tb = exc.__traceback__
-    while tb is not None:
-        candidate = tb.tb_frame.f_locals.get("self")
-        lock_file = getattr(candidate, "_flock_file", None)
-        if lock_file is not None and not lock_file.closed:
-            lock_file.close()
-        tb = tb.tb_next
-
-
-def _redacted_url(options: Mapping[str, Any]) -> str:
-    """The server address for messages, without any user info it may carry."""
-    url = options.get("url") or options.get("location") or options.get("host") or "?"
-    parts = urlsplit(str(url))
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = f"{host}:{parts.port}" if parts.port else host
-        parts = parts._replace(netloc=netloc)
-    return urlunsplit(parts)
