@@ -28,7 +28,11 @@ MAX_MOVED_FRACTION: Final = 0.2
 TABLE_BATCH: Final = 1000
 #: ``[index] scroll_batch``: points scrolled at a time.
 SCROLL_BATCH: Final = 1000
-#: ``[index] write_batch``: points written at a time.
-WRITE_BATCH: Final = 256
+#: ``[index] write_batch``: points written at a time (one audited batch: a page of intents,
+#: then the engine's call). 1,024, not 256: an append's cost is mostly fixed (~0.5 ms), so
+#: a quarter of the appends took the audit from ~5.5 to ~2.8 µs a point on Edge; a killed
+#: run leaves at most one batch in doubt, ~1,024 points read back by the next runner
+#: (docs/benchmarks.md, issue 38, round 5).
+WRITE_BATCH: Final = 1024
 #: ``[guard]``: how long a refused run's saved plan may be approved (``apply --plan ID``).
 PLAN_TTL: Final = timedelta(days=7)

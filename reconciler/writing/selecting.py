@@ -97,7 +97,8 @@ class Selector:
         for compare, (ids, scanned) in targets:
             groups = _groups(compare, ids, scanned)
             pending += groups
-            size += sum(len(g.point_ids) for g in groups)
+            for group in groups:
+                size += len(group.point_ids)
             if size >= self.batch_points:
                 done += size
                 self.flush(pending)

@@ -166,7 +166,7 @@ def assert_every_change_audited(deploy: Deployment, before: dict[str, Any], run_
 def copy(template: tuple[Path, dict[str, Any]], tmp_path: Path) -> Deployment:
     folder = tmp_path / "deployment"
     shutil.copytree(template[0], folder)
-    return Deployment(folder)
+    return Deployment(folder, configured=True)  # (its config kept: batches of BATCH points)
 
 
 @pytest.mark.parametrize("seed", [1, 3, 5])

@@ -67,7 +67,8 @@ def test_served_across_a_killed_apply_and_its_resolution(
     template: Path, tmp_path: Path, seed: int
 ) -> None:
     shutil.copytree(template, tmp_path / "deployment")
-    deploy = Deployment(tmp_path / "deployment")
+    # (its config kept: the template's batches of 16, not the default write_batch)
+    deploy = Deployment(tmp_path / "deployment", configured=True)
     before = observe(deploy)
     killed = kill_during_writes(deploy, seed)
     between = observe(deploy)

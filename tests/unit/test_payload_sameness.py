@@ -24,6 +24,7 @@ from reconciler.payload import (
     same_variant,
 )
 from reconciler.planning import PayloadTarget, needs_write
+from reconciler.writing.differs import changed_keys
 
 # -- the definitions the one module replaced, as they were --------------------------------
 
@@ -146,6 +147,10 @@ def test_every_decision_is_the_one_it_replaced(pair: tuple[dict[str, Any], dict[
     for partial in (False, True):
         target = PayloadTarget("d", None, written, 1, ("payload/drift",), partial=partial)
         assert needs_write(current, target) == old_needs_write(current, written, partial)
+    # (the applier's keys to send: ``holds`` spelt out inside it, the same answer)
+    assert changed_keys(current, written) == frozenset(
+        key for key, value in written.items() if not old_holds(current, key, value)
+    )
     for key, value in written.items():
         assert holds(current, key, value) == old_holds(current, key, value)
         assert same_value(current.get(key), value) == (
