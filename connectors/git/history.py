@@ -121,7 +121,7 @@ def _log(
     it, the names (at the walk's oldest commit) of the files still followed, how many
     commits were walked, and the first parent of the oldest (None: a root commit).
     ``narrow``: only the selected files the log names (the others have no change in it)."""
-    if not selected:
+    if not selected and not narrow:  # (narrow: the walk still says where it ends)
         return {}, {}, 0, None
     out = git.run(
         "log",
