@@ -16,7 +16,7 @@ from typing import Any
 from unittest import mock
 
 from git_kit import Repo
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis_kit import examples
 
@@ -93,6 +93,13 @@ def _same(read: SourceSnapshot, whole: SourceSnapshot) -> None:
 
 @settings(max_examples=examples(15), deadline=None)
 @given(first=_commit, steps=st.lists(_step, min_size=1, max_size=5))
+@example(  # a file moved away, a new one made at its first path: the older keeps the key
+    first=[("write", "docs/b.md", "one", False)],
+    steps=[
+        ("commits", [[("delete", "docs/b.md")], [("move", "docs/a.md", "docs/b.md")]]),
+        ("commits", [[("write", "docs/a.md", "two", False)]]),
+    ],
+)
 def test_a_tip_read_from_the_last_tree_is_the_whole_read(
     first: list[Op], steps: list[tuple[str, list[list[Op]]]]
 ) -> None:
