@@ -11,8 +11,9 @@ repository or no longer on the branch's first-parent line (a force-push), the so
 sidecars, or a path of the source that changed is a symlink or has a name that is not UTF-8.
 
 Kept between two reads (one tree a process, ``source._LAST_TREE``), beside the selection and
-histories a whole read holds anyway: ``claims`` (each default key's files, one small list a
-key) and ``epoch`` (an int).
+histories a whole read holds anyway: ``claims`` (each default key's file: one dict entry a
+key, its path and key strings shared with ``selected`` and ``keys``; a list only where several
+files claim a key: 20-40 bytes a file) and ``epoch`` (an int).
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from pathlib import Path
 from connectors.base import SourceUnavailable
 from connectors.git.command import Git
 from connectors.git.history import (
+    Claims,
     History,
+    add_claim,
     claim,
     claims_of,
+    drop_claim,
     histories,
     histories_since,
     settle_claims,
@@ -54,7 +58,7 @@ class Tree:
     #: Path in the repository -> identity (source key when its metadata names none).
     keys: dict[str, str]
     #: Default key -> the files that claim it.
-    claims: dict[str, list[str]]
+    claims: Claims
     #: What the histories' ``first_order`` is less than a whole read's (``histories_since``).
     epoch: int = 0
 
@@ -120,7 +124,7 @@ def _settle(scope: Scope, tree: Tree, removed: list[str], found: dict[str, Histo
         old = tree.history.get(path)
         if old is not None:
             key = claim(scope, old)
-            tree.claims[key].remove(path)
+            drop_claim(tree.claims, key, path)
             affected.add(key)
     for path in removed:
         del tree.history[path]
@@ -128,11 +132,8 @@ def _settle(scope: Scope, tree: Tree, removed: list[str], found: dict[str, Histo
     tree.history.update(found)
     for path, history in found.items():
         key = claim(scope, history)
-        tree.claims.setdefault(key, []).append(path)
+        add_claim(tree.claims, key, path)
         affected.add(key)
-    for key in affected:
-        if not tree.claims[key]:
-            del tree.claims[key]
     settle = {key: tree.claims[key] for key in affected if key in tree.claims}
     settle_claims(scope, tree.history, settle, tree.keys)
 

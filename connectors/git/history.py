@@ -32,10 +32,13 @@ from connectors.vocabulary import Vocabulary
 
 __all__ = [
     "Change",
+    "Claims",
     "History",
+    "add_claim",
     "claim",
     "claims_of",
     "commit_times",
+    "drop_claim",
     "histories",
     "histories_since",
     "identities",
@@ -228,11 +231,16 @@ def identities(scope: Scope, found: Mapping[str, History]) -> dict[str, str]:
     return settle_claims(scope, found, claims_of(scope, found), {})
 
 
-def claims_of(scope: Scope, found: Mapping[str, History]) -> dict[str, list[str]]:
+#: Default key -> the tip file that claims it, or the files when several do (a list only
+#: then: one str a key is what most keys cost).
+Claims = dict[str, str | list[str]]
+
+
+def claims_of(scope: Scope, found: Mapping[str, History]) -> Claims:
     """Default key -> the tip files that claim it (their first path in the source)."""
-    claims: dict[str, list[str]] = {}
+    claims: Claims = {}
     for path, history in found.items():
-        claims.setdefault(claim(scope, history), []).append(path)
+        add_claim(claims, claim(scope, history), path)
     return claims
 
 
@@ -241,15 +249,37 @@ def claim(scope: Scope, history: History) -> str:
     return scope.vocabulary.default_key(scope.rel(history.first_path))
 
 
+def add_claim(claims: Claims, key: str, path: str) -> None:
+    """``path`` claims ``key`` too."""
+    held = claims.get(key)
+    if held is None:
+        claims[key] = path
+    elif isinstance(held, str):
+        claims[key] = [held, path]
+    else:
+        held.append(path)
+
+
+def drop_claim(claims: Claims, key: str, path: str) -> None:
+    """``path`` no longer claims ``key``."""
+    held = claims[key]
+    if isinstance(held, str):
+        del claims[key]
+        return
+    held.remove(path)
+    if len(held) == 1:
+        claims[key] = held[0]
+
+
 def settle_claims(
-    scope: Scope,
-    found: Mapping[str, History],
-    claims: Mapping[str, list[str]],
-    keys: dict[str, str],
+    scope: Scope, found: Mapping[str, History], claims: Claims, keys: dict[str, str]
 ) -> dict[str, str]:
     """Settle the ``claims`` into ``keys``: the oldest claim keeps its key, the others
     become ``<key>@<commit>``."""
     for key, paths in claims.items():
+        if isinstance(paths, str):
+            keys[paths] = key
+            continue
         paths.sort(key=lambda p: (-found[p].first_order, p))
         keys[paths[0]] = key
         for path in paths[1:]:
