@@ -20,7 +20,7 @@ with rename detection; a merge counts as one change, the change it brought to th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,10 +30,27 @@ from connectors.git.command import Git
 from connectors.git.tree import Scope
 from connectors.vocabulary import Vocabulary
 
-__all__ = ["Change", "History", "commit_times", "histories", "histories_since", "identities"]
+__all__ = [
+    "Change",
+    "Claims",
+    "History",
+    "add_claim",
+    "claim",
+    "claims_of",
+    "commit_times",
+    "drop_claim",
+    "histories",
+    "histories_since",
+    "identities",
+    "settle_claims",
+]
 
 #: (commit time, blob before or None where the file entered the source, blob after).
 Change = tuple[datetime, str | None, str]
+#: A commit of ``git log``: (id, time, first parent or None).
+_Commit = tuple[str, str, str | None]
+#: A file it changed: (status, source path, destination path, old blob, new blob).
+_Entry = tuple[str, str, str, str, str]
 
 
 @dataclass(slots=True)
@@ -64,19 +81,25 @@ def histories_since(
     commit: str,
     selected: Mapping[str, str],
     scope: Scope,
-    before: tuple[str, Mapping[str, History]],
-) -> dict[str, History] | None:
-    """``histories`` at ``commit`` from those at an earlier commit of the branch (``before``:
-    that commit and its histories): only the commits since are read (``git log A..B``), and
-    each file's history goes on with the one its name had then. None where that cannot be
-    done exactly (``before`` is not on the branch's first-parent line, a file's name then has
-    no history): ``histories`` is to be read whole."""
-    since, known = before
-    if since == commit:
-        return {path: known[path] for path in selected} if selected.keys() <= known.keys() else None
-    found, tracked, walked, parent = _log(git, git_dir, [f"{since}..{commit}"], selected, scope)
+    before: tuple[str, Mapping[str, History], int],
+) -> tuple[dict[str, History], int] | None:
+    """The histories at ``commit`` that differ from those at an earlier commit of the branch
+    (``before``: that commit, its histories and their epoch): only the commits since are read
+    (``git log A..B``), and each file they name goes on with the history its name had then;
+    every other file's history is the one it had. With the new epoch: ``first_order`` is kept
+    less the epoch, so the files not named keep theirs (the order of any two is the order a
+    whole read gives). None where that cannot be done exactly (``before`` is not on the
+    branch's first-parent line, a file's name then has no history): ``histories`` is to be
+    read whole."""
+    since, known, epoch = before
+    found, tracked, walked, parent = _log(
+        git, git_dir, [f"{since}..{commit}"], selected, scope, narrow=True
+    )
     if walked == 0 or parent != since:  # (the oldest commit walked, and its first parent)
         return None  # (a rewritten branch, or a merge that brought the old tip in aside)
+    epoch += walked
+    for history in found.values():  # (those that entered the source since)
+        history.first_order -= epoch
     for name, tip in tracked.items():  # (the files there before: their history goes on)
         old = known.get(name)
         if old is None:
@@ -84,19 +107,25 @@ def histories_since(
         new = found[tip]
         new.changes.extend(old.changes)
         new.first_path, new.first_commit = old.first_path, old.first_commit
-        new.first_order = old.first_order + walked
-    return found
+        new.first_order = old.first_order
+    return found, epoch
 
 
 def _log(
-    git: Git, git_dir: Path, revisions: list[str], selected: Mapping[str, str], scope: Scope
+    git: Git,
+    git_dir: Path,
+    revisions: list[str],
+    selected: Mapping[str, str],
+    scope: Scope,
+    *,
+    narrow: bool = False,
 ) -> tuple[dict[str, History], dict[str, str], int, str | None]:
     """Walk ``git log`` of ``revisions`` back from the tip: each selected file's changes in
     it, the names (at the walk's oldest commit) of the files still followed, how many
-    commits were walked, and the first parent of the oldest (None: a root commit)."""
-    found = {path: History() for path in selected}
-    if not found:
-        return found, {}, 0, None
+    commits were walked, and the first parent of the oldest (None: a root commit).
+    ``narrow``: only the selected files the log names (the others have no change in it)."""
+    if not selected and not narrow:  # (narrow: the walk still says where it ends)
+        return {}, {}, 0, None
     out = git.run(
         "log",
         "--first-parent",
@@ -112,27 +141,39 @@ def _log(
         git_dir=git_dir,
         what="the history",
     )
-    tracked = {path: path for path in selected}  # name before the commit -> tip path
     tokens = out.split(b"\0")
+    if narrow:
+        named = {dst for entry in _records(git, tokens) if len(entry) == 5 for dst in entry[1:3]}
+        selected = {path: "" for path in named if path in selected}
+    found = {path: History() for path in selected}
+    tracked = {path: path for path in selected}  # name before the commit -> tip path
     sha, when, order = "", datetime.min.replace(tzinfo=UTC), 0
     parent: str | None = None
-    entries: list[tuple[str, str, str, str, str]] = []
-    index = 0
-
-    def settle() -> None:
+    entries: list[_Entry] = []
+    for record in _records(git, tokens):
+        if len(record) == 5:
+            entries.append(record)
+            continue
         _walk_back(scope, entries, tracked, found, sha, when, order)
         entries.clear()
+        sha, stamp, parent = record
+        when, order = datetime.fromtimestamp(int(stamp), UTC), order + 1
+    _walk_back(scope, entries, tracked, found, sha, when, order)
+    return found, tracked, order, parent
 
+
+def _records(git: Git, tokens: list[bytes]) -> Iterator[_Commit | _Entry]:
+    """``git log -z --raw``'s records: (commit, time, first parent or None) for a commit,
+    (status, source path, destination path, old blob, new blob) for a file it changed."""
+    index = 0
     while index < len(tokens):
         token = tokens[index].lstrip(b"\n")
         index += 1
         if not token:
             continue
         if token.startswith(b"\x01"):
-            settle()
             head, stamp, *parents = token[1:].decode("ascii").split()
-            sha, when, order = head, datetime.fromtimestamp(int(stamp), UTC), order + 1
-            parent = parents[0] if parents else None
+            yield (head, stamp, parents[0] if parents else None)
             continue
         fields = token[1:].decode("ascii").split(" ")
         if not token.startswith(b":") or len(fields) != 5 or index >= len(tokens):
@@ -144,9 +185,7 @@ def _log(
         if status[:1] in {"R", "C"}:
             dst = tokens[index].decode("utf-8", "surrogateescape")
             index += 1
-        entries.append((status[:1], src, dst, old, new))
-    settle()
-    return found, tracked, order, parent
+        yield (status[:1], src, dst, old, new)
 
 
 def _walk_back(
@@ -189,12 +228,58 @@ def _walk_back(
 
 def identities(scope: Scope, found: Mapping[str, History]) -> dict[str, str]:
     """Each tip file's default key: its first path in the source; the oldest claim wins."""
-    claims: dict[str, list[str]] = {}
+    return settle_claims(scope, found, claims_of(scope, found), {})
+
+
+#: Default key -> the tip file that claims it, or the files when several do (a list only
+#: then: one str a key is what most keys cost).
+Claims = dict[str, str | list[str]]
+
+
+def claims_of(scope: Scope, found: Mapping[str, History]) -> Claims:
+    """Default key -> the tip files that claim it (their first path in the source)."""
+    claims: Claims = {}
     for path, history in found.items():
-        key = scope.vocabulary.default_key(scope.rel(history.first_path))
-        claims.setdefault(key, []).append(path)
-    keys: dict[str, str] = {}
+        add_claim(claims, claim(scope, history), path)
+    return claims
+
+
+def claim(scope: Scope, history: History) -> str:
+    """The default key a file's first path claims."""
+    return scope.vocabulary.default_key(scope.rel(history.first_path))
+
+
+def add_claim(claims: Claims, key: str, path: str) -> None:
+    """``path`` claims ``key`` too."""
+    held = claims.get(key)
+    if held is None:
+        claims[key] = path
+    elif isinstance(held, str):
+        claims[key] = [held, path]
+    else:
+        held.append(path)
+
+
+def drop_claim(claims: Claims, key: str, path: str) -> None:
+    """``path`` no longer claims ``key``."""
+    held = claims[key]
+    if isinstance(held, str):
+        del claims[key]
+        return
+    held.remove(path)
+    if len(held) == 1:
+        claims[key] = held[0]
+
+
+def settle_claims(
+    scope: Scope, found: Mapping[str, History], claims: Claims, keys: dict[str, str]
+) -> dict[str, str]:
+    """Settle the ``claims`` into ``keys``: the oldest claim keeps its key, the others
+    become ``<key>@<commit>``."""
     for key, paths in claims.items():
+        if isinstance(paths, str):
+            keys[paths] = key
+            continue
         paths.sort(key=lambda p: (-found[p].first_order, p))
         keys[paths[0]] = key
         for path in paths[1:]:

@@ -21,13 +21,8 @@ from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnav
 from connectors.frontmatter import NoteRefused, content_hash
 from connectors.git.bodies import ReadAhead, scan_batches
 from connectors.git.command import Git, redact
-from connectors.git.history import (
-    History,
-    commit_times,
-    histories,
-    histories_since,
-    identities,
-)
+from connectors.git.delta import Tree, advance, whole
+from connectors.git.history import commit_times
 from connectors.git.options import (
     DEFAULT_GLOB,
     DEFAULT_TIMEOUT,
@@ -36,7 +31,7 @@ from connectors.git.options import (
     clean_subdir,
 )
 from connectors.git.repository import default_cache_dir, open_repository, tip
-from connectors.git.tree import Scope, read_sidecar, select
+from connectors.git.tree import Scope, read_sidecar
 from connectors.linking import admit_note, settle_notes, successor_fields
 from connectors.options import config_problems, load
 from connectors.vocabulary import Note, Vocabulary
@@ -47,12 +42,8 @@ __all__ = ["GitSource"]
 log = logging.getLogger(__name__)
 
 
-#: (selected files, sidecars, problems, history, identities) of one tip.
-_Tree = tuple[
-    dict[str, str], dict[str, str], tuple[SourceProblem, ...], dict[str, History], dict[str, str]
-]
-#: The last tree read, by (source, repository, commit, subdir).
-_LAST_TREE: dict[tuple[str, str, str, str | None], tuple[Vocabulary, _Tree]] = {}
+#: The last tree read, by (source, repository, subdir), with the vocabulary it was read with.
+_LAST_TREE: dict[tuple[str, str, str | None], tuple[Vocabulary, Tree]] = {}
 
 
 class GitSource:
@@ -157,10 +148,12 @@ class GitSource:
         git_dir = open_repository(self._git, path=self.path, url=self.url, cache_dir=self.cache_dir)
         ref, commit = tip(self._git, git_dir, self.branch)
         scope = Scope(self.subdir, self.vocabulary)
-        selected, sidecars, found, history, keys = self._tree(git_dir, commit, scope)
-        problems = list(found)
+        tree = self._tree(git_dir, commit, scope)
+        selected, sidecars, history, keys = tree.selected, tree.sidecars, tree.history, tree.keys
+        problems = list(tree.problems)
         if only is not None:  # (the whole tree's identities, the blobs at ``only``)
-            selected = {path: oid for path, oid in selected.items() if scope.rel(path) in only}
+            wanted = (scope.repo_path(rel) for rel in only)
+            selected = {path: selected[path] for path in wanted if path in selected}
             problems = [problem for problem in problems if problem.path in only]
 
         notes: list[Note] = []
@@ -251,7 +244,10 @@ class GitSource:
         blobs_of = {
             note.key: (git_dir, selected[repo_path[note.path]], note.path) for note in notes
         }
-        self._blobs = blobs_of if only is None else {**self._blobs, **blobs_of}
+        if only is None:
+            self._blobs = blobs_of
+        else:  # (in place: a few documents, not a copy of the repository's)
+            self._blobs.update(blobs_of)
         self._bodies.scanned(self._blobs, list(blobs_of))
         log.info(
             "git %s: %d document(s), %d problem(s) at %s %s",
@@ -268,26 +264,24 @@ class GitSource:
             scanned_at=scanned_at,
         )
 
-    def _tree(self, git_dir: Path, commit: str, scope: Scope) -> _Tree:
-        """The tip's selected files, their sidecars, history and identities; the last tree
-        read is kept (``serve``'s watch reads a few paths of the same tip several times)."""
-        key = (self.name, str(git_dir), commit, self.subdir)
-        kept = _LAST_TREE.get(key)
-        if kept is not None and kept[0] == self.vocabulary:  # (the same files selected)
-            return kept[1]
-        problems: list[SourceProblem] = []
-        selected, sidecars = select(self._git, git_dir, commit, scope, problems, self._problem)
-        history = None
-        for (name, where, since, subdir), (vocabulary, last) in _LAST_TREE.items():
-            same = (name, where, subdir) == (self.name, str(git_dir), self.subdir)
-            if same and vocabulary == self.vocabulary:
-                # the commits since the last tree read alone (serve's watch, a later scan)
-                before = (since, last[3])
-                history = histories_since(self._git, git_dir, commit, selected, scope, before)
-        if history is None:
-            history = histories(self._git, git_dir, commit, selected, scope)
-        tree = (selected, sidecars, tuple(problems), history, identities(scope, history))
+    def _tree(self, git_dir: Path, commit: str, scope: Scope) -> Tree:
+        """The tip's selected files, their sidecars, history and identities: the last tree
+        read when it is this tip's (``serve``'s watch reads a few paths of a tip several
+        times), read from it when the branch moved on from it (``delta.advance``), else read
+        whole."""
+        key = (self.name, str(git_dir), self.subdir)
+        kept = _LAST_TREE.pop(key, None)
         _LAST_TREE.clear()  # (one tree at a time: its history is the size of the repository)
+        last = kept[1] if kept is not None and kept[0] == self.vocabulary else None
+        tree = None
+        if last is not None:
+            tree = (
+                last if last.commit == commit else advance(self._git, git_dir, last, commit, scope)
+            )
+        else:
+            log.debug("git %s: the tree at %s read whole (none read before)", self.name, commit)
+        if tree is None:
+            tree = whole(self._git, git_dir, commit, scope, self._problem)
         _LAST_TREE[key] = (self.vocabulary, tree)
         return tree
 

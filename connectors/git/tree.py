@@ -23,12 +23,12 @@ from connectors.linking import ProblemFactory
 from connectors.vocabulary import Vocabulary
 from reconciler.model import ProblemKind, SourceProblem
 
-__all__ = ["Scope", "read_sidecar", "select", "sidecar_blobs"]
+__all__ = ["FILE_MODES", "LINK_MODE", "Scope", "decodes", "read_sidecar", "select", "sidecar_blobs"]
 
 log = logging.getLogger(__name__)
 
-_FILE_MODES = {b"100644", b"100755"}
-_LINK_MODE = b"120000"
+FILE_MODES = {b"100644", b"100755"}
+LINK_MODE = b"120000"
 #: Stands for a sidecar that is a symlink or lies behind one (never read).
 _LINKED = "symlink"
 
@@ -82,13 +82,13 @@ def select(
         meta, _, raw = record.partition(b"\t")
         mode, kind, oid = meta.split(b" ")
         path = raw.decode("utf-8", "surrogateescape")
-        if wants_sidecars and kind == b"blob" and mode in _FILE_MODES:
+        if wants_sidecars and kind == b"blob" and mode in FILE_MODES:
             files[path] = oid.decode("ascii")
-        elif wants_sidecars and mode == _LINK_MODE:
+        elif wants_sidecars and mode == LINK_MODE:
             linked.add(path)
         if kind != b"blob" or not scope.selects(path):
             continue
-        if not _decodes(raw):
+        if not decodes(raw):
             problems.append(
                 problem(
                     ProblemKind.UNDECODABLE,
@@ -96,9 +96,9 @@ def select(
                     _printable(scope.rel(path)),
                 )
             )
-        elif mode in _FILE_MODES:
+        elif mode in FILE_MODES:
             selected[path] = oid.decode("ascii")
-        elif mode == _LINK_MODE:
+        elif mode == LINK_MODE:
             links[path] = oid.decode("ascii")
     if links:
         targets = git.read_blobs(git_dir, links.values())
@@ -170,7 +170,7 @@ def _check_link(
     )
 
 
-def _decodes(raw: bytes) -> bool:
+def decodes(raw: bytes) -> bool:
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from git_kit import Repo
 
+import connectors.git.delta as git_delta
 import connectors.git.source as git_source
 from connectors.git import GitSource
 
@@ -31,13 +32,13 @@ def test_the_commits_since_give_the_whole_history(
     repo.write("other/x.md", _note("X", "one"))
     repo.commit("start", when=START)
     whole = {"calls": 0}
-    read_whole = git_source.histories
+    read_whole = git_delta.histories
 
     def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
         whole["calls"] += 1
         return read_whole(*args, **kwargs)
 
-    monkeypatch.setattr(git_source, "histories", counted)
+    monkeypatch.setattr(git_delta, "histories", counted)
     source = GitSource("docs", repo.root, subdir="docs")
     source.scan()
     assert whole["calls"] == 1
