@@ -142,16 +142,24 @@ def json_text(data: Any, indent: str = "") -> str:
 @contextmanager
 def bulk_work() -> Iterator[None]:
     """A command that builds and keeps millions of objects (a declare of 100,000 proposals):
-    the collector's full passes, each over every object kept, held back while it works (one
-    every 1,000 passes of the young generation instead of every 10: at 30,000 proposals, 19
-    full passes cost a sixth of the command). Young objects are collected as usual; the
-    thresholds are restored after it."""
-    saved = gc.get_threshold()
-    gc.set_threshold(saved[0], saved[1], max(saved[2], 1000))
+    what outlives a young collection while it works is set aside (``gc.freeze`` after each
+    collection), so the collector looks at each kept object once, not again in every middle
+    and full pass (at 100,000 proposals: 17,800 young, 1,600 middle and one full pass, 4.6 s
+    of 84, the full one 1.8 s). Young objects are collected as usual; a cycle that dies after
+    its first collection waits for the end of the work, when what was set aside is handed
+    back (``gc.unfreeze``: to the oldest generation), with what any caller had frozen."""
+    gc.callbacks.append(_set_aside)
     try:
         yield
     finally:
-        gc.set_threshold(*saved)
+        gc.callbacks.remove(_set_aside)
+        gc.unfreeze()
+
+
+def _set_aside(phase: str, _info: dict[str, int]) -> None:
+    """``bulk_work``'s collector callback: after each collection, what survived set aside."""
+    if phase == "stop":
+        gc.freeze()
 
 
 def _key(key: Any) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, insert
 from sqlalchemy.orm import Session
 
-from reconciler.stores.sql.bulk import insert_through_driver
+from reconciler.stores.sql.bulk import _MANY_ROWS, insert_through_driver
 from reconciler.stores.sql.schema import AuditRow, Base, DeclarationRow, FindingRow, RunRow
 
 AT = datetime(2026, 12, 5, 1, 2, 3, tzinfo=UTC)
@@ -132,3 +132,26 @@ def test_a_default_to_fill_in_is_cores(tmp_path: Path) -> None:
     with Session(engine) as session, session.begin():
         assert not insert_through_driver(session, FINDINGS, [row])
     engine.dispose()
+
+
+def test_many_rows_widen_the_page_cache_for_their_insert_only(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'a.db'}")
+    Base.metadata.create_all(engine)
+    sizes = []
+    with Session(engine) as session, session.begin():
+        connection = session.connection()
+        connection.exec_driver_sql("PRAGMA cache_size=-3000")
+        cursors = connection.connection.driver_connection
+        cursors.set_trace_callback(lambda sql: sizes.append(sql) if "cache_size" in sql else None)
+        rows = [declaration(n, AT) for n in range(_MANY_ROWS)]
+        assert insert_through_driver(session, DECLARATIONS, rows)
+        assert insert_through_driver(session, DECLARATIONS, [declaration(-1, AT)])
+        cursors.set_trace_callback(None)
+        assert connection.exec_driver_sql("PRAGMA cache_size").scalar_one() == -3000
+    engine.dispose()
+    assert sizes == [
+        "PRAGMA cache_size",
+        f"PRAGMA cache_size=-{256 * 1024}",
+        "PRAGMA cache_size=-3000",
+    ]  # (widened around the many rows' insert, not the one row's; set back)
+    assert len(stored(tmp_path / "a.db", DECLARATIONS.name)) == _MANY_ROWS + 1

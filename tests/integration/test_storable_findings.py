@@ -1,5 +1,6 @@
 """A finding's JSON stored as ``_without_nul`` spells it, whether the C encoder's shortcut
-(``runlog._storable_finding``: no ``\\u`` escape, nothing to spell out) takes it or not."""
+(``runlog._storable_finding``: no ``\\u`` escape, nothing to spell out) takes it or not; on
+SQLite's driver (``_with_texts``), its JSON columns as the text their bind processor makes."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from sqlalchemy import create_engine
 
-from reconciler.stores.sql.runlog import _storable_finding, _without_nul
+from reconciler.stores.sql.runlog import _storable_finding, _with_texts, _without_nul
+from reconciler.stores.sql.schema import FindingRow
 
 _TEXT = st.text(st.characters(codec=None, categories=None), max_size=8) | st.sampled_from(
     ["", "a\x00b", "\ud800", "é", "plain", "tab\there", "\x01"]
@@ -19,6 +22,30 @@ _VALUE = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
     max_leaves=12,
 )
+
+
+_FINDING = st.fixed_dictionaries(
+    {"check": _TEXT, "kind": _TEXT, "family": st.none() | _TEXT, "expected": _VALUE},
+    optional={"actual": _VALUE, "action": st.none() | _TEXT},
+)
+_SQLITE = create_engine("sqlite://").dialect
+
+
+def _bound(column: str, value: Any) -> Any:
+    processor = FindingRow.__table__.c[column].type.dialect_impl(_SQLITE).bind_processor(_SQLITE)
+    return processor(value)
+
+
+@given(_FINDING)
+def test_the_texts_made_once_are_what_the_columns_bind(finding: dict[str, Any]) -> None:
+    finding = {"actual": None, **finding}
+    core = _storable_finding(finding)
+    direct = _with_texts(finding)
+    assert direct == {
+        **core,
+        "expected": _bound("expected", core["expected"]),
+        "actual": _bound("actual", core["actual"]),
+    }
 
 
 @given(st.dictionaries(_TEXT, _VALUE, max_size=6))

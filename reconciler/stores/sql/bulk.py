@@ -10,7 +10,8 @@ on SQLite, Core's compiling and parameter work was most of an append's CPU.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any
 
@@ -38,8 +39,31 @@ def insert_through_driver(
     if prepared is None:
         return False
     connection, sql, params = prepared
-    connection.exec_driver_sql(sql, params(rows))
+    with _page_cache(connection, len(rows)):
+        connection.exec_driver_sql(sql, params(rows))
     return True
+
+
+#: Rows from which an insert's page cache is widened (``_page_cache``), and to how much (KiB).
+_MANY_ROWS = 10_000
+_BULK_CACHE_KIB = 256 * 1024
+
+
+@contextmanager
+def _page_cache(connection: Connection, rows: int) -> Iterator[None]:
+    """SQLite's page cache widened for one insert of many rows, then set back: a declare of
+    100,000 proposals inserts 300,000 audit entries and 300,000 findings at random places in
+    their indexes' b-trees (hashes, ids), which a 2 MB cache reads back from the file page by
+    page (system time). Memory only; durability (journal, synchronous) is untouched."""
+    if rows < _MANY_ROWS:
+        yield
+        return
+    before = connection.exec_driver_sql("PRAGMA cache_size").scalar_one()
+    connection.exec_driver_sql(f"PRAGMA cache_size=-{_BULK_CACHE_KIB:d}")
+    try:
+        yield
+    finally:
+        connection.exec_driver_sql(f"PRAGMA cache_size={int(before):d}")
 
 
 def insert_returning_through_driver(
