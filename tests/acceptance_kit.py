@@ -17,6 +17,7 @@ from typing import Any
 
 import qdrant_edge as qe
 from click.testing import CliRunner, Result
+from git_kit import Repo
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
@@ -362,3 +363,25 @@ def kinds(data: Mapping[str, Any]) -> set[tuple[str, str, str | None]]:
 def writes_zero(data: Mapping[str, Any]) -> bool:
     """Whether a run's JSON reports no write at all."""
     return all(v == 0 for v in data["writes"].values())
+
+
+#: A git source's document (``git_deployment``): id and family ``{0}``, status ``{1}``, from ``{2}``.
+GIT_NOTE = "---\nid: {0}\nfamily: {0}\nstatus: {1}\neffective_from: {2}\n---\n# {0}\n\nBody.\n"
+
+
+def git_deployment(tmp_path: Path) -> tuple[Repo, Deployment]:
+    """A repository with ``docs/alpha.md`` and ``docs/beta.md`` (current), and a deployment
+    whose one source is it (``gh``, subdir ``docs``), ingested."""
+    repo = Repo(tmp_path / "repo")
+    for name in ("alpha", "beta"):
+        repo.write(f"docs/{name}.md", GIT_NOTE.format(name, "current", day(-30)))
+    repo.commit("start")
+    dep = Deployment(tmp_path / "dep")
+    dep.config.write_text(
+        dep.config.read_text().replace(
+            'name = "hb"\ntype = "vault"\npath = "vault"',
+            f'name = "gh"\ntype = "git"\npath = "{repo.root}"\n[sources.options]\nsubdir = "docs"',
+        )
+    )
+    dep.init_ingest()
+    return repo, dep

@@ -285,6 +285,17 @@ class GitSource:
         _LAST_TREE[key] = (self.vocabulary, tree)
         return tree
 
+    def prime(self) -> None:
+        """Read the tip's tree now (``serve``'s watch, as it starts), so that the next read of
+        a later tip is its difference from this one (``delta.advance``), not a whole read;
+        nothing where the source reads sidecars (such a read is always whole)."""
+        scope = Scope(self.subdir, self.vocabulary)
+        if self.vocabulary.sidecar_path("x") is not None:
+            return
+        git_dir = open_repository(self._git, path=self.path, url=self.url, cache_dir=self.cache_dir)
+        _ref, commit = tip(self._git, git_dir, self.branch)
+        self._tree(git_dir, commit, scope)
+
     def read_body(self, source_key: str) -> str:
         """Return the body of the document ``source_key`` as of the last scan's commit."""
         if source_key not in self._blobs:

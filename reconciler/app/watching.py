@@ -197,7 +197,22 @@ class Watch:
         self._used = self.clock.monotonic()
         return self._table
 
+    def prime(self) -> None:
+        """Let each watched source read ahead what it keeps between two reads (its ``prime``,
+        where it has one: a git source's tree at its tip), so the first change after a start
+        is read as a difference, not whole. In the watch's thread, before its first tick; a
+        failure is only logged (that change is then read whole)."""
+        for watched in self.sources:
+            prime = getattr(self._built.get(watched.name), "prime", None)
+            if prime is None or self.stopping.is_set():
+                continue
+            try:
+                prime()
+            except Exception as exc:
+                log.warning("watch %s: cannot read its source ahead: %s", watched.name, exc)
+
     def _loop(self) -> None:
+        self.prime()
         while not self.stopping.is_set():
             try:
                 self.tick()

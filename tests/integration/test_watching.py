@@ -9,9 +9,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from acceptance_kit import Deployment, day
+from acceptance_kit import GIT_NOTE, Deployment, day, git_deployment
 from apscheduler.events import EVENT_JOB_EXECUTED, JobExecutionEvent
-from git_kit import Repo
 from prometheus_client import CollectorRegistry
 
 from reconciler.app.daemon import Runner, job_specs
@@ -157,19 +156,8 @@ def test_a_busy_lease_keeps_the_changes_for_later(deployment: Deployment) -> Non
 
 
 def test_a_git_branch_that_moves_is_reconciled_from_the_changed_paths(tmp_path: Path) -> None:
-    repo = Repo(tmp_path / "repo")
-    front = "---\nid: {0}\nfamily: {0}\nstatus: {1}\neffective_from: {2}\n---\n# {0}\n\nBody.\n"
-    for name in ("alpha", "beta"):
-        repo.write(f"docs/{name}.md", front.format(name, "current", day(-30)))
-    repo.commit("start")
-    dep = Deployment(tmp_path / "dep")
-    dep.config.write_text(
-        dep.config.read_text().replace(
-            'name = "hb"\ntype = "vault"\npath = "vault"',
-            f'name = "gh"\ntype = "git"\npath = "{repo.root}"\n[sources.options]\nsubdir = "docs"',
-        )
-    )
-    dep.init_ingest()
+    repo, dep = git_deployment(tmp_path)
+    front = GIT_NOTE
     assert dep.served() == {"gh:alpha", "gh:beta"}
     watch, clock, registry = opened(dep)
     try:
