@@ -200,8 +200,9 @@ class Watch:
     def prime(self) -> None:
         """Let each watched source read ahead what it keeps between two reads (its ``prime``,
         where it has one: a git source's tree at its tip), so the first change after a start
-        is read as a difference, not whole. In the watch's thread, before its first tick; a
-        failure is only logged (that change is then read whole)."""
+        is read as a difference, not whole. In the watch's thread, right after its first tick
+        (whose polls it does not hold up); a failure is only logged (that change is then read
+        whole)."""
         for watched in self.sources:
             prime = getattr(self._built.get(watched.name), "prime", None)
             if prime is None or self.stopping.is_set():
@@ -212,12 +213,15 @@ class Watch:
                 log.warning("watch %s: cannot read its source ahead: %s", watched.name, exc)
 
     def _loop(self) -> None:
-        self.prime()
+        primed = False
         while not self.stopping.is_set():
             try:
                 self.tick()
             except Exception:  # the loop never dies of one source's trouble
                 log.exception("watch: unexpected error; going on")
+            if not primed:  # (after the first tick: its polls are not held up by it)
+                self.prime()
+                primed = True
             self.clock.wait(self.stopping, TICK)
 
     def tick(self) -> None:

@@ -1,5 +1,5 @@
 """``serve``'s watch primes a polled git source as it starts: the tree at the tip is read
-before the first tick, so the first change after a (re)start is read as its difference from
+right after the first tick (whose polls it does not delay), so the first change after a (re)start is read as its difference from
 that tree, not whole; a priming that fails is only logged, and the watch goes on (that change
 is then read whole, as before)."""
 
@@ -116,15 +116,20 @@ def test_a_priming_that_fails_leaves_the_watch_working(
         watch.stop()
 
 
-def test_the_watch_thread_primes_before_its_first_tick(tmp_path: Path) -> None:
+def test_the_watch_thread_primes_right_after_its_first_tick(tmp_path: Path) -> None:
+    """The first tick's polls come first (a change made just after the start is a change, not
+    the start's tip), then the priming."""
     _repo, dep = _deployment(tmp_path)
     watch = Watch(dep.settings, CollectorRegistry(), clock=ManualClock(datetime.now(UTC)))
     done: list[str] = []
+
+    def prime() -> None:
+        done.append("prime")
+        watch.stopping.set()
+
     with (
-        mock.patch.object(watch, "prime", side_effect=lambda: done.append("prime")),
-        mock.patch.object(
-            watch, "tick", side_effect=lambda: (done.append("tick"), watch.stopping.set())
-        ),
+        mock.patch.object(watch, "prime", side_effect=prime),
+        mock.patch.object(watch, "tick", side_effect=lambda: done.append("tick")),
     ):
         watch._loop()
-    assert done == ["prime", "tick"]
+    assert done == ["tick", "prime"]
