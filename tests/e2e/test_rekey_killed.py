@@ -124,11 +124,8 @@ def rekeyed(template: tuple[Path, Points], tmp_path_factory: pytest.TempPathFact
     return state(deploy)
 
 
-@pytest.mark.parametrize("step", STEPS)
-def test_the_next_run_finishes_a_killed_rekey(
-    template: tuple[Path, Points], rekeyed: Any, tmp_path: Path, step: str
-) -> None:
-    deploy, before = copy(template, tmp_path), template[1]
+def kill_rekey(deploy: Deployment, step: str) -> None:
+    """Run ``KILLER`` on ``deploy``: a re-keying SIGKILLed at ``step``."""
     killed = subprocess.run(
         [sys.executable, "-c", KILLER, str(deploy.config), step],
         capture_output=True,
@@ -138,6 +135,14 @@ def test_the_next_run_finishes_a_killed_rekey(
         env={**os.environ, "RECONCILER_CONFIG": ""},
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_the_next_run_finishes_a_killed_rekey(
+    template: tuple[Path, Points], rekeyed: Any, tmp_path: Path, step: str
+) -> None:
+    deploy, before = copy(template, tmp_path), template[1]
+    kill_rekey(deploy, step)
     runs = [r for r in deploy.dump()["runs"].values() if r["mode"] == "rekey"]
     assert [r["status"] for r in runs] == ["running"]
     assert all(len(held) == 1 for held in ids_by_note(deploy, before).values())
@@ -161,15 +166,7 @@ def test_a_killed_rekey_dry_rolled_back_says_what_the_rollback_does(
     still recorded as running, was planned as any run, and a re-keying writes no row or
     payload entry)."""
     deploy = copy(template, tmp_path)
-    killed = subprocess.run(
-        [sys.executable, "-c", KILLER, str(deploy.config), "after_table"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        env={**os.environ, "RECONCILER_CONFIG": ""},
-    )
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    kill_rekey(deploy, "after_table")
     [run] = [r["run_id"] for r in deploy.dump()["runs"].values() if r["mode"] == "rekey"]
     code, dry = deploy.json("rollback", run, "--dry-run")
     assert code == 0, dry
