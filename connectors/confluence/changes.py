@@ -47,7 +47,7 @@ OVERLAP = 2
 
 _TOKEN = re.compile(
     r"confluence:(?P<newest>.*?)\|(?P<total>[0-9]+|None)"
-    r"(?:\|L(?P<labels>\w+))?(?:\|P(?P<pointers>\w+))?"
+    r"(?:\|L(?P<labels>\w+))?(?:\|P(?P<marks>\w+))?"
 )
 #: The most ids one Cloud listing is asked for.
 _IDS = 50
@@ -56,12 +56,12 @@ _IDS = 50
 @dataclass(frozen=True)
 class Token:
     """What a probe's token says: the newest modification (None: no page), the count, the
-    digest of the pages that carry the supersession label and that of their pointers."""
+    digest of the pages that carry the supersession label and that of their properties."""
 
     newest: datetime | None
     total: int | None
     labels: str | None = None
-    pointers: str | None = None
+    marks: str | None = None
 
 
 def read_token(token: str | None) -> Token | None:
@@ -71,11 +71,11 @@ def read_token(token: str | None) -> Token | None:
         return None
     total = int(found["total"]) if found["total"] != "None" else None
     newest = found["newest"]
-    labels, pointers = found["labels"], found["pointers"]
+    labels, marks = found["labels"], found["marks"]
     if newest == "none":
-        return Token(None, total, labels, pointers)
+        return Token(None, total, labels, marks)
     try:
-        return Token(parse_date(newest.split(":", 2)[2]), total, labels, pointers)
+        return Token(parse_date(newest.split(":", 2)[2]), total, labels, marks)
     except (ValueError, IndexError):
         return None
 
@@ -102,7 +102,7 @@ def pages_with_ids(
     ids: Collection[str],
     problems: list[SourceProblem],
 ) -> list[Page | None]:
-    """The pages of the scope with these ids (a labelled page whose successor property moved,
+    """The pages of the scope with these ids (a labelled page whose properties moved,
     a successor to resolve with it): one CQL search (Data Center, ``id IN (…)``), or listings
     by id (Cloud, ``_IDS`` a request), pages outside the scope left out."""
     wanted = sorted(page for page in ids if PAGE_ID.fullmatch(page))

@@ -31,7 +31,12 @@ from connectors.base import DocumentUnreadable
 from connectors.confluence.client import ConfluenceClient
 from connectors.confluence.options import STATUS_STATES
 from connectors.confluence.pages import PAGE_ID, Page, doc_id, label_names, page_problem
-from connectors.confluence.probing import pointer_print
+from connectors.confluence.probing import (
+    DOC_CLASS,
+    EFFECTIVE_TO,
+    marks_print,
+    watched_properties,
+)
 from connectors.records import read_date, shown
 from reconciler.model import ProblemKind, SourceProblem, VersionState
 
@@ -51,9 +56,9 @@ class Draft:
     doc_class: str | None
     labelled: bool
     successor: str | None  # the successor's page id, as the property names it
-    #: The successor property as the probe compares it (``probing.pointer_print``), on a
-    #: labelled page; None on another.
-    pointer: str | None = None
+    #: The properties the probe reads (``probing.watched_properties``) as it compares them
+    #: (``probing.marks_print``), on a labelled page; None on another.
+    mark: str | None = None
 
 
 def declare(
@@ -106,11 +111,12 @@ def declare(
     declared_from = _instant(properties, effective_from_property, invalid, field="effective_from")
     if declared_from is not None:
         draft.effective_from = declared_from
-    draft.effective_to = _instant(properties, "effective_to", invalid)
-    draft.doc_class = _property_text(properties, "doc_class", invalid)
+    draft.effective_to = _instant(properties, EFFECTIVE_TO, invalid)
+    draft.doc_class = _property_text(properties, DOC_CLASS, invalid)
     draft.labelled = supersession_label in labels
     if draft.labelled:
-        draft.pointer = pointer_print(properties.get(successor_property))
+        keys = watched_properties(successor_property, effective_from_property)
+        draft.mark = marks_print(properties, keys)
         if successor_property not in properties:
             invalid.append(
                 (

@@ -10,13 +10,16 @@ A label added or removed makes no new version and no new modification date (nor 
 content property set), so that search cannot see it; the supersession label is what declares
 a page superseded, so a second search lists the scope's pages that carry it (REST v1's
 content search, ``label = "…"``, paged), and the digest of their ids is part of the token: the
-label put on or taken off a page moves it. The successor property counts only on a page that
-carries the label, so that search also expands it on each page it lists
-(``expand=metadata.properties.<key>``: the property's value, as the page's properties read
-it): the digest of each labelled page's pointer is part of the token too, so a pointer set,
-changed or removed alone moves it, and ``pointers`` say which page's. A property other than
-the pointer (a start date) changed alone still moves nothing: it waits for the full job (which
-reports it as the watch's miss).
+label put on or taken off a page moves it. That search also expands, on each page it lists,
+every property the connector reads of a page (``watched_properties``: the successor pointer,
+which counts only on a labelled page, the start and end dates and the document class;
+``expand=metadata.properties.<key>,…``: each property's value, as the page's properties read
+it): the digest of each labelled page's properties (``marks``) is part of the token too, so a
+pointer, a date or a class set, changed or removed alone on a labelled page moves it, and
+``marks`` say which page's. The same properties changed alone on a page without the label
+still move nothing (the search does not list it; listing the whole scope at each poll would
+cost a request per ``page_size`` pages): that waits for the full job (which reports it as the
+watch's miss).
 """
 
 from __future__ import annotations
@@ -31,10 +34,29 @@ from typing import Any
 from connectors.base import DocumentUnreadable
 from connectors.confluence.client import ConfluenceClient, dig, results
 
-__all__ = ["ABSENT", "Probe", "newest_change", "pointer_print", "quoted", "scope_query"]
+__all__ = [
+    "ABSENT",
+    "DOC_CLASS",
+    "EFFECTIVE_TO",
+    "Probe",
+    "marks_print",
+    "newest_change",
+    "quoted",
+    "scope_query",
+    "watched_properties",
+]
 
-#: What a page's pointer prints as where it has no successor property.
+#: What a page's properties print as where it has none of those the probe reads.
 ABSENT = "-"
+#: The content properties a page's end date and document class are read from.
+EFFECTIVE_TO, DOC_CLASS = "effective_to", "doc_class"
+
+
+def watched_properties(successor_property: str, effective_from_property: str) -> tuple[str, ...]:
+    """The keys of the properties a page declares anything by (``declaration``): the pointer
+    first, each key once."""
+    keys = (successor_property, effective_from_property, EFFECTIVE_TO, DOC_CLASS)
+    return tuple(dict.fromkeys(keys))
 
 
 def scope_query(spaces: tuple[str, ...], cql: str | None) -> str:
@@ -54,18 +76,20 @@ def quoted(text: str) -> str:
 @dataclass(frozen=True)
 class Probe:
     """A probe's answer: the token (None: the site does not answer the search), and the
-    pointer each labelled page carries as the label search read it (``pointer_print``; None
-    where that search was not answered)."""
+    properties each labelled page carries as the label search read them (``marks_print``;
+    None where that search was not answered)."""
 
     token: str | None
-    pointers: Mapping[str, str] | None = None
+    marks: Mapping[str, str] | None = None
 
 
-def pointer_print(value: Any) -> str:
-    """What a successor property's value is compared by (``ABSENT``: no such property)."""
-    if value is None:
+def marks_print(properties: Mapping[str, Any], keys: tuple[str, ...]) -> str:
+    """What a page's properties ``keys`` are compared by (``ABSENT``: none of them; a
+    property whose value is null counts as absent, as the declaration reads it)."""
+    found = {key: properties[key] for key in keys if properties.get(key) is not None}
+    if not found:
         return ABSENT
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return json.dumps(found, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _digest(items: list[str]) -> str:
@@ -77,9 +101,10 @@ def newest_change(
     spaces: tuple[str, ...],
     cql: str | None,
     label: str | None = None,
-    pointer: str | None = None,
+    properties: tuple[str, ...] = (),
 ) -> Probe:
-    """The scope's token (see the module), with the pointers the label search read. The
+    """The scope's token (see the module), with the properties the label search read of
+    each labelled page (``properties``: their keys, ``watched_properties``). The
     token is None where the site does not answer the search (the watch then reads the
     source at each poll). ``SourceUnavailable`` when the site cannot be reached."""
     api = f"{client.site}/wiki/rest/api" if client.flavor == "cloud" else client.api
@@ -94,36 +119,37 @@ def newest_change(
         return Probe(None)
     found = results(data, "the last-modified search", None)
     total = data.get("totalSize")
-    labelled, pointers = "", None
+    labelled, marks = "", None
     if label:
-        labelled, pointers = _labelled(client, api, scope_query(spaces, cql), label, pointer)
+        labelled, marks = _labelled(client, api, scope_query(spaces, cql), label, properties)
     if not found:
-        return Probe(f"confluence:none|{total}{labelled}", pointers)
+        return Probe(f"confluence:none|{total}{labelled}", marks)
     newest = found[0] if isinstance(found[0], dict) else {}
     page, number = dig(newest, "content", "id"), dig(newest, "content", "version", "number")
     return Probe(
-        f"confluence:{page}:{number}:{newest.get('lastModified')}|{total}{labelled}", pointers
+        f"confluence:{page}:{number}:{newest.get('lastModified')}|{total}{labelled}", marks
     )
 
 
 def _labelled(
-    client: ConfluenceClient, api: str, scope: str, label: str, pointer: str | None
+    client: ConfluenceClient, api: str, scope: str, label: str, keys: tuple[str, ...]
 ) -> tuple[str, Mapping[str, str] | None]:
     """The token's label part (``|L`` and the digest of the ids of the scope's pages that
-    carry ``label``, ``|P`` and the digest of their pointers), and each one's pointer;
-    ``|Lnone`` where the site does not answer the search (the label is then not followed)."""
+    carry ``label``, ``|P`` and the digest of their properties ``keys``), and each one's
+    properties (``marks_print``); ``|Lnone`` where the site does not answer the search (the
+    label is then not followed)."""
     params: dict[str, Any] = {"cql": f"{scope} AND label = {quoted(label)}"}
-    if pointer is not None:
-        params["expand"] = f"metadata.properties.{pointer}"
-    pointers: dict[str, str] = {}
+    if keys:  # (one expansion a key, comma-separated: one request still)
+        params["expand"] = ",".join(f"metadata.properties.{key}" for key in keys)
+    marks: dict[str, str] = {}
     try:
         for entries in client.offset_pages(f"{api}/content/search", params, "the label search"):
             for entry in entries:
-                value = dig(entry, "metadata", "properties", pointer or "", "value")
-                pointers[str(dig(entry, "id"))] = pointer_print(value)
+                read = {key: dig(entry, "metadata", "properties", key, "value") for key in keys}
+                marks[str(dig(entry, "id"))] = marks_print(read, keys)
     except DocumentUnreadable:
         return "|Lnone", None
-    part = f"|L{_digest(list(pointers))}"
-    if pointer is not None:
-        part += f"|P{_digest([f'{page}={mark}' for page, mark in pointers.items()])}"
-    return part, MappingProxyType(pointers)
+    part = f"|L{_digest(list(marks))}"
+    if keys:
+        part += f"|P{_digest([f'{page}={mark}' for page, mark in marks.items()])}"
+    return part, MappingProxyType(marks)

@@ -30,7 +30,7 @@ from connectors.confluence.pages import (
     page_problem,
     storage_body,
 )
-from connectors.confluence.probing import newest_change
+from connectors.confluence.probing import newest_change, watched_properties
 from connectors.confluence.supersession import resolve
 from connectors.httpclient import HttpPolicy, make_session, redact
 from connectors.options import config_problems, load
@@ -96,9 +96,9 @@ class ConfluenceSource:
         self._modified: dict[str, datetime] = {}
         #: page id -> (status, version number), from the reads since (``changed_since``)
         self._versions: dict[str, tuple[str, int | None]] = {}
-        #: labelled page id -> its pointer (``probing.pointer_print``), as the reads since
-        #: the last scan declared it, and as the last probe's label search read it
-        self._pointers: dict[str, str] = {}
+        #: labelled page id -> its properties (``probing.marks_print``), as the reads since
+        #: the last scan declared them, and as the last probe's label search read them
+        self._marks: dict[str, str] = {}
         self._probed: Mapping[str, str] | None = None
 
     def __repr__(self) -> str:
@@ -171,7 +171,7 @@ class ConfluenceSource:
 
         snapshot, drafts = self._read(pages, problems, scanned_at, complete, failure)
         self._statuses_seen = {d.page.id: d.page.status for d in drafts}
-        self._modified, self._versions, self._pointers = {}, {}, {}
+        self._modified, self._versions, self._marks = {}, {}, {}
         self._remember(drafts)
         return snapshot
 
@@ -274,18 +274,19 @@ class ConfluenceSource:
 
     def probe(self, token: str | None) -> str | None:
         """The scope's newest modification and page count, in one CQL search, and the pages
-        that carry the supersession label with their pointers, in another
+        that carry the supersession label with the properties read of a page, in another
         (``probing.newest_change``): ``token`` again while nothing was edited, added, removed,
-        labelled or pointed elsewhere; None where the site does not answer the search."""
+        labelled, or given another pointer, date or class on a labelled page; None where the
+        site does not answer the search."""
         self._client.authenticate()
         found = newest_change(
             self._client,
             self.spaces,
             self.cql,
             self.supersession_label,
-            self.successor_property,
+            watched_properties(self.successor_property, self.effective_from_property),
         )
-        self._probed = found.pointers
+        self._probed = found.marks
         return found.token
 
     # -- what serve's watch reads (connectors/confluence/changes.py) -------------------------
@@ -293,8 +294,8 @@ class ConfluenceSource:
     def changed_since(self, before: str | None, now: str | None) -> SourceSnapshot | None:
         """The pages changed since the probe's token ``before``, the probe now answering
         ``now``: those the last-modified search lists (``changes.changed_pages``), and the
-        labelled pages whose pointer the probe read otherwise than the last read declared it
-        (``_pointed``), declared as a scan declares them, with the successors they name.
+        labelled pages whose properties the probe read otherwise than the last read declared
+        them (``_remarked``), declared as a scan declares them, with the successors they name.
         None where that cannot be told (no scan read yet, a token not the probe's, the
         label moved, the scope's page count not the one read plus the pages new to it: a
         page trashed, deleted or moved; the search failing): the caller reads the whole."""
@@ -304,7 +305,7 @@ class ConfluenceSource:
         if was.labels != is_.labels:  # (the label put on or taken off: no modification says which)
             log.info("confluence %s: the supersession label moved: reading the whole", self.name)
             return None
-        pointed = self._pointed() if was.pointers != is_.pointers else set()
+        pointed = self._remarked() if was.marks != is_.marks else set()
         if pointed is None:
             return None
         at = self._clock()
@@ -325,14 +326,14 @@ class ConfluenceSource:
         self._remember(drafts)
         return snapshot
 
-    def _pointed(self) -> set[str] | None:
-        """The labelled pages whose pointer the last probe read otherwise than the reads
-        since the last scan declared it (a successor property set, changed or removed with
-        no edit); None where the probe read none."""
+    def _remarked(self) -> set[str] | None:
+        """The labelled pages whose properties the last probe read otherwise than the reads
+        since the last scan declared them (a successor, a date or a class set, changed or
+        removed with no edit); None where the probe read none."""
         if self._probed is None:
             return None
-        pointed = {page for page, mark in self._probed.items() if self._pointers.get(page) != mark}
-        log.info("confluence %s: %d page(s) point elsewhere", self.name, len(pointed))
+        pointed = {page for page, mark in self._probed.items() if self._marks.get(page) != mark}
+        log.info("confluence %s: %d page(s) declare otherwise", self.name, len(pointed))
         return pointed
 
     def _changed(self, found: list[Page | None], total: int | None) -> list[Page] | None:
@@ -385,10 +386,10 @@ class ConfluenceSource:
 
     def _remember(self, drafts: list[Draft]) -> None:
         for draft in drafts:
-            if draft.pointer is not None:
-                self._pointers[draft.page.id] = draft.pointer
+            if draft.mark is not None:
+                self._marks[draft.page.id] = draft.mark
             else:
-                self._pointers.pop(draft.page.id, None)
+                self._marks.pop(draft.page.id, None)
         self._statuses_seen.update({d.page.id: d.page.status for d in drafts})
         self._versions.update({d.page.id: (d.page.status, d.page.version) for d in drafts})
         self._modified.update({d.page.id: d.page.version_at for d in drafts if d.page.version_at})

@@ -206,7 +206,9 @@ class PolledWatch(Polled):
 
 
 def _facts(doc: Any) -> tuple[Any, ...]:
-    """What the watch compares of a document between two polls."""
+    """What the watch compares of a document between two polls: each field the row and the
+    chunks' payload are written from (a title or class changed alone is a change too, as
+    ``resuming`` compares them after a restart)."""
     return (
         doc.content_hash,
         doc.family,
@@ -215,4 +217,6 @@ def _facts(doc: Any) -> tuple[Any, ...]:
         doc.effective_from,
         doc.effective_to,
         doc.declared_successors,
+        doc.title,
+        doc.doc_class,
     )

@@ -24,6 +24,12 @@ from test_confluence_connector import (  # noqa: F401  (credentials: the autouse
 )
 from test_confluence_probe import CONFLUENCE, first_poll
 
+from connectors.confluence import ConfluenceSource
+from reconciler.app.polling import PolledWatch
+from reconciler.app.watching import Watch
+from reconciler.clock import ManualClock
+from reconciler.model import SourceDocument
+
 #: The requests that read one page each (its properties), by page id.
 PER_PAGE = r"/(?:wiki/api/v2/pages|confluence/rest/api/content)/([0-9]+)/propert(?:y|ies)"
 #: The listings of a whole space (a full read).
@@ -209,27 +215,17 @@ def test_a_successor_property_changed_alone_is_read_with_its_successor_only(
     site.pages["305"].properties["superseded_by"] = "306"
     now = source.probe(before)
     assert now != before
-    asked = len(site.requests)
-    changed = source.changed_since(before, now)
-    assert changed is not None
-    read = {d.source_key: d for d in changed.documents}
+    read, pages = changes(site, source, before, now)
     assert read["305"].superseded_by == "wiki:306"
     assert read["305"].state.value == "superseded"
-    assert _pages_read(site, asked) == {"305", "306"}
-    assert _whole(site, asked) == 0
+    assert pages == {"305", "306"}
     # pointed elsewhere: read again; then, the probe again at that state, nothing is read
     site.pages["305"].properties["superseded_by"] = {"id": "307"}
     later = source.probe(now)
-    asked = len(site.requests)
-    changed = source.changed_since(now, later)
-    assert changed is not None
-    assert {d.source_key: d for d in changed.documents}["305"].superseded_by == "wiki:307"
-    assert _pages_read(site, asked) == {"305", "307"}
-    asked = len(site.requests)
-    changed = source.changed_since(later, source.probe(later))
-    assert changed is not None
-    assert not changed.documents
-    assert _pages_read(site, asked) == set()
+    read, pages = changes(site, source, now, later)
+    assert read["305"].superseded_by == "wiki:307"
+    assert pages == {"305", "307"}
+    assert changes(site, source, later, source.probe(later)) == ({}, set())
 
 
 def test_the_watch_reconciles_a_successor_property_changed_alone(
@@ -241,6 +237,30 @@ def test_the_watch_reconciles_a_successor_property_changed_alone(
     run that follows reconciles their family, read by its pages' titles: 2023 is superseded
     by 2025 now."""
     site = _site(httpserver, "datacenter", 12)
+    expenses(site)
+    dep = Deployment(tmp_path / "dep")
+    dep.configure(source_extra=CONFLUENCE.format(url=site.url))
+    dep.init_ingest()
+    assert dep.rows()["wiki:201"]["superseded_by"] == "wiki:202"
+    watch, polled, clock = first_poll(dep)
+    try:
+        site.pages["201"].properties["superseded_by"] = "203"
+        read = next_poll(site, watch, polled, clock)
+        assert read <= {"201", "202", "203"}
+        assert {"201", "203"} <= read
+        rows = dep.rows()
+        assert rows["wiki:201"]["superseded_by"] == "wiki:203"
+        assert rows["wiki:201"]["version_state"] == "superseded"
+        assert {"wiki:203", "wiki:300", "wiki:311"} <= dep.served()
+        assert not {"wiki:201", "wiki:202"} & dep.served()
+    finally:
+        watch.stop()
+
+
+def expenses(site: FakeConfluence, **properties: str) -> None:
+    """The expenses policies of 2023, 2024 and 2025, each superseded by the next (label and
+    pointer), each starting on its year's first day, dated a month ago; ``properties`` on
+    each too."""
     old = _iso(datetime.now(UTC) - timedelta(days=30))
     for page, year, successor in (("201", 2023, "202"), ("202", 2024, "203"), ("203", 2025, None)):
         site.add(
@@ -250,28 +270,32 @@ def test_the_watch_reconciles_a_successor_property_changed_alone(
                 f"<p>Meals up to {year - 1985} EUR.</p>",
                 when=old,
                 labels=["superseded"] if successor else [],
-                properties={"effective_from": f"{year}-01-01"}
+                properties={"effective_from": f"{year}-01-01", **properties}
                 | ({"superseded_by": successor} if successor else {}),
             )
         )
-    dep = Deployment(tmp_path / "dep")
-    dep.configure(source_extra=CONFLUENCE.format(url=site.url))
-    dep.init_ingest()
-    assert dep.rows()["wiki:201"]["superseded_by"] == "wiki:202"
-    watch, polled, clock = first_poll(dep)
-    try:
-        site.pages["201"].properties["superseded_by"] = "203"
-        asked = len(site.requests)
-        clock.advance(60)
-        watch.tick()
-        assert not polled.batch.paths
-        assert _pages_read(site, asked) <= {"201", "202", "203"}
-        assert {"201", "203"} <= _pages_read(site, asked)
-        assert _whole(site, asked) == 0
-        rows = dep.rows()
-        assert rows["wiki:201"]["superseded_by"] == "wiki:203"
-        assert rows["wiki:201"]["version_state"] == "superseded"
-        assert {"wiki:203", "wiki:300", "wiki:311"} <= dep.served()
-        assert not {"wiki:201", "wiki:202"} & dep.served()
-    finally:
-        watch.stop()
+
+
+def next_poll(
+    site: FakeConfluence, watch: Watch, polled: PolledWatch, clock: ManualClock
+) -> set[str]:
+    """The watch's next poll, a minute on: the ids of the pages it read one by one (the site
+    not read whole, the run done: nothing left pending)."""
+    asked = len(site.requests)
+    clock.advance(60)
+    watch.tick()
+    assert not polled.batch.paths
+    assert _whole(site, asked) == 0
+    return _pages_read(site, asked)
+
+
+def changes(
+    site: FakeConfluence, source: ConfluenceSource, before: str | None, now: str | None
+) -> tuple[dict[str, SourceDocument], set[str]]:
+    """What ``changed_since`` reads (it can tell: the site not read whole), by source key,
+    and the ids of the pages it read one by one."""
+    asked = len(site.requests)
+    changed = source.changed_since(before, now)
+    assert changed is not None
+    assert _whole(site, asked) == 0
+    return {d.source_key: d for d in changed.documents}, _pages_read(site, asked)

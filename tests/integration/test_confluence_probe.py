@@ -1,8 +1,8 @@
 """Confluence's cheap change check, against the real local HTTP server shaped like Confluence:
 the probe is two CQL searches (newest modification first, one result, the scope's page count;
-the pages that carry the supersession label, their successor property expanded); its token
-holds while nothing changed and moves with an edit, a new page, a page gone, the label put on
-or taken off, or a labelled page's successor property set, changed or removed;
+the pages that carry the supersession label, the properties a page declares by expanded); its
+token holds while nothing changed and moves with an edit, a new page, a page gone, the label
+put on or taken off, or a labelled page's successor, dates or class set, changed or removed;
 the watch's idle poll of a Confluence source costs those two requests, and a change is read
 and reconciled."""
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from acceptance_kit import Deployment
@@ -52,7 +53,10 @@ def test_the_probe_is_one_search_and_moves_with_each_change(site: FakeConfluence
     assert newest["cql"] == 'space IN ("ENG") AND type = page order by lastmodified desc'
     [(_, labelled)] = [(p, args) for p, args in fake.requests if re.fullmatch(LABELLED, p)]
     assert labelled["cql"] == 'space IN ("ENG") AND type = page AND label = "superseded"'
-    assert labelled["expand"] == "metadata.properties.superseded_by"
+    assert labelled["expand"].split(",") == [
+        f"metadata.properties.{key}"
+        for key in ("superseded_by", "effective_from", "effective_to", "doc_class")
+    ]
     assert source.probe(token) == token
     fake.pages["103"].version, fake.pages["103"].when = 8, "2024-06-01T09:00:00.000Z"
     edited = source.probe(token)
@@ -75,7 +79,7 @@ def test_the_probe_moves_with_a_labelled_pages_successor_property_alone(
 ) -> None:
     """The successor property set, changed or removed on a labelled page, with no edit and
     no label moved, moves the token; a property of an unlabelled page (where it declares
-    nothing) or another property does not."""
+    nothing) does not."""
     fake = site
     source = make_source(fake)
     token = source.probe(None)
@@ -93,8 +97,51 @@ def test_the_probe_moves_with_a_labelled_pages_successor_property_alone(
     again = source.probe(gone)
     other = next(p for p in fake.pages.values() if "superseded" not in p.labels)
     other.properties["superseded_by"] = "101"
-    page.properties["effective_from"] = "2030-01-01"
     assert source.probe(again) == again
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("effective_to", "2026-06-30"),
+        ("doc_class", "archive"),
+        ("effective_from", "2024-02-01"),
+        ("starts", "2024-03-01"),  # (effective_from_property = "starts")
+    ],
+)
+def test_the_probe_moves_with_a_labelled_pages_date_or_class_alone(
+    site: FakeConfluence, key: str, value: str
+) -> None:
+    """Each property a page declares by (its start, as configured, its end, its class) set,
+    changed or removed alone on a labelled page moves the token, back where it was once
+    undone; the same on a page without the label does not (the label search does not list
+    it: the full job's). One request still, the expansion well within a URL's limits."""
+    fake = site
+    source = make_source(
+        fake, effective_from_property="starts" if key == "starts" else "effective_from"
+    )
+    token = source.probe(None)
+    page = fake.pages["101"]  # (labelled, superseded by 102)
+    before = dict(page.properties)
+    page.properties[key] = value
+    asked = len(fake.requests)
+    moved = source.probe(token)
+    assert moved != token
+    assert fake.count(LABELLED) == 2  # (one each probe)
+    [(_, labelled)] = [(p, a) for p, a in fake.requests[asked:] if re.fullmatch(LABELLED, p)]
+    assert len(urlencode(labelled)) < 1000
+    page.properties[key] = value + "Z" if key == "doc_class" else "2031-01-01"
+    changed = source.probe(moved)
+    assert changed not in (token, moved)
+    page.properties.clear()
+    page.properties.update(before)
+    assert source.probe(changed) == token
+    unlabelled = fake.pages["103"]
+    unlabelled.properties[key] = value
+    assert source.probe(token) == token
+    page.properties[key] = None  # (a null value reads as no property, as the scan reads it)
+    if key not in before:
+        assert source.probe(token) == token
 
 
 def test_a_site_without_the_search_cannot_tell(site: FakeConfluence) -> None:

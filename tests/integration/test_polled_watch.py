@@ -93,6 +93,34 @@ def test_a_source_that_cannot_tell_is_read_each_poll_and_its_mark_written_once(
         watch.stop()
 
 
+def test_a_class_or_title_changed_alone_is_a_change(tmp_path: Path, httpserver: HTTPServer) -> None:
+    """A registry entry's ``doc_class`` (then its ``title``) changed alone, its hash, version,
+    state and dates as they were: the validator moves, and the watch compares those fields
+    too, so the row and the chunks' payload follow at the next poll, not at the full job."""
+    dep, registry, _db = polled_deployment(tmp_path, httpserver, 'poll_interval = "1m"')
+    clock = ManualClock(datetime.now(UTC))
+    watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
+    polled = {w.name: w for w in watch.sources if isinstance(w, PolledWatch)}
+    watch.open()
+    try:
+        watch.tick()
+        registry.update("OPS-1", doc_class="archive")
+        clock.advance(60)
+        watch.tick()
+        assert not polled["reg"].batch.paths
+        assert dep.rows()["reg:OPS-1"]["doc_class"] == "archive"
+        classes = {p["doc_id"]: p.get("doc_class") for p in dep.points().payloads.values()}
+        assert classes["reg:OPS-1"] == "archive"
+        registry.update("OPS-1", title="Operations")
+        clock.advance(60)
+        watch.tick()
+        assert not polled["reg"].batch.paths
+        assert dep.rows()["reg:OPS-1"]["title"] == "Operations"
+        assert "reg:OPS-1" in dep.served()
+    finally:
+        watch.stop()
+
+
 def _marks(dep: Deployment) -> dict[str, WatchMark]:
     table = SqlDocumentTable.from_url(dep.settings.table.resolved_url())
     try:
