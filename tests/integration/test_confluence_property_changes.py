@@ -9,18 +9,25 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acceptance_kit import Deployment
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from hypothesis_kit import examples
 from pytest_httpserver import HTTPServer
 from test_confluence_changes import _site, changes, expenses, next_poll
 from test_confluence_connector import (  # noqa: F401  (credentials: the autouse fixture)
     FakeConfluence,
     FakePage,
+    corpus,
     credentials,
     make_source,
 )
 from test_confluence_probe import CONFLUENCE, first_poll
+
+from connectors.confluence.probing import marks_print
 
 
 @pytest.mark.parametrize("flavor", ["cloud", "datacenter"])
@@ -88,3 +95,52 @@ def test_the_watch_reconciles_a_date_or_class_changed_alone(
         assert {"wiki:203", "wiki:306", "wiki:300"} <= dep.served()
     finally:
         watch.stop()
+
+
+#: The properties a page declares by, with the default names.
+KEYS = ("superseded_by", "effective_from", "effective_to", "doc_class")
+#: A property's value: any JSON (a content property holds any), null read as absent.
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@pytest.mark.parametrize("flavor", ["cloud", "datacenter"])
+@settings(max_examples=examples(20), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    first=st.dictionaries(st.sampled_from(KEYS), _JSON),
+    key=st.sampled_from(KEYS),
+    value=_JSON,
+)
+def test_the_probe_reads_a_labelled_pages_properties_as_the_scan_declares_them(
+    httpserver: HTTPServer, flavor: str, first: dict[str, Any], key: str, value: Any
+) -> None:
+    """Whatever a labelled page's properties hold (any JSON, null, absent), the probe's label
+    search prints them as the scan's declaration does: after a read the token holds and
+    nothing is read again (no page read at every poll); one of them changed alone to another
+    value moves the token, and that page is read (not the site), after which the two agree
+    again."""
+    httpserver.clear()
+    site = FakeConfluence(httpserver, flavor)
+    site.add(*corpus())
+    site.pages["101"].properties = dict(first)  # (labelled: Expenses 2024)
+    assume(marks_print({key: value}, KEYS) != marks_print({key: first.get(key)}, KEYS))
+    source = make_source(site)
+    before = source.probe(None)
+    source.scan()
+    assert changes(site, source, before, source.probe(before)) == ({}, set())
+    site.pages["101"].properties[key] = value
+    now = source.probe(before)
+    assert now != before
+    read, pages = changes(site, source, before, now)
+    assert "101" in read
+    assert "101" in pages
+    assert changes(site, source, now, source.probe(now)) == ({}, set())
