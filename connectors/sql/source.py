@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Column, MetaData, Table, create_engine, func, select
+from sqlalchemy import Column, Integer, MetaData, Table, create_engine, func, select
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -262,7 +262,9 @@ class SqlTableSource:
 
     def probe(self, token: str | None) -> str | None:
         """The ``updated_at`` watermark: the column's maximum and the row count under the
-        filter (a deleted row lowers the count); None without ``options.updated_at``."""
+        filter (a deleted row lowers the count), and, for an integer column (a row version
+        counter, which moves a row forward but not past the others), its sum; None without
+        ``options.updated_at``."""
         if self.updated_at is None:
             return None
         try:
@@ -274,17 +276,18 @@ class SqlTableSource:
                         f"{self.name}: table {self.table_name!r} has no column "
                         f"{self.updated_at!r} (options.updated_at)"
                     )
-                newest, rows = conn.execute(
-                    select(func.max(column), func.count())
-                    .select_from(mapped.table)
-                    .where(*mapped.where)
+                measures = [func.max(column), func.count()]
+                if isinstance(column.type, Integer):
+                    measures.append(func.sum(column))
+                found = conn.execute(
+                    select(*measures).select_from(mapped.table).where(*mapped.where)
                 ).one()
         except SQLAlchemyError as exc:
             self._mapped = None
             raise SourceUnavailable(
                 f"{self.name}: cannot read {self._display_url()}: {_reason(exc)}"
             ) from None
-        return f"{newest}|{rows}"
+        return "|".join(str(value) for value in found)
 
     def changed_at(self, source_key: str) -> datetime | None:
         """The row's ``updated_at`` as the last scan read it, where it reads as a date (an

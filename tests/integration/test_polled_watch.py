@@ -121,6 +121,30 @@ def test_a_class_or_title_changed_alone_is_a_change(tmp_path: Path, httpserver: 
         watch.stop()
 
 
+def test_a_row_counter_moved_below_the_greatest_is_a_change(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    """``updated_at`` a row version counter (``changed``): row 1 withdrawn, its counter 1 -> 2
+    while row 2's is 5. The maximum and the count hold; the counters' sum moves, and the
+    next poll reconciles it (a counterexample: it waited for the full job)."""
+    row = "2, 'ops', 1, 'A', '2024-01-01', '# O\n\nY.', 5"
+    dep, _registry, db = polled_deployment(tmp_path, httpserver, 'poll_interval = "1m"', row)
+    assert {"dms:1", "dms:2"} <= dep.served()
+    clock = ManualClock(datetime.now(UTC))
+    watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
+    watch.open()
+    try:
+        watch.tick()
+        sql(db, "UPDATE controlled SET state_code = 'W', changed = 2 WHERE doc_no = 1")
+        clock.advance(60)
+        watch.tick()
+        served = dep.served()
+        assert "dms:1" not in served
+        assert "dms:2" in served
+    finally:
+        watch.stop()
+
+
 def _marks(dep: Deployment) -> dict[str, WatchMark]:
     table = SqlDocumentTable.from_url(dep.settings.table.resolved_url())
     try:

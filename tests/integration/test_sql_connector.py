@@ -520,15 +520,19 @@ def test_binary_bodies_and_schema_qualified_tables(pg_url: str) -> None:
 
 def test_the_updated_at_watermark_moves_with_every_change(dms: Dms) -> None:
     """``probe`` (serve's watch polls it before it scans): the column's maximum and the row
-    count, on both dialects; None without ``updated_at``; a missing column is a config error."""
+    count (and an integer column's sum), on both dialects; None without ``updated_at``; a
+    missing column is a config error."""
     assert dms.source().probe(None) is None
     source = dms.source(updated_at="rev")
     first = source.probe(None)
     assert first is not None
     assert source.probe(first) == first  # nothing changed
+    dms.update(101, rev=2)  # (a row's counter forward, not past the greatest: the sum)
+    forward = source.probe(first)
+    assert forward not in (None, first)
     dms.update(101, rev=9)
-    moved = source.probe(first)
-    assert moved not in (None, first)
+    moved = source.probe(forward)
+    assert moved not in (None, first, forward)
     with dms.engine.begin() as conn:
         conn.execute(dms.table.delete().where(dms.table.c.doc_no == 301))
     assert source.probe(moved) not in (None, moved)  # a deletion: the count
