@@ -29,7 +29,7 @@ from connectors.base import (
 from connectors.httpclient import HttpPolicy, get_json, redact
 from connectors.options import is_integer
 
-__all__ = ["ConfluenceClient", "dig", "next_link", "results"]
+__all__ = ["ConfluenceClient", "dig", "label_names", "next_link", "results"]
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +198,12 @@ def dig(data: Any, *keys: str) -> Any:
             return None
         data = data.get(key)
     return data
+
+
+def label_names(entries: list[Any]) -> frozenset[str]:
+    """The names of a list of label entries, as compared: stripped, lower case."""
+    return frozenset(
+        e["name"].strip().lower()
+        for e in entries
+        if isinstance(e, dict) and isinstance(e.get("name"), str)
+    )

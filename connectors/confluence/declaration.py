@@ -57,7 +57,8 @@ class Draft:
     labelled: bool
     successor: str | None  # the successor's page id, as the property names it
     #: The properties the probe reads (``probing.watched_properties``) as it compares them
-    #: (``probing.marks_print``), on a labelled page; None on another.
+    #: (``probing.marks_print``), on a labelled page (on every page where the probe reads
+    #: them all, ``watch_properties = "all"``); None on another.
     mark: str | None = None
 
 
@@ -69,8 +70,10 @@ def declare(
     supersession_label: str,
     successor_property: str,
     effective_from_property: str,
+    marked: bool = False,
 ) -> Draft:
-    """Read a page's labels and properties; DocumentUnreadable when its requests 404."""
+    """Read a page's labels and properties; DocumentUnreadable when its requests 404.
+    ``marked``: the probe reads every page's properties (not only a labelled page's)."""
     name = client.name
     if page.body is None:
         raise DocumentUnreadable(
@@ -114,9 +117,10 @@ def declare(
     draft.effective_to = _instant(properties, EFFECTIVE_TO, invalid)
     draft.doc_class = _property_text(properties, DOC_CLASS, invalid)
     draft.labelled = supersession_label in labels
-    if draft.labelled:
+    if draft.labelled or marked:
         keys = watched_properties(successor_property, effective_from_property)
         draft.mark = marks_print(properties, keys)
+    if draft.labelled:
         if successor_property not in properties:
             invalid.append(
                 (

@@ -119,6 +119,10 @@ class ConfluenceOptions(HttpPolicyOptions):
     supersession_label: _Name = "superseded"
     successor_property: _Name = "superseded_by"
     effective_from_property: _Name = "effective_from"
+    watch_properties: Annotated[
+        Literal["labelled", "all"],
+        check(lambda v: v in ("labelled", "all"), "labelled or all"),
+    ] = "labelled"
     statuses: Annotated[tuple[str, ...], PlainValidator(_statuses)] | None = None
     page_size: Annotated[
         int, check(lambda v: is_integer(v) and 1 <= v <= 250, "an integer from 1 to 250")

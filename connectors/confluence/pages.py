@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from connectors.base import ConnectorConfigError, DocumentUnreadable, SourceUnavailable
-from connectors.confluence.client import ConfluenceClient, dig
+from connectors.confluence.client import ConfluenceClient, dig, label_names
 from connectors.options import is_integer
 from connectors.records import DateOutOfRange, parse_date, shown
 from reconciler.model import ProblemKind, SourceProblem
@@ -159,15 +159,6 @@ def storage_body(data: Any) -> str | None:
     """The storage-format body (XHTML) of a page as the API returns it, if it came with one."""
     body = dig(data, "body", "storage", "value")
     return body if isinstance(body, str) else None
-
-
-def label_names(entries: list[Any]) -> frozenset[str]:
-    """The names of a list of label entries, as compared: stripped, lower case."""
-    return frozenset(
-        e["name"].strip().lower()
-        for e in entries
-        if isinstance(e, dict) and isinstance(e.get("name"), str)
-    )
 
 
 # -- listing -------------------------------------------------------------------------------

@@ -19,7 +19,9 @@ pointer, a date or a class set, changed or removed alone on a labelled page move
 ``marks`` say which page's. The same properties changed alone on a page without the label
 still move nothing (the search does not list it; listing the whole scope at each poll would
 cost a request per ``page_size`` pages): that waits for the full job (which reports it as the
-watch's miss).
+watch's miss), unless the source asks for that cost (``watch_properties = "all"``: ``every``):
+the second search then lists every page of the scope, its labels expanded too, the label
+digest is taken from them, and the properties digest covers every page.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from types import MappingProxyType
 from typing import Any
 
 from connectors.base import DocumentUnreadable
-from connectors.confluence.client import ConfluenceClient, dig, results
+from connectors.confluence.client import ConfluenceClient, dig, label_names, results
 
 __all__ = [
     "ABSENT",
@@ -102,9 +104,12 @@ def newest_change(
     cql: str | None,
     label: str | None = None,
     properties: tuple[str, ...] = (),
+    *,
+    every: bool = False,
 ) -> Probe:
     """The scope's token (see the module), with the properties the label search read of
-    each labelled page (``properties``: their keys, ``watched_properties``). The
+    each labelled page (``properties``: their keys, ``watched_properties``; ``every``: of
+    every page, the whole scope listed instead of its labelled pages). The
     token is None where the site does not answer the search (the watch then reads the
     source at each poll). ``SourceUnavailable`` when the site cannot be reached."""
     api = f"{client.site}/wiki/rest/api" if client.flavor == "cloud" else client.api
@@ -121,7 +126,9 @@ def newest_change(
     total = data.get("totalSize")
     labelled, marks = "", None
     if label:
-        labelled, marks = _labelled(client, api, scope_query(spaces, cql), label, properties)
+        labelled, marks = _labelled(
+            client, api, scope_query(spaces, cql), label, properties, every=every
+        )
     if not found:
         return Probe(f"confluence:none|{total}{labelled}", marks)
     newest = found[0] if isinstance(found[0], dict) else {}
@@ -132,24 +139,40 @@ def newest_change(
 
 
 def _labelled(
-    client: ConfluenceClient, api: str, scope: str, label: str, keys: tuple[str, ...]
+    client: ConfluenceClient,
+    api: str,
+    scope: str,
+    label: str,
+    keys: tuple[str, ...],
+    *,
+    every: bool = False,
 ) -> tuple[str, Mapping[str, str] | None]:
     """The token's label part (``|L`` and the digest of the ids of the scope's pages that
     carry ``label``, ``|P`` and the digest of their properties ``keys``), and each one's
-    properties (``marks_print``); ``|Lnone`` where the site does not answer the search (the
-    label is then not followed)."""
+    properties (``marks_print``; ``every``: of each page of the scope, listed whole with its
+    labels); ``|Lnone`` where the site does not answer the search (the label is then not
+    followed)."""
+    expand = [f"metadata.properties.{key}" for key in keys]  # (comma-separated: one request)
     params: dict[str, Any] = {"cql": f"{scope} AND label = {quoted(label)}"}
-    if keys:  # (one expansion a key, comma-separated: one request still)
-        params["expand"] = ",".join(f"metadata.properties.{key}" for key in keys)
+    if every:
+        params = {"cql": scope}
+        expand.append("metadata.labels")
+    if expand:
+        params["expand"] = ",".join(expand)
     marks: dict[str, str] = {}
+    labelled: list[str] = []
     try:
         for entries in client.offset_pages(f"{api}/content/search", params, "the label search"):
             for entry in entries:
                 read = {key: dig(entry, "metadata", "properties", key, "value") for key in keys}
-                marks[str(dig(entry, "id"))] = marks_print(read, keys)
+                page = str(dig(entry, "id"))
+                marks[page] = marks_print(read, keys)
+                names = dig(entry, "metadata", "labels", "results")
+                if not every or label in label_names(names if isinstance(names, list) else []):
+                    labelled.append(page)
     except DocumentUnreadable:
         return "|Lnone", None
-    part = f"|L{_digest(list(marks))}"
+    part = f"|L{_digest(labelled)}"
     if keys:
         part += f"|P{_digest([f'{page}={mark}' for page, mark in marks.items()])}"
     return part, MappingProxyType(marks)

@@ -60,6 +60,7 @@ class ConfluenceSource:
         supersession_label: str = "superseded",
         successor_property: str = "superseded_by",
         effective_from_property: str = "effective_from",
+        watch_properties: str = "labelled",
         statuses: Sequence[str] | None = None,
         page_size: int = 50,
         policy: HttpPolicy | None = None,
@@ -76,6 +77,8 @@ class ConfluenceSource:
         self.supersession_label = supersession_label.strip().lower()
         self.successor_property = successor_property
         self.effective_from_property = effective_from_property
+        #: "all": the probe reads every page's properties, not only a labelled page's
+        self.watch_properties = watch_properties
         self.statuses = tuple(statuses) if statuses else DEFAULT_STATUSES[flavor]
         self.page_size = page_size
         self.policy = policy or HttpPolicy()
@@ -137,6 +140,7 @@ class ConfluenceSource:
             supersession_label=options.supersession_label,
             successor_property=options.successor_property,
             effective_from_property=options.effective_from_property,
+            watch_properties=options.watch_properties,
             statuses=options.statuses,
             page_size=options.page_size,
             policy=policy,
@@ -262,6 +266,7 @@ class ConfluenceSource:
                     supersession_label=self.supersession_label,
                     successor_property=self.successor_property,
                     effective_from_property=self.effective_from_property,
+                    marked=self.watch_properties == "all",
                 )
             except DocumentUnreadable as exc:
                 unreadable.add(page.id)
@@ -285,6 +290,7 @@ class ConfluenceSource:
             self.cql,
             self.supersession_label,
             watched_properties(self.successor_property, self.effective_from_property),
+            every=self.watch_properties == "all",
         )
         self._probed = found.marks
         return found.token

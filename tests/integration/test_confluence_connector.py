@@ -978,6 +978,7 @@ def test_config_problems_lists_every_problem_without_echoing_a_secret() -> None:
             "retries": -1,
             "read_timeout": 0,
             "statuses": ["archived"],
+            "watch_properties": "some",
             "colour": "blue",
         },
     )
@@ -993,6 +994,7 @@ def test_config_problems_lists_every_problem_without_echoing_a_secret() -> None:
         "options.retries",
         "options.read_timeout",
         "options.statuses",
+        "options.watch_properties",
         "options.colour",
     }
     assert all(TOKEN not in message for message in problems.values())

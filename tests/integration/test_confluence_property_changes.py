@@ -28,6 +28,9 @@ from test_confluence_connector import (  # noqa: F401  (credentials: the autouse
 from test_confluence_probe import CONFLUENCE, first_poll
 
 from connectors.confluence.probing import marks_print
+from reconciler.app.polling import PolledWatch
+from reconciler.app.watching import Watch
+from reconciler.clock import ManualClock
 
 
 @pytest.mark.parametrize("flavor", ["cloud", "datacenter"])
@@ -75,13 +78,8 @@ def test_the_watch_reconciles_a_date_or_class_changed_alone(
     assert {"wiki:203", "wiki:305", "wiki:306"} <= dep.served()
     watch, polled, clock = first_poll(dep)
     try:
-        yesterday = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        site.pages["305"].properties["effective_to"] = yesterday
-        assert next_poll(site, watch, polled, clock) == {"305"}
-        served = dep.served()
-        assert "wiki:305" not in served
-        assert {"wiki:203", "wiki:306", "wiki:300"} <= served
-        assert dep.rows()["wiki:305"]["effective_to"] == datetime.fromisoformat(yesterday)
+        ended_alone(site, dep, (watch, polled, clock))
+        assert "wiki:203" in dep.served()
 
         site.pages["201"].properties["doc_class"] = "archive"
         assert {"201", "202"} <= next_poll(site, watch, polled, clock) <= {"201", "202", "203"}
@@ -144,3 +142,69 @@ def test_the_probe_reads_a_labelled_pages_properties_as_the_scan_declares_them(
     assert "101" in read
     assert "101" in pages
     assert changes(site, source, now, source.probe(now)) == ({}, set())
+
+
+@pytest.mark.parametrize("flavor", ["cloud", "datacenter"])
+def test_with_watch_properties_all_a_page_without_the_label_is_followed_too(
+    httpserver: HTTPServer, flavor: str
+) -> None:
+    """``watch_properties = "all"``: the probe's second search lists the whole scope (a
+    request per ``page_size`` pages), labels and properties expanded, so an end date set
+    alone on a page without the label moves the token and that page alone is read; the
+    label put on a page still moves it (the label digest, from the labels read)."""
+    site = _site(httpserver, flavor, 12)
+    expenses(site)
+    source = make_source(site, page_size=5, watch_properties="all")
+    asked = len(site.requests)
+    before = source.probe(None)
+    listed = [args for path, args in site.requests[asked:] if path.endswith("/content/search")]
+    assert len(listed) == 3  # (15 pages, 5 a request)
+    assert "label" not in listed[0]["cql"]
+    assert "metadata.labels" in listed[0]["expand"].split(",")
+    source.scan()
+    assert changes(site, source, before, source.probe(before)) == ({}, set())
+    site.pages["305"].properties["effective_to"] = "2024-06-30"
+    now = source.probe(before)
+    assert now != before
+    read, pages = changes(site, source, before, now)
+    assert read["305"].effective_to == datetime(2024, 6, 30, tzinfo=UTC)
+    assert pages == {"305"}
+    assert changes(site, source, now, source.probe(now)) == ({}, set())
+    site.pages["306"].labels.append("superseded")
+    labelled = source.probe(now)
+    assert labelled != now
+    assert source.changed_since(now, labelled) is None  # (the label moved: read whole)
+    site.pages["306"].labels.remove("superseded")
+    assert source.probe(labelled) == now
+
+
+def test_the_watch_follows_every_pages_end_date_where_asked(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    """serve's watch with ``watch_properties = "all"``: a current page without the label is
+    given an end date in the past alone; the next poll reads that page only, and it leaves
+    the served set."""
+    site = _site(httpserver, "datacenter", 12)
+    dep = Deployment(tmp_path / "dep")
+    dep.configure(source_extra=CONFLUENCE.format(url=site.url) + 'watch_properties = "all"\n')
+    dep.init_ingest()
+    assert {"wiki:305", "wiki:306"} <= dep.served()
+    watch, polled, clock = first_poll(dep)
+    try:
+        ended_alone(site, dep, (watch, polled, clock))
+    finally:
+        watch.stop()
+
+
+def ended_alone(
+    site: FakeConfluence, dep: Deployment, watching: tuple[Watch, PolledWatch, ManualClock]
+) -> None:
+    """Page 305 given an end date in the past alone (no edit): the watch's next poll reads
+    that page only, its row ends then, and it leaves the served set (its neighbours stay)."""
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    site.pages["305"].properties["effective_to"] = yesterday
+    assert next_poll(site, *watching) == {"305"}
+    served = dep.served()
+    assert "wiki:305" not in served
+    assert {"wiki:300", "wiki:306"} <= served
+    assert dep.rows()["wiki:305"]["effective_to"] == datetime.fromisoformat(yesterday)
