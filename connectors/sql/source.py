@@ -56,6 +56,10 @@ from reconciler.model import ProblemKind, SourceProblem, SourceSnapshot
 
 __all__ = ["SqlTableSource"]
 
+#: An integer ``updated_at``'s values are summed modulo this (a prime) in the probe's token:
+#: a row's counter moved forward moves the sum unless it moved by a multiple of it, and the
+#: sum of the residues stays far within 64 bits (SQLite's ``sum`` raises on an overflow).
+_RESIDUE = 1_000_000_007
 #: The label the scan reads ``options.updated_at`` under (no mapped field is named so).
 _CHANGED = "__changed_at"
 
@@ -263,8 +267,8 @@ class SqlTableSource:
     def probe(self, token: str | None) -> str | None:
         """The ``updated_at`` watermark: the column's maximum and the row count under the
         filter (a deleted row lowers the count), and, for an integer column (a row version
-        counter, which moves a row forward but not past the others), its sum; None without
-        ``options.updated_at``."""
+        counter, which moves a row forward but not past the others), the sum of its values
+        modulo ``_RESIDUE``; None without ``options.updated_at``."""
         if self.updated_at is None:
             return None
         try:
@@ -277,8 +281,8 @@ class SqlTableSource:
                         f"{self.updated_at!r} (options.updated_at)"
                     )
                 measures = [func.max(column), func.count()]
-                if isinstance(column.type, Integer):
-                    measures.append(func.sum(column))
+                if isinstance(column.type, Integer):  # (residues: a sum that cannot overflow)
+                    measures.append(func.sum(column % _RESIDUE))
                 found = conn.execute(
                     select(*measures).select_from(mapped.table).where(*mapped.where)
                 ).one()

@@ -540,6 +540,24 @@ def test_the_updated_at_watermark_moves_with_every_change(dms: Dms) -> None:
         dms.source(updated_at="nope").probe(None)
 
 
+def test_an_integer_watermark_of_huge_values_does_not_overflow(tmp_path: Path) -> None:
+    """An integer ``updated_at`` holding huge values (epoch nanoseconds): their sum would
+    overflow 64 bits, where SQLite's ``sum`` raises; the probe sums residues, and answers (a
+    counterexample: the watch could not poll such a table)."""
+    db = tmp_path / "huge.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id TEXT PRIMARY KEY, body TEXT, stamp INTEGER)")
+        conn.executemany(
+            "INSERT INTO t VALUES (?, 'x', ?)", [("a", 2**62), ("b", 2**62 + 1), ("c", 2**62)]
+        )
+    source = SqlTableSource("huge", url=f"sqlite:///{db}", table="t", updated_at="stamp")
+    first = source.probe(None)
+    assert first is not None
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE t SET stamp = ? WHERE id = 'c'", (2**62 + 1,))
+    assert source.probe(first) not in (None, first)
+
+
 def test_a_row_change_is_dated_by_its_updated_at_where_it_is_a_date(dms: Dms) -> None:
     """``changed_at`` (serve's watch dates a change so): the row's ``updated_at`` as the last
     scan read it, on both dialects; None where it is empty or a counter, not a date."""
