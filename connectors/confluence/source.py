@@ -99,8 +99,9 @@ class ConfluenceSource:
         self._modified: dict[str, datetime] = {}
         #: page id -> (status, version number), from the reads since (``changed_since``)
         self._versions: dict[str, tuple[str, int | None]] = {}
-        #: labelled page id -> its properties (``probing.marks_print``), as the reads since
-        #: the last scan declared them, and as the last probe's label search read them
+        #: labelled page id (any page's with ``watch_properties = "all"``) -> its properties
+        #: (``probing.marks_print``), as the reads since the last scan declared them, and as
+        #: the last probe's label search read them
         self._marks: dict[str, str] = {}
         self._probed: Mapping[str, str] | None = None
 
@@ -333,9 +334,10 @@ class ConfluenceSource:
         return snapshot
 
     def _remarked(self) -> set[str] | None:
-        """The labelled pages whose properties the last probe read otherwise than the reads
-        since the last scan declared them (a successor, a date or a class set, changed or
-        removed with no edit); None where the probe read none."""
+        """The labelled pages (any page, ``watch_properties = "all"``) whose properties the
+        last probe read otherwise than the reads since the last scan declared them (a
+        successor, a date or a class set, changed or removed with no edit); None where the
+        probe read none."""
         if self._probed is None:
             return None
         pointed = {page for page, mark in self._probed.items() if self._marks.get(page) != mark}
