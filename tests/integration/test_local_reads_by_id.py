@@ -111,6 +111,21 @@ def test_the_map_is_read_once_from_an_opened_collection(tmp_path: Path) -> None:
         assert scroll.get("scroll_filter") is None  # every point's doc_id, once, unfiltered
 
 
+def test_ready_reads_reads_the_map_ahead_of_the_first_read(
+    local: tuple[QdrantClient, Proxy, QdrantChunkIndex],
+) -> None:
+    _client, proxy, index = local
+    index.upsert_chunks(record(n, DOCS[n % 5]) for n in range(10))
+    assert proxy.count_of("scroll") == 0
+
+    index.ready_reads()
+    index.ready_reads()  # (the map holds every point: not read again)
+
+    assert proxy.count_of("scroll") == 1
+    assert read_all_ways(index, [DOCS[4]], batch=1) == [{pid(4), pid(9)}] * 3
+    assert proxy.count_of("scroll") == 1
+
+
 def test_points_deleted_or_added_behind_the_adapter_are_seen(
     local: tuple[QdrantClient, Proxy, QdrantChunkIndex],
 ) -> None:

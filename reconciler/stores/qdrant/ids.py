@@ -169,11 +169,15 @@ class DocumentReads:
                 self.ids.forget()
             yield kept
 
-    def _ids_of(self, wanted: Collection[str]) -> list[Any]:
+    def ready(self) -> None:
+        """The map read unless it holds as many points as the collection."""
         with self._reading("counting points"):
             total = int(self.client.count(self.collection, exact=True).count)
         if self.ids.size != total:
             self._load(total)
+
+    def _ids_of(self, wanted: Collection[str]) -> list[Any]:
+        self.ready()
         return self.ids.ids_of(wanted)
 
     def _load(self, total: int) -> None:

@@ -115,6 +115,12 @@ class QdrantChunkIndex:
         """Whether payload indexes exist here (local mode keeps no payload schema)."""
         return not self._local
 
+    def ready_reads(self) -> None:
+        """Local mode: the map of point ids by doc_id read now, not at the first read by
+        document (a server: nothing)."""
+        if self._by_doc is not None and self.exists():
+            self._by_doc.ready()
+
     def close(self) -> None:
         """Close the client (local mode releases its folder lock)."""
         self.client.close()
