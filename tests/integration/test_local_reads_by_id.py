@@ -126,6 +126,23 @@ def test_ready_reads_reads_the_map_ahead_of_the_first_read(
     assert proxy.count_of("scroll") == 1
 
 
+def test_a_documents_chunks_are_deleted_by_id(
+    local: tuple[QdrantClient, Proxy, QdrantChunkIndex],
+) -> None:
+    client, proxy, index = local
+    index.upsert_chunks(record(n, DOCS[n % 5]) for n in range(20))
+
+    assert index.delete_document_chunks(DOCS[3]) == 4
+    assert index.delete_document_chunks(DOCS[3]) == 0
+
+    assert filtered(client, "chunks", [DOCS[3]], "doc_id") == set()
+    assert index.count() == 16
+    filters = [kw.get("scroll_filter") or kw.get("count_filter") for _n, kw in proxy.calls]
+    assert filters == [None] * len(proxy.calls)  # (no pass over every point)
+    (delete,) = [kw for name, kw in proxy.calls if name == "delete"]
+    assert isinstance(delete["points_selector"], models.PointIdsList)
+
+
 def test_points_deleted_or_added_behind_the_adapter_are_seen(
     local: tuple[QdrantClient, Proxy, QdrantChunkIndex],
 ) -> None:

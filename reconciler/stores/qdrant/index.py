@@ -449,7 +449,11 @@ class QdrantChunkIndex:
         return models.PointStruct(id=record.point_id, vector=list(record.vector), payload=payload)
 
     def delete_document_chunks(self, doc_id: str) -> int:
-        """Delete a document's points before re-ingesting it; return how many; ingestion only."""
+        """Delete a document's points before re-ingesting it; return how many; ingestion only.
+        Local mode deletes them by id (its map of ids: a filter is a pass over every point)."""
+        if self._by_doc is not None:
+            ids = [our_id(p.id) for page in self._pages(1000, [doc_id]) for p in page]
+            return self.delete_points(ids)
         selected = models.Filter(
             must=[
                 models.FieldCondition(
@@ -467,8 +471,6 @@ class QdrantChunkIndex:
                 points_selector=models.FilterSelector(filter=selected),
                 wait=True,
             )
-        if self._by_doc is not None:
-            self._by_doc.ids.forget()
         log.debug("deleted %d chunk(s) of %s from %s", found, doc_id, self.collection)
         return found
 
