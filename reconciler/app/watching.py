@@ -116,6 +116,7 @@ class Watch:
                 try:
                     self._kept_table()
                     self._index = open_index(self.settings)
+                    self._index.ready_reads()  # (local mode: its ids by doc_id, read now)
                 except Exception as exc:  # the first run opens them, and says what fails
                     log.warning("watch: cannot open the stores yet: %s", exc)
         self._thread = threading.Thread(target=self._loop, name="watch", daemon=True)

@@ -168,6 +168,13 @@ class ChunkReader(Protocol):
         """Counts of the values of a logical key."""
         ...
 
+    def ready_reads(self) -> None:
+        """Read ahead what reads by document (``doc_ids=``) need, so that the first is as
+        quick as the next: qdrant-client local mode reads its map of point ids by doc_id (a
+        pass over every point); nothing elsewhere, nor where the collection does not exist.
+        The watch calls it when it opens the index it keeps open (``[watch] keep_open``)."""
+        ...
+
     def close(self) -> None:
         """Release the connection (local mode holds a file lock until closed)."""
         ...

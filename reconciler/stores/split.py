@@ -70,6 +70,11 @@ class SplitChunkIndex:
         finally:
             self.archive.close()
 
+    def ready_reads(self) -> None:
+        """Each part's reads by document made ready."""
+        for part in self._parts():
+            part.ready_reads()
+
     def archive_conflict(self) -> str | None:
         """Why the archive cannot be this store's: it exists and its vectors differ from the
         main collection's (size, distance, type or names: someone else made it first), said

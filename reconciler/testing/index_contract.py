@@ -12,6 +12,8 @@ mode and Qdrant Edge).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
@@ -23,7 +25,7 @@ from reconciler.model import (
     PayloadWrite,
 )
 from reconciler.payload import chunk_payload
-from reconciler.ports.index import ABSENT
+from reconciler.ports.index import ABSENT, StoredPoint
 from reconciler.stores.qdrant.index import QdrantChunkIndex
 from reconciler.testing.index_kit import (
     CHUNKS,
@@ -44,6 +46,7 @@ from reconciler.testing.index_kit import (
 class TestChunkIndexContract:
     def test_exists_only_after_ensure_collection(self, harness: Harness) -> None:
         assert harness.index.exists() is False
+        harness.index.ready_reads()  # (nothing to make ready: no error)
         with pytest.raises(IndexUnavailable):
             list(harness.index.scroll())
         with pytest.raises(IndexUnavailable):
@@ -80,6 +83,31 @@ class TestChunkIndexContract:
         assert {s.doc_id for s in states} == set(wanted)
         assert list(harness.index.scroll(doc_ids=[])) == []
         assert list(harness.index.scroll(doc_ids=["handbook:nope"])) == []
+
+    def test_reads_by_document_once_made_ready_see_the_writes_since(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        wanted = ["handbook:doc-1", "handbook:doc-2"]
+        ids = seeded.by_doc[wanted[0]] + seeded.by_doc[wanted[1]]
+        harness.index.ready_reads()
+        harness.index.ready_reads()  # (again: nothing changes)
+        before = sorted(str(s.point_id) for s in harness.index.scroll(doc_ids=wanted))
+        moved = harness.index.read_points(seeded.by_doc["handbook:doc-0"][:1])
+        harness.index.copy_points(
+            [
+                StoredPoint(p.point_id, p.vector, _of_doc(harness, p.payload, wanted[1]))
+                for p in moved
+            ]
+        )
+        harness.index.delete_points(ids[:1])
+
+        after = sorted(str(s.point_id) for s in harness.index.scroll(batch_size=2, doc_ids=wanted))
+
+        assert before == sorted(ids)
+        assert after == sorted([*ids[1:], str(moved[0].point_id)])
+        assert str(moved[0].point_id) not in {
+            str(s.point_id) for s in harness.index.scroll(doc_ids=["handbook:doc-0"])
+        }
 
     def test_scan_managed_yields_raw_managed_values_in_scroll_order(
         self, harness: Harness, seeded: Seeded
@@ -394,3 +422,9 @@ class TestChunkIndexContract:
         assert {s.chunk_id for s in harness.index.scroll(doc_ids=[doc.doc_id])} == {
             r.chunk_id for r in records
         }
+
+
+def _of_doc(harness: Harness, payload: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
+    """A stored payload made one of ``doc_id``'s chunks (in the harness's key layout)."""
+    keys = harness.layout.keys
+    return {**payload, **keys.to_point({**keys.from_point(payload), "doc_id": doc_id})}

@@ -77,6 +77,7 @@ ON_EVERY_LAYOUT = frozenset(
         "test_upsert_chunks_writes_the_layout",
         "test_a_collection_made_with_the_layout_holds_the_copies_as_they_were",
         "test_scan_points_reads_whole_points_in_scroll_order_a_page_at_a_time",
+        "test_reads_by_document_once_made_ready_see_the_writes_since",
     }
 )
 

@@ -86,6 +86,9 @@ class InMemoryChunkIndex:
     def close(self) -> None:
         """Nothing to release."""
 
+    def ready_reads(self) -> None:
+        """Nothing to read ahead."""
+
     def exists(self) -> bool:
         """Whether the collection exists."""
         return self._points is not None

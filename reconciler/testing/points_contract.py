@@ -132,8 +132,13 @@ class TestSplitStore:
     ) -> None:
         split = self.archived(harness, seeded, "handbook:doc-1")
         every = sorted(seeded.logical)
+        split.ready_reads()
 
         assert sorted(str(s.point_id) for s in split.scroll(batch_size=5)) == every
+        wanted = ["handbook:doc-1", "handbook:doc-2"]
+        assert sorted(
+            str(s.point_id) for s in split.scroll(batch_size=3, doc_ids=wanted)
+        ) == sorted(seeded.by_doc[wanted[0]] + seeded.by_doc[wanted[1]])
         pages = list(split.scan_managed(batch_size=5))
         archived = {row[1] for page in pages if page.archived for row in page.chunks()}
         main = {row[1] for page in pages if not page.archived for row in page.chunks()}

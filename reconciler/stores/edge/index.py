@@ -1,9 +1,8 @@
 """The chunk index over Qdrant Edge: the embedded Rust engine (``qdrant-edge-py``, beta).
 
 One Edge *shard* is one collection: a folder ``<index.path>/<index.collection>`` opened in
-this process, with no server. Only this module and its parts (``shard``,
-``requests``) import ``qdrant_edge`` for points (the canonical filter in
-``reconciler.filters`` renders its Edge form but never opens a shard).
+this process, with no server. Only this module and its parts (``shard``, ``requests``) import
+``qdrant_edge`` for points (``reconciler.filters`` renders its Edge form, opens no shard).
 
 How it maps onto the port, and onto what qdrant-client does:
 
@@ -26,8 +25,8 @@ How it maps onto the port, and onto what qdrant-client does:
   ``IndexWriteError`` with ``points_written`` for a write, as the qdrant-client adapter does.
   A missing point fails its call after the rest of it applied.
 
-This module is the adapter, the port's methods; ids, filters and payload batches in Edge's
-types are built in ``requests``.
+This module is the adapter; ids, filters and payload batches in Edge's types are built in
+``requests``.
 
 Edge is single-process: a loaded shard holds an exclusive lock (its write-ahead log) until
 ``close``.
@@ -137,10 +136,8 @@ class EdgeChunkIndex:
 
     @property
     def shard(self) -> qe.EdgeShard:
-        """The open shard (for retrieval code and tests); IndexUnavailable when absent.
-
-        A shard another process created since this index was opened is loaded now.
-        """
+        """The open shard (for retrieval code and tests), loaded now if another process has
+        created it since this index was opened; IndexUnavailable when absent."""
         self._check_open()
         if self._load() is None:
             raise IndexUnavailable(
@@ -166,6 +163,9 @@ class EdgeChunkIndex:
     def supports_payload_indexes(self) -> bool:
         """Edge keeps real payload indexes."""
         return True
+
+    def ready_reads(self) -> None:
+        """Nothing to read ahead."""
 
     def close(self) -> None:
         """Flush and close the shard, releasing its lock (idempotent)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -21,7 +20,7 @@ from typing import Any
 
 from qdrant_client import QdrantClient, models
 
-from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
+from reconciler.errors import ConfigError, IndexWriteError
 from reconciler.model import (
     ALL_KEYS,
     MANAGED_KEYS,
@@ -39,13 +38,16 @@ from reconciler.stores.chunking_rules import (
     check_payload_index,
     create_missing_indexes,
     doc_id_batches,
+    managed_nodes,
     managed_page,
     pages,
     point_page,
     reread_page,
     vector_pages,
 )
-from reconciler.stores.qdrant.errors import close_half_open, reading, redacted_url, writing
+from reconciler.stores.qdrant.connecting import connect
+from reconciler.stores.qdrant.errors import reading, redacted_url, writing
+from reconciler.stores.qdrant.ids import DocumentReads
 from reconciler.stores.qdrant.requests import (
     by_id,
     collection_config,
@@ -67,51 +69,6 @@ _OK_STATUSES = frozenset({models.UpdateStatus.COMPLETED, models.UpdateStatus.ACK
 _LOCAL_INDEX_WARNING = "Payload indexes have no effect in the local Qdrant"
 
 
-def connect(
-    *,
-    path: str | None = None,
-    url: str | None = None,
-    api_key: str | None = None,
-    timeout: float = 30.0,
-) -> QdrantClient:
-    """Open a client: local mode on ``path``, or a Qdrant server at ``url`` (exactly one)."""
-    if (path is None) == (url is None):
-        raise ValueError("connect() takes exactly one of path= (local mode) or url= (a server)")
-    if path is not None:
-        if api_key:
-            log.debug("api key ignored: local mode at %s needs none", path)
-        try:
-            return QdrantClient(path=path)
-        except RuntimeError as exc:
-            if "already accessed" not in str(exc):
-                raise
-            close_half_open(exc)
-            raise IndexUnavailable(
-                f"the local Qdrant storage at {path} is open in another process (another "
-                "reconciler or ingestion run?); local mode allows one client at a time: stop "
-                "the other process and retry, or use a Qdrant server (index.url)"
-            ) from exc
-        except OSError as exc:
-            raise IndexUnavailable(
-                f"cannot open the local Qdrant storage at {path}: {exc.strerror or exc}; "
-                "check index.path and its permissions"
-            ) from exc
-    assert url is not None
-    if api_key and url.startswith("http://"):
-        # qdrant-client warns through `warnings`; say it once, in our log, without the key.
-        log.warning("index.url %s is plain http: the API key travels unencrypted", url)
-    # The compatibility check runs in a background thread and only warns; the first call
-    # reports an unreachable server through IndexUnavailable instead.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Api key is used with an insecure connection")
-        return QdrantClient(
-            url=url,
-            api_key=api_key,
-            timeout=max(1, math.ceil(timeout)),
-            check_compatibility=False,
-        )
-
-
 class QdrantChunkIndex:
     """The ``ChunkIndex`` port over one Qdrant collection."""
 
@@ -130,14 +87,25 @@ class QdrantChunkIndex:
         options = client.init_options
         self._local = options.get("path") is not None or options.get("location") == ":memory:"
         self._where = "local mode" if self._local else redacted_url(options)
-        #: Doc ids under one doc_id filter when a scroll selects documents' points (``None``:
-        #: all at once, for local mode, which tests every point in Python for each page).
+        #: Doc ids under one doc_id filter when a scroll selects documents' points on a server
+        #: (local mode reads them by id instead: ``ids``).
         self.doc_filter_batch: int | None = None if self._local else DOC_FILTER_BATCH
         self._logical_by_path = {keys.path(key): key for key in ALL_KEYS}
         self._prefix_parts = tuple(keys.prefix[:-1].split(".")) if keys.prefix else ()
         #: Stored names of what the lean scan reads: doc_id, then the managed keys.
         self._scan_names = tuple(keys.name(key) for key in ("doc_id", *MANAGED_KEYS))
         self._content_name = keys.name("content_hash")
+        #: Local mode: documents' points read by id (a filter is tested on every point there).
+        self._by_doc: DocumentReads | None = None
+        if self._local:
+            path = keys.path("doc_id")
+            self._by_doc = DocumentReads(
+                client, collection, path=path, doc_id=self._owner, reading=self._reading
+            )
+
+    def _owner(self, payload: Any) -> Any:
+        """A payload's stored doc_id (``None`` where it holds none)."""
+        return managed_nodes([payload], self._prefix_parts)[0].get(self.keys.name("doc_id"))
 
     def __repr__(self) -> str:
         return f"QdrantChunkIndex(collection={self.collection!r}, at={self._where!r})"
@@ -146,6 +114,12 @@ class QdrantChunkIndex:
     def supports_payload_indexes(self) -> bool:
         """Whether payload indexes exist here (local mode keeps no payload schema)."""
         return not self._local
+
+    def ready_reads(self) -> None:
+        """Local mode: the map of point ids by doc_id read now, not at the first read by
+        document (a server: nothing)."""
+        if self._by_doc is not None and self.exists():
+            self._by_doc.ready()
 
     def close(self) -> None:
         """Close the client (local mode releases its folder lock)."""
@@ -203,11 +177,14 @@ class QdrantChunkIndex:
         """Payload-only scroll pages (``paths``, by default identity and managed keys; with
         ``whole``, every key and the vectors), under a doc_id filter: on a server
         ``DOC_FILTER_BATCH`` ids at a time (in point id order within each); local mode, which
-        filters every point in Python for each page, all at once."""
+        would test the filter on every point in Python for each page, retrieves them by id."""
         check_batch_size(batch_size)
         selector = whole or models.PayloadSelectorInclude(
             include=paths or self.keys.managed_paths()
         )
+        if doc_ids is not None and self._by_doc is not None:
+            yield from self._by_doc.pages(doc_ids, batch_size, selector, vectors=whole)
+            return
         batches = [None] if doc_ids is None else doc_id_batches(doc_ids, self.doc_filter_batch)
         for wanted in batches:
             found = None if wanted is None else doc_filter(self.keys, wanted)
@@ -307,6 +284,8 @@ class QdrantChunkIndex:
         treat like a stored null.
         """
         check_batch_size(batch_size)
+        if self._by_doc is not None and any("doc_id" in write.payload for write in writes):
+            self._by_doc.ids.forget()  # (a doc_id written: read the map again)
         written = 0
         for number, (operations, points) in enumerate(
             payload_batches(writes, batch_size, self.keys), start=1
@@ -385,6 +364,7 @@ class QdrantChunkIndex:
                 for p in points[start : start + UPSERT_BATCH]
             ]
             written += self._upsert(batch, f"copying {len(batch)} point(s)", written)
+            self._written((p.point_id, p.payload) for p in points[start : start + UPSERT_BATCH])
         return written
 
     def delete_points(self, point_ids: Sequence[str | int]) -> int:
@@ -398,6 +378,8 @@ class QdrantChunkIndex:
                 points_selector=models.PointIdsList(points=list(point_ids)),
                 wait=True,
             )
+        if self._by_doc is not None:
+            self._by_doc.ids.drop(point_ids)
         return len(point_ids)
 
     # -- the reference ingestion only --------------------------------------------------------
@@ -439,8 +421,14 @@ class QdrantChunkIndex:
             written += self._upsert(
                 points, f"upsert batch {number} ({len(points)} point(s))", written
             )
+            self._written((point.id, point.payload) for point in points)
             log.debug("upsert batch %d on %s: %d point(s)", number, self.collection, len(points))
         return written
+
+    def _written(self, points: Iterable[tuple[Any, Any]]) -> None:
+        """Points written whole, ``(id, stored payload)``: local mode's map of ids updated."""
+        if self._by_doc is not None:
+            self._by_doc.ids.put((point_id, self._owner(payload)) for point_id, payload in points)
 
     def _upsert(self, points: list[models.PointStruct], what: str, written: int) -> int:
         """One ``upsert`` call, waited for; how many points it wrote."""
@@ -461,7 +449,11 @@ class QdrantChunkIndex:
         return models.PointStruct(id=record.point_id, vector=list(record.vector), payload=payload)
 
     def delete_document_chunks(self, doc_id: str) -> int:
-        """Delete a document's points before re-ingesting it; return how many; ingestion only."""
+        """Delete a document's points before re-ingesting it; return how many; ingestion only.
+        Local mode deletes them by id (its map of ids: a filter is a pass over every point)."""
+        if self._by_doc is not None:
+            ids = [our_id(p.id) for page in self._pages(1000, [doc_id]) for p in page]
+            return self.delete_points(ids)
         selected = models.Filter(
             must=[
                 models.FieldCondition(
