@@ -1,26 +1,24 @@
 """The check's per-document state, compact: what the scan folds the collection into.
 
-Per registered row the tally holds 36 bytes in six sorted numpy arrays, and no Python object:
-a 64-bit key of the doc id (``hash``, SipHash in CPython), a second, independent 32-bit key
-(CRC-32 of its UTF-8), the expected payload's 64-bit fingerprint and the chunks counted (the
-chunks not already right, and the stale ones, are counted apart for the documents that have
-one: most have none, issue 38's heap). Doc id strings are not kept: a chunk is matched to its row by both keys
-(a false match needs a 64-bit and a 32-bit collision at once, about 2**-96 a chunk), and two
-rows that share the 64-bit key are told apart by the second. A page of chunks is matched with
-one ``searchsorted``; the per-chunk Python work is what the store's own page costs to read.
+Per registered row the tally holds 36 bytes in six sorted numpy arrays, and no Python object: a
+64-bit key of the doc id (``hash``, SipHash in CPython), a second, independent 32-bit key (CRC-32
+of its UTF-8), the expected payload's 64-bit fingerprint and the chunks counted (the chunks not
+already right, and the stale ones, are counted apart for the documents that have one: most have
+none, issue 38's heap). Doc id strings are not kept: a chunk is matched to its row by both keys
+(a false match needs a 64-bit and a 32-bit collision at once, about 2**-96 a chunk), and two rows
+that share the 64-bit key are told apart by the second. A page of chunks is matched with one
+``searchsorted``; the per-chunk Python work is what the store's own page costs to read.
 
-Beside them, per row, the chunk count the row says it has (``Document.chunk_count``) and a
-64-bit key of its ``source_hash``: a chunk whose ``content_hash`` has another key holds
-another text (``stale``), and a row with fewer chunks than it says lost some (``short``).
-A chunk or a row without a hash is never stale: there is nothing to compare. In a split
-store, per row too: whether its chunks belong in the main collection (``kept_in_main``), the
-chunks seen in the archive, and the ids of *misplaced* documents.
+Beside them, per row, the chunk count the row says it has (``Document.chunk_count``) and a 64-bit
+key of its ``source_hash``: a chunk whose ``content_hash`` has another key holds another text
+(``stale``), and a row with fewer chunks than it says lost some (``short``). A chunk or a row
+without a hash is never stale. In a split store, per row too: whether its chunks belong in the
+main collection (``kept_in_main``), the chunks seen in the archive, the *misplaced* documents.
 
 Payload variants, and the doc id, are kept only for documents with a mismatching chunk;
-``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no row) or when a check
-asks for one document's aggregate. The point ids of mismatching chunks are kept, up to ``keep_ids`` in
-all, with the values read there (``kept_ids``), so that the applier can write by id without
-scanning or reading again.
+``ChunkAggregate`` objects only for orphans (chunks whose doc_id has no row) or when a check asks
+for one document's aggregate. The point ids of mismatching chunks are kept, up to ``keep_ids`` in
+all, with the values read there (``kept_ids``): the applier writes by id, not scanning again.
 """
 
 from __future__ import annotations
@@ -96,15 +94,13 @@ class ChunkTally:
         self._checks: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
         self._fingerprints: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._counts: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
-        #: slot -> the chunks counted whose payload is not the row's (the others match): only
-        #: the documents with one, as the stale counts below.
+        #: slot -> the chunks counted whose payload is not the row's (only documents with one).
         self._unmatched: dict[int, int] = {}
         #: Per slot: the row's content key, the chunks it says it has.
         self._contents: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self._wanted: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
-        #: slot -> the stale chunks seen, for the documents with one.
+        #: slot -> the stale chunks seen, and its doc id, for the documents with one.
         self._stale: dict[int, int] = {}
-        #: slot -> doc id, for the documents with a stale chunk.
         self._stale_docs: dict[int, str] = {}
         self._key_view: Sequence[int] = ()
         self._check_view: Sequence[int] = ()
@@ -115,8 +111,9 @@ class ChunkTally:
         #: slot -> the drifted variant of each spelling (values and their types) met, for the
         #: documents with a variant: a document's stale chunks are normalised once.
         self._spelt: dict[int, dict[tuple[Any, ...], Variant]] = {}
-        #: slot -> doc id, for the documents with a variant.
+        #: slot -> doc id, for the documents with a variant; and the other way (``_read_slot``).
         self._drifted: dict[int, str] = {}
+        self._drifted_slots: dict[str, int] = {}
         self._orphans: dict[Any, ChunkAggregate] = {}
         #: The ids of the mismatching chunks and the values read there (``kept_ids``).
         self._ids = KeptIds(keep_ids)
@@ -210,8 +207,7 @@ class ChunkTally:
         return self._resolve(index, key, check)
 
     def _resolve(self, index: int, key: int, check: int) -> int | None:
-        """The slot at or after ``index`` (the first with ``key``) whose second key is
-        ``check``."""
+        """The slot from ``index`` (the first with ``key``) whose second key is ``check``."""
         keys, size = self._key_view, len(self._key_view)
         while index < size and keys[index] == key:
             if self._check_view[index] == check:
@@ -369,7 +365,7 @@ class ChunkTally:
     def matches(self, doc_id: str | None, expected: Variant) -> bool:
         """Whether ``expected`` (a payload, ``normalize``d) is what the scan expected of
         ``doc_id``'s chunks."""
-        slot = self.slot(doc_id)
+        slot = self._read_slot(doc_id)
         if slot is None:
             return False
         return _fingerprint((doc_id, *variant_values(expected))) == int(self._fingerprints[slot])
@@ -377,7 +373,7 @@ class ChunkTally:
     def holds(self, doc_id: str | None, values: tuple[Any, ...]) -> bool:
         """``matches`` of a payload's raw values in ``MANAGED_KEYS`` order, not normalised
         (``False`` for the same meaning spelt otherwise: ask ``matches``)."""
-        slot = self.slot(doc_id)
+        slot = self._read_slot(doc_id)
         return slot is not None and _fingerprint((doc_id, *values)) == int(self._fingerprints[slot])
 
     def mismatching_ids(self, doc_id: str | None) -> list[str | int] | None:
@@ -390,12 +386,19 @@ class ChunkTally:
         """``mismatching_ids`` and, beside each, the managed values the scan read, in
         ``MANAGED_KEYS`` order (an absent or null key as ``ABSENT``, as ``retrieve_managed``
         gives them); ``None`` when they were not all kept."""
-        slot = self.slot(doc_id)
+        slot = self._read_slot(doc_id)
         return self._ids.scanned((False, doc_id) if slot is None else (True, slot))
 
+    def _read_slot(self, doc_id: str | None) -> int | None:
+        """``slot`` for the applier's questions: a drifted document's from a dict made once
+        after the scan (the slot its chunks were counted at), any other's by ``slot``."""
+        if len(self._drifted_slots) != len(self._drifted):  # (more drift since: made again)
+            self._drifted_slots = {doc: slot for slot, doc in self._drifted.items()}
+        found = self._drifted_slots.get(doc_id) if type(doc_id) is str else None
+        return self.slot(doc_id) if found is None else found
+
     def drifted_ids(self) -> list[str]:
-        """The registered documents with a chunk whose payload differs from their row's, in
-        the order the scan met them."""
+        """The registered documents with a chunk whose payload is not their row's, as met."""
         return list(self._drifted.values())
 
     def stale_ids(self) -> list[str]:
@@ -474,15 +477,14 @@ def _bump(counts: npt.NDArray[np.uint32], slots: Slots) -> None:
 
 def _content_keys(contents: Sequence[Any]) -> npt.NDArray[np.int64]:
     """``content_key`` of each content hash of a page (in C, unless one is unhashable)."""
-    try:
+    with contextlib.suppress(TypeError):
         return np.fromiter(map(hash, contents), np.int64, len(contents))
-    except TypeError:
-        return np.fromiter(map(content_key, contents), np.int64, len(contents))
+    return np.fromiter(map(content_key, contents), np.int64, len(contents))
 
 
 def _fingerprint(row: tuple[Any, ...]) -> int:
-    """The fingerprint of a scan row ``(doc_id, *managed values)``: the doc id is hashed with
-    the values, so a chunk matches only its own row's payload."""
+    """The fingerprint of a scan row ``(doc_id, *managed values)``: the doc id hashed with the
+    values (a chunk matches only its own row's payload)."""
     return fingerprint(row, at=1)
 
 
@@ -493,8 +495,6 @@ def _fingerprints(rows: Sequence[tuple[Any, ...]]) -> npt.NDArray[np.int64]:
         set(map(type, map(_VERSION_AT, rows))) <= _INT
         and set(map(type, map(_QUARANTINED_AT, rows))) <= _BOOL
     ):
-        try:
+        with contextlib.suppress(TypeError):  # (an unhashable value: chunk by chunk, below)
             return np.fromiter(map(hash, rows), np.int64, size)
-        except TypeError:  # an unhashable value (a list): chunk by chunk, below
-            pass
     return np.fromiter(map(_fingerprint, rows), np.int64, size)

@@ -39,12 +39,12 @@ from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
 from reconciler.model import (
     MANAGED_KEYS,
+    PAGE_TARGET,
     AuditEntry,
     AuditKind,
     PayloadWrite,
     RowChange,
     jsonable,
-    page_entry,
 )
 from reconciler.planning import PayloadTarget, Plan, needs_write
 from reconciler.ports import ChunkIndex, DocumentTable, split_of
@@ -320,7 +320,7 @@ class Applier:
             for g in groups
         ]
         # The intents (and the confirmation of the batch before) go first, in one commit.
-        intents = [page_entry(self._entries(groups))]  # (one entry the page: docs/auditing.md)
+        intents = [self._page(groups)]  # (one entry the page: docs/auditing.md)
         previous = [self._confirmation()] if self.intents.open is not None else []
         self.intents.intend(intents, closing=previous)
         self._unconfirmed_points = sum(len(g.point_ids) for g in groups)
@@ -370,21 +370,31 @@ class Applier:
                 confirmed.append(WriteGroup(group.target, group.before, written))
         return confirmed
 
-    def _entries(self, groups: list[WriteGroup]) -> list[AuditEntry]:
-        now = self.clock.now()
-        return [
-            AuditEntry(
-                run_id=self.run_id,
-                at=now,
-                actor=self.actor,
-                reason=", ".join(g.target.reasons),
-                target_type=AuditKind.PAYLOAD,
-                target=g.target.doc_id or "(no doc_id)",
-                before={"points": list(g.point_ids), "payload": g.before},
-                after={"payload": dict(g.target.payload)},
-            )
-            for g in groups
-        ]
+    def _page(self, groups: list[WriteGroup]) -> AuditEntry:
+        """The batch's intents, one a group, as one page (``page_entry`` of them: each
+        document's target, reason, points and payload before, and its payload after), made
+        at once rather than an entry a group first."""
+        kind = AuditKind.PAYLOAD_PAGE
+        return AuditEntry(
+            run_id=self.run_id,
+            at=self.clock.now(),
+            actor=self.actor,
+            reason=str(kind),
+            target_type=kind,
+            target=PAGE_TARGET,
+            before={
+                "documents": [
+                    {
+                        "target": g.target.doc_id or "(no doc_id)",
+                        "reason": ", ".join(g.target.reasons),
+                        "points": list(g.point_ids),
+                        "payload": g.before,
+                    }
+                    for g in groups
+                ]
+            },
+            after={"payloads": [dict(g.target.payload) for g in groups]},
+        )
 
     def _audit(self, entries: list[AuditEntry]) -> None:
         self._audited(entries)

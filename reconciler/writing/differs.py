@@ -109,10 +109,15 @@ class Differs:
                 self._seen[spelling] = found
         return found
 
-    def group(self, values: tuple[Any, ...]) -> WriteGroup | None:
+    def group(self, values: tuple[Any, ...], *, alone: bool = False) -> WriteGroup | None:
         """The (empty) group of the points the scan read as ``values`` (``scanned``), or
-        ``None`` when they need no write."""
-        differs = self.scanned(values)
+        ``None`` when they need no write. ``alone``: the only values of this target's points
+        (a document read alike), so nothing is remembered for another: the same group."""
+        if alone and not self.target.partial:
+            before = present(values)
+            differs: Differing | None = (before, (), changed_keys(before, self.target.payload))
+        else:
+            differs = self.scanned(values)
         if differs is None:
             return None
         before, _key, keys = differs

@@ -167,7 +167,7 @@ def _groups(
     chunks that spell their values alike, so a group is found by that tuple's identity."""
     if len(set(map(id, scanned))) == 1 and len(ids) == len(scanned):
         # (the usual document: every chunk read alike: its ids taken whole, no loop in Python)
-        group = compare.group(scanned[0])
+        group = compare.group(scanned[0], alone=True)
         if group is None:
             return []
         group.point_ids.extend(ids)

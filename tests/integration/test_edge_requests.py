@@ -32,7 +32,12 @@ def _answer(convert: Any, ids: list[Any]) -> Any:
         return type(exc), str(exc)
 
 
-@given(st.lists(st.one_of(_IDS, st.sampled_from(["x", "", -1, True, 1.5])), max_size=6))
+#: Ids that are not one canonical UUID but whose lines could pass for some (``edge_ids``
+#: checks a write's ids joined by newlines), and one with a character past ASCII.
+_ODD = [f"{_UUIDS[0]}\n{_UUIDS[1]}", f"{_UUIDS[0]}\n", _UUIDS[0][:-1], f"{_UUIDS[0][:-1]}é"]
+
+
+@given(st.lists(st.one_of(_IDS, st.sampled_from(["x", "", -1, True, 1.5, *_ODD])), max_size=6))
 def test_a_write_s_ids_are_converted_as_one_at_a_time(ids: list[Any]) -> None:
     """``edge_ids`` answers what ``edge_id`` of each id answers (the same ids, or the same
     error for the first bad one)."""

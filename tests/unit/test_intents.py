@@ -5,8 +5,15 @@ covers and closes them."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import MappingProxyType, SimpleNamespace
 
-from reconciler.model import AuditEntry, AuditKind
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reconciler.model import AuditEntry, AuditKind, page_entry
+from reconciler.planning import PayloadTarget
+from reconciler.writing.applying import Applier
+from reconciler.writing.differs import WriteGroup
 from reconciler.writing.intents import IntentLog
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -40,3 +47,38 @@ def test_a_batch_is_intended_with_the_confirmation_of_the_one_before() -> None:
     )  # an entry about the open intents keeps them open
     done = log.confirmation()
     assert (done.after, log.open, done.at, done.actor) == ({"through": "h4"}, None, AT, "a")
+
+
+_TEXT = st.text(max_size=4)
+_PAYLOADS = st.dictionaries(_TEXT, st.one_of(st.none(), st.integers(), _TEXT), max_size=3)
+_GROUPS = st.lists(
+    st.builds(
+        lambda doc_id, reasons, payload, before, ids: WriteGroup(
+            PayloadTarget(doc_id, None, MappingProxyType(payload), len(ids), reasons), before, ids
+        ),
+        st.one_of(st.none(), _TEXT),
+        st.lists(_TEXT, min_size=1, max_size=2).map(tuple),
+        _PAYLOADS,
+        _PAYLOADS,
+        st.lists(st.one_of(_TEXT, st.integers(min_value=0)), max_size=3),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@given(_GROUPS)
+def test_a_batch_s_page_is_the_page_of_an_intent_a_group(groups: list[WriteGroup]) -> None:
+    """``Applier._page`` (made at once) is ``page_entry`` of the intent each group had when
+    they were made one by one: each document's target, reason, points, before, after."""
+    applier = SimpleNamespace(run_id="r", actor="a", clock=SimpleNamespace(now=lambda: AT))
+    intents = [
+        AuditEntry(
+            "r", AT, "a", ", ".join(g.target.reasons), AuditKind.PAYLOAD,
+            g.target.doc_id or "(no doc_id)",
+            {"points": list(g.point_ids), "payload": g.before},
+            {"payload": dict(g.target.payload)},
+        )
+        for g in groups
+    ]  # fmt: skip
+    assert Applier._page(applier, groups) == page_entry(intents)  # type: ignore[arg-type]

@@ -66,18 +66,27 @@ def edge_id(point_id: str | int) -> str | int:
     return point_id
 
 
-#: Canonical UUIDs, one a line: a write's ids checked by one match (``edge_ids``).
-_CANONICAL_LINES = re.compile(rf"(?:{_CANONICAL_UUID.pattern}\n)*{_CANONICAL_UUID.pattern}")
+#: A write's canonical UUIDs checked together (``edge_ids``): their lines' ASCII with each
+#: lowercase hex digit made ``0`` is this shape, a line an id, when every one is canonical.
+_HEX_AS_ZERO = bytes.maketrans(b"0123456789abcdef", b"0" * 16)
+_CANONICAL_SHAPE = b"00000000-0000-0000-0000-000000000000\n"
 
 
 def edge_ids(point_ids: Sequence[str | int]) -> list[EdgeId]:
     """``edge_id`` of each id: a write's canonical UUID strings (the usual ids: those a scan
-    hands back) checked together by one match, any other id one at a time."""
+    hands back) checked together, in C (one ``translate`` and one comparison, a tenth of a
+    regular expression's match: issue 38, repair round 6), any other id one at a time."""
     try:
-        if _CANONICAL_LINES.fullmatch("\n".join(point_ids)):  # type: ignore[arg-type]
-            return list(point_ids)
+        lines = "\n".join(point_ids) + "\n"  # type: ignore[arg-type]
     except TypeError:  # (an int among them)
-        pass
+        lines = ""
+    shape = _CANONICAL_SHAPE * len(point_ids)
+    if (
+        lines.isascii()
+        and len(lines) == len(shape) > 0
+        and lines.encode("ascii").translate(_HEX_AS_ZERO) == shape
+    ):
+        return list(point_ids)
     return [edge_id(p) for p in point_ids]
 
 
