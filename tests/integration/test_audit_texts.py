@@ -5,6 +5,7 @@ page of intents, a move's entries, a confirmation) encoded in C as it is gives t
 from __future__ import annotations
 
 import enum
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.model import AuditEntry, AuditKind, jsonable
-from reconciler.stores.sql.audit_body import canonical_plain, texts_of
+from reconciler.stores.sql.audit_body import _field_text, canonical_plain, texts_of
 
 
 class _Colour(enum.StrEnum):
@@ -52,3 +53,14 @@ def test_a_plain_kind_s_text_is_the_walk_s_text(kind: AuditKind, before: Any, af
         canonical_plain(jsonable(before)),
         canonical_plain(jsonable(after)),
     )
+
+
+@given(st.one_of(_VALUES.map(jsonable), st.text()))
+def test_the_canonical_text_is_json_dumps_s(plain: Any) -> None:
+    """``canonical_plain`` and an entry's field texts come from encoders made once: the text
+    (hashed into the chain) is the one ``json.dumps`` gives with the same arguments."""
+    assert canonical_plain(plain) == json.dumps(
+        plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    if isinstance(plain, str):
+        assert _field_text(plain) == json.dumps(plain, ensure_ascii=False)
