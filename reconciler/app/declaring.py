@@ -28,7 +28,7 @@ from reconciler.discovery import Proposal, Proposals, ProposalsError, load_revie
 from reconciler.discovery.lookalikes import shown, skeleton, unusual
 from reconciler.discovery.proposals import DIRECTED
 from reconciler.errors import Undeclarable
-from reconciler.model import Declaration, DeclarationKind, Document
+from reconciler.model import Declaration, DeclarationKind
 from reconciler.pipeline.values import Report
 from reconciler.ports import DocumentReader
 from reconciler.ports.table import DeclarationReader
@@ -136,13 +136,14 @@ def _family_members(proposal: Proposal) -> list[Decision]:
     return [_decision(DeclarationKind.FAMILY, member, proposal) for member in proposal.members]
 
 
-def family_for(members: Sequence[str], rows: Mapping[str, Document]) -> str:
+def family_for(members: Sequence[str], rows: Mapping[str, str]) -> str:
     """The family an accepted family proposal gathers its members in: the one that already
-    holds the most of them (ties: the first member's, oldest first), so the fewest move."""
+    holds the most of them (ties: the first member's, oldest first), so the fewest move.
+    ``rows``: doc_id -> the family its row is in."""
     held: dict[str, int] = {}
     for member in members:
         if member in rows:
-            family = rows[member].doc_family_id
+            family = rows[member]
             held[family] = held.get(family, 0) + 1
     if not held:
         return members[0]
@@ -158,19 +159,21 @@ def decisions_to_declarations(
     reason: str | None,
     at: datetime,
     run_id: str | None = None,
-) -> tuple[list[Declaration], list[str], dict[str, Document]]:
+) -> tuple[list[Declaration], list[str], dict[str, str]]:
     """Decisions checked against the table and made declarations (ids, who, when, and the
     ``run_id`` of the run that will record them), those already declared (left out), and the
-    rows of the documents they name. ``Undeclarable`` lists every problem at once: a document
+    family of each document they name (doc_id -> its row's family: the run reads the rows
+    themselves, with their families'; building them here too was 4.5 % of a declare of
+    100,000 proposals). ``Undeclarable`` lists every problem at once: a document
     the table does not hold, a document superseded by itself, a family id that cannot be
     stored, a decision an active declaration contradicts."""
     named = sorted(
         {d.doc_id for d in decisions}
         | {d.target for d in decisions if d.kind is DeclarationKind.SUPERSEDE}
     )
-    rows: dict[str, Document] = {}
+    rows: dict[str, str] = {}
     for start in range(0, len(named), 500):
-        rows.update(table.get_documents(named[start : start + 500]))
+        rows.update(table.families_of(named[start : start + 500]))
     problems = _unknown(table, [doc_id for doc_id in named if doc_id not in rows])
     by_proposal: dict[str, list[str]] = {}
     for d in decisions:
@@ -342,7 +345,7 @@ def declare(
     named = {d.doc_id for d in made} | {
         d.target for d in made if d.kind is DeclarationKind.SUPERSEDE
     }
-    families = {rows[doc_id].doc_family_id for doc_id in named} | {
+    families = {rows[doc_id] for doc_id in named} | {
         d.target for d in made if d.kind is DeclarationKind.FAMILY
     }
     options = engine_options(

@@ -73,6 +73,9 @@ class ScopeRows:
     def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
         return self.table.get_documents(doc_ids)
 
+    def families_of(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        return self.table.families_of(doc_ids)
+
     def identities(
         self, source: str, *, near: tuple[Iterable[str], Iterable[str]] | None = None
     ) -> tuple[dict[str, str], dict[str, str]]:

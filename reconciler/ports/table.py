@@ -151,6 +151,11 @@ class DocumentReader(Protocol):
         """Documents by id (missing ids are absent)."""
         ...
 
+    def families_of(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        """doc_id -> the family its row is in, by id (missing ids are absent): what
+        ``get_documents`` answers of those rows' ``doc_family_id``, without the rows."""
+        ...
+
     def identities(
         self, source: str, *, near: tuple[Iterable[str], Iterable[str]] | None = None
     ) -> tuple[dict[str, str], dict[str, str]]:

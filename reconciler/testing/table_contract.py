@@ -57,6 +57,9 @@ def request(n: int) -> ReingestRequest:
 def test_documents_by_id_family_and_stream(table: DocumentTable) -> None:
     table.upsert_documents([document(n) for n in (3, 0, 2, 1)])
     assert set(table.get_documents(["h:doc-1", "h:doc-9"])) == {"h:doc-1"}
+    ids = ["h:doc-1", "h:doc-9", "h:doc-3", "h:doc-1", *(f"x{n}" for n in range(600))]
+    rows = {doc_id: row.doc_family_id for doc_id, row in table.get_documents(ids).items()}
+    assert table.families_of(ids) == rows == {"h:doc-1": "h:fam-0", "h:doc-3": "h:fam-1"}
     assert table.known_families(["h:fam-1", "h:fam-9", "h:fam-1"]) == {"h:fam-1"}
     assert table.known_families([]) == set()
     many = [f"h:fam-{n}" for n in range(1200)]  # more than one query's worth

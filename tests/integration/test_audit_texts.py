@@ -6,6 +6,7 @@ cannot encode falls back to the walk; one ``orjson`` spells otherwise or refuses
 from __future__ import annotations
 
 import enum
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from reconciler.model import AuditEntry, AuditKind, jsonable, page_entry
 from reconciler.stores.sql import audit_body
-from reconciler.stores.sql.audit_body import canonical_plain, texts_of
+from reconciler.stores.sql.audit_body import _field_text, canonical_plain, texts_of
 
 
 class _Colour(enum.StrEnum):
@@ -97,3 +98,14 @@ def test_a_page_of_plain_values_is_encoded_by_orjson(monkeypatch: pytest.MonkeyP
     encoded.clear()
     assert texts_of(page) == (canonical_plain(page.before), canonical_plain(page.after))
     assert encoded == []
+
+
+@given(st.one_of(_VALUES.map(jsonable), st.text()))
+def test_the_canonical_text_is_json_dumps_s(plain: Any) -> None:
+    """``canonical_plain`` and an entry's field texts come from encoders made once: the text
+    (hashed into the chain) is the one ``json.dumps`` gives with the same arguments."""
+    assert canonical_plain(plain) == json.dumps(
+        plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    if isinstance(plain, str):
+        assert _field_text(plain) == json.dumps(plain, ensure_ascii=False)

@@ -1,23 +1,35 @@
-"""SQLite inserts straight through the driver (``reconciler.stores.sql.bulk``) store what
-Core's ``executemany`` stores, value for value (each through its column's bind processor),
-on a real SQLite file; another dialect, or a default to fill in, is left to Core."""
+"""SQLite inserts and updates straight through the driver (``reconciler.stores.sql.bulk``)
+store what Core's ``executemany`` stores, value for value (each through its column's bind
+processor), on a real SQLite file; another dialect, or a default to fill in, is left to Core."""
 
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import create_engine, insert
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis_kit import examples
+from sqlalchemy import bindparam, create_engine, insert, update
 from sqlalchemy.orm import Session
 
-from reconciler.stores.sql.bulk import _MANY_ROWS, insert_through_driver
-from reconciler.stores.sql.schema import AuditRow, Base, DeclarationRow, FindingRow, RunRow
+from reconciler.stores.sql.bulk import _MANY_ROWS, insert_through_driver, update_through_driver
+from reconciler.stores.sql.schema import (
+    AuditRow,
+    Base,
+    DeclarationRow,
+    DocumentRow,
+    FindingRow,
+    RunRow,
+)
 
 AT = datetime(2026, 12, 5, 1, 2, 3, tzinfo=UTC)
 FINDINGS = Base.metadata.tables[FindingRow.__tablename__]
 DECLARATIONS = Base.metadata.tables[DeclarationRow.__tablename__]
 AUDIT = Base.metadata.tables[AuditRow.__tablename__]
+DOCUMENTS = Base.metadata.tables[DocumentRow.__tablename__]
 
 
 def finding(n: int, expected: object) -> dict[str, object]:
@@ -155,3 +167,53 @@ def test_many_rows_widen_the_page_cache_for_their_insert_only(tmp_path: Path) ->
         "PRAGMA cache_size=-3000",
     ]  # (widened around the many rows' insert, not the one row's; set back)
     assert len(stored(tmp_path / "a.db", DECLARATIONS.name)) == _MANY_ROWS + 1
+
+
+_SETS = st.fixed_dictionaries(
+    {},
+    optional={
+        "version_state": st.sampled_from(["current", "superseded", "retired"]),
+        "superseded_by": st.sampled_from([None, "a:1", "a:é\x00"]),
+        "effective_to": st.sampled_from([AT, AT.astimezone(timezone(timedelta(hours=-3)))]),
+        "effective_from": st.sampled_from([None, AT.replace(microsecond=7)]),
+        "quarantined": st.booleans(),
+        "chunk_count": st.integers(0, 3),
+    },
+).filter(bool)
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(sets=_SETS, ids=st.lists(st.integers(0, 4), min_size=1, max_size=6, unique=True))
+def test_updates_the_same_rows_as_core(sets: dict[str, object], ids: list[int]) -> None:
+    """``update_through_driver`` leaves the rows as Core's ``update … where doc_id = :key``
+    executed with the same parameter sets leaves them (an id with no row changes nothing)."""
+    with tempfile.TemporaryDirectory() as folder:
+        files = {}
+        for way in ("core", "driver"):
+            path = Path(folder) / f"{way}.db"
+            engine = create_engine(f"sqlite:///{path}")
+            Base.metadata.create_all(engine)
+            page = [{**sets, "updated_at": AT, "key": f"a:{n}"} for n in ids]
+            with Session(engine) as session, session.begin():
+                session.execute(insert(DOCUMENTS), [document_row(n) for n in range(4)])
+                if way == "core":
+                    by_key = DOCUMENTS.c.doc_id == bindparam("key")
+                    session.execute(update(DOCUMENTS).where(by_key), page)
+                else:
+                    assert update_through_driver(session, DOCUMENTS, "doc_id", "key", page)
+            engine.dispose()
+            files[way] = path
+        assert stored(files["driver"], DOCUMENTS.name) == stored(files["core"], DOCUMENTS.name)
+
+
+def document_row(n: int) -> dict[str, object]:
+    return {
+        "doc_id": f"a:{n}",
+        "source": "a",
+        "source_key": str(n),
+        "doc_family_id": f"a:{n}",
+        "doc_version": 1,
+        "version_state": "current",
+        "effective_to": AT + timedelta(days=n),
+        "updated_at": AT,
+    }

@@ -30,14 +30,22 @@ from reconciler.stores.sql.schema import AuditDocumentRow, AuditHeadRow, AuditRo
 GENESIS = "0" * 64
 
 
+#: ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``'s
+#: encoder, made once: ``json.dumps`` with any argument of its own builds a new
+#: ``JSONEncoder`` every call (a declare of 100,000 proposals appends 300,000 entries).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+#: ``json.dumps(value, ensure_ascii=False)``'s (a string: the C function at once).
+_TEXT = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def canonical_plain(plain: Any) -> str:
     """``canonical`` of a value already made plain (``jsonable``)."""
-    return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL(plain)
 
 
 @functools.lru_cache(maxsize=4096)
 def _string_text(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return _TEXT(value)
 
 
 def _field_text(value: Any) -> str:

@@ -66,6 +66,45 @@ def _page_cache(connection: Connection, rows: int) -> Iterator[None]:
         connection.exec_driver_sql(f"PRAGMA cache_size={int(before):d}")
 
 
+def update_through_driver(
+    session: Session, table: Table, by: str, key: str, rows: Sequence[Mapping[str, Any]]
+) -> bool:
+    """``UPDATE table SET … WHERE <by> = ?`` of ``rows`` (each the same keys: the columns
+    set, and ``key``, the value of the column ``by`` that selects the row) in one
+    ``executemany`` in the session's transaction, each value through its column's bind
+    processor, as Core's ``update(table).where(table.c[by] == bindparam(key))`` executed with
+    ``rows`` binds them; ``False`` (nothing done) on a dialect other than SQLite, or where Core
+    would set a column of its own (``onupdate``)."""
+    connection = driver_connection(session)
+    if connection is None or not rows:
+        return connection is not None
+    keys = tuple(name for name in rows[0] if name != key)
+    statement = _update_statement(connection.dialect, table, keys, by)
+    if statement is None:
+        return False
+    sql, processors = statement
+    connection.exec_driver_sql(sql, _bound(rows, itemgetter(*keys, key), processors))
+    return True
+
+
+@functools.lru_cache(maxsize=64)
+def _update_statement(
+    dialect: Dialect, table: Table, keys: tuple[str, ...], by: str
+) -> tuple[str, list[_Processor]] | None:
+    """``update_through_driver``'s SQL and bind processors (the columns set, then ``by``'s),
+    made once a dialect, table and set of columns."""
+    if any(c.onupdate is not None for c in table.c if c.key not in keys):
+        return None  # (a column Core would set too: its way)
+    columns = [*(table.c[name] for name in keys), table.c[by]]
+    processors: list[_Processor] = [
+        column.type.dialect_impl(dialect).bind_processor(dialect) for column in columns
+    ]
+    quote = dialect.identifier_preparer.quote
+    sets = ", ".join(f"{quote(c.name)}=?" for c in columns[:-1])
+    sql = f"UPDATE {quote(table.name)} SET {sets} WHERE {quote(columns[-1].name)}=?"
+    return sql, processors
+
+
 def insert_returning_through_driver(
     session: Session,
     table: Table,
@@ -124,22 +163,27 @@ def _prepared(
         return connection, sql, lambda rows: list(map(itemgetter(*keys), rows))
 
     get = itemgetter(*keys) if len(keys) > 1 else (lambda row: (row[keys[0]],))
+    return connection, sql, lambda rows: _bound(rows, get, processors)
+
+
+def _bound(
+    rows: Sequence[Mapping[str, Any]],
+    get: Callable[[Mapping[str, Any]], Sequence[Any]],
+    processors: Sequence[_Processor],
+) -> list[tuple[Any, ...]]:
+    """Each row's values (``get``), those of a column with a processor through it."""
     # (the columns bound through a processor, by place; the others are taken as they are)
     through = [(at, processor) for at, processor in enumerate(processors) if processor is not None]
-
-    def params(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-        # (a batch's rows share values, the instant above all: the last one processed is
-        # reused when the next is the same object)
-        last: list[list[Any]] = [[_NONE, None] for _ in through]
-        out: list[tuple[Any, ...]] = []
-        for row in rows:
-            values = list(get(row))
-            for (at, processor), seen in zip(through, last, strict=True):
-                values[at] = _processed(values[at], processor, seen)
-            out.append(tuple(values))
-        return out
-
-    return connection, sql, params
+    # (a batch's rows share values, the instant above all: the last one processed is reused
+    # when the next is the same object)
+    last: list[list[Any]] = [[_NONE, None] for _ in through]
+    out: list[tuple[Any, ...]] = []
+    for row in rows:
+        values = list(get(row))
+        for (at, processor), seen in zip(through, last, strict=True):
+            values[at] = _processed(values[at], processor, seen)
+        out.append(tuple(values))
+    return out
 
 
 @functools.lru_cache(maxsize=64)

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.model import AuditEntry, AuditKind, ReingestRequest, RowChange
 from reconciler.stores.sql import audit
+from reconciler.stores.sql.bulk import update_through_driver
 from reconciler.stores.sql.connection import now
 from reconciler.stores.sql.schema import Base, DocumentRow, OutboxRow
 
@@ -187,7 +188,10 @@ def _flush(session: Session, pages: dict[tuple[str, ...], list[dict[str, Any]]])
     statement = update(_DOCUMENTS).where(_DOCUMENTS.c.doc_id == bindparam(_ROW_ID))
     for columns, page in pages.items():
         if page:
-            session.connection().execute(statement, page)
+            # (on SQLite straight to the driver, the same values bound: Core's parameter
+            # work a row was most of a declare's 200,000 row updates' CPU)
+            if not update_through_driver(session, _DOCUMENTS, "doc_id", _ROW_ID, page):
+                session.connection().execute(statement, page)
             pages[columns] = []
 
 
