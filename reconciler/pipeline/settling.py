@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from reconciler.checks import parts
-from reconciler.model import EXPECTED_FIELDS, OPEN_END, OPEN_START, VersionState, state_of
+from reconciler.model import EXPECTED_FIELDS, OPEN_END, OPEN_START, VersionState
 from reconciler.pipeline.checking import check_context
 from reconciler.pipeline.values import Options, SourcesRead
 
@@ -49,6 +49,9 @@ _SUPERSEDED, _PENDING, _CURRENT = (
     VersionState.PENDING,
     VersionState.CURRENT,
 )
+#: ``state_of`` of each state's text.
+_STATES = {state.value: state for state in VersionState}
+_UNKNOWN = VersionState.UNKNOWN
 _AT = {name: EXPECTED_FIELDS.index(name) for name in EXPECTED_FIELDS}
 
 
@@ -98,9 +101,9 @@ def quiet_rows(rows: Sequence[tuple[Any, ...]], settling: Settling) -> bool:
         start, end = row[_FROM], row[_TO] or OPEN_END
         if start is not None and not start < end:
             return False
-        state = state_of(row[_STATE])
-        key = (start or OPEN_START, row[_VERSION], row[_DOC])
+        state = _STATES.get(row[_STATE], _UNKNOWN)  # (``state_of``)
         if state in _SERVABLE:
+            key = (start or OPEN_START, row[_VERSION], row[_DOC])
             if servable is not None:
                 return False
             if (
@@ -112,9 +115,8 @@ def quiet_rows(rows: Sequence[tuple[Any, ...]], settling: Settling) -> bool:
                 return False
             servable = key
         elif state is _SUPERSEDED and row[_SUCCESSOR] is not None:
-            named.append(key)
-    return servable is None or not any(key >= servable for key in named)
-
+            named.append((start or OPEN_START, row[_VERSION], row[_DOC]))
+    return servable is None or not named or max(named) < servable
 
 _DOC, _SOURCE, _FAMILY, _VERSION = (
     _AT["doc_id"],
