@@ -118,6 +118,7 @@ def quiet_rows(rows: Sequence[tuple[Any, ...]], settling: Settling) -> bool:
             named.append((start or OPEN_START, row[_VERSION], row[_DOC]))
     return servable is None or not named or max(named) < servable
 
+
 _DOC, _SOURCE, _FAMILY, _VERSION = (
     _AT["doc_id"],
     _AT["source"],
