@@ -22,9 +22,9 @@ from reconciler.model import (
     OPEN_END,
     OPEN_START,
     Document,
+    VersionState,
     parse_instant,
     rfc3339,
-    state_of,
 )
 
 
@@ -62,18 +62,26 @@ def managed_values(
 ) -> tuple[Any, ...]:
     """``payload_values`` of a row given as its fields (``Document``'s, in ``MANAGED_KEYS``
     order; the state as stored, or as a ``VersionState``): the check's scan reads the table's
-    rows as these, not as ``Document`` values (issue 38)."""
+    rows as these, not as ``Document`` values (issue 38). (``instant_text``'s look-up is
+    spelt out here: the scan calls this once a row.)"""
+    start, end, texts = effective_from or OPEN_START, effective_to or OPEN_END, _TEXTS
     return (
         family,
         int(version),
-        str(state_of(state)),
+        _STATE_TEXTS.get(state, _UNKNOWN_TEXT),  # (``str(state_of(state))``)
         superseded_by,
-        instant_text(effective_from or OPEN_START),
-        instant_text(effective_to or OPEN_END),
+        (start.__class__ is datetime and start.tzinfo is UTC and texts.get(start))
+        or instant_text(start),
+        (end.__class__ is datetime and end.tzinfo is UTC and texts.get(end)) or instant_text(end),
         doc_class,
         bool(quarantined),
         reason,
     )
+
+
+#: ``str(state_of(text))`` of each state's text (a state itself looks up alike): the text.
+_STATE_TEXTS: dict[str, str] = {state.value: state.value for state in VersionState}
+_UNKNOWN_TEXT = VersionState.UNKNOWN.value
 
 
 #: ``rfc3339`` of UTC instants seen lately (``instant_text``); emptied when it reaches this size.
@@ -94,8 +102,28 @@ def instant_text(value: datetime) -> str:
     if text is None:
         if len(_TEXTS) >= _TEXTS_KEPT:
             _TEXTS.clear()
-        text = _TEXTS[value] = rfc3339(value)
+        text = _TEXTS[value] = _utc_text(value)
     return text
+
+
+#: "00" to "99": the two-digit fields of an instant's text (``_utc_text``).
+_TWO = tuple(f"{n:02d}" for n in range(100))
+#: Year -> its four digits, for the years met (at most 9,999).
+_YEARS: dict[int, str] = {}
+
+
+def _utc_text(value: datetime) -> str:
+    """``rfc3339`` of a ``datetime`` in UTC, spelt from its fields: ``isoformat`` formats
+    through C's printf, several times the cost (issue 38: a corpus's dates are mostly
+    distinct, so most rows of the check's table pass format one)."""
+    two, year = _TWO, value.year
+    digits = _YEARS.get(year) or _YEARS.setdefault(year, f"{year:04d}")
+    text = (
+        f"{digits}-{two[value.month]}-{two[value.day]}"
+        f"T{two[value.hour]}:{two[value.minute]}:{two[value.second]}"
+    )
+    micro = value.microsecond
+    return f"{text}.{micro:06d}Z" if micro else f"{text}Z"
 
 
 #: Namespace of point ids: uuid5(namespace, chunk_id), so re-ingesting is idempotent.

@@ -68,9 +68,15 @@ def assess(
     names = [part.name for part in chosen]
     ctx = check_context(options, now, sources)
     moving = bool(MOVING_CHECKS & options.checks)
+    views = (
+        family_views(table, options, sources, scan, moving=moving)
+        if scan.unsettled is None
+        else unsettled_views(table, options, sources, scan)
+    )
     families = fold_families(
-        (view, check_family(view, ctx, names, options.doc_id))
-        for view in family_views(table, options, sources, scan, moving=moving)
+        ((view, check_family(view, ctx, names, options.doc_id)) for view in views),
+        settled=scan.settled,
+        per_family=[p.name for p in chosen if p.family is not None and p.check.per_family],
     )
     supported = bool(getattr(index, "supports_payload_indexes", False))
     collection = CollectionView(
@@ -112,13 +118,22 @@ def assess(
     )
 
 
-def fold_families(checked: Iterable[tuple[FamilyView, FamilyOutcome]]) -> Checked:
+def fold_families(
+    checked: Iterable[tuple[FamilyView, FamilyOutcome]],
+    *,
+    settled: int = 0,
+    per_family: Sequence[str] = (),
+) -> Checked:
     """Each family's outcome folded into one value (a family counts once for each check
-    that ran on it; an empty plan is not kept: one a family would make memory grow)."""
+    that ran on it; an empty plan is not kept: one a family would make memory grow).
+    ``settled``: families the scan settled (``pipeline.settling``), counted as checked by each
+    of the ``per_family`` checks, with nothing found."""
     findings: list[Finding] = []
     plans: list[Plan] = []
-    counts: Counter[str] = Counter()
-    timings: dict[str, float] = defaultdict(float)
+    counts: Counter[str] = Counter(dict.fromkeys(per_family, settled) if settled else {})
+    timings: dict[str, float] = defaultdict(
+        float, dict.fromkeys(per_family, 0.0) if settled else {}
+    )
     claimed: set[str] = set()
     for view, outcome in checked:
         if outcome.findings:
@@ -227,6 +242,19 @@ def family_views(
         )
     for family, docs in sorted(new_by_family.items()):
         yield view_after_scan(table, family, (), sources, scan, docs)
+
+
+def unsettled_views(
+    table: DocumentReader, options: Options, sources: SourcesRead, scan: Scan
+) -> Iterator[FamilyView]:
+    """``family_views`` of the families the scan did not settle (``Scan.unsettled``), read
+    ``LOOKUP`` families a statement, in the table's order. Only a run that moves no document
+    and reads no source's documents settles families: none join or leave one."""
+    unsettled = scan.unsettled or ()
+    for start in range(0, len(unsettled), LOOKUP):
+        some = unsettled[start : start + LOOKUP]
+        for family, group in groupby(table_rows(table, options, some), key=FAMILY_OF):
+            yield view_after_scan(table, family, tuple(group), sources, scan, [])
 
 
 def _summed(*timings: Mapping[str, float]) -> Mapping[str, float]:

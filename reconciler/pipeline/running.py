@@ -28,6 +28,7 @@ from reconciler.pipeline.guarding import decide
 from reconciler.pipeline.reading import read_sources
 from reconciler.pipeline.recording import record, save_authorized
 from reconciler.pipeline.scope_rows import ScopeRows
+from reconciler.pipeline.settling import Settling, settling
 from reconciler.pipeline.values import (
     Assessment,
     Options,
@@ -110,7 +111,7 @@ class Reconciler:
         sources = self.read_sources(options, now)
         refuse_undeclarable(options, sources)
         scope, rows = self.scoped(options, sources)
-        scan = self.scan(options, scope, rows)
+        scan = self.scan(options, scope, rows, settling=settling(options, now, sources, scope))
         assessment = self.assess(options, now, sources, scan, rows)
         plan = self.without_queued_reingests(assessment.plan)
         decision = decide(options, self.guard_totals(options, scan), plan, sources.states, now)
@@ -249,12 +250,20 @@ class Reconciler:
         return widened, rows
 
     def scan(
-        self, options: Options, scope: frozenset[str] | None, rows: DocumentReader | None = None
+        self,
+        options: Options,
+        scope: frozenset[str] | None,
+        rows: DocumentReader | None = None,
+        *,
+        settling: Settling | None = None,
     ) -> Scan:
         """Stage 2 (``pipeline.scanning.scan``); ``rows``: where the scope's rows are read
-        (``scoped``), else the table."""
+        (``scoped``), else the table; ``settling``: the families it may settle
+        (``pipeline.settling``)."""
         table = self.table if rows is None else rows
-        return scanning.scan(table, self.index, options, scope, progress=self.progress)
+        return scanning.scan(
+            table, self.index, options, scope, progress=self.progress, settling=settling
+        )
 
     # -- stage 3: the checks and the plan --------------------------------------------------
 

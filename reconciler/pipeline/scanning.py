@@ -13,10 +13,11 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reconciler.model import EXPECTED_FIELDS, MANAGED_KEYS, Document, VersionState
 from reconciler.payload import managed_values
+from reconciler.pipeline.settling import UNSETTLED_KEPT, Settling, quiet_rows
 from reconciler.pipeline.values import Options, Scan, Totals
 from reconciler.ports import ChunkReader, DocumentReader, split_of
 
@@ -67,49 +68,23 @@ def scan(
     scope: frozenset[str] | None,
     *,
     progress: Callable[[str, int], None] | None = None,
+    settling: Settling | None = None,
 ) -> Scan:
     """Fingerprint every row's expected payload, then fold the collection per document.
 
     The table is streamed once here, family by family, the collection once, a page at a
     time. Memory holds 36 bytes a document (``ChunkTally``), plus the doc id and payload
-    variants of each document with a differing or stale chunk.
+    variants of each document with a differing or stale chunk. With ``settling``, each family
+    is judged from its rows as they pass (``pipeline.settling``): the quiet ones are counted,
+    the others' ids kept (``UNSETTLED_KEPT`` at most) for the assess stage.
     """
     # (imported here: numpy, which the tally keeps its arrays in, is loaded when a scan
     # begins, not when a command that may never scan starts)
     from reconciler.pipeline.chunk_tally import ChunkTally  # noqa: PLC0415
 
     tally = ChunkTally(keep_ids=options.keep_ids, split=split_of(index) is not None)
-    families = 0
-    rows_by_source: dict[str, int] = defaultdict(int)
-    in_scope: list[str] = []
-    owns = options.shard.owns
-    retired = str(VersionState.RETIRED)
-    batch: list[tuple[Any, ...]] = []
-    contents: list[str | None] = []
-    counts: list[int] = []
-    add_row, add_content, add_count = batch.append, contents.append, counts.append
-    family: str | None = None
-    for doc_id, source, content, count, *fields in expected_rows(table, options, scope):
-        if fields[0] != family:  # (family by family)
-            family = fields[0]
-            families += 1
-        values = managed_values(*fields)
-        add_row((doc_id, *values))
-        add_content(content)
-        add_count(count)
-        if values[_STATE] != retired:  # what the source should still hold
-            rows_by_source[source] += 1
-        if scope is not None:
-            in_scope.append(doc_id)
-        if len(batch) >= TABLE_FOLD:
-            tally.expect_rows(batch, contents=contents, counts=counts)
-            batch.clear()
-            contents.clear()
-            counts.clear()
-    tally.expect_rows(batch, contents=contents, counts=counts)
-    for kept in (batch, contents, counts):  # the last rows, let go before the scan's pages
-        kept.clear()
-    tally.seal()
+    passed = _register(table, options, scope, tally, settling)
+    in_scope, owns = passed.in_scope, options.shard.owns
 
     scanned = 0
     if scope is None or in_scope:
@@ -133,19 +108,106 @@ def scan(
                 progress("scanned", scanned)
                 shown = scanned
     wanted, found = tally.shortfall()
+    # (settled only when every registered document's chunks are as its row says)
+    unsettled = passed.unsettled
+    settles = unsettled is not None and not (
+        tally.drifted_ids() or tally.stale_ids() or tally.misplaced_ids() or tally.any_short
+    )
     return Scan(
         scope=scope,
         expected=tally.registered,
         chunks=tally,
         totals=Totals(
-            families=families,
-            rows_by_source=dict(rows_by_source),
+            families=passed.families,
+            rows_by_source=passed.rows_by_source,
             chunks=scanned,
             chunks_expected=wanted,
             chunks_found=found,
         ),
         short=_short(table, options, scope, tally) if found < wanted else (),
+        settled=passed.quiet if settles else 0,
+        unsettled=tuple(unsettled) if settles and unsettled is not None else None,
     )
+
+
+class _Passed(NamedTuple):
+    """The scan's pass over the table: what it counted, and the families it settled."""
+
+    families: int
+    rows_by_source: dict[str, int]
+    in_scope: list[str]
+    quiet: int
+    unsettled: list[str] | None
+
+
+def _register(
+    table: DocumentReader,
+    options: Options,
+    scope: frozenset[str] | None,
+    tally: ChunkTally,
+    settling: Settling | None,
+) -> _Passed:
+    """Register every row of the scope in ``tally`` (sealed), family by family; with
+    ``settling``, judge each family as it passes (``scan``)."""
+    families = 0
+    rows_by_source: dict[str, int] = defaultdict(int)
+    in_scope: list[str] = []
+    retired = str(VersionState.RETIRED)
+    batch: list[tuple[Any, ...]] = []
+    contents: list[str | None] = []
+    counts: list[int] = []
+    add_row, add_content, add_count = batch.append, contents.append, counts.append
+    family: str | None = None
+    # (the family's rows while it passes, judged when the next one begins; ``unsettled``:
+    # ``None`` when no family is settled)
+    members: list[tuple[Any, ...]] = []
+    unsettled: list[str] | None = None if settling is None else []
+    quiet = 0
+    for row in expected_rows(table, options, scope):
+        doc_id, source, content, count, *fields = row
+        if fields[0] != family:  # (family by family)
+            if members and unsettled is not None:
+                quiet, unsettled = _judged(members, settling, quiet, unsettled)
+            members.clear()
+            family = fields[0]
+            families += 1
+        if unsettled is not None:
+            members.append(row)
+        values = managed_values(*fields)
+        add_row((doc_id, *values))
+        add_content(content)
+        add_count(count)
+        if values[_STATE] != retired:  # what the source should still hold
+            rows_by_source[source] += 1
+        if scope is not None:
+            in_scope.append(doc_id)
+        if len(batch) >= TABLE_FOLD:
+            tally.expect_rows(batch, contents=contents, counts=counts)
+            batch.clear()
+            contents.clear()
+            counts.clear()
+    if members and unsettled is not None:
+        quiet, unsettled = _judged(members, settling, quiet, unsettled)
+    tally.expect_rows(batch, contents=contents, counts=counts)
+    for kept in (batch, contents, counts, members):  # (the last rows: let go before the pages)
+        kept.clear()
+    tally.seal()
+
+    return _Passed(families, dict(rows_by_source), in_scope, quiet, unsettled)
+
+
+def _judged(
+    members: list[tuple[Any, ...]], settling: Settling | None, quiet: int, unsettled: list[str]
+) -> tuple[int, list[str] | None]:
+    """``quiet`` and ``unsettled`` with the family of ``members`` judged (``quiet_rows``);
+    ``unsettled`` becomes ``None`` once it would hold more than ``UNSETTLED_KEPT``."""
+    assert settling is not None
+    if quiet_rows(members, settling):
+        return quiet + 1, unsettled
+    if len(unsettled) >= UNSETTLED_KEPT:
+        return quiet, None
+    unsettled.append(members[0][_FAMILY])
+    return quiet, unsettled
 
 
 def _short(

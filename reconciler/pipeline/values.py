@@ -169,6 +169,12 @@ class Scan:
     totals: Totals
     #: The rows in scope with fewer chunks than they say they have (at most ``SHORT_KEPT``).
     short: tuple[str, ...] = ()
+    #: The families the scan settled (``pipeline.settling``: quiet, every chunk as its row
+    #: says), which the assess stage counts as checked without reading them again.
+    settled: int = 0
+    #: The other families, in the table's order, when the scan settled families (``None``:
+    #: it did not, and the assess stage checks every family).
+    unsettled: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

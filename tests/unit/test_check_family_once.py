@@ -226,10 +226,9 @@ def test_the_siblings_shortcut_finds_what_the_whole_check_finds(
         assert siblings.check_in_full(fresh, ctx) == []
 
 
-def test_a_tidy_family_is_quiet_and_a_second_served_version_is_not() -> None:
-    """The shortcut is taken (not vacuous): a family as the time rule leaves it, one version
-    served, is quiet; the same with the older version set back to current is not, and the
-    whole check reports it."""
+def tidy_versions() -> tuple[Document, Document]:
+    """A family as the time rule leaves it now: a superseded version and its successor in
+    force (``test_settling`` too)."""
     old = Document(
         doc_id=f"{SRC}:d0", source=SRC, source_key="d0", doc_family_id=FAMILY, doc_version=1,
         version_state=VersionState.SUPERSEDED, effective_from=NOW - 9 * DAY,
@@ -238,6 +237,14 @@ def test_a_tidy_family_is_quiet_and_a_second_served_version_is_not() -> None:
     new = replace(old, doc_id=f"{SRC}:d1", source_key="d1", doc_version=2,
                   version_state=VersionState.CURRENT, effective_from=NOW - 2 * DAY,
                   effective_to=OPEN_END, superseded_by=None)  # fmt: skip
+    return old, new
+
+
+def test_a_tidy_family_is_quiet_and_a_second_served_version_is_not() -> None:
+    """The shortcut is taken (not vacuous): a family as the time rule leaves it, one version
+    served, is quiet; the same with the older version set back to current is not, and the
+    whole check reports it."""
+    old, new = tidy_versions()
     ctx = contexts(0, readable=True, ttl=False, split=False)
     tidy = FamilyView(family=FAMILY, rows=(old, new), registered=frozenset({new.doc_id}))
     assert siblings.quiet(tidy, tidy.settled(ctx.now), ctx.now)
