@@ -1,7 +1,8 @@
 """The audit body's texts (``stores/sql/audit_body.texts_of``): an entry of a plain kind (a
 page of intents, a move's entries, a confirmation) encoded in C as it is, by ``orjson`` where
 its values allow, gives the text the ``jsonable`` walk gives, whatever it holds (a value JSON
-cannot encode falls back to the walk; one ``orjson`` spells otherwise or refuses, to ``json``)."""
+cannot encode, or a key that is not text, falls back to the walk; one ``orjson`` spells
+otherwise or refuses, to ``json``)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ _VALUES = st.recursive(
         st.lists(inner, max_size=3),
         st.tuples(inner, inner),
         st.dictionaries(st.text(max_size=3), inner, max_size=3),
+        # Keys that are not text: ``jsonable`` spells them with ``str`` (``None`` as "None").
+        st.dictionaries(st.one_of(st.none(), st.booleans(), st.integers(-3, 3)), inner, max_size=2),
     ),
     max_leaves=8,
 )
@@ -55,6 +58,7 @@ _VALUES = st.recursive(
     _VALUES,
 )  # fmt: skip
 @example(AuditKind.PAYLOAD_PAGE, {"a": {"\x1f\u2028": ["\ud800"]}}, {"b": 2**64})
+@example(AuditKind.MOVE, {None: 1}, {True: 0.5})
 @example(AuditKind.CONFIRM, {"z": 1, "\U0001f600": True, "\uffff": None, "é": "\x7f"}, [])
 def test_a_plain_kind_s_text_is_the_walk_s_text(kind: AuditKind, before: Any, after: Any) -> None:
     entry = AuditEntry("r", datetime(2026, 1, 1, tzinfo=UTC), "a", "x", kind, "t", before, after)

@@ -113,17 +113,23 @@ def texts_of(entry: AuditEntry) -> tuple[str, str]:
         texts = _plain_texts(entry.before, entry.after)
         if texts is not None:
             return texts
-        try:
-            return canonical_plain(entry.before), canonical_plain(entry.after)
-        except (TypeError, ValueError):
-            pass
+        if _plain([entry.before, entry.after], _JSON_TYPES, keys=True):
+            try:
+                return canonical_plain(entry.before), canonical_plain(entry.after)
+            except (TypeError, ValueError):
+                pass
     return canonical_plain(jsonable(entry.before)), canonical_plain(jsonable(entry.after))
 
 
 #: The types ``orjson`` encodes as ``canonical_plain`` does, byte for byte (``_plain_texts``).
 _PLAIN_TYPES = frozenset({dict, list, str, int, bool, type(None)})
+#: The types ``json`` encodes as ``canonical_plain(jsonable(…))`` does when the walk is
+#: skipped: ``_PLAIN_TYPES`` and floats (a dict's key must still be a string, which ``_plain``
+#: checks: ``json`` writes a ``None`` key as "null" where the walk writes "None").
+_JSON_TYPES = _PLAIN_TYPES | {float}
 #: Levels ``_plain`` looks down before it gives up (``orjson`` itself stops at 254).
 _PLAIN_DEPTH = 32
+_STR = frozenset({str})
 _IS_DICT = dict.__instancecheck__
 _IS_LIST = list.__instancecheck__
 
@@ -137,7 +143,7 @@ def _plain_texts(before: Any, after: Any) -> tuple[str, str] | None:
     (code points), its escapes ``json``'s with ``ensure_ascii=False``. ``None`` (the caller
     encodes them with ``json``) for anything else, and where ``orjson`` refuses a value (an
     integer past 64 bits, a lone surrogate, a key that is not a string)."""
-    if orjson is None or not _plain([before, after]):
+    if orjson is None or not _plain([before, after], _PLAIN_TYPES):
         return None
     try:
         return (
@@ -148,18 +154,22 @@ def _plain_texts(before: Any, after: Any) -> tuple[str, str] | None:
         return None
 
 
-def _plain(values: list[Any]) -> bool:
-    """Whether ``values``, and everything in them at any depth, are of ``_PLAIN_TYPES``
-    exactly: a level at a time, each pass in C."""
+def _plain(values: list[Any], allowed: frozenset[object], *, keys: bool = False) -> bool:
+    """Whether ``values``, and everything in them at any depth, are of the ``allowed`` types
+    exactly (``keys``: and every dict's keys strings; ``orjson`` refuses any other key
+    itself): a level at a time, each pass in C."""
     for _level in range(_PLAIN_DEPTH):
         if not values:
             return True
         types = set(map(type, values))
-        if not types <= _PLAIN_TYPES:
+        if not types <= allowed:
             return False
         nested: list[Any] = []
         if dict in types:
-            nested += chain.from_iterable(map(dict.values, filter(_IS_DICT, values)))
+            dicts = list(filter(_IS_DICT, values))
+            if keys and not set(map(type, chain.from_iterable(dicts))) <= _STR:
+                return False
+            nested += chain.from_iterable(map(dict.values, dicts))
         if list in types:
             nested += chain.from_iterable(filter(_IS_LIST, values))
         values = nested
