@@ -423,11 +423,9 @@ class ChunkTally:
     def shortfall(self) -> tuple[int, int]:
         """``(chunks the rows say they have, of those the scan found)``, over the rows that
         say (``chunk_count`` > 0): an index that lost points shows here."""
-        self.seal()
-        said = self._wanted > 0
-        wanted = int(self._wanted[said].sum(dtype=np.int64))
-        found = int(np.minimum(self._counts[said], self._wanted[said]).sum(dtype=np.int64))
-        return wanted, found
+        self.seal()  # (a row that says 0 adds 0 to both: one temporary, not four; issue 38)
+        wanted = int(self._wanted.sum(dtype=np.int64))
+        return wanted, int(np.minimum(self._counts, self._wanted).sum(dtype=np.int64))
 
     def orphans(self) -> list[tuple[str | None, ChunkAggregate]]:
         """The chunks whose doc_id has no row (``None``: no doc_id), by doc_id."""
