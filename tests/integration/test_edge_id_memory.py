@@ -5,6 +5,7 @@ and the audit ever see)."""
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ pytest.importorskip("qdrant_edge")
 
 from reconciler.model import ChunkRecord, PayloadWrite
 from reconciler.stores.edge.index import EdgeChunkIndex
-from reconciler.stores.edge.requests import IdMemory, edge_ids, our_id
+from reconciler.stores.edge.requests import ID_MEMORY, IdMemory, edge_ids, our_id
 
 _EDGE_IDS = st.one_of(st.uuids().map(lambda u: uuid.UUID(int=u.int)), st.integers(0, 2**64 - 1))
 
@@ -31,7 +32,10 @@ def test_a_remembered_id_is_the_uuid_of_the_same_string(
     memory = IdMemory(limit)
     ours = [memory.our_id(point_id) for point_id in handed]
     assert ours == [our_id(point_id) for point_id in handed]
-    assert all(type(p) is (str if isinstance(h, uuid.UUID) else int) for p, h in zip(ours, handed))
+    assert all(
+        type(p) is (str if isinstance(h, uuid.UUID) else int)
+        for p, h in zip(ours, handed, strict=True)
+    )
     assert len(memory) <= limit
     asked = edge_ids([*ours, *(our_id(p) for p in others)])
     given_back = memory.edge_ids(asked)
@@ -64,7 +68,9 @@ def _corpus(path: Path) -> tuple[EdgeChunkIndex, list[str | int]]:
 
 def _scanned_ids(index: EdgeChunkIndex) -> list[str | int]:
     """Every id the lean scan converts (as the check does for the chunks it keeps)."""
-    return [page.point_id(at) for page in index.scan_managed(batch_size=7) for at in range(len(page))]
+    return [
+        page.point_id(at) for page in index.scan_managed(batch_size=7) for at in range(len(page))
+    ]
 
 
 def _stored(index: EdgeChunkIndex) -> dict[Any, Any]:
@@ -106,3 +112,35 @@ def test_the_memory_is_the_last_scan_s_and_a_closed_index_s_is_empty(tmp_path: P
     finally:
         index.close()
     assert len(index._ids) == 0
+
+
+def test_a_repair_audits_and_writes_what_it_did_with_strings(tmp_path: Path) -> None:
+    """A whole apply (the check's scan, then the writes by the ids it kept) on two copies of
+    the same drifted Edge corpus, with the scan's UUIDs handed back and without: the same
+    pages of intents (before and after texts) and every point with the same payload."""
+    bench_phases = pytest.importorskip("bench.phases")
+    from bench.corpus import Layout  # noqa: PLC0415 - the harness, from the checkout
+    from reconciler.pipeline.values import Guard  # noqa: PLC0415
+
+    seen = []
+    for limit in (0, ID_MEMORY):
+        layout = Layout(root=tmp_path / f"c{limit}", requested=600, dim=4, seed=7)
+        bench_phases.build(layout, engine="edge")
+        bench_phases.drift(layout, 20, engine="edge")
+        stores = bench_phases.Stores(layout, engine="edge")
+        try:
+            stores.index._ids.limit = limit
+            report = bench_phases._run(stores, "apply", Guard(max_changed_fraction=1.0))
+            assert report.applied is not None
+            assert report.applied.points == 200
+            assert len(stores.index._ids) == min(limit, 200)
+            with sqlite3.connect(layout.root / "reconciler.db") as db:
+                pages = db.execute(  # (the texts as stored and hashed)
+                    "SELECT target, before, after FROM audit_log"
+                    " WHERE target_type = 'payload_page' ORDER BY seq"
+                ).fetchall()
+            seen.append((pages, _stored(stores.index)))
+        finally:
+            stores.close()
+    assert seen[0][0]
+    assert seen[0] == seen[1]
