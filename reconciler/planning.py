@@ -31,6 +31,7 @@ from reconciler.model import (
     Document,
     Finding,
     ReingestRequest,
+    replaced,
 )
 from reconciler.payload import payload_for, same_payload, same_value, same_variant
 from reconciler.rules.time_rule import kept_in_main
@@ -212,10 +213,10 @@ def desired_row(
             reasons.append(f"{finding.check}/{finding.kind}")
     if truth is not None:
         changes.update({f: getattr(truth, f) for f in STATE_FIELDS})
-    after = dataclasses.replace(row, **changes) if changes else row
+    after = replaced(row, **changes) if changes else row
     quarantined, why = _merge_quarantine(row, decisions)
     if (quarantined, why) != (row.quarantined, row.quarantine_reason):
-        after = dataclasses.replace(after, quarantined=quarantined, quarantine_reason=why)
+        after = replaced(after, quarantined=quarantined, quarantine_reason=why)
     return after, tuple(dict.fromkeys(reasons))
 
 

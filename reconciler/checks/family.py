@@ -23,6 +23,7 @@ from reconciler.model import (
     Severity,
     SourceProblem,
     VersionState,
+    replaced,
     rfc3339,
 )
 from reconciler.rules.declared_state import (
@@ -202,9 +203,7 @@ def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
             # Gone from a completely read source past the grace period: retired, in this
             # same run, so nothing else in the family is settled against it.
             judged.add(row.doc_id)
-            declared.append(
-                dataclasses.replace(row, version_state=VersionState.RETIRED, superseded_by=None)
-            )
+            declared.append(replaced(row, version_state=VersionState.RETIRED, superseded_by=None))
             continue
         if src is None or not ctx.source_readable(row.source):
             declared.append(row)
@@ -228,13 +227,11 @@ def _declared_family(view: FamilyView, ctx: CheckContext) -> Declared:
         if expected.superseded_by and expected.superseded_by not in view.registered:
             not_ingested_successor[row.doc_id] = expected.superseded_by
             if ctx.successor_policy == "keep":
-                expected = dataclasses.replace(
-                    expected, **{f: getattr(row, f) for f in STATE_FIELDS}
-                )
+                expected = replaced(expected, **{f: getattr(row, f) for f in STATE_FIELDS})
         if "state" in unread:
             # A status that cannot be read: the row's state stands as it is (not re-derived
             # from the other fields, which would move its window and successor).
-            expected = dataclasses.replace(expected, **{f: getattr(row, f) for f in STATE_FIELDS})
+            expected = replaced(expected, **{f: getattr(row, f) for f in STATE_FIELDS})
         declared.append(expected)
     settled: Mapping[str, Document]
     if not judged:

@@ -30,6 +30,7 @@ from reconciler.errors import (
     SchemaError,
     StoreUnavailable,
 )
+from reconciler.model import encoder_of
 from reconciler.ports.source import ConnectorError
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ class CliState:
 
 #: The C encoder (``json.dumps`` with ``indent`` is the pure-Python one: a declare of 100,000
 #: proposals spent seconds there).
-_ENCODE = json.JSONEncoder(default=str).encode
+_ENCODE = encoder_of(json.JSONEncoder(default=str))
 
 
 def json_text(data: Any, indent: str = "") -> str:

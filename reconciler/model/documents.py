@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from reconciler.model.encoding import jsonable
@@ -36,6 +38,28 @@ class Document:
     #: registered by a pipeline that does not say). The reference ingestion writes it before
     #: the chunks, so a document with fewer chunks than this lost some (``missing_chunks``).
     chunk_count: int = 0
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(Document))
+_VALUES = attrgetter(*_FIELDS)
+_PLACE = {name: at for at, name in enumerate(_FIELDS)}
+
+
+def replaced(doc: Document, /, **changes: Any) -> Document:
+    """``dataclasses.replace(doc, **changes)``, made through ``Document``'s own ``__init__``
+    with every field given by position, read at once (``attrgetter``): half the time of
+    ``replace``, which asks each field's ``init``, reads it by name and passes keywords (the
+    time rule and the planner make ~500,000 copies in a declare of 100,000 proposals). A
+    subclass, or a name that is not a field, goes through ``replace`` itself (its error)."""
+    if type(doc) is not Document:
+        return dataclasses.replace(doc, **changes)
+    values = list(_VALUES(doc))
+    for name, value in changes.items():
+        at = _PLACE.get(name)
+        if at is None:
+            return dataclasses.replace(doc, **changes)
+        values[at] = value
+    return Document(*values)
 
 
 #: The fields of a row ``DocumentReader.iter_expected`` gives, in order: the row's identity,

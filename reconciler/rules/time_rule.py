@@ -26,7 +26,6 @@ an ``unknown`` version open beside later ``unknown`` ones (the siblings check re
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,6 +39,7 @@ from reconciler.model import (
     SourceDocument,
     VersionState,
     parse_instant,
+    replaced,
 )
 
 #: ``[policy] unknown_siblings``: supersede an ``unknown`` version by a later ``unknown``
@@ -375,9 +375,9 @@ def _settle_once(
     started = []
     for doc in docs:
         if doc.version_state is VersionState.PENDING and start_of(doc) <= now:
-            doc = dataclasses.replace(doc, version_state=VersionState.CURRENT)
+            doc = replaced(doc, version_state=VersionState.CURRENT)
         elif doc.version_state is VersionState.CURRENT and start_of(doc) > now:
-            doc = dataclasses.replace(doc, version_state=VersionState.PENDING)
+            doc = replaced(doc, version_state=VersionState.PENDING)
         started.append(doc)
     slots = timeline(started, unknown_siblings=unknown_siblings, links=links)
     settled: dict[str, Document] = {}
@@ -388,17 +388,15 @@ def _settle_once(
                 # Unchanged (the usual case): the same object, not an equal copy. ``slot.end``
                 # is the version's own ``effective_to`` object unless something closes it.
                 if slot.end is not doc.effective_to or doc.superseded_by is not None:
-                    doc = dataclasses.replace(doc, effective_to=slot.end, superseded_by=None)
+                    doc = replaced(doc, effective_to=slot.end, superseded_by=None)
             elif slot.successor is not None:
-                doc = dataclasses.replace(
+                doc = replaced(
                     doc,
                     version_state=VersionState.SUPERSEDED,
                     superseded_by=slot.successor,
                     effective_to=slot.end,
                 )
             else:
-                doc = dataclasses.replace(
-                    doc, version_state=VersionState.RETIRED, superseded_by=None
-                )
+                doc = replaced(doc, version_state=VersionState.RETIRED, superseded_by=None)
         settled[doc.doc_id] = doc
     return settled

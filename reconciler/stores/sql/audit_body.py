@@ -22,7 +22,7 @@ from sqlalchemy import Text, bindparam, cast, func, insert, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
-from reconciler.model import AuditEntry, AuditKind, jsonable, rfc3339
+from reconciler.model import AuditEntry, AuditKind, encoder_of, jsonable, rfc3339
 from reconciler.stores.sql.audit_protection import keyed_digest
 from reconciler.stores.sql.bulk import bound, driver_connection
 from reconciler.stores.sql.schema import AuditDocumentRow, AuditHeadRow, AuditRow, Base
@@ -33,7 +33,9 @@ GENESIS = "0" * 64
 #: ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``'s
 #: encoder, made once: ``json.dumps`` with any argument of its own builds a new
 #: ``JSONEncoder`` every call (a declare of 100,000 proposals appends 300,000 entries).
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_CANONICAL = encoder_of(
+    json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+)
 #: ``json.dumps(value, ensure_ascii=False)``'s (a string: the C function at once).
 _TEXT = json.JSONEncoder(ensure_ascii=False).encode
 

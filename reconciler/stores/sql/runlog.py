@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.model import storable
+from reconciler.model import encoder_of, storable
 from reconciler.stores.sql.bulk import driver_connection, insert_through_driver
 from reconciler.stores.sql.connection import now
 from reconciler.stores.sql.schema import Base, FindingRow, RunRow
@@ -36,7 +36,7 @@ def _storable_finding(value: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-_ENCODE = json.JSONEncoder(check_circular=False).encode
+_ENCODE = encoder_of(json.JSONEncoder(check_circular=False))
 #: A finding's JSON columns, bound as the text made for them (``_with_texts``).
 _AS_IS = {"expected": "expected", "actual": "actual"}
 
