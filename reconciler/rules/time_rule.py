@@ -319,6 +319,18 @@ def settle(
     docs = list(docs)
     if _left_as_is(docs, now, links):
         return {doc.doc_id: doc for doc in docs}
+    if len(docs) == 2:
+        linked = _linked_pair(docs[0], docs[1], now, links)
+        if linked is not None:
+            return linked
+    return _settle_full(docs, now, unknown_siblings, links)
+
+
+def _settle_full(
+    docs: list[Document], now: datetime, unknown_siblings: str, links: Links | None
+) -> dict[str, Document]:
+    """``settle`` of ``docs`` that ``_left_as_is`` does not leave: the rule applied until a
+    pass changes nothing."""
     settled = _settle_once(docs, now, unknown_siblings, links)
     for _round in range(len(docs) + 1):
         if all(after is before for after, before in zip(settled.values(), docs, strict=False)):
@@ -331,6 +343,42 @@ def settle(
             break
         settled = again
     return settled
+
+
+def _linked_pair(
+    a: Document, b: Document, now: datetime, links: Links | None
+) -> dict[str, Document] | None:
+    """``settle`` of the usual family a declaration links (``declare``: an older current
+    version declared superseded by a newer one already in force), told without the timeline:
+    two current versions, one (``p``) declaring exactly the other (``s``) its successor, ``s``
+    declaring none, started after ``p`` began and by ``now``, in force at ``now``, and ``p`` open
+    at least until ``s`` starts. The rule then closes ``p`` at ``s``'s start and supersedes it
+    by ``s`` (its declared successor, in force), and leaves ``s`` as it is (the latest of the
+    timeline, nothing declared): one pass, after which ``_left_as_is`` holds. ``None``: any
+    other pair (``settle`` applies the rule in full; ``test_time_rule_pairs`` holds the two
+    to the same result)."""
+    current = VersionState.CURRENT
+    if a.version_state is not current or b.version_state is not current:
+        return None
+    for p, s in ((a, b), (b, a)):
+        if declared_links(s, links):
+            continue
+        named = declared_links(p, links)
+        if len(named) != 1 or named[0] != s.doc_id or p.doc_id == s.doc_id:
+            continue
+        start_s, start_p = s.effective_from, p.effective_from or OPEN_START
+        if start_s is None or not start_p < start_s <= now < s.effective_to:
+            return None
+        if p.effective_to < start_s:
+            return None
+        closed = replaced(
+            p,
+            version_state=VersionState.SUPERSEDED,
+            superseded_by=s.doc_id,
+            effective_to=min(p.effective_to, max(start_s, start_p)),
+        )
+        return {a.doc_id: closed if a is p else a, b.doc_id: closed if b is p else b}
+    return None
 
 
 def _left_as_is(docs: Sequence[Document], now: datetime, links: Links | None) -> bool:
