@@ -143,16 +143,24 @@ def json_text(data: Any, indent: str = "") -> str:
 @contextmanager
 def bulk_work() -> Iterator[None]:
     """A command that builds and keeps millions of objects (a declare of 100,000 proposals):
-    what outlives a young collection while it works is set aside (``gc.freeze`` after each
-    collection), so the collector looks at each kept object once, not again in every middle
-    and full pass (at 100,000 proposals: 17,800 young, 1,600 middle and one full pass, 4.6 s
-    of 84, the full one 1.8 s). Young objects are collected as usual; a cycle that dies after
-    its first collection waits for the end of the work, when what was set aside is handed
-    back (``gc.unfreeze``: to the oldest generation), with what any caller had frozen."""
+    the collector does not run while it works (``gc.disable``), and what outlives a
+    collection someone asks for is set aside (``gc.freeze`` after it), so the collector looks
+    at each kept object once at most. Its passes found next to nothing to free: what such a
+    command builds it keeps, and its garbage goes by reference counts (at 100,000 proposals
+    the passes were 17,800 young, 1,600 middle and one full pass, 4.6 s of 84, the full one
+    1.8 s; with survivors set aside, 5,200 young passes, 1.1-1.2 s of 19 at 30,000, and the
+    same peak RSS without them: docs/benchmarks.md, issue 36 round 11). A cycle that dies
+    while it works waits for the end of the work, when the collector is enabled again (if it
+    was) and what was set aside is handed back (``gc.unfreeze``: to the oldest generation),
+    with what any caller had frozen."""
+    enabled = gc.isenabled()
     gc.callbacks.append(_set_aside)
+    gc.disable()
     try:
         yield
     finally:
+        if enabled:
+            gc.enable()
         gc.callbacks.remove(_set_aside)
         gc.unfreeze()
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -164,12 +164,13 @@ def effects(plan: Plan, now: datetime) -> tuple[Effect, ...]:
     return tuple(found)
 
 
-def weigh(plan: Plan, now: datetime) -> Weights:
+def weigh(plan: Plan, now: datetime, found: Sequence[Effect] | None = None) -> Weights:
     """What the guard weighs of ``plan``: the families and chunks of each direction, each
-    document counted once, in the family it is served in before the run."""
+    document counted once, in the family it is served in before the run. ``found``:
+    ``effects(plan, now)``, when the caller has them."""
     families: dict[Direction, set[str]] = defaultdict(set)
     chunks: dict[Direction, int] = defaultdict(int)
-    for effect in effects(plan, now):
+    for effect in effects(plan, now) if found is None else found:
         families[effect.direction].add(effect.family)
         chunks[effect.direction] += effect.points
     served = families[Direction.HIDE] | families[Direction.REVEAL]
@@ -208,7 +209,8 @@ def decide(
     decides what is served; ``options.now``, else the clock's, when not given.) A refused
     run's ``allowed`` plan is what it still writes (``hold_back``)."""
     now = now or options.now or datetime.now(UTC)
-    weights = weigh(plan, now)
+    found = effects(plan, now)  # (once: the weights, what is held back and what is hidden)
+    weights = weigh(plan, now, found)
     families_total = max(totals.families, 1)
     chunks_total = max(totals.chunks, 1)
     reasons: list[Finding] = []
@@ -268,7 +270,9 @@ def decide(
     reasons += shrunken_index(options, totals)
     writing = options.mode.writes and bool(reasons)
     refused = writing and not options.force
-    allowed, held = hold_back(plan, now, reasons, tuple(over), declaring=bool(options.declarations))
+    allowed, held = hold_back(
+        plan, now, reasons, tuple(over), declaring=bool(options.declarations), found=found
+    )
     return GuardDecision(
         totals=totals,
         changed_families=weights.changed_families,
@@ -284,9 +288,7 @@ def decide(
         allowed=allowed if refused else None,
         held=held if refused else (),
         hidden=tuple(
-            sorted(
-                {e.doc_id for e in effects(plan, now) if e.direction is Direction.HIDE and e.doc_id}
-            )
+            sorted({e.doc_id for e in found if e.direction is Direction.HIDE and e.doc_id})
         ),
     )
 
@@ -305,6 +307,7 @@ def hold_back(
     over: tuple[str, ...],
     *,
     declaring: bool = False,
+    found: Sequence[Effect] | None = None,
 ) -> tuple[Plan, tuple[str, ...]]:
     """What a refused run still writes, and the documents it holds back (sorted).
 
@@ -314,20 +317,22 @@ def hold_back(
     unserved, restores under their limit, payload indexes, other documents' re-ingest
     requests. When a source that had documents returned none or the index lost points
     (``source_empty``, ``index_shrunk``), or the run declares (its declarations are not
-    recorded when refused, and what they move would be moved back), nothing is written."""
+    recorded when refused, and what they move would be moved back), nothing is written.
+    ``found``: ``effects(plan, now)``, when the caller has them."""
     kinds = {r.kind for r in reasons}
-    every = tuple(
-        sorted(
-            {u.doc_id for u in plan.row_updates}
-            | {t.doc_id for t in plan.payload_targets if t.doc_id is not None}
-        )
-    )
     if not kinds:
         return plan, ()
     if declaring or kinds & {"source_empty", "index_shrunk"}:
-        return Plan(), every
+        every = {u.doc_id for u in plan.row_updates} | {
+            t.doc_id for t in plan.payload_targets if t.doc_id is not None
+        }
+        return Plan(), tuple(sorted(every))
     directions = frozenset().union(*(_HELD_BY.get(o, frozenset()) for o in over))
-    held = {e.doc_id for e in effects(plan, now) if e.direction in directions and e.doc_id}
+    held = {
+        e.doc_id
+        for e in (effects(plan, now) if found is None else found)
+        if e.direction in directions and e.doc_id
+    }
     allowed = Plan(
         row_updates=tuple(u for u in plan.row_updates if u.doc_id not in held),
         payload_targets=tuple(

@@ -64,3 +64,17 @@ def test_bulk_work_sets_aside_what_survives_and_hands_it_back() -> None:
         assert gc.get_freeze_count() >= len(kept)  # survivors set aside, not looked at again
     assert gc.get_freeze_count() == 0
     assert gc.callbacks == callbacks
+
+
+def test_bulk_work_runs_no_collection_and_restores_the_collector() -> None:
+    assert gc.isenabled()
+    with bulk_work():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with bulk_work():
+            pass
+        assert not gc.isenabled()  # (a caller's choice stands)
+    finally:
+        gc.enable()

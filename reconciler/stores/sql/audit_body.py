@@ -33,9 +33,7 @@ GENESIS = "0" * 64
 #: ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``'s
 #: encoder, made once: ``json.dumps`` with any argument of its own builds a new
 #: ``JSONEncoder`` every call (a declare of 100,000 proposals appends 300,000 entries).
-_CANONICAL = encoder_of(
-    json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-)
+_CANONICAL = encoder_of(json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False))
 #: ``json.dumps(value, ensure_ascii=False)``'s (a string: the C function at once).
 _TEXT = json.JSONEncoder(ensure_ascii=False).encode
 
