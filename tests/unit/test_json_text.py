@@ -7,11 +7,14 @@ from __future__ import annotations
 import gc
 import json
 from datetime import UTC, datetime
+from typing import Any
+from unittest.mock import patch
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.cli.group import bulk_work, json_text
+from reconciler.cli import group
+from reconciler.cli.group import CliState, bulk_work, json_pieces, json_text
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
 VALUES = st.recursive(
@@ -78,3 +81,32 @@ def test_bulk_work_runs_no_collection_and_restores_the_collector() -> None:
         assert not gc.isenabled()  # (a caller's choice stands)
     finally:
         gc.enable()
+
+
+def _joined(data: Any, indent: str = "") -> str:
+    """``json_text`` as it was before it came in pieces (``json_pieces``): the reference."""
+    inner = indent + "  "
+    if isinstance(data, dict) and data:
+        items = [f"{json.dumps(str(k) if not isinstance(k, str) else k)}: {_joined(v, inner)}"
+                 for k, v in data.items()]  # fmt: skip
+    elif isinstance(data, list | tuple) and data:
+        items = [json.dumps(v) if isinstance(v, dict) else _joined(v, inner) for v in data]
+    else:
+        return json.dumps(data)
+    opening, closing = ("{", "}") if isinstance(data, dict) else ("[", "]")
+    return f"{opening}\n{inner}" + f",\n{inner}".join(items) + f"\n{indent}{closing}"
+
+
+@given(st.dictionaries(st.text(), VALUES, max_size=6))
+def test_the_pieces_are_the_text_it_was(data: dict[str, object]) -> None:
+    assert "".join(json_pieces(data)) == json_text(data) == _joined(data)
+
+
+@given(st.dictionaries(st.text(), VALUES, max_size=6), st.integers(1, 64))
+def test_emit_writes_the_text_in_batches(data: dict[str, object], batch: int) -> None:
+    state = CliState(config=None, fmt="json")
+    with patch.object(group, "_BATCH", batch), patch.object(group.click, "echo") as echo:
+        state.emit(data, lambda _: "")
+    written = "".join(c.args[0] + ("" if c.kwargs.get("nl") is False else "\n")
+                      for c in echo.call_args_list)  # fmt: skip
+    assert written == json_text(data) + "\n"
