@@ -17,6 +17,7 @@ import functools
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from reconciler.check_inputs import (
@@ -53,6 +54,8 @@ ROW_FIELDS = (
     "quarantined",
     "quarantine_reason",
 )
+#: A row's ``ROW_FIELDS``, read at once.
+_ROW_VALUES = attrgetter(*ROW_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -72,11 +75,10 @@ class RowUpdate:
 
     @functools.cached_property
     def _changed(self) -> dict[str, tuple[Any, Any]]:
-        return {
-            f: (getattr(self.before, f), getattr(self.after, f))
-            for f in ROW_FIELDS
-            if getattr(self.before, f) != getattr(self.after, f)
-        }
+        if self.before is self.after:
+            return {}
+        pairs = zip(ROW_FIELDS, _ROW_VALUES(self.before), _ROW_VALUES(self.after), strict=True)
+        return {f: (b, a) for f, b, a in pairs if b != a}
 
 
 @dataclass(frozen=True)
