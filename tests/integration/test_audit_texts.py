@@ -1,8 +1,9 @@
 """The audit body's texts (``stores/sql/audit_body.texts_of``): an entry of a plain kind (a
 page of intents, a move's entries, a confirmation) encoded in C as it is, by ``orjson`` where
-its values allow, gives the text the ``jsonable`` walk gives, whatever it holds (a value JSON
-cannot encode, or a key that is not text, falls back to the walk; one ``orjson`` spells
-otherwise or refuses, to ``json``)."""
+its values allow, and any other (a row's, made plain first, then ``orjson`` where its values
+allow: issue 36 round 11), gives the text the ``jsonable`` walk gives, whatever it holds (a
+value JSON cannot encode, or a key that is not text, falls back to the walk; one ``orjson``
+spells otherwise or refuses, to ``json``)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ _VALUES = st.recursive(
 @given(
     st.sampled_from(
         [AuditKind.MOVE, AuditKind.MOVE_COPIED, AuditKind.MOVE_DONE, AuditKind.CONFIRM,
-         AuditKind.PAYLOAD_PAGE, AuditKind.PAYLOAD]
+         AuditKind.PAYLOAD_PAGE, AuditKind.PAYLOAD, AuditKind.ROW, AuditKind.REINGEST,
+         AuditKind.RUN]
     ),
     _VALUES,
     _VALUES,
@@ -60,6 +62,12 @@ _VALUES = st.recursive(
 @example(AuditKind.PAYLOAD_PAGE, {"a": {"\x1f\u2028": ["\ud800"]}}, {"b": 2**64})
 @example(AuditKind.MOVE, {None: 1}, {True: 0.5})
 @example(AuditKind.CONFIRM, {"z": 1, "\U0001f600": True, "\uffff": None, "é": "\x7f"}, [])
+@example(
+    AuditKind.ROW,
+    {"version_state": "current", "effective_to": datetime(9999, 12, 31, tzinfo=UTC), "n": 1},
+    {"version_state": _Colour.RED, "superseded_by": "b:n\u00e9", "quarantined": False},
+)
+@example(AuditKind.ROW, None, {"score": 0.86, "at": datetime(2026, 1, 2, tzinfo=UTC)})
 def test_a_plain_kind_s_text_is_the_walk_s_text(kind: AuditKind, before: Any, after: Any) -> None:
     entry = AuditEntry("r", datetime(2026, 1, 1, tzinfo=UTC), "a", "x", kind, "t", before, after)
     assert texts_of(entry) == (

@@ -108,7 +108,8 @@ def texts_of(entry: AuditEntry) -> tuple[str, str]:
     A page of payload intents (``AuditKind.PAYLOAD_PAGE``: string keys, values as the index
     and the planner hold them), a move's entries and a confirmation (``_PLAIN_KINDS``) are
     encoded as they are, in C, without the ``jsonable`` walk, unless one holds a value JSON
-    cannot encode (then the walk, as any entry)."""
+    cannot encode (then the walk, as any entry). Any entry's values, once made plain, go to
+    ``orjson`` when they allow (``_plain_texts``)."""
     if entry.target_type in _PLAIN_KINDS:
         texts = _plain_texts(entry.before, entry.after)
         if texts is not None:
@@ -118,7 +119,13 @@ def texts_of(entry: AuditEntry) -> tuple[str, str]:
                 return canonical_plain(entry.before), canonical_plain(entry.after)
             except (TypeError, ValueError):
                 pass
-    return canonical_plain(jsonable(entry.before)), canonical_plain(jsonable(entry.after))
+    # (made plain, a row's before and after are dicts of strings, integers, booleans and
+    # None: ``orjson``'s, as a page's; a declaration's score, a float, is ``json``'s)
+    before, after = jsonable(entry.before), jsonable(entry.after)
+    texts = _plain_texts(before, after)
+    if texts is not None:
+        return texts
+    return canonical_plain(before), canonical_plain(after)
 
 
 #: The types ``orjson`` encodes as ``canonical_plain`` does, byte for byte (``_plain_texts``).
