@@ -181,7 +181,7 @@ def check_family(
             break
         findings += extra
         plan = plan_family(view, findings, truth, split=split)
-    findings = [f for f in findings if in_doc_scope(doc_id, f)]
     if doc_id is not None:
+        findings = [f for f in findings if in_doc_scope(doc_id, f)]
         plan = plan_family(view, findings, truth, split=split)
     return FamilyOutcome(findings=tuple(findings), plan=plan, timings=timings)
