@@ -28,7 +28,7 @@ import contextlib
 import zlib
 from array import array
 from collections.abc import Callable, Sequence
-from operator import itemgetter
+from operator import countOf, itemgetter
 from typing import Any
 
 import numpy as np
@@ -47,8 +47,6 @@ _DOC = itemgetter(0)
 _VERSION_AT = itemgetter(1 + MANAGED_KEYS.index("doc_version"))
 _STATE_AT = itemgetter(1 + MANAGED_KEYS.index("version_state"))
 _QUARANTINED_AT = itemgetter(1 + MANAGED_KEYS.index("quarantined"))
-_INT = frozenset({int})
-_BOOL = frozenset({bool})
 
 Slots = npt.NDArray[np.int64]
 
@@ -147,12 +145,10 @@ class ChunkTally:
         if self._sealed:
             raise RuntimeError("every row is registered before the first chunk is added")
         self._new_keys.extend(map(self._key, map(_DOC, rows)))
-        self._new_checks.extend(map(check_key, map(_DOC, rows)))
+        self._new_checks.extend(_check_keys(rows))
         self._new_fingerprints.extend(_fingerprints(rows).tolist())
-        if contents is None:
-            self._new_contents.extend([NO_CONTENT] * len(rows))
-        else:
-            self._new_contents.extend(map(content_key, contents))
+        known = [NO_CONTENT] * len(rows) if contents is None else _content_keys(contents).tolist()
+        self._new_contents.extend(known)
         self._new_wanted.extend(counts if counts is not None else [0] * len(rows))
         if self.split:
             self._new_main.extend(map(kept_in_main, map(_STATE_AT, rows)))
@@ -303,8 +299,7 @@ class ChunkTally:
             return np.full(size, -1, np.int64)
         try:
             keys = np.fromiter(map(self._key, map(_DOC, rows)), np.int64, size)
-            crcs = map(zlib.crc32, map(str.encode, map(_DOC, rows)))
-            checks = np.fromiter(crcs, np.int64, size)
+            checks = np.fromiter(map(zlib.crc32, map(str.encode, map(_DOC, rows))), np.int64, size)
         except (TypeError, ValueError):  # a doc_id that is not a string, or not UTF-8
             each = map(self.slot, map(_DOC, rows))
             return np.fromiter((-1 if s is None else s for s in each), np.int64, size)
@@ -473,6 +468,13 @@ def _bump(counts: npt.NDArray[np.uint32], slots: Slots) -> None:
     counts[found] += times.astype(np.uint32)
 
 
+def _check_keys(rows: Sequence[tuple[Any, ...]]) -> list[int]:
+    """``check_key`` of each row's doc id, in C unless one has a lone surrogate or is no str."""
+    with contextlib.suppress(TypeError, ValueError):
+        return list(map(zlib.crc32, map(str.encode, map(_DOC, rows))))
+    return list(map(check_key, map(_DOC, rows)))
+
+
 def _content_keys(contents: Sequence[Any]) -> npt.NDArray[np.int64]:
     """``content_key`` of each content hash of a page (in C, unless one is unhashable)."""
     with contextlib.suppress(TypeError):
@@ -489,10 +491,8 @@ def _fingerprint(row: tuple[Any, ...]) -> int:
 def _fingerprints(rows: Sequence[tuple[Any, ...]]) -> npt.NDArray[np.int64]:
     """``_fingerprint`` of each scan row; the whole page in C when its types allow."""
     size = len(rows)
-    if (
-        set(map(type, map(_VERSION_AT, rows))) <= _INT
-        and set(map(type, map(_QUARANTINED_AT, rows))) <= _BOOL
-    ):
+    versions, flags = map(type, map(_VERSION_AT, rows)), map(type, map(_QUARANTINED_AT, rows))
+    if countOf(versions, int) == size and countOf(flags, bool) == size:  # (exact types)
         with contextlib.suppress(TypeError):  # (an unhashable value: chunk by chunk, below)
             return np.fromiter(map(hash, rows), np.int64, size)
     return np.fromiter(map(_fingerprint, rows), np.int64, size)

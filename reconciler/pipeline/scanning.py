@@ -164,23 +164,24 @@ def _register(
     unsettled: list[str] | None = None if settling is None else []
     quiet = 0
     for row in expected_rows(table, options, scope):
-        doc_id, source, content, count, *fields = row
-        if fields[0] != family:  # (family by family)
+        # (a row: doc_id, source, source_hash, chunk_count, then managed_values' fields;
+        # read by index, not unpacked into a list a row)
+        if row[_FAMILY] != family:  # (family by family)
             if members and unsettled is not None:
                 quiet, unsettled = _judged(members, settling, quiet, unsettled)
             members.clear()
-            family = fields[0]
+            family = row[_FAMILY]
             families += 1
         if unsettled is not None:
             members.append(row)
-        values = managed_values(*fields)
-        add_row((doc_id, *values))
-        add_content(content)
-        add_count(count)
+        values = managed_values(*row[_FAMILY:])
+        add_row((row[0], *values))
+        add_content(row[2])
+        add_count(row[3])
         if values[_STATE] != retired:  # what the source should still hold
-            rows_by_source[source] += 1
+            rows_by_source[row[1]] += 1
         if scope is not None:
-            in_scope.append(doc_id)
+            in_scope.append(row[0])
         if len(batch) >= TABLE_FOLD:
             tally.expect_rows(batch, contents=contents, counts=counts)
             batch.clear()

@@ -12,7 +12,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
-from reconciler.model import ALL_KEYS, ManagedPage, PayloadWrite
+from reconciler.model import ALL_KEYS, MANAGED_KEYS, ManagedPage, PayloadWrite
 from reconciler.payload import KeyMap
 from reconciler.ports.index import ABSENT, PointPage, StoredPoint, VectorPage
 
@@ -133,6 +133,8 @@ def pages(
 
 _NO_KEYS: Mapping[str, Any] = MappingProxyType({})
 _PAYLOAD = attrgetter("payload")
+#: The names of a scan row: the doc_id's, then ``MANAGED_KEYS``' (``managed_page``).
+_SCAN_WIDTH = 1 + len(MANAGED_KEYS)
 
 
 def managed_nodes(
@@ -179,6 +181,17 @@ def managed_page(
         contents = None
         for node in map(_PAYLOAD, points):
             add(tuple(map((node or _NO_KEYS).get, names)))
+    elif len(names) == _SCAN_WIDTH:
+        # (the usual page, each value taken by its own ``get``: no ``map`` or tuple grown
+        # from an iterator a point, issue 38)
+        contents = []
+        keep = contents.append
+        doc, k1, k2, k3, k4, k5, k6, k7, k8, k9 = names
+        for node in map(_PAYLOAD, points):
+            get = (node or _NO_KEYS).get
+            add((get(doc), get(k1), get(k2), get(k3), get(k4), get(k5), get(k6), get(k7),
+                 get(k8), get(k9)))  # fmt: skip
+            keep(get(content))
     else:
         contents = []
         keep = contents.append
