@@ -9,6 +9,8 @@ a scoped repair selects through the filter too. Batches hold whole documents, on
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 from collections.abc import Collection, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 from acceptance_kit import Deployment, migrated_table
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors.vault import VaultSource
@@ -40,7 +42,7 @@ from reconciler.planning import PayloadTarget
 from reconciler.ports.index import ABSENT, states_page
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.testing.memory import InMemoryChunkIndex
-from reconciler.writing.applying import Applier
+from reconciler.writing.applying import Applier, set_aside
 from reconciler.writing.differs import Differs, WriteGroup, expected_of, still_differs
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -121,6 +123,19 @@ def world(tmp_path: Path) -> Iterator[World]:
         table.close()
 
 
+class Cycle:
+    """An object in a reference cycle (only the cyclic collector frees it)."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _walked(objects: Sequence[object]) -> list[bool]:
+    """Whether each object is in a generation the collector walks (not frozen)."""
+    walked = {id(o) for o in gc.get_objects()}
+    return [id(o) in walked for o in objects]
+
+
 def _audit_payload_entries(table: SqlDocumentTable, run_id: str) -> list[Any]:
     entries, _hashes = table.run_entries_with_hashes(run_id)
     return [e for e in entries if e.target_type == "payload"]
@@ -148,6 +163,31 @@ def test_payload_drift_is_written_by_the_ids_the_check_saw(world: World) -> None
     assert sorted(map(str, intents[0].before["points"] + intents[1].before["points"])) == sorted(
         str(p) for p in world.index.writes[0][0].point_ids + world.index.writes[0][1].point_ids
     )
+    assert not world.run("check").findings
+
+
+def test_a_repair_writes_with_what_was_alive_before_it_set_aside(world: World) -> None:
+    drifted = world.drift_payload("hb:expenses-v1", version_state="current")
+    gc.unfreeze()
+    alive = Cycle()  # (alive before the run, in a cycle)
+    seen: list[tuple[int, bool]] = []
+    write = world.index.set_payloads
+
+    def spied(writes: Sequence[PayloadWrite], *, batch_size: int = 256) -> int:
+        seen.append((gc.get_freeze_count(), _walked([alive])[0]))
+        return write(writes, batch_size=batch_size)
+
+    world.index.set_payloads = spied  # type: ignore[method-assign]
+    report = world.run("apply")
+
+    assert report.applied is not None
+    assert report.applied.points == len(drifted)
+    # Each write with what was alive before the repair out of the collector's walk, and
+    # nothing left frozen after it (``applying.set_aside``).
+    assert seen
+    assert all(frozen > 0 and not walked for frozen, walked in seen)
+    assert gc.get_freeze_count() == 0
+    assert _walked([alive]) == [True]
     assert not world.run("check").findings
 
 
@@ -469,3 +509,72 @@ def test_a_group_of_two_spellings_sends_what_either_lacks() -> None:
     assert set(sent) == {"version_state", "doc_version", "effective_from"}
     for point in (one, two):
         assert _exactly(_set_payload(point, sent)) == _exactly(_set_payload(point, written))
+
+
+# -- a plan applied with what was alive before it set aside from the collector (issue 38,
+# repair round 8): nothing left frozen after it, a caller's freeze as it was, the cycles that
+# died meanwhile collected after --------------------------------------------------------------
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    """Each example starts and ends with nothing frozen (the process's state)."""
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    before=st.integers(min_value=1, max_value=5),
+    inside=st.integers(min_value=0, max_value=5),
+    caller_froze=st.booleans(),
+    drop_before=st.booleans(),
+)
+def test_set_aside_freezes_what_was_alive_and_hands_it_back(
+    before: int, inside: int, caller_froze: bool, drop_before: bool
+) -> None:
+    gc.unfreeze()  # (each example starts with nothing frozen)
+    old = [Cycle() for _ in range(before)]
+    if caller_froze:
+        gc.freeze()
+    frozen_by_caller = gc.get_freeze_count()
+    dead: list[weakref.ref[Cycle]] = []
+    with set_aside():
+        # What was alive before is out of the collector's walk (frozen), by this or by the
+        # caller; what the work allocates is walked as ever.
+        assert not any(_walked(old))
+        if not caller_froze:
+            assert gc.get_freeze_count() > 0
+        else:
+            assert gc.get_freeze_count() == frozen_by_caller  # (no more frozen on top)
+        new = [Cycle() for _ in range(inside)]
+        assert all(_walked(new))
+        dead = [weakref.ref(c) for c in new]
+        if drop_before:  # a cycle alive before dies meanwhile
+            dead += [weakref.ref(c) for c in old]
+            old = []
+        del new
+        at_end = gc.get_freeze_count()  # (less what died by reference counts meanwhile)
+    if caller_froze:
+        assert gc.get_freeze_count() == at_end  # the caller's freeze as it was
+        gc.unfreeze()
+    else:
+        assert gc.get_freeze_count() == 0  # nothing left frozen
+        assert all(_walked(old))
+    gc.collect()
+    assert all(ref() is None for ref in dead)  # the cycles that died are collected after
+
+
+def test_set_aside_hands_back_on_an_error(unfrozen: None) -> None:
+    seen: list[int] = []
+
+    def fail() -> None:
+        with set_aside():
+            seen.append(gc.get_freeze_count())
+            raise RuntimeError("a failed batch")
+
+    with pytest.raises(RuntimeError):
+        fail()
+    assert seen[0] > 0
+    assert gc.get_freeze_count() == 0
