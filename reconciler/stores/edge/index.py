@@ -25,8 +25,7 @@ How it maps onto the port, and onto what qdrant-client does:
   ``IndexWriteError`` with ``points_written`` for a write, as the qdrant-client adapter does.
   A missing point fails its call after the rest of it applied.
 
-This module is the adapter; ids, filters and payload batches in Edge's types are built in
-``requests``.
+This module is the adapter (ids, filters and payload batches in Edge's types: ``requests``).
 
 Edge is single-process: a loaded shard holds an exclusive lock (its write-ahead log) until
 ``close``.
@@ -78,6 +77,7 @@ from reconciler.stores.edge.files import (
 from reconciler.stores.edge.requests import (
     EDGE_SCHEMAS,
     EdgeId,
+    IdMemory,
     doc_filter,
     edge_id,
     edge_ids,
@@ -128,6 +128,7 @@ class EdgeChunkIndex:
         #: scrolls of changed documents come after its check's whole scroll).
         self._read_ahead_done = False
         self._shard: qe.EdgeShard | None = None
+        self._ids = IdMemory()  # (the UUIDs the last lean scan converted: for the writes)
         self._closed = False
         self._load()  # an existing shard is opened (and locked) now, so a held one says so
 
@@ -177,6 +178,7 @@ class EdgeChunkIndex:
                 self._shard.close()
         self._closed = True
         self._shard = None
+        self._ids.clear()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -196,11 +198,13 @@ class EdgeChunkIndex:
     def scan_managed(
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[ManagedPage]:
-        """The check's lean scan, a page at a time (ids converted only when asked for)."""
+        """The check's lean scan, a page at a time (ids converted when asked for: ``IdMemory``)."""
+        self._ids.clear()
+        convert = self._ids.our_id
         for points in self._managed_pages(batch_size, doc_ids, self.keys.scan_paths()):
             if points:
                 yield managed_page(
-                    points, self._prefix_parts, self._scan_names, our_id, self._content_name
+                    points, self._prefix_parts, self._scan_names, convert, self._content_name
                 )
 
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
@@ -240,10 +244,10 @@ class EdgeChunkIndex:
             yield from self._pages(batch_size, selector, found, vectors=whole)
 
     def _read_ahead(self, documents: int | None) -> int:
-        """Before a whole scroll (``documents`` None) or one selecting that many documents,
-        read the shard's files through (``files.read_ahead``: not for fewer documents
-        than one per ``read_ahead_bytes_per_doc`` of the files, nor files over half the memory
-        available); once an open. Returns the bytes read."""
+        """Before a whole scroll (``documents`` None) or one selecting that many documents, read
+        the shard's files through (``files.read_ahead``: not for fewer documents than one per
+        ``read_ahead_bytes_per_doc`` of the files, nor files over half the memory available);
+        once an open. Returns the bytes read."""
         self._check_open()
         if self._read_ahead_done:
             return 0
@@ -333,10 +337,8 @@ class EdgeChunkIndex:
             return int(self.shard.count(qe.CountRequest(exact=True, filter=query_filter)))
 
     def facet(self, *, key: str, limit: int = 100) -> dict[Any, int]:
-        """Counts of the (keyword, integer or bool) values of a logical key, most common first.
-
-        Edge facets an indexed key itself; an unindexed one is counted by scrolling that key.
-        """
+        """Counts of the (keyword, integer or bool) values of a logical key, most common first
+        (Edge facets an indexed key itself; an unindexed one is counted by scrolling it)."""
         path = self.keys.path(key)
         if path in self._schema():
             with self._reading(f"faceting {key!r}"):
@@ -368,14 +370,12 @@ class EdgeChunkIndex:
 
     def set_payloads(self, writes: Sequence[PayloadWrite], *, batch_size: int = 256) -> int:
         """Apply payload-only writes by point id, ~``batch_size`` points a call; return points.
-
         A call is one batch: its ``set_payload`` operations apply one after the other (Edge has
         no batch operation), and a failure stops the batch where it is. A ``None`` value
-        removes the key.
-        """
+        removes the key. Ids the last scan converted go as Edge's UUIDs (``IdMemory``)."""
         check_batch_size(batch_size)
         written = 0
-        nest, set_payload = self.keys.nest_key, qe.UpdateOperation.set_payload
+        nest, set_payload, held = self.keys.nest_key, qe.UpdateOperation.set_payload, self._ids
         for number, batch in enumerate(payload_batches(writes, batch_size, self.keys), start=1):
             points = sum(len(ids) for ids, _ in batch)
             what = f"payload batch {number} ({points} point(s)) on the Edge shard {self.path}"
@@ -383,7 +383,7 @@ class EdgeChunkIndex:
             with self._writing(what, written=written):
                 shard = self.shard
                 for ids, stored in batch:
-                    shard.update(set_payload(ids, stored, key=nest))
+                    shard.update(set_payload(held.edge_ids(ids), stored, key=nest))
             written += points
             log.debug("edge set_payload batch %d: %d point(s)", number, points)
         return written
