@@ -113,7 +113,9 @@ class DocumentRow(Base):
     __tablename__ = "documents"
     __table_args__ = (
         UniqueConstraint("source", "source_key", name="uq_documents_source_key"),
-        Index("ix_documents_family_version", "doc_family_id", "doc_version"),
+        # The rows' read order (``iter_documents``, ``iter_expected``: family, version, id):
+        # a whole stream of the table needs no sort (issue 38).
+        Index("ix_documents_read_order", "doc_family_id", "doc_version", "doc_id"),
     )
 
     doc_id: Mapped[str] = mapped_column(String(512), primary_key=True)
