@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "CGROUP_MEMORY",
+    "EDGE_CONFIG",
     "EDGE_MIN_FREE",
     "MEMINFO",
     "MIB",
@@ -53,6 +54,8 @@ MIB = 1024 * 1024
 #: shard opened on a disk with 16 MiB free died with SIGBUS (Edge rolled a 32 MiB WAL
 #: segment and wrote it through its mapping); one segment and as much again for the writes.
 EDGE_MIN_FREE = 64 * MIB
+#: The file of a shard's configuration (Edge's name; Edge itself rewrites it atomically on load).
+EDGE_CONFIG = "edge_config.json"
 #: Bytes read at a time when reading the files through (the pages land in the page cache).
 _READ_AHEAD_CHUNK = 1 << 20
 #: Where Linux says how much memory is available, and a cgroup v2 container's own limit.

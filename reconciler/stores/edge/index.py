@@ -68,6 +68,7 @@ from reconciler.stores.chunking_rules import (
     vector_pages,
 )
 from reconciler.stores.edge.files import (
+    EDGE_CONFIG,
     EDGE_MIN_FREE,
     MIB,
     READ_AHEAD_BYTES_PER_DOC,
@@ -85,7 +86,7 @@ from reconciler.stores.edge.requests import (
     payload_batches,
     schema_name,
 )
-from reconciler.stores.edge.shard import is_shard, open_shard, reading, writing
+from reconciler.stores.edge.shard import is_shard, open_shard, reading, write_config, writing
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,6 @@ __all__ = ["EDGE_MIN_FREE", "MIB", "READ_AHEAD_BYTES_PER_DOC", "EdgeChunkIndex",
 #: Points per ``upsert_points`` of the reference ingestion (and of a move's copy).
 UPSERT_BATCH = 256
 #: The file in which Edge persists a shard's configuration.
-EDGE_CONFIG = "edge_config.json"
 
 
 class EdgeChunkIndex:
@@ -406,8 +406,7 @@ class EdgeChunkIndex:
         and each payload index of ``indexes`` it lacks."""
         self._check_open()
         if self._load() is None:
-            self.path.mkdir(parents=True, exist_ok=True)
-            (self.path / EDGE_CONFIG).write_text(json.dumps(dict(layout)), encoding="utf-8")
+            write_config(self.path, layout)  # (atomically: a kill leaves no empty file)
             self._shard = open_shard(self.path, lambda: qe.EdgeShard.load(str(self.path)))
             log.info("created Edge shard %s with the configuration of another", self.path)
         create_missing_indexes(self, indexes or {})

@@ -10,27 +10,61 @@ is neither opened nor written below the free-space floor (``files.ensure_space``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import qdrant_edge as qe
 
 from reconciler.errors import IndexUnavailable, IndexWriteError
-from reconciler.stores.edge.files import ensure_space
+from reconciler.stores.edge.files import EDGE_CONFIG, ensure_space
 
-__all__ = ["is_shard", "open_shard", "reading", "writing"]
+__all__ = ["is_shard", "open_shard", "reading", "write_config", "writing"]
 
-#: Files a shard folder holds once created.
-_SHARD_MARKERS = ("edge_config.json", "segments")
+#: The prefix of ``write_config``'s temporary file in a shard's folder.
+_CONFIG_TMP = ".edge_config-"
 #: What Edge's error says when another open holds the shard, or a point is missing.
 _LOCKED = "WouldBlock"
 _MISSING_POINT = "No point with id"
 
 
 def is_shard(path: Path) -> bool:
-    """Whether a shard has been created at ``path``."""
-    return any((path / marker).exists() for marker in _SHARD_MARKERS)
+    """Whether a shard has been created at ``path``: it holds segments, or a configuration
+    that is not empty. An empty ``edge_config.json`` with no segments is a creation killed
+    before its configuration was written (by a build that did not write it atomically): no
+    point can be there, and the shard is created again (``write_config``)."""
+    if (path / "segments").exists():
+        return True
+    try:
+        return (path / EDGE_CONFIG).stat().st_size > 0
+    except OSError:
+        return False
+
+
+def write_config(path: Path, layout: Mapping[str, Any]) -> None:
+    """Write a new shard's configuration into the folder ``path`` atomically: a temporary
+    file, synced, renamed over ``edge_config.json``, so a process killed meanwhile leaves the
+    folder with no configuration (not a shard: created again by the next run) or with all of
+    it, never an empty file that Edge cannot load. Temporaries such a kill left are removed."""
+    path.mkdir(parents=True, exist_ok=True)
+    for left in path.glob(f"{_CONFIG_TMP}*"):
+        with suppress(OSError):
+            left.unlink()
+    fd, tmp = tempfile.mkstemp(prefix=_CONFIG_TMP, dir=path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(dict(layout), f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path / EDGE_CONFIG)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def open_shard(path: Path, opener: Callable[[], qe.EdgeShard]) -> qe.EdgeShard:
