@@ -95,7 +95,6 @@ __all__ = ["EDGE_MIN_FREE", "MIB", "READ_AHEAD_BYTES_PER_DOC", "EdgeChunkIndex",
 
 #: Points per ``upsert_points`` of the reference ingestion (and of a move's copy).
 UPSERT_BATCH = 256
-#: The file in which Edge persists a shard's configuration.
 
 
 class EdgeChunkIndex:
