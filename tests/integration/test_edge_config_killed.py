@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_default_filter import DOCUMENTS, chunk_records
 
-from reconciler.stores.edge import shard as edge_shard
+from reconciler.stores import replacing
 from reconciler.stores.edge.index import EdgeChunkIndex
 from reconciler.stores.edge.shard import is_shard, write_config
 
@@ -77,7 +77,7 @@ def test_a_configuration_write_that_fails_leaves_no_configuration(
     def fail(*_args: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(edge_shard.os, "replace", fail)
+    monkeypatch.setattr(replacing.os, "replace", fail)
     with pytest.raises(OSError, match="No space"):
         write_config(folder, layout)
     assert not is_shard(folder)

@@ -11,8 +11,6 @@ is neither opened nor written below the free-space floor (``files.ensure_space``
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -22,6 +20,7 @@ import qdrant_edge as qe
 
 from reconciler.errors import IndexUnavailable, IndexWriteError
 from reconciler.stores.edge.files import EDGE_CONFIG, ensure_space
+from reconciler.stores.replacing import replace_text
 
 __all__ = ["is_shard", "open_shard", "reading", "write_config", "writing"]
 
@@ -54,17 +53,7 @@ def write_config(path: Path, layout: Mapping[str, Any]) -> None:
     for left in path.glob(f"{_CONFIG_TMP}*"):
         with suppress(OSError):
             left.unlink()
-    fd, tmp = tempfile.mkstemp(prefix=_CONFIG_TMP, dir=path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(dict(layout), f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path / EDGE_CONFIG)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
+    replace_text(path / EDGE_CONFIG, json.dumps(dict(layout)), prefix=_CONFIG_TMP)
 
 
 def open_shard(path: Path, opener: Callable[[], qe.EdgeShard]) -> qe.EdgeShard:

@@ -31,7 +31,6 @@ import hmac
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +40,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.errors import ReconcilerError
 from reconciler.model import Verification
+from reconciler.stores.replacing import replace_text
 
 __all__ = [
     "ANCHOR_ENV",
@@ -128,14 +128,7 @@ def write_anchor(path: Path, *, entries: int, head: str, key: bytes | None) -> N
     mac = keyed_digest(key, anchor.message()) if key else None
     data = {"entries": entries, "head": head, "at": anchor.at, "mac": mac}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".anchor-", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        replace_text(path, json.dumps(data) + "\n", prefix=".anchor-")
     except OSError as exc:
         raise AuditProtectionError(
             f"the audit head could not be anchored in {path} ({exc.strerror or exc}); the "
