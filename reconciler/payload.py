@@ -23,8 +23,10 @@ from reconciler.model import (
     OPEN_START,
     Document,
     VersionState,
+    is_stored_form,
     parse_instant,
     rfc3339,
+    stored_instant,
 )
 
 
@@ -54,25 +56,32 @@ def managed_values(
     version: int,
     state: str,
     superseded_by: str | None,
-    effective_from: datetime | None,
-    effective_to: datetime | None,
+    effective_from: datetime | str | None,
+    effective_to: datetime | str | None,
     doc_class: str | None,
     quarantined: bool,
     reason: str | None,
 ) -> tuple[Any, ...]:
     """``payload_values`` of a row given as its fields (``Document``'s, in ``MANAGED_KEYS``
-    order; the state as stored, or as a ``VersionState``): the check's scan reads the table's
-    rows as these, not as ``Document`` values (issue 38). (``instant_text``'s look-up is
-    spelt out here: the scan calls this once a row.)"""
-    start, end, texts = effective_from or OPEN_START, effective_to or OPEN_END, _TEXTS
+    order; the state as stored, or as a ``VersionState``; an instant as a ``datetime`` or as
+    the SQLite table's stored text of it): the check's scan reads the table's rows as these,
+    not as ``Document`` values (issue 38). (``instant_text``'s look-ups are spelt out here:
+    the scan calls this once a row.)"""
+    start, end = effective_from or OPEN_START, effective_to or OPEN_END
+    texts, cuts = _TEXTS, _CUTS
     return (
         family,
         int(version),
         _STATE_TEXTS.get(state, _UNKNOWN_TEXT),  # (``str(state_of(state))``)
         superseded_by,
-        (start.__class__ is datetime and start.tzinfo is UTC and texts.get(start))
+        (cuts.get(start) or _cut(start))
+        if start.__class__ is str
+        else (start.__class__ is datetime and start.tzinfo is UTC and texts.get(start))
         or instant_text(start),
-        (end.__class__ is datetime and end.tzinfo is UTC and texts.get(end)) or instant_text(end),
+        (cuts.get(end) or _cut(end))
+        if end.__class__ is str
+        else (end.__class__ is datetime and end.tzinfo is UTC and texts.get(end))
+        or instant_text(end),
         doc_class,
         bool(quarantined),
         reason,
@@ -89,13 +98,17 @@ _TEXTS_KEPT = 1024
 _TEXTS: dict[datetime, str] = {}
 
 
-def instant_text(value: datetime) -> str:
+def instant_text(value: datetime | str) -> str:
     """``rfc3339(value)``; the text of a UTC instant is remembered until a thousand or so
     others have been seen: a corpus repeats its dates (every open end, a version's end that is
     its successor's start, a policy date many documents share), and formatting one costs
     several times looking it up. The table reads its dates back in UTC. Any other value is
     formatted each time: two local times of a zone with daylight saving, an hour apart, are
-    equal as keys when they differ only in ``fold``."""
+    equal as keys when they differ only in ``fold``.
+
+    A text is the SQLite table's stored text of an instant (``stored_text``)."""
+    if isinstance(value, str):
+        return stored_text(value)
     if value.__class__ is not datetime or value.tzinfo is not UTC:
         return rfc3339(value)
     text = _TEXTS.get(value)
@@ -104,6 +117,34 @@ def instant_text(value: datetime) -> str:
             _TEXTS.clear()
         text = _TEXTS[value] = _utc_text(value)
     return text
+
+
+#: ``stored_text`` of texts in the stored form seen lately, and only of those (so a text found
+#: here is one: ``pipeline.settling`` compares them as instants); emptied at ``_TEXTS_KEPT``.
+CUT_TEXTS: dict[str, str] = {}
+_CUTS = CUT_TEXTS
+
+
+def stored_text(text: str) -> str:
+    """``rfc3339`` of the instant the SQLite table stores as ``text``. In the table's own form
+    ("2026-01-02 03:04:05.000006", ``is_stored_form``) the payload's text is cut from it, not
+    parsed and formatted (issue 38: the check's table pass reads every row's two instants);
+    any other text is read as the table reads it back (``stored_instant``)."""
+    return _CUTS.get(text) or _cut(text)
+
+
+def _cut(text: str) -> str:
+    """``stored_text`` of a text not remembered."""
+    if not is_stored_form(text):
+        return _utc_text(stored_instant(text))
+    if len(_CUTS) >= _TEXTS_KEPT:
+        _CUTS.clear()
+    known = _CUTS[text] = (
+        f"{text[:19].replace(' ', 'T')}Z"
+        if text.endswith("000000")
+        else f"{text.replace(' ', 'T')}Z"
+    )
+    return known
 
 
 #: "00" to "99": the two-digit fields of an instant's text (``_utc_text``).

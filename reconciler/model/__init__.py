@@ -38,10 +38,13 @@ from reconciler.model.documents import (
 from reconciler.model.encoding import (
     encoder_of,
     fields_from_json,
+    is_stored_form,
     jsonable,
     parse_instant,
     rfc3339,
     storable,
+    stored_form,
+    stored_instant,
     utc,
 )
 from reconciler.model.findings import (
@@ -101,6 +104,7 @@ __all__ = [
     "documents_of",
     "encoder_of",
     "fields_from_json",
+    "is_stored_form",
     "jsonable",
     "page_entry",
     "page_targets",
@@ -109,5 +113,7 @@ __all__ = [
     "rfc3339",
     "state_of",
     "storable",
+    "stored_form",
+    "stored_instant",
     "utc",
 ]

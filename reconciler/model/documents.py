@@ -63,7 +63,8 @@ def replaced(doc: Document, /, **changes: Any) -> Document:
 
 
 #: The fields of a row ``DocumentReader.iter_expected`` gives, in order: the row's identity,
-#: then those ``payload.managed_values`` takes (what the check's scan reads of a row).
+#: then those ``payload.managed_values`` takes (what the check's scan reads of a row; the
+#: instants as ``datetime`` values, or on SQLite as the texts stored: ``is_stored_form``).
 EXPECTED_FIELDS: tuple[str, ...] = (
     *("doc_id", "source", "source_hash", "chunk_count", "doc_family_id", "doc_version"),
     *("version_state", "superseded_by", "effective_from", "effective_to", "doc_class"),

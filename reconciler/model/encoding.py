@@ -33,6 +33,38 @@ def rfc3339(value: datetime) -> str:
     return f"{utc(value).isoformat()[:-6]}Z"
 
 
+def stored_form(value: datetime) -> str:
+    """The text the SQLite table stores ``value`` as: naive, in UTC, microseconds always
+    written ("2026-01-02 03:04:05.000006"). Such texts are all of one width, so two of them
+    compare as their instants do (the check's scan compares them so, issue 38)."""
+    return utc(value).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def is_stored_form(text: object) -> bool:
+    """Whether ``text`` is a text ``stored_form`` writes: 26 characters, its separators where
+    that form has them, read by ``fromisoformat`` as a naive instant. (Then every other
+    character is a digit: ``fromisoformat`` takes only ASCII digits in a date's and a time's
+    fields, and a fraction of five digits or fewer would leave room only for an offset, which
+    makes it aware. A date alone, an offset, a ``T``, a comma, fewer digits of a second, or
+    any text not an instant are not the form.)"""
+    if text.__class__ is not str or len(text) != 26 or text[4:20:3] != _STORED_SEPARATORS:
+        return False
+    try:
+        return datetime.fromisoformat(text).tzinfo is None
+    except ValueError:
+        return False
+
+
+#: The characters at 4, 7, 10, 13, 16 and 19 of a stored instant ("2026-01-02 03:04:05.000006").
+_STORED_SEPARATORS = "-- ::."
+
+
+def stored_instant(text: str) -> datetime:
+    """The instant a stored text says, as the SQLite table reads it back (``UTCDateTime``):
+    ISO 8601, naive meaning UTC."""
+    return utc(datetime.fromisoformat(text))
+
+
 def storable(text: str) -> str:
     """``text`` with NUL characters and lone surrogates spelled out, for messages, paths and
     findings: PostgreSQL's text and JSONB refuse NUL, UTF-8 encoders refuse surrogates."""

@@ -32,7 +32,15 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from reconciler.checks import parts
-from reconciler.model import EXPECTED_FIELDS, OPEN_END, OPEN_START, VersionState
+from reconciler.model import (
+    EXPECTED_FIELDS,
+    OPEN_END,
+    OPEN_START,
+    VersionState,
+    is_stored_form,
+    stored_form,
+)
+from reconciler.payload import CUT_TEXTS
 from reconciler.pipeline.checking import check_context
 from reconciler.pipeline.values import Options, SourcesRead
 
@@ -56,10 +64,17 @@ _AT = {name: EXPECTED_FIELDS.index(name) for name in EXPECTED_FIELDS}
 
 
 class Settling(NamedTuple):
-    """What ``quiet_rows`` needs of the run: its instant and the sources past their TTL."""
+    """What ``quiet_rows`` needs of the run: its instant (also in the SQLite table's stored
+    form, ``stored``) and the sources past their TTL."""
 
     now: datetime
     expired: frozenset[str]
+    stored: str = ""
+
+    @property
+    def stored_now(self) -> str:
+        """``now`` in the table's stored form (``stored_form``)."""
+        return self.stored or stored_form(self.now)
 
 
 def settling(
@@ -86,24 +101,39 @@ def settling(
     ):
         return None
     expired = frozenset(name for name in ctx.sources if ctx.ttl_expired(name))
-    return Settling(now=ctx.now, expired=expired)
+    return Settling(now=ctx.now, expired=expired, stored=stored_form(ctx.now))
 
 
 def quiet_rows(rows: Sequence[tuple[Any, ...]], settling: Settling) -> bool:
     """Whether the family of ``rows`` (tuples of ``EXPECTED_FIELDS``, one family) is quiet:
-    what the module's docstring lists. ``False`` says nothing (the family is checked)."""
-    now, expired = settling
-    servable: tuple[datetime, int, str] | None = None
-    named: list[tuple[datetime, int, str]] = []
+    what the module's docstring lists. ``False`` says nothing (the family is checked).
+
+    The instants are compared as the rows hold them: ``datetime`` values, or the SQLite
+    table's stored texts (``is_stored_form``: of one width, they compare as their instants
+    do; issue 38: the scan never parses them). A family holding any other text, or both
+    kinds, is not told quiet here."""
+    now: Any  # (and the open window's ends: texts, or ``datetime`` values)
+    open_start: Any
+    open_end: Any
+    if _stored(rows):
+        now, open_start, open_end = settling.stored_now, _OPEN_START, _OPEN_END
+    elif _parsed(rows):
+        now, open_start, open_end = settling.now, OPEN_START, OPEN_END
+    else:
+        return False
+    expired = settling.expired
+    servable: tuple[Any, int, str] | None = None
+    named: list[tuple[Any, int, str]] = []
     for row in rows:
         if row[_QUARANTINED] or row[_SOURCE] in expired:
             return False
-        start, end = row[_FROM], row[_TO] or OPEN_END
+        start, end = row[_FROM], row[_TO]
+        end = end or open_end
         if start is not None and not start < end:
             return False
         state = _STATES.get(row[_STATE], _UNKNOWN)  # (``state_of``)
         if state in _SERVABLE:
-            key = (start or OPEN_START, row[_VERSION], row[_DOC])
+            key = (start or open_start, row[_VERSION], row[_DOC])
             if servable is not None:
                 return False
             if (
@@ -115,8 +145,26 @@ def quiet_rows(rows: Sequence[tuple[Any, ...]], settling: Settling) -> bool:
                 return False
             servable = key
         elif state is _SUPERSEDED and row[_SUCCESSOR] is not None:
-            named.append((start or OPEN_START, row[_VERSION], row[_DOC]))
+            named.append((start or open_start, row[_VERSION], row[_DOC]))
     return servable is None or not named or max(named) < servable
+
+
+def _stored(rows: Sequence[tuple[Any, ...]]) -> bool:
+    """Whether every instant of ``rows`` is a stored text (``is_stored_form``; those the
+    scan's table pass has just cut are remembered as such)."""
+    cut, stored = CUT_TEXTS, is_stored_form
+    for row in rows:
+        start, end = row[_FROM], row[_TO]
+        if not (start is None or start in cut or stored(start)):
+            return False
+        if not (end is None or end in cut or stored(end)):
+            return False
+    return True
+
+
+def _parsed(rows: Sequence[tuple[Any, ...]]) -> bool:
+    """Whether no instant of ``rows`` is a text (each a ``datetime``, or ``None``)."""
+    return not any(row[_FROM].__class__ is str or row[_TO].__class__ is str for row in rows)
 
 
 _DOC, _SOURCE, _FAMILY, _VERSION = (
@@ -132,3 +180,5 @@ _STATE, _SUCCESSOR, _FROM, _TO = (
     _AT["effective_to"],
 )
 _QUARANTINED = _AT["quarantined"]
+#: The open window's ends in the table's stored form.
+_OPEN_START, _OPEN_END = stored_form(OPEN_START), stored_form(OPEN_END)

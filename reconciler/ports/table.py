@@ -133,7 +133,9 @@ class DocumentReader(Protocol):
     def iter_expected(
         self, *, batch_size: int = 1000, families: Sequence[str] | None = None
     ) -> Iterator[tuple[Any, ...]]:
-        """``iter_documents``' rows as tuples of ``EXPECTED_FIELDS`` (the state as stored)."""
+        """``iter_documents``' rows as tuples of ``EXPECTED_FIELDS`` (the state as stored; an
+        instant as a ``datetime``, or as the text a table stores it as, which
+        ``payload.managed_values`` and ``settling.quiet_rows`` read as it is)."""
 
     def iter_renamed(
         self, source: str, *, keys: Iterable[str], ids: Iterable[str], batch_size: int = 1000

@@ -27,9 +27,9 @@ def adopted(deploy: Deployment, notes: dict[str, dict[str, Any]], *, fraction: f
     deploy.init_ingest()
     assert deploy.json("run")[0] == 0
     deploy.config.write_text(
-        deploy.config.read_text(encoding="utf-8").replace(
-            '[[sources]]\nname = "hb"\ntype = "vault"\npath = "vault"\n', ""
-        ).replace("max_changed_fraction = 1.0", f"max_changed_fraction = {fraction}"),
+        deploy.config.read_text(encoding="utf-8")
+        .replace('[[sources]]\nname = "hb"\ntype = "vault"\npath = "vault"\n', "")
+        .replace("max_changed_fraction = 1.0", f"max_changed_fraction = {fraction}"),
         encoding="utf-8",
     )
     assert "[[sources]]" not in deploy.config.read_text(encoding="utf-8")
@@ -42,9 +42,7 @@ def rows(deploy: Deployment) -> dict[str, tuple[Any, ...]]:
 
 
 def managed(deploy: Deployment) -> dict[str, dict[str, Any]]:
-    return {
-        pid: {k: p.get(k) for k in MANAGED_KEYS} for pid, p in deploy.points().payloads.items()
-    }
+    return {pid: {k: p.get(k) for k in MANAGED_KEYS} for pid, p in deploy.points().payloads.items()}
 
 
 def tables(deploy: Deployment) -> dict[str, Any]:
@@ -102,9 +100,7 @@ def test_declare_is_a_planned_guarded_audited_run_that_rollback_undoes(
     code, listed = deploy.json("declare", "--list")
     assert [d["id"] for d in listed["declarations"]] == [made["id"]]
     assert deploy.json("status")[1]["declarations"] == 1
-    audited = [
-        e for e in deploy.dump()["audit_log"].values() if e["target_type"] == "declaration"
-    ]
+    audited = [e for e in deploy.dump()["audit_log"].values() if e["target_type"] == "declaration"]
     assert [(e["target"], e["run_id"], e["before"]) for e in audited] == [
         (made["id"], done["run_id"], None)
     ]

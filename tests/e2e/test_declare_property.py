@@ -94,9 +94,7 @@ def cases(
     n = len(notes)
     index = st.integers(min_value=0, max_value=n - 1)
     links = draw(st.lists(st.tuples(index, index).filter(lambda p: p[0] != p[1]), max_size=4))
-    families = draw(
-        st.lists(st.lists(index, min_size=2, max_size=3, unique=True), max_size=1)
-    )
+    families = draw(st.lists(st.lists(index, min_size=2, max_size=3, unique=True), max_size=1))
     return notes, links, families
 
 

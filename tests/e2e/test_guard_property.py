@@ -285,7 +285,6 @@ class History:
         self.vault.write()
         self.accepted(self.run())
 
-
     def authorized(self, retired: list[str], *, approved: bool, kill_at: int) -> None:
         """Many served notes retired at once: refused; then forced (or its saved plan
         approved) and killed at call ``kill_at``; the next runner finishes it, and the run

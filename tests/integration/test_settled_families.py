@@ -9,7 +9,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -18,6 +18,7 @@ from acceptance_kit import migrated_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_kit import examples
+from sqlalchemy import text
 
 from reconciler.model import OPEN_END, ChunkRecord, Document, VersionState
 from reconciler.payload import chunk_payload
@@ -88,6 +89,28 @@ def corpora(draw: st.DrawFn) -> tuple[list[Document], list[dict[str, Any]]]:
     return rows, points
 
 
+#: Other spellings of an instant than the one the table stores it in, as another writer of
+#: the table may leave them: each reads back as the same instant (``UTCDateTime``).
+SPELLINGS = (
+    lambda at: at.isoformat(),
+    lambda at: at.astimezone(timezone(timedelta(hours=2))).isoformat(),
+    lambda at: at.replace(tzinfo=None).isoformat(),
+    lambda at: at.replace(tzinfo=None).isoformat(" "),
+)
+
+
+def respell(table: Any, rows: list[Document], respelt: tuple[tuple[str, str, int], ...]) -> None:
+    """Rewrite the instants ``respelt`` names (doc id, column, spelling) in another spelling
+    (``SPELLINGS``), as another writer of the table may."""
+    by_id = {doc.doc_id: doc for doc in rows}
+    with table.engine.begin() as conn:
+        for doc_id, column, spelling in respelt:
+            conn.execute(
+                text(f"UPDATE documents SET {column} = :t WHERE doc_id = :d"),
+                {"t": SPELLINGS[spelling](getattr(by_id[doc_id], column)), "d": doc_id},
+            )
+
+
 @contextmanager
 def engine(rows: list[Document], points: list[dict[str, Any]]) -> Iterator[Reconciler]:
     with tempfile.TemporaryDirectory() as folder:
@@ -132,6 +155,38 @@ def test_a_run_that_settles_families_finds_what_the_full_check_finds(
         with mock.patch.object(running, "settling", return_value=None):
             full = runner.run(options)
     assert _seen(settled) == _seen(full)
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    corpus=corpora(),
+    hours=st.integers(min_value=-5 * 24, max_value=5 * 24),
+)
+def test_instants_spelt_otherwise_in_the_table_change_nothing(
+    data: st.DataObject, corpus: tuple[list[Document], list[dict[str, Any]]], hours: int
+) -> None:
+    """The scan reads SQLite's stored instants as texts (issue 38). A table where another
+    writer spelt some of them otherwise (an offset, a ``T``, fewer digits) gives a run the
+    findings, plan and summary of the same table as the reconciler writes it, with the
+    scan's shortcut and without."""
+    rows, points = corpus
+    respelt = tuple(
+        (doc.doc_id, column, data.draw(st.integers(0, len(SPELLINGS) - 1)))
+        for doc in rows
+        for column in ("effective_from", "effective_to")
+        if getattr(doc, column) is not None and data.draw(st.booleans())
+    )
+    options = Options(
+        mode="check", checks=frozenset(QUIET_CHECKS), now=NOW + timedelta(hours=hours)
+    )
+    with engine(rows, points) as runner:
+        written = runner.run(options)
+        respell(runner.table, rows, respelt)
+        settled = runner.run(options)
+        with mock.patch.object(running, "settling", return_value=None):
+            full = runner.run(options)
+    assert _seen(settled) == _seen(full) == _seen(written)
 
 
 def test_a_tidy_corpus_is_settled_by_the_scan_and_a_drifted_one_is_not() -> None:

@@ -19,7 +19,7 @@ from sqlalchemy import DateTime, create_engine, inspect, text
 from sqlalchemy.dialects import sqlite
 
 from reconciler.errors import SchemaError
-from reconciler.model import EXPECTED_FIELDS, OPEN_END, Document, VersionState
+from reconciler.model import EXPECTED_FIELDS, OPEN_END, Document, VersionState, stored_form
 from reconciler.payload import managed_values, payload_values
 from reconciler.stores.sql import SqlDocumentTable, _alembic_config
 from reconciler.stores.sql.documents import _DOC_FIELDS, document_from_values
@@ -427,7 +427,9 @@ def test_a_whole_stream_of_the_table_is_read_in_its_index_order(tmp_path: Path) 
     table = migrated_table(tmp_path / "t.db")
     executed: list[tuple[str, object]] = []
 
-    def seen(_conn: object, _cursor: object, statement: str, params: object, *_rest: object) -> None:
+    def seen(
+        _conn: object, _cursor: object, statement: str, params: object, *_rest: object
+    ) -> None:
         if "FROM documents" in statement and "ORDER BY" in statement:
             executed.append((statement, params))
 
@@ -450,3 +452,31 @@ def test_a_whole_stream_of_the_table_is_read_in_its_index_order(tmp_path: Path) 
                 assert "TEMP B-TREE" not in details, details
     finally:
         table.close()
+
+
+def test_the_scan_reads_sqlites_instants_as_stored(tmp_path: Path) -> None:
+    """Issue 38: on SQLite ``iter_expected`` gives the two instants as the texts stored, never
+    parsed: those the reconciler writes in their stored form, and one another writer spelt
+    otherwise as it is; ``managed_values`` of each row is ``payload_values`` of the row as
+    ``iter_documents`` parses it."""
+    table = migrated_table(tmp_path / "t.db")
+    start = datetime(2025, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
+    try:
+        table.upsert_documents([doc(0, effective_from=start), doc(1, effective_from=None), doc(2)])
+        with table.engine.begin() as conn:
+            conn.execute(
+                text("UPDATE documents SET effective_from = :t WHERE doc_id = 'h:doc-0002'"),
+                {"t": "2025-03-04T07:06:07+02:00"},
+            )
+        rows = {r[0]: r for r in table.iter_expected()}
+        read = {d.doc_id: d for d in table.iter_documents()}
+    finally:
+        table.close()
+    at_from, at_to = EXPECTED_FIELDS.index("effective_from"), EXPECTED_FIELDS.index("effective_to")
+    assert rows["h:doc-0000"][at_from] == "2025-03-04 05:06:07.890123"
+    assert rows["h:doc-0000"][at_to] == stored_form(OPEN_END)
+    assert rows["h:doc-0001"][at_from] is None
+    assert rows["h:doc-0002"][at_from] == "2025-03-04T07:06:07+02:00"
+    assert read["h:doc-0002"].effective_from == datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
+    for doc_id, row in rows.items():
+        assert managed_values(*row[4:]) == payload_values(read[doc_id]), doc_id

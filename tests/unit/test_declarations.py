@@ -315,9 +315,7 @@ def test_the_applied_links_never_close_a_cycle_and_every_one_leads_somewhere(
     found = overlay(
         declared, rows=rows, sources={}, family_of={}, configured=frozenset(), read=frozenset()
     )
-    links = {
-        doc_id: doc.declared_successors for doc_id, doc in found.documents.items()
-    }
+    links = {doc_id: doc.declared_successors for doc_id, doc in found.documents.items()}
     # no cycle through the links the documents carry (brute force: follow every path)
     for start, first in links.items():
         seen, stack = set(), list(first)

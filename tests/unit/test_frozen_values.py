@@ -14,7 +14,11 @@ MUTABLE = re.compile(r"\b(list|dict|set|List|Dict|Set|defaultdict|Counter|Mutabl
 
 #: (module, class, field) -> why it may hold a mutable container.
 EXEMPT = {
-    ("reconciler/check_inputs.py", "FamilyView", "memo"): "a cache of what the checks derive from the "
+    (
+        "reconciler/check_inputs.py",
+        "FamilyView",
+        "memo",
+    ): "a cache of what the checks derive from the "
     "view (no init, compare, repr or hash); its values are read, never changed",
 }
 

@@ -7,7 +7,7 @@ shortcut against the run without it: ``tests/integration/test_settled_families.p
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import timedelta, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +15,7 @@ from test_check_family_once import DAY, FAMILY, NOW, SRC, families, tidy_version
 
 from reconciler.check_inputs import CheckContext, ChunkAggregate, FamilyView, SourceState
 from reconciler.checks import parts
-from reconciler.model import EXPECTED_FIELDS, OPEN_END, Document, VersionState
+from reconciler.model import EXPECTED_FIELDS, OPEN_END, Document, VersionState, stored_form
 from reconciler.pipeline import checking
 from reconciler.pipeline.settling import QUIET_CHECKS, Settling, quiet_rows
 
@@ -125,3 +125,83 @@ def test_a_tidy_family_is_quiet_and_each_departure_is_not() -> None:
         assert checking.check_family(view, ctx, sorted(QUIET_CHECKS)).findings, why
     expired = settling_of(context(0, ttl=True, read=False, report=False))
     assert not quiet_rows([as_expected(old), as_expected(new)], expired)
+
+
+def as_stored(row: Document) -> tuple[object, ...]:
+    """The row as the SQLite table's ``iter_expected`` gives it: the instants as stored."""
+    values = dict(zip(EXPECTED_FIELDS, as_expected(row), strict=True))
+    for name in ("effective_from", "effective_to"):
+        if values[name] is not None:
+            values[name] = stored_form(values[name])  # type: ignore[arg-type]
+    return tuple(values[name] for name in EXPECTED_FIELDS)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    view=families(),
+    hours=st.integers(min_value=-5 * 24, max_value=5 * 24),
+    ttl=st.booleans(),
+    read=st.booleans(),
+)
+def test_a_family_read_as_stored_texts_is_judged_as_read_as_instants(
+    view: FamilyView, hours: int, ttl: bool, read: bool
+) -> None:
+    """Issue 38: the scan compares the SQLite table's stored texts, never parsed; the family
+    is quiet exactly when it is with its instants parsed (whatever ``now``)."""
+    quiet = settling_of(context(hours, ttl, read, report=False))
+    assert quiet_rows([as_stored(r) for r in view.rows], quiet) == quiet_rows(
+        [as_expected(r) for r in view.rows], quiet
+    )
+
+
+def test_a_family_with_an_instant_spelt_otherwise_is_not_told_quiet() -> None:
+    """Only the stored form compares as its instant does: a family holding another spelling
+    of an instant (a writer other than the reconciler's), or instants of both kinds, is left
+    to the full check, which parses them."""
+    old, new = tidy_versions()
+    quiet = settling_of(context(0, ttl=True, read=True, report=False))
+    stored = [as_stored(old), as_stored(new)]
+    assert quiet_rows(stored, quiet)
+    at = EXPECTED_FIELDS.index("effective_from")
+    start = new.effective_from
+    assert start is not None
+    for other in (start.isoformat(), start.replace(tzinfo=None).isoformat(), "garbage"):
+        respelt = (*stored[1][:at], other, *stored[1][at + 1 :])
+        assert not quiet_rows([stored[0], respelt], quiet), other
+    mixed = (*stored[1][:at], start, *stored[1][at + 1 :])
+    assert not quiet_rows([stored[0], mixed], quiet)
+    assert not quiet_rows([as_expected(old), as_stored(new)], quiet)
+
+
+#: Other spellings of an instant than the stored form, as another writer of the table may
+#: leave them (each reads back as the same instant).
+OTHER_SPELLINGS = (
+    lambda at: at.isoformat(),
+    lambda at: at.astimezone(timezone(timedelta(hours=2))).isoformat(),
+    lambda at: at.replace(tzinfo=None).isoformat(),
+    lambda at: at.replace(tzinfo=None).isoformat(" "),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    data=st.data(),
+    view=families(),
+    hours=st.integers(min_value=-5 * 24, max_value=5 * 24),
+)
+def test_a_family_with_instants_spelt_otherwise_is_never_told_quiet_wrongly(
+    data: st.DataObject, view: FamilyView, hours: int
+) -> None:
+    """Whatever instants of a family another writer spelt otherwise, ``quiet_rows`` of the
+    rows as read never says quiet where the family with its instants parsed is not."""
+    quiet = settling_of(context(hours, ttl=True, read=True, report=False))
+    rows = []
+    for row in view.rows:
+        values = dict(zip(EXPECTED_FIELDS, as_stored(row), strict=True))
+        for name in ("effective_from", "effective_to"):
+            at = getattr(row, name)
+            if at is not None and data.draw(st.booleans()):
+                values[name] = data.draw(st.sampled_from(OTHER_SPELLINGS))(at)
+        rows.append(tuple(values[name] for name in EXPECTED_FIELDS))
+    if quiet_rows(rows, quiet):
+        assert quiet_rows([as_expected(r) for r in view.rows], quiet)
