@@ -67,7 +67,10 @@ def managed_values(
     the SQLite table's stored text of it): the check's scan reads the table's rows as these,
     not as ``Document`` values (issue 38). (``instant_text``'s look-ups are spelt out here:
     the scan calls this once a row.)"""
-    start, end = effective_from or OPEN_START, effective_to or OPEN_END
+    # (``is None``: a value that is not an instant, an integer 0 that another writer left in
+    # SQLite's column say, is an error below, never the open window)
+    start = OPEN_START if effective_from is None else effective_from
+    end = OPEN_END if effective_to is None else effective_to
     texts, cuts = _TEXTS, _CUTS
     return (
         family,
@@ -110,6 +113,8 @@ def instant_text(value: datetime | str) -> str:
     if isinstance(value, str):
         return stored_text(value)
     if value.__class__ is not datetime or value.tzinfo is not UTC:
+        if not isinstance(value, datetime):
+            raise TypeError(f"an instant is a datetime or a stored text, not {value!r}")
         return rfc3339(value)
     text = _TEXTS.get(value)
     if text is None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from reconciler.errors import StoreFault
 from reconciler.model import EXPECTED_FIELDS, MANAGED_KEYS, Document, VersionState
 from reconciler.payload import managed_values
 from reconciler.pipeline.settling import UNSETTLED_KEPT, Settling, quiet_rows
@@ -174,7 +175,13 @@ def _register(
             families += 1
         if unsettled is not None:
             members.append(row)
-        values = managed_values(*row[_FAMILY:])
+        try:
+            values = managed_values(*row[_FAMILY:])
+        except (TypeError, ValueError) as error:  # (a value another writer of the table left)
+            raise StoreFault(
+                f"the document table's row {row[0]!r} cannot be read ({error}): correct its "
+                "values (an instant where one belongs, a whole number of version), then run again"
+            ) from error
         add_row((row[0], *values))
         add_content(row[2])
         add_count(row[3])

@@ -128,12 +128,13 @@ def quiet_rows(rows: Sequence[tuple[Any, ...]], settling: Settling) -> bool:
         if row[_QUARANTINED] or row[_SOURCE] in expired:
             return False
         start, end = row[_FROM], row[_TO]
-        end = end or open_end
+        if end is None:
+            end = open_end
         if start is not None and not start < end:
             return False
         state = _STATES.get(row[_STATE], _UNKNOWN)  # (``state_of``)
         if state in _SERVABLE:
-            key = (start or open_start, row[_VERSION], row[_DOC])
+            key = (open_start if start is None else start, row[_VERSION], row[_DOC])
             if servable is not None:
                 return False
             if (
@@ -145,7 +146,7 @@ def quiet_rows(rows: Sequence[tuple[Any, ...]], settling: Settling) -> bool:
                 return False
             servable = key
         elif state is _SUPERSEDED and row[_SUCCESSOR] is not None:
-            named.append((start or open_start, row[_VERSION], row[_DOC]))
+            named.append((open_start if start is None else start, row[_VERSION], row[_DOC]))
     return servable is None or not named or max(named) < servable
 
 
@@ -163,8 +164,15 @@ def _stored(rows: Sequence[tuple[Any, ...]]) -> bool:
 
 
 def _parsed(rows: Sequence[tuple[Any, ...]]) -> bool:
-    """Whether no instant of ``rows`` is a text (each a ``datetime``, or ``None``)."""
-    return not any(row[_FROM].__class__ is str or row[_TO].__class__ is str for row in rows)
+    """Whether every instant of ``rows`` is a ``datetime``, or ``None`` (no text, nor any
+    other value another writer of the table left)."""
+    for row in rows:
+        start, end = row[_FROM], row[_TO]
+        if not (start is None or isinstance(start, datetime)):
+            return False
+        if not (end is None or isinstance(end, datetime)):
+            return False
+    return True
 
 
 _DOC, _SOURCE, _FAMILY, _VERSION = (

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import pytest
 from acceptance_kit import migrated_table
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_kit import examples
 from sqlalchemy import text
 
+from reconciler.errors import StoreFault
 from reconciler.model import OPEN_END, ChunkRecord, Document, VersionState
 from reconciler.payload import chunk_payload
 from reconciler.pipeline import running
@@ -224,3 +226,23 @@ def test_a_tidy_corpus_is_settled_by_the_scan_and_a_drifted_one_is_not() -> None
         scan = runner.scan(options, None, settling=running.settling(options, NOW, sources, None))
         assert (scan.settled, scan.unsettled) == (0, None)
         assert [f.kind for f in runner.run(options).findings] == ["payload_drift"]
+
+
+@pytest.mark.parametrize("value", [0, "0", 1_700_000_000, "not an instant", ""])
+def test_a_row_holding_no_instant_where_one_belongs_stops_the_check_by_its_name(
+    value: object,
+) -> None:
+    """A value another writer left in an instant's column (SQLite keeps ``0`` as an integer)
+    is never read as the open window, nor settled: the check stops, naming the row."""
+    row = Document(
+        doc_id=f"{SRC}:b1", source=SRC, source_key="b1", doc_family_id=f"{SRC}:b", doc_version=1,
+        version_state=VersionState.CURRENT, chunk_count=1,
+    )  # fmt: skip
+    points = [chunk_payload(row, chunk_id=f"{row.doc_id}#0")]
+    options = Options(mode="check", checks=frozenset(QUIET_CHECKS), now=NOW)
+    with engine([row], points) as runner:
+        assert runner.run(options).findings == ()
+        with runner.table.engine.begin() as conn:
+            conn.execute(text("UPDATE documents SET effective_to = :v"), {"v": value})
+        with pytest.raises(StoreFault, match=f"row '{row.doc_id}' cannot be read"):
+            runner.run(options)

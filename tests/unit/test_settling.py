@@ -171,6 +171,12 @@ def test_a_family_with_an_instant_spelt_otherwise_is_not_told_quiet() -> None:
     mixed = (*stored[1][:at], start, *stored[1][at + 1 :])
     assert not quiet_rows([stored[0], mixed], quiet)
     assert not quiet_rows([as_expected(old), as_stored(new)], quiet)
+    # (a value that is no instant, never taken for the open window: SQLite keeps a 0 as one)
+    to = EXPECTED_FIELDS.index("effective_to")
+    for kind in (as_stored, as_expected):
+        rows = [kind(old), kind(new)]
+        for other in (0, 0.0, False, b""):
+            assert not quiet_rows([rows[0], (*rows[1][:to], other, *rows[1][to + 1 :])], quiet)
 
 
 #: Other spellings of an instant than the stored form, as another writer of the table may
