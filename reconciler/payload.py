@@ -71,7 +71,7 @@ def managed_values(
     # SQLite's column say, is an error below, never the open window)
     start = OPEN_START if effective_from is None else effective_from
     end = OPEN_END if effective_to is None else effective_to
-    texts, cuts = _TEXTS, _CUTS
+    texts, cuts = _TEXTS, CUT_TEXTS
     return (
         family,
         int(version),
@@ -127,7 +127,6 @@ def instant_text(value: datetime | str) -> str:
 #: ``stored_text`` of texts in the stored form seen lately, and only of those (so a text found
 #: here is one: ``pipeline.settling`` compares them as instants); emptied at ``_TEXTS_KEPT``.
 CUT_TEXTS: dict[str, str] = {}
-_CUTS = CUT_TEXTS
 
 
 def stored_text(text: str) -> str:
@@ -135,16 +134,16 @@ def stored_text(text: str) -> str:
     ("2026-01-02 03:04:05.000006", ``is_stored_form``) the payload's text is cut from it, not
     parsed and formatted (issue 38: the check's table pass reads every row's two instants);
     any other text is read as the table reads it back (``stored_instant``)."""
-    return _CUTS.get(text) or _cut(text)
+    return CUT_TEXTS.get(text) or _cut(text)
 
 
 def _cut(text: str) -> str:
     """``stored_text`` of a text not remembered."""
     if not is_stored_form(text):
         return _utc_text(stored_instant(text))
-    if len(_CUTS) >= _TEXTS_KEPT:
-        _CUTS.clear()
-    known = _CUTS[text] = (
+    if len(CUT_TEXTS) >= _TEXTS_KEPT:
+        CUT_TEXTS.clear()
+    known = CUT_TEXTS[text] = (
         f"{text[:19].replace(' ', 'T')}Z"
         if text.endswith("000000")
         else f"{text.replace(' ', 'T')}Z"
