@@ -1,5 +1,5 @@
 """The check and the repair against their floors in instructions, not seconds:
-``python -m bench.instructions [--size 20000] [--repair-docs 200] [--engine edge]``.
+``python -m bench.instructions [--size 20000] [--measure check,repair,split]``.
 
 Seconds move with the machine: on a shared 2-core machine the same check at 1M chunks took
 8.5 to 10.3 s of CPU within one quiet quarter of an hour, its ratio to the reading scroll
@@ -25,7 +25,12 @@ after), with ``PYTHONHASHSEED=0`` so that the run is the same every time:
   ``bench.phases drift`` does), then ``apply``, of which only ``Applier.apply`` is counted
   (the repair proper: rows, audit, payload writes), then the **floor**: the same payload writes
   replayed with the engine's own calls (``bench.floors.set_payload_floor``; its timed calls
-  only). Apply puts the corpus back as it was.
+  only). Apply puts the corpus back as it was;
+- with ``--measure split`` (Edge only), on a copy of the corpus: ``split --dry-run`` and
+  ``split`` in this process (``split_store``, after one uncounted dry run: the first in a
+  process imports), then on another copy the floor, the raw copy-and-delete of the same points
+  (``bench.split_floor``: its moves only, the points read before, as ``bench.split`` times
+  it). The split less its dry run is the moves' own count.
 
 It prints one table: each action's instructions, in millions, and its ratio to its floor.
 Under callgrind a program runs some 50 times slower: 20,000 chunks take about 3 minutes,
@@ -53,6 +58,16 @@ MARK = "takewhile_next"
 #: The actions counted, in the order the child runs them (the repair's two with repair docs).
 CHECK_ACTIONS = ("bare scroll", "reading scroll", "check")
 REPAIR_ACTIONS = ("repair proper (apply)", "floor: the same set_payload writes")
+SPLIT_ACTIONS = ("split --dry-run", "split", "floor: raw copy-and-delete")
+#: What ``--measure`` can count.
+MEASURES = ("check", "repair", "split")
+#: Each action's floor (the ratio's denominator).
+FLOORS = {
+    "reading scroll": "bare scroll",
+    "check": "reading scroll",
+    REPAIR_ACTIONS[0]: REPAIR_ACTIONS[1],
+    SPLIT_ACTIONS[1]: SPLIT_ACTIONS[2],
+}
 
 
 def valgrind_missing() -> str | None:
@@ -110,29 +125,29 @@ def counted(labels: list[str], totals: list[int]) -> dict[str, int]:
     return found
 
 
-def table(found: dict[str, int], *, chunks: int, repaired: int) -> str:
+def table(found: dict[str, int], *, chunks: int, repaired: int, moved: int = 0) -> str:
     """The printed table: instructions and each action's ratio to its floor."""
-    floors = {
-        "bare scroll": None,
-        "reading scroll": "bare scroll",
-        "check": "reading scroll",
-        REPAIR_ACTIONS[0]: REPAIR_ACTIONS[1],
-        REPAIR_ACTIONS[1]: None,
-    }
     lines = [
         "action | instructions (M) | a chunk or point | floor | x floor",
         "--- | ---: | ---: | --- | ---:",
     ]
     for label, total in found.items():
-        per = repaired if label in REPAIR_ACTIONS else chunks
-        floor = floors.get(label)
+        per = {**dict.fromkeys(REPAIR_ACTIONS, repaired), **dict.fromkeys(SPLIT_ACTIONS, moved)}
+        floor = FLOORS.get(label)
         ratio = f"**{total / found[floor]:.3f}x**" if floor in found else "-"
         lines.append(
-            f"{label} | {total / 1e6:,.1f} | {total / max(per, 1):,.0f} | {floor or '-'} | {ratio}"
+            f"{label} | {total / 1e6:,.1f} | {total / max(per.get(label, chunks), 1):,.0f} | "
+            f"{floor or '-'} | {ratio}"
         )
     if "check" in found and "bare scroll" in found:
         ratio = found["check"] / found["bare scroll"]
         lines.append(f"check, over the bare scroll | | | bare scroll | {ratio:.3f}x")
+    if all(label in found for label in SPLIT_ACTIONS):
+        net = found["split"] - found["split --dry-run"]
+        lines.append(
+            f"split less its dry run (the moves) | {net / 1e6:,.1f} | {net / max(moved, 1):,.0f} "
+            f"| {SPLIT_ACTIONS[2]} | **{net / found[SPLIT_ACTIONS[2]]:.3f}x**"
+        )
     return "\n".join(lines)
 
 
@@ -151,20 +166,19 @@ def build(root: Path, size: int, engine: str, seed: int) -> None:
         raise RuntimeError(f"building the corpus failed:\n{done.stderr.strip()[-2000:]}")
 
 
-def measure(
-    root: Path, size: int, *, engine: str, seed: int, repair_docs: int, work: Path
-) -> tuple[dict[str, int], int]:
-    """Run the child under callgrind; each action's instructions, and the points repaired."""
+def measure(root: Path, args: argparse.Namespace, work: Path) -> tuple[dict[str, int], dict[str, Any]]:  # fmt: skip
+    """Run the child under callgrind: each action's instructions, and the child's counts."""
     out = work / "callgrind.out"
-    command = [*callgrind_command(out), sys.executable, "-m", "bench.instructions", "--child"]
-    command += [str(root), str(size), "--engine", engine, "--seed", str(seed)]
-    command += ["--repair-docs", str(repair_docs)]
+    command = [*callgrind_command(out), sys.executable, "-m", "bench.instructions"]
+    command += ["--child", str(root), str(args.size), "--work", str(work)]
+    command += ["--engine", args.engine, "--seed", str(args.seed), "--measure", args.measure]
+    command += ["--repair-docs", str(args.repair_docs), "--batch", str(args.batch)]
     env = dict(os.environ, PYTHONHASHSEED="0")
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"the measured process failed:\n{done.stderr.strip()[-3000:]}")
-    child = json.loads(done.stdout.strip().splitlines()[-1])
-    return counted(child["labels"], dump_totals(out)), int(child["repaired"])
+    child_said: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return counted(child_said["labels"], dump_totals(out)), child_said
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,14 +186,28 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--size", type=int, default=20000, help="chunks (default 20000)")
     parser.add_argument(
-        "--repair-docs", type=int, default=200, help="documents drifted and repaired (0: none)"
+        "--measure",
+        default="check,repair",
+        help="what to count, comma-separated: check, repair, split (default check,repair)",
     )
+    parser.add_argument(
+        "--repair-docs", type=int, default=200, help="repair: documents drifted and repaired"
+    )
+    parser.add_argument("--batch", type=int, default=1000, help="split: points a move batch")
     parser.add_argument("--engine", choices=("edge", "local"), default="edge")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--corpus", type=Path, help="a corpus built at this size: measure it")
     parser.add_argument("--tmpdir", type=Path, help="where to build (default: the system's)")
     parser.add_argument("--child", nargs=2, metavar=("ROOT", "SIZE"), help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    wanted = set(args.measure.split(","))
+    if wanted - set(MEASURES) or not wanted:
+        parser.error(
+            f"--measure takes {', '.join(MEASURES)} (comma-separated), not {args.measure!r}"
+        )
+    if "split" in wanted and args.engine != "edge":
+        parser.error("--measure split: Qdrant Edge only (its floor is Edge's own calls)")
     if args.child:
         return child(Path(args.child[0]), int(args.child[1]), args)
     missing = valgrind_missing()
@@ -192,23 +220,23 @@ def main(argv: list[str] | None = None) -> int:
         if root is None:
             root = work / "corpus"
             build(root, args.size, args.engine, args.seed)
-        found, repaired = measure(
-            root, args.size, engine=args.engine, seed=args.seed,
-            repair_docs=args.repair_docs, work=work,
-        )  # fmt: skip
+        found, said = measure(root, args, work)
     from bench.corpus import Layout  # noqa: PLC0415 - after the child's imports are counted
 
     chunks = Layout(root=root, requested=args.size, seed=args.seed).chunks
-    print(f"{chunks:,} chunks on {args.engine}; {repaired:,} points repaired; valgrind's "
-          f"callgrind, PYTHONHASHSEED=0")  # fmt: skip
-    print(table(found, chunks=chunks, repaired=repaired))
+    print(f"{chunks:,} chunks on {args.engine}; {said['repaired']:,} points repaired; "
+          f"{said['moved']:,} moved; valgrind's callgrind, PYTHONHASHSEED=0")  # fmt: skip
+    print(table(found, chunks=chunks, repaired=said["repaired"], moved=said["moved"]))
     return 0
 
 
 # -- the child: the measured process ---------------------------------------------------------
 
+#: Runs an action counted, under a label (``counting``).
+Runner = Callable[[str, Callable[[], Any]], Any]
 
-def counting(labels: list[str]) -> Callable[[str, Callable[[], Any]], Any]:
+
+def counting(labels: list[str]) -> Runner:
     """A runner that calls an action inside ``MARK`` (counted), noting its label."""
 
     def run(label: str, action: Callable[[], Any]) -> Any:
@@ -221,7 +249,7 @@ def counting(labels: list[str]) -> Callable[[str, Callable[[], Any]], Any]:
 
 
 @contextmanager
-def counted_apply(run: Callable[[str, Callable[[], Any]], Any]) -> Iterator[None]:
+def counted_apply(run: Runner) -> Iterator[None]:
     """``Applier.apply`` counted (the rest of the apply run is not)."""
     from reconciler.writing.applying import Applier  # noqa: PLC0415
 
@@ -238,16 +266,30 @@ def counted_apply(run: Callable[[str, Callable[[], Any]], Any]) -> Iterator[None
 
 
 def child(root: Path, size: int, args: argparse.Namespace) -> int:
-    """Open the stores, run each action counted; print the labels counted and points repaired."""
-    from bench import floors, phases  # noqa: PLC0415
+    """Run each action asked for, counted; print the labels counted and the points repaired
+    and moved."""
     from bench.corpus import Layout  # noqa: PLC0415
-    from reconciler.pipeline.values import Guard  # noqa: PLC0415
 
     labels: list[str] = []
     run = counting(labels)
     layout = Layout(root=root, requested=size, seed=args.seed)
-    repaired = 0
-    stores = phases.Stores(layout, engine=args.engine)
+    wanted = args.measure.split(",")
+    said = {"repaired": 0, "moved": 0}
+    if "check" in wanted:
+        _check(layout, args.engine, run)
+    if "repair" in wanted and args.repair_docs > 0:
+        said["repaired"] = _repair(layout, args.engine, args.repair_docs, run)
+    if "split" in wanted:
+        said["moved"] = _split(layout, args.work, args.batch, run)
+    print(json.dumps({"labels": labels, **said}))
+    return 0
+
+
+def _check(layout: Any, engine: str, run: Runner) -> None:
+    """The bare scroll, the reading scroll and a check, counted."""
+    from bench import phases  # noqa: PLC0415
+
+    stores = phases.Stores(layout, engine=engine)
     try:
         phases._bare_scroll(stores.index, read=True)  # (warm: not counted)
         run("bare scroll", lambda: phases._bare_scroll(stores.index))
@@ -258,25 +300,56 @@ def child(root: Path, size: int, args: argparse.Namespace) -> int:
             raise SystemExit(f"the corpus is not clean: {len(report.findings)} finding(s)")
     finally:
         stores.close()
-    if args.repair_docs > 0:
-        phases.drift(layout, args.repair_docs, engine=args.engine)
-        stores = phases.Stores(layout, engine=args.engine)
+
+
+def _repair(layout: Any, engine: str, docs: int, run: Runner) -> int:
+    """Drift ``docs`` documents, then apply's repair proper and its floor, counted; the points
+    repaired."""
+    from bench import floors, phases  # noqa: PLC0415
+    from reconciler.pipeline.values import Guard  # noqa: PLC0415
+
+    phases.drift(layout, docs, engine=engine)
+    stores = phases.Stores(layout, engine=engine)
+    try:
+        guard = Guard(max_changed_fraction=1.0)
+        with counted_apply(run), floors.WriteRecorder(stores.index, stores.table) as recorded:
+            phases._run(stores, "apply", guard)
+        original = floors._timed
+        floors._timed = lambda *a: run(REPAIR_ACTIONS[1], lambda: original(*a))
         try:
-            guard = Guard(max_changed_fraction=1.0)
-            with counted_apply(run), floors.WriteRecorder(stores.index, stores.table) as recorded:
-                phases._run(stores, "apply", guard)
-            original = floors._timed
-            floors._timed = lambda *a: run(REPAIR_ACTIONS[1], lambda: original(*a))
-            try:
-                floors.set_payload_floor(stores.index, recorded)
-            finally:
-                floors._timed = original
-            repaired = recorded.points
-            stores.reopen_index()
+            floors.set_payload_floor(stores.index, recorded)
         finally:
-            stores.close()
-    print(json.dumps({"labels": labels, "repaired": repaired}))
-    return 0
+            floors._timed = original
+        stores.reopen_index()
+        return recorded.points
+    finally:
+        stores.close()
+
+
+def _split(layout: Any, work: Path, batch: int, run: Runner) -> int:
+    """On copies of the corpus: ``split --dry-run`` and ``split`` in this process, then the raw
+    copy-and-delete floor (``bench.split_floor``), counted; the points moved."""
+    from bench import split_floor  # noqa: PLC0415
+    from bench.corpus import COLLECTION, Layout  # noqa: PLC0415
+    from bench.split import config  # noqa: PLC0415
+    from reconciler.app.splitting import split_store  # noqa: PLC0415
+    from reconciler.settings import load_settings  # noqa: PLC0415
+
+    copy = work / "split"
+    shutil.copytree(layout.root, copy)
+    settings = load_settings(str(config(Layout(root=copy, requested=layout.requested), batch)))
+    split_store(settings, dry_run=True)  # (warm: the first in a process imports; not counted)
+    run(SPLIT_ACTIONS[0], lambda: split_store(settings, dry_run=True))
+    moved = int(run(SPLIT_ACTIONS[1], lambda: split_store(settings))["moved"])
+    shutil.rmtree(copy)
+    floor = split_floor.run(
+        layout.root / "edge" / COLLECTION, work / "floor", batch,
+        around=lambda moves: run(SPLIT_ACTIONS[2], moves),
+    )  # fmt: skip
+    shutil.rmtree(work / "floor")
+    if floor["moved"] != moved:
+        raise SystemExit(f"the floor moved {floor['moved']} point(s), the split {moved}")
+    return moved
 
 
 if __name__ == "__main__":

@@ -178,11 +178,10 @@ def one_size(size: int, folder: Path, *, dim: int, seed: int, batch: int) -> lis
 
 
 def _floor(shard: Path, scratch: Path, batch: int, timeout: float, moved: int) -> dict[str, Any]:
-    """One run of the floor (``FLOOR``) on a copy of ``shard``: its JSON line."""
+    """One run of the floor (``bench.split_floor``) on a copy of ``shard``: its JSON line."""
+    command = [sys.executable, "-m", "bench.split_floor", str(shard), str(scratch), str(batch)]
     try:
-        floored = timed(
-            [sys.executable, "-c", FLOOR, str(shard), str(scratch), str(batch)], timeout
-        )
+        floored = timed(command, timeout)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if floored["code"] != 0:
@@ -216,35 +215,6 @@ tracemalloc.start()
 data = split_store(settings, merge=True)
 peak = tracemalloc.get_traced_memory()[1] / 2**20
 print(json.dumps({"moved": data["moved"], "heap": peak}))
-"""
-
-
-#: The raw copy-and-delete of what ``split`` moves (every chunk of a row not current), on a
-#: copy of the shard: argv = the corpus's shard, a scratch folder, the ids a move batch.
-FLOOR = """
-import json, shutil, sys, time
-from pathlib import Path
-import qdrant_edge as qe
-from reconciler.stores.edge.index import UPSERT_BATCH, EdgeChunkIndex
-from reconciler.stores.edge.requests import edge_id
-source, scratch, batch = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-shutil.copytree(source, scratch / "main")
-main, archive = EdgeChunkIndex(scratch / "main"), EdgeChunkIndex(scratch / "archive")
-archive.ensure_layout(main.vector_layout(), indexes=main.payload_indexes())
-ids = [edge_id(c.point_id) for c in main.scroll() if c.payload.get("version_state") != "current"]
-read = time.process_time()
-batches = [main.shard.retrieve(ids[at : at + batch], True, True) for at in range(0, len(ids), batch)]
-read = time.process_time() - read
-wall, cpu = time.perf_counter(), time.process_time()
-for records in batches:
-    points = [qe.Point(r.id, r.vector, r.payload) for r in records]
-    for at in range(0, len(points), UPSERT_BATCH):
-        archive.shard.update(qe.UpdateOperation.upsert_points(points[at : at + UPSERT_BATCH]))
-    main.shard.update(qe.UpdateOperation.delete_points([r.id for r in records]))
-wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-main.close()
-archive.close()
-print(json.dumps({"moved": len(ids), "seconds": wall, "cpu": cpu, "read_cpu": read}))
 """
 
 

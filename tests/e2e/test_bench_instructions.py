@@ -72,24 +72,29 @@ def test_a_dump_that_is_not_one_call_of_the_bench_is_refused() -> None:
 def test_the_bench_runs_on_a_small_corpus_and_prints_its_ratios(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.instructions", "--size", "600", "--repair-docs", "4",
-         "--tmpdir", str(tmp_path)],
+         "--measure", "check,repair,split", "--batch", "64", "--tmpdir", str(tmp_path)],
         capture_output=True, text=True, env=_env(), timeout=900, check=False, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("600 chunks on edge; 40 points repaired")
+    # (600 chunks: 20 families of 3 versions, 10 chunks each; two versions of 3 move)
+    assert lines[0].startswith("600 chunks on edge; 40 points repaired; 400 moved")
     rows = {line.split(" | ")[0]: line.split(" | ") for line in lines[3:]}
     assert rows["bare scroll"][-1] == "-"
+    assert rows["split --dry-run"][-1] == "-"
     for label in (
         "reading scroll",
         "check",
         "check, over the bare scroll",
         "repair proper (apply)",
+        "split",
+        "split less its dry run (the moves)",
     ):
         ratio = rows[label][-1].strip("*x")
         assert float(ratio) > 1.0, rows[label]  # (every action does more than its floor)
-    assert rows["floor: the same set_payload writes"][-1] == "-"
-    assert list(tmp_path.iterdir()) == []  # (its corpus and dumps removed)
+    for floor in ("floor: the same set_payload writes", "floor: raw copy-and-delete"):
+        assert rows[floor][-1] == "-"
+    assert list(tmp_path.iterdir()) == []  # (its corpus, copies and dumps removed)
 
 
 def test_without_valgrind_it_says_what_to_install(tmp_path: Path) -> None:
