@@ -21,6 +21,7 @@ from reconciler.model import (
     MANAGED_KEYS,
     OPEN_END,
     OPEN_START,
+    PLACEMENT_KEYS,
     Document,
     VersionState,
     is_stored_form,
@@ -265,6 +266,11 @@ class KeyMap:
         """Dotted paths of doc_id and the managed keys: what the re-read before a payload write
         reads (``ChunkReader.retrieve_managed``)."""
         return [self.path(key) for key in ("doc_id", *MANAGED_KEYS)]
+
+    def placement_paths(self) -> list[str]:
+        """Dotted paths of what a placement scan reads (``ChunkReader.scan_managed`` with
+        ``placement``): doc_id and doc_family_id, where a chunk belongs and whose it is."""
+        return [self.path(key) for key in PLACEMENT_KEYS]
 
     def scan_paths(self) -> list[str]:
         """Dotted paths of the keys the check's lean scan reads: doc_id, the managed keys and

@@ -140,7 +140,8 @@ def _placements(
     """The moves the rows ask for, ``scroll_batch`` documents at a time (each way counted in
     ``ways``, by ``to_archive``)."""
     options = engine_options(settings, mode="check", actor="split")
-    folded = scan(table, index, options, None, progress=progress).chunks
+    # (where each chunk is and whose: doc_id and doc_family_id read, no payload compared)
+    folded = scan(table, index, options, None, progress=progress, placement=True).chunks
     targets = []
     for row in table_rows(table, options):
         chunks = folded.get(row.doc_id)

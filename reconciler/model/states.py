@@ -98,4 +98,6 @@ MANAGED_KEYS: tuple[str, ...] = (
 )
 #: Identity keys the reconciler reads but never writes.
 IDENTITY_KEYS: tuple[str, ...] = ("doc_id", "chunk_id", "content_hash")
+#: What a placement scan reads (``ChunkReader.scan_managed(placement=True)``: ``split``).
+PLACEMENT_KEYS: tuple[str, ...] = ("doc_id", "doc_family_id")
 ALL_KEYS: tuple[str, ...] = IDENTITY_KEYS + MANAGED_KEYS

@@ -77,11 +77,12 @@ class ChunkTally:
     whether it has one.
     """
 
-    def __init__(
-        self, *, keep_ids: int = 100_000, key: Callable[[str], int] = hash, split: bool = False
-    ) -> None:
+    def __init__(self, *, keep_ids: int = 100_000, key: Callable[[str], int] = hash,
+                 split: bool = False, placement: bool = False) -> None:  # fmt: skip
         #: The 64-bit key of a doc id (``hash``; a test may pass a weaker one).
         self._key = key
+        #: Only where chunks are is folded (``scan(placement=True)``): no payload compared.
+        self.placement = placement
         self.split, self._new_main, self._in_archive = split, array("b"), False  # (docstring)
         self._main, self._archived = np.zeros(0, np.bool_), np.zeros(0, np.uint32)
         self._misplaced: dict[int, str] = {}
@@ -233,7 +234,7 @@ class ChunkTally:
         if self.split and hit.any():
             self._place(page, slots, hit)
         matched = hit
-        if hit.any():
+        if hit.any() and not self.placement:
             expected = self._fingerprints[np.where(hit, slots, 0)]
             matched = hit & (expected == _fingerprints(rows))
         if matched.all():  # the usual page: every chunk has its row and its row's payload

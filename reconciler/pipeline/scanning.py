@@ -70,6 +70,7 @@ def scan(
     *,
     progress: Callable[[str, int], None] | None = None,
     settling: Settling | None = None,
+    placement: bool = False,
 ) -> Scan:
     """Fingerprint every row's expected payload, then fold the collection per document.
 
@@ -77,13 +78,18 @@ def scan(
     time. Memory holds 36 bytes a document (``ChunkTally``), plus the doc id and payload
     variants of each document with a differing or stale chunk. With ``settling``, each family
     is judged from its rows as they pass (``pipeline.settling``): the quiet ones are counted,
-    the others' ids kept (``UNSETTLED_KEPT`` at most) for the assess stage.
+    the others' ids kept (``UNSETTLED_KEPT`` at most) for the assess stage. With
+    ``placement``, only where each chunk is and whose is read and folded (``ChunkTally``'s
+    placement): what ``reconciler split`` moves, not what the checks judge.
     """
     # (imported here: numpy, which the tally keeps its arrays in, is loaded when a scan
     # begins, not when a command that may never scan starts)
     from reconciler.pipeline.chunk_tally import ChunkTally  # noqa: PLC0415
 
-    tally = ChunkTally(keep_ids=options.keep_ids, split=split_of(index) is not None)
+    if placement and settling is not None:
+        raise ValueError("a placement scan judges no family: it is never settled")
+    split = split_of(index) is not None
+    tally = ChunkTally(keep_ids=options.keep_ids, split=split, placement=placement)
     passed = _register(table, options, scope, tally, settling)
     in_scope, owns = passed.in_scope, options.shard.owns
 
@@ -97,7 +103,9 @@ def scan(
 
         every, shown = options.scroll_batch, 0
         for page in index.scan_managed(
-            batch_size=options.scroll_batch, doc_ids=in_scope if scope is not None else None
+            batch_size=options.scroll_batch,
+            doc_ids=in_scope if scope is not None else None,
+            placement=placement,
         ):
             # A chunk written from payload_for carries exactly the row's values, so one
             # hash of the raw tuple settles it, a page at a time; only a mismatch pays for

@@ -102,7 +102,11 @@ class ChunkReader(Protocol):
         ...
 
     def scan_managed(
-        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+        self,
+        *,
+        batch_size: int = 1000,
+        doc_ids: Collection[str] | None = None,
+        placement: bool = False,
     ) -> Iterator[ManagedPage]:
         """The check's lean scan, a page at a time: each chunk's doc_id and raw managed values
         (only the chunks of ``doc_ids`` when given), in the order and with the filter of
@@ -110,7 +114,9 @@ class ChunkReader(Protocol):
 
         The values are the stored ones, in ``MANAGED_KEYS`` order, an absent key as ``None``;
         nothing is normalised, no per-chunk dict or ``ChunkState`` is built, and point ids
-        are converted only when asked for.
+        are converted only when asked for. With ``placement``, only ``PLACEMENT_KEYS`` are
+        read (doc_id and doc_family_id; every other value as ``None``, no content hashes):
+        where each chunk is and whose, not what it says (``reconciler split``).
         """
         ...
 

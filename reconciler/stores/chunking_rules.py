@@ -12,7 +12,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
-from reconciler.model import ALL_KEYS, MANAGED_KEYS, ManagedPage, PayloadWrite
+from reconciler.model import ALL_KEYS, MANAGED_KEYS, PLACEMENT_KEYS, ManagedPage, PayloadWrite
 from reconciler.payload import KeyMap
 from reconciler.ports.index import ABSENT, PointPage, StoredPoint, VectorPage
 
@@ -27,6 +27,7 @@ __all__ = [
     "managed_nodes",
     "managed_page",
     "pages",
+    "placement_page",
     "point_batches",
     "point_page",
     "vector_page",
@@ -200,6 +201,27 @@ def managed_page(
             add(tuple(map(node.get, names)))
             keep(node.get(content))
     return ManagedPage(rows, partial(_id_at, points, point_id), contents)
+
+
+def placement_page(
+    points: Sequence[Any],
+    prefix: Sequence[str],
+    names: Sequence[str],
+    point_id: Callable[[Any], str | int],
+    content: str | None = None,
+) -> ManagedPage:
+    """A scroll page read for placement only (``scan_managed(placement=True)``): ``names`` as
+    in ``managed_page``, of which only the first two, doc_id's and doc_family_id's
+    (``PLACEMENT_KEYS``), are read; every other managed value is absent, and no content hash
+    (``content`` is not read: the signature is ``managed_page``'s)."""
+    assert tuple(MANAGED_KEYS[:1]) == PLACEMENT_KEYS[1:]  # (a row: doc_id, the family, ...)
+    if prefix:
+        nodes = managed_nodes([point.payload for point in points], prefix)
+    else:
+        nodes = [payload or _NO_KEYS for payload in map(_PAYLOAD, points)]
+    doc, family, tail = names[0], names[1], (None,) * (len(names) - 2)
+    rows = [(node.get(doc), node.get(family), *tail) for node in nodes]
+    return ManagedPage(rows, partial(_id_at, points, point_id), None)
 
 
 def reread_page(

@@ -114,12 +114,17 @@ class SplitChunkIndex:
             yield from part.scroll(batch_size=batch_size, doc_ids=doc_ids)
 
     def scan_managed(
-        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+        self,
+        *,
+        batch_size: int = 1000,
+        doc_ids: Collection[str] | None = None,
+        placement: bool = False,
     ) -> Iterator[ManagedPage]:
         """The lean scan of the main collection, then of the archive (pages flagged)."""
         for part in self._parts():
             archived = part is self.archive
-            for page in part.scan_managed(batch_size=batch_size, doc_ids=doc_ids):
+            pages = part.scan_managed(batch_size=batch_size, doc_ids=doc_ids, placement=placement)
+            for page in pages:
                 page.archived = archived
                 yield page
 

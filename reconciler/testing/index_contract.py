@@ -21,6 +21,7 @@ from reconciler.errors import IndexUnavailable, IndexWriteError
 from reconciler.model import (
     ALL_KEYS,
     MANAGED_KEYS,
+    PLACEMENT_KEYS,
     ChunkRecord,
     PayloadWrite,
 )
@@ -125,6 +126,30 @@ class TestChunkIndexContract:
             # MANAGED_KEYS order, an absent key (superseded_by, quarantine_reason) as None.
             assert values == tuple(expected.get(key) for key in MANAGED_KEYS)
             assert isinstance(values, tuple)
+
+    def test_a_placement_scan_reads_doc_id_and_family_only_in_scroll_order(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        stray = str(uuid.uuid5(uuid.NAMESPACE_URL, "stray"))
+        harness.put(stray, [0.0, 0.0, 1.0, 0.0], {harness.layout.text_key: "no metadata"})
+        full = list(harness.index.scan_managed(batch_size=5))
+        pages = list(harness.index.scan_managed(batch_size=5, placement=True))
+
+        assert [len(page) for page in pages] == [len(page) for page in full]
+        assert all(page.contents is None for page in pages)  # (no content hash read)
+        whole = [row for page in full for row in page.chunks()]
+        for (pid, doc_id, values), (same_pid, same_doc, read) in zip(
+            (row for page in pages for row in page.chunks()), whole, strict=True
+        ):
+            assert (pid, doc_id) == (same_pid, same_doc)
+            # doc_family_id as stored; every other managed value read as absent
+            assert values == tuple(
+                value if key in PLACEMENT_KEYS else None
+                for key, value in zip(MANAGED_KEYS, read, strict=True)
+            )
+        wanted = ["handbook:doc-1"]
+        by_doc = list(_rows(harness.index.scan_managed(doc_ids=wanted, placement=True)))
+        assert sorted(str(pid) for pid, _d, _v in by_doc) == sorted(seeded.by_doc[wanted[0]])
 
     def test_scan_vectors_reads_every_chunks_vector_once_with_its_doc_id(
         self, harness: Harness, seeded: Seeded

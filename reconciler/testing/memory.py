@@ -19,6 +19,7 @@ from typing import Any
 from reconciler.errors import CollectionMissing, IndexWriteError
 from reconciler.model import (
     MANAGED_KEYS,
+    PLACEMENT_KEYS,
     ChunkRecord,
     ChunkState,
     ManagedPage,
@@ -119,16 +120,25 @@ class InMemoryChunkIndex:
             )
 
     def scan_managed(
-        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+        self,
+        *,
+        batch_size: int = 1000,
+        doc_ids: Collection[str] | None = None,
+        placement: bool = False,
     ) -> Iterator[ManagedPage]:
-        """The check's lean scan, a page at a time, ordered by id."""
+        """The check's lean scan, a page at a time, ordered by id (with ``placement``, only
+        ``PLACEMENT_KEYS`` read)."""
         check_batch_size(batch_size)
         states = self._states(batch_size, doc_ids)
+        keys = [key if key in PLACEMENT_KEYS or not placement else None for key in MANAGED_KEYS]
         while page := list(itertools.islice(states, batch_size)):
             yield ManagedPage(
-                [(state.doc_id, *map(state.payload.get, MANAGED_KEYS)) for state in page],
+                [
+                    (state.doc_id, *(state.payload.get(k) if k else None for k in keys))
+                    for state in page
+                ],
                 partial(_id_at, page),
-                [state.payload.get("content_hash") for state in page],
+                None if placement else [state.payload.get("content_hash") for state in page],
             )
 
     def scan_points(

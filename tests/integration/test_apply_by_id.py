@@ -66,10 +66,14 @@ class SpyIndex(InMemoryChunkIndex):
         return super().scroll(batch_size=batch_size, doc_ids=doc_ids)
 
     def scan_managed(
-        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+        self,
+        *,
+        batch_size: int = 1000,
+        doc_ids: Collection[str] | None = None,
+        placement: bool = False,
     ) -> Iterator[ManagedPage]:
         self.scans.append(None if doc_ids is None else frozenset(doc_ids))
-        return super().scan_managed(batch_size=batch_size, doc_ids=doc_ids)
+        return super().scan_managed(batch_size=batch_size, doc_ids=doc_ids, placement=placement)
 
     def retrieve(self, point_ids: Sequence[str | int]) -> list[ChunkState]:
         self.retrieved.append(len(point_ids))

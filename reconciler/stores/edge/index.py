@@ -63,6 +63,7 @@ from reconciler.stores.chunking_rules import (
     facet_counts,
     managed_page,
     pages,
+    placement_page,
     point_page,
     reread_page,
     vector_pages,
@@ -194,15 +195,16 @@ class EdgeChunkIndex:
             for point in points:
                 yield self._state(point.id, point.payload)
 
-    def scan_managed(
-        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
-    ) -> Iterator[ManagedPage]:
+    def scan_managed(self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None,
+                     placement: bool = False) -> Iterator[ManagedPage]:  # fmt: skip
         """The check's lean scan, a page at a time (ids converted when asked for: ``IdMemory``)."""
         self._ids.clear()
         convert = self._ids.our_id
-        for points in self._managed_pages(batch_size, doc_ids, self.keys.scan_paths()):
+        paths = self.keys.placement_paths() if placement else self.keys.scan_paths()
+        for points in self._managed_pages(batch_size, doc_ids, paths):
             if points:
-                yield managed_page(
+                page = placement_page if placement else managed_page
+                yield page(
                     points, self._prefix_parts, self._scan_names, convert, self._content_name
                 )
 

@@ -41,6 +41,7 @@ from reconciler.stores.chunking_rules import (
     managed_nodes,
     managed_page,
     pages,
+    placement_page,
     point_page,
     reread_page,
     vector_pages,
@@ -141,14 +142,18 @@ class QdrantChunkIndex:
                 yield self._state(point)
 
     def scan_managed(
-        self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
+        self,
+        *,
+        batch_size: int = 1000,
+        doc_ids: Collection[str] | None = None,
+        placement: bool = False,
     ) -> Iterator[ManagedPage]:
         """The check's lean scan, a page at a time (ids converted only when asked for)."""
-        for points in self._pages(batch_size, doc_ids, self.keys.scan_paths()):
+        paths = self.keys.placement_paths() if placement else self.keys.scan_paths()
+        for points in self._pages(batch_size, doc_ids, paths):
             if points:
-                yield managed_page(
-                    points, self._prefix_parts, self._scan_names, our_id, self._content_name
-                )
+                page = placement_page if placement else managed_page
+                yield page(points, self._prefix_parts, self._scan_names, our_id, self._content_name)
 
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
         """Every chunk's doc_id and dense vector as stored, a page at a time (no text)."""
