@@ -27,7 +27,6 @@ __all__ = [
     "managed_nodes",
     "managed_page",
     "pages",
-    "placement_page",
     "point_batches",
     "point_page",
     "vector_page",
@@ -163,12 +162,18 @@ def managed_page(
     names: Sequence[str],
     point_id: Callable[[Any], str | int],
     content: str | None = None,
+    *,
+    placement: bool = False,
 ) -> ManagedPage:
     """A scroll page of qdrant-client or Edge records as the check's lean ``ManagedPage``:
     ``names`` are the stored names of doc_id and of the managed keys in ``MANAGED_KEYS``
     order, ``content`` the stored name of content_hash (its values go apart, in
     ``ManagedPage.contents``); ``point_id`` converts a record's id when one is asked for.
+    With ``placement``, a page read for ``scan_managed(placement=True)``: doc_id and the
+    family only, no content hash.
     Each payload is let go as soon as its values are read."""
+    if placement:
+        return _placement_page(points, prefix, names, point_id)
     if prefix:
         nodes = managed_nodes([point.payload for point in points], prefix)
         rows = [tuple(map(node.get, names)) for node in nodes]
@@ -203,17 +208,12 @@ def managed_page(
     return ManagedPage(rows, partial(_id_at, points, point_id), contents)
 
 
-def placement_page(
-    points: Sequence[Any],
-    prefix: Sequence[str],
-    names: Sequence[str],
-    point_id: Callable[[Any], str | int],
-    content: str | None = None,
+def _placement_page(
+    points: Sequence[Any], prefix: Sequence[str], names: Sequence[str], point_id: Any
 ) -> ManagedPage:
-    """A scroll page read for placement only (``scan_managed(placement=True)``): ``names`` as
-    in ``managed_page``, of which only the first two, doc_id's and doc_family_id's
-    (``PLACEMENT_KEYS``), are read; every other managed value is absent, and no content hash
-    (``content`` is not read: the signature is ``managed_page``'s)."""
+    """``managed_page`` of a page read for placement only: of ``names``, only the first two,
+    doc_id's and doc_family_id's (``PLACEMENT_KEYS``), are read; every other managed value
+    is absent, and no content hash."""
     assert tuple(MANAGED_KEYS[:1]) == PLACEMENT_KEYS[1:]  # (a row: doc_id, the family, ...)
     if prefix:
         nodes = managed_nodes([point.payload for point in points], prefix)

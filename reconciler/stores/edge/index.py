@@ -63,7 +63,6 @@ from reconciler.stores.chunking_rules import (
     facet_counts,
     managed_page,
     pages,
-    placement_page,
     point_page,
     reread_page,
     vector_pages,
@@ -203,10 +202,8 @@ class EdgeChunkIndex:
         paths = self.keys.placement_paths() if placement else self.keys.scan_paths()
         for points in self._managed_pages(batch_size, doc_ids, paths):
             if points:
-                page = placement_page if placement else managed_page
-                yield page(
-                    points, self._prefix_parts, self._scan_names, convert, self._content_name
-                )
+                yield managed_page(points, self._prefix_parts, self._scan_names, convert,
+                                   self._content_name, placement=placement)  # fmt: skip
 
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
         """Every chunk's doc_id and dense vector as stored, a page at a time (no text)."""

@@ -41,7 +41,6 @@ from reconciler.stores.chunking_rules import (
     managed_nodes,
     managed_page,
     pages,
-    placement_page,
     point_page,
     reread_page,
     vector_pages,
@@ -152,8 +151,8 @@ class QdrantChunkIndex:
         paths = self.keys.placement_paths() if placement else self.keys.scan_paths()
         for points in self._pages(batch_size, doc_ids, paths):
             if points:
-                page = placement_page if placement else managed_page
-                yield page(points, self._prefix_parts, self._scan_names, our_id, self._content_name)
+                yield managed_page(points, self._prefix_parts, self._scan_names, our_id,
+                                   self._content_name, placement=placement)  # fmt: skip
 
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
         """Every chunk's doc_id and dense vector as stored, a page at a time (no text)."""
