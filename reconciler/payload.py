@@ -402,10 +402,31 @@ def normalize(payload: Mapping[str, Any]) -> Variant:
                 value = instant_text(parse_instant(value))
         elif key == "doc_version" and isinstance(value, float) and value.is_integer():
             value = int(value)
-        elif isinstance(value, list):
-            value = tuple(value)
+        elif isinstance(value, list | dict):
+            value = _frozen(value)
         items.append((key, value))
     return tuple(items)
+
+
+class FrozenObject(dict[str, Any]):
+    """A JSON object a chunk holds where a managed value belongs, as ``normalize`` keeps it:
+    a dict (it reads and prints as one) that hashes, so a variant holding it can be counted
+    (it is drift, never a row's value; its values are frozen too)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+
+def _frozen(value: Any) -> Any:
+    """A stored JSON value made hashable: lists as tuples, objects as ``FrozenObject``s, all
+    the way down."""
+    if isinstance(value, list | tuple):
+        return tuple(map(_frozen, value))
+    if isinstance(value, dict):
+        return FrozenObject((key, _frozen(inner)) for key, inner in value.items())
+    return value
 
 
 def same_variant(found: Variant, expected: Variant) -> bool:

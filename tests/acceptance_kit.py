@@ -355,6 +355,31 @@ def migrated_table(path: Path) -> SqlDocumentTable:
     return table
 
 
+@contextmanager
+def memory_engine(rows: list[Any], points: list[dict[str, Any]]) -> Iterator[Any]:
+    """An engine (``Reconciler``, no source) over a SQLite table holding ``rows`` and an
+    in-memory index holding a chunk of each payload of ``points`` (integer point ids, in
+    order: as Qdrant allows), both removed at the end."""
+    from reconciler.model import ChunkRecord  # noqa: PLC0415
+    from reconciler.pipeline.running import Reconciler  # noqa: PLC0415
+    from reconciler.testing.memory import InMemoryChunkIndex  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as folder:
+        table = migrated_table(Path(folder) / "t.db")
+        index = InMemoryChunkIndex()
+        index.ensure_collection(dim=2)
+        try:
+            table.upsert_documents(rows)
+            index.upsert_chunks(
+                ChunkRecord(n, p.get("chunk_id", f"c{n}"), f"text {n}", (float(n), 0.5), p)
+                for n, p in enumerate(points)
+            )
+            yield Reconciler(table=table, index=index, sources=[])
+        finally:
+            index.close()
+            table.close()
+
+
 def kinds(data: Mapping[str, Any]) -> set[tuple[str, str, str | None]]:
     """(check, kind, doc_id) of every finding of a run's JSON."""
     return {(f["check"], f["kind"], f["doc_id"]) for f in data["findings"]}

@@ -102,10 +102,12 @@ def scan(
             return owns(family if isinstance(family, str) else None)
 
         every, shown = options.scroll_batch, 0
+        # (the keyword only when set: an adapter written before it still checks)
+        only_where = {"placement": True} if placement else {}
         for page in index.scan_managed(
             batch_size=options.scroll_batch,
             doc_ids=in_scope if scope is not None else None,
-            placement=placement,
+            **only_where,
         ):
             # A chunk written from payload_for carries exactly the row's values, so one
             # hash of the raw tuple settles it, a page at a time; only a mismatch pays for

@@ -123,7 +123,8 @@ class SplitChunkIndex:
         """The lean scan of the main collection, then of the archive (pages flagged)."""
         for part in self._parts():
             archived = part is self.archive
-            pages = part.scan_managed(batch_size=batch_size, doc_ids=doc_ids, placement=placement)
+            only_where = {"placement": True} if placement else {}  # (as ``scan`` asks)
+            pages = part.scan_managed(batch_size=batch_size, doc_ids=doc_ids, **only_where)
             for page in pages:
                 page.archived = archived
                 yield page

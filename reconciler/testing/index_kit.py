@@ -72,6 +72,7 @@ ON_EVERY_LAYOUT = frozenset(
         "test_scan_vectors_counts_the_points_it_leaves_out",
         "test_scan_managed_returns_stored_values_unnormalised",
         "test_scan_managed_of_a_point_without_the_keys",
+        "test_a_placement_scan_reads_doc_id_and_family_only_in_scroll_order",
         "test_retrieve_managed_reads_raw_values_by_id_an_absent_key_apart_from_a_null",
         "test_set_payloads_changes_only_managed_keys_on_the_given_ids",
         "test_upsert_chunks_writes_the_layout",

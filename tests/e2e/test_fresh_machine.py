@@ -1,4 +1,5 @@
-"""The README's test command on a fresh machine: no promtool, no PostgreSQL running, no driver.
+"""The README's test command on a fresh machine: no promtool or valgrind, no PostgreSQL
+running, no driver.
 
 ``scripts/install-system-packages`` installs what is missing or names it in one line; a test
 session that finds no PostgreSQL starts an embedded one; a missing database driver is one line
@@ -74,19 +75,29 @@ def test_ci_runs_the_readmes_test_command() -> None:
 def test_without_promtool_and_without_apt_the_script_says_what_to_install(
     tmp_path: Path,
 ) -> None:
-    """No promtool or prometheus on PATH and no apt-get to install them (as a user would be
-    without root): one line on stderr naming the package, exit 1, nothing else done."""
+    """No promtool, prometheus or valgrind on PATH and no apt-get to install them (as a user
+    would be without root): one line on stderr naming the packages, exit 1, nothing else
+    done."""
     result = setup_script(bin_dir(tmp_path))
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr == (
-        "missing system packages: prometheus; install them (Debian/Ubuntu, as root: "
-        "apt-get install prometheus) and run this again\n"
+        "missing system packages: prometheus valgrind; install them (Debian/Ubuntu, as root: "
+        "apt-get install prometheus valgrind) and run this again\n"
+    )
+
+
+def test_without_valgrind_the_script_names_it_alone(tmp_path: Path) -> None:
+    result = setup_script(bin_dir(tmp_path, "promtool", "prometheus"))
+    assert result.returncode == 1
+    assert result.stderr == (
+        "missing system packages: valgrind; install them (Debian/Ubuntu, as root: "
+        "apt-get install valgrind) and run this again\n"
     )
 
 
 def test_with_everything_there_the_script_is_silent(tmp_path: Path) -> None:
-    result = setup_script(bin_dir(tmp_path, "promtool", "prometheus"))
+    result = setup_script(bin_dir(tmp_path, "promtool", "prometheus", "valgrind"))
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 

@@ -70,6 +70,19 @@ def split_stores(draw: st.DrawFn) -> tuple[list[Document], list[tuple[bool, dict
     return rows, points
 
 
+def _doc(chunks: int) -> Document:
+    """One current document, kb:a of family kb:f, with ``chunks`` chunks."""
+    return Document(
+        doc_id="kb:a",
+        source=SRC,
+        source_key="a",
+        doc_family_id="kb:f",
+        doc_version=1,
+        version_state=VersionState.CURRENT,
+        chunk_count=chunks,
+    )
+
+
 @contextmanager
 def store(
     rows: list[Document], points: list[tuple[bool, dict[str, Any]]]
@@ -139,15 +152,7 @@ def test_a_placement_scan_moves_what_the_checks_scan_moved(
 
 
 def test_a_placement_scan_reads_where_each_chunk_is_and_whose_only() -> None:
-    doc = Document(
-        doc_id="kb:a",
-        source=SRC,
-        source_key="a",
-        doc_family_id="kb:f",
-        doc_version=1,
-        version_state=VersionState.CURRENT,
-        chunk_count=2,
-    )
+    doc = _doc(chunks=2)
     drifted = {**chunk_payload(doc, chunk_id="kb:a#0"), "version_state": "retired"}
     with store([doc], [(False, drifted), (True, chunk_payload(doc, chunk_id="kb:a#1"))]) as (
         table,
@@ -159,3 +164,28 @@ def test_a_placement_scan_reads_where_each_chunk_is_and_whose_only() -> None:
         assert (placed.get("kb:a").count, placed.get("kb:a").archived) == (2, 1)
         assert placed.drifted_ids() == []
         assert checked.drifted_ids() == ["kb:a"]
+
+
+class _Older(InMemoryChunkIndex):
+    """A chunk index written against the port before ``placement`` (a third party's)."""
+
+    def scan_managed(  # type: ignore[override]
+        self, *, batch_size: int = 1000, doc_ids: Any = None
+    ) -> Any:
+        return super().scan_managed(batch_size=batch_size, doc_ids=doc_ids)
+
+
+def test_an_index_written_before_placement_still_checks() -> None:
+    doc = _doc(chunks=1)
+    with tempfile.TemporaryDirectory() as folder:
+        table = migrated_table(Path(folder) / "t.db")
+        older = _Older()
+        older.ensure_collection(dim=2)
+        try:
+            table.upsert_documents([doc])
+            payload = chunk_payload(doc, chunk_id="kb:a#0")
+            older.upsert_chunks([ChunkRecord(1, "c1", "text", (1.0, 0.5), payload)])  # type: ignore[arg-type]
+            # A check's scan asks nothing new of it: the keyword goes only with a placement.
+            assert scan(table, older, Options(mode="check"), None).chunks.get("kb:a").count == 1
+        finally:
+            table.close()

@@ -6,29 +6,23 @@ of the same run with the shortcut turned off. On a real SQLite table and the in-
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
-from acceptance_kit import migrated_table
+from acceptance_kit import memory_engine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_kit import examples
 from sqlalchemy import text
 
 from reconciler.errors import StoreFault
-from reconciler.model import OPEN_END, ChunkRecord, Document, VersionState
+from reconciler.model import OPEN_END, Document, VersionState
 from reconciler.payload import chunk_payload
 from reconciler.pipeline import running
-from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.settling import QUIET_CHECKS
 from reconciler.pipeline.values import Options, Report
-from reconciler.testing.memory import InMemoryChunkIndex
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -113,25 +107,6 @@ def respell(table: Any, rows: list[Document], respelt: tuple[tuple[str, str, int
             )
 
 
-@contextmanager
-def engine(rows: list[Document], points: list[dict[str, Any]]) -> Iterator[Reconciler]:
-    with tempfile.TemporaryDirectory() as folder:
-        table = migrated_table(Path(folder) / "t.db")
-        index = InMemoryChunkIndex()
-        index.ensure_collection(dim=2)
-        try:
-            table.upsert_documents(rows)
-            # (integer point ids, as Qdrant allows)
-            records = [
-                (n, p["chunk_id"], f"text {n}", (float(n), 0.5), p) for n, p in enumerate(points)
-            ]
-            index.upsert_chunks(ChunkRecord(*record) for record in records)  # type: ignore[arg-type]
-            yield Reconciler(table=table, index=index, sources=[])
-        finally:
-            index.close()
-            table.close()
-
-
 def _seen(report: Report) -> tuple[Any, ...]:
     return (
         [f.to_json() for f in report.findings],
@@ -152,7 +127,7 @@ def test_a_run_that_settles_families_finds_what_the_full_check_finds(
 ) -> None:
     rows, points = corpus
     options = Options(mode="check", checks=frozenset(checks), now=NOW + timedelta(hours=hours))
-    with engine(rows, points) as runner:
+    with memory_engine(rows, points) as runner:
         settled = runner.run(options)
         with mock.patch.object(running, "settling", return_value=None):
             full = runner.run(options)
@@ -182,7 +157,7 @@ def test_instants_spelt_otherwise_in_the_table_change_nothing(
     options = Options(
         mode="check", checks=frozenset(QUIET_CHECKS), now=NOW + timedelta(hours=hours)
     )
-    with engine(rows, points) as runner:
+    with memory_engine(rows, points) as runner:
         written = runner.run(options)
         respell(runner.table, rows, respelt)
         settled = runner.run(options)
@@ -214,7 +189,7 @@ def test_a_tidy_corpus_is_settled_by_the_scan_and_a_drifted_one_is_not() -> None
         for n in range(doc.chunk_count)
     ]
     options = Options(mode="check", checks=frozenset(QUIET_CHECKS), now=NOW)
-    with engine(rows, points) as runner:
+    with memory_engine(rows, points) as runner:
         sources = runner.read_sources(options, NOW)
         scan = runner.scan(options, None, settling=running.settling(options, NOW, sources, None))
         assert (scan.settled, scan.unsettled) == (2, ())
@@ -222,7 +197,7 @@ def test_a_tidy_corpus_is_settled_by_the_scan_and_a_drifted_one_is_not() -> None
         assert report.findings == ()
         assert report.summary["siblings"] == {"checked": 2, "findings": 0}
     points[0]["version_state"] = "current"
-    with engine(rows, points) as runner:
+    with memory_engine(rows, points) as runner:
         scan = runner.scan(options, None, settling=running.settling(options, NOW, sources, None))
         assert (scan.settled, scan.unsettled) == (0, None)
         assert [f.kind for f in runner.run(options).findings] == ["payload_drift"]
@@ -240,7 +215,7 @@ def test_a_row_holding_no_instant_where_one_belongs_stops_the_check_by_its_name(
     )  # fmt: skip
     points = [chunk_payload(row, chunk_id=f"{row.doc_id}#0")]
     options = Options(mode="check", checks=frozenset(QUIET_CHECKS), now=NOW)
-    with engine([row], points) as runner:
+    with memory_engine([row], points) as runner:
         assert runner.run(options).findings == ()
         with runner.table.engine.begin() as conn:
             conn.execute(text("UPDATE documents SET effective_to = :v"), {"v": value})
