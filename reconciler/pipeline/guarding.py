@@ -288,7 +288,7 @@ def decide(
         allowed=allowed if refused else None,
         held=held if refused else (),
         hidden=tuple(
-            sorted({e.doc_id for e in found if e.direction is Direction.HIDE and e.doc_id})
+            sorted({e.doc_id for e in found if e.direction is Direction.HIDE and e.doc_id}, key=str)
         ),
     )
 

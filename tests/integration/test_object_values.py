@@ -1,7 +1,8 @@
 """A chunk that holds a JSON object, or lists in lists, where a managed value belongs (another
 writer's, e.g. ``{"$date": ...}`` for an instant) is drift the check reports and apply mends,
 never a crash of the scan: ``normalize`` keeps such a value hashable (``FrozenObject``,
-tuples), whether the chunk has a row or not. On a real SQLite table and the in-memory index."""
+tuples), whether the chunk has a row or not; a doc_id that is a number is an orphan's,
+reported and quarantined. On a real SQLite table and the in-memory index."""
 
 from __future__ import annotations
 
@@ -33,13 +34,18 @@ def test_an_object_where_a_value_belongs_is_drift_reported_and_mended() -> None:
         {**chunk_payload(docs[0], chunk_id="kb:a#0"), "effective_to": {"$date": "2030-01-01"}},
         {**chunk_payload(docs[1], chunk_id="kb:b#0"), "doc_class": [["policy"], {"k": [1]}]},
         {**chunk_payload(docs[1], chunk_id="kb:gone#0"), "doc_id": "kb:gone",
-         "version_state": {"state": "current"}},
+         "version_state": {"state": "current"}, "doc_family_id": {"f": [1]}},
+        {**chunk_payload(docs[1], chunk_id="kb:x#0"), "doc_id": 7},
     ]  # fmt: skip
     with memory_engine(docs, odd) as runner:
         checked = runner.run(Options(mode="check"))
         kinds = {(f.check, f.doc_id) for f in checked.findings}
         assert ("payload", "kb:a") in kinds
         assert ("payload", "kb:b") in kinds
+        # A chunk whose doc_id is a number names no row: an orphan, reported (and the guard,
+        # which sorts the documents a plan would hide, sorts it with the others: as text).
+        orphans = {f.doc_id for f in checked.findings if f.kind == "orphan_chunks"}
+        assert {"kb:gone", 7} <= orphans
         json.dumps([f.to_json() for f in checked.findings])  # (it prints)
 
         runner.run(Options(mode="apply", guard=Guard(max_changed_fraction=1.0)))

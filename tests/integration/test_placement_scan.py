@@ -30,8 +30,10 @@ from reconciler.testing.memory import InMemoryChunkIndex
 
 SRC = "kb"
 #: What may be wrong with a chunk: nothing (most often), its payload drifted, a managed key
-#: missing, its doc_id naming no row (with or without its family), no doc_id at all.
+#: missing, its doc_id naming no row (with or without its family), no doc_id at all, a doc_id
+#: that is a number.
 TROUBLES = ["none"] * 5 + ["drift", "missing", "orphan", "orphan-no-family", "no-doc-id"]
+TROUBLES += ["number-doc-id"]
 
 
 @st.composite
@@ -66,6 +68,8 @@ def split_stores(draw: st.DrawFn) -> tuple[list[Document], list[tuple[bool, dict
                         del payload["doc_family_id"]
                 elif trouble == "no-doc-id":
                     del payload["doc_id"]
+                elif trouble == "number-doc-id":
+                    payload["doc_id"] = draw(st.integers(0, 2))
                 points.append((draw(st.booleans()), payload))
     return rows, points
 
