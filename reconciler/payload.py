@@ -403,7 +403,7 @@ def normalize(payload: Mapping[str, Any]) -> Variant:
         elif key == "doc_version" and isinstance(value, float) and value.is_integer():
             value = int(value)
         elif isinstance(value, list | dict):
-            value = _frozen(value)
+            value = frozen(value)
         items.append((key, value))
     return tuple(items)
 
@@ -419,14 +419,29 @@ class FrozenObject(dict[str, Any]):
         return hash(frozenset(self.items()))
 
 
-def _frozen(value: Any) -> Any:
+def frozen(value: Any) -> Any:
     """A stored JSON value made hashable: lists as tuples, objects as ``FrozenObject``s, all
     the way down."""
     if isinstance(value, list | tuple):
-        return tuple(map(_frozen, value))
+        return tuple(map(frozen, value))
     if isinstance(value, dict):
-        return FrozenObject((key, _frozen(inner)) for key, inner in value.items())
+        return FrozenObject((key, frozen(inner)) for key, inner in value.items())
     return value
+
+
+def doc_id_text(value: Any) -> str | None:
+    """What stands for a chunk's stored doc_id in a finding, the audit and a write's filter:
+    the text itself, ``None`` for none, and for anything else another writer left there (a
+    number, a boolean, a JSON object or list) its JSON text, keys sorted (``7`` is ``"7"``,
+    ``{"b": 1, "a": 2}`` is ``'{"a":2,"b":1}'``). A doc_id is a keyword (a string); such a
+    chunk names no row, and the text keeps its orphan reportable, countable and quarantined
+    by point id like any other."""
+    return value if value is None or type(value) is str else json_text(value)
+
+
+def json_text(value: Any) -> str:
+    """A stored JSON value as one text, keys sorted (equal values, equal texts)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def same_variant(found: Variant, expected: Variant) -> bool:

@@ -380,6 +380,22 @@ def memory_engine(rows: list[Any], points: list[dict[str, Any]]) -> Iterator[Any
             table.close()
 
 
+def one_chunk_doc(name: str, state: Any = None) -> Any:
+    """The row of ``kb:<name>``, a family of its own, version 1, one chunk (``state``: a
+    ``VersionState``, current when none)."""
+    from reconciler.model import Document, VersionState  # noqa: PLC0415
+
+    return Document(
+        doc_id=f"kb:{name}",
+        source="kb",
+        source_key=name,
+        doc_family_id=f"kb:{name}",
+        doc_version=1,
+        version_state=state or VersionState.CURRENT,
+        chunk_count=1,
+    )
+
+
 def kinds(data: Mapping[str, Any]) -> set[tuple[str, str, str | None]]:
     """(check, kind, doc_id) of every finding of a run's JSON."""
     return {(f["check"], f["kind"], f["doc_id"]) for f in data["findings"]}

@@ -110,7 +110,8 @@ class InMemoryChunkIndex:
                 continue
             payload = copy.deepcopy(self.keys.from_point(stored.payload))
             doc_id = payload.get("doc_id")
-            if wanted is not None and doc_id not in wanted:
+            # (a keyword filter matches texts only: a stored number or object is never selected)
+            if wanted is not None and (type(doc_id) is not str or doc_id not in wanted):
                 continue
             yield ChunkState(
                 point_id=point_id,

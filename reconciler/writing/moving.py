@@ -38,6 +38,7 @@ from typing import Any
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
 from reconciler.model import AuditEntry, AuditKind, jsonable
+from reconciler.payload import doc_id_text
 from reconciler.planning import MoveTarget
 from reconciler.ports import AuditWriter, ChunkIndex, SplitIndex
 from reconciler.ports.index import PointPage, StoredPoint
@@ -173,7 +174,7 @@ class Mover:
                 self.finish()  # the batch before is done: say so, then stop
                 raise
         by_doc: dict[Any, list[str | int]] = {}
-        for doc_id, point in zip(batch.doc_ids, points, strict=True):
+        for doc_id, point in zip(map(doc_id_text, batch.doc_ids), points, strict=True):
             by_doc.setdefault(doc_id, []).append(point.point_id)
         names = {"from": _name(source), "to": _name(dest)}
         intents = [

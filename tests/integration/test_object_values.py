@@ -9,27 +9,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from acceptance_kit import memory_engine
+from acceptance_kit import memory_engine, one_chunk_doc
 
-from reconciler.model import Document, VersionState
 from reconciler.payload import FrozenObject, chunk_payload, normalize
 from reconciler.pipeline.values import Guard, Options
 
 
-def _doc(name: str) -> Document:
-    return Document(
-        doc_id=f"kb:{name}",
-        source="kb",
-        source_key=name,
-        doc_family_id=f"kb:{name}",
-        doc_version=1,
-        version_state=VersionState.CURRENT,
-        chunk_count=1,
-    )
-
-
 def test_an_object_where_a_value_belongs_is_drift_reported_and_mended() -> None:
-    docs = [_doc("a"), _doc("b")]
+    docs = [one_chunk_doc("a"), one_chunk_doc("b")]
     odd: list[dict[str, Any]] = [
         {**chunk_payload(docs[0], chunk_id="kb:a#0"), "effective_to": {"$date": "2030-01-01"}},
         {**chunk_payload(docs[1], chunk_id="kb:b#0"), "doc_class": [["policy"], {"k": [1]}]},
@@ -42,10 +29,10 @@ def test_an_object_where_a_value_belongs_is_drift_reported_and_mended() -> None:
         kinds = {(f.check, f.doc_id) for f in checked.findings}
         assert ("payload", "kb:a") in kinds
         assert ("payload", "kb:b") in kinds
-        # A chunk whose doc_id is a number names no row: an orphan, reported (and the guard,
-        # which sorts the documents a plan would hide, sorts it with the others: as text).
+        # A chunk whose doc_id is a number names no row: an orphan, reported under its JSON
+        # text (``doc_id_text``; the guard sorts it with the documents a plan would hide).
         orphans = {f.doc_id for f in checked.findings if f.kind == "orphan_chunks"}
-        assert {"kb:gone", 7} <= orphans
+        assert {"kb:gone", "7"} <= orphans
         json.dumps([f.to_json() for f in checked.findings])  # (it prints)
 
         runner.run(Options(mode="apply", guard=Guard(max_changed_fraction=1.0)))

@@ -31,9 +31,9 @@ from reconciler.testing.memory import InMemoryChunkIndex
 SRC = "kb"
 #: What may be wrong with a chunk: nothing (most often), its payload drifted, a managed key
 #: missing, its doc_id naming no row (with or without its family), no doc_id at all, a doc_id
-#: that is a number.
+#: that is a number, a JSON object or list, or a boolean.
 TROUBLES = ["none"] * 5 + ["drift", "missing", "orphan", "orphan-no-family", "no-doc-id"]
-TROUBLES += ["number-doc-id"]
+TROUBLES += ["number-doc-id", "object-doc-id"]
 
 
 @st.composite
@@ -70,6 +70,8 @@ def split_stores(draw: st.DrawFn) -> tuple[list[Document], list[tuple[bool, dict
                     del payload["doc_id"]
                 elif trouble == "number-doc-id":
                     payload["doc_id"] = draw(st.integers(0, 2))
+                elif trouble == "object-doc-id":
+                    payload["doc_id"] = draw(st.sampled_from([{"k": 1}, ["k", 1], [["k"]], True]))
                 points.append((draw(st.booleans()), payload))
     return rows, points
 

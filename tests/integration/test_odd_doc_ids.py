@@ -1,0 +1,186 @@
+"""A chunk whose ``doc_id`` is not a text (a number, a boolean, a JSON object or list another
+writer left there) names no row: an orphan the check reports under a text standing for the
+value (``doc_id_text``: its JSON), records in the findings table, and apply quarantines by point
+id, audited under that text; never a crash of the scan or of a write. ``split`` leaves such
+chunks where they are (no doc_id filter selects them) and ``split --merge`` moves them with the
+rest. On a real SQLite table and the in-memory index, a real Qdrant Edge shard and qdrant-client's
+local mode."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acceptance_kit import migrated_table, one_chunk_doc
+from qdrant_client import QdrantClient
+
+from reconciler.app import splitting
+from reconciler.checks import CHECKS
+from reconciler.model import AuditKind, ChunkRecord, Document, VersionState
+from reconciler.payload import chunk_payload, doc_id_text
+from reconciler.pipeline.running import Reconciler
+from reconciler.pipeline.values import Guard, Options
+from reconciler.planning import MoveTarget
+from reconciler.ports import ChunkIndex
+from reconciler.settings import Settings
+from reconciler.stores.edge.index import EdgeChunkIndex
+from reconciler.stores.qdrant.index import QdrantChunkIndex
+from reconciler.stores.split import SplitChunkIndex
+from reconciler.stores.sql import SqlDocumentTable
+from reconciler.testing.memory import InMemoryChunkIndex
+from reconciler.writing.moving import Mover
+
+#: Stored doc ids that are not texts, and the text each stands for.
+ODD: list[tuple[Any, str]] = [
+    ({"k": 1, "a": [2]}, '{"a":[2],"k":1}'),
+    (["x", 1], '["x",1]'),
+    ([["x"]], '[["x"]]'),
+    (7, "7"),
+    (1.5, "1.5"),
+    (True, "true"),
+    ({"k": "é"}, '{"k":"é"}'),
+]
+DIM = 2
+
+
+def _records(docs: list[Document]) -> list[ChunkRecord]:
+    """A chunk of each document, then one of each odd doc id (the first document's payload
+    otherwise); integer point ids."""
+    payloads = [chunk_payload(d, chunk_id=f"{d.doc_id}#0") for d in docs]
+    payloads += [
+        {**chunk_payload(docs[0], chunk_id=f"odd#{n}"), "doc_id": value}
+        for n, (value, _text) in enumerate(ODD)
+    ]
+    return [
+        ChunkRecord(n, p["chunk_id"], f"text {n}", (float(n), 0.5), p)  # type: ignore[arg-type]
+        for n, p in enumerate(payloads)
+    ]
+
+
+def _collection(engine: str, folder: Path, name: str, stack: list[Any]) -> ChunkIndex:
+    if engine == "memory":
+        return InMemoryChunkIndex(collection=name)
+    if engine == "edge":
+        return EdgeChunkIndex(folder / name)
+    client = QdrantClient(path=str(folder / "qdrant"))
+    stack.append(client)
+    return QdrantChunkIndex(client, collection=name)
+
+
+@pytest.fixture(params=["memory", "edge", "local"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    docs = [one_chunk_doc("a"), one_chunk_doc("b")]
+    table = migrated_table(tmp_path / "t.db")
+    clients: list[Any] = []
+    index = _collection(request.param, tmp_path, "corpus", clients)
+    try:
+        table.upsert_documents(docs)
+        index.ensure_collection(dim=DIM)
+        index.upsert_chunks(_records(docs))
+        yield table, index
+    finally:
+        index.close()
+        for client in clients:
+            client.close()
+        table.close()
+
+
+def _orphans(report: Any) -> dict[Any, Any]:
+    return {f.doc_id: f.actual for f in report.findings if f.kind == "orphan_chunks"}
+
+
+def test_an_odd_doc_id_is_an_orphan_reported_under_its_text_and_quarantined(
+    world: tuple[SqlDocumentTable, ChunkIndex],
+) -> None:
+    table, index = world
+    engine = Reconciler(table=table, index=index, sources=[])
+    checks = frozenset(CHECKS) - {"index"}  # (every check reads the odd chunks)
+
+    checked = engine.run(Options(mode="check", checks=checks))
+
+    assert _orphans(checked) == {text: {"chunks": 1} for _value, text in ODD}
+    # The run's JSON keeps the contract (a doc_id is a text) and the findings table holds it.
+    printed = json.loads(json.dumps(checked.to_json()))
+    assert {f["doc_id"] for f in printed["findings"]} == {text for _value, text in ODD}
+
+    applied = engine.run(
+        Options(mode="apply", checks=checks, guard=Guard(max_changed_fraction=1.0))
+    )
+    # Recorded with the apply, quarantined by point id (the odd values themselves are left as
+    # they are), audited under the text; the registered documents' chunks are untouched.
+    stored = {f["doc_id"] for f in table.findings_of(applied.run_id)}
+    assert stored == {text for _value, text in ODD}
+    entries, _ = table.run_entries_with_hashes(applied.run_id)
+    quarantined = {e.target for e in entries if e.target_type == AuditKind.PAYLOAD}
+    assert quarantined == {text for _value, text in ODD}
+    assert table.verify_audit().ok
+    again = engine.run(Options(mode="check", checks=checks))
+    assert not again.findings
+    held = {state.point_id: state for state in index.scroll()}
+    for n, (value, _text) in enumerate(ODD, start=2):
+        point = held[n]
+        assert point.doc_id == value
+        assert point.payload.get("quarantined") is True
+    assert not held[0].payload.get("quarantined")
+    assert not held[1].payload.get("quarantined")
+
+
+def test_doc_id_text_is_the_value_itself_for_a_text_and_its_json_otherwise() -> None:
+    assert doc_id_text("kb:a") == "kb:a"
+    assert doc_id_text(None) is None
+    for value, text in ODD:
+        assert doc_id_text(value) == text
+        assert json.loads(text) == value
+    assert doc_id_text({"b": 1, "a": 2}) == doc_id_text({"a": 2, "b": 1})
+
+
+@pytest.mark.parametrize("engine", ["memory", "edge"])
+def test_split_leaves_odd_orphans_where_they_are_and_merge_moves_them(
+    engine: str, tmp_path: Path
+) -> None:
+    docs = [one_chunk_doc("a"), one_chunk_doc("b", VersionState.SUPERSEDED)]
+    table = migrated_table(tmp_path / "t.db")
+    main = _collection(engine, tmp_path, "corpus", [])
+    archive = _collection(engine, tmp_path, "corpus_archive", [])
+    split = SplitChunkIndex(main, archive)
+    try:
+        table.upsert_documents(docs)
+        main.ensure_collection(dim=DIM)
+        main.upsert_chunks(_records(docs))
+        ways = {True: splitting._Way(), False: splitting._Way()}
+        planned = [
+            (t.doc_id, t.to_archive, t.points)
+            for targets in splitting._placements(Settings(), table, split, ways, None)
+            for t in targets
+        ]
+        # The superseded version goes to the archive; the odd orphans, which no doc_id filter
+        # selects, are not planned (the check quarantines them where they are).
+        assert planned == [("kb:b", True, 1)]
+
+        run_id = table.start_run(mode="split", actor="test", shard="0/1")
+        mover = Mover(table=table, split=split, run_id=run_id, actor="test")
+        assert mover.move_targets([MoveTarget("kb:b", "kb:b", True, 1, ("t",))],
+                                  to_archive=True) == 1  # fmt: skip
+        mover.finish()
+        # Merge moves everything in the archive back; then move the whole main collection
+        # (odd doc ids with it) to the archive and back: audited under their texts.
+        run_id = table.start_run(mode="split", actor="test", shard="0/1")
+        mover = Mover(table=table, split=split, run_id=run_id, actor="test")
+        total = len(_records(docs))
+        assert mover.move_all(to_archive=False, reason="test") == 1
+        assert mover.move_all(to_archive=True, reason="test") == total
+        assert mover.move_all(to_archive=False, reason="test") == total
+        mover.finish()
+        entries, _ = table.run_entries_with_hashes(run_id)
+        targets = {e.target for e in entries if e.target_type == AuditKind.MOVE}
+        assert targets == {"kb:a", "kb:b"} | {text for _value, text in ODD}
+        assert table.verify_audit().ok
+        held = {state.point_id: state.doc_id for state in main.scroll()}
+        assert sorted(held) == list(range(total))
+        assert [held[n] for n in range(2, total)] == [value for value, _text in ODD]
+    finally:
+        split.close()
+        table.close()
