@@ -14,9 +14,9 @@ audited before the next:
 2. **copy**: the points, read whole from the source, are written into the destination (the
    archive is created first, with the main collection's layout and payload indexes);
 3. **confirm**: the destination is read back; once every point there is its source's
-   (payload exactly, vectors exactly, or the same direction where the engine normalises a
-   cosine vector again as it stores it: qdrant-client local mode), ``move_copied`` is
-   committed;
+   (payload exactly, but a float within ``FLOAT_ULPS`` where Qdrant Edge rounds it; vectors
+   exactly, or the same direction where the engine normalises a cosine vector again as it
+   stores it: qdrant-client local mode), ``move_copied`` is committed;
 4. **delete**: the points are deleted from the source; ``move_done`` says so, committed with
    the next batch's intents (or at the end).
 
