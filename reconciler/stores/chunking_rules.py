@@ -6,9 +6,9 @@ themselves (the in-memory fake, and Qdrant Edge on an unindexed key)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from functools import partial
-from operator import attrgetter
+from operator import attrgetter, countOf, itemgetter
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
@@ -332,3 +332,37 @@ def _facet_type(value: Any) -> int:
     if isinstance(value, str):
         return 2
     return -1
+
+
+# -- a doc_id filter selects texts only ------------------------------------------------------
+# Qdrant's keyword filter also matches an array that holds one of the ids (``["kb:a"]`` under
+# ``kb:a``); no document owns such a chunk (the check reports it as an orphan, by its JSON
+# text), so a read under the filter leaves it out, on every engine alike.
+
+
+_FIRST = itemgetter(0)
+
+
+def owned_states(states: Iterable[Any], doc_ids: Collection[str] | None) -> Iterable[Any]:
+    """``ChunkState``s read under ``doc_ids`` (``None``: no filter), those of a text only."""
+    return states if doc_ids is None else (s for s in states if type(s.doc_id) is str)
+
+
+def owned_page(page: ManagedPage, doc_ids: Collection[str] | None) -> ManagedPage:
+    """A lean scan's page read under ``doc_ids`` without its chunks of no text's."""
+    rows = page.rows
+    if doc_ids is None or countOf(map(type, map(_FIRST, rows)), str) == len(rows):
+        return page
+    kept = [n for n, row in enumerate(rows) if type(row[0]) is str]
+    contents = None if page.contents is None else [page.contents[n] for n in kept]
+    owned = ManagedPage([rows[n] for n in kept], lambda n: page.point_id(kept[n]), contents)
+    owned.archived = page.archived
+    return owned
+
+
+def owned_points(page: PointPage, doc_ids: Collection[str] | None) -> PointPage:
+    """A whole-point page read under ``doc_ids`` without its points of no text's."""
+    if doc_ids is None or countOf(map(type, page.doc_ids), str) == len(page.doc_ids):
+        return page
+    kept = [n for n, owner in enumerate(page.doc_ids) if type(owner) is str]
+    return PointPage([page.points[n] for n in kept], [page.doc_ids[n] for n in kept])

@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -289,12 +290,17 @@ def _close(a: Any, b: Any) -> bool:
     """Whether two payload values are equal, all the way down, a float within ``FLOAT_ULPS``
     of another float (as ``==`` has it otherwise: ``3 == 3.0``)."""
     if type(a) is float and type(b) is float:
-        return abs(a - b) <= FLOAT_ULPS * math.ulp(max(abs(a), abs(b)))
+        return a == b or ((a > 0) is (b > 0) and abs(_bits(a) - _bits(b)) <= FLOAT_ULPS)
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return len(a) == len(b) and all(map(_close, a, b))
     return bool(a == b)
+
+
+def _bits(value: float) -> int:
+    """A double's bits as an integer: neighbours of one sign are one apart."""
+    return int.from_bytes(struct.pack("<d", value), "little", signed=True)
 
 
 def _same_vector(a: Any, b: Any) -> bool:

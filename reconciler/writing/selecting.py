@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from reconciler.payload import doc_id_text
 from reconciler.planning import PayloadTarget
 from reconciler.ports import ChunkIndex
 from reconciler.writing.differs import Differs, Located, Scanned, WriteGroup
@@ -47,8 +48,8 @@ class Selector:
 
     def write(self, targets: Sequence[PayloadTarget], *, located: Located | None) -> None:
         """Write each target's differing points: by the ids the scan kept where they are all
-        that can differ, else through the doc_id filter (else, for chunks without a doc_id
-        whose ids were not kept, one more scroll)."""
+        that can differ, else through the doc_id filter (else, for chunks without a doc_id, or
+        whose doc_id is no text, whose ids were not kept, one more scroll)."""
         by_id: list[tuple[Differs, Scanned]] = []
         by_filter: list[PayloadTarget] = []
         by_scroll: list[PayloadTarget] = []
@@ -57,7 +58,8 @@ class Selector:
             scanned = self._kept_ids(compare, located)
             if scanned is not None:
                 by_id.append((compare, scanned))
-            elif target.doc_id is not None:
+            elif target.doc_id is not None and (located is None or target.doc_id not in
+                                                located.not_text):  # fmt: skip
                 by_filter.append(target)
             else:
                 by_scroll.append(target)
@@ -128,22 +130,23 @@ class Selector:
             scanned += 1
             if self.progress is not None and scanned % self.scroll_batch == 0:
                 self.progress(scanned)
-            target = by_doc.get(chunk.doc_id)
+            doc_id = chunk.doc_id if type(chunk.doc_id) is str else doc_id_text(chunk.doc_id)
+            target = by_doc.get(doc_id)
             if target is None:
                 continue
-            differs = compare_by_doc[chunk.doc_id](chunk.payload)
+            differs = compare_by_doc[doc_id](chunk.payload)
             if differs is None:
                 continue
             before, key, keys = differs
-            groups = held.setdefault(chunk.doc_id, {})
+            groups = held.setdefault(doc_id, {})
             group = groups.get(key)
             if group is None:
                 group = groups[key] = WriteGroup(target=target, before=before)
             group.add(chunk.point_id, keys)
             held_size += 1
-            remaining[chunk.doc_id] -= 1
-            if remaining[chunk.doc_id] <= 0:  # all of this document's points are here
-                done = list(held.pop(chunk.doc_id).values())
+            remaining[doc_id] -= 1
+            if remaining[doc_id] <= 0:  # all of this document's points are here
+                done = list(held.pop(doc_id).values())
                 size = sum(len(g.point_ids) for g in done)
                 held_size -= size
                 ready += done

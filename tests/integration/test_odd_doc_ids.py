@@ -8,6 +8,7 @@ local mode."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ from reconciler.stores.split import SplitChunkIndex
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.testing.memory import InMemoryChunkIndex
 from reconciler.writing.moving import Mover
+from reconciler.writing.rollback import rollback
 
 #: Stored doc ids that are not texts, and the text each stands for.
 ODD: list[tuple[Any, str]] = [
@@ -42,6 +44,8 @@ ODD: list[tuple[Any, str]] = [
     (1.5, "1.5"),
     (True, "true"),
     ({"k": "é"}, '{"k":"é"}'),
+    # (Qdrant's keyword filter matches an array holding the id: kb:b's filter would select it)
+    (["kb:b"], '["kb:b"]'),
 ]
 DIM = 2
 
@@ -92,14 +96,15 @@ def _orphans(report: Any) -> dict[Any, Any]:
     return {f.doc_id: f.actual for f in report.findings if f.kind == "orphan_chunks"}
 
 
+@pytest.mark.parametrize("keep_ids", [100_000, 1])  # (1: past it, orphans go by a scroll)
 def test_an_odd_doc_id_is_an_orphan_reported_under_its_text_and_quarantined(
-    world: tuple[SqlDocumentTable, ChunkIndex],
+    world: tuple[SqlDocumentTable, ChunkIndex], keep_ids: int
 ) -> None:
     table, index = world
     engine = Reconciler(table=table, index=index, sources=[])
     checks = frozenset(CHECKS) - {"index"}  # (every check reads the odd chunks)
 
-    checked = engine.run(Options(mode="check", checks=checks))
+    checked = engine.run(Options(mode="check", checks=checks, keep_ids=keep_ids))
 
     assert _orphans(checked) == {text: {"chunks": 1} for _value, text in ODD}
     # The run's JSON keeps the contract (a doc_id is a text) and the findings table holds it.
@@ -107,7 +112,9 @@ def test_an_odd_doc_id_is_an_orphan_reported_under_its_text_and_quarantined(
     assert {f["doc_id"] for f in printed["findings"]} == {text for _value, text in ODD}
 
     applied = engine.run(
-        Options(mode="apply", checks=checks, guard=Guard(max_changed_fraction=1.0))
+        Options(
+            mode="apply", checks=checks, keep_ids=keep_ids, guard=Guard(max_changed_fraction=1.0)
+        )
     )
     # Recorded with the apply, quarantined by point id (the odd values themselves are left as
     # they are), audited under the text; the registered documents' chunks are untouched.
@@ -117,7 +124,7 @@ def test_an_odd_doc_id_is_an_orphan_reported_under_its_text_and_quarantined(
     quarantined = {e.target for e in entries if e.target_type == AuditKind.PAYLOAD}
     assert quarantined == {text for _value, text in ODD}
     assert table.verify_audit().ok
-    again = engine.run(Options(mode="check", checks=checks))
+    again = engine.run(Options(mode="check", checks=checks, keep_ids=keep_ids))
     assert not again.findings
     held = {state.point_id: state for state in index.scroll()}
     for n, (value, _text) in enumerate(ODD, start=2):
@@ -181,6 +188,73 @@ def test_split_leaves_odd_orphans_where_they_are_and_merge_moves_them(
         held = {state.point_id: state.doc_id for state in main.scroll()}
         assert sorted(held) == list(range(total))
         assert [held[n] for n in range(2, total)] == [value for value, _text in ODD]
+        # The check quarantines the odd orphans where they are: never "misplaced" (no move by
+        # the doc_id filter could clear that), so one apply converges.
+        engine = Reconciler(table=table, index=split, sources=[])
+        checks = frozenset(CHECKS) - {"index"}
+        guard = Guard(max_changed_fraction=1.0, max_moved_fraction=1.0)
+        engine.run(Options(mode="apply", checks=checks, guard=guard))
+        assert not engine.run(Options(mode="check", checks=checks)).findings
     finally:
         split.close()
         table.close()
+
+
+@pytest.mark.parametrize("keep_ids", [100_000, 1])
+def test_a_list_holding_a_rows_doc_id_is_not_that_rows_chunk(
+    world: tuple[SqlDocumentTable, ChunkIndex], keep_ids: int
+) -> None:
+    """Regression: the run itself changes kb:b's row (a second current version of its family
+    supersedes it), so its chunk is written through its doc_id filter, which on Qdrant also
+    selects the chunk whose doc_id is ``["kb:b"]``: the apply failed there (``unhashable type:
+    'list'``) on every run. The list's chunk is an orphan, quarantined; kb:b's chunk gets its
+    row's payload."""
+    table, index = world
+    (row,) = table.get_documents(["kb:b"]).values()
+    newer = dataclasses.replace(row, doc_id="kb:b2", source_key="b2", doc_version=2, chunk_count=0)
+    table.upsert_documents([newer])
+    engine = Reconciler(table=table, index=index, sources=[])
+    options = {"checks": frozenset(CHECKS) - {"index"}, "keep_ids": keep_ids}
+
+    engine.run(Options(mode="apply", guard=Guard(max_changed_fraction=1.0), **options))
+
+    assert not engine.run(Options(mode="check", **options)).findings
+    held = {state.point_id: state for state in index.scroll()}
+    assert held[1].payload.get("version_state") == "superseded"
+    (listed,) = [s for s in held.values() if s.doc_id == ["kb:b"]]
+    assert listed.payload.get("quarantined") is True
+    assert listed.payload.get("version_state") == "current"  # (never written as kb:b's)
+
+
+def test_a_text_and_a_number_of_one_spelling_are_one_orphan_and_a_rollback_restores_both(
+    world: tuple[SqlDocumentTable, ChunkIndex],
+) -> None:
+    """``"7"`` and ``7`` stand for one text: one finding counts both, both are quarantined (by
+    point id), and rolling the apply back lifts both, each doc_id kept as it was stored."""
+    table, index = world
+    base = chunk_payload(one_chunk_doc("a"), chunk_id="kb:a#9")
+    extra = [(100, "7"), (101, 7), (102, "true"), (103, True)]
+    index.upsert_chunks(
+        ChunkRecord(n, f"x{n}", "t", (0.5, 0.5), {**base, "chunk_id": f"x{n}", "doc_id": v})  # type: ignore[arg-type]
+        for n, v in extra
+    )
+    engine = Reconciler(table=table, index=index, sources=[])
+    checks = frozenset(CHECKS) - {"index"}
+
+    checked = engine.run(Options(mode="check", checks=checks))
+    # (the world holds a 7 and a true already, in ODD)
+    assert _orphans(checked)["7"] == {"chunks": 3}
+    assert _orphans(checked)["true"] == {"chunks": 3}
+    applied = engine.run(
+        Options(mode="apply", checks=checks, guard=Guard(max_changed_fraction=1.0))
+    )
+    held = {s.point_id: s for s in index.scroll()}
+    assert all(held[n].payload.get("quarantined") is True for n, _v in extra)
+
+    rollback(table=table, index=index, run_id=applied.run_id)
+
+    held = {s.point_id: s for s in index.scroll()}
+    assert [(held[n].doc_id, held[n].payload.get("quarantined")) for n, _v in extra] == [
+        (v, False) for _n, v in extra
+    ]
+    assert table.verify_audit().ok

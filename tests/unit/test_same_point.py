@@ -62,3 +62,14 @@ def test_anything_else_changed_is_not_the_same() -> None:
     assert not same_point(read, _point({k: v for k, v in read.payload.items() if k != "o"}))
     assert not same_point(read, _point(dict(read.payload), vector=(0.25, 0.75)))
     assert not same_point(read, None)
+
+
+def test_units_are_counted_in_bits_across_a_power_of_two() -> None:
+    # (a review found 1.0 against 1.0 - 8 units of the binade below it read as the same: the
+    # margin taken from the larger neighbour's unit spans 8 of the smaller's)
+    below = _neighbour(1.0, -1)
+    assert same_point(_point({"f": 1.0}), _point({"f": _neighbour(1.0, -FLOAT_ULPS)}))
+    assert same_point(_point({"f": below}), _point({"f": _neighbour(below, FLOAT_ULPS)}))
+    assert not same_point(_point({"f": 1.0}), _point({"f": 1.0 - 8 * 2**-53}))
+    assert not same_point(_point({"f": 5e-324}), _point({"f": -5e-324}))
+    assert same_point(_point({"f": 0.0}), _point({"f": -0.0}))

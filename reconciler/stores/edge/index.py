@@ -62,6 +62,9 @@ from reconciler.stores.chunking_rules import (
     doc_id_batches,
     facet_counts,
     managed_page,
+    owned_page,
+    owned_points,
+    owned_states,
     pages,
     point_page,
     reread_page,
@@ -191,8 +194,7 @@ class EdgeChunkIndex:
         """Stream every chunk's id and identity/managed payload keys (never vectors or text)."""
         for page, points in enumerate(self._managed_pages(batch_size, doc_ids), start=1):
             log.debug("edge scroll %s page %d: %d point(s)", self.path, page, len(points))
-            for point in points:
-                yield self._state(point.id, point.payload)
+            yield from owned_states((self._state(p.id, p.payload) for p in points), doc_ids)
 
     def scan_managed(self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None,
                      placement: bool = False) -> Iterator[ManagedPage]:  # fmt: skip
@@ -202,8 +204,8 @@ class EdgeChunkIndex:
         paths = self.keys.placement_paths() if placement else self.keys.scan_paths()
         for points in self._managed_pages(batch_size, doc_ids, paths):
             if points:
-                yield managed_page(points, self._prefix_parts, self._scan_names, convert,
-                                   self._content_name, placement=placement)  # fmt: skip
+                yield owned_page(managed_page(points, self._prefix_parts, self._scan_names,
+                                 convert, self._content_name, placement=placement), doc_ids)  # fmt: skip
 
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
         """Every chunk's doc_id and dense vector as stored, a page at a time (no text)."""
@@ -220,7 +222,8 @@ class EdgeChunkIndex:
         name = self.keys.name("doc_id")
         for records in self._managed_pages(batch_size, doc_ids, whole=True):
             if records:
-                yield point_page(records, self._prefix_parts, name, our_id, fresh=True)
+                page = point_page(records, self._prefix_parts, name, our_id, fresh=True)
+                yield owned_points(page, doc_ids)
 
     def _managed_pages(
         self,

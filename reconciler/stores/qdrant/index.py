@@ -40,6 +40,9 @@ from reconciler.stores.chunking_rules import (
     doc_id_batches,
     managed_nodes,
     managed_page,
+    owned_page,
+    owned_points,
+    owned_states,
     pages,
     point_page,
     reread_page,
@@ -137,8 +140,7 @@ class QdrantChunkIndex:
     ) -> Iterator[ChunkState]:
         """Stream every chunk's id and identity/managed payload keys (never vectors or text)."""
         for points in self._pages(batch_size, doc_ids):
-            for point in points:
-                yield self._state(point)
+            yield from owned_states(map(self._state, points), doc_ids)
 
     def scan_managed(
         self,
@@ -151,8 +153,8 @@ class QdrantChunkIndex:
         paths = self.keys.placement_paths() if placement else self.keys.scan_paths()
         for points in self._pages(batch_size, doc_ids, paths):
             if points:
-                yield managed_page(points, self._prefix_parts, self._scan_names, our_id,
-                                   self._content_name, placement=placement)  # fmt: skip
+                yield owned_page(managed_page(points, self._prefix_parts, self._scan_names,
+                                 our_id, self._content_name, placement=placement), doc_ids)  # fmt: skip
 
     def scan_vectors(self, *, batch_size: int = 1000) -> Iterator[VectorPage]:
         """Every chunk's doc_id and dense vector as stored, a page at a time (no text)."""
@@ -168,7 +170,7 @@ class QdrantChunkIndex:
         name = self.keys.name("doc_id")
         for points in self._pages(batch_size, doc_ids, whole=True):
             if points:
-                yield point_page(points, self._prefix_parts, name, our_id)
+                yield owned_points(point_page(points, self._prefix_parts, name, our_id), doc_ids)
 
     def _pages(
         self,
