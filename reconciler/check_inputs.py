@@ -228,9 +228,6 @@ class CollectionView:
     orphans: tuple[tuple[str | None, ChunkAggregate], ...]
     #: Reads the payload indexes the collection holds (``None``: its engine keeps none).
     payload_indexes: Callable[[], Mapping[str, str]] | None
-    #: The orphans' doc ids that stand for a stored value that is no text (``doc_id_text``):
-    #: quarantined where they are, never moved (no doc_id filter selects them).
-    not_text: frozenset[str] = frozenset()
 
     def in_scope(self, finding: Finding) -> bool:
         """Whether ``finding`` is one the run reports (``--doc`` keeps its document's)."""

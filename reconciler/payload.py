@@ -429,19 +429,13 @@ def frozen(value: Any) -> Any:
     return value
 
 
-def doc_id_text(value: Any) -> str | None:
-    """What stands for a chunk's stored doc_id in a finding, the audit and a write's filter:
-    the text itself, ``None`` for none, and for anything else another writer left there (a
-    number, a boolean, a JSON object or list) its JSON text, keys sorted (``7`` is ``"7"``,
-    ``{"b": 1, "a": 2}`` is ``'{"a":2,"b":1}'``). A doc_id is a keyword (a string); such a
-    chunk names no row, and the text keeps its orphan reportable, countable and quarantined
-    by point id like any other."""
-    return value if value is None or type(value) is str else json_text(value)
-
-
-def json_text(value: Any) -> str:
-    """A stored JSON value as one text, keys sorted (equal values, equal texts)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+def doc_id_of(value: Any) -> str | None:
+    """A chunk's stored doc_id as the reconciler reads it: the text, else ``None``. A doc_id is
+    a keyword: a number, a boolean, a JSON object or list that another writer left there names
+    no document, as a missing doc_id names none (``bootstrap`` says the same: "no string
+    document id"); such a chunk is an orphan without a doc_id, reported and quarantined by
+    point id. (Its JSON text would name one: ``7`` would read as ``"7"``, a row's id.)"""
+    return value if type(value) is str else None
 
 
 def same_variant(found: Variant, expected: Variant) -> bool:

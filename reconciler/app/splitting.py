@@ -161,8 +161,8 @@ def _placements(
             targets = []
     for orphan_id, chunks in folded.orphans():  # (chunks without a row: never served)
         points = chunks.count - chunks.archived
-        if orphan_id is None or orphan_id in folded.not_text or not points:
-            continue  # (no doc_id filter selects them: quarantined where they are)
+        if orphan_id is None or not points:
+            continue
         family = next((dict(v).get("doc_family_id") for v in chunks.variants), None)
         ways[True].count(str(family), "(no row)", points)
         targets.append(MoveTarget(orphan_id, str(family), True, points, ("payload/misplaced",)))

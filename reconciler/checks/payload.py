@@ -247,7 +247,7 @@ def collection_payload(view: CollectionView) -> Wide:
         finding = check_orphans(orphan_id, aggregate)
         if finding is not None and view.in_scope(finding):
             findings.append(finding)
-        if view.split is not None and orphan_id is not None and orphan_id not in view.not_text:
+        if view.split is not None and orphan_id is not None:
             placed = check_orphan_placement(orphan_id, aggregate, view.split)
             if placed is not None and view.in_scope(placed):
                 findings.append(placed)

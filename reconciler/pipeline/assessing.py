@@ -88,7 +88,6 @@ def assess(
         split=options.split,
         orphans=tuple(scan.chunks.orphans()),
         payload_indexes=index.payload_indexes if supported else None,
-        not_text=frozenset(scan.chunks.not_text),
     )
     over_sources = None
     if scan.scope is None:

@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from reconciler.check_inputs import ChunkAggregate, Registered, variant_values
 from reconciler.model import MANAGED_KEYS, ManagedPage
-from reconciler.payload import Variant, doc_id_text, fingerprint, json_text, normalize
+from reconciler.payload import Variant, doc_id_of, fingerprint, normalize
 from reconciler.pipeline.kept_ids import KeptIds
 from reconciler.rules.time_rule import kept_in_main
 
@@ -114,8 +114,6 @@ class ChunkTally:
         self._drifted: dict[int, str] = {}
         self._drifted_slots: dict[str, int] = {}
         self._orphans: dict[str | None, ChunkAggregate] = {}
-        #: Orphans' doc ids standing for a stored value that is no text: no filter selects them.
-        self.not_text: set[str] = set()
         #: The ids of the mismatching chunks and the values read there (``kept_ids``).
         self._ids = KeptIds(keep_ids)
         self.chunks = 0
@@ -322,8 +320,7 @@ class ChunkTally:
         (A registered document's chunk is already counted.)"""
         if slot is None:
             variant = normalize(dict(zip(MANAGED_KEYS, values, strict=True)))
-            if doc_id is not None and type(doc_id) is not str:  # (a number, an object...)
-                self.not_text.add(doc_id := json_text(doc_id))
+            doc_id = doc_id_of(doc_id)  # (a number, an object...: no doc_id)
             orphan = self._orphans.get(doc_id)
             if orphan is None:
                 orphan = self._orphans[doc_id] = ChunkAggregate()
@@ -446,7 +443,7 @@ class ChunkTally:
                 self._stale.get(slot, 0),
                 int(self._archived[slot]) if self.split else 0,
             )
-        return self._orphans.get(doc_id_text(doc_id))  # (a stored object: its text's)
+        return self._orphans.get(doc_id_of(doc_id))
 
     def __getitem__(self, doc_id: str | None) -> ChunkAggregate:
         aggregate = self.get(doc_id)
@@ -458,7 +455,7 @@ class ChunkTally:
         slot = self.slot(doc_id)
         if slot is not None:
             return bool(self._count_view[slot])
-        return doc_id_text(doc_id) in self._orphans
+        return doc_id_of(doc_id) in self._orphans
 
 
 def _bump(counts: npt.NDArray[np.uint32], slots: Slots) -> None:

@@ -127,6 +127,9 @@ class TestChunkIndexContract:
         assert {r[1] for r in rows} == set(wanted)
         points = [p for page in harness.index.scan_points(doc_ids=wanted) for p in page.points]
         assert sorted(str(p.point_id) for p in points) == mine
+        # (nor does re-ingestion's delete take it)
+        assert harness.index.delete_document_chunks(wanted[0]) == len(mine)
+        assert harness.index.read_points([odd[0].point_id]) != []
 
     def test_scan_managed_yields_raw_managed_values_in_scroll_order(
         self, harness: Harness, seeded: Seeded

@@ -6,7 +6,7 @@ scan kept about where drift is (``Located``)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -186,12 +186,6 @@ def changed_keys(payload: Mapping[str, Any], written: Mapping[str, Any]) -> froz
 
 class Located(Protocol):
     """What the check's scan kept about where drift is (``chunk_tally.ChunkTally``)."""
-
-    @property
-    def not_text(self) -> Collection[str]:
-        """Orphans' doc ids that stand for a stored value that is no text (``doc_id_text``):
-        no doc_id filter selects their chunks."""
-        ...
 
     def matches(self, doc_id: str | None, expected: Variant) -> bool:
         """Whether ``expected`` (a payload, ``normalize``d) is what the scan compared

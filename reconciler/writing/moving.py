@@ -39,7 +39,7 @@ from typing import Any
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import IndexWriteError
 from reconciler.model import AuditEntry, AuditKind, jsonable
-from reconciler.payload import doc_id_text
+from reconciler.payload import doc_id_of
 from reconciler.planning import MoveTarget
 from reconciler.ports import AuditWriter, ChunkIndex, SplitIndex
 from reconciler.ports.index import PointPage, StoredPoint
@@ -180,7 +180,7 @@ class Mover:
                 self.finish()  # the batch before is done: say so, then stop
                 raise
         by_doc: dict[Any, list[str | int]] = {}
-        for doc_id, point in zip(map(doc_id_text, batch.doc_ids), points, strict=True):
+        for doc_id, point in zip(map(doc_id_of, batch.doc_ids), points, strict=True):
             by_doc.setdefault(doc_id, []).append(point.point_id)
         names = {"from": _name(source), "to": _name(dest)}
         intents = [
@@ -289,8 +289,10 @@ def _plain(payload: Mapping[str, Any]) -> dict[str, Any]:
 def _close(a: Any, b: Any) -> bool:
     """Whether two payload values are equal, all the way down, a float within ``FLOAT_ULPS``
     of another float (as ``==`` has it otherwise: ``3 == 3.0``)."""
-    if type(a) is float and type(b) is float:
-        return a == b or ((a > 0) is (b > 0) and abs(_bits(a) - _bits(b)) <= FLOAT_ULPS)
+    if type(a) is float and type(b) is float and math.isfinite(a) and math.isfinite(b):
+        # (one sign, the bits a few apart: never infinity beside the largest double)
+        same_sign = math.copysign(1, a) == math.copysign(1, b)
+        return a == b or (same_sign and abs(_bits(a) - _bits(b)) <= FLOAT_ULPS)
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from reconciler.payload import doc_id_text
+from reconciler.payload import doc_id_of
 from reconciler.planning import PayloadTarget
 from reconciler.ports import ChunkIndex
 from reconciler.writing.differs import Differs, Located, Scanned, WriteGroup
@@ -48,8 +48,8 @@ class Selector:
 
     def write(self, targets: Sequence[PayloadTarget], *, located: Located | None) -> None:
         """Write each target's differing points: by the ids the scan kept where they are all
-        that can differ, else through the doc_id filter (else, for chunks without a doc_id, or
-        whose doc_id is no text, whose ids were not kept, one more scroll)."""
+        that can differ, else through the doc_id filter (else, for chunks without a doc_id (or
+        with one that is no text: ``doc_id_of``) whose ids were not kept, one more scroll)."""
         by_id: list[tuple[Differs, Scanned]] = []
         by_filter: list[PayloadTarget] = []
         by_scroll: list[PayloadTarget] = []
@@ -58,8 +58,7 @@ class Selector:
             scanned = self._kept_ids(compare, located)
             if scanned is not None:
                 by_id.append((compare, scanned))
-            elif target.doc_id is not None and (located is None or target.doc_id not in
-                                                located.not_text):  # fmt: skip
+            elif target.doc_id is not None:
                 by_filter.append(target)
             else:
                 by_scroll.append(target)
@@ -130,7 +129,7 @@ class Selector:
             scanned += 1
             if self.progress is not None and scanned % self.scroll_batch == 0:
                 self.progress(scanned)
-            doc_id = chunk.doc_id if type(chunk.doc_id) is str else doc_id_text(chunk.doc_id)
+            doc_id = doc_id_of(chunk.doc_id)
             target = by_doc.get(doc_id)
             if target is None:
                 continue

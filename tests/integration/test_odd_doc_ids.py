@@ -1,10 +1,10 @@
 """A chunk whose ``doc_id`` is not a text (a number, a boolean, a JSON object or list another
-writer left there) names no row: an orphan the check reports under a text standing for the
-value (``doc_id_text``: its JSON), records in the findings table, and apply quarantines by point
-id, audited under that text; never a crash of the scan or of a write. ``split`` leaves such
-chunks where they are (no doc_id filter selects them) and ``split --merge`` moves them with the
-rest. On a real SQLite table and the in-memory index, a real Qdrant Edge shard and qdrant-client's
-local mode."""
+writer left there) names no document, as a chunk without a doc_id names none (``doc_id_of``):
+an orphan without a doc_id, reported, recorded and quarantined by point id (past ``keep_ids``,
+by one more scroll); never a crash of the scan or of a write, never a write of a row's payload
+onto it (its JSON text would name a row: ``7`` and a row ``"7"``). ``split`` leaves such chunks
+where they are and ``split --merge`` moves them with the rest. On a real SQLite table and the
+in-memory index, a real Qdrant Edge shard and qdrant-client's local mode."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from qdrant_client import QdrantClient
 from reconciler.app import splitting
 from reconciler.checks import CHECKS
 from reconciler.model import AuditKind, ChunkRecord, Document, VersionState
-from reconciler.payload import chunk_payload, doc_id_text
+from reconciler.payload import chunk_payload, doc_id_of
 from reconciler.pipeline.running import Reconciler
 from reconciler.pipeline.values import Guard, Options
 from reconciler.planning import MoveTarget
@@ -35,17 +35,17 @@ from reconciler.testing.memory import InMemoryChunkIndex
 from reconciler.writing.moving import Mover
 from reconciler.writing.rollback import rollback
 
-#: Stored doc ids that are not texts, and the text each stands for.
-ODD: list[tuple[Any, str]] = [
-    ({"k": 1, "a": [2]}, '{"a":[2],"k":1}'),
-    (["x", 1], '["x",1]'),
-    ([["x"]], '[["x"]]'),
-    (7, "7"),
-    (1.5, "1.5"),
-    (True, "true"),
-    ({"k": "é"}, '{"k":"é"}'),
+#: Stored doc ids that are not texts.
+ODD: list[Any] = [
+    {"k": 1, "a": [2]},
+    ["x", 1],
+    [["x"]],
+    7,
+    1.5,
+    True,
+    {"k": "é"},
     # (Qdrant's keyword filter matches an array holding the id: kb:b's filter would select it)
-    (["kb:b"], '["kb:b"]'),
+    ["kb:b"],
 ]
 DIM = 2
 
@@ -56,7 +56,7 @@ def _records(docs: list[Document]) -> list[ChunkRecord]:
     payloads = [chunk_payload(d, chunk_id=f"{d.doc_id}#0") for d in docs]
     payloads += [
         {**chunk_payload(docs[0], chunk_id=f"odd#{n}"), "doc_id": value}
-        for n, (value, _text) in enumerate(ODD)
+        for n, value in enumerate(ODD)
     ]
     return [
         ChunkRecord(n, p["chunk_id"], f"text {n}", (float(n), 0.5), p)  # type: ignore[arg-type]
@@ -97,7 +97,7 @@ def _orphans(report: Any) -> dict[Any, Any]:
 
 
 @pytest.mark.parametrize("keep_ids", [100_000, 1])  # (1: past it, orphans go by a scroll)
-def test_an_odd_doc_id_is_an_orphan_reported_under_its_text_and_quarantined(
+def test_an_odd_doc_id_is_an_orphan_without_a_doc_id_reported_and_quarantined(
     world: tuple[SqlDocumentTable, ChunkIndex], keep_ids: int
 ) -> None:
     table, index = world
@@ -106,10 +106,8 @@ def test_an_odd_doc_id_is_an_orphan_reported_under_its_text_and_quarantined(
 
     checked = engine.run(Options(mode="check", checks=checks, keep_ids=keep_ids))
 
-    assert _orphans(checked) == {text: {"chunks": 1} for _value, text in ODD}
-    # The run's JSON keeps the contract (a doc_id is a text) and the findings table holds it.
-    printed = json.loads(json.dumps(checked.to_json()))
-    assert {f["doc_id"] for f in printed["findings"]} == {text for _value, text in ODD}
+    assert _orphans(checked) == {None: {"chunks": len(ODD)}}
+    json.dumps(checked.to_json())  # (it prints)
 
     applied = engine.run(
         Options(
@@ -117,17 +115,16 @@ def test_an_odd_doc_id_is_an_orphan_reported_under_its_text_and_quarantined(
         )
     )
     # Recorded with the apply, quarantined by point id (the odd values themselves are left as
-    # they are), audited under the text; the registered documents' chunks are untouched.
-    stored = {f["doc_id"] for f in table.findings_of(applied.run_id)}
-    assert stored == {text for _value, text in ODD}
+    # they are); the registered documents' chunks are untouched.
+    assert [f["doc_id"] for f in table.findings_of(applied.run_id)] == [None]
     entries, _ = table.run_entries_with_hashes(applied.run_id)
-    quarantined = {e.target for e in entries if e.target_type == AuditKind.PAYLOAD}
-    assert quarantined == {text for _value, text in ODD}
+    (quarantine,) = [e for e in entries if e.target_type == AuditKind.PAYLOAD]
+    assert sorted(quarantine.before["points"]) == list(range(2, 2 + len(ODD)))
     assert table.verify_audit().ok
     again = engine.run(Options(mode="check", checks=checks, keep_ids=keep_ids))
     assert not again.findings
     held = {state.point_id: state for state in index.scroll()}
-    for n, (value, _text) in enumerate(ODD, start=2):
+    for n, value in enumerate(ODD, start=2):
         point = held[n]
         assert point.doc_id == value
         assert point.payload.get("quarantined") is True
@@ -135,13 +132,12 @@ def test_an_odd_doc_id_is_an_orphan_reported_under_its_text_and_quarantined(
     assert not held[1].payload.get("quarantined")
 
 
-def test_doc_id_text_is_the_value_itself_for_a_text_and_its_json_otherwise() -> None:
-    assert doc_id_text("kb:a") == "kb:a"
-    assert doc_id_text(None) is None
-    for value, text in ODD:
-        assert doc_id_text(value) == text
-        assert json.loads(text) == value
-    assert doc_id_text({"b": 1, "a": 2}) == doc_id_text({"a": 2, "b": 1})
+def test_doc_id_of_is_the_text_or_none() -> None:
+    assert doc_id_of("kb:a") == "kb:a"
+    assert doc_id_of("7") == "7"
+    assert doc_id_of(None) is None
+    for value in ODD:
+        assert doc_id_of(value) is None
 
 
 @pytest.mark.parametrize("engine", ["memory", "edge"])
@@ -163,8 +159,8 @@ def test_split_leaves_odd_orphans_where_they_are_and_merge_moves_them(
             for targets in splitting._placements(Settings(), table, split, ways, None)
             for t in targets
         ]
-        # The superseded version goes to the archive; the odd orphans, which no doc_id filter
-        # selects, are not planned (the check quarantines them where they are).
+        # The superseded version goes to the archive; the odd orphans, like chunks without a
+        # doc_id, are not planned (the check quarantines them where they are).
         assert planned == [("kb:b", True, 1)]
 
         run_id = table.start_run(mode="split", actor="test", shard="0/1")
@@ -173,7 +169,7 @@ def test_split_leaves_odd_orphans_where_they_are_and_merge_moves_them(
                                   to_archive=True) == 1  # fmt: skip
         mover.finish()
         # Merge moves everything in the archive back; then move the whole main collection
-        # (odd doc ids with it) to the archive and back: audited under their texts.
+        # (odd doc ids with it) to the archive and back: audited as chunks without a doc_id.
         run_id = table.start_run(mode="split", actor="test", shard="0/1")
         mover = Mover(table=table, split=split, run_id=run_id, actor="test")
         total = len(_records(docs))
@@ -183,13 +179,13 @@ def test_split_leaves_odd_orphans_where_they_are_and_merge_moves_them(
         mover.finish()
         entries, _ = table.run_entries_with_hashes(run_id)
         targets = {e.target for e in entries if e.target_type == AuditKind.MOVE}
-        assert targets == {"kb:a", "kb:b"} | {text for _value, text in ODD}
+        assert targets == {"kb:a", "kb:b", "(no doc_id)"}
         assert table.verify_audit().ok
         held = {state.point_id: state.doc_id for state in main.scroll()}
         assert sorted(held) == list(range(total))
-        assert [held[n] for n in range(2, total)] == [value for value, _text in ODD]
-        # The check quarantines the odd orphans where they are: never "misplaced" (no move by
-        # the doc_id filter could clear that), so one apply converges.
+        assert [held[n] for n in range(2, total)] == ODD
+        # The check quarantines the odd orphans where they are: never "misplaced", so one apply
+        # converges.
         engine = Reconciler(table=table, index=split, sources=[])
         checks = frozenset(CHECKS) - {"index"}
         guard = Guard(max_changed_fraction=1.0, max_moved_fraction=1.0)
@@ -226,35 +222,45 @@ def test_a_list_holding_a_rows_doc_id_is_not_that_rows_chunk(
     assert listed.payload.get("version_state") == "current"  # (never written as kb:b's)
 
 
-def test_a_text_and_a_number_of_one_spelling_are_one_orphan_and_a_rollback_restores_both(
-    world: tuple[SqlDocumentTable, ChunkIndex],
+@pytest.mark.parametrize("keep_ids", [100_000, 1])
+def test_a_number_beside_a_row_of_its_spelling_is_never_that_rows_chunk(
+    world: tuple[SqlDocumentTable, ChunkIndex], keep_ids: int
 ) -> None:
-    """``"7"`` and ``7`` stand for one text: one finding counts both, both are quarantined (by
-    point id), and rolling the apply back lifts both, each doc_id kept as it was stored."""
+    """Regression (a review's): row ``"7"`` and a chunk whose doc_id is the number ``7``. Read
+    as its JSON text, the number named the row: the run that superseded row ``"7"`` wrote the
+    row's payload onto it, and its quarantine found the row's kept ids and wrote nothing, on
+    every run. It is a chunk without a doc_id: quarantined, never the row's; a rollback lifts
+    the quarantine and keeps the number."""
     table, index = world
-    base = chunk_payload(one_chunk_doc("a"), chunk_id="kb:a#9")
-    extra = [(100, "7"), (101, 7), (102, "true"), (103, True)]
+    seven = dataclasses.replace(one_chunk_doc("a"), doc_id="7", source_key="7", doc_family_id="f7")
+    newer = dataclasses.replace(seven, doc_id="7b", source_key="7b", doc_version=2, chunk_count=0)
+    table.upsert_documents([seven, newer])  # (two current versions: the run supersedes "7")
+    payload = chunk_payload(seven, chunk_id="7#0")
     index.upsert_chunks(
-        ChunkRecord(n, f"x{n}", "t", (0.5, 0.5), {**base, "chunk_id": f"x{n}", "doc_id": v})  # type: ignore[arg-type]
-        for n, v in extra
+        ChunkRecord(n, f"x{n}", "t", (0.5, 0.5), {**payload, "chunk_id": f"x{n}", "doc_id": v})  # type: ignore[arg-type]
+        for n, v in [(100, "7"), (101, 7), (102, "8"), (103, 8)]
     )
     engine = Reconciler(table=table, index=index, sources=[])
-    checks = frozenset(CHECKS) - {"index"}
+    options = {"checks": frozenset(CHECKS) - {"index"}, "keep_ids": keep_ids}
 
-    checked = engine.run(Options(mode="check", checks=checks))
-    # (the world holds a 7 and a true already, in ODD)
-    assert _orphans(checked)["7"] == {"chunks": 3}
-    assert _orphans(checked)["true"] == {"chunks": 3}
-    applied = engine.run(
-        Options(mode="apply", checks=checks, guard=Guard(max_changed_fraction=1.0))
-    )
+    checked = engine.run(Options(mode="check", **options))
+    assert _orphans(checked) == {"8": {"chunks": 1}, None: {"chunks": len(ODD) + 2}}
+    applied = engine.run(Options(mode="apply", guard=Guard(max_changed_fraction=1.0), **options))
+
+    assert not engine.run(Options(mode="check", **options)).findings
     held = {s.point_id: s for s in index.scroll()}
-    assert all(held[n].payload.get("quarantined") is True for n, _v in extra)
+    assert held[100].payload.get("version_state") == "superseded"
+    assert not held[100].payload.get("quarantined")
+    for n in (101, 102, 103):
+        assert held[n].payload.get("quarantined") is True
+        assert held[n].payload.get("version_state") == "current"  # (never written as "7"'s)
 
     rollback(table=table, index=index, run_id=applied.run_id)
 
     held = {s.point_id: s for s in index.scroll()}
-    assert [(held[n].doc_id, held[n].payload.get("quarantined")) for n, _v in extra] == [
-        (v, False) for _n, v in extra
+    assert [(held[n].doc_id, held[n].payload.get("quarantined")) for n in (101, 102, 103)] == [
+        (7, False),
+        ("8", False),
+        (8, False),
     ]
     assert table.verify_audit().ok

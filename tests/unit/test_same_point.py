@@ -71,5 +71,15 @@ def test_units_are_counted_in_bits_across_a_power_of_two() -> None:
     assert same_point(_point({"f": 1.0}), _point({"f": _neighbour(1.0, -FLOAT_ULPS)}))
     assert same_point(_point({"f": below}), _point({"f": _neighbour(below, FLOAT_ULPS)}))
     assert not same_point(_point({"f": 1.0}), _point({"f": 1.0 - 8 * 2**-53}))
-    assert not same_point(_point({"f": 5e-324}), _point({"f": -5e-324}))
-    assert same_point(_point({"f": 0.0}), _point({"f": -0.0}))
+    assert not same_point(_point({"f": [5e-324]}), _point({"f": [-5e-324]}))
+    assert same_point(_point({"f": [0.0]}), _point({"f": [5e-324]}))
+    assert same_point(_point({"f": [-0.0]}), _point({"f": [-5e-324]}))
+
+
+def test_infinity_is_never_the_largest_double_nor_nan_itself() -> None:
+    # (their bits are one apart: a review's)
+    largest = 1.7976931348623157e308
+    assert not same_point(_point({"f": largest}), _point({"f": math.inf}))
+    assert not same_point(_point({"f": [-largest]}), _point({"f": [-math.inf]}))
+    assert not same_point(_point({"f": [float("nan")]}), _point({"f": [float("nan")]}))
+    assert same_point(_point({"f": [-0.0]}), _point({"f": [0.0]}))

@@ -482,14 +482,10 @@ class EdgeChunkIndex:
         return qe.Point(edge_id(record.point_id), list(record.vector), payload)
 
     def delete_document_chunks(self, doc_id: str) -> int:
-        """Delete a document's points before re-ingesting it; return how many; ingestion only."""
-        selected = doc_filter(self.keys, [doc_id])
-        found = self.count(query_filter=selected)
-        if not found:
-            return 0
-        with self._writing(f"deleting the chunks of {doc_id!r} from {self.path}", written=0):
-            self.shard.update(qe.UpdateOperation.delete_points_by_filter(selected))
-        return found
+        """Delete a document's points before re-ingesting it; return how many; ingestion only.
+        By the ids a read under its doc_id filter gives: never a chunk whose doc_id is an array
+        holding it, which the filter also matches (``owned_states``)."""
+        return self.delete_points([state.point_id for state in self.scroll(doc_ids=[doc_id])])
 
     # -- error mapping (``shard``) ----------------------------------------------------
 

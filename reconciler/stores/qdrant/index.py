@@ -456,27 +456,10 @@ class QdrantChunkIndex:
 
     def delete_document_chunks(self, doc_id: str) -> int:
         """Delete a document's points before re-ingesting it; return how many; ingestion only.
-        Local mode deletes them by id (its map of ids: a filter is a pass over every point)."""
-        if self._by_doc is not None:
-            ids = [our_id(p.id) for page in self._pages(1000, [doc_id]) for p in page]
-            return self.delete_points(ids)
-        selected = models.Filter(
-            must=[
-                models.FieldCondition(
-                    key=self.keys.path("doc_id"), match=models.MatchValue(value=doc_id)
-                )
-            ]
-        )
-        found = self.count(query_filter=selected)
-        if not found:
-            return 0
-        what = f"deleting the chunks of {doc_id!r} from {self.collection!r}"
-        with self._writing(what, written=0):
-            self.client.delete(
-                self.collection,
-                points_selector=models.FilterSelector(filter=selected),
-                wait=True,
-            )
+        By the ids a read under its doc_id filter gives (local mode reads them from its map of
+        ids): never a chunk whose doc_id is an array holding it, which the filter also matches
+        (``owned_states``)."""
+        found = self.delete_points([state.point_id for state in self.scroll(doc_ids=[doc_id])])
         log.debug("deleted %d chunk(s) of %s from %s", found, doc_id, self.collection)
         return found
 
