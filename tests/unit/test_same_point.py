@@ -25,8 +25,10 @@ def _point(payload: dict[str, Any], vector: Any = (0.25, 0.5)) -> StoredPoint:
 
 def _neighbour(value: float, ulps: int) -> float:
     """The double ``ulps`` steps away from ``value`` (towards zero when that is negative)."""
-    bits = struct.unpack("<q", struct.pack("<d", value))[0]
-    return float(struct.unpack("<d", struct.pack("<q", bits + ulps))[0])
+    bits = struct.unpack("<q", struct.pack("<d", value))[0] + ulps
+    if not -(2**63) <= bits < 2**63:  # (past -0.0's bits: no neighbour of that sign)
+        return math.inf
+    return float(struct.unpack("<d", struct.pack("<q", bits))[0])
 
 
 @given(value=FLOATS.filter(lambda v: abs(v) < 1e300), steps=st.integers(-FLOAT_ULPS, FLOAT_ULPS))
