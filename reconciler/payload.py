@@ -403,7 +403,7 @@ def normalize(payload: Mapping[str, Any]) -> Variant:
         elif key == "doc_version" and isinstance(value, float) and value.is_integer():
             value = int(value)
         elif isinstance(value, list | dict):
-            value = frozen(value)
+            value = _frozen(value)
         items.append((key, value))
     return tuple(items)
 
@@ -419,13 +419,13 @@ class FrozenObject(dict[str, Any]):
         return hash(frozenset(self.items()))
 
 
-def frozen(value: Any) -> Any:
+def _frozen(value: Any) -> Any:
     """A stored JSON value made hashable: lists as tuples, objects as ``FrozenObject``s, all
     the way down."""
     if isinstance(value, list | tuple):
-        return tuple(map(frozen, value))
+        return tuple(map(_frozen, value))
     if isinstance(value, dict):
-        return FrozenObject((key, frozen(inner)) for key, inner in value.items())
+        return FrozenObject((key, _frozen(inner)) for key, inner in value.items())
     return value
 
 
