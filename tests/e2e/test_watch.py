@@ -81,7 +81,17 @@ def serving(dep: Deployment, *extra: str) -> Iterator[Callable[[str], None]]:
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired as late:
+            # Never left behind: a stray serve keeps its watchers (inotify instances are 128 a
+            # user here: one that leaked them made every later watch fail), and say why.
+            proc.kill()
+            proc.wait()
+            tail = log_path.read_text()[-6000:]
+            raise AssertionError(
+                f"serve did not stop within 60 s of SIGTERM; its log:\n{tail}"
+            ) from late
 
 
 def served(dep: Deployment) -> set[str]:
