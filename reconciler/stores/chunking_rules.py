@@ -336,20 +336,20 @@ def _facet_type(value: Any) -> int:
 
 # -- a doc_id filter selects texts only ------------------------------------------------------
 # Qdrant's keyword filter also matches an array that holds one of the ids (``["kb:a"]`` under
-# ``kb:a``); no document owns such a chunk (the check reports it as an orphan, by its JSON
-# text), so a read under the filter leaves it out, on every engine alike.
+# ``kb:a``); no document owns such a chunk (the check reports it as an orphan without a doc_id:
+# ``payload.doc_id_of``), so a read under the filter leaves it out, on every engine alike.
 
 
 _FIRST = itemgetter(0)
 
 
 def owned_states(states: Iterable[Any], doc_ids: Collection[str] | None) -> Iterable[Any]:
-    """``ChunkState``s read under ``doc_ids`` (``None``: no filter), those of a text only."""
+    """``ChunkState``s read under ``doc_ids`` (``None``: no filter), those whose doc_id is a text."""
     return states if doc_ids is None else (s for s in states if type(s.doc_id) is str)
 
 
 def owned_page(page: ManagedPage, doc_ids: Collection[str] | None) -> ManagedPage:
-    """A lean scan's page read under ``doc_ids`` without its chunks of no text's."""
+    """A lean scan's page read under ``doc_ids``, without the chunks whose doc_id is no text."""
     rows = page.rows
     if doc_ids is None or countOf(map(type, map(_FIRST, rows)), str) == len(rows):
         return page
@@ -361,7 +361,7 @@ def owned_page(page: ManagedPage, doc_ids: Collection[str] | None) -> ManagedPag
 
 
 def owned_points(page: PointPage, doc_ids: Collection[str] | None) -> PointPage:
-    """A whole-point page read under ``doc_ids`` without its points of no text's."""
+    """A whole-point page read under ``doc_ids``, without the points whose doc_id is no text."""
     if doc_ids is None or countOf(map(type, page.doc_ids), str) == len(page.doc_ids):
         return page
     kept = [n for n, owner in enumerate(page.doc_ids) if type(owner) is str]
