@@ -344,7 +344,7 @@ _FIRST = itemgetter(0)
 
 
 def owned_states(states: Iterable[Any], doc_ids: Collection[str] | None) -> Iterable[Any]:
-    """``ChunkState``s read under ``doc_ids`` (``None``: no filter), those whose doc_id is a text."""
+    """``ChunkState``s read under ``doc_ids`` (``None``: no filter) whose doc_id is a text."""
     return states if doc_ids is None else (s for s in states if type(s.doc_id) is str)
 
 
