@@ -5,6 +5,7 @@ time), until the watch (``reconciler.app.watching``) reconciles it."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -121,10 +122,20 @@ class VaultWatch:
 
     def _observe(self) -> None:
         self._inode = _inode(self.root)
+        if self._inode is None or not self.root.is_dir():
+            # (asked before watchdog makes an inotify instance and its reader thread, which it
+            # does before it looks at the folder, and which a failed start does not always give
+            # back: a vault gone leaked one a tick, until the user had none left, every watch
+            # on the machine failing, and the threads kept serve from exiting)
+            raise FileNotFoundError(errno.ENOENT, "the vault's folder is gone", str(self.root))
         observer = Observer()
-        observer.schedule(_Events(self._seen, self._ask_rescan), str(self.root), recursive=True)
         observer.daemon = True
-        observer.start()
+        try:
+            observer.schedule(_Events(self._seen, self._ask_rescan), str(self.root), recursive=True)
+            observer.start()
+        except BaseException:
+            observer.stop()  # (its inotify instance given back, as far as watchdog can)
+            raise
         self._observer = observer
         with self._lock:
             self._rescan = True  # events before it started (or while it was dead) are lost

@@ -4,6 +4,9 @@ event storm, a run that finds the lease held, a git branch that moves, and the m
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -102,6 +105,38 @@ def test_a_watcher_that_died_is_started_again_and_rescans(deployment: Deployment
         watch.tick()
         assert deployment.served() == {"hb:runbook"}
         assert registry.get_sample_value("reconciler_watcher_up", {"source": "hb"}) == 1.0
+    finally:
+        watch.stop()
+
+
+def _inotify_instances() -> int:
+    """The inotify instances this process holds (128 a user on this machine, by default)."""
+    held = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # (one closed while listed)
+            held += "inotify" in os.readlink(f"/proc/self/fd/{fd}")
+    return held
+
+
+def test_a_vault_gone_for_many_ticks_leaks_no_watcher(deployment: Deployment) -> None:
+    """Regression: each tick that found the vault's folder gone tried a new watcher, and
+    watchdog had made its inotify instance and reader thread before it found no folder: one
+    leaked a tick, until the user had none left (every watch on the machine failing), and the
+    threads kept serve from exiting. Now a watcher that cannot start is stopped whole."""
+    watch, _clock, registry = opened(deployment)
+    try:
+        watch.tick()
+        held, threads = _inotify_instances(), threading.active_count()
+        moved = deployment.vault.rename(deployment.root / "vault-away")
+        for _ in range(20):
+            watch.tick()  # dead: started again, and refused (no folder)
+        assert registry.get_sample_value("reconciler_watcher_up", {"source": "hb"}) == 0.0
+        assert _inotify_instances() <= held
+        assert threading.active_count() <= threads
+        moved.rename(deployment.vault)
+        watch.tick()  # back: watched again
+        assert vault_of(watch).alive()
+        assert _inotify_instances() == held
     finally:
         watch.stop()
 
