@@ -9,6 +9,7 @@ import errno
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+from watchdog.observers.polling import PollingObserver
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.ports.source import SystemOfRecord
@@ -35,6 +37,12 @@ MAX_DELAY = 2.0
 GIT_POLL = 2.0
 #: Seconds before a batch whose run failed (or found the lease held) is tried again.
 RETRY = 5.0
+#: Seconds a watcher's stop may take (its threads ended, its inotify instance given back)
+#: before it is left behind: serve's SIGTERM does not wait on a watchdog thread that hangs.
+STOP_WAIT = 5.0
+#: Watchers left behind (threads still running, an inotify instance still held) before a
+#: vault is followed by polling instead: each one holds one of the user's 128 instances.
+MAX_LEFT_BEHIND = 3
 
 
 @dataclass
@@ -84,7 +92,18 @@ class _Events(FileSystemEventHandler):
         self.rescan = rescan
 
     def on_any_event(self, event: FileSystemEvent) -> None:
+        try:
+            self._handle(event)
+        except Exception:  # (an exception here ends watchdog's observer thread: the watch
+            # would be restarted, and its events until then lost; a rescan finds them instead)
+            log.exception("watch: cannot handle the file event %s; rescanning", event)
+            self.rescan()
+
+    def _handle(self, event: FileSystemEvent) -> None:
         if event.event_type in ("opened", "closed_no_write"):
+            return
+        if event.event_type == "events_lost":  # the kernel's queue overflowed
+            self.rescan()
             return
         if event.is_directory:
             if event.event_type in ("moved", "deleted", "created"):
@@ -106,6 +125,9 @@ class VaultWatch:
         self._lock = threading.Lock()
         self._observer: Any = None
         self._inode: tuple[int, int] | None = None
+        #: Watchers whose stop left something behind (see ``_dispose``); at
+        #: ``MAX_LEFT_BEHIND`` the vault is polled instead (no inotify instance).
+        self.left_behind = 0
         self._rescan = True
         self._since: datetime | None = None
         self._known: set[str] = set()
@@ -128,13 +150,16 @@ class VaultWatch:
             # back: a vault gone leaked one a tick, until the user had none left, every watch
             # on the machine failing, and the threads kept serve from exiting)
             raise FileNotFoundError(errno.ENOENT, "the vault's folder is gone", str(self.root))
-        observer = Observer()
+        polling = self.left_behind >= MAX_LEFT_BEHIND
+        observer = PollingObserver() if polling else Observer()
         observer.daemon = True
         try:
             observer.schedule(_Events(self._seen, self._ask_rescan), str(self.root), recursive=True)
             observer.start()
         except BaseException:
-            observer.stop()  # (its inotify instance given back, as far as watchdog can)
+            # (watchdog made the inotify instance and its reader thread in schedule(), before
+            # it looked at the folder: given back here, and checked)
+            self._dispose(observer)
             raise
         self._observer = observer
         with self._lock:
@@ -224,9 +249,28 @@ class VaultWatch:
     def alive(self) -> bool:
         """The watcher runs, on the folder that is the vault's now (one moved away and
         another put in its place, a remount: the old watcher sees nothing of the new one)."""
-        if self._observer is None or not self._observer.is_alive():
-            return False
-        return _inode(self.root) == self._inode
+        return self.dead() is None
+
+    def dead(self) -> str | None:
+        """Why the watcher does not follow the vault (None: it does), for the log line of the
+        restart that follows: the next person reading it learns which of these it was."""
+        observer = self._observer
+        if observer is None:
+            return "no watcher (stopped, or its last start failed)"
+        if observer.stopped_event.is_set():  # (not by this watch: its stop forgets it)
+            return "its observer was stopped"
+        if not observer.is_alive():
+            return "its observer thread ended (an exception in it: see the log above)"
+        for emitter in list(observer.emitters):
+            if not emitter.is_alive():  # (watchdog ends it when the folder itself is deleted)
+                return "its emitter thread ended (the folder deleted, or an exception in it)"
+        reader = getattr(observer, "_inotify_fd", None)  # (watchdog's, one an observer)
+        if reader is not None and not reader.is_alive():
+            return "its inotify reader thread ended (an exception in it: see the log above)"
+        now = _inode(self.root)
+        if now != self._inode:
+            return f"the folder is another now (device, inode {self._inode} -> {now})"
+        return None
 
     def restart(self) -> None:
         """The watcher died: a new one, and a rescan for what it missed."""
@@ -234,11 +278,99 @@ class VaultWatch:
         self._observe()
 
     def stop(self) -> None:
-        observer = self._observer
+        """Stop the watcher, within ``STOP_WAIT`` seconds whatever watchdog does."""
+        observer, self._observer = self._observer, None
         if observer is not None:
+            self._dispose(observer)
+
+    def _dispose(self, observer: Any) -> None:
+        """Stop ``observer`` and check that it gave everything back: its threads ended, its
+        inotify instance closed. Watchdog's stop does not always close the instance: a
+        reader thread stopped before its first read (a failed start, a restart soon after
+        a start, a loaded machine) leaves its loop without closing it, and a stop that
+        raises before it reaches the reader leaves the reader and its dispatcher running.
+        An instance left open is closed here; what cannot be given back is logged and
+        counted, and after ``MAX_LEFT_BEHIND`` the vault is polled instead."""
+        if observer.ident == threading.get_ident():
+            observer.stop()  # (from its own thread: nothing to wait for)
+            return
+        # stopped from a thread of its own: the stop joins watchdog's threads with no
+        # timeout, and serve's SIGTERM must not wait on one that hangs
+        stopper = threading.Thread(
+            target=self._stop_observer, args=(observer,), name=f"watch-stop {self.name}"
+        )
+        stopper.daemon = True
+        deadline = _monotonic() + STOP_WAIT
+        stopper.start()
+        stopper.join(timeout=STOP_WAIT)
+        left = [] if not stopper.is_alive() else ["its stop still waits on watchdog"]
+        reader = getattr(observer, "_inotify_fd", None)
+        if reader is not None:
+            if not reader.stopped_event.is_set():  # (the stop raised before it got there)
+                try:
+                    reader.stop()
+                except Exception as exc:
+                    log.warning("watch %s: stopping the inotify reader: %s", self.name, exc)
+            _join(reader, deadline)
+            if reader.is_alive():
+                left.append("its inotify reader thread still runs")
+            elif _close_left_open(reader):
+                log.warning(
+                    "watch %s: watchdog left the stopped watcher's inotify instance open; "
+                    "closed it",
+                    self.name,
+                )
+        _join(observer, deadline)
+        if observer.is_alive():
+            left.append("its observer thread still runs")
+        if left:
+            self.left_behind += 1
+            log.error(
+                "watch %s: a stopped watcher was left behind (%s): %d so far%s",
+                self.name,
+                ", ".join(left),
+                self.left_behind,
+                "; the vault is polled from now on (no inotify instance)"
+                if self.left_behind == MAX_LEFT_BEHIND
+                else "",
+            )
+
+    def _stop_observer(self, observer: Any) -> None:
+        try:
             observer.stop()
-            if observer.is_alive() and observer is not threading.current_thread():
-                observer.join(timeout=5)
+        except Exception:  # (checked by _dispose: the reader is stopped there)
+            log.exception("watch %s: stopping the watcher", self.name)
+
+
+def _monotonic() -> float:
+    # (real time, not the watch's clock: a manual clock in tests does not move by itself)
+    return time.monotonic()
+
+
+def _join(thread: threading.Thread, deadline: float) -> None:
+    if thread.ident is not None:  # (one never started, as in a failed start, has no end)
+        thread.join(timeout=max(deadline - _monotonic(), 0.1))
+
+
+def _close_left_open(reader: Any) -> bool:
+    """Close a stopped watchdog ``InotifyFD``'s descriptors if its reader thread ended without
+    closing them (True then). Its own close closes them only when the reader is not in a
+    read (``_is_reading``), and leaves them to the reader otherwise; a reader that ended
+    before it read, or on an error, never does."""
+    if not all(hasattr(reader, a) for a in ("_lock", "_closed", "_is_reading", "_inotify_fd")):
+        return False  # (another watchdog than 7.1's: its own close is trusted)
+    with reader._lock:
+        if not reader._closed or not reader._is_reading:
+            return False  # (closed by watchdog: by close(), or by the reader after a read)
+        reader._is_reading = False  # (no one closes them twice)
+        fd = reader._inotify_fd
+        try:
+            still_open = os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+        except OSError:
+            still_open = False
+        if still_open:
+            reader._close_resources()
+        return still_open
 
 
 class Polled:

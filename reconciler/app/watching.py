@@ -169,6 +169,8 @@ class Watch:
             watched.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
+        for watched in self.sources:  # (one the loop restarted while it was being stopped)
+            watched.stop()
         self.release()
 
     def release(self) -> None:
@@ -229,8 +231,13 @@ class Watch:
         """Look at every source once: restart a dead watcher, poll, reconcile what is due."""
         now = self.clock.monotonic()
         for watched in self.sources:
-            if isinstance(watched, VaultWatch) and not watched.alive():
-                log.warning("watch %s: the watcher died; starting it again (rescan)", watched.name)
+            why = watched.dead() if isinstance(watched, VaultWatch) else None
+            if isinstance(watched, VaultWatch) and why is not None:
+                if self.stopping.is_set():  # (serve stops: no new watcher behind its stop)
+                    continue
+                log.warning(
+                    "watch %s: the watcher died (%s); starting it again (rescan)", watched.name, why
+                )
                 try:
                     watched.restart()
                 except OSError as exc:  # the folder is gone, or inotify refuses: next tick

@@ -5,6 +5,7 @@ event storm, a run that finds the lease held, a git branch that moves, and the m
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 import time
@@ -15,9 +16,14 @@ import pytest
 from acceptance_kit import GIT_NOTE, Deployment, day, git_deployment
 from apscheduler.events import EVENT_JOB_EXECUTED, JobExecutionEvent
 from prometheus_client import CollectorRegistry
+from watchdog.events import EventsLostEvent, FileModifiedEvent
+from watchdog.observers.inotify import InotifyObserver
+from watchdog.observers.inotify_c import InotifyFD
+from watchdog.observers.polling import PollingObserver
 
+from reconciler.app import followers
 from reconciler.app.daemon import Runner, job_specs
-from reconciler.app.followers import DEBOUNCE, MAX_DELAY, RETRY, GitWatch, VaultWatch
+from reconciler.app.followers import DEBOUNCE, MAX_DELAY, RETRY, GitWatch, VaultWatch, _Events
 from reconciler.app.holding import lease_name
 from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
@@ -139,6 +145,142 @@ def test_a_vault_gone_for_many_ticks_leaks_no_watcher(deployment: Deployment) ->
         assert _inotify_instances() == held
     finally:
         watch.stop()
+
+
+def _watchdog_threads() -> int:
+    """Watchdog's threads alive: observers, emitters, inotify readers and their dispatchers."""
+    return sum(
+        t.__class__.__module__.startswith("watchdog") or t.name.startswith("Inotify")
+        for t in threading.enumerate()
+    )
+
+
+@pytest.fixture
+def late_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Watchdog's inotify reader thread not scheduled before its watcher is stopped, as on a
+    loaded machine: it then leaves its loop without closing its inotify instance."""
+    run = InotifyFD.run
+
+    def late(self: InotifyFD) -> None:
+        time.sleep(0.05)
+        run(self)
+
+    monkeypatch.setattr(InotifyFD, "run", late)
+
+
+@pytest.mark.usefixtures("late_reader")
+def test_a_watcher_restarted_soon_after_its_start_leaks_no_inotify_instance(
+    deployment: Deployment, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: watchdog's stop gives the inotify instance back only if its reader thread
+    has read once; a watcher that dies and is restarted at every tick (on a loaded machine)
+    kept one each time, until serve held all 128 of the user's. Now each stopped watcher is
+    checked, and what watchdog left open is closed."""
+    watch, _clock, _registry = opened(deployment)
+    try:
+        watch.tick()
+        vault = vault_of(watch)
+        held, threads = _inotify_instances(), _watchdog_threads()
+        for _ in range(20):
+            vault._observer.stop()  # the watcher dies, soon after its start
+            vault._observer.join()
+            watch.tick()  # dead: started again
+            assert vault.alive()
+        assert _inotify_instances() == held
+        assert _watchdog_threads() <= threads
+        assert "died (its observer was stopped)" in caplog.text
+        assert vault.left_behind == 0
+    finally:
+        watch.stop()
+    assert _inotify_instances() == held - 1  # (serve's own, given back at its stop)
+
+
+@pytest.mark.usefixtures("late_reader")
+def test_a_watcher_that_cannot_start_leaks_no_inotify_instance(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a start that fails once watchdog has made its inotify instance (the root
+    cannot be watched: the user's inotify watches all taken) is stopped at once, before the
+    reader's first read: the instance stayed open, one a tick."""
+    watch, _clock, registry = opened(deployment)
+    try:
+        watch.tick()
+        vault = vault_of(watch)
+        held, threads = _inotify_instances(), _watchdog_threads()
+
+        def refused(self: InotifyFD, path: bytes, mask: int) -> None:
+            raise OSError(errno.ENOSPC, "inotify watch limit reached")
+
+        monkeypatch.setattr(InotifyFD, "_get_or_create_watch", refused)
+        vault._observer.stop()
+        vault._observer.join()
+        for _ in range(20):
+            watch.tick()  # dead: started again, and refused
+        assert registry.get_sample_value("reconciler_watcher_up", {"source": "hb"}) == 0.0
+        assert _inotify_instances() <= held
+        assert _watchdog_threads() <= threads
+        monkeypatch.undo()
+        watch.tick()  # watched again
+        assert vault.alive()
+        assert _inotify_instances() == held
+    finally:
+        watch.stop()
+
+
+def test_a_watcher_whose_stop_hangs_is_left_behind_in_bounded_time(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """serve's SIGTERM does not wait on a watchdog thread that hangs in its stop: the stop
+    gives up after ``STOP_WAIT``, the inotify instance is still given back, and after
+    ``MAX_LEFT_BEHIND`` such watchers the vault is polled (no inotify instance)."""
+    monkeypatch.setattr(followers, "STOP_WAIT", 0.3, raising=False)
+    hang = threading.Event()
+    on_stop = InotifyObserver.on_thread_stop
+
+    def hung(self: InotifyObserver) -> None:
+        hang.wait(10)
+        on_stop(self)
+
+    watch, _clock, _registry = opened(deployment)
+    try:
+        watch.tick()
+        vault = vault_of(watch)
+        held = _inotify_instances()
+        monkeypatch.setattr(InotifyObserver, "on_thread_stop", hung)
+        started = time.monotonic()
+        vault.restart()  # its stop hangs: given up after STOP_WAIT
+        assert time.monotonic() - started < 2
+        assert vault.left_behind == 1
+        assert _inotify_instances() <= held  # (the reader stopped and its instance closed)
+        for left in range(2, followers.MAX_LEFT_BEHIND + 1):
+            vault.restart()
+            assert vault.left_behind == left
+            assert _inotify_instances() <= held
+        assert isinstance(vault._observer, PollingObserver)
+        deployment.edit_front("guide", status="retired")
+        until_seen(vault, {"guide.md"})  # (polled: still followed)
+        started = time.monotonic()
+        watch.stop()
+        assert time.monotonic() - started < 2
+        assert _inotify_instances() == held - 1
+    finally:
+        hang.set()
+        watch.stop()
+
+
+def test_a_lost_event_or_a_failing_handler_asks_for_a_rescan() -> None:
+    """An inotify queue overflow (events lost) and an exception in the handler (which would
+    end watchdog's observer thread) each ask for a rescan."""
+    rescans: list[int] = []
+
+    def seen(raw: str) -> None:
+        raise RuntimeError("Symlink loop from " + raw)
+
+    events = _Events(seen, lambda: rescans.append(1))
+    events.dispatch(EventsLostEvent("/vault", is_directory=True))
+    assert rescans == [1]
+    events.dispatch(FileModifiedEvent("/vault/loop.md"))
+    assert rescans == [1, 1]
 
 
 def test_an_event_storm_is_one_run(deployment: Deployment) -> None:
