@@ -5,9 +5,11 @@ time), until the watch (``reconciler.app.watching``) reconciles it."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+from watchdog.observers.api import EventDispatcher
 from watchdog.observers.polling import PollingObserver
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
@@ -320,6 +323,10 @@ class VaultWatch:
                     "closed it",
                     self.name,
                 )
+        if not stopper.is_alive() and observer.is_alive():
+            # (a stop that raised never woke the observer thread from its queue: woken here)
+            with contextlib.suppress(queue.Full):
+                observer.event_queue.put_nowait(EventDispatcher.stop_event)
         _join(observer, deadline)
         if observer.is_alive():
             left.append("its observer thread still runs")

@@ -17,7 +17,7 @@ from acceptance_kit import GIT_NOTE, Deployment, day, git_deployment
 from apscheduler.events import EVENT_JOB_EXECUTED, JobExecutionEvent
 from prometheus_client import CollectorRegistry
 from watchdog.events import EventsLostEvent, FileModifiedEvent
-from watchdog.observers.inotify import InotifyObserver
+from watchdog.observers.inotify import InotifyEmitter, InotifyObserver
 from watchdog.observers.inotify_c import InotifyFD
 from watchdog.observers.polling import PollingObserver
 
@@ -265,6 +265,35 @@ def test_a_watcher_whose_stop_hangs_is_left_behind_in_bounded_time(
         assert _inotify_instances() == held - 1
     finally:
         hang.set()
+        watch.stop()
+
+
+def test_a_watcher_whose_stop_raises_is_given_back_and_replaced(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watchdog stop that raises before it reaches the inotify reader (an emitter's stop
+    failing) left the reader, its dispatcher and its instance running, and the restart
+    undone: the vault not followed. Now the reader is stopped here and a new watcher starts."""
+    watch, _clock, _registry = opened(deployment)
+    try:
+        watch.tick()
+        vault = vault_of(watch)
+        held, threads = _inotify_instances(), _watchdog_threads()
+        on_stop = InotifyEmitter.on_thread_stop
+
+        def failing(self: InotifyEmitter) -> None:
+            on_stop(self)
+            raise OSError(errno.EBADF, "Bad file descriptor")
+
+        monkeypatch.setattr(InotifyEmitter, "on_thread_stop", failing)
+        vault.restart()
+        monkeypatch.undo()
+        assert vault.alive()
+        assert _inotify_instances() == held
+        assert _watchdog_threads() <= threads
+        deployment.edit_front("guide", status="retired")
+        until_seen(vault, {"guide.md"})
+    finally:
         watch.stop()
 
 
