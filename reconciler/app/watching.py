@@ -57,6 +57,9 @@ log = logging.getLogger(__name__)
 
 #: How often the watch loop looks at its sources.
 TICK = 0.1
+#: Seconds between two log lines of a watcher that keeps failing to start for one reason (it
+#: is tried again every tick, and ``reconciler_watcher_up`` says 0 meanwhile).
+REPEAT_LOG = 60.0
 
 Followed = VaultWatch | GitWatch | PolledWatch
 Runs = Callable[[frozenset[str], str, frozenset[str] | None], Report]
@@ -107,6 +110,10 @@ class Watch:
         self.keep_open = settings.watch.keep_open.total_seconds()
         #: Called after a run applied (serve plans the next boundary again).
         self.after_run: Callable[[], object] | None = None
+        #: Vaults whose watcher fails to start: (the reason last logged, when, starts failed
+        #: since that line, starts failed in all): a folder gone for an hour is a line a
+        #: minute, not ten a second.
+        self._failing: dict[str, tuple[str, float, int, int]] = {}
 
     def start(self) -> None:
         """Read the marks, start the watchers and the loop thread."""
@@ -235,15 +242,25 @@ class Watch:
             if isinstance(watched, VaultWatch) and why is not None:
                 if self.stopping.is_set():  # (serve stops: no new watcher behind its stop)
                     continue
-                log.warning(
-                    "watch %s: the watcher died (%s); starting it again (rescan)", watched.name, why
-                )
+                if watched.name not in self._failing:
+                    log.warning(
+                        "watch %s: the watcher died (%s); starting it again (rescan)",
+                        watched.name,
+                        why,
+                    )
                 try:
                     watched.restart()
                 except OSError as exc:  # the folder is gone, or inotify refuses: next tick
-                    log.error("watch %s: cannot watch the vault: %s", watched.name, exc)
+                    self._failed_start(watched.name, str(exc), now)
                     self.metrics.up.labels(source=watched.name).set(0)
                     continue
+                failed = self._failing.pop(watched.name, None)
+                if failed is not None:
+                    log.warning(
+                        "watch %s: watching the vault again (rescan); %d start(s) had failed",
+                        watched.name,
+                        failed[3],
+                    )
             watched.poll(now)
             if isinstance(watched, PolledWatch) and watched.unsaved:
                 self._save_mark(watched)
@@ -258,6 +275,25 @@ class Watch:
                         self.release_unlocked()
         if self._table is not None and self.clock.monotonic() - self._used >= self.keep_open:
             self.release()  # ([watch] keep_open: local mode and Edge lock their folder)
+
+    def _failed_start(self, name: str, reason: str, now: float) -> None:
+        """Log a watcher that cannot start: at once, then again when the reason changes or
+        ``REPEAT_LOG`` seconds on, with the starts that failed between."""
+        last = self._failing.get(name)
+        total = 1 if last is None else last[3] + 1
+        if last is not None and last[0] == reason and now - last[1] < REPEAT_LOG:
+            self._failing[name] = (last[0], last[1], last[2] + 1, total)
+            return
+        since = f" ({last[2] + 1} failed start(s) since the last line)" if last else ""
+        log.error(
+            "watch %s: cannot watch the vault: %s%s; tried again each tick (said again every "
+            "%.0f s while it fails)",
+            name,
+            reason,
+            since,
+            REPEAT_LOG,
+        )
+        self._failing[name] = (reason, now, 0, total)
 
     def _save_mark(self, watched: PolledWatch) -> None:
         """A polled source's mark that moved with nothing to reconcile (its first, or a token

@@ -25,7 +25,7 @@ from reconciler.app import followers
 from reconciler.app.daemon import Runner, job_specs
 from reconciler.app.followers import DEBOUNCE, MAX_DELAY, RETRY, GitWatch, VaultWatch, _Events
 from reconciler.app.holding import lease_name
-from reconciler.app.watching import Watch
+from reconciler.app.watching import REPEAT_LOG, Watch
 from reconciler.clock import ManualClock
 from reconciler.metrics import build_registry
 from reconciler.stores.sql import SqlDocumentTable
@@ -143,6 +143,40 @@ def test_a_vault_gone_for_many_ticks_leaks_no_watcher(deployment: Deployment) ->
         watch.tick()  # back: watched again
         assert vault_of(watch).alive()
         assert _inotify_instances() == held
+    finally:
+        watch.stop()
+
+
+def test_a_vault_gone_is_said_once_a_minute_not_each_tick(
+    deployment: Deployment, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each tick tries the watcher again (ten a second): the log says so at the first failure,
+    when the reason changes and once every ``REPEAT_LOG`` seconds, with the starts that failed
+    between, and once when the vault is watched again."""
+    watch, clock, _registry = opened(deployment)
+    try:
+        watch.tick()
+        moved = deployment.vault.rename(deployment.root / "vault-away")
+        caplog.clear()
+        for _ in range(30):
+            watch.tick()
+        lines = [
+            r.getMessage() for r in caplog.records if "cannot watch the vault" in r.getMessage()
+        ]
+        assert len(lines) == 1, lines
+        assert "the vault's folder is gone" in lines[0]
+        assert sum("the watcher died" in r.getMessage() for r in caplog.records) == 1
+        clock.advance(REPEAT_LOG)
+        watch.tick()
+        lines = [
+            r.getMessage() for r in caplog.records if "cannot watch the vault" in r.getMessage()
+        ]
+        assert len(lines) == 2, lines
+        assert "(30 failed start(s) since the last line)" in lines[1]
+        moved.rename(deployment.vault)
+        watch.tick()
+        assert vault_of(watch).alive()
+        assert "watching the vault again (rescan); 31 start(s) had failed" in caplog.text
     finally:
         watch.stop()
 
