@@ -19,7 +19,7 @@ Needs the extra: ``pip install 'corpus-reconciler[llamaindex]'``.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -41,6 +41,8 @@ from reconciler.integrations.retrieving import (
     Hit,
     Route,
     distance_of,
+    historical_flag,
+    instant_of,
     lower_is_better,
     search,
     vector_name_of,
@@ -95,7 +97,7 @@ class VersionAwareRetriever(BaseRetriever):
         embed_model: BaseEmbedding,
         similarity_top_k: int = 4,
         score_threshold: float | None = None,
-        as_of: datetime | None = None,
+        as_of: datetime | date | str | None = None,
         include_historical: bool = False,
         clock: Clock = SYSTEM_CLOCK,
         callback_manager: CallbackManager | None = None,
@@ -107,8 +109,8 @@ class VersionAwareRetriever(BaseRetriever):
         self.embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.score_threshold = score_threshold
-        self.as_of = as_of
-        self.include_historical = include_historical
+        self.as_of = instant_of(as_of)
+        self.include_historical = historical_flag(include_historical)
         self.clock = clock
 
     @classmethod
