@@ -204,9 +204,14 @@ class VersionAwareRetriever(BaseRetriever):
             if isinstance(stored, TextNode)
             else TextNode(id_=hit.point_id, text=hit.text or "")
         )
+        keys = self.route.keys
         for key in ALL_KEYS:  # the payload's version keys now, not the node's when written
-            if key in hit.version:
-                node.metadata[key] = hit.version[key]
-            else:
-                node.metadata.pop(key, None)
+            # (under the logical name, and under the stored one where a rename put it in the
+            # flattened metadata, whose copy in ``_node_content`` is the node's when written)
+            names = {key} if keys.prefix else {key, keys.name(key)}
+            for name in names:
+                if key in hit.version:
+                    node.metadata[name] = hit.version[key]
+                else:
+                    node.metadata.pop(name, None)
         return node

@@ -28,10 +28,13 @@ from reconciler.embedding import HashingEmbedder
 from reconciler.filters import query_points
 from reconciler.integrations.retrieving import Route, search
 from reconciler.model import Document, VersionState
-from reconciler.payload import chunk_id_for, chunk_payload, point_id_for
+from reconciler.payload import KeyMap, chunk_id_for, chunk_payload, point_id_for
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
+    from llama_index.core.schema import MetadataMode, TextNode
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+
     from reconciler.integrations import langchain, llamaindex
 
 DIM = 16
@@ -207,3 +210,39 @@ def test_include_historical_given_as_text_never_opens_the_historical_route() -> 
     assert {d.metadata["doc_id"] for d in field.invoke("meals up to 40", k=10)} == served
     with pytest.raises(TypeError, match="include_historical"):
         li(client, clock, include_historical="false").retrieve("meals up to 40")
+
+
+def test_a_llamaindex_node_carries_renamed_version_keys_as_the_payload_holds_them_now() -> None:
+    """A collection LlamaIndex wrote, its own names for the version keys (``[index.keys]``):
+    the copy of the metadata in ``_node_content`` is the node's when written, and the prompt
+    showed both the stale ``valid_to`` and the payload's ``effective_to``."""
+    embed = llamaindex.EmbedderEmbedding(EMBEDDER)
+    client = QdrantClient(location=":memory:")
+    store = QdrantVectorStore(client=client, collection_name="corpus")
+    metadata = {
+        "state": "current",
+        "valid_from": "2025-01-01T00:00:00Z",
+        "valid_to": "9999-12-31T00:00:00Z",
+        "quarantined": False,
+    }
+    node = TextNode(text="meals up to 40", metadata=metadata)
+    node.embedding = embed.get_text_embedding(node.text)
+    with warnings.catch_warnings():  # (local mode: payload indexes have no effect)
+        warnings.simplefilter("ignore")
+        store.add([node])
+    # the reconciler closes the window ahead of its successor's start
+    client.set_payload("corpus", {"valid_to": "2026-06-01T00:00:00Z"}, points=[node.node_id])
+    keys = KeyMap(
+        renames={
+            "version_state": "state",
+            "effective_from": "valid_from",
+            "effective_to": "valid_to",
+        }
+    )
+    retriever = llamaindex.VersionAwareRetriever.from_vector_store(
+        store, embed_model=embed, keys=keys, clock=ManualClock(T - timedelta(days=1))
+    )
+    [hit] = retriever.retrieve("meals")
+    assert hit.node.metadata["valid_to"] == "2026-06-01T00:00:00Z"
+    assert hit.node.metadata["effective_to"] == "2026-06-01T00:00:00Z"
+    assert "9999" not in hit.node.get_content(metadata_mode=MetadataMode.LLM)
