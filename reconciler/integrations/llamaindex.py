@@ -130,6 +130,12 @@ class VersionAwareRetriever(BaseRetriever):
         version keys are read at the top level, where LlamaIndex flattens metadata."""
         client = store.client
         collection = store.collection_name
+        if client is None:
+            raise ValueError(
+                "the vector store has no synchronous client (it was built with aclient= "
+                "alone): build it with client=QdrantClient(...) too; this retriever searches "
+                "through that one (aretrieve in a worker thread)"
+            )
         layout = keys or (settings.index.key_map if settings is not None else KeyMap())
         if archive is None and settings is not None:
             archive = settings.index.archive_collection

@@ -21,7 +21,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
-from qdrant_client import QdrantClient, models
+from qdrant_client import AsyncQdrantClient, QdrantClient, models
 
 from reconciler.clock import ManualClock
 from reconciler.embedding import HashingEmbedder
@@ -246,3 +246,12 @@ def test_a_llamaindex_node_carries_renamed_version_keys_as_the_payload_holds_the
     assert hit.node.metadata["valid_to"] == "2026-06-01T00:00:00Z"
     assert hit.node.metadata["effective_to"] == "2026-06-01T00:00:00Z"
     assert "9999" not in hit.node.get_content(metadata_mode=MetadataMode.LLM)
+
+
+def test_a_llamaindex_store_with_an_async_client_alone_says_what_to_do() -> None:
+    """It failed with "'NoneType' object has no attribute 'get_collection'"."""
+    store = QdrantVectorStore(aclient=AsyncQdrantClient(location=":memory:"), collection_name="c")
+    with pytest.raises(ValueError, match=r"no synchronous client .* client=QdrantClient"):
+        llamaindex.VersionAwareRetriever.from_vector_store(
+            store, embed_model=llamaindex.EmbedderEmbedding(EMBEDDER)
+        )
