@@ -18,17 +18,20 @@ from __future__ import annotations
 import asyncio
 import warnings
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 
+from reconciler.app.evaluating import evaluate
 from reconciler.clock import ManualClock
 from reconciler.embedding import HashingEmbedder
 from reconciler.filters import query_points
 from reconciler.integrations.retrieving import Route, search
 from reconciler.model import Document, VersionState
 from reconciler.payload import KeyMap, chunk_id_for, chunk_payload, point_id_for
+from reconciler.settings import Settings
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -255,3 +258,26 @@ def test_a_llamaindex_store_with_an_async_client_alone_says_what_to_do() -> None
         llamaindex.VersionAwareRetriever.from_vector_store(
             store, embed_model=llamaindex.EmbedderEmbedding(EMBEDDER)
         )
+
+
+def test_eval_searches_a_collection_whose_dense_vector_is_named(tmp_path: Path) -> None:
+    """``reconciler search`` found the collection's one named vector; ``reconciler eval``
+    queried the unnamed one and failed ("Dense vector  is not found")."""
+    settings = Settings.model_validate(
+        {"index": {"path": str(tmp_path / "q")}, "ingest": {"embedder": "hashing", "dim": DIM}}
+    )
+    client = QdrantClient(path=str(tmp_path / "q"))
+    params = models.VectorParams(size=DIM, distance=models.Distance.COSINE)
+    client.create_collection("corpus", vectors_config={"text-dense": params})
+    points = []
+    for text, document in HANDOVER.items():
+        chunk_id = chunk_id_for(document.doc_id, 0)
+        payload = {**chunk_payload(document, chunk_id=chunk_id), "text": text}
+        vector = {"text-dense": list(EMBEDDER.embed([text])[0])}
+        points.append(models.PointStruct(id=point_id_for(chunk_id), vector=vector, payload=payload))
+    client.upsert("corpus", points=points)
+    client.close()
+    golden = tmp_path / "golden.yaml"
+    golden.write_text("cases:\n  - query: meals up to 55\n    expect: hb:v2\n", encoding="utf-8")
+    result = evaluate(settings, golden, k=3)
+    assert result["ok"]
