@@ -246,20 +246,33 @@ def query_points(
     limit: int = 10,
     keys: KeyMap = DEFAULT_KEYS,
     lower_is_better: bool = False,
+    query_filter: models.Filter | Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> list[models.ScoredPoint]:
     """``client.query_points`` under ``default_filter(as_of, include_historical, keys=keys)``
     over every collection the route needs (``collections_for``), merged: best score first
     (``lower_is_better`` for the Euclid and Manhattan distances), the first ``limit``, a
-    point held by both collections (a move under way) once. Other keyword arguments go to
-    each ``query_points`` call."""
+    point held by both collections (a move under way) once. An archive not created yet (a
+    split store before its first move) holds nothing to search. ``query_filter``, a filter
+    of the caller's (a ``models.Filter`` or its dict), must hold too: it narrows what the
+    default filter admits, never widens it. Other keyword arguments go to each
+    ``query_points`` call."""
+    from qdrant_client import models  # noqa: PLC0415 (as default_filter)
+
     sign = -1.0 if lower_is_better else 1.0
     found: dict[str, models.ScoredPoint] = {}
-    query_filter = default_filter(as_of, include_historical, keys=keys)
-    for name in collections_for(include_historical, collection=collection, archive=archive):
-        response = client.query_points(
-            name, query=query, query_filter=query_filter, limit=limit, **kwargs
+    built = default_filter(as_of, include_historical, keys=keys)
+    if query_filter is not None:
+        mine = (
+            query_filter
+            if isinstance(query_filter, models.Filter)
+            else models.Filter.model_validate(dict(query_filter))
         )
+        built = models.Filter(must=[built, mine])
+    for name in collections_for(include_historical, collection=collection, archive=archive):
+        if name != collection and not client.collection_exists(name):
+            continue
+        response = client.query_points(name, query=query, query_filter=built, limit=limit, **kwargs)
         for point in response.points:
             kept = found.get(str(point.id))
             if kept is None or sign * point.score > sign * kept.score:

@@ -25,6 +25,7 @@ from reconciler.app.wiring import open_qdrant_index
 from reconciler.embedding import make_embedder
 from reconciler.errors import ReconcilerError
 from reconciler.filters import default_filter
+from reconciler.integrations.retrieving import vector_name_of
 from reconciler.settings import Settings
 
 if TYPE_CHECKING:
@@ -228,12 +229,16 @@ def _top_documents(
 ) -> list[str]:
     """The first k distinct documents, best chunk per document, in rank order."""
     keys = settings.index.key_map
+    # the collection's dense vector: its only named one (a collection a framework wrote and
+    # ``bootstrap`` adopted, LlamaIndex's hybrid "text-dense"), or the unnamed one
+    using = vector_name_of(index.client, settings.index.collection, None)
     limit = k * 4
     while True:
         hits = index.client.query_points(
             settings.index.collection,
             query=list(vector),
             query_filter=default_filter(keys=keys),
+            using=using,
             limit=limit,
             with_payload=True,
         ).points

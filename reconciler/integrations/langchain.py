@@ -16,6 +16,7 @@ Needs the extra: ``pip install 'corpus-reconciler[langchain]'``.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "reconciler.integrations.langchain needs LangChain: "
         "pip install 'corpus-reconciler[langchain]'"
     ) from exc
-from pydantic import SkipValidation
+from pydantic import SkipValidation, TypeAdapter
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.embedding import Embedder
@@ -47,6 +48,13 @@ if TYPE_CHECKING:
     from reconciler.settings import Settings
 
 __all__ = ["EmbedderEmbeddings", "VersionAwareRetriever"]
+
+
+@functools.cache
+def _adapter(name: str) -> TypeAdapter[Any]:
+    """The validator of a per-call option: the retriever's field of that name."""
+    annotation: Any = VersionAwareRetriever.model_fields[name].annotation
+    return TypeAdapter(annotation)
 
 
 class EmbedderEmbeddings(Embeddings):
@@ -159,11 +167,15 @@ class VersionAwareRetriever(BaseRetriever):
                 f"unknown retrieval option(s) {', '.join(unknown)}: this retriever takes k, "
                 "score_threshold, as_of and include_historical (it builds its own filter)"
             )
+        # Read as the fields of the same names read them (an ``as_of`` text, a date; a
+        # ``include_historical="false"``, truthy taken as it is, as False).
         return {
-            "k": kwargs.get("k", self.k),
-            "score_threshold": kwargs.get("score_threshold", self.score_threshold),
-            "as_of": kwargs.get("as_of", self.as_of),
-            "include_historical": kwargs.get("include_historical", self.include_historical),
+            name: (
+                _adapter(name).validate_python(kwargs[name])
+                if name in kwargs
+                else getattr(self, name)
+            )
+            for name in ("k", "score_threshold", "as_of", "include_historical")
         }
 
     def _search(self, vector: list[float], options: dict[str, Any]) -> list[Document]:

@@ -19,7 +19,7 @@ Needs the extra: ``pip install 'corpus-reconciler[llamaindex]'``.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -41,6 +41,8 @@ from reconciler.integrations.retrieving import (
     Hit,
     Route,
     distance_of,
+    historical_flag,
+    instant_of,
     lower_is_better,
     search,
     vector_name_of,
@@ -95,7 +97,7 @@ class VersionAwareRetriever(BaseRetriever):
         embed_model: BaseEmbedding,
         similarity_top_k: int = 4,
         score_threshold: float | None = None,
-        as_of: datetime | None = None,
+        as_of: datetime | date | str | None = None,
         include_historical: bool = False,
         clock: Clock = SYSTEM_CLOCK,
         callback_manager: CallbackManager | None = None,
@@ -107,8 +109,8 @@ class VersionAwareRetriever(BaseRetriever):
         self.embed_model = embed_model
         self.similarity_top_k = similarity_top_k
         self.score_threshold = score_threshold
-        self.as_of = as_of
-        self.include_historical = include_historical
+        self.as_of = instant_of(as_of)
+        self.include_historical = historical_flag(include_historical)
         self.clock = clock
 
     @classmethod
@@ -128,6 +130,12 @@ class VersionAwareRetriever(BaseRetriever):
         version keys are read at the top level, where LlamaIndex flattens metadata."""
         client = store.client
         collection = store.collection_name
+        if client is None:
+            raise ValueError(
+                "the vector store has no synchronous client (it was built with aclient= "
+                "alone): build it with client=QdrantClient(...) too; this retriever searches "
+                "through that one (aretrieve in a worker thread)"
+            )
         layout = keys or (settings.index.key_map if settings is not None else KeyMap())
         if archive is None and settings is not None:
             archive = settings.index.archive_collection
@@ -202,9 +210,14 @@ class VersionAwareRetriever(BaseRetriever):
             if isinstance(stored, TextNode)
             else TextNode(id_=hit.point_id, text=hit.text or "")
         )
+        keys = self.route.keys
         for key in ALL_KEYS:  # the payload's version keys now, not the node's when written
-            if key in hit.version:
-                node.metadata[key] = hit.version[key]
-            else:
-                node.metadata.pop(key, None)
+            # (under the logical name, and under the stored one where a rename put it in the
+            # flattened metadata, whose copy in ``_node_content`` is the node's when written)
+            names = {key} if keys.prefix else {key, keys.name(key)}
+            for name in names:
+                if key in hit.version:
+                    node.metadata[name] = hit.version[key]
+                else:
+                    node.metadata.pop(name, None)
         return node

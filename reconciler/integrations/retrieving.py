@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from typing import TYPE_CHECKING, Any
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.filters import query_points
-from reconciler.model import utc
+from reconciler.model import parse_instant, utc
 from reconciler.payload import DEFAULT_KEYS, KeyMap, chunk_text
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from reconciler.settings import Settings
 
-__all__ = ["Hit", "Route", "query_instant", "search"]
+__all__ = ["Hit", "Route", "historical_flag", "instant_of", "query_instant", "search"]
 
 #: Distances whose scores are better when lower (Qdrant's names).
 _LOWER_IS_BETTER = frozenset({"euclid", "manhattan"})
@@ -38,6 +38,8 @@ class Route:
     """Where a deployment's chunks live and how their payloads are laid out.
 
     ``vector_name`` None: the collection's own (its only named vector, or the unnamed one).
+    ``lower_is_better`` None: as the collection's distance says, asked at each search (a
+    collection ``bootstrap`` adopted may use the Euclid or Manhattan distance).
     """
 
     collection: str
@@ -45,8 +47,9 @@ class Route:
     keys: KeyMap = DEFAULT_KEYS
     text_key: str = "text"
     vector_name: str | None = None
-    #: Euclid and Manhattan distances: a lower score is a better match (merging needs it).
-    lower_is_better: bool = False
+    #: Euclid and Manhattan distances: a lower score is a better match (merging needs it);
+    #: None: the collection's distance decides.
+    lower_is_better: bool | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, **changes: Any) -> Route:
@@ -99,16 +102,42 @@ class Hit:
     text: str | None = None
 
 
-def query_instant(
-    as_of: datetime | None, include_historical: bool, clock: Clock = SYSTEM_CLOCK
-) -> datetime | None:
-    """The instant a query's filter is built at: ``as_of`` when given, else none on the
-    historical route (every version ever published), else ``clock.now()``, read now."""
-    if as_of is not None:
-        return utc(as_of)
-    if include_historical:
+def instant_of(value: object) -> datetime | None:
+    """An ``as_of`` as the retrievers take it, as their fields read it: a datetime (naive is
+    UTC), a date (its midnight, UTC) or an ISO 8601 / RFC 3339 text; None stays None."""
+    if value is None:
         return None
-    return clock.now()
+    if isinstance(value, datetime):
+        return utc(value)
+    if isinstance(value, date):
+        return datetime.combine(value, time(), UTC)
+    if isinstance(value, str):
+        try:
+            return parse_instant(value)
+        except ValueError as exc:
+            raise ValueError(f"as_of {value!r} is not an ISO 8601 instant") from exc
+    raise TypeError(f"as_of must be a datetime, a date or an ISO 8601 text, not {value!r}")
+
+
+def historical_flag(value: object) -> bool:
+    """``include_historical`` as a bool, and only a bool: a text such as ``"false"`` is truthy,
+    and taken as it is it would open the historical route (superseded versions served)."""
+    if isinstance(value, bool):
+        return value
+    raise TypeError(f"include_historical must be True or False, not {value!r}")
+
+
+def query_instant(
+    as_of: datetime | date | str | None, include_historical: bool, clock: Clock = SYSTEM_CLOCK
+) -> datetime | None:
+    """The instant a query's filter is built at: ``as_of`` when given (``instant_of``), else
+    none on the historical route (every version ever published), else ``clock.now()``, read
+    now."""
+    if as_of is not None:
+        return instant_of(as_of)
+    if historical_flag(include_historical):
+        return None
+    return utc(clock.now())
 
 
 def vector_name_of(client: QdrantClient, collection: str, wanted: str | None) -> str | None:
@@ -145,13 +174,15 @@ def search(
     *,
     k: int = 4,
     score_threshold: float | None = None,
-    as_of: datetime | None = None,
+    as_of: datetime | date | str | None = None,
     include_historical: bool = False,
     clock: Clock = SYSTEM_CLOCK,
 ) -> list[Hit]:
     """The ``k`` best chunks for ``vector`` under the default filter built now (at ``as_of``
-    or ``clock.now()``), over the collections the route needs, best first. Quarantined chunks
-    never come back. An archive not created yet (no move so far) holds nothing to search."""
+    or ``clock.now()``), over the collections the route needs, best first (the nearest under
+    the Euclid and Manhattan distances). Quarantined chunks never come back. An archive not
+    created yet (no move so far) holds nothing to search."""
+    historical = historical_flag(include_historical)
     if not client.collection_exists(route.collection):
         raise ValueError(
             f"collection {route.collection!r} does not exist: point the retriever at the "
@@ -161,6 +192,9 @@ def search(
     if archive is not None and not client.collection_exists(archive):
         archive = None
     using = vector_name_of(client, route.collection, route.vector_name)
+    lower = route.lower_is_better
+    if lower is None:
+        lower = lower_is_better(distance_of(client, route.collection, using))
     extra: dict[str, Any] = {"with_payload": True, "using": using}
     if score_threshold is not None:
         extra["score_threshold"] = score_threshold
@@ -169,11 +203,11 @@ def search(
         list(vector),
         collection=route.collection,
         archive=archive,
-        as_of=query_instant(as_of, include_historical, clock),
-        include_historical=include_historical,
+        as_of=query_instant(as_of, historical, clock),
+        include_historical=historical,
         limit=k,
         keys=route.keys,
-        lower_is_better=route.lower_is_better,
+        lower_is_better=lower,
         **extra,
     )
     hits = []
