@@ -1,0 +1,113 @@
+"""Adversarial review of the watch (issue 39): defects found, each a failing reproduction."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from acceptance_kit import GIT_NOTE, Deployment, day, git_deployment
+from prometheus_client import CollectorRegistry
+
+from reconciler.app.followers import GIT_POLL, MAX_DELAY, GitWatch, VaultWatch
+from reconciler.app.watching import Watch
+from reconciler.clock import ManualClock
+
+
+def opened(dep: Deployment) -> tuple[Watch, ManualClock, CollectorRegistry]:
+    clock = ManualClock(datetime.now(UTC))
+    registry = CollectorRegistry()
+    watch = Watch(dep.settings, registry, clock=clock)
+    watch.open()
+    return watch, clock, registry
+
+
+def vault_of(watch: Watch) -> VaultWatch:
+    watched = watch.sources[0]
+    assert isinstance(watched, VaultWatch)
+    return watched
+
+
+def until_seen(watched: VaultWatch, paths: set[str], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not paths <= set(watched.batch.paths) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert paths <= set(watched.batch.paths), watched.batch.paths
+
+
+def test_a_mass_retirement_in_the_vault_is_refused_by_the_guard_as_a_full_run_is(
+    tmp_path: Path,
+) -> None:
+    """30 families; 20 notes retired at once (a bad bulk edit, a `git pull` of a bad commit):
+    the full job refuses it (over max_changed_fraction, over the floor). The watch's scoped
+    run must not write it either."""
+    dep = Deployment(tmp_path)
+    dep.configure(fraction=0.2)
+    names = [f"n{i:02d}" for i in range(30)]
+    for name in names:
+        dep.note(name, id=name, family=name, status="current", effective_from=day(-50))
+    dep.init_ingest()
+    assert len(dep.served()) == 30
+    watch, clock, _registry = opened(dep)
+    try:
+        watch.tick()
+        for name in names[:20]:
+            dep.edit_front(name, status="retired")
+        until_seen(vault_of(watch), {f"{n}.md" for n in names[:20]})
+        clock.advance(MAX_DELAY)
+        watch.tick()
+    finally:
+        watch.stop()
+    assert len(dep.served()) == 30, f"the watch hid {30 - len(dep.served())} families"
+
+
+def test_the_watch_weighs_a_large_batch_against_the_whole_corpus(tmp_path: Path) -> None:
+    """12 of 30 families retired (over the floor, within a 0.5 fraction of the corpus): the
+    watch's run is weighed against the whole table, not only the 12 families it read."""
+    dep = Deployment(tmp_path)
+    dep.configure(fraction=0.5)
+    names = [f"n{i:02d}" for i in range(30)]
+    for name in names:
+        dep.note(name, id=name, family=name, status="current", effective_from=day(-50))
+    dep.init_ingest()
+    watch, clock, _registry = opened(dep)
+    try:
+        watch.tick()
+        for name in names[:12]:
+            dep.edit_front(name, status="retired")
+        until_seen(vault_of(watch), {f"{n}.md" for n in names[:12]})
+        clock.advance(MAX_DELAY)
+        watch.tick()
+    finally:
+        watch.stop()
+    assert len(dep.served()) == 18
+
+
+def test_a_rewritten_branch_whose_marked_commit_is_gone_is_still_followed(
+    tmp_path: Path,
+) -> None:
+    """The branch is force-pushed (a squash, a history rewrite) and the commit of the watch's
+    mark is gone (pruned, or a fresh mirror of a pod's empty cache): the watch must go on
+    from the tip, not fail every poll for ever."""
+    repo, dep = git_deployment(tmp_path)
+    watch, _clock, _registry = opened(dep)
+    watch.tick()  # the first watch's mark: the tip
+    watch.stop()
+    # history rewritten: one orphan commit with beta retired, the old commits pruned
+    repo.git("checkout", "-q", "--orphan", "rewritten")
+    repo.write("docs/beta.md", GIT_NOTE.format("beta", "retired", day(-30)))
+    repo.commit("squashed")
+    repo.git("branch", "-q", "-M", "main")
+    repo.git("reflog", "expire", "--expire=now", "--all")
+    repo.git("gc", "-q", "--prune=now")
+    watch, clock, _registry = opened(dep)
+    try:
+        watched = watch.sources[0]
+        assert isinstance(watched, GitWatch)
+        for _ in range(3):
+            watch.tick()
+            clock.advance(GIT_POLL)
+        assert watched.alive(), "the watch of gh is down for good"
+        assert dep.served() == {"gh:alpha"}
+    finally:
+        watch.stop()
