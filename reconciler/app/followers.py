@@ -69,10 +69,21 @@ def _inode(path: Path) -> tuple[int, int] | None:
 
 
 def _mtime(path: Path, clock: Clock) -> datetime:
+    return _dates(path, clock)[0]
+
+
+def _dates(path: Path, clock: Clock) -> tuple[datetime, datetime]:
+    """The file's mtime (its date as the source dates it), and the later of its mtime and
+    ctime: when it last changed here. A sync tool, ``rsync -a``, ``cp -p`` or a ``mv`` from
+    another folder puts a file in place with the mtime it had where it was edited, maybe
+    before the watch's mark; its ctime is when it was put here."""
     try:
-        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        found = path.stat()
     except OSError:  # deleted (or moved away): dated when it was seen
-        return clock.now()
+        now = clock.now()
+        return now, now
+    mtime = datetime.fromtimestamp(found.st_mtime, UTC)
+    return mtime, max(mtime, datetime.fromtimestamp(found.st_ctime, UTC))
 
 
 class _Events(FileSystemEventHandler):
@@ -178,8 +189,8 @@ class VaultWatch:
         found = 0
         with self._lock:
             for rel, path in on_disk.items():
-                changed = _mtime(path, self.clock)
-                if rel not in self._known or self._since is None or changed > self._since:
+                changed, here = _dates(path, self.clock)
+                if rel not in self._known or self._since is None or here > self._since:
                     self.batch.add(rel, changed, now)
                     found += 1
             for rel in self._known - on_disk.keys():
@@ -212,6 +223,9 @@ class VaultWatch:
 
     def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
         newest = max(batch.paths.values(), default=None)
+        if newest is not None:  # (an mtime ahead of the clock is no mark: changes made
+            # while serve is down, before that date, would be missed at its next start)
+            newest = min(newest, self.clock.now())
         if newest is not None and (self._until is None or newest > self._until):
             self._until = newest
         self._since = self._until  # a later rescan looks only past what was reconciled
@@ -285,8 +299,11 @@ class GitWatch(Polled):
 
     #: The commit reconciled.
     _commit: str | None = None
+    #: The paths the identity map knows of this source.
+    _known: frozenset[str] = frozenset()
 
     def start(self, mark: WatchMark | None, known: set[str]) -> None:
+        self._known = frozenset(known)
         if mark is not None:
             self._commit = mark.mark
             self._until = mark.changed_until
@@ -302,7 +319,7 @@ class GitWatch(Polled):
         self._commit, self._until = tip.commit, tip.committed_at
 
     def poll(self, now: float) -> None:
-        from connectors.git.changes import changed_paths, head  # noqa: PLC0415
+        from connectors.git.changes import changed_paths, head, tree_paths  # noqa: PLC0415
 
         if now < self._next_poll or now < self.batch.not_before:
             return
@@ -322,6 +339,15 @@ class GitWatch(Polled):
                 return
             since = self.batch.mark or self._commit
             paths = changed_paths(self.source, since, tip.commit)  # type: ignore[arg-type]
+            if paths is None:  # the mark's commit is gone: every path at the tip, and gone
+                log.warning(
+                    "watch %s: commit %s is no longer in the repository (the branch was "
+                    "rewritten): looking at every path at the tip %s",
+                    self.name,
+                    since[:12],
+                    tip.commit[:12],
+                )
+                paths = tree_paths(self.source, tip.commit) | self._known  # type: ignore[arg-type]
         except Exception as exc:  # an unreachable repository is retried at the next poll
             if self._up:
                 log.warning("watch %s: cannot read the branch tip: %s", self.name, exc)
@@ -349,6 +375,7 @@ class GitWatch(Polled):
         self.batch = batch
 
     def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
+        self._known = (self._known | set(known)) - set(gone)
         self._commit = batch.mark
         newest = max(batch.paths.values(), default=None)
         if newest is not None:
