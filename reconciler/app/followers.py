@@ -35,6 +35,10 @@ MAX_DELAY = 2.0
 GIT_POLL = 2.0
 #: Seconds before a batch whose run failed (or found the lease held) is tried again.
 RETRY = 5.0
+#: Seconds before a batch whose run the guard refused is tried again: each try is one more
+#: refused run in the run log, and nothing changes until someone approves its plan or the
+#: source is put right.
+REFUSED_RETRY = 300.0
 
 
 @dataclass
@@ -213,13 +217,14 @@ class VaultWatch:
             taken, self.batch = self.batch, Batch()
         return taken
 
-    def give_back(self, batch: Batch, now: float) -> None:
-        """A batch whose run did not commit: merged into the pending one, retried later."""
+    def give_back(self, batch: Batch, now: float, wait: float = RETRY) -> None:
+        """A batch whose run did not commit: merged into the pending one, retried ``wait``
+        seconds later."""
         with self._lock:
             for path, changed in batch.paths.items():
                 self.batch.add(path, changed, now)
             self.batch.first_seen = min(self.batch.first_seen or now, batch.first_seen or now)
-            self.batch.not_before = now + RETRY
+            self.batch.not_before = now + wait
 
     def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
         newest = max(batch.paths.values(), default=None)
@@ -370,8 +375,8 @@ class GitWatch(Polled):
     def due(self, now: float) -> bool:
         return self.batch.mark not in (None, self._commit) and now >= self.batch.not_before
 
-    def give_back(self, batch: Batch, now: float) -> None:
-        batch.not_before = now + RETRY
+    def give_back(self, batch: Batch, now: float, wait: float = RETRY) -> None:
+        batch.not_before = now + wait
         self.batch = batch
 
     def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:

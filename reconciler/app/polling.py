@@ -183,11 +183,11 @@ class PolledWatch(Polled):
     def due(self, now: float) -> bool:
         return bool(self.batch.paths) and now >= self.batch.not_before
 
-    def give_back(self, batch: Batch, now: float) -> None:
+    def give_back(self, batch: Batch, now: float, wait: float = RETRY) -> None:
         for key, changed in batch.paths.items():
             self.batch.add(key, changed, now)
         self.batch.mark = self.batch.mark or batch.mark
-        self.batch.not_before = now + RETRY
+        self.batch.not_before = now + wait
 
     def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
         newest = max(batch.paths.values(), default=None)

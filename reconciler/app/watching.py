@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.app.followers import (
     GIT_POLL,
+    REFUSED_RETRY,
     RETRY,
     GitWatch,
     VaultWatch,
@@ -313,9 +314,16 @@ class Watch:
                 return
             if report.error or report.refused or report.partial:
                 why = report.error or ("refused by the guard" if report.refused else "partial")
-                log.error("watch %s: run %s did not commit: %s", name, report.run_id, why)
+                wait = REFUSED_RETRY if report.refused else RETRY
+                log.error(
+                    "watch %s: run %s did not commit: %s; trying again in %gs",
+                    name,
+                    report.run_id,
+                    why,
+                    wait,
+                )
                 self.metrics.runs.labels(source=name, outcome="failed").inc()
-                watched.give_back(batch, self.clock.monotonic())
+                watched.give_back(batch, self.clock.monotonic(), wait)
                 return
             outcome = "applied"
             log.info(

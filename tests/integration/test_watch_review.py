@@ -9,7 +9,7 @@ from pathlib import Path
 from acceptance_kit import GIT_NOTE, Deployment, day, git_deployment
 from prometheus_client import CollectorRegistry
 
-from reconciler.app.followers import GIT_POLL, MAX_DELAY, GitWatch, VaultWatch
+from reconciler.app.followers import GIT_POLL, MAX_DELAY, RETRY, GitWatch, VaultWatch
 from reconciler.app.watching import Watch
 from reconciler.clock import ManualClock
 
@@ -48,7 +48,7 @@ def test_a_mass_retirement_in_the_vault_is_refused_by_the_guard_as_a_full_run_is
         dep.note(name, id=name, family=name, status="current", effective_from=day(-50))
     dep.init_ingest()
     assert len(dep.served()) == 30
-    watch, clock, _registry = opened(dep)
+    watch, clock, registry = opened(dep)
     try:
         watch.tick()
         for name in names[:20]:
@@ -56,9 +56,16 @@ def test_a_mass_retirement_in_the_vault_is_refused_by_the_guard_as_a_full_run_is
         until_seen(vault_of(watch), {f"{n}.md" for n in names[:20]})
         clock.advance(MAX_DELAY)
         watch.tick()
+        for _ in range(12):  # a minute: the refused batch is not run again every 5 s
+            clock.advance(RETRY)
+            watch.tick()
     finally:
         watch.stop()
     assert len(dep.served()) == 30, f"the watch hid {30 - len(dep.served())} families"
+    refused = registry.get_sample_value(
+        "reconciler_incremental_runs_total", {"source": "hb", "outcome": "failed"}
+    )
+    assert refused == 1
 
 
 def test_the_watch_weighs_a_large_batch_against_the_whole_corpus(tmp_path: Path) -> None:
