@@ -39,6 +39,10 @@ RETRY = 5.0
 #: refused run in the run log, and nothing changes until someone approves its plan or the
 #: source is put right.
 REFUSED_RETRY = 300.0
+#: Seconds at least between two looks a webhook's nudges bring forward (a poll, a vault's
+#: rescan): a flood of them (a signed delivery replayed, a sender retrying in a loop) read
+#: the source at every tick of the watch, ten times a second.
+NUDGE_GAP = 2.0
 
 
 @dataclass
@@ -122,6 +126,9 @@ class VaultWatch:
         self._observer: Any = None
         self._inode: tuple[int, int] | None = None
         self._rescan = True
+        #: A webhook asked for a rescan; the last rescan (monotonic): ``NUDGE_GAP`` apart.
+        self._nudged = False
+        self._rescanned_at = float("-inf")
         self._since: datetime | None = None
         self._known: set[str] = set()
         #: The newest source date of the changes reconciled or taken (the mark).
@@ -160,8 +167,10 @@ class VaultWatch:
             self._rescan = True
 
     def nudge(self) -> None:
-        """Look again now (a webhook): a rescan for what the events may not have said."""
-        self._ask_rescan()
+        """Look again now (a webhook): a rescan for what the events may not have said, at
+        most once every ``NUDGE_GAP`` seconds."""
+        with self._lock:
+            self._nudged = True
 
     def _seen(self, raw: str) -> None:
         try:
@@ -176,8 +185,12 @@ class VaultWatch:
 
     def poll(self, now: float) -> None:
         with self._lock:
-            rescan, self._rescan = self._rescan, False
+            nudged = self._nudged and now - self._rescanned_at >= NUDGE_GAP
+            rescan = self._rescan or nudged
+            if rescan:
+                self._rescan = self._nudged = False
         if rescan:
+            self._rescanned_at = now
             self._rescan_files(now)
 
     def _rescan_files(self, now: float) -> None:
@@ -279,6 +292,8 @@ class Polled:
         self.batch = Batch()
         self._until: datetime | None = None
         self._next_poll = 0.0
+        #: When it was last polled (monotonic): a nudge brings the next poll no nearer.
+        self._polled_at = float("-inf")
         self._up = True
 
     def take(self) -> Batch:
@@ -292,8 +307,8 @@ class Polled:
         self._next_poll = 0.0
 
     def nudge(self) -> None:
-        """Poll at the next tick (a webhook)."""
-        self._next_poll = 0.0
+        """Poll at the next tick (a webhook), or ``NUDGE_GAP`` after the last poll."""
+        self._next_poll = min(self._next_poll, self._polled_at + NUDGE_GAP)
 
     def stop(self) -> None:
         return None
@@ -328,7 +343,7 @@ class GitWatch(Polled):
 
         if now < self._next_poll or now < self.batch.not_before:
             return
-        self._next_poll = now + self.interval
+        self._next_poll, self._polled_at = now + self.interval, now
         try:
             tip = head(self.source)  # type: ignore[arg-type]
             if self._commit is None:

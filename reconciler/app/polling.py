@@ -100,7 +100,7 @@ class PolledWatch(Polled):
     def poll(self, now: float) -> None:
         if now < self._next_poll or now < self.batch.not_before:
             return
-        self._next_poll = now + self.interval
+        self._next_poll, self._polled_at = now + self.interval, now
         try:
             token = probe(self.source, self._token)
             if self._resumed and token is not None and mark_of(token) == self._mark:
