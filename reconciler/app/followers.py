@@ -140,7 +140,11 @@ class VaultWatch:
         self._since = self._since or self.clock.now()
         self._until = self._since
         self._known = known
-        self._observe()
+        try:
+            self._observe()
+        except OSError as exc:  # (serve exited, every source's jobs with it): each tick
+            # tries again, as for a watcher that died, and rescans once it is watched
+            log.error("watch %s: cannot watch the vault yet: %s", self.name, exc)
 
     def _observe(self) -> None:
         self._inode = _inode(self.root)

@@ -212,3 +212,30 @@ def test_a_row_replaced_by_one_of_an_older_time_moves_the_sql_watermark(tmp_path
         conn.execute("DELETE FROM t WHERE id = 'a'")
         conn.execute("INSERT INTO t VALUES ('c', 'y', '2026-01-01 10:30:00')")
     assert source.probe(first) != first
+
+
+def test_a_vault_whose_folder_is_gone_at_start_does_not_stop_serve(tmp_path: Path) -> None:
+    """serve starts while a vault's folder is not there (a mount not up yet at boot, a sync
+    folder being re-created) or inotify refuses: the watch said nothing and raised, and
+    serve exited 1, every source's jobs with it (a crash loop under Kubernetes). The vault
+    is watched from the tick its folder is back, and what changed meanwhile is found."""
+    dep = Deployment(tmp_path)
+    dep.note("runbook", id="runbook", family="runbook", status="current", effective_from=day(-5))
+    dep.note("guide", id="guide", family="guide", status="current", effective_from=day(-5))
+    dep.init_ingest()
+    away = dep.vault.rename(tmp_path / "away")
+    watch, clock, registry = opened(dep)  # (raised FileNotFoundError)
+    try:
+        watch.tick()
+        assert registry.get_sample_value("reconciler_watcher_up", {"source": "hb"}) == 0.0
+        time.sleep(0.02)
+        note = away / "guide.md"
+        note.write_text(note.read_text().replace("status: current", "status: retired"))
+        away.rename(dep.vault)
+        watch.tick()  # back: watched, and rescanned
+        assert vault_of(watch).alive()
+        clock.advance(MAX_DELAY)
+        watch.tick()
+        assert dep.served() == {"hb:runbook"}
+    finally:
+        watch.stop()
