@@ -37,8 +37,8 @@ GIT_POLL = 2.0
 RETRY = 5.0
 #: Seconds before a batch whose run the guard refused is tried again: each try is one more
 #: refused run in the run log, and nothing changes until someone approves its plan or the
-#: source is put right.
-REFUSED_RETRY = 300.0
+#: source is put right (the source's later changes join that batch, and wait as long).
+REFUSED_RETRY = 60.0
 #: Seconds at least between two looks a webhook's nudges bring forward (a poll, a vault's
 #: rescan): a flood of them (a signed delivery replayed, a sender retrying in a loop) read
 #: the source at every tick of the watch, ten times a second.
