@@ -34,11 +34,24 @@ def head(source: GitSource) -> Tip:
     return Tip(commit, datetime.fromtimestamp(int(out.strip() or b"0"), UTC))
 
 
-def changed_paths(source: GitSource, since: str, until: str) -> set[str]:
+def changed_paths(source: GitSource, since: str, until: str) -> set[str] | None:
     """Paths relative to the source's root (its ``subdir``) changed between two commits; every
-    path under the root, documents or not (the caller keeps what it knows)."""
+    path under the root, documents or not (the caller keeps what it knows). None when
+    ``since`` is no commit of the repository any more (the branch was rewritten and the old
+    commits pruned, or a fresh mirror never had them): what changed since cannot be told."""
     git = source._git
     git_dir = open_repository(git, path=source.path, url=source.url, cache_dir=source.cache_dir)
+    found = git.run(
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        f"{since}^{{commit}}",
+        git_dir=git_dir,
+        what=f"the commit {since[:12]}",
+        ok=(1,),
+    )
+    if not found.strip():
+        return None
     out = git.run(
         "diff",
         "--name-only",
@@ -60,3 +73,26 @@ def changed_paths(source: GitSource, since: str, until: str) -> set[str]:
         if path.startswith(prefix):
             paths.add(path[len(prefix) :])
     return paths
+
+
+def tree_paths(source: GitSource, commit: str) -> set[str]:
+    """Every path under the source's root (its ``subdir``) at ``commit``."""
+    git = source._git
+    git_dir = open_repository(git, path=source.path, url=source.url, cache_dir=source.cache_dir)
+    out = git.run(
+        "ls-tree",
+        "-r",
+        "-z",
+        "--name-only",
+        commit,
+        "--",
+        *([source.subdir] if source.subdir else []),
+        git_dir=git_dir,
+        what=f"the tree of {commit[:12]}",
+    )
+    prefix = source.subdir + "/" if source.subdir else ""
+    return {
+        path[len(prefix) :]
+        for path in (os.fsdecode(raw) for raw in out.split(b"\0") if raw)
+        if path.startswith(prefix)
+    }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -348,11 +349,26 @@ def _span(value: timedelta) -> str:
     return f"{seconds}s"
 
 
+#: Seconds the HTTP port waits for a client's next bytes (its request line, headers, body)
+#: before it lets go of the connection: one that never finishes its request held a thread
+#: and a socket for ever, and enough of them left /healthz unanswered.
+HTTP_TIMEOUT = 10.0
+
+
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (TimeoutError, ConnectionError)):
+            # (a client that went quiet, or away: no traceback on stderr for it)
+            log.debug("http: %s let go: %s", client_address[0], sys.exc_info()[1] or "timed out")
+            return
+        super().handle_error(request, client_address)
+
 
 class _QuietHandler(WSGIRequestHandler):
+    timeout = HTTP_TIMEOUT
+
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http: " + format, *args)
 

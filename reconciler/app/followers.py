@@ -46,6 +46,14 @@ STOP_WAIT = 5.0
 #: Watchers left behind (threads still running, an inotify instance still held) before a
 #: vault is followed by polling instead: each one holds one of the user's 128 instances.
 MAX_LEFT_BEHIND = 3
+#: Seconds before a batch whose run the guard refused is tried again: each try is one more
+#: refused run in the run log, and nothing changes until someone approves its plan or the
+#: source is put right (the source's later changes join that batch, and wait as long).
+REFUSED_RETRY = 60.0
+#: Seconds at least between two looks a webhook's nudges bring forward (a poll, a vault's
+#: rescan): a flood of them (a signed delivery replayed, a sender retrying in a loop) read
+#: the source at every tick of the watch, ten times a second.
+NUDGE_GAP = 2.0
 
 
 @dataclass
@@ -80,10 +88,21 @@ def _inode(path: Path) -> tuple[int, int] | None:
 
 
 def _mtime(path: Path, clock: Clock) -> datetime:
+    return _dates(path, clock)[0]
+
+
+def _dates(path: Path, clock: Clock) -> tuple[datetime, datetime]:
+    """The file's mtime (its date as the source dates it), and the later of its mtime and
+    ctime: when it last changed here. A sync tool, ``rsync -a``, ``cp -p`` or a ``mv`` from
+    another folder puts a file in place with the mtime it had where it was edited, maybe
+    before the watch's mark; its ctime is when it was put here."""
     try:
-        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        found = path.stat()
     except OSError:  # deleted (or moved away): dated when it was seen
-        return clock.now()
+        now = clock.now()
+        return now, now
+    mtime = datetime.fromtimestamp(found.st_mtime, UTC)
+    return mtime, max(mtime, datetime.fromtimestamp(found.st_ctime, UTC))
 
 
 class _Events(FileSystemEventHandler):
@@ -132,6 +151,9 @@ class VaultWatch:
         #: ``MAX_LEFT_BEHIND`` the vault is polled instead (no inotify instance).
         self.left_behind = 0
         self._rescan = True
+        #: A webhook asked for a rescan; the last rescan (monotonic): ``NUDGE_GAP`` apart.
+        self._nudged = False
+        self._rescanned_at = float("-inf")
         self._since: datetime | None = None
         self._known: set[str] = set()
         #: The newest source date of the changes reconciled or taken (the mark).
@@ -143,7 +165,11 @@ class VaultWatch:
         self._since = self._since or self.clock.now()
         self._until = self._since
         self._known = known
-        self._observe()
+        try:
+            self._observe()
+        except OSError as exc:  # (serve exited, every source's jobs with it): each tick
+            # tries again, as for a watcher that died, and rescans once it is watched
+            log.error("watch %s: cannot watch the vault yet: %s", self.name, exc)
 
     def _observe(self) -> None:
         self._inode = _inode(self.root)
@@ -173,8 +199,10 @@ class VaultWatch:
             self._rescan = True
 
     def nudge(self) -> None:
-        """Look again now (a webhook): a rescan for what the events may not have said."""
-        self._ask_rescan()
+        """Look again now (a webhook): a rescan for what the events may not have said, at
+        most once every ``NUDGE_GAP`` seconds."""
+        with self._lock:
+            self._nudged = True
 
     def _seen(self, raw: str) -> None:
         try:
@@ -189,8 +217,12 @@ class VaultWatch:
 
     def poll(self, now: float) -> None:
         with self._lock:
-            rescan, self._rescan = self._rescan, False
+            nudged = self._nudged and now - self._rescanned_at >= NUDGE_GAP
+            rescan = self._rescan or nudged
+            if rescan:
+                self._rescan = self._nudged = False
         if rescan:
+            self._rescanned_at = now
             self._rescan_files(now)
 
     def _rescan_files(self, now: float) -> None:
@@ -206,8 +238,8 @@ class VaultWatch:
         found = 0
         with self._lock:
             for rel, path in on_disk.items():
-                changed = _mtime(path, self.clock)
-                if rel not in self._known or self._since is None or changed > self._since:
+                changed, here = _dates(path, self.clock)
+                if rel not in self._known or self._since is None or here > self._since:
                     self.batch.add(rel, changed, now)
                     found += 1
             for rel in self._known - on_disk.keys():
@@ -230,16 +262,20 @@ class VaultWatch:
             taken, self.batch = self.batch, Batch()
         return taken
 
-    def give_back(self, batch: Batch, now: float) -> None:
-        """A batch whose run did not commit: merged into the pending one, retried later."""
+    def give_back(self, batch: Batch, now: float, wait: float = RETRY) -> None:
+        """A batch whose run did not commit: merged into the pending one, retried ``wait``
+        seconds later."""
         with self._lock:
             for path, changed in batch.paths.items():
                 self.batch.add(path, changed, now)
             self.batch.first_seen = min(self.batch.first_seen or now, batch.first_seen or now)
-            self.batch.not_before = now + RETRY
+            self.batch.not_before = now + wait
 
     def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
         newest = max(batch.paths.values(), default=None)
+        if newest is not None:  # (an mtime ahead of the clock is no mark: changes made
+            # while serve is down, before that date, would be missed at its next start)
+            newest = min(newest, self.clock.now())
         if newest is not None and (self._until is None or newest > self._until):
             self._until = newest
         self._since = self._until  # a later rescan looks only past what was reconciled
@@ -399,6 +435,8 @@ class Polled:
         self.batch = Batch()
         self._until: datetime | None = None
         self._next_poll = 0.0
+        #: When it was last polled (monotonic): a nudge brings the next poll no nearer.
+        self._polled_at = float("-inf")
         self._up = True
 
     def take(self) -> Batch:
@@ -412,8 +450,8 @@ class Polled:
         self._next_poll = 0.0
 
     def nudge(self) -> None:
-        """Poll at the next tick (a webhook)."""
-        self._next_poll = 0.0
+        """Poll at the next tick (a webhook), or ``NUDGE_GAP`` after the last poll."""
+        self._next_poll = min(self._next_poll, self._polled_at + NUDGE_GAP)
 
     def stop(self) -> None:
         return None
@@ -424,8 +462,11 @@ class GitWatch(Polled):
 
     #: The commit reconciled.
     _commit: str | None = None
+    #: The paths the identity map knows of this source.
+    _known: frozenset[str] = frozenset()
 
     def start(self, mark: WatchMark | None, known: set[str]) -> None:
+        self._known = frozenset(known)
         if mark is not None:
             self._commit = mark.mark
             self._until = mark.changed_until
@@ -441,11 +482,11 @@ class GitWatch(Polled):
         self._commit, self._until = tip.commit, tip.committed_at
 
     def poll(self, now: float) -> None:
-        from connectors.git.changes import changed_paths, head  # noqa: PLC0415
+        from connectors.git.changes import changed_paths, head, tree_paths  # noqa: PLC0415
 
         if now < self._next_poll or now < self.batch.not_before:
             return
-        self._next_poll = now + self.interval
+        self._next_poll, self._polled_at = now + self.interval, now
         try:
             tip = head(self.source)  # type: ignore[arg-type]
             if self._commit is None:
@@ -461,6 +502,15 @@ class GitWatch(Polled):
                 return
             since = self.batch.mark or self._commit
             paths = changed_paths(self.source, since, tip.commit)  # type: ignore[arg-type]
+            if paths is None:  # the mark's commit is gone: every path at the tip, and gone
+                log.warning(
+                    "watch %s: commit %s is no longer in the repository (the branch was "
+                    "rewritten): looking at every path at the tip %s",
+                    self.name,
+                    since[:12],
+                    tip.commit[:12],
+                )
+                paths = tree_paths(self.source, tip.commit) | self._known  # type: ignore[arg-type]
         except Exception as exc:  # an unreachable repository is retried at the next poll
             if self._up:
                 log.warning("watch %s: cannot read the branch tip: %s", self.name, exc)
@@ -483,11 +533,12 @@ class GitWatch(Polled):
     def due(self, now: float) -> bool:
         return self.batch.mark not in (None, self._commit) and now >= self.batch.not_before
 
-    def give_back(self, batch: Batch, now: float) -> None:
-        batch.not_before = now + RETRY
+    def give_back(self, batch: Batch, now: float, wait: float = RETRY) -> None:
+        batch.not_before = now + wait
         self.batch = batch
 
     def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
+        self._known = (self._known | set(known)) - set(gone)
         self._commit = batch.mark
         newest = max(batch.paths.values(), default=None)
         if newest is not None:

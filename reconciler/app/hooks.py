@@ -85,7 +85,11 @@ class Hooks:
         if length < 0 or length > MAX_BODY:
             self._count(source, "bad_request")
             return _answer(start_response, "413 Content Too Large", f"at most {MAX_BODY} bytes\n")
-        body = environ["wsgi.input"].read(length) if length else b""
+        try:
+            body = environ["wsgi.input"].read(length) if length else b""
+        except OSError:  # (TimeoutError: the body did not come within the port's timeout)
+            self._count(source, "bad_request")
+            return _answer(start_response, "408 Request Timeout", "the body did not come\n")
         given = str(environ.get(SIGNATURE, ""))
         if not hmac.compare_digest(given.encode(), signature(self._secret, body).encode()):
             log.warning(

@@ -100,7 +100,7 @@ class PolledWatch(Polled):
     def poll(self, now: float) -> None:
         if now < self._next_poll or now < self.batch.not_before:
             return
-        self._next_poll = now + self.interval
+        self._next_poll, self._polled_at = now + self.interval, now
         try:
             token = probe(self.source, self._token)
             if self._resumed and token is not None and mark_of(token) == self._mark:
@@ -183,11 +183,11 @@ class PolledWatch(Polled):
     def due(self, now: float) -> bool:
         return bool(self.batch.paths) and now >= self.batch.not_before
 
-    def give_back(self, batch: Batch, now: float) -> None:
+    def give_back(self, batch: Batch, now: float, wait: float = RETRY) -> None:
         for key, changed in batch.paths.items():
             self.batch.add(key, changed, now)
         self.batch.mark = self.batch.mark or batch.mark
-        self.batch.not_before = now + RETRY
+        self.batch.not_before = now + wait
 
     def done(self, batch: Batch, known: Iterable[str], gone: Iterable[str]) -> None:
         newest = max(batch.paths.values(), default=None)

@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.app.followers import (
     GIT_POLL,
+    REFUSED_RETRY,
     RETRY,
     GitWatch,
     VaultWatch,
@@ -356,9 +357,16 @@ class Watch:
                 return
             if report.error or report.refused or report.partial:
                 why = report.error or ("refused by the guard" if report.refused else "partial")
-                log.error("watch %s: run %s did not commit: %s", name, report.run_id, why)
+                wait = REFUSED_RETRY if report.refused else RETRY
+                log.error(
+                    "watch %s: run %s did not commit: %s; trying again in %gs",
+                    name,
+                    report.run_id,
+                    why,
+                    wait,
+                )
                 self.metrics.runs.labels(source=name, outcome="failed").inc()
-                watched.give_back(batch, self.clock.monotonic())
+                watched.give_back(batch, self.clock.monotonic(), wait)
                 return
             outcome = "applied"
             log.info(
@@ -487,6 +495,8 @@ class Watch:
             families=sorted(families),
             job=f"watch:{source}",
         )
+        # (weighed by the guard like a whole run: the families are whatever changed)
+        options = dataclasses.replace(options, weighed_whole=True)
         if paths is not None:  # (the source's files at these paths alone)
             options = dataclasses.replace(options, paths={source: paths})
         if self._index is None:

@@ -237,9 +237,10 @@ def decide(
                 )
             )
     guard = options.guard
-    # (a run that declares is scoped to the families it touches, and weighed like a whole run)
+    # (a run that declares is scoped to the families it touches, and weighed like a whole run;
+    # so is the watch's, ``weighed_whole``)
     scoped = (options.families is not None or options.doc_id is not None) and not (
-        options.declarations
+        options.declarations or options.weighed_whole
     )
     over: list[str] = []
     moved = (

@@ -24,7 +24,7 @@ from reconciler.model import (
     rfc3339,
 )
 from reconciler.pipeline import assessing, membership, scanning
-from reconciler.pipeline.guarding import decide
+from reconciler.pipeline.guarding import decide, weigh
 from reconciler.pipeline.reading import read_sources
 from reconciler.pipeline.recording import record, save_authorized
 from reconciler.pipeline.scope_rows import ScopeRows
@@ -114,7 +114,9 @@ class Reconciler:
         scan = self.scan(options, scope, rows, settling=settling(options, now, sources, scope))
         assessment = self.assess(options, now, sources, scan, rows)
         plan = self.without_queued_reingests(assessment.plan)
-        decision = decide(options, self.guard_totals(options, scan), plan, sources.states, now)
+        decision = decide(
+            options, self.guard_totals(options, scan, plan, now), plan, sources.states, now
+        )
         findings = [*assessment.findings, *decision.reasons]
         applied = saved = None
         if options.mode.writes:
@@ -176,12 +178,27 @@ class Reconciler:
         )
         return report
 
-    def guard_totals(self, options: Options, scan: Scan) -> Totals:
+    def guard_totals(
+        self, options: Options, scan: Scan, plan: Plan | None = None, now: datetime | None = None
+    ) -> Totals:
         """What the guard weighs a plan against: the scan's totals, but the whole corpus's
         families and chunks for a ``declare`` run (scoped to the families it touches, yet
-        weighed like a run of the whole corpus: a file of accepted proposals may touch many)."""
-        if not options.declarations:
+        weighed like a run of the whole corpus: a file of accepted proposals may touch many),
+        and for the watch's (``weighed_whole``: its families are whatever changed)."""
+        if not (options.declarations or options.weighed_whole):
             return scan.totals
+        if not options.declarations and plan is not None and now is not None:
+            weights = weigh(plan, now)  # (the whole table read only where a limit may trip)
+            measured = (
+                weights.weighed_families,
+                weights.weighed_chunks,
+                weights.restoring_families,
+                weights.restoring_chunks,
+                weights.moving_families,
+                weights.moving_chunks,
+            )
+            if max(measured) <= options.guard.floor:
+                return scan.totals
         stats = self.table.stats()
         return dataclasses.replace(
             scan.totals,

@@ -95,6 +95,11 @@ class Options:
     #: document of those families lies at one of them); a source not named is read whole.
     #: A connector that cannot read by path is read whole (``ports.source.scan_paths``).
     paths: Mapping[str, frozenset[str]] | None = None
+    #: Scoped to ``families`` yet weighed by the guard like a run of the whole corpus (its
+    #: fraction rule against the whole table's families and chunks): ``serve``'s watch, whose
+    #: families are whatever changed, unattended (a bulk edit retiring half the corpus is
+    #: refused as the full job would refuse it), unlike a ``repair --family`` someone chose.
+    weighed_whole: bool = False
     #: A split store's collections, (main, archive) (``[index] archive_collection``); the
     #: runner sets it from its index. ``None``: one collection.
     split: tuple[str, str] | None = None

@@ -1,0 +1,46 @@
+"""``serve``'s HTTP port (``/metrics``, ``/healthz``, ``POST /hooks/SOURCE``) under a client
+that opens a request and never finishes it."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+
+from prometheus_client import CollectorRegistry
+
+from reconciler.app.daemon import HTTP_TIMEOUT, start_http
+from reconciler.app.hooks import Hooks
+
+
+def test_a_request_whose_body_never_comes_is_let_go(tmp_path: object) -> None:
+    """A caller (anyone who can reach the port: the hook is signed, but the body is read
+    before its signature is checked) announces a body and never sends it, or sends nothing:
+    each such connection held a thread and a socket for ever, until threads or file
+    descriptors ran out and /healthz no longer answered. The server lets go of it."""
+    hooks = Hooks(b"secret", lambda source: True, registry=CollectorRegistry(), sources=["gh"])
+    server = start_http("127.0.0.1:0", hooks)
+    port = server.server_address[1]
+    before = threading.active_count()
+    held = []
+    try:
+        for n in range(20):
+            conn = socket.create_connection(("127.0.0.1", port))
+            if n % 2:
+                conn.sendall(b"POST /hooks/gh HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+            held.append(conn)
+        time.sleep(0.5)
+        assert threading.active_count() >= before + 20  # (one thread a connection)
+        deadline = time.monotonic() + HTTP_TIMEOUT + 5
+        for conn in held:
+            conn.settimeout(max(deadline - time.monotonic(), 0.1))
+            with contextlib.suppress(ConnectionResetError):
+                conn.recv(1024)  # b"" (closed) or an error answer, not a wait for ever
+        time.sleep(0.5)
+        assert threading.active_count() <= before + 1
+    finally:
+        for conn in held:
+            conn.close()
+        server.shutdown()
+        server.server_close()
