@@ -213,6 +213,10 @@ def decide(
     weights = weigh(plan, now, found)
     families_total = max(totals.families, 1)
     chunks_total = max(totals.chunks, 1)
+    # (a change of the served set is weighed against what is served, where the scan measured
+    # it: an archive of retired rows beside 15 served ones must not let all 15 be hidden)
+    served_families = totals.served_families or families_total
+    served_chunks = totals.served_chunks or chunks_total
     reasons: list[Finding] = []
     for name, state in sources.items():
         if (
@@ -261,7 +265,10 @@ def decide(
         *([moved] if options.split is not None else []),
     ):
         for what, changed in measured:
-            total = families_total if what == "families" else chunks_total
+            if direction == "changed":
+                total = served_families if what == "families" else served_chunks
+            else:
+                total = families_total if what == "families" else chunks_total
             if scoped or changed <= guard.floor or changed / total <= limit:
                 continue
             if direction not in over:

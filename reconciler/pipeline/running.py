@@ -187,6 +187,8 @@ class Reconciler:
             scan.totals,
             families=max(int(stats.get("families", 0)), scan.totals.families),
             chunks=max(int(stats.get("chunks_registered", 0)), scan.totals.chunks),
+            served_families=None,  # (the scan measured only the families declared)
+            served_chunks=None,
         )
 
     # -- stage 1: the sources (``reconciler.pipeline.reading``) ----------------------------

@@ -153,6 +153,12 @@ class Totals:
     #: of those the collection holds: an index that lost points shows as the difference.
     chunks_expected: int = 0
     chunks_found: int = 0
+    #: The families with a row served now or later (``default_filter()`` returns it at some
+    #: instant from the run's on), and the chunks those rows say they have: what a change of
+    #: the served set is weighed against, so an archive of unserved rows beside them does not
+    #: dilute it. ``None``: not measured (the whole corpus is the measure).
+    served_families: int | None = None
+    served_chunks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -255,6 +261,8 @@ class GuardDecision:
             "families_total": self.totals.families,
             "rows_by_source": dict(self.totals.rows_by_source),
             "chunks_total": self.totals.chunks,
+            "served_families": self.totals.served_families,
+            "served_chunks": self.totals.served_chunks,
             "changed_families": self.changed_families,
             "changed_chunks": self.changed_chunks,
             "max_changed_fraction": self.max_changed_fraction,
