@@ -85,7 +85,6 @@ def test_vocabulary_check_names_a_document_whose_block_was_not_read(vault: Path)
     assert "b1.md" in done.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="blocks.locate knows no <!-- --> nor --- wrapper")
 def test_a_yaml_block_in_an_html_comment_is_read() -> None:
     found = locate(NOTES["b1"], wanted=frozenset({"status"}))
     assert found is not None
@@ -93,10 +92,22 @@ def test_a_yaml_block_in_an_html_comment_is_read() -> None:
     assert found.body.strip() == "Old B."
 
 
-@pytest.mark.xfail(strict=True, reason="blocks.locate knows no <!-- --> nor --- wrapper")
 def test_a_yaml_block_after_a_title_is_read() -> None:
     text = "# Policy C\n\n---\nid: c1\nstatus: superseded\nsuperseded_by: c2\n---\nOld C.\n"
     found = locate(text, wanted=frozenset({"status"}))
     assert found is not None
     assert "superseded_by: c2" in found.block
     assert "---" not in found.body
+
+
+def test_a_yaml_block_between_dashes_in_an_html_comment_is_read() -> None:
+    text = "<!--\n---\nid: b1\nstatus: superseded\nsuperseded_by: b2\n---\n-->\nOld B.\n"
+    found = locate(text, wanted=frozenset({"status"}))
+    assert found is not None
+    assert found.block == "id: b1\nstatus: superseded\nsuperseded_by: b2\n"
+    assert found.body.strip() == "Old B."
+
+
+def test_a_horizontal_rule_is_no_block() -> None:
+    text = "# Notes\n\nIntro.\n\n---\n\nStatus: this paragraph is prose.\n\n---\nMore.\n"
+    assert locate(text, wanted=frozenset({"status"})) is None
