@@ -114,7 +114,14 @@ class Reconciler:
         scan = self.scan(options, scope, rows, settling=settling(options, now, sources, scope))
         assessment = self.assess(options, now, sources, scan, rows)
         plan = self.without_queued_reingests(assessment.plan)
-        decision = decide(options, self.guard_totals(options, scan), plan, sources.states, now)
+        decision = decide(
+            options,
+            self.guard_totals(options, scan),
+            plan,
+            sources.states,
+            now,
+            corpus=lambda: self.corpus_totals(scan),
+        )
         findings = [*assessment.findings, *decision.reasons]
         applied = saved = None
         if options.mode.writes:
@@ -175,6 +182,18 @@ class Reconciler:
             },
         )
         return report
+
+    def corpus_totals(self, scan: Scan) -> Totals:
+        """The whole corpus's families and chunks (the table's counts), beside a scoped scan's
+        totals: what a scoped run's unnamed part is weighed against."""
+        stats = self.table.stats()
+        return dataclasses.replace(
+            scan.totals,
+            families=max(int(stats.get("families", 0)), scan.totals.families),
+            chunks=max(int(stats.get("chunks_registered", 0)), scan.totals.chunks),
+            served_families=None,
+            served_chunks=None,
+        )
 
     def guard_totals(self, options: Options, scan: Scan) -> Totals:
         """What the guard weighs a plan against: the scan's totals, but the whole corpus's

@@ -4,7 +4,11 @@ a change that hides every served document."""
 
 from __future__ import annotations
 
+import os
+
 from acceptance_kit import Deployment, body, day, writes_zero
+
+from reconciler.app.operations import engine_options, reconcile
 
 
 def test_a_typo_that_retires_everything_is_refused_beside_an_archive(
@@ -29,4 +33,57 @@ def test_a_typo_that_retires_everything_is_refused_beside_an_archive(
     code, data = deploy.json("run")
     assert (code, data["refused"]) == (3, True), data["guard"]
     assert writes_zero(data)
+    assert deploy.served() == served
+
+
+def test_a_scoped_repair_widened_to_the_corpus_is_weighed(deploy: Deployment) -> None:
+    """``repair --family`` follows the moves (``membership.widen``). A family typo that puts
+    all 30 notes into one family widens a one-family repair to all 30, and the time rule
+    then hides 29 of them: the fraction rule, skipped for a scoped repair, must not be
+    skipped for what the widening added."""
+    deploy.configure(fraction=0.2)
+    for n in range(30):
+        deploy.note(f"n{n:02d}", body(f"note {n}", f"rule {n}"), id=f"n{n:02d}",
+                    status="current", effective_from=day(-300 + n))  # fmt: skip
+    deploy.init_ingest()
+    assert deploy.json("check")[0] == 0
+    served = deploy.served()
+    assert len(served) == 30
+    for n in range(30):
+        deploy.edit_front(f"n{n:02d}", family="policies")
+    code, data = deploy.json("run")
+    assert (code, data["refused"]) == (3, True)  # the whole run is refused
+    code, data = deploy.json("repair", "--family", "hb:n00")
+    assert (code, data["refused"]) == (3, True), data["guard"]
+    assert deploy.served() == served
+
+
+def test_a_watch_run_over_a_bulk_edit_is_weighed(deploy: Deployment) -> None:
+    """``serve``'s watch reconciles the families of the changed files as a scoped repair
+    (``Watch._scoped_run``: mode repair, actor watch, the changed families), which the
+    docs call guarded. A bulk edit that retires all 30 notes (a script, a bad merge) reaches
+    it as 30 changed families: the fraction rule, skipped for a person's scoped repair, was
+    skipped here too, and the whole corpus was hidden without --force."""
+    deploy.configure(fraction=0.2)
+    for n in range(30):
+        deploy.note(f"n{n:02d}", body(f"note {n}", f"rule {n}"), id=f"n{n:02d}",
+                    status="current", effective_from=day(-300 + n))  # fmt: skip
+    deploy.init_ingest()
+    assert deploy.json("check")[0] == 0
+    served = deploy.served()
+    assert len(served) == 30
+    for n in range(30):
+        deploy.edit_front(f"n{n:02d}", status="retired")
+    families = {f"hb:n{n:02d}" for n in range(30)}
+    settings = deploy.settings
+    options = engine_options(
+        settings, mode="repair", actor="watch", families=sorted(families), job="watch:hb"
+    )
+    cwd = os.getcwd()
+    os.chdir(deploy.root)
+    try:
+        report = reconcile(settings, options)
+    finally:
+        os.chdir(cwd)
+    assert report.refused, report.guard
     assert deploy.served() == served
