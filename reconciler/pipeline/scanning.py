@@ -40,6 +40,7 @@ FAMILY_OF = attrgetter("doc_family_id")
 #: In a row of ``expected_rows``: where its family is; in its managed values, the state.
 _FAMILY = EXPECTED_FIELDS.index("doc_family_id")
 _STATE = MANAGED_KEYS.index("version_state")
+_START = MANAGED_KEYS.index("effective_from")
 _END = MANAGED_KEYS.index("effective_to")
 _QUARANTINED = MANAGED_KEYS.index("quarantined")
 
@@ -253,8 +254,10 @@ class _Served:
         if values[_STATE] not in SERVABLE_NAMES or values[_QUARANTINED] is True:
             return
         end = values[_END]
-        if end != self._open_end and payload_instant(end, OPEN_START) <= self.now:
-            return  # (a window closed before now: never served again)
+        if end != self._open_end:
+            closes = payload_instant(end, OPEN_START)
+            if closes <= self.now or payload_instant(values[_START], OPEN_START) >= closes:
+                return  # (a window closed before now, or empty: never served again)
         if not self._counted:
             self.families += 1
             self._counted = True
