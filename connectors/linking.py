@@ -432,4 +432,29 @@ def settle_notes(
         problem(ProblemKind.UNUSED_MAPPING, message, None, field=field)
         for field, message in unused_mappings(vocabulary, notes)
     )
+    problems.extend(
+        problem(ProblemKind.KEY_NOT_READ, message, path, doc_id(key), field=field)
+        for path, key, field, message in keys_not_read(notes)
+    )
     return notes, successors
+
+
+def keys_not_read(notes: Iterable[Note]) -> list[tuple[str, str, str, str]]:
+    """(path, key, field, message) for each document that writes a key mapped to a field no
+    reader took from it, where other documents' readers took that field (where none did,
+    ``unused_mappings`` names the field once): its block sits where the readers do not look,
+    and the document would be read as if it said nothing of the field."""
+    notes = list(notes)
+    found: set[str] = set().union(*(note.found for note in notes)) if notes else set()
+    return [
+        (
+            note.path,
+            note.key,
+            name,
+            f"{name} is written but not read ({where}); the document is taken as if it said "
+            f"nothing of {name}",
+        )
+        for note in notes
+        for name, where in sorted(note.unread.items())
+        if name in found
+    ]

@@ -8,7 +8,8 @@ Found, in this order:
 
 - the file opens with ``Name: value`` (unchanged: the whole text is parsed as RFC 822, the
   block ends at its first blank or non-header line);
-- the first non-blank line opens a ``<pre>`` or a fence, or is an indented ``Name: value``:
+- the first non-blank line opens a ``<pre>``, an HTML comment (``<!--``, its block between
+  ``---`` lines or not), a fence or a ``---`` line, or is an indented ``Name: value``:
   the block is the wrapper's first paragraph of header lines, or the indented run;
 - a notice before it: within the first ``PREAMBLE_LINES`` lines, the first paragraph (or
   wrapper) made of at least two ``Name: value`` lines and nothing else;
@@ -37,9 +38,16 @@ _TOP_HEADER = re.compile(r"[!-9;-~]+:")
 #: ``http://…`` and ``12:30`` are no header).
 _HEADER = re.compile(r"(?P<indent>[ \t]*)[A-Za-z][A-Za-z0-9_.-]*:(?:[ \t]|$)")
 _NAME = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_.-]*):", re.MULTILINE)
-_PRE_OPEN = re.compile(r"[ \t]*<pre(?:[ \t][^>]*)?>(?P<rest>.*)$", re.IGNORECASE)
+_PRE_OPEN = re.compile(
+    r"[ \t]*(?:<pre(?:[ \t][^>]*)?>|(?P<comment><!--))(?P<rest>.*)$", re.IGNORECASE
+)
 _PRE_CLOSE = re.compile(r"</pre\s*>", re.IGNORECASE)
-_FENCE = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,})[^`]*$")
+_COMMENT_CLOSE = re.compile(r"-->")
+#: A fenced block, or a YAML-style block between ``---`` lines (below the top: the
+#: frontmatter reader reads the one that opens the file).
+_FENCE = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,}|-{3}(?=[ \t]*$))[^`]*$")
+#: The ``---`` line that may open a block inside a wrapper (YAML in an HTML comment).
+_DASHES = re.compile(r"[ \t]*---[ \t]*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +133,10 @@ def _block_at(lines: list[str], at: int, *, least: int) -> Located | None:
         )
     inside: list[str] = []
     close = len(lines)
+    closer = _COMMENT_CLOSE if pre is not None and pre.group("comment") else _PRE_CLOSE
     if pre is not None:
         rest = pre.group("rest")
-        closing = _PRE_CLOSE.search(rest)
+        closing = closer.search(rest)
         head = rest[: closing.start()] if closing is not None else rest
         if head.strip():
             inside.append(head)
@@ -136,8 +145,8 @@ def _block_at(lines: list[str], at: int, *, least: int) -> Located | None:
     if close == len(lines):
         for index in range(at + 1, len(lines)):
             line = lines[index]
-            if pre is not None and _PRE_CLOSE.search(line):
-                head = _PRE_CLOSE.split(line, maxsplit=1)[0]
+            if pre is not None and closer.search(line):
+                head = closer.split(line, maxsplit=1)[0]
                 if head.strip():
                     inside.append(head)
                 close = index
@@ -149,10 +158,14 @@ def _block_at(lines: list[str], at: int, *, least: int) -> Located | None:
         else:
             return None  # a wrapper never closed is no block
     skip = next((i for i, line in enumerate(inside) if line.strip()), len(inside))
+    dashes = pre is not None and skip < len(inside) and bool(_DASHES.match(inside[skip]))
+    skip += dashes  # (YAML between '---' lines inside the wrapper: the block is between)
     run = _header_run(inside, skip) if skip < len(inside) else []
     if _count(run) < least:
         return None
     rest = inside[skip + len(run) :]
+    if dashes and rest and _DASHES.match(rest[0]):
+        rest.pop(0)
     while rest and not rest[0].strip():
         rest.pop(0)
     return Located(

@@ -53,6 +53,8 @@ class SourceSurvey:
     report: Mapping[str, Any]
     #: The source as it was read (screened), for an ingestion to take rather than read again.
     snapshot: SourceSnapshot | None = None
+    #: Documents that write a mapped key no reader took from them (others' readers did).
+    keys_not_read: int = 0
 
 
 def survey_sources(
@@ -105,6 +107,14 @@ def survey_source(
             if p.kind is ProblemKind.ID_NOT_READ
         ][:sample],
     }
+    not_read = [p for p in snapshot.problems if p.kind is ProblemKind.KEY_NOT_READ]
+    report["key_not_read"] = {
+        "documents": len({p.path for p in not_read}),
+        "first": [
+            {"path": p.path, "field": p.field, "message": p.message}
+            for p in not_read[: max(sample, 10)]
+        ],
+    }
     unread: list[str] = []
     if notes_kept and isinstance(source, _ReadsNotes):
         notes = sorted(source.last_notes, key=lambda n: n.path)
@@ -126,7 +136,14 @@ def survey_source(
     mostly_unknown = total > 0 and counted.get(VersionState.UNKNOWN.value, 0) * 2 > total
     report["unread"] = unread
     report["mostly_unknown"] = mostly_unknown
-    return SourceSurvey(source.name, tuple(unread), mostly_unknown, report, snapshot)
+    return SourceSurvey(
+        source.name,
+        tuple(unread),
+        mostly_unknown,
+        report,
+        snapshot,
+        keys_not_read=report["key_not_read"]["documents"],
+    )
 
 
 def refuse_unread(

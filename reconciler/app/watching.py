@@ -495,8 +495,8 @@ class Watch:
             families=sorted(families),
             job=f"watch:{source}",
         )
-        # (weighed by the guard like a whole run: the families are whatever changed)
-        options = dataclasses.replace(options, weighed_whole=True)
+        # (actor "watch": the guard weighs every family of it, against the whole corpus, as
+        # it weighs a cron run's; ``guarding.decide``)
         if paths is not None:  # (the source's files at these paths alone)
             options = dataclasses.replace(options, paths={source: paths})
         if self._index is None:

@@ -62,7 +62,8 @@ def vocabulary_check(obj: CliState, sample: int, source_names: tuple[str, ...]) 
       0  every mapped field is read from some document, and at most half would be unknown
       1  error: the config file, a source that cannot be read
       2  a mapped field is read from no document (a link field only when documents write
-         its key), or more than half of the documents would be `unknown` (and served)
+         its key), a document writes a mapped key no reader took from it, or more than
+         half of the documents would be `unknown` (and served)
      64  usage error
     """
     from reconciler.app.surveying import survey_sources
@@ -70,7 +71,7 @@ def vocabulary_check(obj: CliState, sample: int, source_names: tuple[str, ...]) 
     with errors_mapped():
         surveys = survey_sources(obj.settings, names=list(source_names), sample=sample)
     data = {
-        "ok": not any(s.unread or s.mostly_unknown for s in surveys),
+        "ok": not any(s.unread or s.mostly_unknown or s.keys_not_read for s in surveys),
         "sources": [s.report for s in surveys],
     }
     obj.emit(data, render_survey)
@@ -114,6 +115,14 @@ def render_survey(data: dict[str, Any]) -> str:
             out.append(f"\n{missed['path']}: {missed['message']}")
         if report["unread"]:
             out.append(f"\nREAD FROM NO DOCUMENT: {', '.join(report['unread'])}")
+        not_read = report.get("key_not_read") or {}
+        if not_read.get("documents"):
+            out.append(
+                f"\nNOT READ IN {not_read['documents']} DOCUMENT(S): they write a mapped key "
+                "that no reader took from them (read as if they said nothing of it, and "
+                "served as unknown):"
+            )
+            out.extend(f"  {n['path']}: {n['message']}" for n in not_read["first"])
         if report["mostly_unknown"]:
             out.append(
                 "\nMOSTLY UNKNOWN: more than half of the documents would be unknown, and "

@@ -257,8 +257,9 @@ def repair(
     """On-demand repair of families or of one document (all checks, scoped).
 
     Only the scoped documents' points are read (through the doc_id filter), never the whole
-    collection. The blast-radius fraction does not apply to a scoped repair; the empty-source
-    rule does.
+    collection. The blast-radius fraction does not apply to what a scoped repair names; it
+    does to the families the widening adds (a move joining or leaving), past the floor, and
+    the empty-source rule applies.
     """
     if bool(families) == bool(doc_id):
         raise click.UsageError("give exactly one of --family or --doc (--family may be repeated)")

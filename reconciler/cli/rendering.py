@@ -355,9 +355,11 @@ def _refusal(guard: Mapping[str, Any], *, wrote: bool = False) -> str:
     kinds = guard.get("tripped", [])
     tripped = [_TRIPPED.get(kind, kind) for kind in kinds if kind != "blast_radius"]
     families, chunks = guard.get("families_total"), guard.get("chunks_total")
+    served_families = guard.get("served_families") or families
+    served_chunks = guard.get("served_chunks") or chunks
     changed = (
-        f"{guard.get('hidden_families')} of {families} families, {guard.get('hidden_chunks')} of "
-        f"{chunks} chunks would be hidden, {guard.get('revealed_families')} families, "
+        f"{guard.get('hidden_families')} of {served_families} served families, "
+        f"{guard.get('hidden_chunks')} of {served_chunks} served chunks would be hidden, {guard.get('revealed_families')} families, "
         f"{guard.get('revealed_chunks')} chunks revealed (max_changed_fraction "
         f"{guard.get('max_changed_fraction', 0):.0%}; {guard.get('relabelled_families')} "
         "families relabelled while served, not counted)"

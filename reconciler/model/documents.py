@@ -154,6 +154,9 @@ class ProblemKind(enum.StrEnum):
     LINK_OUTSIDE_ROOT = "link_outside_root"
     UNUSED_MAPPING = "unused_mapping"  # a mapped key no reader took from any document
     ID_NOT_READ = "id_not_read"  # an ``id`` body pattern missed the id's line: path is id
+    #: A document writes a mapped key that no reader took from it, while other documents'
+    #: readers did (its block sits where the readers do not look): read as absent.
+    KEY_NOT_READ = "key_not_read"
     DECLARATION_CONFLICT = "declaration_conflict"  # a source says otherwise: the source stands
     #: The source names a registered document with a new id: ``reconciler rekey`` applies it.
     REKEY_PENDING = "rekey_pending"

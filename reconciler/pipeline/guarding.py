@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -202,12 +202,19 @@ def decide(
     plan: Plan,
     sources: Mapping[str, SourceState],
     now: datetime | None = None,
+    corpus: Callable[[], Totals] | None = None,
 ) -> GuardDecision:
     """The blast-radius guard: may ``plan`` be written? (A source that had documents and
     returned none; more than ``max_changed_fraction`` of families or chunks hidden or
     revealed; more than ``max_restored_fraction`` restored. ``now``: the run's instant, which
     decides what is served; ``options.now``, else the clock's, when not given.) A refused
-    run's ``allowed`` plan is what it still writes (``hold_back``)."""
+    run's ``allowed`` plan is what it still writes (``hold_back``).
+
+    A scoped repair is exempt from the fraction rules for what a person named (``--family``,
+    ``--doc``) only: what the widening added (families a move joins or leaves) and every
+    family of a ``watch`` run (the changed files' families: a bulk edit is as automated as a
+    cron run) are weighed, against the whole corpus (``corpus``: its totals, read only when
+    that part is past the floor)."""
     now = now or options.now or datetime.now(UTC)
     found = effects(plan, now)  # (once: the weights, what is held back and what is hidden)
     weights = weigh(plan, now, found)
@@ -237,11 +244,30 @@ def decide(
                 )
             )
     guard = options.guard
-    # (a run that declares is scoped to the families it touches, and weighed like a whole run;
-    # so is the watch's, ``weighed_whole``)
+    # (a run that declares is scoped to the families it touches, and weighed like a whole run)
     scoped = (options.families is not None or options.doc_id is not None) and not (
-        options.declarations or options.weighed_whole
+        options.declarations
     )
+    part_weighed = weights  # (what the fractions weigh: a scoped repair's unnamed part alone)
+    if scoped:
+        unnamed = [e for e in found if not _named(options, e)]
+        if unnamed:
+            part = weigh(plan, now, unnamed)
+            past = max(part.weighed_families, part.weighed_chunks)
+            if past > guard.floor or (
+                guard.max_restored_fraction < 1
+                and max(part.restoring_families, part.restoring_chunks) > guard.floor
+            ):
+                # (weighed like a whole run: this part, against the corpus)
+                scoped = False
+                part_weighed = part
+                totals = corpus() if corpus is not None else totals
+                families_total = max(totals.families, 1)
+                chunks_total = max(totals.chunks, 1)
+    # (a change of the served set is weighed against what is served, where the scan measured
+    # it: an archive of retired rows beside 15 served ones must not let all 15 be hidden)
+    served_families = totals.served_families or families_total
+    served_chunks = totals.served_chunks or chunks_total
     over: list[str] = []
     moved = (
         "moved",
@@ -252,22 +278,28 @@ def decide(
         (
             "changed",
             guard.max_changed_fraction,
-            (("families", weights.weighed_families), ("chunks", weights.weighed_chunks)),
+            (("families", part_weighed.weighed_families), ("chunks", part_weighed.weighed_chunks)),
         ),
         (
             "restored",
             guard.max_restored_fraction,
-            (("families", weights.restoring_families), ("chunks", weights.restoring_chunks)),
+            (
+                ("families", part_weighed.restoring_families),
+                ("chunks", part_weighed.restoring_chunks),
+            ),
         ),
         *([moved] if options.split is not None else []),
     ):
         for what, changed in measured:
-            total = families_total if what == "families" else chunks_total
+            if direction == "changed":
+                total = served_families if what == "families" else served_chunks
+            else:
+                total = families_total if what == "families" else chunks_total
             if scoped or changed <= guard.floor or changed / total <= limit:
                 continue
             if direction not in over:
                 over.append(direction)
-            reasons.append(_blast_radius(direction, what, changed, total, limit, weights))
+            reasons.append(_blast_radius(direction, what, changed, total, limit, part_weighed))
     reasons += shrunken_index(options, totals)
     writing = options.mode.writes and bool(reasons)
     refused = writing and not options.force
@@ -292,6 +324,16 @@ def decide(
             sorted({e.doc_id for e in found if e.direction is Direction.HIDE and e.doc_id}, key=str)
         ),
     )
+
+
+def _named(options: Options, effect: Effect) -> bool:
+    """Whether a scoped repair's person named what ``effect`` writes (its family, its
+    document); a ``watch`` run names nothing (its families are the changed files')."""
+    if options.actor == "watch":
+        return False
+    if options.doc_id is not None and effect.doc_id == options.doc_id:
+        return True
+    return options.families is not None and effect.family in options.families
 
 
 #: The directions each measure over its limit holds back (moves: every move).

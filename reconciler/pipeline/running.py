@@ -24,7 +24,7 @@ from reconciler.model import (
     rfc3339,
 )
 from reconciler.pipeline import assessing, membership, scanning
-from reconciler.pipeline.guarding import decide, weigh
+from reconciler.pipeline.guarding import decide
 from reconciler.pipeline.reading import read_sources
 from reconciler.pipeline.recording import record, save_authorized
 from reconciler.pipeline.scope_rows import ScopeRows
@@ -115,7 +115,12 @@ class Reconciler:
         assessment = self.assess(options, now, sources, scan, rows)
         plan = self.without_queued_reingests(assessment.plan)
         decision = decide(
-            options, self.guard_totals(options, scan, plan, now), plan, sources.states, now
+            options,
+            self.guard_totals(options, scan),
+            plan,
+            sources.states,
+            now,
+            corpus=lambda: self.corpus_totals(scan),
         )
         findings = [*assessment.findings, *decision.reasons]
         applied = saved = None
@@ -178,32 +183,31 @@ class Reconciler:
         )
         return report
 
-    def guard_totals(
-        self, options: Options, scan: Scan, plan: Plan | None = None, now: datetime | None = None
-    ) -> Totals:
-        """What the guard weighs a plan against: the scan's totals, but the whole corpus's
-        families and chunks for a ``declare`` run (scoped to the families it touches, yet
-        weighed like a run of the whole corpus: a file of accepted proposals may touch many),
-        and for the watch's (``weighed_whole``: its families are whatever changed)."""
-        if not (options.declarations or options.weighed_whole):
-            return scan.totals
-        if not options.declarations and plan is not None and now is not None:
-            weights = weigh(plan, now)  # (the whole table read only where a limit may trip)
-            measured = (
-                weights.weighed_families,
-                weights.weighed_chunks,
-                weights.restoring_families,
-                weights.restoring_chunks,
-                weights.moving_families,
-                weights.moving_chunks,
-            )
-            if max(measured) <= options.guard.floor:
-                return scan.totals
+    def corpus_totals(self, scan: Scan) -> Totals:
+        """The whole corpus's families and chunks (the table's counts), beside a scoped scan's
+        totals: what a scoped run's unnamed part is weighed against."""
         stats = self.table.stats()
         return dataclasses.replace(
             scan.totals,
             families=max(int(stats.get("families", 0)), scan.totals.families),
             chunks=max(int(stats.get("chunks_registered", 0)), scan.totals.chunks),
+            served_families=None,
+            served_chunks=None,
+        )
+
+    def guard_totals(self, options: Options, scan: Scan) -> Totals:
+        """What the guard weighs a plan against: the scan's totals, but the whole corpus's
+        families and chunks for a ``declare`` run (scoped to the families it touches, yet
+        weighed like a run of the whole corpus: a file of accepted proposals may touch many)."""
+        if not options.declarations:
+            return scan.totals
+        stats = self.table.stats()
+        return dataclasses.replace(
+            scan.totals,
+            families=max(int(stats.get("families", 0)), scan.totals.families),
+            chunks=max(int(stats.get("chunks_registered", 0)), scan.totals.chunks),
+            served_families=None,  # (the scan measured only the families declared)
+            served_chunks=None,
         )
 
     # -- stage 1: the sources (``reconciler.pipeline.reading``) ----------------------------

@@ -12,15 +12,24 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reconciler.errors import StoreFault
-from reconciler.model import EXPECTED_FIELDS, MANAGED_KEYS, Document, VersionState
-from reconciler.payload import managed_values
+from reconciler.model import (
+    EXPECTED_FIELDS,
+    MANAGED_KEYS,
+    OPEN_END,
+    OPEN_START,
+    Document,
+    VersionState,
+)
+from reconciler.payload import instant_text, managed_values
 from reconciler.pipeline.settling import UNSETTLED_KEPT, Settling, quiet_rows
 from reconciler.pipeline.values import Options, Scan, Totals
 from reconciler.ports import ChunkReader, DocumentReader, split_of
+from reconciler.rules.time_rule import SERVABLE_NAMES, payload_instant
 
 if TYPE_CHECKING:
     from reconciler.pipeline.chunk_tally import ChunkTally
@@ -31,6 +40,9 @@ FAMILY_OF = attrgetter("doc_family_id")
 #: In a row of ``expected_rows``: where its family is; in its managed values, the state.
 _FAMILY = EXPECTED_FIELDS.index("doc_family_id")
 _STATE = MANAGED_KEYS.index("version_state")
+_START = MANAGED_KEYS.index("effective_from")
+_END = MANAGED_KEYS.index("effective_to")
+_QUARANTINED = MANAGED_KEYS.index("quarantined")
 
 
 def table_rows(
@@ -134,6 +146,8 @@ def scan(
             chunks=scanned,
             chunks_expected=wanted,
             chunks_found=found,
+            served_families=passed.served_families,
+            served_chunks=passed.served_chunks,
         ),
         short=_short(table, options, scope, tally) if found < wanted else (),
         settled=passed.quiet if settles else 0,
@@ -149,6 +163,9 @@ class _Passed(NamedTuple):
     in_scope: list[str]
     quiet: int
     unsettled: list[str] | None
+    served_families: int = 0
+    #: (``None``: a served row does not say how many chunks it has)
+    served_chunks: int | None = 0
 
 
 def _register(
@@ -174,6 +191,7 @@ def _register(
     members: list[tuple[Any, ...]] = []
     unsettled: list[str] | None = None if settling is None else []
     quiet = 0
+    served = _Served(options.now or datetime.now(UTC))
     for row in expected_rows(table, options, scope):
         # (a row: doc_id, source, source_hash, chunk_count, then managed_values' fields;
         # read by index, not unpacked into a list a row)
@@ -183,6 +201,7 @@ def _register(
             members.clear()
             family = row[_FAMILY]
             families += 1
+            served.family()
         if unsettled is not None:
             members.append(row)
         try:
@@ -193,6 +212,7 @@ def _register(
                 "values (an instant where one belongs, a whole number of version), then run again"
             ) from error
         add_row((row[0], *values))
+        served.row(values, row[3])
         add_content(row[2])
         add_count(row[3])
         if values[_STATE] != retired:  # what the source should still hold
@@ -211,7 +231,38 @@ def _register(
         kept.clear()
     tally.seal()
 
-    return _Passed(families, dict(rows_by_source), in_scope, quiet, unsettled)
+    return _Passed(
+        families, dict(rows_by_source), in_scope, quiet, unsettled, served.families, served.chunks
+    )
+
+
+class _Served:
+    """Counts the families with a row served now or later, and those rows' chunks, as the
+    table passes (what the guard weighs a change of the served set against)."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.families = 0
+        self.chunks: int | None = 0
+        self._counted = True  # (the current family is counted already)
+        self._open_end = instant_text(OPEN_END)
+
+    def family(self) -> None:
+        self._counted = False
+
+    def row(self, values: tuple[Any, ...], chunk_count: int | None) -> None:
+        if values[_STATE] not in SERVABLE_NAMES or values[_QUARANTINED] is True:
+            return
+        end = values[_END]
+        if end != self._open_end:
+            closes = payload_instant(end, OPEN_START)
+            if closes <= self.now or payload_instant(values[_START], OPEN_START) >= closes:
+                return  # (a window closed before now, or empty: never served again)
+        if not self._counted:
+            self.families += 1
+            self._counted = True
+        if self.chunks is not None:
+            self.chunks = None if chunk_count is None else self.chunks + chunk_count
 
 
 def _judged(

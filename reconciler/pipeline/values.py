@@ -95,11 +95,6 @@ class Options:
     #: document of those families lies at one of them); a source not named is read whole.
     #: A connector that cannot read by path is read whole (``ports.source.scan_paths``).
     paths: Mapping[str, frozenset[str]] | None = None
-    #: Scoped to ``families`` yet weighed by the guard like a run of the whole corpus (its
-    #: fraction rule against the whole table's families and chunks): ``serve``'s watch, whose
-    #: families are whatever changed, unattended (a bulk edit retiring half the corpus is
-    #: refused as the full job would refuse it), unlike a ``repair --family`` someone chose.
-    weighed_whole: bool = False
     #: A split store's collections, (main, archive) (``[index] archive_collection``); the
     #: runner sets it from its index. ``None``: one collection.
     split: tuple[str, str] | None = None
@@ -158,6 +153,12 @@ class Totals:
     #: of those the collection holds: an index that lost points shows as the difference.
     chunks_expected: int = 0
     chunks_found: int = 0
+    #: The families with a row served now or later (``default_filter()`` returns it at some
+    #: instant from the run's on), and the chunks those rows say they have: what a change of
+    #: the served set is weighed against, so an archive of unserved rows beside them does not
+    #: dilute it. ``None``: not measured (the whole corpus is the measure).
+    served_families: int | None = None
+    served_chunks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,8 @@ class GuardDecision:
             "families_total": self.totals.families,
             "rows_by_source": dict(self.totals.rows_by_source),
             "chunks_total": self.totals.chunks,
+            "served_families": self.totals.served_families,
+            "served_chunks": self.totals.served_chunks,
             "changed_families": self.changed_families,
             "changed_chunks": self.changed_chunks,
             "max_changed_fraction": self.max_changed_fraction,

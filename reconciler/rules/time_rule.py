@@ -48,6 +48,8 @@ UNKNOWN_SIBLINGS_POLICIES: tuple[str, ...] = ("supersede", "report")
 
 _SERVABLE = frozenset(SERVABLE_STATES)
 _SERVABLE_NAMES = frozenset(str(state) for state in SERVABLE_STATES)
+#: The stored texts of the servable states.
+SERVABLE_NAMES = _SERVABLE_NAMES
 
 
 def start_of(doc: Document) -> datetime:

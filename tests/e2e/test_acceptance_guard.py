@@ -40,7 +40,8 @@ def test_a_forced_run_is_recovered_from_without_forcing_again(deploy: Deployment
     text = deploy.cli("run").output
     assert (
         "REFUSED by the blast-radius guard (too much of what is served would change): 16 of 20 "
-        "families, 32 of 40 chunks would be hidden, 0 families, 0 chunks revealed" in text
+        "served families, 32 of 40 served chunks would be hidden, 0 families, 0 chunks revealed"
+        in text
     )
     assert "Held back: hb:note00, hb:note01" in text
 
