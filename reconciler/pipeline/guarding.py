@@ -36,6 +36,7 @@ whose declarations are not recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -203,6 +204,7 @@ def decide(
     sources: Mapping[str, SourceState],
     now: datetime | None = None,
     corpus: Callable[[], Totals] | None = None,
+    served: Callable[[], tuple[int, int | None]] | None = None,
 ) -> GuardDecision:
     """The blast-radius guard: may ``plan`` be written? (A source that had documents and
     returned none; more than ``max_changed_fraction`` of families or chunks hidden or
@@ -214,7 +216,12 @@ def decide(
     ``--doc``) only: what the widening added (families a move joins or leaves) and every
     family of a ``watch`` run (the changed files' families: a bulk edit is as automated as a
     cron run) are weighed, against the whole corpus (``corpus``: its totals, read only when
-    that part is past the floor)."""
+    that part is past the floor).
+
+    A change of the served set is a fraction of what is served (``served``: the families with
+    a row served now or later and their chunks, counted over the run's rows only when a
+    change is past the floor; the totals where it is not given, for a ``declare`` run and
+    for a scoped repair's part weighed against the corpus)."""
     now = now or options.now or datetime.now(UTC)
     found = effects(plan, now)  # (once: the weights, what is held back and what is hidden)
     weights = weigh(plan, now, found)
@@ -264,8 +271,10 @@ def decide(
                 totals = corpus() if corpus is not None else totals
                 families_total = max(totals.families, 1)
                 chunks_total = max(totals.chunks, 1)
-    # (a change of the served set is weighed against what is served, where the scan measured
-    # it: an archive of retired rows beside 15 served ones must not let all 15 be hidden)
+    # (a change of the served set is weighed against what is served: an archive of retired
+    # rows beside 15 served ones must not let all 15 be hidden)
+    own_rows = not scoped and part_weighed is weights and not options.declarations
+    totals = _served_counted(totals, served, weights, guard.floor, own_rows=own_rows)
     served_families = totals.served_families or families_total
     served_chunks = totals.served_chunks or chunks_total
     over: list[str] = []
@@ -324,6 +333,25 @@ def decide(
             sorted({e.doc_id for e in found if e.direction is Direction.HIDE and e.doc_id}, key=str)
         ),
     )
+
+
+def _served_counted(
+    totals: Totals,
+    served: Callable[[], tuple[int, int | None]] | None,
+    weights: Weights,
+    floor: int,
+    *,
+    own_rows: bool,
+) -> Totals:
+    """``totals`` with what is served counted (``served``), where a change of the served set
+    is past the floor and the totals are the run's own rows (not a declare run's, not the
+    corpus's a scoped repair's part is weighed against): the pass is paid only then."""
+    if not own_rows or served is None or totals.served_families is not None:
+        return totals
+    if max(weights.weighed_families, weights.weighed_chunks) <= floor:
+        return totals
+    families, chunks = served()
+    return dataclasses.replace(totals, served_families=families, served_chunks=chunks)
 
 
 def _named(options: Options, effect: Effect) -> bool:

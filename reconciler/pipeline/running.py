@@ -121,6 +121,7 @@ class Reconciler:
             sources.states,
             now,
             corpus=lambda: self.corpus_totals(scan),
+            served=lambda: scanning.served_totals(self.table, options, scope, now),
         )
         findings = [*assessment.findings, *decision.reasons]
         applied = saved = None

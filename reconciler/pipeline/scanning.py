@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -146,8 +146,6 @@ def scan(
             chunks=scanned,
             chunks_expected=wanted,
             chunks_found=found,
-            served_families=passed.served_families,
-            served_chunks=passed.served_chunks,
         ),
         short=_short(table, options, scope, tally) if found < wanted else (),
         settled=passed.quiet if settles else 0,
@@ -163,9 +161,6 @@ class _Passed(NamedTuple):
     in_scope: list[str]
     quiet: int
     unsettled: list[str] | None
-    served_families: int = 0
-    #: (``None``: a served row does not say how many chunks it has)
-    served_chunks: int | None = 0
 
 
 def _register(
@@ -191,7 +186,6 @@ def _register(
     members: list[tuple[Any, ...]] = []
     unsettled: list[str] | None = None if settling is None else []
     quiet = 0
-    served = _Served(options.now or datetime.now(UTC))
     for row in expected_rows(table, options, scope):
         # (a row: doc_id, source, source_hash, chunk_count, then managed_values' fields;
         # read by index, not unpacked into a list a row)
@@ -201,7 +195,6 @@ def _register(
             members.clear()
             family = row[_FAMILY]
             families += 1
-            served.family()
         if unsettled is not None:
             members.append(row)
         try:
@@ -212,7 +205,6 @@ def _register(
                 "values (an instant where one belongs, a whole number of version), then run again"
             ) from error
         add_row((row[0], *values))
-        served.row(values, row[3])
         add_content(row[2])
         add_count(row[3])
         if values[_STATE] != retired:  # what the source should still hold
@@ -231,9 +223,28 @@ def _register(
         kept.clear()
     tally.seal()
 
-    return _Passed(
-        families, dict(rows_by_source), in_scope, quiet, unsettled, served.families, served.chunks
-    )
+    return _Passed(families, dict(rows_by_source), in_scope, quiet, unsettled)
+
+
+def served_totals(
+    table: DocumentReader, options: Options, scope: frozenset[str] | None, now: datetime
+) -> tuple[int, int | None]:
+    """The families of the scope with a row served now or later, and those rows' chunks
+    (``None`` when one does not say how many it has): what the guard weighs a change of the
+    served set against. One more pass over the scope's rows, which the guard asks for only
+    when a change is past its floor (the scan's own pass stays as lean as it was)."""
+    served = _Served(now)
+    family: str | None = None
+    for row in expected_rows(table, options, scope):
+        if row[_FAMILY] != family:
+            family = row[_FAMILY]
+            served.family()
+        try:
+            values = managed_values(*row[_FAMILY:])
+        except (TypeError, ValueError):  # (the scan stopped on such a row before: not here)
+            continue
+        served.row(values, row[3])
+    return served.families, served.chunks
 
 
 class _Served:
