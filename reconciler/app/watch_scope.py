@@ -107,6 +107,26 @@ def watch_scope(
 _DANGLING = ProblemKind.DANGLING_SUPERSEDED_BY
 
 
+def beside(
+    table: Any, sources: Mapping[str, SystemOfRecord], changed: str, families: frozenset[str]
+) -> dict[str, frozenset[str]]:
+    """What a batch's run reads of the sources beside the changed one: nothing of a source
+    that holds no document of the run's families (the identity map's members, the rows: an
+    empty set, read as not read at all), the members' paths where its connector reads by path
+    and every member has a known path; the rest (absent from the answer) is read whole. So
+    a vault's change never waits on a git host that hangs, unless that host holds a
+    document of the same families."""
+    marks = SqlWatchMarks.of(table)
+    read: dict[str, frozenset[str]] = {}
+    for name, source in sources.items():
+        if name == changed:
+            continue
+        paths, unplaced = _member_paths(table, marks, name, set(families))
+        if unplaced is None and (not paths or isinstance(source, ReadsPaths)):
+            read[name] = frozenset(paths)
+    return read
+
+
 def keyed_scope(
     table: Any,
     source: SystemOfRecord,

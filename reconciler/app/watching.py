@@ -15,15 +15,19 @@ reconciled) is written to the ``watch_marks`` table only after that run has comm
 restart resumes from it: a vault is rescanned at start (files changed since the mark, and
 paths new to or gone from the identity map), as it is whenever its watcher died (it is
 started again). A run that cannot take the lease, or fails, keeps its changes pending and is
-tried again ``RETRY`` seconds later. The full job stays the safety net: a change the watch
-missed is its own finding there.
+tried again ``RETRY`` seconds later. Each source is followed by a thread of its own, so a
+source whose read hangs (a git host that accepts and never answers, until the git timeout)
+holds up no other; their runs take turns. The full job stays the safety net: a change the
+watch missed is its own finding there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -44,7 +48,7 @@ from reconciler.app.operations import engine_options, reconcile
 from reconciler.app.polling import POLL, PolledWatch
 from reconciler.app.resuming import drifted_in
 from reconciler.app.watch_metrics import WatchMetrics
-from reconciler.app.watch_scope import WatchScope, keyed_scope, watch_scope
+from reconciler.app.watch_scope import WatchScope, beside, keyed_scope, watch_scope
 from reconciler.app.wiring import build_sources, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import LeaseBusy
@@ -67,7 +71,7 @@ Runs = Callable[[frozenset[str], str, frozenset[str] | None], Report]
 
 
 class Watch:
-    """The watch loop of ``serve``: one thread that follows every watched source and
+    """The watch loops of ``serve``: a thread a watched source, that follows it and
     reconciles each batch of changes through a scoped run."""
 
     def __init__(
@@ -101,7 +105,12 @@ class Watch:
                     PolledWatch(config.name, source, clock=clock, interval=every, drift=self._drift)
                 )
         self._built = built
-        self._thread: threading.Thread | None = None
+        #: One loop thread a source: a source whose poll hangs (a git host that accepts and
+        #: never answers holds its read for the git timeout) holds up no other source's changes.
+        self._threads: list[threading.Thread] = []
+        #: A lock a source, held while it is read (its poll, its priming, a run that reads it):
+        #: its connector is never used by two threads at once (two git fetches in one cache).
+        self._reading = {name: threading.Lock() for name in built}
         #: The table and chunk index kept open across runs (``[watch] keep_open``), under ``_kept``:
         #: a run holds it, and ``release`` (serve's job is about to open them) waits for it.
         self._table: Any = None
@@ -127,8 +136,12 @@ class Watch:
                     self._index.ready_reads()  # (local mode: its ids by doc_id, read now)
                 except Exception as exc:  # the first run opens them, and says what fails
                     log.warning("watch: cannot open the stores yet: %s", exc)
-        self._thread = threading.Thread(target=self._loop, name="watch", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._loop, args=([w],), name=f"watch {w.name}", daemon=True)
+            for w in self.sources
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def open(self) -> None:
         """Read the marks and start the watchers (``tick`` then follows them)."""
@@ -175,8 +188,10 @@ class Watch:
         self.stopping.set()
         for watched in self.sources:
             watched.stop()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=30)
+        deadline = time.monotonic() + 30  # (all of them: one stuck in a read is left behind)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=max(deadline - time.monotonic(), 0.1))
         for watched in self.sources:  # (one the loop restarted while it was being stopped)
             watched.stop()
         self.release()
@@ -208,37 +223,41 @@ class Watch:
         self._used = self.clock.monotonic()
         return self._table
 
-    def prime(self) -> None:
+    def prime(self, sources: Sequence[Followed] | None = None) -> None:
         """Let each watched source read ahead what it keeps between two reads (its ``prime``,
         where it has one: a git source's tree at its tip), so the first change after a start
         is read as a difference, not whole. In the watch's thread, right after its first tick
         (whose polls it does not hold up); a failure is only logged (that change is then read
         whole)."""
-        for watched in self.sources:
+        for watched in self.sources if sources is None else sources:
             prime = getattr(self._built.get(watched.name), "prime", None)
             if prime is None or self.stopping.is_set():
                 continue
             try:
-                prime()
+                with self._reading[watched.name]:
+                    prime()
             except Exception as exc:
                 log.warning("watch %s: cannot read its source ahead: %s", watched.name, exc)
 
-    def _loop(self) -> None:
+    def _loop(self, sources: Sequence[Followed] | None = None) -> None:
+        """Tick ``sources`` (every source when None) until the watch stops: ``start`` runs one
+        loop a source, in a thread of its own."""
         primed = False
         while not self.stopping.is_set():
             try:
-                self.tick()
+                self.tick(sources)
             except Exception:  # the loop never dies of one source's trouble
                 log.exception("watch: unexpected error; going on")
             if not primed:  # (after the first tick: its polls are not held up by it)
-                self.prime()
+                self.prime(sources)
                 primed = True
             self.clock.wait(self.stopping, TICK)
 
-    def tick(self) -> None:
-        """Look at every source once: restart a dead watcher, poll, reconcile what is due."""
+    def tick(self, sources: Sequence[Followed] | None = None) -> None:
+        """Look at each source once (``sources``, else every one): restart a dead watcher,
+        poll, reconcile what is due (one run at a time, whichever thread: ``_kept``)."""
         now = self.clock.monotonic()
-        for watched in self.sources:
+        for watched in self.sources if sources is None else sources:
             why = watched.dead() if isinstance(watched, VaultWatch) else None
             if isinstance(watched, VaultWatch) and why is not None:
                 if self.stopping.is_set():  # (serve stops: no new watcher behind its stop)
@@ -262,7 +281,8 @@ class Watch:
                         watched.name,
                         failed[3],
                     )
-            watched.poll(now)
+            with self._reading[watched.name]:
+                watched.poll(now)
             if isinstance(watched, PolledWatch) and watched.unsaved:
                 self._save_mark(watched)
             self.metrics.up.labels(source=watched.name).set(1 if watched.alive() else 0)
@@ -275,7 +295,12 @@ class Watch:
                     if self.keep_open <= 0:
                         self.release_unlocked()
         if self._table is not None and self.clock.monotonic() - self._used >= self.keep_open:
-            self.release()  # ([watch] keep_open: local mode and Edge lock their folder)
+            with self._kept:  # ([watch] keep_open: local mode and Edge lock their folder)
+                if (
+                    self._table is not None
+                    and self.clock.monotonic() - self._used >= self.keep_open
+                ):
+                    self.release_unlocked()  # (idle still, now that no other run holds them)
 
     def _failed_start(self, name: str, reason: str, now: float) -> None:
         """Log a watcher that cannot start: at once, then again when the reason changes or
@@ -497,12 +522,21 @@ class Watch:
         )
         # (actor "watch": the guard weighs every family of it, against the whole corpus, as
         # it weighs a cron run's; ``guarding.decide``)
+        # (the other sources: not read where they hold none of the families, their members'
+        # paths where they can be read by path; ``watch_scope.beside``)
+        read = beside(self._kept_table(), self._built, source, families)
         if paths is not None:  # (the source's files at these paths alone)
-            options = dataclasses.replace(options, paths={source: paths})
+            read[source] = paths
+        if read:
+            options = dataclasses.replace(options, paths=read)
         if self._index is None:
             self._index = open_index(self.settings)
         kept = (self._kept_table(), self._index)
-        return reconcile(self.settings, options, clock=self.clock, kept=kept)
+        with contextlib.ExitStack() as reading:  # (the sources it reads, in one order)
+            for name in sorted(self._reading):
+                if read.get(name) != frozenset():
+                    reading.enter_context(self._reading[name])
+            return reconcile(self.settings, options, clock=self.clock, kept=kept)
 
 
 def _few(items: Iterable[str], limit: int = 5) -> str:

@@ -78,7 +78,10 @@ def read_systems(
         row = status.get(source.name)
         last_success = row.last_success_at if row else None
         ttl = options.ttls.get(source.name)
-        if not read:
+        only = options.paths.get(source.name) if options.paths is not None else None
+        # (a source at no path holds none of the run's documents: not read at all, as when
+        # no check reads the sources; its outage is no concern of this run's)
+        if not read or (only is not None and not only):
             states[source.name] = SourceState(
                 source.name,
                 readable=False,
@@ -87,7 +90,6 @@ def read_systems(
                 last_success_at=last_success,
             )
             continue
-        only = options.paths.get(source.name) if options.paths is not None else None
         try:
             if only is None:
                 snapshot, scoped = screen(source.scan()), False

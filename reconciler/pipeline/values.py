@@ -92,7 +92,8 @@ class Options:
     #: what they would change). One the sources contradict stops the run (``Undeclarable``).
     declarations: tuple[Declaration, ...] = ()
     #: Source name -> the only paths read of it (``serve``'s watch, with ``families``: every
-    #: document of those families lies at one of them); a source not named is read whole.
+    #: document of those families lies at one of them); a source not named is read whole,
+    #: one at no path is not read at all (none of the families' documents is there).
     #: A connector that cannot read by path is read whole (``ports.source.scan_paths``).
     paths: Mapping[str, frozenset[str]] | None = None
     #: A split store's collections, (main, archive) (``[index] archive_collection``); the

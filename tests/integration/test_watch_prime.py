@@ -123,13 +123,13 @@ def test_the_watch_thread_primes_right_after_its_first_tick(tmp_path: Path) -> N
     watch = Watch(dep.settings, CollectorRegistry(), clock=ManualClock(datetime.now(UTC)))
     done: list[str] = []
 
-    def prime() -> None:
+    def prime(*_sources: object) -> None:
         done.append("prime")
         watch.stopping.set()
 
     with (
         mock.patch.object(watch, "prime", side_effect=prime),
-        mock.patch.object(watch, "tick", side_effect=lambda: done.append("tick")),
+        mock.patch.object(watch, "tick", side_effect=lambda *_: done.append("tick")),
     ):
         watch._loop()
     assert done == ["tick", "prime"]
