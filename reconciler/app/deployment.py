@@ -160,7 +160,7 @@ def gather_status(settings: Settings, *, clock: Clock = SYSTEM_CLOCK) -> dict[st
     plans open (``app.approving.open_plans``: each pending one names ``apply --plan ID``) and
     the last runs."""
     # (here: the followers load watchdog, and the marks SQLAlchemy; no other command needs them)
-    from reconciler.app.followers import watch_rows  # noqa: PLC0415
+    from reconciler.app.watch_reports import watch_rows  # noqa: PLC0415
     from reconciler.stores.sql.watermarks import SqlWatchMarks  # noqa: PLC0415
 
     with stores(settings) as opened:

@@ -5,14 +5,11 @@ time), until the watch (``reconciler.app.watching``) reconciles it."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
-import queue
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,12 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
-from watchdog.observers.api import EventDispatcher
 from watchdog.observers.polling import PollingObserver
 
+from reconciler.app.observers import MAX_LEFT_BEHIND, dispose
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.ports.source import SystemOfRecord
-from reconciler.settings import Settings
 
 if TYPE_CHECKING:
     from reconciler.stores.sql.watermarks import WatchMark
@@ -40,12 +36,6 @@ MAX_DELAY = 2.0
 GIT_POLL = 2.0
 #: Seconds before a batch whose run failed (or found the lease held) is tried again.
 RETRY = 5.0
-#: Seconds a watcher's stop may take (its threads ended, its inotify instance given back)
-#: before it is left behind: serve's SIGTERM does not wait on a watchdog thread that hangs.
-STOP_WAIT = 5.0
-#: Watchers left behind (threads still running, an inotify instance still held) before a
-#: vault is followed by polling instead: each one holds one of the user's 128 instances.
-MAX_LEFT_BEHIND = 3
 #: Seconds before a batch whose run the guard refused is tried again: each try is one more
 #: refused run in the run log, and nothing changes until someone approves its plan or the
 #: source is put right (the source's later changes join that batch, and wait as long).
@@ -323,49 +313,9 @@ class VaultWatch:
             self._dispose(observer)
 
     def _dispose(self, observer: Any) -> None:
-        """Stop ``observer`` and check that it gave everything back: its threads ended, its
-        inotify instance closed. Watchdog's stop does not always close the instance: a
-        reader thread stopped before its first read (a failed start, a restart soon after
-        a start, a loaded machine) leaves its loop without closing it, and a stop that
-        raises before it reaches the reader leaves the reader and its dispatcher running.
-        An instance left open is closed here; what cannot be given back is logged and
-        counted, and after ``MAX_LEFT_BEHIND`` the vault is polled instead."""
-        if observer.ident == threading.get_ident():
-            observer.stop()  # (from its own thread: nothing to wait for)
-            return
-        # stopped from a thread of its own: the stop joins watchdog's threads with no
-        # timeout, and serve's SIGTERM must not wait on one that hangs
-        stopper = threading.Thread(
-            target=self._stop_observer, args=(observer,), name=f"watch-stop {self.name}"
-        )
-        stopper.daemon = True
-        deadline = _monotonic() + STOP_WAIT
-        stopper.start()
-        stopper.join(timeout=STOP_WAIT)
-        left = [] if not stopper.is_alive() else ["its stop still waits on watchdog"]
-        reader = getattr(observer, "_inotify_fd", None)
-        if reader is not None:
-            if not reader.stopped_event.is_set():  # (the stop raised before it got there)
-                try:
-                    reader.stop()
-                except Exception as exc:
-                    log.warning("watch %s: stopping the inotify reader: %s", self.name, exc)
-            _join(reader, deadline)
-            if reader.is_alive():
-                left.append("its inotify reader thread still runs")
-            elif _close_left_open(reader):
-                log.warning(
-                    "watch %s: watchdog left the stopped watcher's inotify instance open; "
-                    "closed it",
-                    self.name,
-                )
-        if not stopper.is_alive() and observer.is_alive():
-            # (a stop that raised never woke the observer thread from its queue: woken here)
-            with contextlib.suppress(queue.Full):
-                observer.event_queue.put_nowait(EventDispatcher.stop_event)
-        _join(observer, deadline)
-        if observer.is_alive():
-            left.append("its observer thread still runs")
+        """Stop ``observer`` and check that it gave everything back (``observers.dispose``);
+        what it could not is counted, and after ``MAX_LEFT_BEHIND`` the vault is polled."""
+        left = dispose(observer, self.name)
         if left:
             self.left_behind += 1
             log.error(
@@ -377,43 +327,6 @@ class VaultWatch:
                 if self.left_behind == MAX_LEFT_BEHIND
                 else "",
             )
-
-    def _stop_observer(self, observer: Any) -> None:
-        try:
-            observer.stop()
-        except Exception:  # (checked by _dispose: the reader is stopped there)
-            log.exception("watch %s: stopping the watcher", self.name)
-
-
-def _monotonic() -> float:
-    # (real time, not the watch's clock: a manual clock in tests does not move by itself)
-    return time.monotonic()
-
-
-def _join(thread: threading.Thread, deadline: float) -> None:
-    if thread.ident is not None:  # (one never started, as in a failed start, has no end)
-        thread.join(timeout=max(deadline - _monotonic(), 0.1))
-
-
-def _close_left_open(reader: Any) -> bool:
-    """Close a stopped watchdog ``InotifyFD``'s descriptors if its reader thread ended without
-    closing them (True then). Its own close closes them only when the reader is not in a
-    read (``_is_reading``), and leaves them to the reader otherwise; a reader that ended
-    before it read, or on an error, never does."""
-    if not all(hasattr(reader, a) for a in ("_lock", "_closed", "_is_reading", "_inotify_fd")):
-        return False  # (another watchdog than 7.1's: its own close is trusted)
-    with reader._lock:
-        if not reader._closed or not reader._is_reading:
-            return False  # (closed by watchdog: by close(), or by the reader after a read)
-        reader._is_reading = False  # (no one closes them twice)
-        fd = reader._inotify_fd
-        try:
-            still_open = os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
-        except OSError:
-            still_open = False
-        if still_open:
-            reader._close_resources()
-        return still_open
 
 
 class Polled:
@@ -562,58 +475,3 @@ def followed(config: Any) -> bool:
     return config.type in WATCHED_TYPES or (
         config.type in POLLED_TYPES and config.poll_interval is not None
     )
-
-
-def watch_rows(
-    settings: Settings, marks: dict[str, WatchMark], now: datetime
-) -> list[dict[str, Any]]:
-    """``status``: each watched source's mark as the table holds it, and how long ago the
-    watch last reconciled it."""
-    shown = []
-    for config in settings.sources:
-        if not followed(config):
-            continue
-        mark = marks.get(config.name)
-        shown.append(
-            {
-                "source": config.name,
-                "mark": mark.mark if mark else None,
-                "changed_until": _iso(mark.changed_until) if mark else None,
-                "reconciled_at": _iso(mark.reconciled_at) if mark else None,
-                "age_seconds": round((now - mark.reconciled_at).total_seconds(), 1)
-                if mark
-                else None,
-            }
-        )
-    return shown
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).isoformat() if value else None
-
-
-def watch_table(
-    rows: Sequence[Mapping[str, Any]], table: Callable[[list[str], list[list[Any]]], str]
-) -> str:
-    """Each watched source's mark, what it covers and when serve last reconciled it (laid
-    out by ``table``, the rendering's)."""
-    return table(
-        ["watched source", "mark", "changes up to", "reconciled", "age (s)"],
-        [
-            [
-                w["source"],
-                (w["mark"] or "")[:12],
-                w["changed_until"] or "",
-                w["reconciled_at"] or "not yet (serve sets it)",
-                "" if w["age_seconds"] is None else w["age_seconds"],
-            ]
-            for w in rows
-        ],
-    )
-
-
-def watch_section(
-    data: Mapping[str, Any], table: Callable[[list[str], list[list[Any]]], str]
-) -> str:
-    """The watched sources' table, after the rest of ``status`` ("" when none is watched)."""
-    return "\n\n" + watch_table(data["watch"], table) if data.get("watch") else ""

@@ -28,7 +28,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -48,15 +48,16 @@ from reconciler.app.operations import engine_options, reconcile
 from reconciler.app.polling import POLL, PolledWatch
 from reconciler.app.resuming import drifted_in
 from reconciler.app.watch_metrics import WatchMetrics
+from reconciler.app.watch_reports import few as _few
+from reconciler.app.watch_reports import note_missed, status_of
 from reconciler.app.watch_scope import WatchScope, beside, keyed_scope, watch_scope
 from reconciler.app.wiring import build_sources, open_index, open_table
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import LeaseBusy
-from reconciler.model import Finding, Severity, SourceDocument
+from reconciler.model import SourceDocument
 from reconciler.pipeline.values import Report
 from reconciler.settings import Settings
 from reconciler.stores.sql.watermarks import SqlWatchMarks
-from reconciler.writing.runs import record_noted
 
 log = logging.getLogger(__name__)
 
@@ -417,52 +418,8 @@ class Watch:
 
     def after_job(self, event: JobExecutionEvent) -> None:
         """After serve's full job (an APScheduler listener): what it repaired in a watched
-        source's documents is what the watch missed. Each is recorded as a finding of its own
-        in the full run's log (check ``watch``, kind ``missed_by_watch``), logged and counted
-        (``reconciler_watch_missed_total``): a miss is visible, not silent."""
-        report = event.retval
-        if not (event.job_id.startswith("full") and isinstance(report, Report)):
-            return
-        if report.applied is None or report.run_id is None or report.refused:
-            return
-        quiet = {w.name for w in self.sources if not w.batch.paths}  # none in flight
-        missed = [
-            finding
-            for finding in report.findings
-            if finding.doc_id
-            and finding.doc_id.split(":", 1)[0] in quiet
-            and (finding.changes or finding.quarantine or finding.reingest)
-        ]
-        if not missed:
-            return
-        noted = [
-            Finding(
-                check="watch",
-                kind="missed_by_watch",
-                severity=Severity.WARNING,
-                family=finding.family,
-                doc_id=finding.doc_id,
-                expected={"reconciled by": "serve's watch"},
-                actual={"repaired by": f"the full job ({finding.check}/{finding.kind})"},
-                action="none: the full job repaired it; read serve's log for why the watch "
-                "did not (a watcher down, events lost, a source it cannot follow)",
-            )
-            for finding in missed
-        ]
-        table = open_table(self.settings)
-        try:
-            record_noted(table, report.run_id, noted)
-        finally:
-            table.close()
-        for finding in noted:
-            source = (finding.doc_id or "").split(":", 1)[0]
-            self.metrics.missed.labels(source=source).inc()
-        log.warning(
-            "full job %s repaired %d document(s) of watched sources the watch had not: %s",
-            report.run_id,
-            len(noted),
-            _few(f.doc_id or "" for f in noted),
-        )
+        source's documents that the watch had not (``watch_missed.note_missed``)."""
+        note_missed(self.settings, self.sources, self.metrics, event)
 
     def _drift(self, name: str, documents: Sequence[SourceDocument]) -> set[str]:
         """What a polled source changed while serve was down (``reconciler.app.resuming``);
@@ -493,22 +450,7 @@ class Watch:
 
     def status(self) -> list[dict[str, Any]]:
         """Each watched source's mark and lag (for /healthz and logs)."""
-        now = self.clock.now()
-        shown = []
-        for watched in self.sources:
-            commit, until = watched.reached()
-            oldest = watched.batch.oldest()
-            shown.append(
-                {
-                    "source": watched.name,
-                    "mark": commit,
-                    "changed_until": until.isoformat() if until else None,
-                    "pending": len(watched.batch.paths),
-                    "lag_seconds": (now - oldest).total_seconds() if oldest else 0.0,
-                    "alive": watched.alive(),
-                }
-            )
-        return shown
+        return status_of(self.sources, self.clock.now())
 
     def _scoped_run(
         self, families: frozenset[str], source: str, paths: frozenset[str] | None
@@ -537,12 +479,6 @@ class Watch:
                 if read.get(name) != frozenset():
                     reading.enter_context(self._reading[name])
             return reconcile(self.settings, options, clock=self.clock, kept=kept)
-
-
-def _few(items: Iterable[str], limit: int = 5) -> str:
-    shown = sorted(items)
-    more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
-    return ", ".join(shown[:limit]) + more
 
 
 def start_watch(

@@ -140,7 +140,7 @@ def rekey(obj: CliState, source_names: tuple[str, ...], dry_run: bool) -> None:
 def status(obj: CliState) -> None:
     """Documents by state, chunks, families, sources and the last runs."""
     from reconciler.app.deployment import gather_status
-    from reconciler.app.followers import watch_section
+    from reconciler.app.watch_reports import watch_section
     from reconciler.cli.rendering import render_status, table
 
     with errors_mapped():

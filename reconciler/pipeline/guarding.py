@@ -53,6 +53,7 @@ from reconciler.model import (
     Finding,
     Severity,
 )
+from reconciler.pipeline.index_guard import shrunken_index
 from reconciler.pipeline.values import (
     GuardDecision,
     Options,
@@ -197,6 +198,11 @@ def weigh(plan: Plan, now: datetime, found: Sequence[Effect] | None = None) -> W
     )
 
 
+#: The run's count of what is served now or later (``scanning.served_totals``): given the
+#: families the plan reveals, (families, chunks or None, those of the given families served).
+Served = Callable[[frozenset[str]], tuple[int, int | None, frozenset[str]]]
+
+
 def decide(
     options: Options,
     totals: Totals,
@@ -204,7 +210,7 @@ def decide(
     sources: Mapping[str, SourceState],
     now: datetime | None = None,
     corpus: Callable[[], Totals] | None = None,
-    served: Callable[[], tuple[int, int | None]] | None = None,
+    served: Served | None = None,
 ) -> GuardDecision:
     """The blast-radius guard: may ``plan`` be written? (A source that had documents and
     returned none; more than ``max_changed_fraction`` of families or chunks hidden or
@@ -218,10 +224,11 @@ def decide(
     cron run) are weighed, against the whole corpus (``corpus``: its totals, read only when
     that part is past the floor).
 
-    A change of the served set is a fraction of what is served (``served``: the families with
-    a row served now or later and their chunks, counted over the run's rows only when a
-    change is past the floor; the totals where it is not given, for a ``declare`` run and
-    for a scoped repair's part weighed against the corpus)."""
+    A change of the served set is a fraction of what is served before or after it
+    (``served``: the families with a row served now or later and their chunks, counted over
+    the run's rows only when a change is past the floor, with what the plan reveals; the
+    totals where it is not given, for a ``declare`` run and for a scoped repair's part
+    weighed against the corpus)."""
     now = now or options.now or datetime.now(UTC)
     found = effects(plan, now)  # (once: the weights, what is held back and what is hidden)
     weights = weigh(plan, now, found)
@@ -274,7 +281,7 @@ def decide(
     # (a change of the served set is weighed against what is served: an archive of retired
     # rows beside 15 served ones must not let all 15 be hidden)
     own_rows = not scoped and part_weighed is weights and not options.declarations
-    totals = _served_counted(totals, served, weights, guard.floor, own_rows=own_rows)
+    totals = _served_counted(totals, served, weights, found, guard.floor, own_rows=own_rows)
     served_families = totals.served_families or families_total
     served_chunks = totals.served_chunks or chunks_total
     over: list[str] = []
@@ -337,21 +344,33 @@ def decide(
 
 def _served_counted(
     totals: Totals,
-    served: Callable[[], tuple[int, int | None]] | None,
+    served: Served | None,
     weights: Weights,
+    found: Sequence[Effect],
     floor: int,
     *,
     own_rows: bool,
 ) -> Totals:
     """``totals`` with what is served counted (``served``), where a change of the served set
     is past the floor and the totals are the run's own rows (not a declare run's, not the
-    corpus's a scoped repair's part is weighed against): the pass is paid only then."""
+    corpus's a scoped repair's part is weighed against): the pass is paid only then. What is
+    served before or after the run: what is served now or later, and what the plan hides or
+    reveals beyond it (a family it weighs that served nothing before; its revealed chunks,
+    and hidden ones past those served), so a fraction of it is never over 1
+    (``max_changed_fraction = 1`` never trips)."""
     if not own_rows or served is None or totals.served_families is not None:
         return totals
     if max(weights.weighed_families, weights.weighed_chunks) <= floor:
         return totals
-    families, chunks = served()
-    return dataclasses.replace(totals, served_families=families, served_chunks=chunks)
+    # (a payload write that serves nothing is taken as hiding even where its chunks were not
+    # served, orphans quarantined: what it hides counts as served before, at least)
+    weighed = frozenset(e.family for e in found if e.direction in SERVED_SET)
+    families, chunks, serving = served(weighed)
+    if chunks is not None:
+        chunks = max(chunks, weights.hiding_chunks) + weights.revealed_chunks
+    return dataclasses.replace(
+        totals, served_families=families + len(weighed - serving), served_chunks=chunks
+    )
 
 
 def _named(options: Options, effect: Effect) -> bool:
@@ -452,37 +471,6 @@ def _blast_radius(
             else ""
         ),
     )
-
-
-def shrunken_index(options: Options, totals: Totals) -> list[Finding]:
-    """An index that lost more than the allowed fraction of the chunks the table registers is
-    a failure of the store, not drift: no write goes on top of it. A scoped repair
-    (``--doc``, ``--family``) measures only its documents, never the index: like the
-    fraction rule, this rule does not hold it back (it asks a re-ingest of what it names)."""
-    if options.families is not None or options.doc_id is not None:
-        return []
-    missing = totals.chunks_expected - totals.chunks_found
-    limit = options.guard.max_changed_fraction
-    if missing <= options.guard.floor or missing / max(totals.chunks_expected, 1) <= limit:
-        return []
-    return [
-        Finding(
-            check="guard",
-            kind="index_shrunk",
-            severity=Severity.CRITICAL,
-            family=None,
-            doc_id=None,
-            expected={"chunks": f">= {1 - limit:.0%} of {totals.chunks_expected}"},
-            actual={
-                "chunks": totals.chunks_found,
-                "fraction": round(totals.chunks_found / max(totals.chunks_expected, 1), 4),
-            },
-            action=(
-                "refuse the run: the chunk index lost points the table registers (restore "
-                "it, or re-ingest, then run again; --force writes anyway)"
-            ),
-        )
-    ]
 
 
 def forced_entry(

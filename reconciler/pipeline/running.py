@@ -121,7 +121,9 @@ class Reconciler:
             sources.states,
             now,
             corpus=lambda: self.corpus_totals(scan),
-            served=lambda: scanning.served_totals(self.table, options, scope, now),
+            served=lambda asked: scanning.served_totals(
+                self.table, options, scope, now, scan.chunks, asked
+            ),
         )
         findings = [*assessment.findings, *decision.reasons]
         applied = saved = None

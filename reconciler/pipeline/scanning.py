@@ -25,11 +25,11 @@ from reconciler.model import (
     Document,
     VersionState,
 )
-from reconciler.payload import instant_text, managed_values
+from reconciler.payload import Variant, instant_text, managed_values
 from reconciler.pipeline.settling import UNSETTLED_KEPT, Settling, quiet_rows
 from reconciler.pipeline.values import Options, Scan, Totals
 from reconciler.ports import ChunkReader, DocumentReader, split_of
-from reconciler.rules.time_rule import SERVABLE_NAMES, payload_instant
+from reconciler.rules.time_rule import SERVABLE_NAMES, payload_instant, payload_served
 
 if TYPE_CHECKING:
     from reconciler.pipeline.chunk_tally import ChunkTally
@@ -227,13 +227,23 @@ def _register(
 
 
 def served_totals(
-    table: DocumentReader, options: Options, scope: frozenset[str] | None, now: datetime
-) -> tuple[int, int | None]:
-    """The families of the scope with a row served now or later, and those rows' chunks
-    (``None`` when one does not say how many it has): what the guard weighs a change of the
-    served set against. One more pass over the scope's rows, which the guard asks for only
-    when a change is past its floor (the scan's own pass stays as lean as it was)."""
+    table: DocumentReader,
+    options: Options,
+    scope: frozenset[str] | None,
+    now: datetime,
+    chunks: ChunkTally | None = None,
+    asked: frozenset[str] = frozenset(),
+) -> tuple[int, int | None, frozenset[str]]:
+    """The families of the scope with a row served now or later, and the chunks served now or
+    later: what the guard weighs a change of the served set against. With the scan's
+    ``chunks``, those rows' chunks as the index holds them and the chunks without a row that
+    their payload serves (what the plan's hidden chunks are counted among); without, the
+    chunk count each row says (``None`` when one does not say); and which of the ``asked``
+    families are served now or later. One more pass over the scope's rows, which the guard
+    asks for only when a change is past its floor (the scan's own pass stays as lean as it
+    was)."""
     served = _Served(now)
+    serving: set[str] = set()
     family: str | None = None
     for row in expected_rows(table, options, scope):
         if row[_FAMILY] != family:
@@ -243,8 +253,27 @@ def served_totals(
             values = managed_values(*row[_FAMILY:])
         except (TypeError, ValueError):  # (the scan stopped on such a row before: not here)
             continue
-        served.row(values, row[3])
-    return served.families, served.chunks
+        if chunks is None:
+            counted = served.row(values, row[3])
+        else:
+            held = chunks.get(row[0])
+            counted = served.row(values, held.count if held is not None else 0)
+        if counted and family in asked:
+            serving.add(family)
+    if chunks is not None and served.chunks is not None:
+        for _doc_id, orphan in chunks.orphans():
+            for variant, count in orphan.variants.items():
+                if _payload_served_later(variant, now):
+                    served.chunks += count
+    return served.families, served.chunks, frozenset(serving)
+
+
+def _payload_served_later(variant: Variant, now: datetime) -> bool:
+    """Whether a chunk with this payload (a canonical one) is served at some instant from
+    ``now`` on, as ``default_filter()`` reads it (an absent start: never)."""
+    payload = dict(variant)
+    start = payload_instant(payload.get("effective_from"), OPEN_END)
+    return payload_served(payload, max(start, now))
 
 
 class _Served:
@@ -261,19 +290,21 @@ class _Served:
     def family(self) -> None:
         self._counted = False
 
-    def row(self, values: tuple[Any, ...], chunk_count: int | None) -> None:
+    def row(self, values: tuple[Any, ...], chunk_count: int | None) -> bool:
+        """Count a row of the current family (``family`` first); whether it is served."""
         if values[_STATE] not in SERVABLE_NAMES or values[_QUARANTINED] is True:
-            return
+            return False
         end = values[_END]
         if end != self._open_end:
             closes = payload_instant(end, OPEN_START)
             if closes <= self.now or payload_instant(values[_START], OPEN_START) >= closes:
-                return  # (a window closed before now, or empty: never served again)
+                return False  # (a window closed before now, or empty: never served again)
         if not self._counted:
             self.families += 1
             self._counted = True
         if self.chunks is not None:
             self.chunks = None if chunk_count is None else self.chunks + chunk_count
+        return True
 
 
 def _judged(

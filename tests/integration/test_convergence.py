@@ -428,7 +428,7 @@ class World:
             Options(
                 mode=mode,
                 now=NOW,
-                guard=Guard(max_changed_fraction=1.0, max_moved_fraction=1.0),
+                guard=Guard(max_changed_fraction=1.0, max_moved_fraction=1.0, floor=0),
                 missing_grace=GRACE,
                 ttls=self.ttls,
                 actor="test",
@@ -587,6 +587,11 @@ def assert_converged(world: World, corpus: Corpus) -> None:
     before = world.snapshot_points()
     first = world.run("apply")
     assert not first.refused, _describe(corpus, first)
+    guard = first.guard  # (what is served before or after: a change is never more than it)
+    if guard.get("served_families") is not None:
+        assert guard["weighed_families"] <= guard["served_families"], guard
+    if guard.get("served_chunks") is not None:
+        assert guard["weighed_chunks"] <= guard["served_chunks"], guard
     assert first.error is None
 
     # vectors, text, identity keys and the point set are untouched

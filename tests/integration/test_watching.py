@@ -21,7 +21,7 @@ from watchdog.observers.inotify import InotifyEmitter, InotifyObserver
 from watchdog.observers.inotify_c import InotifyFD
 from watchdog.observers.polling import PollingObserver
 
-from reconciler.app import followers
+from reconciler.app import followers, observers
 from reconciler.app.daemon import Runner, job_specs
 from reconciler.app.followers import DEBOUNCE, MAX_DELAY, RETRY, GitWatch, VaultWatch, _Events
 from reconciler.app.holding import lease_name
@@ -267,7 +267,7 @@ def test_a_watcher_whose_stop_hangs_is_left_behind_in_bounded_time(
     """serve's SIGTERM does not wait on a watchdog thread that hangs in its stop: the stop
     gives up after ``STOP_WAIT``, the inotify instance is still given back, and after
     ``MAX_LEFT_BEHIND`` such watchers the vault is polled (no inotify instance)."""
-    monkeypatch.setattr(followers, "STOP_WAIT", 0.3, raising=False)
+    monkeypatch.setattr(observers, "STOP_WAIT", 0.3)
     hang = threading.Event()
     on_stop = InotifyObserver.on_thread_stop
 

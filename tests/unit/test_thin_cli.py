@@ -33,7 +33,7 @@ ALLOWED = {
     "reconciler.app.approving": "`apply --plan ID`, `plans`",
     "reconciler.app.surveying": "`vocabulary check`",
     "reconciler.app.daemon": "`serve`, and the metrics a cron `run` leaves",
-    "reconciler.app.followers": "drawing the watched sources `status` shows",
+    "reconciler.app.watch_reports": "drawing the watched sources `status` shows",
     "reconciler.errors": "mapping errors to exit codes",
     "reconciler.ports.source": "mapping a connector's errors to exit codes",
     "reconciler.settings": "loading the configuration the global options name",
