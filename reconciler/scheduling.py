@@ -173,6 +173,22 @@ class GracefulStop:
                 self._shutdown.join()
 
 
+#: Seconds the main thread waits at most before it looks again (``_WakingScheduler``).
+WAKE = 1.0
+
+
+class _WakingScheduler(BlockingScheduler):  # type: ignore[misc]
+    """APScheduler's blocking scheduler, its main thread awake at least every ``WAKE``
+    seconds. It waits until the next job (days away for a yearly one, or for ever), and
+    Python runs a signal's handler on the main thread only: a SIGTERM the kernel gives to
+    another thread (serve runs one a watched source, and watchdog's) would wait that long,
+    and serve would not stop."""
+
+    def _process_jobs(self) -> float:
+        seconds = super()._process_jobs()
+        return WAKE if seconds is None else min(seconds, WAKE)
+
+
 def blocking_scheduler() -> BlockingScheduler:
     """The daemon's scheduler (UTC; one worker per job id is enough: max_instances=1)."""
-    return BlockingScheduler(timezone=UTC, job_defaults={"coalesce": True, "max_instances": 1})
+    return _WakingScheduler(timezone=UTC, job_defaults={"coalesce": True, "max_instances": 1})

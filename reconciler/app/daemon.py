@@ -4,8 +4,10 @@ metrics export of a one-shot cron ``run``."""
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import json
 import logging
+import signal
 import sys
 import threading
 import uuid
@@ -456,6 +458,9 @@ def serve(
     stop = GracefulStop(scheduler, on_stop=runner.stop)
     runner.stopping = stop.stopping  # jobs waiting for the lane do not start once stopping
     stop.install()
+    # (``kill -USR1 PID`` writes every thread's stack to stderr, even with a thread stuck in C
+    # code holding the interpreter: what a serve that does not stop is doing)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     # -- issue 39: boundaries on the instant, and the watch (reconciler.app.freshness) ------
     from reconciler.app.freshness import start_freshness  # noqa: PLC0415
 

@@ -85,10 +85,13 @@ def serving(dep: Deployment, *extra: str) -> Iterator[Callable[[str], None]]:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired as late:
             # Never left behind: a stray serve keeps its watchers (inotify instances are 128 a
-            # user here: one that leaked them made every later watch fail), and say why.
+            # user here: one that leaked them made every later watch fail), and say why: its
+            # threads' stacks first (serve's faulthandler, on SIGUSR1), then its log.
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
             proc.kill()
             proc.wait()
-            tail = log_path.read_text()[-6000:]
+            tail = log_path.read_text()[-12000:]
             raise AssertionError(
                 f"serve did not stop within 60 s of SIGTERM; its log:\n{tail}"
             ) from late
