@@ -1,0 +1,104 @@
+"""Adversarial review 2 of the watch's thread-per-source, its scope beside the changed source
+and the guard's served fraction: each defect a failing reproduction."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from acceptance_kit import Deployment, body, day
+from prometheus_client import CollectorRegistry
+from pytest_httpserver import HTTPServer
+from registry_kit import FakeRegistry
+
+from reconciler.app.followers import MAX_DELAY, VaultWatch
+from reconciler.app.polling import PolledWatch
+from reconciler.app.watching import Watch
+from reconciler.clock import ManualClock
+
+
+def _until_seen(watched: VaultWatch, path: str) -> None:
+    deadline = time.monotonic() + 10
+    while path not in watched.batch.paths and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert path in watched.batch.paths, watched.batch.paths
+
+
+def _registry_beside_vault(tmp_path: Path, httpserver: HTTPServer) -> tuple[Deployment, FakeRegistry]:
+    """A vault hb (runbook, current) and a polled HTTP registry reg whose LOOSE-1 names no
+    family and is declared (``reconciler declare --family``) a version of hb:runbook."""
+    registry = FakeRegistry(etags=True)
+    registry.add("RUN-1", body("Run", "Page."), status="current", family="run")
+    registry.add("LOOSE-1", body("Loose", "Old runbook."), status="current")
+    dep = Deployment(tmp_path / "dep")
+    dep.note("runbook", id="runbook", family="runbook", status="current", effective_from=day(-5))
+    url = registry.serve(httpserver)
+    dep.configure(
+        source_extra="\n".join(
+            [
+                "[[sources]]", 'name = "reg"', 'type = "http"', f'url = "{url}"',
+                'poll_interval = "1m"',
+                "[sources.options]", "retries = 0", "backoff_factor = 0",
+            ]
+        )  # fmt: skip
+    )
+    dep.init_ingest()
+    result = dep.cli("declare", "--family", "hb:runbook", "reg:LOOSE-1", "--reason", "r")
+    assert result.exit_code == 0, result.output
+    rows = dep.rows()
+    assert rows["reg:LOOSE-1"]["doc_family_id"] == "hb:runbook", rows["reg:LOOSE-1"]
+    return dep, registry
+
+
+def test_a_polled_sources_restart_drift_and_a_vault_run_beside_it_do_not_deadlock(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    """Lock order: a vault's run holds ``_kept`` and then takes the reading lock of every
+    source it reads (reg: it holds a member of the run's family). reg's first poll after a
+    restart holds reg's reading lock and, its token having moved while serve was down, asks
+    ``_drift`` which takes ``_kept``. Two threads (``start``'s one a source), two locks taken
+    in opposite orders: both threads hang for ever, every source's watch with them."""
+    dep, registry = _registry_beside_vault(tmp_path, httpserver)
+    first = Watch(dep.settings, CollectorRegistry(), clock=ManualClock(datetime.now(UTC)))
+    first.open()
+    first.tick()  # (reg's first mark)
+    first.stop()
+    registry.update("RUN-1", status="retired")  # (changed while serve was down)
+
+    clock = ManualClock(datetime.now(UTC))
+    watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
+    watch.open()
+    hb = next(w for w in watch.sources if isinstance(w, VaultWatch))
+    reg = next(w for w in watch.sources if isinstance(w, PolledWatch))
+    try:
+        dep.edit_front("runbook", status="retired")
+        _until_seen(hb, "runbook.md")
+        clock.advance(MAX_DELAY)
+        source: Any = reg.source
+        scan = source.scan
+
+        def slow_scan(*args: Any, **kwargs: Any) -> Any:  # (a registry slow to list)
+            time.sleep(1.0)
+            return scan(*args, **kwargs)
+
+        source.scan = slow_scan
+        polling = threading.Thread(target=watch.tick, args=([reg],), daemon=True)
+        polling.start()
+        time.sleep(0.3)  # (reg's poll holds its reading lock, in its scan)
+        running = threading.Thread(target=watch.tick, args=([hb],), daemon=True)
+        running.start()
+        polling.join(20)
+        running.join(20)
+        stuck = {
+            t.name: "".join(traceback.format_stack(sys._current_frames()[t.ident])[-3:])
+            for t in (polling, running)
+            if t.is_alive() and t.ident is not None
+        }
+        assert not stuck, f"deadlock: _kept vs reg's reading lock: {stuck}"
+    finally:
+        watch.stopping.set()
