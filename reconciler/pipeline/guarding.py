@@ -211,6 +211,7 @@ def decide(
     now: datetime | None = None,
     corpus: Callable[[], Totals] | None = None,
     served: Served | None = None,
+    corpus_served: Served | None = None,
 ) -> GuardDecision:
     """The blast-radius guard: may ``plan`` be written? (A source that had documents and
     returned none; more than ``max_changed_fraction`` of families or chunks hidden or
@@ -263,6 +264,7 @@ def decide(
         options.declarations
     )
     part_weighed = weights  # (what the fractions weigh: a scoped repair's unnamed part alone)
+    part_found: Sequence[Effect] = found
     if scoped:
         unnamed = [e for e in found if not _named(options, e)]
         if unnamed:
@@ -274,14 +276,19 @@ def decide(
             ):
                 # (weighed like a whole run: this part, against the corpus)
                 scoped = False
-                part_weighed = part
+                part_weighed, part_found = part, unnamed
                 totals = corpus() if corpus is not None else totals
                 families_total = max(totals.families, 1)
                 chunks_total = max(totals.chunks, 1)
     # (a change of the served set is weighed against what is served: an archive of retired
     # rows beside 15 served ones must not let all 15 be hidden)
     own_rows = not scoped and part_weighed is weights and not options.declarations
-    totals = _served_counted(totals, served, weights, found, guard.floor, own_rows=own_rows)
+    if own_rows:
+        totals = _served_counted(totals, served, weights, found, guard.floor, own_rows=True)
+    elif not scoped:  # (a declare run, a scoped repair's part: against the corpus's served)
+        totals = _served_counted(
+            totals, corpus_served, part_weighed, part_found, guard.floor, own_rows=True
+        )
     served_families = totals.served_families or families_total
     served_chunks = totals.served_chunks or chunks_total
     over: list[str] = []

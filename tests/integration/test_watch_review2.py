@@ -102,3 +102,38 @@ def test_a_polled_sources_restart_drift_and_a_vault_run_beside_it_do_not_deadloc
         assert not stuck, f"deadlock: _kept vs reg's reading lock: {stuck}"
     finally:
         watch.stopping.set()
+
+
+def test_an_archive_of_retired_notes_does_not_dilute_a_mass_hide_by_the_watch(
+    tmp_path: Path,
+) -> None:
+    """15 served notes beside 85 retired ones (an archive kept in the vault); a bad bulk edit
+    retires the 15 at once. The full job weighs it against what is served (15 of 15: refused,
+    ``guarding._served_counted``); the watch's run is weighed against the corpus
+    (``Engine.corpus_totals``: every family, the 85 retired ones too), 15 of 100 = 0.15,
+    within 0.2: every served note is hidden without --force."""
+    dep = Deployment(tmp_path)
+    dep.configure(fraction=0.2)
+    served = [f"s{i:02d}" for i in range(15)]
+    for name in served:
+        dep.note(name, id=name, family=name, status="current", effective_from=day(-50))
+    for i in range(85):
+        dep.note(f"a{i:02d}", id=f"a{i:02d}", family=f"a{i:02d}", status="retired",
+                 effective_from=day(-400))  # fmt: skip
+    dep.init_ingest()
+    assert len(dep.served()) == 15
+    clock = ManualClock(datetime.now(UTC))
+    watch = Watch(dep.settings, CollectorRegistry(), clock=clock)
+    watch.open()
+    hb = next(w for w in watch.sources if isinstance(w, VaultWatch))
+    try:
+        watch.tick()
+        for name in served:
+            dep.edit_front(name, status="retired")
+        for name in served:
+            _until_seen(hb, f"{name}.md")
+        clock.advance(MAX_DELAY)
+        watch.tick()
+    finally:
+        watch.stop()
+    assert len(dep.served()) == 15, f"the watch hid {15 - len(dep.served())} of 15 served notes"
