@@ -292,6 +292,8 @@ class Watch:
             self.metrics.lag.labels(source=watched.name).set(max(lag, 0.0))
             if watched.due(now) and not self.stopping.is_set():
                 with self._kept:
+                    if self.stopping.is_set():  # (serve stopped while this waited its turn:
+                        continue  # the batch stays pending, the next start rescans it)
                     self._reconcile(watched)
                     if self.keep_open <= 0:
                         self.release_unlocked()

@@ -137,3 +137,61 @@ def test_an_archive_of_retired_notes_does_not_dilute_a_mass_hide_by_the_watch(
     finally:
         watch.stop()
     assert len(dep.served()) == 15, f"the watch hid {15 - len(dep.served())} of 15 served notes"
+
+
+def test_a_batch_waiting_for_its_turn_is_not_run_after_serves_stop(tmp_path: Path) -> None:
+    """Two vaults, a thread each. hb's run is under way (it holds ``_kept``); hb2's batch is
+    due and its thread waits for ``_kept``. serve stops (SIGTERM) meanwhile: hb2's thread
+    checked ``stopping`` before it waited, not after, so once hb's run ends it starts a run of
+    its own, after the stop was asked (and ``stop`` then waits for it: the stop is as long as
+    every queued run, one a source)."""
+    dep = Deployment(tmp_path)
+    (tmp_path / "vault2").mkdir()
+    (tmp_path / "vault2" / "b.md").write_text(
+        f"---\nid: b\nfamily: b\nstatus: current\neffective_from: {day(-5)}\n---\n"
+        + body("b", "B.")
+        + "\n",
+        encoding="utf-8",
+    )
+    dep.configure(source_extra='[[sources]]\nname = "hb2"\ntype = "vault"\npath = "vault2"')
+    dep.note("a", id="a", family="a", status="current", effective_from=day(-5))
+    dep.init_ingest()
+    started = threading.Event()
+    go_on = threading.Event()
+    calls: list[str] = []
+
+    def run(families: frozenset[str], source: str, paths: Any) -> Any:
+        calls.append(source)
+        if len(calls) == 1:
+            started.set()
+            go_on.wait(20)
+        raise RuntimeError("(not run here)")
+
+    clock = ManualClock(datetime.now(UTC))
+    watch = Watch(dep.settings, CollectorRegistry(), clock=clock, run=run)
+    watch.open()
+    hb, hb2 = (next(w for w in watch.sources if w.name == n) for n in ("hb", "hb2"))
+    assert isinstance(hb, VaultWatch) and isinstance(hb2, VaultWatch)
+    try:
+        dep.edit_front("a", status="retired")
+        text = (tmp_path / "vault2" / "b.md").read_text(encoding="utf-8")
+        (tmp_path / "vault2" / "b.md").write_text(text.replace("current", "retired"))
+        _until_seen(hb, "a.md")
+        _until_seen(hb2, "b.md")
+        clock.advance(MAX_DELAY)
+        first = threading.Thread(target=watch.tick, args=([hb],), daemon=True)
+        first.start()
+        assert started.wait(10)
+        second = threading.Thread(target=watch.tick, args=([hb2],), daemon=True)
+        second.start()
+        time.sleep(0.5)  # (hb2's batch is due: its thread waits for _kept)
+        stopper = threading.Thread(target=watch.stop, daemon=True)
+        stopper.start()
+        time.sleep(0.5)  # (serve is stopping)
+        go_on.set()
+        stopper.join(30)
+        second.join(10)
+    finally:
+        go_on.set()
+        watch.stop()
+    assert calls == ["hb"], f"runs started after serve's stop: {calls[1:]}"
