@@ -425,22 +425,15 @@ class Watch:
 
     def _drift(self, name: str, documents: Sequence[SourceDocument]) -> set[str]:
         """What a polled source changed while serve was down (``reconciler.app.resuming``);
-        every document when the table does not answer (the run then says why). Read through
-        a table of its own, not the kept one under ``_kept``: it is asked from the source's
-        poll, which holds the source's reading lock, and a run holding ``_kept`` may be
-        waiting for that lock (the opposite order: a deadlock of both threads)."""
+        every document when the table does not answer (the run then says why). A table of its
+        own, not ``_kept``'s: its poll holds the source's lock, which a run under ``_kept`` may
+        wait for (a deadlock)."""
         try:
-            table = open_table(self.settings)
+            with contextlib.closing(open_table(self.settings)) as table:
+                return drifted_in(table, name, documents, now=self.clock.now())
         except Exception as exc:
             log.error("watch %s: cannot read the document table: %s", name, exc)
             return {doc.source_key for doc in documents}
-        try:
-            return drifted_in(table, name, documents, now=self.clock.now())
-        except Exception as exc:
-            log.error("watch %s: cannot read the document table: %s", name, exc)
-            return {doc.source_key for doc in documents}
-        finally:
-            table.close()
 
     def _scope(self, table: Any, watched: Followed, paths: set[str]) -> WatchScope:
         """The families of the documents at ``paths`` and the paths the run reads

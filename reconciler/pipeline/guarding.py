@@ -282,13 +282,12 @@ def decide(
                 chunks_total = max(totals.chunks, 1)
     # (a change of the served set is weighed against what is served: an archive of retired
     # rows beside 15 served ones must not let all 15 be hidden)
-    own_rows = not scoped and part_weighed is weights and not options.declarations
-    if own_rows:
-        totals = _served_counted(totals, served, weights, found, guard.floor, own_rows=True)
-    elif not scoped:  # (a declare run, a scoped repair's part: against the corpus's served)
-        totals = _served_counted(
-            totals, corpus_served, part_weighed, part_found, guard.floor, own_rows=True
-        )
+    # (a declare run, a scoped repair's part: against what the whole corpus serves)
+    own_rows = part_weighed is weights and not options.declarations
+    counter = served if own_rows else corpus_served
+    totals = _served_counted(
+        totals, counter, part_weighed, part_found, guard.floor, own_rows=not scoped
+    )
     served_families = totals.served_families or families_total
     served_chunks = totals.served_chunks or chunks_total
     over: list[str] = []
@@ -358,9 +357,9 @@ def _served_counted(
     *,
     own_rows: bool,
 ) -> Totals:
-    """``totals`` with what is served counted (``served``), where a change of the served set
-    is past the floor and the totals are the run's own rows (not a declare run's, not the
-    corpus's a scoped repair's part is weighed against): the pass is paid only then. What is
+    """``totals`` with what is served counted (``served``: over the run's rows, or the whole
+    corpus's for a declare run and a scoped repair's part), where a change of the served set
+    is past the floor and the fractions are weighed (``own_rows``): paid only then. What is
     served before or after the run: what is served now or later, and what the plan hides or
     reveals beyond it (a family it weighs that served nothing before; its revealed chunks,
     and hidden ones past those served), so a fraction of it is never over 1

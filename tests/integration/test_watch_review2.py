@@ -29,7 +29,9 @@ def _until_seen(watched: VaultWatch, path: str) -> None:
     assert path in watched.batch.paths, watched.batch.paths
 
 
-def _registry_beside_vault(tmp_path: Path, httpserver: HTTPServer) -> tuple[Deployment, FakeRegistry]:
+def _registry_beside_vault(
+    tmp_path: Path, httpserver: HTTPServer
+) -> tuple[Deployment, FakeRegistry]:
     """A vault hb (runbook, current) and a polled HTTP registry reg whose LOOSE-1 names no
     family and is declared (``reconciler declare --family``) a version of hb:runbook."""
     registry = FakeRegistry(etags=True)
@@ -41,11 +43,16 @@ def _registry_beside_vault(tmp_path: Path, httpserver: HTTPServer) -> tuple[Depl
     dep.configure(
         source_extra="\n".join(
             [
-                "[[sources]]", 'name = "reg"', 'type = "http"', f'url = "{url}"',
+                "[[sources]]",
+                'name = "reg"',
+                'type = "http"',
+                f'url = "{url}"',
                 'poll_interval = "1m"',
-                "[sources.options]", "retries = 0", "backoff_factor = 0",
+                "[sources.options]",
+                "retries = 0",
+                "backoff_factor = 0",
             ]
-        )  # fmt: skip
+        )
     )
     dep.init_ingest()
     result = dep.cli("declare", "--family", "hb:runbook", "reg:LOOSE-1", "--reason", "r")
@@ -171,7 +178,8 @@ def test_a_batch_waiting_for_its_turn_is_not_run_after_serves_stop(tmp_path: Pat
     watch = Watch(dep.settings, CollectorRegistry(), clock=clock, run=run)
     watch.open()
     hb, hb2 = (next(w for w in watch.sources if w.name == n) for n in ("hb", "hb2"))
-    assert isinstance(hb, VaultWatch) and isinstance(hb2, VaultWatch)
+    assert isinstance(hb, VaultWatch)
+    assert isinstance(hb2, VaultWatch)
     try:
         dep.edit_front("a", status="retired")
         text = (tmp_path / "vault2" / "b.md").read_text(encoding="utf-8")
