@@ -203,3 +203,27 @@ def test_a_batch_waiting_for_its_turn_is_not_run_after_serves_stop(tmp_path: Pat
         go_on.set()
         watch.stop()
     assert calls == ["hb"], f"runs started after serve's stop: {calls[1:]}"
+
+
+def test_a_scoped_repair_widened_beside_an_archive_is_weighed_against_what_is_served(
+    tmp_path: Path,
+) -> None:
+    """15 served notes beside 85 retired ones; a family typo puts the 15 into one family, and
+    ``repair --family hb:s00`` widens to all 15 and hides 14: weighed against the corpus's
+    100 families (14% <= 20%) it was written; against the 15 served, refused."""
+    dep = Deployment(tmp_path)
+    dep.configure(fraction=0.2)
+    for n in range(15):
+        dep.note(f"s{n:02d}", body(f"note {n}", f"rule {n}"), id=f"s{n:02d}",
+                 status="current", effective_from=day(-300 + n))  # fmt: skip
+    for n in range(85):
+        dep.note(f"a{n:02d}", body(f"old {n}", f"old rule {n}"), id=f"a{n:02d}",
+                 status="retired", effective_from=day(-900 + n))  # fmt: skip
+    dep.init_ingest()
+    served = dep.served()
+    assert len(served) == 15
+    for n in range(15):
+        dep.edit_front(f"s{n:02d}", family="policies")
+    code, data = dep.json("repair", "--family", "hb:s00")
+    assert (code, data["refused"]) == (3, True), data["guard"]
+    assert dep.served() == served
