@@ -292,6 +292,8 @@ class Watch:
             self.metrics.lag.labels(source=watched.name).set(max(lag, 0.0))
             if watched.due(now) and not self.stopping.is_set():
                 with self._kept:
+                    if self.stopping.is_set():  # (serve stopped while this waited its turn:
+                        continue  # the batch stays pending, the next start rescans it)
                     self._reconcile(watched)
                     if self.keep_open <= 0:
                         self.release_unlocked()
@@ -423,17 +425,15 @@ class Watch:
 
     def _drift(self, name: str, documents: Sequence[SourceDocument]) -> set[str]:
         """What a polled source changed while serve was down (``reconciler.app.resuming``);
-        every document when the table does not answer (the run then says why)."""
-        with self._kept:
-            try:
-                return drifted_in(self._kept_table(), name, documents, now=self.clock.now())
-            except Exception as exc:
-                log.error("watch %s: cannot read the document table: %s", name, exc)
-                self.release_unlocked()
-                return {doc.source_key for doc in documents}
-            finally:
-                if self.keep_open <= 0:
-                    self.release_unlocked()
+        every document when the table does not answer (the run then says why). A table of its
+        own, not ``_kept``'s: its poll holds the source's lock, which a run under ``_kept`` may
+        wait for (a deadlock)."""
+        try:
+            with contextlib.closing(open_table(self.settings)) as table:
+                return drifted_in(table, name, documents, now=self.clock.now())
+        except Exception as exc:
+            log.error("watch %s: cannot read the document table: %s", name, exc)
+            return {doc.source_key for doc in documents}
 
     def _scope(self, table: Any, watched: Followed, paths: set[str]) -> WatchScope:
         """The families of the documents at ``paths`` and the paths the run reads

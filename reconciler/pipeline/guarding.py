@@ -211,6 +211,7 @@ def decide(
     now: datetime | None = None,
     corpus: Callable[[], Totals] | None = None,
     served: Served | None = None,
+    corpus_served: Served | None = None,
 ) -> GuardDecision:
     """The blast-radius guard: may ``plan`` be written? (A source that had documents and
     returned none; more than ``max_changed_fraction`` of families or chunks hidden or
@@ -263,6 +264,7 @@ def decide(
         options.declarations
     )
     part_weighed = weights  # (what the fractions weigh: a scoped repair's unnamed part alone)
+    part_found: Sequence[Effect] = found
     if scoped:
         unnamed = [e for e in found if not _named(options, e)]
         if unnamed:
@@ -274,14 +276,18 @@ def decide(
             ):
                 # (weighed like a whole run: this part, against the corpus)
                 scoped = False
-                part_weighed = part
+                part_weighed, part_found = part, unnamed
                 totals = corpus() if corpus is not None else totals
                 families_total = max(totals.families, 1)
                 chunks_total = max(totals.chunks, 1)
     # (a change of the served set is weighed against what is served: an archive of retired
     # rows beside 15 served ones must not let all 15 be hidden)
-    own_rows = not scoped and part_weighed is weights and not options.declarations
-    totals = _served_counted(totals, served, weights, found, guard.floor, own_rows=own_rows)
+    # (a declare run, a scoped repair's part: against what the whole corpus serves)
+    own_rows = part_weighed is weights and not options.declarations
+    counter = served if own_rows else corpus_served
+    totals = _served_counted(
+        totals, counter, part_weighed, part_found, guard.floor, own_rows=not scoped
+    )
     served_families = totals.served_families or families_total
     served_chunks = totals.served_chunks or chunks_total
     over: list[str] = []
@@ -351,9 +357,9 @@ def _served_counted(
     *,
     own_rows: bool,
 ) -> Totals:
-    """``totals`` with what is served counted (``served``), where a change of the served set
-    is past the floor and the totals are the run's own rows (not a declare run's, not the
-    corpus's a scoped repair's part is weighed against): the pass is paid only then. What is
+    """``totals`` with what is served counted (``served``: over the run's rows, or the whole
+    corpus's for a declare run and a scoped repair's part), where a change of the served set
+    is past the floor and the fractions are weighed (``own_rows``): paid only then. What is
     served before or after the run: what is served now or later, and what the plan hides or
     reveals beyond it (a family it weighs that served nothing before; its revealed chunks,
     and hidden ones past those served), so a fraction of it is never over 1

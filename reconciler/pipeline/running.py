@@ -124,6 +124,9 @@ class Reconciler:
             served=lambda asked: scanning.served_totals(
                 self.table, options, scope, now, scan.chunks, asked
             ),
+            corpus_served=lambda asked: scanning.served_totals(
+                self.table, options, None, now, None, asked
+            ),
         )
         findings = [*assessment.findings, *decision.reasons]
         applied = saved = None
