@@ -458,8 +458,7 @@ def serve(
     stop = GracefulStop(scheduler, on_stop=runner.stop)
     runner.stopping = stop.stopping  # jobs waiting for the lane do not start once stopping
     stop.install()
-    # (``kill -USR1 PID`` writes every thread's stack to stderr, even with a thread stuck in C
-    # code holding the interpreter: what a serve that does not stop is doing)
+    # (``kill -USR1 PID``: every thread's stack to stderr, one stuck in C code included)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     # -- issue 39: boundaries on the instant, and the watch (reconciler.app.freshness) ------
     from reconciler.app.freshness import start_freshness  # noqa: PLC0415
