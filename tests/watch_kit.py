@@ -29,6 +29,23 @@ POLLED_TABLE = (
 )
 
 
+def opened(dep: Deployment) -> tuple[Watch, ManualClock, CollectorRegistry]:
+    """A watch of ``dep`` on a manual clock, its marks read and its watchers started (no loop
+    thread: a test ticks it)."""
+    clock = ManualClock(datetime.now(UTC))
+    registry = CollectorRegistry()
+    watch = Watch(dep.settings, registry, clock=clock)
+    watch.open()
+    return watch, clock, registry
+
+
+def vault_of(watch: Watch) -> VaultWatch:
+    """The watch's first source, a vault."""
+    watched = watch.sources[0]
+    assert isinstance(watched, VaultWatch)
+    return watched
+
+
 def polled_sources(url: str, dms: str, poll: str) -> str:
     """An HTTP registry ``reg`` at ``url`` and a SQL table ``dms`` (``POLLED_TABLE``) at
     ``dms``, each with ``poll`` (a ``poll_interval`` line, or none)."""

@@ -4,30 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from acceptance_kit import GIT_NOTE, Deployment, day, git_deployment
 from prometheus_client import CollectorRegistry
+from watch_kit import opened, vault_of
 
 from reconciler.app.followers import GIT_POLL, MAX_DELAY, RETRY, GitWatch, VaultWatch
 from reconciler.app.watching import Watch
-from reconciler.clock import ManualClock
-
-
-def opened(dep: Deployment) -> tuple[Watch, ManualClock, CollectorRegistry]:
-    clock = ManualClock(datetime.now(UTC))
-    registry = CollectorRegistry()
-    watch = Watch(dep.settings, registry, clock=clock)
-    watch.open()
-    return watch, clock, registry
-
-
-def vault_of(watch: Watch) -> VaultWatch:
-    watched = watch.sources[0]
-    assert isinstance(watched, VaultWatch)
-    return watched
 
 
 def until_seen(watched: VaultWatch, paths: set[str], seconds: float = 10) -> None:

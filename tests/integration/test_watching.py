@@ -9,13 +9,14 @@ import errno
 import os
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from acceptance_kit import GIT_NOTE, Deployment, day, git_deployment
 from apscheduler.events import EVENT_JOB_EXECUTED, JobExecutionEvent
 from prometheus_client import CollectorRegistry
+from watch_kit import opened, vault_of
 from watchdog.events import EventsLostEvent, FileModifiedEvent
 from watchdog.observers.inotify import InotifyEmitter, InotifyObserver
 from watchdog.observers.inotify_c import InotifyFD
@@ -25,8 +26,7 @@ from reconciler.app import followers, observers
 from reconciler.app.daemon import Runner, job_specs
 from reconciler.app.followers import DEBOUNCE, MAX_DELAY, RETRY, GitWatch, VaultWatch, _Events
 from reconciler.app.holding import lease_name
-from reconciler.app.watching import REPEAT_LOG, Watch
-from reconciler.clock import ManualClock
+from reconciler.app.watching import REPEAT_LOG
 from reconciler.metrics import build_registry
 from reconciler.stores.sql import SqlDocumentTable
 from reconciler.stores.sql.lease import make_lease
@@ -40,20 +40,6 @@ def deployment(tmp_path: Path) -> Deployment:
         dep.note(name, id=name, family=name, status="current", effective_from=day(-50))
     dep.init_ingest()
     return dep
-
-
-def opened(dep: Deployment) -> tuple[Watch, ManualClock, CollectorRegistry]:
-    clock = ManualClock(datetime.now(UTC))
-    registry = CollectorRegistry()
-    watch = Watch(dep.settings, registry, clock=clock)
-    watch.open()
-    return watch, clock, registry
-
-
-def vault_of(watch: Watch) -> VaultWatch:
-    watched = watch.sources[0]
-    assert isinstance(watched, VaultWatch)
-    return watched
 
 
 def until_seen(watched: VaultWatch | GitWatch, paths: set[str], seconds: float = 10) -> None:
