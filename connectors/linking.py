@@ -320,9 +320,7 @@ def resolve_links(
     return {key: tuple(named) for key, named in successors.items()}, problems
 
 
-def successor_fields(
-    keys: Iterable[str], doc_id: Callable[[str], str]
-) -> dict[str, Any]:
+def successor_fields(keys: Iterable[str], doc_id: Callable[[str], str]) -> dict[str, Any]:
     """``SourceDocument`` fields for a note's successors (their keys): ``superseded_by``,
     the first one, and ``successors``, all of them, as doc ids."""
     ids = tuple(doc_id(key) for key in keys)

@@ -200,11 +200,15 @@ class Vocabulary:
         note.invalid = reading.invalid
         note.found = frozenset(reading.found)
         note.readings = reading.every_reader()
+        # (a configuration that maps nothing reads the project's own key names: a note whose
+        # front matter sits below the top or in a wrapper is read as saying nothing; its keys
+        # are looked for then, as a mapped field's are)
+        looked_for = self.mapped or (frozenset(self.keys) if not metas.get("frontmatter") else None)
         note.unread = unread_keys(
             text,
             readers=self.readers,
             keys=self.keys,
-            unfound=set(self.mapped - reading.found),
+            unfound=set((looked_for or frozenset()) - reading.found),
             header_start=self.header_start,
             metas=metas,
         )

@@ -111,3 +111,34 @@ def test_a_yaml_block_between_dashes_in_an_html_comment_is_read() -> None:
 def test_a_horizontal_rule_is_no_block() -> None:
     text = "# Notes\n\nIntro.\n\n---\n\nStatus: this paragraph is prose.\n\n---\nMore.\n"
     assert locate(text, wanted=frozenset({"status"})) is None
+
+
+#: The default vault: front matter only, no ``fields`` mapping (the project's own key names).
+DEFAULT_CONFIG = CONFIG.split("[sources.options]", maxsplit=1)[0]
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        "<!--\n---\nid: b1\nfamily: b\nversion: 1\nstatus: superseded\nsuperseded_by: b2\n---\n-->\n",
+        "# Old policy B\n\n---\nid: b1\nfamily: b\nversion: 1\nstatus: superseded\n---\n",
+    ],
+    ids=["in-an-html-comment", "below-a-title"],
+)
+def test_the_default_vault_names_a_note_whose_front_matter_is_not_at_the_top(
+    tmp_path: Path, wrapped: str
+) -> None:
+    """With the default configuration (front matter only, nothing mapped) a note whose front
+    matter sits in a wrapper or below its title was read as saying nothing, registered
+    ``unknown`` and served beside its successor, and ``vocabulary check`` said ok: the
+    project's own key names are looked for in such a note, as a mapped field's are."""
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "reconciler.toml").write_text(DEFAULT_CONFIG, encoding="utf-8")
+    notes = {**NOTES, "b1": wrapped + "Old B.\n", "d1": "# A note with none\n\nJust words.\n"}
+    for name, text in notes.items():
+        (tmp_path / "vault" / f"{name}.md").write_text(text, encoding="utf-8")
+    done = _cli(tmp_path, "--format", "json", "vocabulary", "check")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "b1.md" in done.stdout
+    assert "d1.md" not in done.stdout  # (a note that writes no key says nothing: not named)
+    assert "front" in done.stdout.lower()  # (the cause: the frontmatter reader, at the top)
