@@ -47,14 +47,7 @@ def test_a_scoped_repair_widened_to_the_corpus_is_weighed(deploy: Deployment) ->
     all 30 notes into one family widens a one-family repair to all 30, and the time rule
     then hides 29 of them: the fraction rule, skipped for a scoped repair, must not be
     skipped for what the widening added."""
-    deploy.configure(fraction=0.2)
-    for n in range(30):
-        deploy.note(f"n{n:02d}", body(f"note {n}", f"rule {n}"), id=f"n{n:02d}",
-                    status="current", effective_from=day(-300 + n))  # fmt: skip
-    deploy.init_ingest()
-    assert deploy.json("check")[0] == 0
-    served = deploy.served()
-    assert len(served) == 30
+    served = _thirty_served(deploy)
     for n in range(30):
         deploy.edit_front(f"n{n:02d}", family="policies")
     code, data = deploy.json("run")
@@ -70,14 +63,7 @@ def test_a_watch_run_over_a_bulk_edit_is_weighed(deploy: Deployment) -> None:
     docs call guarded. A bulk edit that retires all 30 notes (a script, a bad merge) reaches
     it as 30 changed families: the fraction rule, skipped for a person's scoped repair, was
     skipped here too, and the whole corpus was hidden without --force."""
-    deploy.configure(fraction=0.2)
-    for n in range(30):
-        deploy.note(f"n{n:02d}", body(f"note {n}", f"rule {n}"), id=f"n{n:02d}",
-                    status="current", effective_from=day(-300 + n))  # fmt: skip
-    deploy.init_ingest()
-    assert deploy.json("check")[0] == 0
-    served = deploy.served()
-    assert len(served) == 30
+    served = _thirty_served(deploy)
     for n in range(30):
         deploy.edit_front(f"n{n:02d}", status="retired")
     families = {f"hb:n{n:02d}" for n in range(30)}
@@ -105,6 +91,17 @@ def test_windows_closed_tomorrow_on_the_whole_corpus_are_weighed(deploy: Deploym
     later): the run writes them, and from tomorrow ``default_filter()`` returns nothing, with
     no run needed to hide it and none that would be weighed (the closed ones are unserved
     writes then). Served is not the same as served for a day."""
+    served = _thirty_served(deploy)
+    for n in range(30):
+        deploy.edit_front(f"n{n:02d}", effective_to=day(1))
+    code, data = deploy.json("run")
+    assert (code, data["refused"]) == (3, True), data["guard"]
+    assert deploy.served(datetime.now(UTC) + timedelta(days=2)) == served
+
+
+def _thirty_served(deploy: Deployment) -> set[str]:
+    """30 current notes, one family each, ingested and checked clean under a guard of 0.2:
+    what is served (all 30)."""
     deploy.configure(fraction=0.2)
     for n in range(30):
         deploy.note(f"n{n:02d}", body(f"note {n}", f"rule {n}"), id=f"n{n:02d}",
@@ -112,8 +109,5 @@ def test_windows_closed_tomorrow_on_the_whole_corpus_are_weighed(deploy: Deploym
     deploy.init_ingest()
     assert deploy.json("check")[0] == 0
     served = deploy.served()
-    for n in range(30):
-        deploy.edit_front(f"n{n:02d}", effective_to=day(1))
-    code, data = deploy.json("run")
-    assert (code, data["refused"]) == (3, True), data["guard"]
-    assert deploy.served(datetime.now(UTC) + timedelta(days=2)) == served
+    assert len(served) == 30
+    return served
