@@ -8,7 +8,7 @@ four. ``SplitIndex`` is a chunk index kept in two collections, a main one and an
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from reconciler.model import (
@@ -30,6 +30,11 @@ class StoredPoint:
     point_id: str | int
     vector: Any
     payload: Mapping[str, Any]
+    #: The engine's own object for ``point_id`` as the read handed it back (Qdrant Edge's
+    #: ``uuid.UUID``), which a write or read of the same engine takes again without parsing
+    #: the text (``copy_points``, ``read_back``); ``None`` where not kept. It names the same
+    #: point as ``point_id`` (not compared: two reads of one point are equal).
+    native: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +243,31 @@ class ChunkMover(Protocol):
     def delete_points(self, point_ids: Sequence[str | int]) -> int:
         """Delete points by id (missing ids are no error); return how many were asked."""
         ...
+
+    def read_back(self, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
+        """The given points as this collection holds them now, one an entry in the order
+        given (``None`` where it holds none), each with ``vector`` and ``payload`` as
+        ``read_points`` reads them: the confirm of ``copy_points`` (``read_back_by_id`` is
+        the plain way; an engine may hand back its own records)."""
+        ...
+
+
+class PointCopy(Protocol):
+    """A point as ``read_back`` hands it back: its vectors and its whole payload."""
+
+    @property
+    def vector(self) -> Any: ...
+
+    @property
+    def payload(self) -> Mapping[str, Any] | None: ...
+
+
+def read_back_by_id(
+    reader: ChunkReader, points: Sequence[StoredPoint]
+) -> list[PointCopy | None]:
+    """``read_back`` through ``read_points``: the points read again by id, matched by id."""
+    held = {str(p.point_id): p for p in reader.read_points([p.point_id for p in points])}
+    return [held.get(str(p.point_id)) for p in points]
 
 
 class ChunkIndex(ChunkReader, ChunkWriter, ChunkIngestion, ChunkMover, Protocol):

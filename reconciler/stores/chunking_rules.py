@@ -253,7 +253,8 @@ def point_page(
     """A scroll page of qdrant-client or Edge records read whole (vectors and payload) as
     ``scan_points``' page: each payload read once and copied (not with ``fresh``: an engine
     that builds a new dict each time it is asked, as Edge does), the ``doc_id`` (its stored
-    name under the nested ``prefix``) read from it, ids converted by ``point_id``."""
+    name under the nested ``prefix``) read from it, ids converted by ``point_id`` (each
+    point's ``native`` is the id as the engine handed it back)."""
     if fresh:
         payloads = [point.payload or {} for point in points]
     else:
@@ -261,7 +262,7 @@ def point_page(
     nodes = managed_nodes(payloads, prefix)
     return PointPage(
         [
-            StoredPoint(point_id(point.id), point.vector, payload)
+            StoredPoint(point_id(native := point.id), point.vector, payload, native)
             for point, payload in zip(points, payloads, strict=True)
         ],
         [node.get(doc_id) for node in nodes],

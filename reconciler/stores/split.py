@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from reconciler.model import ChunkRecord, ChunkState, ManagedPage, PayloadWrite
 from reconciler.ports import ChunkIndex
-from reconciler.ports.index import PointPage, StoredPoint, VectorPage
+from reconciler.ports.index import PointCopy, PointPage, StoredPoint, VectorPage, read_back_by_id
 from reconciler.rules.time_rule import kept_in_main
 from reconciler.stores.chunking_rules import facet_counts
 
@@ -244,6 +244,10 @@ class SplitChunkIndex:
             self.main.copy_points,
             self.archive.copy_points,
         )
+
+    def read_back(self, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
+        """The given points as either collection holds them now, by id (``read_back_by_id``)."""
+        return read_back_by_id(self, points)
 
     def delete_points(self, point_ids: Sequence[str | int]) -> int:
         """Delete points by id from both collections."""

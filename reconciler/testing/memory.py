@@ -26,7 +26,14 @@ from reconciler.model import (
     PayloadWrite,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
-from reconciler.ports.index import PointPage, StoredPoint, VectorPage, states_page
+from reconciler.ports.index import (
+    PointCopy,
+    PointPage,
+    StoredPoint,
+    VectorPage,
+    read_back_by_id,
+    states_page,
+)
 from reconciler.stores.chunking_rules import check_batch_size, check_payload_index, facet_counts
 
 log = logging.getLogger(__name__)
@@ -288,6 +295,10 @@ class InMemoryChunkIndex:
                 raise ValueError(f"vector of {point.point_id}: not {self._dim} dimension(s)")
             store[point.point_id] = _Point(tuple(point.vector), copy.deepcopy(dict(point.payload)))
         return len(points)
+
+    def read_back(self, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
+        """The given points as held now, by id (``read_back_by_id``)."""
+        return read_back_by_id(self, points)
 
     def delete_points(self, point_ids: Sequence[str | int]) -> int:
         """Delete points by id (missing ids are no error)."""

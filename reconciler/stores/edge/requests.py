@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import countOf
 from typing import Any
 
 import qdrant_edge as qe
 
 from reconciler.model import PayloadWrite
 from reconciler.payload import KeyMap
+from reconciler.ports.index import StoredPoint
 from reconciler.stores.chunking_rules import point_batches
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "our_id",
     "payload_batches",
     "schema_name",
+    "stored_ids",
 ]
 
 #: Edge's type of each payload index schema ``create_payload_index`` accepts.
@@ -89,6 +92,17 @@ def edge_ids(point_ids: Sequence[str | int]) -> list[EdgeId]:
     ):
         return list(point_ids)
     return [edge_id(p) for p in point_ids]
+
+
+def stored_ids(points: Sequence[StoredPoint]) -> list[EdgeId]:
+    """The ids of whole points as Edge takes them: the ``uuid.UUID``s Edge handed back when
+    it read them, where every point keeps its own (``StoredPoint.native``: Edge takes the
+    object without parsing text, and ``read_back`` compares ids without making text), else
+    ``edge_ids`` of their ids."""
+    natives = [p.native for p in points]
+    if countOf(map(type, natives), uuid.UUID) == len(natives):
+        return natives
+    return edge_ids([p.point_id for p in points])
 
 
 def our_id(point_id: Any) -> str | int:

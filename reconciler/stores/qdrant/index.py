@@ -30,7 +30,7 @@ from reconciler.model import (
     PayloadWrite,
 )
 from reconciler.payload import DEFAULT_KEYS, KeyMap
-from reconciler.ports.index import PointPage, StoredPoint, VectorPage
+from reconciler.ports.index import PointCopy, PointPage, StoredPoint, VectorPage, read_back_by_id
 from reconciler.stores.chunking_rules import (
     DOC_FILTER_BATCH,
     PAYLOAD_SCHEMAS,
@@ -372,6 +372,10 @@ class QdrantChunkIndex:
             written += self._upsert(batch, f"copying {len(batch)} point(s)", written)
             self._written((p.point_id, p.payload) for p in points[start : start + UPSERT_BATCH])
         return written
+
+    def read_back(self, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
+        """The given points as the collection holds them now, by id (``read_back_by_id``)."""
+        return read_back_by_id(self, points)
 
     def delete_points(self, point_ids: Sequence[str | int]) -> int:
         """Delete points by id (missing ids are no error)."""
