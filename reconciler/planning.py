@@ -35,6 +35,7 @@ from reconciler.model import (
     replaced,
 )
 from reconciler.payload import payload_for, same_payload, same_value, same_variant
+from reconciler.rules.handover import ends_earlier, taken_over
 from reconciler.rules.time_rule import kept_in_main
 
 #: Order in which row changes are merged; later wins (the source has the last word).
@@ -67,6 +68,11 @@ class RowUpdate:
     before: Document
     after: Document
     reasons: tuple[str, ...]
+    #: Where the row's window now ends earlier: another version of its family takes over at
+    #: the new end (``rules.handover.taken_over``, over the family as its plan leaves it and
+    #: the successors its source declares). The guard weighs an earlier end that nothing
+    #: takes over as a hide, however far ahead (``guarding.effects``).
+    handed_over: bool = False
 
     def fields(self) -> dict[str, tuple[Any, Any]]:
         """Changed fields: name -> (before, after) (worked out once: the planner, the applier
@@ -280,11 +286,30 @@ def plan_family(
         if move is not None:
             moves.append(move)
     return Plan(
-        row_updates=tuple(row_updates),
+        row_updates=_handovers(view, row_updates),
         payload_targets=tuple(payload_targets),
         reingests=tuple(reingests),
         moves=tuple(moves),
     )
+
+
+def _handovers(view: FamilyView, updates: list[RowUpdate]) -> tuple[RowUpdate, ...]:
+    """``updates``, each whose window now ends earlier marked ``handed_over`` where another
+    version takes over at its new end: a row of the family as these updates leave it, or a
+    successor its source declares."""
+    early = [n for n, u in enumerate(updates) if ends_earlier(u.before, u.after)]
+    if not early:
+        return tuple(updates)
+    afters = {u.doc_id: u.after for u in updates}
+    rows = [afters.get(row.doc_id, row) for row in view.rows]
+    for n in early:
+        update = updates[n]
+        source = view.sources.get(update.doc_id)
+        named = {*(source.declared_successors if source else ()), update.after.superseded_by}
+        successors = [view.successors[s] for s in named if s is not None and s in view.successors]
+        if taken_over(update.after, rows, successors):
+            updates[n] = dataclasses.replace(update, handed_over=True)
+    return tuple(updates)
 
 
 def _move(

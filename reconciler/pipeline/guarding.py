@@ -37,21 +37,23 @@ whose declarations are not recorded.
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from reconciler.check_inputs import SourceState
 from reconciler.model import (
-    MANAGED_QUARANTINE_REASONS,
-    OPEN_START,
     AuditEntry,
     AuditKind,
-    Document,
     Finding,
     Severity,
+)
+from reconciler.pipeline.directions import (
+    SERVED_SET,
+    Direction,
+    Effect,
+    effects,
+    payload_direction,
 )
 from reconciler.pipeline.index_guard import shrunken_index
 from reconciler.pipeline.values import (
@@ -61,109 +63,8 @@ from reconciler.pipeline.values import (
     Weights,
 )
 from reconciler.planning import (
-    PayloadTarget,
     Plan,
-    RowUpdate,
 )
-from reconciler.rules.time_rule import payload_instant, payload_served, row_served, start_of
-
-
-class Direction(enum.StrEnum):
-    """What a document's write does to what ``default_filter()`` returns of it."""
-
-    #: Served now, or later, before the write; not after.
-    HIDE = "hide"
-    #: Not served before (now nor later); served after; not a restore.
-    REVEAL = "reveal"
-    #: A quarantine the reconciler set is lifted because its cause is gone, nothing else moves.
-    RESTORE = "restore"
-    #: Served before and after; something else changes (family, metadata, a window end ahead).
-    RELABEL = "relabel"
-    #: Served neither before nor after (an unserved version relabelled or moved).
-    UNSERVED = "unserved"
-
-
-#: The directions that change the served set (``guard.max_changed_fraction``).
-SERVED_SET = frozenset({Direction.HIDE, Direction.REVEAL})
-
-#: The row fields that decide when a document is served (beside the quarantine).
-_SERVING_FIELDS = ("version_state", "effective_from", "effective_to")
-
-
-def _served_from(doc: Document, now: datetime) -> bool:
-    """Whether ``doc`` is served at some instant from ``now`` on."""
-    end = doc.effective_to
-    return row_served(doc, max(start_of(doc), now)) if end > now else False
-
-
-def row_direction(before: Document, after: Document, now: datetime) -> Direction:
-    """The direction of one row's change (and of the payload write that follows it)."""
-    now_before, now_after = row_served(before, now), row_served(after, now)
-    later_before, later_after = _served_from(before, now), _served_from(after, now)
-    if (now_before and not now_after) or (later_before and not later_after):
-        return Direction.HIDE
-    lifted = (
-        before.quarantined
-        and before.quarantine_reason in MANAGED_QUARANTINE_REASONS
-        and not after.quarantined
-    )
-    if lifted and all(getattr(before, f) == getattr(after, f) for f in _SERVING_FIELDS):
-        return Direction.RESTORE
-    if (now_after and not now_before) or (later_after and not later_before):
-        return Direction.REVEAL
-    if later_before or now_before:
-        return Direction.RELABEL
-    return Direction.UNSERVED
-
-
-def payload_direction(target: PayloadTarget, now: datetime) -> Direction:
-    """The direction of a payload write with no row change: chunks set to what their row says.
-
-    Which of the chunks it rewrites were served the plan does not say, so a payload that is
-    not served from ``now`` on may hide some (orphans quarantined, chunks of a superseded row
-    that a re-chunking run set back to ``current``): taken as hiding. One that is served
-    serves what the row, the record payloads are derived from, already serves: a relabel."""
-    payload = target.payload
-    start = payload_instant(payload.get("effective_from"), OPEN_START)
-    if target.partial or not payload_served(payload, max(start, now)):
-        return Direction.HIDE
-    return Direction.RELABEL
-
-
-@dataclass(frozen=True)
-class Effect:
-    """One document's writes in a plan: the family it is counted in (the one it is served in
-    before the run), the chunks written, and their direction."""
-
-    doc_id: str | None
-    family: str
-    points: int
-    direction: Direction
-
-
-def effects(plan: Plan, now: datetime) -> tuple[Effect, ...]:
-    """Every document ``plan`` writes, once, with its direction (a row change and its payload
-    write share the row's direction; a document that moves is counted in the family it
-    leaves)."""
-    by_doc: dict[str | None, RowUpdate] = {u.doc_id: u for u in plan.row_updates}
-    found: list[Effect] = []
-    written: set[str] = set()
-    for target in plan.payload_targets:
-        update = by_doc.get(target.doc_id) if target.doc_id is not None else None
-        if update is not None:
-            written.add(update.doc_id)
-            direction = row_direction(update.before, update.after, now)
-            found.append(Effect(update.doc_id, update.family, target.points, direction))
-        else:
-            family = target.family or f"(orphan){target.doc_id}"
-            found.append(
-                Effect(target.doc_id, family, target.points, payload_direction(target, now))
-            )
-    for update in plan.row_updates:
-        if update.doc_id not in written:
-            direction = row_direction(update.before, update.after, now)
-            found.append(Effect(update.doc_id, update.family, 0, direction))
-    return tuple(found)
 
 
 def weigh(plan: Plan, now: datetime, found: Sequence[Effect] | None = None) -> Weights:

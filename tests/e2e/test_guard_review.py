@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from acceptance_kit import Deployment, body, day, writes_zero
 
 from reconciler.app.operations import engine_options, reconcile
@@ -81,16 +80,13 @@ def test_a_watch_run_over_a_bulk_edit_is_weighed(deploy: Deployment) -> None:
     assert deploy.served() == served
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="row_direction calls a window end moved earlier but still ahead a relabel: not fixed",
-)
 def test_windows_closed_tomorrow_on_the_whole_corpus_are_weighed(deploy: Deployment) -> None:
     """A mapping mistake gives all 30 notes an ``effective_to`` of tomorrow (say a review
     date read as the end of validity). The guard calls each a relabel (served now and
     later): the run writes them, and from tomorrow ``default_filter()`` returns nothing, with
     no run needed to hide it and none that would be weighed (the closed ones are unserved
-    writes then). Served is not the same as served for a day."""
+    writes then). Served is not the same as served for a day: each is a hide, and the run is
+    refused (``rules.handover``)."""
     served = _thirty_served(deploy)
     for n in range(30):
         deploy.edit_front(f"n{n:02d}", effective_to=day(1))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from reconciler.model import Document, VersionState
 from reconciler.payload import managed_values
-from reconciler.pipeline.guarding import _served_from
+from reconciler.pipeline.directions import _served_from
 from reconciler.pipeline.scanning import _Served
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

@@ -1,0 +1,49 @@
+"""Whether a version whose window now ends earlier is handed over at its new end.
+
+A row still served from now on whose ``effective_to`` moves earlier stays served until that
+end: to ``default_filter()`` it is the same today and different from that day. It is a
+handover when another version of its family takes over at the new end (the ``dates`` check
+closes a predecessor's window at its successor's start: the family is served on either side
+of it). It is a scheduled hide when none does: from that day its family serves nothing, and
+no run will be weighed for it (the day comes without a write). The guard weighs the second
+as a hide (issue 37's relabel was "served now and later", which a window closed tomorrow on
+the whole corpus also is).
+
+Pure: rows and source documents in, a yes or no out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from reconciler.model import OPEN_END, OPEN_START, Document, SourceDocument
+from reconciler.rules.time_rule import row_served, served_at
+
+
+def ends_earlier(before: Document, after: Document) -> bool:
+    """Whether ``after``'s window ends before ``before``'s did."""
+    return after.effective_to < before.effective_to
+
+
+def taken_over(
+    after: Document, rows: Iterable[Document], successors: Iterable[SourceDocument] = ()
+) -> bool:
+    """Whether, at ``after``'s end, another version serves in its place: one of ``rows`` (the
+    family's rows as the plan leaves them; ``after``'s own row is skipped) in ``after``'s
+    family, or one of ``successors`` (those its source declares) by its declared state and
+    window (an undeclared start taken as begun, an undeclared end as open)."""
+    end, family = after.effective_to, after.doc_family_id
+    for row in rows:
+        if row.doc_id != after.doc_id and row.doc_family_id == family and row_served(row, end):
+            return True
+    return any(
+        served_at(
+            source.state or "current",
+            source.effective_from or OPEN_START,
+            source.effective_to or OPEN_END,
+            False,
+            end,
+        )
+        for source in successors
+        if source.doc_id != after.doc_id
+    )
