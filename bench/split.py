@@ -17,10 +17,12 @@ from spawn to exit (wall; CPU and peak RSS of that process alone, from ``wait4``
 
 Beside ``split``, its floor: the raw copy-and-delete of the same points with no reconciler
 code, on a scratch pair of shards (a copy of the corpus's shard taken before the split, and
-an empty archive shard with its configuration and payload indexes), in a process of its own:
-the points are read whole (``retrieve`` with vectors and payload) before the clock starts,
-then, a batch of ``--batch`` ids at a time, made into Edge points, upserted into the archive
-(``UPSERT_BATCH`` a call, as a move copies) and deleted from the main shard. The floor runs
+an archive shard), in a process of its own: the points are read whole (``retrieve`` with
+vectors and payload) before the clock starts, then, a batch of ``--batch`` ids at a time,
+made into Edge points, upserted into the archive (``UPSERT_BATCH`` a call, as a move copies)
+and deleted from the main shard. Its two ends, which the command's moves pay as well, are
+timed apart and printed beside: the archive made (its configuration and payload indexes)
+before the first copy, and both shards flushed and closed after the last delete. The floor runs
 twice, before the commands and right after ``split`` (each on a copy of the shard as the split
 met it), and the ``split`` row gives the command's CPU time a move over the mean of the two:
 the floor moved from 95 to 128 µs a move between runs of the same size with the machine's
@@ -199,7 +201,8 @@ def _floor_row(layout: Layout, floor: dict[str, Any], moved: int, when: str) -> 
         f"{floor['cpu']:.2f}",
         "-",
         f"{moved:,} moved; {floor['cpu'] / moved * 1e6:.0f} µs CPU a move (read before the "
-        f"clock: {floor['read_cpu']:.2f} s CPU)",
+        f"clock: {floor['read_cpu']:.2f} s CPU; its ends, the archive made and the writes "
+        f"flushed: {floor['ends_cpu']:.2f} s CPU)",
         f"{moved / floor['seconds']:,.0f}",
     ]
 

@@ -262,9 +262,7 @@ class PointCopy(Protocol):
     def payload(self) -> Mapping[str, Any] | None: ...
 
 
-def read_back_by_id(
-    reader: ChunkReader, points: Sequence[StoredPoint]
-) -> list[PointCopy | None]:
+def read_back_by_id(reader: ChunkReader, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
     """``read_back`` through ``read_points``: the points read again by id, matched by id."""
     held = {str(p.point_id): p for p in reader.read_points([p.point_id for p in points])}
     return [held.get(str(p.point_id)) for p in points]
