@@ -161,6 +161,13 @@ class ChunkReader(Protocol):
         absent): what a move copies. Callers read a batch of ids at a time."""
         ...
 
+    def read_back(self, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
+        """The given points as this collection holds them now, one an entry in the order
+        given (``None`` where it holds none), each with ``vector`` and ``payload`` as
+        ``read_points`` reads them: the confirm of ``copy_points`` (``read_back_by_id`` is
+        the plain way; an engine may hand back its own records)."""
+        ...
+
     def scan_points(
         self, *, batch_size: int = 1000, doc_ids: Collection[str] | None = None
     ) -> Iterator[PointPage]:
@@ -244,11 +251,9 @@ class ChunkMover(Protocol):
         """Delete points by id (missing ids are no error); return how many were asked."""
         ...
 
-    def read_back(self, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
-        """The given points as this collection holds them now, one an entry in the order
-        given (``None`` where it holds none), each with ``vector`` and ``payload`` as
-        ``read_points`` reads them: the confirm of ``copy_points`` (``read_back_by_id`` is
-        the plain way; an engine may hand back its own records)."""
+    def delete_stored(self, points: Sequence[StoredPoint]) -> int:
+        """``delete_points`` of whole points read from this collection (an engine may take
+        the ids it handed back, ``StoredPoint.native``, without parsing their text)."""
         ...
 
 

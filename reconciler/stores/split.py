@@ -245,6 +245,10 @@ class SplitChunkIndex:
             self.archive.copy_points,
         )
 
+    def delete_stored(self, points: Sequence[StoredPoint]) -> int:
+        """Delete whole points by id from both collections (``delete_points``)."""
+        return self.delete_points([p.point_id for p in points])
+
     def read_back(self, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
         """The given points as either collection holds them now, by id (``read_back_by_id``)."""
         return read_back_by_id(self, points)

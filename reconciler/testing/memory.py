@@ -296,6 +296,10 @@ class InMemoryChunkIndex:
             store[point.point_id] = _Point(tuple(point.vector), copy.deepcopy(dict(point.payload)))
         return len(points)
 
+    def delete_stored(self, points: Sequence[StoredPoint]) -> int:
+        """Delete whole points by id (``delete_points``)."""
+        return self.delete_points([p.point_id for p in points])
+
     def read_back(self, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
         """The given points as held now, by id (``read_back_by_id``)."""
         return read_back_by_id(self, points)

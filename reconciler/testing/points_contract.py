@@ -112,6 +112,49 @@ class TestWholePoints:
         assert len(harness.index.read_points(ids[2:])) == CHUNKS - 2
         assert harness.index.delete_points([]) == 0
 
+    def test_read_back_answers_each_point_in_order_and_none_where_it_is_not_held(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        """The confirm of a copy: one answer a point asked, in the order asked, whether the
+        points came from a read (their engine's own ids kept) or were made anew (none)."""
+        other = harness.sibling()
+        other.ensure_layout(harness.index.vector_layout())
+        read = [p for page in harness.index.scan_points(batch_size=4) for p in page.points]
+        read.reverse()  # (not the order the engine keeps them in)
+        held, away = read[: len(read) // 2], read[len(read) // 2 :]
+        other.copy_points(held)
+        made = [StoredPoint(p.point_id, p.vector, dict(p.payload)) for p in read]  # no native
+
+        for asked in (read, made, made[::3], away, []):
+            back = other.read_back(asked)
+            assert len(back) == len(asked)
+            present = {str(p.point_id) for p in held}
+            for point, copy in zip(asked, back, strict=True):
+                if str(point.point_id) in present:
+                    assert copy is not None
+                    assert same_point(point, copy)
+                else:
+                    assert copy is None
+        changed = dataclasses.replace(held[0], payload={**held[0].payload, "extra": 1})
+        (copy,) = other.read_back([changed])
+        assert copy is not None
+        assert not same_point(changed, copy)
+
+    def test_delete_stored_deletes_the_points_read_and_nothing_else(
+        self, harness: Harness, seeded: Seeded
+    ) -> None:
+        ids = seeded.by_doc["handbook:doc-0"]
+        (page,) = list(harness.index.scan_points(doc_ids=["handbook:doc-0"]))
+        made = StoredPoint(ids[-1], [], {})  # (made anew: no native id)
+
+        assert harness.index.delete_stored([*page.points[:2], made]) == 3
+        assert harness.index.delete_stored([]) == 0
+
+        gone = {str(p.point_id) for p in page.points[:2]} | {str(ids[-1])}
+        assert harness.index.count() == DOCS * CHUNKS - len(gone)
+        left = {str(p.point_id) for p in harness.index.read_points(list(seeded.logical))}
+        assert left == set(seeded.logical) - gone
+
 
 class TestSplitStore:
     """``SplitChunkIndex`` over two collections of each adapter: reads see both, a payload

@@ -200,7 +200,7 @@ class Mover:
         copy_into(self.split, dest, points, prepare=not self._prepared)
         self._prepared = self._prepared or dest is self.split.archive
         self._audit([self.intents.entry(AuditKind.MOVE_COPIED, opened, points=len(points))])
-        source.delete_points([p.point_id for p in points])
+        source.delete_stored(points)
         self._done, self.intents.open = opened, None
         self.moved += len(points)
         if moved is not None:

@@ -397,10 +397,10 @@ STOPS = {
     "before the intent": ("table", AuditKind.MOVE, None, 0),
     "before the copy": ("dest", "copy_points", 0.0, 4),
     "halfway through the copy": ("dest", "copy_points", 0.5, 4),
-    "before the copy is read back": ("dest", "read_points", None, 4),
+    "before the copy is read back": ("dest", "read_back", None, 4),
     "before the copy is confirmed": ("table", AuditKind.MOVE_COPIED, None, 4),
-    "before the delete": ("source", "delete_points", 0.0, 4),
-    "halfway through the delete": ("source", "delete_points", 0.5, 2),
+    "before the delete": ("source", "delete_stored", 0.0, 4),
+    "halfway through the delete": ("source", "delete_stored", 0.5, 2),
     "before move_done": ("table", AuditKind.MOVE_DONE, None, 0),
 }
 
@@ -416,8 +416,6 @@ def test_a_move_stopped_between_any_two_steps_is_finished_by_the_next_runner(
     if where == "table":
         table = FaultyAudit(world.table, what, at=2)
     elif where == "dest":
-        # (the read back of a copy is the archive's second read_points of a batch: the
-        # first reads the source)
         dest = Faulty(dest, what, at=2, done=done)  # type: ignore[assignment]
     else:
         source = Faulty(source, what, at=2, done=done)  # type: ignore[assignment]

@@ -34,7 +34,6 @@ Edge is single-process: a loaded shard holds an exclusive lock (its write-ahead 
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -43,7 +42,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from reconciler.errors import ConfigError, IndexUnavailable
+from reconciler.errors import IndexUnavailable
 from reconciler.model import (
     ALL_KEYS,
     MANAGED_KEYS,
@@ -71,7 +70,6 @@ from reconciler.stores.chunking_rules import (
     vector_pages,
 )
 from reconciler.stores.edge.files import (
-    EDGE_CONFIG,
     EDGE_MIN_FREE,
     MIB,
     READ_AHEAD_BYTES_PER_DOC,
@@ -82,6 +80,7 @@ from reconciler.stores.edge.requests import (
     EDGE_SCHEMAS,
     EdgeId,
     IdMemory,
+    answered,
     doc_filter,
     edge_id,
     edge_ids,
@@ -90,7 +89,15 @@ from reconciler.stores.edge.requests import (
     schema_name,
     stored_ids,
 )
-from reconciler.stores.edge.shard import is_shard, open_shard, reading, write_config, writing
+from reconciler.stores.edge.shard import (
+    check_dim,
+    is_shard,
+    open_shard,
+    read_config,
+    reading,
+    write_config,
+    writing,
+)
 
 log = logging.getLogger(__name__)
 
@@ -319,29 +326,18 @@ class EdgeChunkIndex:
         return [StoredPoint(our_id(i := r.id), r.vector, r.payload or {}, i) for r in records]
 
     def read_back(self, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
-        """The given points as the shard holds them now, as Edge's own records (their
-        ``vector`` and ``payload`` are what ``read_points`` reads): asked by the ids as Edge
-        handed them back (``StoredPoint.native``), matched by position where every id comes
-        back in the order asked (Edge's ``retrieve`` answers in that order, a missing id left
-        out; checked on the ids each time), else by id."""
+        """The given points as the shard holds them now, as Edge's own records (``answered``:
+        asked by the ids Edge handed back, ``StoredPoint.native``)."""
         if not points:
             return []
         ids = stored_ids(points)
         with self._reading("reading points back"):
-            records = self.shard.retrieve(ids, True, True)
-        if [r.id for r in records] == ids:  # (uuid.UUID == uuid.UUID: 0.2 µs, no text)
-            return list(records)
-        held = {our_id(r.id): r for r in records}
-        return [held.get(str(p.point_id)) for p in points]
+            return answered(self.shard.retrieve(ids, True, True), ids, points)
 
     def vector_layout(self) -> Mapping[str, Any]:
         """The shard's configuration as Edge persists it (``edge_config.json``)."""
         self._check_open()
-        try:
-            layout: dict[str, Any] = json.loads((self.path / EDGE_CONFIG).read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise IndexUnavailable(f"cannot read the configuration of {self.path}: {exc}") from exc
-        return layout
+        return read_config(self.path)
 
     def count(self, *, query_filter: Any | None = None) -> int:
         """Exact number of points, optionally under a ``qdrant_edge.Filter``
@@ -372,12 +368,8 @@ class EdgeChunkIndex:
 
     def payload_indexes(self) -> Mapping[str, str]:
         """Existing payload indexes on reconciler keys: logical key -> schema type."""
-        indexes: dict[str, str] = {}
-        for path, data_type in self._schema().items():
-            logical = self._logical_by_path.get(path)
-            if logical is not None:
-                indexes[logical] = schema_name(data_type)
-        return indexes
+        logical = self._logical_by_path
+        return {logical[p]: schema_name(t) for p, t in self._schema().items() if p in logical}
 
     def _schema(self) -> dict[str, qe.PayloadSchemaType]:
         with self._reading("reading the shard info"):
@@ -446,9 +438,13 @@ class EdgeChunkIndex:
 
     def delete_points(self, point_ids: Sequence[str | int]) -> int:
         """Delete points by id (missing ids are no error)."""
-        if not point_ids:
-            return 0
-        ids: list[EdgeId] = edge_ids(point_ids)
+        return self._delete(edge_ids(point_ids)) if point_ids else 0
+
+    def delete_stored(self, points: Sequence[StoredPoint]) -> int:
+        """Delete whole points read here by the ids Edge handed back (``stored_ids``)."""
+        return self._delete(stored_ids(points)) if points else 0
+
+    def _delete(self, ids: list[EdgeId]) -> int:
         with self._writing(f"deleting {len(ids)} point(s) from {self.path}", written=0):
             self.shard.update(qe.UpdateOperation.delete_points(ids))
         return len(ids)
@@ -459,23 +455,12 @@ class EdgeChunkIndex:
         """Create the shard (cosine, ``dim``) if it does not exist."""
         self._check_open()
         if self._load() is not None:
-            self._check_dim(dim)
+            check_dim(self.path, dim)
             return
         config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._shard = open_shard(self.path, lambda: qe.EdgeShard.create(str(self.path), config))
         log.info("created Edge shard %s (dim %d, cosine)", self.path, dim)
-
-    def _check_dim(self, dim: int) -> None:
-        try:
-            stored = json.loads((self.path / EDGE_CONFIG).read_text(encoding="utf-8"))
-            size = stored["vectors"][""]["size"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return  # a layout this build does not read: Edge checks each vector's size anyway
-        if size != dim:
-            raise ConfigError(
-                [("ingest.dim", f"{dim} differs from the vector size {size} of {self.path}")]
-            )
 
     def upsert_chunks(self, records: Iterable[ChunkRecord]) -> int:
         """Write new points (vector, text, full payload) in batches; ingestion only."""

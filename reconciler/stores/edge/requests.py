@@ -23,6 +23,7 @@ __all__ = [
     "EDGE_SCHEMAS",
     "EdgeId",
     "IdMemory",
+    "answered",
     "doc_filter",
     "edge_id",
     "edge_ids",
@@ -97,12 +98,24 @@ def edge_ids(point_ids: Sequence[str | int]) -> list[EdgeId]:
 def stored_ids(points: Sequence[StoredPoint]) -> list[EdgeId]:
     """The ids of whole points as Edge takes them: the ``uuid.UUID``s Edge handed back when
     it read them, where every point keeps its own (``StoredPoint.native``: Edge takes the
-    object without parsing text, and ``read_back`` compares ids without making text), else
-    ``edge_ids`` of their ids."""
+    object without parsing text, 2.4 µs a ``qe.Point`` and 1.6 a delete against 3.9 and 2.6
+    for the text, and ``answered`` compares ids without making text), else ``edge_ids`` of
+    their ids."""
     natives = [p.native for p in points]
     if countOf(map(type, natives), uuid.UUID) == len(natives):
         return natives
     return edge_ids([p.point_id for p in points])
+
+
+def answered(records: Sequence[Any], ids: list[EdgeId], points: Sequence[StoredPoint]) -> list[Any]:
+    """Edge's records of a ``retrieve`` of ``ids`` (``stored_ids(points)``), one a point (None
+    where missing): by position where every id came back in the order asked (Edge answers in
+    that order, a missing id left out: checked on the ids each time, ``uuid.UUID`` against
+    ``uuid.UUID`` in 0.2 µs), else by id."""
+    if [r.id for r in records] == ids:
+        return list(records)
+    held = {our_id(r.id): r for r in records}
+    return [held.get(str(p.point_id)) for p in points]
 
 
 def our_id(point_id: Any) -> str | int:

@@ -18,7 +18,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from reconciler.errors import IndexUnavailable, IndexWriteError
+from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.stores.edge.files import EDGE_CONFIG, ensure_space
 from reconciler.stores.replacing import replace_text
 
@@ -54,6 +54,27 @@ def write_config(path: Path, layout: Mapping[str, Any]) -> None:
         with suppress(OSError):
             left.unlink()
     replace_text(path / EDGE_CONFIG, json.dumps(dict(layout)), prefix=_CONFIG_TMP)
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A shard's configuration as Edge persists it (``edge_config.json`` in the folder
+    ``path``); ``IndexUnavailable`` when it cannot be read."""
+    try:
+        layout: dict[str, Any] = json.loads((path / EDGE_CONFIG).read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise IndexUnavailable(f"cannot read the configuration of {path}: {exc}") from exc
+    return layout
+
+
+def check_dim(path: Path, dim: int) -> None:
+    """``ConfigError`` unless the shard at ``path`` holds vectors of ``dim`` (a layout this
+    build does not read passes: Edge checks each vector's size anyway)."""
+    try:
+        size = read_config(path)["vectors"][""]["size"]
+    except (IndexUnavailable, KeyError, TypeError):
+        return
+    if size != dim:
+        raise ConfigError([("ingest.dim", f"{dim} differs from the vector size {size} of {path}")])
 
 
 def open_shard(path: Path, opener: Callable[[], qe.EdgeShard]) -> qe.EdgeShard:

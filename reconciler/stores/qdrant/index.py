@@ -373,6 +373,10 @@ class QdrantChunkIndex:
             self._written((p.point_id, p.payload) for p in points[start : start + UPSERT_BATCH])
         return written
 
+    def delete_stored(self, points: Sequence[StoredPoint]) -> int:
+        """Delete whole points by id (``delete_points``)."""
+        return self.delete_points([p.point_id for p in points])
+
     def read_back(self, points: Sequence[StoredPoint]) -> list[PointCopy | None]:
         """The given points as the collection holds them now, by id (``read_back_by_id``)."""
         return read_back_by_id(self, points)
