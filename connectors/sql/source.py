@@ -26,7 +26,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, Table, create_engine, func, select
+from sqlalchemy import (
+    Column,
+    Date,
+    DateTime,
+    Integer,
+    MetaData,
+    Table,
+    create_engine,
+    extract,
+    func,
+    select,
+)
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -268,7 +279,10 @@ class SqlTableSource:
         """The ``updated_at`` watermark: the column's maximum and the row count under the
         filter (a deleted row lowers the count), and, for an integer column (a row version
         counter, which moves a row forward but not past the others), the sum of its values
-        modulo ``_RESIDUE``; None without ``options.updated_at``."""
+        modulo ``_RESIDUE``; for a date or time column on SQLite and PostgreSQL, the sum of
+        its instants (``_instants``: a row replaced by one of an older time, as an ETL that
+        copies its upstream's time or a row restored from an archive writes it, leaves the
+        maximum and the count as they were); None without ``options.updated_at``."""
         if self.updated_at is None:
             return None
         try:
@@ -283,6 +297,8 @@ class SqlTableSource:
                 measures = [func.max(column), func.count()]
                 if isinstance(column.type, Integer):  # (residues: a sum that cannot overflow)
                     measures.append(func.sum(column % _RESIDUE))
+                elif (instants := _instants(conn, column)) is not None:
+                    measures.append(func.sum(instants))
                 found = conn.execute(
                     select(*measures).select_from(mapped.table).where(*mapped.where)
                 ).one()
@@ -451,6 +467,19 @@ def _body(value: Any) -> str:
     raise _BadBody(
         ProblemKind.UNREADABLE, f"the body column holds a {type(value).__name__}, not text"
     )
+
+
+def _instants(conn: Connection, column: Any) -> ColumnElement[Any] | None:
+    """A date or time column's value as a number to sum (SQLite: its Julian day, from a text
+    as from a date; PostgreSQL: epoch seconds); None for another type or database."""
+    if not isinstance(column.type, Date | DateTime):
+        return None
+    dialect = conn.dialect.name
+    if dialect == "sqlite":
+        return func.julianday(column)
+    if dialect == "postgresql":
+        return extract("epoch", column)
+    return None
 
 
 def _reason(exc: SQLAlchemyError) -> str:

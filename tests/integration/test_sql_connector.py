@@ -540,6 +540,29 @@ def test_the_updated_at_watermark_moves_with_every_change(dms: Dms) -> None:
         dms.source(updated_at="nope").probe(None)
 
 
+def test_a_time_watermark_moves_when_a_row_is_replaced_by_one_of_an_older_time(
+    dms: Dms,
+) -> None:
+    """A date or time ``updated_at`` on both dialects: a row deleted and another inserted with
+    an older time (an ETL copying its upstream's time) leaves the maximum and the count as
+    they were; the sum of the instants moves. Neither a time nor a date column answers the
+    same as before such a change."""
+    dms.update(101, valid_until=datetime(2024, 1, 1, 8, 0, tzinfo=UTC))
+    for column in ("valid_until", "valid_from"):
+        source = dms.source(updated_at=column)
+        first = source.probe(None)
+        assert first is not None
+        assert source.probe(first) == first
+        with dms.engine.begin() as conn:
+            conn.execute(dms.table.delete().where(dms.table.c.doc_no == 101))
+        older = {"valid_until": datetime(2024, 1, 1, 7, 0, tzinfo=UTC), "valid_from": date(2022, 6, 1)}  # fmt: skip
+        dms.insert({**ROWS[0], "doc_no": 103, column: older[column]})
+        assert source.probe(first) not in (None, first), column
+        with dms.engine.begin() as conn:  # (back as it was for the other column)
+            conn.execute(dms.table.delete().where(dms.table.c.doc_no == 103))
+        dms.insert({**ROWS[0], "valid_until": datetime(2024, 1, 1, 8, 0, tzinfo=UTC)})
+
+
 def test_an_integer_watermark_of_huge_values_does_not_overflow(tmp_path: Path) -> None:
     """An integer ``updated_at`` holding huge values (epoch nanoseconds): their sum would
     overflow 64 bits, where SQLite's ``sum`` raises; the probe sums residues, and answers (a

@@ -6,7 +6,6 @@ import dataclasses
 import time
 from pathlib import Path
 
-import pytest
 from acceptance_kit import GIT_NOTE, Deployment, day, git_deployment
 from prometheus_client import CollectorRegistry
 from watch_kit import opened, vault_of
@@ -185,12 +184,12 @@ def test_a_git_host_that_hangs_does_not_hold_up_the_vault(tmp_path: Path) -> Non
     assert dep.served() == set()
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed: a timestamp watermark is max and count only")
 def test_a_row_replaced_by_one_of_an_older_time_moves_the_sql_watermark(tmp_path: Path) -> None:
     """A SQL source polled with ``options.updated_at`` a timestamp: a row deleted and another
     inserted with an older time (an ETL that copies rows with their upstream time, a row
-    restored from an archive) leaves the column's maximum and the row count as they were, so
-    the watch's probe says nothing changed and the change waits for the full job."""
+    restored from an archive) leaves the column's maximum and the row count as they were; the
+    probe's sum of the instants moves (it said nothing changed, and the change waited for the
+    full job)."""
     import sqlite3  # noqa: PLC0415
 
     from connectors.sql.source import SqlTableSource  # noqa: PLC0415
