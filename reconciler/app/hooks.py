@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,6 +34,11 @@ PREFIX = "/hooks/"
 SIGNATURE = "HTTP_X_HUB_SIGNATURE_256"
 #: The largest body read (a push event of a big merge is well under it).
 MAX_BODY = 1 << 20
+#: Seconds a request's whole body may take to come (the port's timeout is per read: a body
+#: sent a byte every few seconds held a thread for as long as its sender liked).
+BODY_WITHIN = 10.0
+#: Bytes read at most a read while a body comes.
+_PIECE = 1 << 16
 
 StartResponse = Callable[..., Any]
 
@@ -86,7 +92,7 @@ class Hooks:
             self._count(source, "bad_request")
             return _answer(start_response, "413 Content Too Large", f"at most {MAX_BODY} bytes\n")
         try:
-            body = environ["wsgi.input"].read(length) if length else b""
+            body = _body(environ["wsgi.input"], length, BODY_WITHIN) if length else b""
         except OSError:  # (TimeoutError: the body did not come within the port's timeout)
             self._count(source, "bad_request")
             return _answer(start_response, "408 Request Timeout", "the body did not come\n")
@@ -110,6 +116,25 @@ class Hooks:
     def _count(self, source: str, outcome: str) -> None:
         label = source if source in self.sources else OTHER
         self.requests.labels(source=label, outcome=outcome).inc()
+
+
+def _body(stream: Any, length: int, within: float) -> bytes:
+    """``length`` bytes of ``stream``, each read taking what has come (``read1``);
+    ``TimeoutError`` once ``within`` seconds have passed before the last one came, and when
+    the sender closes first (``ConnectionError``)."""
+    read = getattr(stream, "read1", stream.read)
+    ends = time.monotonic() + within
+    parts: list[bytes] = []
+    left = length
+    while left > 0:
+        if time.monotonic() > ends:
+            raise TimeoutError(f"the body did not come within {within:g} s")
+        piece = read(min(left, _PIECE))
+        if not piece:
+            raise ConnectionError("the sender closed before its body came")
+        parts.append(piece)
+        left -= len(piece)
+    return b"".join(parts)
 
 
 def _answer(

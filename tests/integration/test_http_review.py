@@ -44,3 +44,35 @@ def test_a_request_whose_body_never_comes_is_let_go(tmp_path: object) -> None:
             conn.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_body_that_trickles_is_let_go_after_its_deadline(monkeypatch: object) -> None:
+    """A caller that sends its announced body a byte at a time, each byte inside the port's
+    per-read timeout: the body read waited for as long as the sender liked, holding a thread.
+    The whole body has ``BODY_WITHIN`` seconds; then the request is answered 408 and let go."""
+    import reconciler.app.hooks as hooks_module  # noqa: PLC0415
+
+    monkeypatch.setattr(hooks_module, "BODY_WITHIN", 1.0)  # type: ignore[attr-defined]
+    hooks = Hooks(b"secret", lambda source: True, registry=CollectorRegistry(), sources=["gh"])
+    server = start_http("127.0.0.1:0", hooks)
+    port = server.server_address[1]
+    conn = socket.create_connection(("127.0.0.1", port))
+    try:
+        conn.sendall(b"POST /hooks/gh HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        started = time.monotonic()
+        answer = b""
+        conn.settimeout(0.3)
+        while time.monotonic() - started < 8:  # (a byte every 0.3 s: each read in time)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                conn.sendall(b"x")
+            try:
+                answer = conn.recv(1024)
+            except TimeoutError:
+                continue
+            break
+        assert answer.startswith(b"HTTP/1.0 408") or answer.startswith(b"HTTP/1.1 408"), answer
+        assert time.monotonic() - started < 4
+    finally:
+        conn.close()
+        server.shutdown()
+        server.server_close()
