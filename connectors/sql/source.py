@@ -33,7 +33,6 @@ from sqlalchemy import (
     Integer,
     MetaData,
     Table,
-    cast,
     create_engine,
     extract,
     func,
@@ -72,8 +71,6 @@ __all__ = ["SqlTableSource"]
 #: a row's counter moved forward moves the sum unless it moved by a multiple of it, and the
 #: sum of the residues stays far within 64 bits (SQLite's ``sum`` raises on an overflow).
 _RESIDUE = 1_000_000_007
-#: Milliseconds a day: SQLite keeps an instant as its Julian day in whole milliseconds.
-_MS_A_DAY = 86_400_000
 #: The label the scan reads ``options.updated_at`` under (no mapped field is named so).
 _CHANGED = "__changed_at"
 
@@ -473,15 +470,13 @@ def _body(value: Any) -> str:
 
 
 def _instants(conn: Connection, column: Any) -> ColumnElement[Any] | None:
-    """A date or time column's value as a number to sum (SQLite: its Julian day in whole
-    milliseconds, as SQLite keeps it, from a text as from a date, modulo ``_RESIDUE``: a sum
-    of the days as doubles rounds away a second over a large table; PostgreSQL: epoch
-    seconds, a numeric); None for another type or database."""
+    """A date or time column's value to sum (SQLite: its whole milliseconds modulo ``_RESIDUE``,
+    exact where days as doubles round a second away; PostgreSQL: epoch seconds), or None."""
     if not isinstance(column.type, Date | DateTime):
         return None
     dialect = conn.dialect.name
     if dialect == "sqlite":
-        return cast(func.round(func.julianday(column) * _MS_A_DAY), Integer) % _RESIDUE
+        return func.cast(func.round(func.julianday(column) * 86_400_000), Integer) % _RESIDUE
     if dialect == "postgresql":
         return extract("epoch", column)
     return None
