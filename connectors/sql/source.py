@@ -470,13 +470,13 @@ def _body(value: Any) -> str:
 
 
 def _instants(conn: Connection, column: Any) -> ColumnElement[Any] | None:
-    """A date or time column's value as a number to sum (SQLite: its Julian day, from a text
-    as from a date; PostgreSQL: epoch seconds); None for another type or database."""
+    """A date or time column's value to sum (SQLite: its whole milliseconds modulo ``_RESIDUE``,
+    exact where days as doubles round a second away; PostgreSQL: epoch seconds), or None."""
     if not isinstance(column.type, Date | DateTime):
         return None
     dialect = conn.dialect.name
     if dialect == "sqlite":
-        return func.julianday(column)
+        return func.cast(func.round(func.julianday(column) * 86_400_000), Integer) % _RESIDUE
     if dialect == "postgresql":
         return extract("epoch", column)
     return None

@@ -21,9 +21,12 @@ from reconciler.errors import ConfigError, IndexUnavailable, IndexWriteError
 from reconciler.filters import default_edge_filter, default_filter, filter_terms
 from reconciler.model import ChunkRecord, PayloadWrite
 from reconciler.payload import KeyMap
+from reconciler.ports.index import StoredPoint
 from reconciler.stores.edge import files as edge_files
 from reconciler.stores.edge.index import EdgeChunkIndex, available_memory
 from reconciler.stores.qdrant.index import QdrantChunkIndex
+from reconciler.stores.split import SplitChunkIndex
+from reconciler.writing.moving import copy_into, same_point
 
 LAYOUTS = {
     "default": (KeyMap(), "text"),
@@ -436,3 +439,27 @@ def test_the_memory_available_is_linux_s_figure_within_a_container_s_limit(
     room = available_memory()  # this machine's own figure
     assert room is not None
     assert 0 < room <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_copy_of_integer_and_uuid_ids_together_reads_back_and_is_confirmed(
+    tmp_path: Path,
+) -> None:
+    """The confirm of a move matches Edge's records by id when the ids asked are not Edge's
+    own objects (a batch mixing integer and UUID ids, an id twice): an integer id is found."""
+    main, archive = EdgeChunkIndex(tmp_path / "main"), EdgeChunkIndex(tmp_path / "archive")
+    main.ensure_collection(dim=2)
+    ids: list[str | int] = [7, str(uuid.UUID(int=1)), 2**63]
+    try:
+        main.copy_points(
+            [StoredPoint(pid, [1.0, float(n)], {"doc_id": "d"}) for n, pid in enumerate(ids)]
+        )
+        read = main.read_points(ids)
+        split = SplitChunkIndex(main, archive)
+        copy_into(split, archive, read)  # (no IndexWriteError: each is there as read)
+
+        for asked in (read, [read[0], read[0]], read[::-1]):
+            back = archive.read_back(asked)
+            assert all(same_point(p, c) for p, c in zip(asked, back, strict=True))
+    finally:
+        main.close()
+        archive.close()

@@ -581,6 +581,28 @@ def test_an_integer_watermark_of_huge_values_does_not_overflow(tmp_path: Path) -
     assert source.probe(first) not in (None, first)
 
 
+def test_a_time_watermark_sees_a_second_in_a_large_table(tmp_path: Path) -> None:
+    """A date or time ``updated_at`` on SQLite over a large table: the sum of the rows' Julian
+    days is a double near 3e11, a unit in its last place some five seconds, so a row replaced
+    by one a second older left the token as it was (131072 rows of one bulk load's time).
+    The probe sums each instant's milliseconds modulo ``_RESIDUE``: exact."""
+    db = tmp_path / "large.db"
+    rows = 2**17
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT, stamp DATETIME)")
+        conn.executemany(
+            "INSERT INTO t VALUES (?, 'x', '2024-01-01 00:00:00')", ((n,) for n in range(rows))
+        )
+    source = SqlTableSource("large", url=f"sqlite:///{db}", table="t", updated_at="stamp")
+    first = source.probe(None)
+    assert first is not None
+    assert source.probe(first) == first
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM t WHERE id = ?", (rows - 1,))
+        conn.execute("INSERT INTO t VALUES (?, 'x', '2023-12-31 23:59:59')", (rows,))
+    assert source.probe(first) not in (None, first)
+
+
 def test_a_row_change_is_dated_by_its_updated_at_where_it_is_a_date(dms: Dms) -> None:
     """``changed_at`` (serve's watch dates a change so): the row's ``updated_at`` as the last
     scan read it, on both dialects; None where it is empty or a counter, not a date."""

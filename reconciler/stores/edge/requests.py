@@ -114,7 +114,7 @@ def answered(records: Sequence[Any], ids: list[EdgeId], points: Sequence[StoredP
     ``uuid.UUID`` in 0.2 µs), else by id."""
     if [r.id for r in records] == ids:
         return list(records)
-    held = {our_id(r.id): r for r in records}
+    held = {str(r.id): r for r in records}  # (as text on both sides: an int id too)
     return [held.get(str(p.point_id)) for p in points]
 
 
