@@ -31,9 +31,12 @@ def taken_over(
     """Whether, at ``after``'s end, another version serves in its place: one of ``rows`` (the
     family's rows as the plan leaves them; ``after``'s own row is skipped) in ``after``'s
     family, or one of ``successors`` (those its source declares) by its declared state and
-    window (an undeclared start taken as begun, an undeclared end as open)."""
+    window (an undeclared start taken as begun, an undeclared end as open) where ``rows`` has
+    no row of it (a row, quarantined or not, says more than its source)."""
     end, family = after.effective_to, after.doc_family_id
+    known = {after.doc_id}
     for row in rows:
+        known.add(row.doc_id)
         if row.doc_id != after.doc_id and row.doc_family_id == family and row_served(row, end):
             return True
     return any(
@@ -45,5 +48,5 @@ def taken_over(
             end,
         )
         for source in successors
-        if source.doc_id != after.doc_id
+        if source.doc_id not in known
     )

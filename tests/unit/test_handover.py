@@ -108,6 +108,10 @@ def test_the_planner_sees_the_family_and_the_declared_successors() -> None:
         family="s:f", rows=(OLD,), sources={OLD.doc_id: source}, successors={"s:new": successor}
     )
     assert _handovers(view, [update])[0].handed_over
+    # Its row, in the family and quarantined, says more than its source: nothing takes over.
+    held = version("new", effective_from=end, quarantined=True, quarantine_reason="manual")
+    view_held = dataclasses.replace(view, rows=(OLD, held))
+    assert not _handovers(view_held, [update])[0].handed_over
     retired = dataclasses.replace(successor, state=VersionState.RETIRED)
     view = dataclasses.replace(view, successors={"s:new": retired})
     assert not _handovers(view, [update])[0].handed_over
