@@ -14,7 +14,7 @@ import pytest
 from reconciler.check_inputs import SourceState
 from reconciler.model import Document, VersionState
 from reconciler.payload import payload_for
-from reconciler.pipeline.directions import Direction, effects, payload_direction, row_direction
+from reconciler.pipeline.directions import Direction, payload_direction, row_direction
 from reconciler.pipeline.guarding import decide, hold_back, weigh
 from reconciler.pipeline.values import Guard, Options, Totals
 from reconciler.planning import PayloadTarget, Plan, RowUpdate
