@@ -4,8 +4,8 @@ column by column, and never writes to it.
 Many teams already keep "which version is in force" in a table of their DMS or an ERP; the
 config maps its columns to the logical fields (``options``, ``docs/connectors/sql.md``). Rows
 carry the same logical fields as the HTTP registry's records and are read with the same rules
-(``connectors.records``: ``record_from``, ``assemble``): an invalid field is taken as absent
-with a problem; a row whose body cannot be read is that row's problem.
+(``connectors.records``): an invalid field (on SQLite, a date that does not parse: ``lenient``)
+is taken as absent with a problem; a row whose body cannot be read is that row's problem.
 
 Rows are streamed (``yield_per``: a server-side cursor on PostgreSQL), so memory is bounded by
 the batch size. The filter is a mapping of column -> value(s), compiled to bound parameters:
@@ -13,8 +13,7 @@ no SQL text from the config ever reaches the database (use a view for anything r
 
 Failures: the database cannot be reached -> ``SourceUnavailable``; the table, a column or the
 permission to read is missing -> ``ConnectorConfigError``; the connection drops part-way -> the
-rows read so far, ``complete=False`` and an ``UNREADABLE`` problem (nothing read ->
-``SourceUnavailable``).
+rows read so far, ``complete=False`` and an ``UNREADABLE`` problem (none -> unavailable).
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ from connectors.records import (
     problem,
     sha256_of,
 )
+from connectors.sql.lenient import lenient
 from connectors.sql.options import LOGICAL_FIELDS, SqlSettings
 from reconciler.model import ProblemKind, SourceProblem, SourceSnapshot
 
@@ -174,9 +174,9 @@ class SqlTableSource:
                 if "content_hash" in mapped.columns:
                     wanted.remove("body")  # the body is read only when ingesting
                 stamp = mapped.table.columns.get(self.updated_at) if self.updated_at else None
-                labelled = [mapped.columns[f].label(f) for f in wanted]
+                labelled = [lenient(conn, mapped.columns[f]).label(f) for f in wanted]
                 if stamp is not None:  # (the date of each row's change, for the watch)
-                    labelled.append(stamp.label(_CHANGED))
+                    labelled.append(lenient(conn, stamp).label(_CHANGED))
                 statement = select(*labelled).where(*mapped.where).order_by(mapped.columns["id"])
                 result = conn.execution_options(yield_per=self.batch_size).execute(statement)
                 changed: dict[str, datetime] = {}
@@ -294,7 +294,7 @@ class SqlTableSource:
                         f"{self.name}: table {self.table_name!r} has no column "
                         f"{self.updated_at!r} (options.updated_at)"
                     )
-                measures = [func.max(column), func.count()]
+                measures = [lenient(conn, func.max(column)), func.count()]
                 if isinstance(column.type, Integer):  # (residues: a sum that cannot overflow)
                     measures.append(func.sum(column % _RESIDUE))
                 elif (instants := _instants(conn, column)) is not None:

@@ -614,3 +614,32 @@ def test_a_row_change_is_dated_by_its_updated_at_where_it_is_a_date(dms: Dms) ->
     counted = dms.source(updated_at="rev")
     counted.scan()
     assert counted.changed_at("101") is None
+
+
+def test_a_sqlite_date_that_does_not_parse_is_that_rows_problem(tmp_path: Path) -> None:
+    """SQLite checks no type: a ``DATETIME`` or ``DATE`` cell holding text that is no date
+    (typed by hand, left by an import) raised ``ValueError`` out of the whole scan and out of
+    every probe of a watched ``updated_at``, so the source was unreadable until the cell was
+    fixed. It is that row's invalid field now (absent, with a problem); every other row reads
+    as before, and the probe answers the same on every poll."""
+    url = f"sqlite:///{tmp_path / 'dms.db'}"
+    db = Dms(url)
+    db.insert(*ROWS)
+    with sqlite3.connect(tmp_path / "dms.db") as conn:  # (as a hand edit writes it)
+        conn.execute("UPDATE dms_docs SET valid_until = 'soon-ish' WHERE doc_no = 201")
+        conn.execute("UPDATE dms_docs SET valid_from = '2024-13-01' WHERE doc_no = 102")
+    source = db.source(updated_at="valid_until")
+
+    snapshot = source.scan()
+
+    assert len(snapshot.documents) == len(ROWS)
+    assert sorted(problems_of(snapshot)) == [
+        (ProblemKind.INVALID_FIELD, "dms:102"),
+        (ProblemKind.INVALID_FIELD, "dms:201"),
+    ]
+    by_id = {d.doc_id: d for d in snapshot.documents}
+    assert by_id["dms:101"].effective_from == datetime(2023, 1, 1, tzinfo=UTC)  # (as before)
+    first = source.probe(None)
+    assert first is not None
+    assert source.probe(first) == first
+    db.engine.dispose()
