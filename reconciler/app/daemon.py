@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
-import json
 import logging
 import signal
-import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
-from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from reconciler.app.hooks import Hooks
+from reconciler.app.http_port import http_app, start_http
 from reconciler.app.operations import engine_options, reconcile, record_failed
 from reconciler.app.scraping import SCRAPE_READ_LIMIT, BoundedRead
 from reconciler.app.stopping import JobControl, unless_stopping
@@ -349,77 +344,6 @@ def _span(value: timedelta) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
-
-
-#: Seconds the HTTP port waits for a client's next bytes (its request line, headers, body)
-#: before it lets go of the connection: one that never finishes its request held a thread
-#: and a socket for ever, and enough of them left /healthz unanswered.
-HTTP_TIMEOUT = 10.0
-
-
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], (TimeoutError, ConnectionError)):
-            # (a client that went quiet, or away: no traceback on stderr for it)
-            log.debug("http: %s let go: %s", client_address[0], sys.exc_info()[1] or "timed out")
-            return
-        super().handle_error(request, client_address)
-
-
-class _QuietHandler(WSGIRequestHandler):
-    timeout = HTTP_TIMEOUT
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http: " + format, *args)
-
-
-def http_app(
-    registry: CollectorRegistry,
-    live: LiveMetrics,
-    *,
-    clock: Clock = SYSTEM_CLOCK,
-    stalled: Callable[[], str | None] = lambda: None,
-    hooks: Callable[..., Iterable[bytes]] | None = None,
-) -> Callable[..., Iterable[bytes]]:
-    """``/metrics`` (Prometheus exposition) and ``/healthz`` (200 or 503 with the reason; 503
-    too when the full job is overdue, or while ``stalled`` says a store does not answer);
-    ``/hooks/SOURCE`` when ``hooks`` is given (``reconciler.app.hooks``). All else is GET."""
-    metrics = make_wsgi_app(registry)
-
-    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if hooks is not None and path.startswith("/hooks/"):
-            return hooks(environ, start_response)
-        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
-            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
-            return [b"GET only\n"]
-        if path == "/healthz":
-            healthy, problem = live.health(clock.now())
-            if healthy and (hung := stalled()) is not None:
-                healthy, problem = False, hung
-            body = json.dumps({"healthy": healthy, "problem": problem}).encode()
-            status = "200 OK" if healthy else "503 Service Unavailable"
-            start_response(status, [("Content-Type", "application/json")])
-            return [body]
-        if path in ("/metrics", "/"):
-            return metrics(environ, start_response)  # type: ignore[no-any-return]
-        start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found: try /metrics or /healthz\n"]
-
-    return app
-
-
-def start_http(listen: str, app: Callable[..., Iterable[bytes]]) -> WSGIServer:
-    """Serve ``app`` on ``host:port`` in a daemon thread."""
-    host, _, port = listen.rpartition(":")
-    server = make_server(host or "127.0.0.1", int(port), app, _ThreadingServer, _QuietHandler)
-    threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="http", daemon=True
-    ).start()
-    log.info("metrics on http://%s:%d/metrics", *server.server_address[:2])
-    return server
 
 
 def serve(

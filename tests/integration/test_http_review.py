@@ -10,8 +10,8 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from reconciler.app.daemon import HTTP_TIMEOUT, start_http
 from reconciler.app.hooks import Hooks
+from reconciler.app.http_port import HTTP_TIMEOUT, start_http
 
 
 def test_a_request_whose_body_never_comes_is_let_go(tmp_path: object) -> None:
@@ -71,6 +71,40 @@ def test_a_body_that_trickles_is_let_go_after_its_deadline(monkeypatch: object) 
                 continue
             break
         assert answer.startswith(b"HTTP/1.0 408") or answer.startswith(b"HTTP/1.1 408"), answer
+        assert time.monotonic() - started < 4
+    finally:
+        conn.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_request_line_that_trickles_is_let_go_after_its_deadline(monkeypatch: object) -> None:
+    """A caller that sends its request line a byte at a time, each byte inside the port's
+    per-read timeout: the line (then the headers) was read for as long as the sender liked,
+    holding a thread. The request line and headers have ``HTTP_TIMEOUT`` in all; then the
+    connection is let go, and the port still answers others."""
+    import reconciler.app.http_port as port_module  # noqa: PLC0415
+
+    monkeypatch.setattr(port_module, "HTTP_TIMEOUT", 1.0)  # type: ignore[attr-defined]
+    hooks = Hooks(b"secret", lambda source: True, registry=CollectorRegistry(), sources=["gh"])
+    server = start_http("127.0.0.1:0", hooks)
+    port = server.server_address[1]
+    conn = socket.create_connection(("127.0.0.1", port))
+    try:
+        started = time.monotonic()
+        closed = False
+        conn.settimeout(0.3)
+        for byte in b"POST /hooks/gh HTTP/1.1\r\nHost: x\r\n" * 20:  # (a byte every 0.3 s)
+            if closed or time.monotonic() - started > 8:
+                break
+            try:
+                conn.sendall(bytes([byte]))
+                closed = conn.recv(1024) == b""
+            except TimeoutError:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+        assert closed
         assert time.monotonic() - started < 4
     finally:
         conn.close()
