@@ -117,16 +117,21 @@ def effects(plan: Plan, now: datetime) -> tuple[Effect, ...]:
 def _directions(plan: Plan, now: datetime) -> Callable[[RowUpdate], Direction]:
     """``row_direction`` of an update, but a window that now ends earlier, still ahead, with
     no version taking over at its end (``RowUpdate.handed_over``, nor a row of the plan in its
-    family: a successor joining it) is a hide (``rules.handover``)."""
-    rows = [u.after for u in plan.row_updates]
+    family: a successor joining it) is a hide (``rules.handover``). The plan's rows are
+    grouped by family once, when the first such window is met (a plan that closes every
+    window of a large corpus looks at each family's rows, not at every row each time)."""
+    families: dict[str, list[Document]] = {}
 
     def direction(update: RowUpdate) -> Direction:
         found = row_direction(update.before, update.after, now)
         after = update.after
         if found is not Direction.RELABEL or update.handed_over or after.effective_to <= now:
             return found
-        if ends_earlier(update.before, after) and not taken_over(after, rows):
-            return Direction.HIDE
-        return found
+        if not ends_earlier(update.before, after):
+            return found
+        if not families:
+            for other in plan.row_updates:
+                families.setdefault(other.after.doc_family_id, []).append(other.after)
+        return found if taken_over(after, families[after.doc_family_id]) else Direction.HIDE
 
     return direction
