@@ -31,6 +31,7 @@ from sqlalchemy import (
     DateTime,
     Integer,
     MetaData,
+    Numeric,
     Table,
     create_engine,
     extract,
@@ -470,15 +471,14 @@ def _body(value: Any) -> str:
 
 
 def _instants(conn: Connection, column: Any) -> ColumnElement[Any] | None:
-    """A date or time column's value to sum (SQLite: its whole milliseconds modulo ``_RESIDUE``,
-    exact where days as doubles round a second away; PostgreSQL: epoch seconds), or None."""
-    if not isinstance(column.type, Date | DateTime):
-        return None
-    dialect = conn.dialect.name
+    """A date or time column's value to sum, or None (SQLite: whole milliseconds modulo
+    ``_RESIDUE``, exact; PostgreSQL: epoch seconds as numeric, which ``extract`` gives as a
+    double below 14, and a parallel sum of doubles depends on the order it adds them in)."""
+    dialect = conn.dialect.name if isinstance(column.type, Date | DateTime) else None
     if dialect == "sqlite":
         return func.cast(func.round(func.julianday(column) * 86_400_000), Integer) % _RESIDUE
     if dialect == "postgresql":
-        return extract("epoch", column)
+        return func.cast(extract("epoch", column), Numeric)
     return None
 
 

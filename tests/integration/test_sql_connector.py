@@ -26,6 +26,8 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    func,
+    select,
     text,
 )
 from sqlalchemy.engine import Engine
@@ -643,3 +645,20 @@ def test_a_sqlite_date_that_does_not_parse_is_that_rows_problem(tmp_path: Path) 
     assert first is not None
     assert source.probe(first) == first
     db.engine.dispose()
+
+
+def test_a_time_watermark_sums_numeric_instants_on_every_postgresql() -> None:
+    """PostgreSQL's ``extract(epoch ...)`` is numeric from 14 on and a double before it, and a
+    parallel aggregate adds doubles in whatever order its workers finish, so the same table
+    could answer another sum poll to poll (a spurious scan each time). The probe sums the
+    instants cast to numeric, exact whatever the server's version (checked on the statement:
+    the PostgreSQL here is newer than 14)."""
+    from sqlalchemy.dialects import postgresql  # noqa: PLC0415
+
+    from connectors.sql.source import _instants  # noqa: PLC0415
+
+    table = Table("t", MetaData(), Column("stamp", DateTime(timezone=True)))
+    conn = SimpleNamespace(dialect=postgresql.dialect())
+    summed = select(func.sum(_instants(conn, table.c.stamp)))  # type: ignore[arg-type]
+    statement = str(summed.compile(dialect=postgresql.dialect()))
+    assert "sum(CAST(EXTRACT(epoch FROM t.stamp) AS NUMERIC))" in statement
