@@ -1,0 +1,32 @@
+"""Review of the document lifecycle through the CLI (embedded default: SQLite, Qdrant local
+mode, a vault): what an outside adopter meets, each test a defect found and mended."""
+
+from __future__ import annotations
+
+import shutil
+
+from acceptance_kit import Deployment, day
+
+
+def test_repair_dry_run_of_an_unread_source_is_no_all_clear(deploy: Deployment) -> None:
+    """`repair --dry-run` previews a repair. With the vault unreadable the repair itself says
+    PARTIAL (exit 4); its preview said "no findings: the three stores agree" and exited 0 (no
+    drift), the unread source only in a log line on stderr, while `check` and `plan` report it
+    (exit 2)."""
+    deploy.note("a", id="a", status="current", effective_from=day(-10))
+    deploy.note("b", id="b", status="current", effective_from=day(-10))
+    deploy.init_ingest()
+    assert deploy.json("run")[0] == 0
+    shutil.move(deploy.vault, deploy.root / "vault.gone")
+
+    assert deploy.json("plan")[0] == 2
+    code, data = deploy.json("repair", "--doc", "hb:a")
+    assert (code, data["status"], data["unread_sources"]) == (4, "partial", ["hb"])
+
+    code, data = deploy.json("repair", "--doc", "hb:a", "--dry-run")
+    assert data["unread_sources"] == ["hb"]
+    assert code == 2
+    result = deploy.cli("repair", "--family", "hb:b", "--dry-run")
+    assert result.exit_code == 2
+    assert "the three stores agree" not in result.stdout
+    assert "could not be read" in result.stdout
