@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from reconciler.app.wiring import open_qdrant_index
+from reconciler.app.wiring import index_location, open_qdrant_index
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.embedding import make_embedder
+from reconciler.errors import CollectionMissing
 from reconciler.integrations.retrieving import Hit, Route, query_instant, search
 from reconciler.model import OPEN_END, OPEN_START, rfc3339
 from reconciler.settings import Settings
@@ -45,6 +46,12 @@ def search_corpus(
     route = Route.from_settings(settings)
     index = open_qdrant_index(settings, needed_by="reconciler search")
     try:
+        if not index.exists():  # (the retrievers' ValueError was a traceback here)
+            raise CollectionMissing(
+                f"collection {settings.index.collection!r} does not exist at "
+                f"{index_location(settings)}; run `reconciler ingest` (or point index.collection "
+                "at an existing collection)"
+            )
         hits = search(
             index.client,
             route,

@@ -30,3 +30,22 @@ def test_repair_dry_run_of_an_unread_source_is_no_all_clear(deploy: Deployment) 
     assert result.exit_code == 2
     assert "the three stores agree" not in result.stdout
     assert "could not be read" in result.stdout
+
+
+def test_search_before_the_first_ingest_is_an_error_line_not_a_traceback(
+    deploy: Deployment,
+) -> None:
+    """`reconciler search` on a deployment not ingested yet (the collection absent) raised
+    the retrievers' ValueError out of the CLI: a Python traceback, and under `--format json`
+    no JSON object, where every other command says `collection_missing` in one line."""
+    deploy.note("a", id="a", status="current")
+    assert deploy.cli("init").exit_code == 0
+    assert deploy.json("check")[1]["error"] == "collection_missing"  # as every command says it
+
+    code, data = deploy.json("search", "meal allowance")
+    assert (code, data["error"], data["exit_code"]) == (1, "collection_missing", 1)
+    assert "reconciler ingest" in data["message"]
+    result = deploy.cli("search", "meal allowance", "--historical")
+    assert result.exit_code == 1
+    assert not isinstance(result.exception, ValueError)
+    assert "does not exist" in result.output
