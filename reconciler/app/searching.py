@@ -16,8 +16,8 @@ from typing import Any
 from reconciler.app.wiring import index_location, open_qdrant_index
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.embedding import make_embedder
-from reconciler.errors import CollectionMissing
-from reconciler.integrations.retrieving import Hit, Route, query_instant, search
+from reconciler.errors import CollectionMissing, ConfigError
+from reconciler.integrations.retrieving import Hit, Route, query_instant, search, vector_name_of
 from reconciler.model import OPEN_END, OPEN_START, rfc3339
 from reconciler.settings import Settings
 
@@ -52,6 +52,7 @@ def search_corpus(
                 f"{index_location(settings)}; run `reconciler ingest` (or point index.collection "
                 "at an existing collection)"
             )
+        _same_width(index.client, route, len(vector), settings)
         hits = search(
             index.client,
             route,
@@ -73,6 +74,26 @@ def search_corpus(
         "k": k,
         "hits": [_hit(rank, hit) for rank, hit in enumerate(hits, start=1)],
     }
+
+
+def _same_width(client: Any, route: Route, width: int, settings: Settings) -> None:
+    """The query vector is as wide as the vector it searches: an ``[ingest]`` changed since
+    the collection was built is refused as ``ingest`` refuses it (it was a numpy traceback)."""
+    vectors = client.get_collection(route.collection).config.params.vectors
+    if isinstance(vectors, Mapping):
+        vectors = vectors.get(vector_name_of(client, route.collection, route.vector_name) or "")
+    size = getattr(vectors, "size", None)
+    if size is not None and size != width:
+        raise ConfigError(
+            [
+                (
+                    "ingest.dim",
+                    f"{width} differs from the vector size {size} of collection "
+                    f"{route.collection!r}",
+                )
+            ],
+            origin=settings.origin,
+        )
 
 
 def _hit(rank: int, hit: Hit) -> dict[str, Any]:

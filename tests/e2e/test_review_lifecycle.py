@@ -49,3 +49,20 @@ def test_search_before_the_first_ingest_is_an_error_line_not_a_traceback(
     assert result.exit_code == 1
     assert not isinstance(result.exception, ValueError)
     assert "does not exist" in result.output
+
+
+def test_search_with_an_embedder_of_another_width_is_a_config_error(deploy: Deployment) -> None:
+    """`[ingest] dim` changed after the collection was built (another embedder, or a typo):
+    `ingest` refuses it as `invalid_configuration` (ingest.dim differs from the collection's
+    vector size), but `search` sent the narrower query vector on and died in numpy with a
+    traceback ("shapes (1,384) and (64,) not aligned")."""
+    deploy.note("a", id="a", status="current")
+    deploy.init_ingest()
+    assert deploy.json("search", "a")[0] == 0
+    config = deploy.config.read_text(encoding="utf-8")
+    deploy.config.write_text(config + "[ingest]\ndim = 64\n", encoding="utf-8")
+
+    assert deploy.json("ingest")[1]["error"] == "invalid_configuration"
+    code, data = deploy.json("search", "a")
+    assert (code, data["error"]) == (1, "invalid_configuration")
+    assert "ingest.dim: 64 differs from the vector size 384" in data["message"]
