@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from reconciler.app.wiring import open_qdrant_index
+from reconciler.app.wiring import index_location, open_qdrant_index
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.embedding import make_embedder
-from reconciler.integrations.retrieving import Hit, Route, query_instant, search
+from reconciler.errors import CollectionMissing, ConfigError
+from reconciler.integrations.retrieving import Hit, Route, query_instant, search, vector_name_of
 from reconciler.model import OPEN_END, OPEN_START, rfc3339
 from reconciler.settings import Settings
 
@@ -45,6 +46,13 @@ def search_corpus(
     route = Route.from_settings(settings)
     index = open_qdrant_index(settings, needed_by="reconciler search")
     try:
+        if not index.exists():  # (the retrievers' ValueError was a traceback here)
+            raise CollectionMissing(
+                f"collection {settings.index.collection!r} does not exist at "
+                f"{index_location(settings)}; run `reconciler ingest` (or point index.collection "
+                "at an existing collection)"
+            )
+        _same_width(index.client, route, len(vector), settings)
         hits = search(
             index.client,
             route,
@@ -66,6 +74,26 @@ def search_corpus(
         "k": k,
         "hits": [_hit(rank, hit) for rank, hit in enumerate(hits, start=1)],
     }
+
+
+def _same_width(client: Any, route: Route, width: int, settings: Settings) -> None:
+    """The query vector is as wide as the vector it searches: an ``[ingest]`` changed since
+    the collection was built is refused as ``ingest`` refuses it (it was a numpy traceback)."""
+    vectors = client.get_collection(route.collection).config.params.vectors
+    if isinstance(vectors, Mapping):
+        vectors = vectors.get(vector_name_of(client, route.collection, route.vector_name) or "")
+    size = getattr(vectors, "size", None)
+    if size is not None and size != width:
+        raise ConfigError(
+            [
+                (
+                    "ingest.dim",
+                    f"{width} differs from the vector size {size} of collection "
+                    f"{route.collection!r}",
+                )
+            ],
+            origin=settings.origin,
+        )
 
 
 def _hit(rank: int, hit: Hit) -> dict[str, Any]:

@@ -218,12 +218,13 @@ def _configured_here() -> bool:
 
 def exit_for(report: Any, *, writing: bool) -> NoReturn:
     """Exit with the code a run's ``Report`` calls for: 3 refused; a writing run 4 when a source
-    could not be read, else 0; a read-only run 2 when it found drift, else 0."""
+    could not be read, else 0; a read-only run 2 when it found drift or could not read a source
+    (a scoped dry run has no source finding of its own to say so), else 0."""
     if report.refused:
         sys.exit(EXIT_REFUSED)
     if writing and report.partial:
         sys.exit(EXIT_PARTIAL)
-    if not writing and report.drift:
+    if not writing and (report.drift or report.unread_sources):
         sys.exit(EXIT_DRIFT)
     sys.exit(EXIT_OK)
 

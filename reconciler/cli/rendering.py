@@ -16,8 +16,7 @@ from typing import Any, Protocol
 
 from reconciler.cli.rendering_plans import plan_lines, refusal_outcome
 
-#: Findings (and writes) of each kind a report shows unless told otherwise (``--limit N``,
-#: ``--all``).
+#: Findings (and writes) of each kind a report shows unless told otherwise (--limit N, --all).
 PER_KIND = 5
 
 
@@ -395,9 +394,8 @@ def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> s
     """check / plan / apply / run output: findings, then the exact writes, then the summary.
 
     ``per_kind`` findings of each check/kind are shown, and as many writes of each kind (table,
-    payload, reingest, index), each cut list ending in how many more there are; ``None``
-    shows everything. The counts in the summary are always whole.
-    """
+    payload, reingest, index), each cut list ending in how many more; ``None`` shows all; the
+    counts in the summary are always whole."""
     mode = data["mode"]
     if data.get("run_id") is None:  # check, plan: read-only, not recorded
         out = [f"{mode} (read-only, not recorded; started {data['started_at']})"]
@@ -417,6 +415,8 @@ def render_report(data: dict[str, Any], *, per_kind: int | None = PER_KIND) -> s
                 out.append(f"           action:   {f['action']}")
             if len(group) > len(shown):
                 out.append(_more(len(group) - len(shown), f"{check}/{kind}"))
+    elif unread := ", ".join(data.get("unread_sources") or []):  # a scoped dry run: exit 2
+        out.append(f"\nno findings, but source(s) {unread} could not be read: not checked")
     else:
         out.append("\nno findings: the three stores agree")
     lines = []
