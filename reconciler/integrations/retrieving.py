@@ -12,6 +12,7 @@ main collection, the historical route on both, merged by score (``reconciler.fil
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
@@ -183,6 +184,11 @@ def search(
     the Euclid and Manhattan distances). Quarantined chunks never come back. An archive not
     created yet (no move so far) holds nothing to search."""
     historical = historical_flag(include_historical)
+    if inspect.iscoroutinefunction(getattr(client, "query_points", None)):
+        raise TypeError(
+            "an AsyncQdrantClient cannot be searched here: pass a QdrantClient (ainvoke and "
+            "aretrieve search through it in a worker thread)"
+        )
     if not client.collection_exists(route.collection):
         raise ValueError(
             f"collection {route.collection!r} does not exist: point the retriever at the "

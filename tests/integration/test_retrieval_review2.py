@@ -1,0 +1,110 @@
+"""Defects found by a second review of the retrieval side, each held here.
+
+- The LangChain retriever read ``as_of`` with pydantic's datetime alone, which takes a text of
+  digits for a count of seconds since 1970: ``as_of="20250301"`` (ISO 8601's basic format,
+  which docs/retrieval.md's "an ISO 8601 text" admits and the LlamaIndex retriever reads as
+  1 March 2025) asked what was in force on 23 August 1970, and served nothing, silently.
+- A retriever handed an ``AsyncQdrantClient`` failed at its first query with
+  "'coroutine' object has no attribute 'config'" (and a coroutine never awaited).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from qdrant_client import AsyncQdrantClient, QdrantClient, models
+
+from reconciler.clock import ManualClock
+from reconciler.embedding import HashingEmbedder
+from reconciler.model import Document, VersionState
+from reconciler.payload import chunk_id_for, chunk_payload, point_id_for
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from reconciler.integrations import langchain, llamaindex
+
+DIM = 16
+EMBEDDER = HashingEmbedder(dim=DIM)
+T = datetime(2026, 6, 1, tzinfo=UTC)
+OLD = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def row(doc_id: str, state: VersionState, start: datetime, **values: Any) -> Document:
+    return Document(
+        doc_id=doc_id,
+        source="hb",
+        source_key=doc_id,
+        doc_family_id="hb:meals",
+        doc_version=int(doc_id[-1]),
+        version_state=state,
+        effective_from=start,
+        **values,
+    )
+
+
+HANDOVER = {
+    "meals up to 40": row("hb:v1", VersionState.CURRENT, OLD, effective_to=T),
+    "meals up to 55": row("hb:v2", VersionState.PENDING, T),
+}
+
+
+def corpus() -> QdrantClient:
+    client = QdrantClient(location=":memory:")
+    params = models.VectorParams(size=DIM, distance=models.Distance.COSINE)
+    client.create_collection("corpus", vectors_config=params)
+    points = []
+    for text, document in HANDOVER.items():
+        chunk_id = chunk_id_for(document.doc_id, 0)
+        payload = {**chunk_payload(document, chunk_id=chunk_id), "text": text}
+        vector = list(EMBEDDER.embed([text])[0])
+        points.append(models.PointStruct(id=point_id_for(chunk_id), vector=vector, payload=payload))
+    client.upsert("corpus", points=points)
+    return client
+
+
+def lc(client: Any, clock: ManualClock, **fields: Any) -> Any:
+    return langchain.VersionAwareRetriever.from_client(
+        client, "corpus", embeddings=langchain.EmbedderEmbeddings(EMBEDDER), clock=clock, **fields
+    )
+
+
+def li(client: Any, clock: ManualClock, **options: Any) -> Any:
+    return llamaindex.VersionAwareRetriever.from_client(
+        client, "corpus", embed_model=llamaindex.EmbedderEmbedding(EMBEDDER), clock=clock, **options
+    )
+
+
+def test_as_of_in_iso_basic_format_is_the_date_it_names_on_both_frameworks() -> None:
+    client = corpus()
+    clock = ManualClock(T + timedelta(days=30))
+    as_of = "20260301"  # ISO 8601 basic: 1 March 2026, when hb:v1 was in force
+    assert [d.metadata["doc_id"] for d in lc(client, clock).invoke("meals", as_of=as_of)] == [
+        "hb:v1"
+    ]
+    assert [d.metadata["doc_id"] for d in lc(client, clock, as_of=as_of).invoke("meals")] == [
+        "hb:v1"
+    ]
+    assert [n.node.metadata["doc_id"] for n in li(client, clock, as_of=as_of).retrieve("m")] == [
+        "hb:v1"
+    ]
+
+
+def test_as_of_as_a_count_of_seconds_is_refused_not_read_as_an_instant() -> None:
+    """docs/retrieval.md: a datetime, a date or an ISO 8601 text; 1700000000 is none."""
+    client = corpus()
+    with pytest.raises((TypeError, ValueError), match="as_of"):
+        lc(client, ManualClock(T)).invoke("meals", as_of=1_700_000_000)
+    with pytest.raises((TypeError, ValueError), match="as_of"):
+        lc(client, ManualClock(T)).invoke("meals", as_of="1700000000")
+
+
+def test_an_async_client_says_what_to_do() -> None:
+    client = AsyncQdrantClient(location=":memory:")
+    with pytest.raises(TypeError, match=r"AsyncQdrantClient .* pass a QdrantClient"):
+        asyncio.run(lc(client, ManualClock(T)).ainvoke("meals"))
+    with pytest.raises(TypeError, match=r"AsyncQdrantClient .* pass a QdrantClient"):
+        li(client, ManualClock(T)).retrieve("meals")
