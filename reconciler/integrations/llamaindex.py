@@ -140,15 +140,20 @@ class VersionAwareRetriever(BaseRetriever):
         if archive is None and settings is not None:
             archive = settings.index.archive_collection
         # (the store names its dense vector "text-dense" but reads collections written with
-        # the unnamed one too: ask the collection, as the store does)
-        vector = vector_name_of(client, collection, None)
+        # the unnamed one too: ask the collection, as the store does; one the store has not
+        # made yet, at its first add, is asked at each query until it is there)
+        vector: str | None = None
+        lower: bool | None = None
+        if client.collection_exists(collection):
+            vector = vector_name_of(client, collection, None) or ""
+            lower = lower_is_better(distance_of(client, collection, vector or None))
         route = Route(
             collection=collection,
             archive=archive,
             keys=layout,
             text_key=store.text_key or "text",
-            vector_name=vector or "",
-            lower_is_better=lower_is_better(distance_of(client, collection, vector)),
+            vector_name=vector,
+            lower_is_better=lower,
         )
         return cls(client, route, embed_model=embed_model, **options)
 

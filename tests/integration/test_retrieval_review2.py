@@ -4,6 +4,9 @@
   digits for a count of seconds since 1970: ``as_of="20250301"`` (ISO 8601's basic format,
   which docs/retrieval.md's "an ISO 8601 text" admits and the LlamaIndex retriever reads as
   1 March 2025) asked what was in force on 23 August 1970, and served nothing, silently.
+- The LlamaIndex retriever's ``from_vector_store`` asked the collection for its vector and
+  distance when built: over a store that had not made its collection yet (LlamaIndex's does so
+  at its first add), a retriever built at an app's start-up failed there.
 - A retriever handed an ``AsyncQdrantClient`` failed at its first query with
   "'coroutine' object has no attribute 'config'" (and a coroutine never awaited).
 """
@@ -25,6 +28,9 @@ from reconciler.payload import chunk_id_for, chunk_payload, point_id_for
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
+    from llama_index.core.schema import TextNode
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+
     from reconciler.integrations import langchain, llamaindex
 
 DIM = 16
@@ -108,3 +114,26 @@ def test_an_async_client_says_what_to_do() -> None:
         asyncio.run(lc(client, ManualClock(T)).ainvoke("meals"))
     with pytest.raises(TypeError, match=r"AsyncQdrantClient .* pass a QdrantClient"):
         li(client, ManualClock(T)).retrieve("meals")
+
+
+def test_a_llamaindex_retriever_built_before_its_store_made_the_collection() -> None:
+    """LlamaIndex's store makes its collection at its first add: a retriever built at an
+    app's start-up, before any document, failed there ("Collection corpus not found")."""
+    embed = llamaindex.EmbedderEmbedding(EMBEDDER)
+    client = QdrantClient(location=":memory:")
+    store = QdrantVectorStore(client=client, collection_name="corpus")
+    retriever = llamaindex.VersionAwareRetriever.from_vector_store(
+        store, embed_model=embed, clock=ManualClock(T)
+    )
+    metadata = {
+        "version_state": "current",
+        "effective_from": "2025-01-01T00:00:00Z",
+        "effective_to": "9999-12-31T00:00:00Z",
+    }
+    node = TextNode(text="meals up to 55", metadata=metadata)
+    node.embedding = embed.get_text_embedding(node.text)
+    with warnings.catch_warnings():  # (local mode: payload indexes have no effect)
+        warnings.simplefilter("ignore")
+        store.add([node])
+    [hit] = retriever.retrieve("meals")
+    assert hit.node.get_content() == "meals up to 55"
