@@ -156,13 +156,20 @@ class VersionAwareRetriever(BaseRetriever):
         archive: str | None = None,
         keys: KeyMap | None = None,
         text_key: str | None = None,
+        vector_name: str | None = None,
         **fields: Any,
     ) -> VersionAwareRetriever:
         """Search ``collection`` (default: the deployment's ``[index] collection``) through
         ``client``, laid out as ``settings`` say (or as ``keys``, ``text_key`` and
-        ``archive`` say; the defaults are the reconciler's own layout)."""
+        ``archive`` say; the defaults are the reconciler's own layout). ``vector_name``: the
+        dense vector to search where the collection has several named ones."""
         route = Route.of(
-            collection, settings=settings, archive=archive, keys=keys, text_key=text_key
+            collection,
+            settings=settings,
+            archive=archive,
+            keys=keys,
+            text_key=text_key,
+            vector_name=vector_name,
         )
         return cls(client=client, route=route, embeddings=embeddings, **fields)
 

@@ -145,7 +145,10 @@ class VersionAwareRetriever(BaseRetriever):
         vector: str | None = None
         lower: bool | None = None
         if client.collection_exists(collection):
-            vector = vector_name_of(client, collection, None) or ""
+            try:
+                vector = vector_name_of(client, collection, None) or ""
+            except ValueError:  # (several named vectors: the store's dense one)
+                vector = store.dense_vector_name
             lower = lower_is_better(distance_of(client, collection, vector or None))
         route = Route(
             collection=collection,
@@ -168,13 +171,20 @@ class VersionAwareRetriever(BaseRetriever):
         archive: str | None = None,
         keys: KeyMap | None = None,
         text_key: str | None = None,
+        vector_name: str | None = None,
         **options: Any,
     ) -> VersionAwareRetriever:
         """Search ``collection`` (default: the deployment's ``[index] collection``) through
         ``client``, laid out as ``settings`` say (or as ``keys``, ``text_key`` and
-        ``archive`` say; the defaults are the reconciler's own layout)."""
+        ``archive`` say; the defaults are the reconciler's own layout). ``vector_name``: the
+        dense vector to search where the collection has several named ones."""
         route = Route.of(
-            collection, settings=settings, archive=archive, keys=keys, text_key=text_key
+            collection,
+            settings=settings,
+            archive=archive,
+            keys=keys,
+            text_key=text_key,
+            vector_name=vector_name,
         )
         return cls(client, route, embed_model=embed_model, **options)
 

@@ -73,15 +73,17 @@ class Route:
         archive: str | None = None,
         keys: KeyMap | None = None,
         text_key: str | None = None,
+        vector_name: str | None = None,
     ) -> Route:
         """The route a retriever's ``from_client`` is given: the deployment's ``settings``
         with what is named here instead, or what is named here over the reconciler's own
-        layout."""
+        layout (``vector_name``: the dense vector of a collection that has several)."""
         named: dict[str, Any] = {
             "collection": collection,
             "archive": archive,
             "keys": keys,
             "text_key": text_key,
+            "vector_name": vector_name,
         }
         changes = {name: value for name, value in named.items() if value is not None}
         if settings is not None:

@@ -7,6 +7,10 @@
 - The LlamaIndex retriever's ``from_vector_store`` asked the collection for its vector and
   distance when built: over a store that had not made its collection yet (LlamaIndex's does so
   at its first add), a retriever built at an app's start-up failed there.
+- Over a collection with several named vectors the retrievers said "name the one to search
+  (vector_name=...)", which neither ``from_client`` took (LangChain's dropped it silently, and
+  failed the same way; LlamaIndex's raised a TypeError), and LlamaIndex's ``from_vector_store``
+  did not take the store's own ``dense_vector_name``.
 - A retriever handed an ``AsyncQdrantClient`` failed at its first query with
   "'coroutine' object has no attribute 'config'" (and a coroutine never awaited).
 """
@@ -137,3 +141,34 @@ def test_a_llamaindex_retriever_built_before_its_store_made_the_collection() -> 
         store.add([node])
     [hit] = retriever.retrieve("meals")
     assert hit.node.get_content() == "meals up to 55"
+
+
+def test_a_collection_with_several_named_vectors_is_searched_on_the_one_named() -> None:
+    client = QdrantClient(location=":memory:")
+    params = models.VectorParams(size=DIM, distance=models.Distance.COSINE)
+    client.create_collection("corpus", vectors_config={"dense": params, "title": params})
+    points = []
+    for text, document in HANDOVER.items():
+        chunk_id = chunk_id_for(document.doc_id, 0)
+        payload = {**chunk_payload(document, chunk_id=chunk_id), "text": text}
+        vector = list(EMBEDDER.embed([text])[0])
+        points.append(
+            models.PointStruct(
+                id=point_id_for(chunk_id),
+                vector={"dense": vector, "title": vector},
+                payload=payload,
+            )
+        )
+    client.upsert("corpus", points=points)
+    clock = ManualClock(T)
+    with pytest.raises(ValueError, match=r"name the one to search \(vector_name=...\)"):
+        lc(client, clock).invoke("meals")
+    docs = lc(client, clock, vector_name="dense").invoke("meals")
+    assert [d.metadata["doc_id"] for d in docs] == ["hb:v2"]
+    nodes = li(client, clock, vector_name="dense").retrieve("meals")
+    assert [n.node.metadata["doc_id"] for n in nodes] == ["hb:v2"]
+    store = QdrantVectorStore(client=client, collection_name="corpus", dense_vector_name="dense")
+    retriever = llamaindex.VersionAwareRetriever.from_vector_store(
+        store, embed_model=llamaindex.EmbedderEmbedding(EMBEDDER), clock=clock
+    )
+    assert [n.node.metadata["doc_id"] for n in retriever.retrieve("meals")] == ["hb:v2"]
