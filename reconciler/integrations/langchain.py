@@ -34,7 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "reconciler.integrations.langchain needs LangChain: "
         "pip install 'corpus-reconciler[langchain]'"
     ) from exc
-from pydantic import BeforeValidator, SkipValidation, TypeAdapter
+from pydantic import BeforeValidator, SkipValidation, TypeAdapter, model_validator
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.embedding import Embedder
@@ -102,6 +102,21 @@ class VersionAwareRetriever(BaseRetriever):
     metadata_key: str = "metadata"
     #: Reads "now" at each query; the real clock unless a test hands in another.
     clock: SkipValidation[Clock] = SYSTEM_CLOCK
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """A field this retriever does not have is refused, not dropped (LangChain's models
+        ignore extra fields: a ``filter`` or ``search_kwargs`` given when it is built, meant
+        to narrow what it returns, was dropped silently and every tenant's chunks served)."""
+        if isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(cls.model_fields))
+            if unknown:
+                raise TypeError(
+                    f"unknown field(s) {', '.join(unknown)}: this retriever takes k, "
+                    "score_threshold, as_of, include_historical (it builds its own filter)"
+                )
+        return data
 
     @classmethod
     def from_vector_store(

@@ -11,6 +11,10 @@
   (vector_name=...)", which neither ``from_client`` took (LangChain's dropped it silently, and
   failed the same way; LlamaIndex's raised a TypeError), and LlamaIndex's ``from_vector_store``
   did not take the store's own ``dense_vector_name``.
+- The LangChain retriever, a pydantic model of LangChain's that ignores extra fields, dropped
+  what it does not take when built: a ``filter=`` or ``search_kwargs={"filter": ...}`` (what a
+  vector store's ``as_retriever`` takes), meant to narrow it to one tenant, was dropped
+  silently and every tenant's chunks were served; ``similarity_top_k=1`` left ``k`` at 4.
 - A retriever handed an ``AsyncQdrantClient`` failed at its first query with
   "'coroutine' object has no attribute 'config'" (and a coroutine never awaited).
 """
@@ -172,3 +176,20 @@ def test_a_collection_with_several_named_vectors_is_searched_on_the_one_named() 
         store, embed_model=llamaindex.EmbedderEmbedding(EMBEDDER), clock=clock
     )
     assert [n.node.metadata["doc_id"] for n in retriever.retrieve("meals")] == ["hb:v2"]
+
+
+def test_a_langchain_retriever_refuses_a_field_it_does_not_take() -> None:
+    client = corpus()
+    tenant = {"must": [{"key": "doc_family_id", "match": {"value": "another"}}]}
+    for extra in (
+        {"filter": tenant},
+        {"search_kwargs": {"filter": tenant}},
+        {"similarity_top_k": 1},
+    ):
+        with pytest.raises(TypeError, match="builds its own filter"):
+            lc(client, ManualClock(T), **extra)
+    retriever = lc(client, ManualClock(T), k=1, tags=["mine"], metadata={"app": "x"})
+    assert [d.metadata["doc_id"] for d in retriever.invoke("meals")] == ["hb:v2"]
+    assert [d.metadata["doc_id"] for d in retriever.with_config(tags=["t"]).invoke("meals")] == [
+        "hb:v2"
+    ]
