@@ -6,6 +6,7 @@
   tried it again every minute, refused each time, with every later change of the vault held
   behind it, until someone approved a plan. A read at some paths cannot say that a source is
   empty; when it finds nothing there, the source is read whole, which can.
+  The same for a note whose front matter a typo broke (no document at its path either).
 - A vault emptied under ``serve`` is still refused: nothing is tombstoned.
 """
 
@@ -34,18 +35,24 @@ def deployment(tmp_path: Path) -> Deployment:
     return dep
 
 
-def test_a_deleted_note_holds_up_no_later_change(deployment: Deployment) -> None:
+@pytest.mark.parametrize("how", ["deleted", "front matter broken"])
+def test_a_note_gone_alone_holds_up_no_later_change(deployment: Deployment, how: str) -> None:
     dep = deployment
+    guide = dep.vault / "guide.md"
     with serving(dep) as wait_log:
         wait_log("watch: following")
-        (dep.vault / "guide.md").unlink()
+        if how == "deleted":
+            guide.unlink()
+        else:
+            guide.write_text(guide.read_text().replace("status: current", "status: [current"))
         wait_log("reconciled family")
         dep.edit_front("runbook", status="retired")
         deadline = time.monotonic() + 30
         while "hb:runbook" in served(dep):
             assert time.monotonic() < deadline, (dep.root / "serve.log").read_text()[-6000:]
             time.sleep(0.2)
-    # (a document gone from its source is served through missing_in_source_grace, 7 days)
+    # (a document gone from its source is served through missing_in_source_grace, 7 days;
+    # one its source cannot read is a source problem, and kept as it was)
     assert served(dep) == {"hb:leave", "hb:guide", "hb:travel"}
     assert all(status == "succeeded" for _, _, status in watch_runs(dep)), watch_runs(dep)
 
