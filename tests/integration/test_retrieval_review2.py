@@ -15,6 +15,9 @@
   what it does not take when built: a ``filter=`` or ``search_kwargs={"filter": ...}`` (what a
   vector store's ``as_retriever`` takes), meant to narrow it to one tenant, was dropped
   silently and every tenant's chunks were served; ``similarity_top_k=1`` left ``k`` at 4.
+- ``default_filter(as_of=some_date)`` (README's own line) raised AttributeError for a ``date``,
+  which the retrievers take (its midnight, UTC); ``query_points`` and ``default_edge_filter``
+  with it.
 - A retriever handed an ``AsyncQdrantClient`` failed at its first query with
   "'coroutine' object has no attribute 'config'" (and a coroutine never awaited).
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -31,6 +34,7 @@ from qdrant_client import AsyncQdrantClient, QdrantClient, models
 
 from reconciler.clock import ManualClock
 from reconciler.embedding import HashingEmbedder
+from reconciler.filters import default_filter, query_points
 from reconciler.model import Document, VersionState
 from reconciler.payload import chunk_id_for, chunk_payload, point_id_for
 
@@ -193,3 +197,20 @@ def test_a_langchain_retriever_refuses_a_field_it_does_not_take() -> None:
     assert [d.metadata["doc_id"] for d in retriever.with_config(tags=["t"]).invoke("meals")] == [
         "hb:v2"
     ]
+
+
+def test_the_filter_takes_a_date_as_the_retrievers_do() -> None:
+    """README's ``default_filter(as_of=some_date, ...)``: a ``date`` raised AttributeError
+    ("'datetime.date' object has no attribute 'tzinfo'"), in ``default_filter``,
+    ``default_edge_filter`` and ``query_points``; the retrievers read it as its midnight, UTC."""
+    client = corpus()
+    vector = list(EMBEDDER.embed(["meals"])[0])
+    for at, served in ((date(2026, 5, 31), "hb:v1"), (date(2026, 6, 1), "hb:v2")):
+        hits = query_points(client, vector, collection="corpus", as_of=at, with_payload=True)
+        assert [p.payload["doc_id"] for p in hits if p.payload] == [served]
+        scrolled, _ = client.scroll("corpus", scroll_filter=default_filter(as_of=at))
+        assert len(scrolled) == 1
+    historical = default_filter(as_of=date(2026, 5, 31), include_historical=True)
+    assert historical == default_filter(
+        as_of=datetime(2026, 5, 31, tzinfo=UTC), include_historical=True
+    )
