@@ -7,6 +7,7 @@
   behind it, until someone approved a plan. A read at some paths cannot say that a source is
   empty; when it finds nothing there, the source is read whole, which can.
   The same for a note whose front matter a typo broke (no document at its path either).
+  The same for a git source's file removed by a commit.
 - A vault emptied under ``serve`` is still refused: nothing is tombstoned.
 """
 
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from acceptance_kit import Deployment, day
+from acceptance_kit import GIT_NOTE, Deployment, day, git_deployment
 from exposition_kit import free_port, metrics_config
 from test_watch import FAR, served, serving, watch_runs
 
@@ -66,3 +67,22 @@ def test_an_emptied_vault_is_refused_under_serve(deployment: Deployment) -> None
         wait_log("refused by the guard")
     assert served(dep) == {f"hb:{name}" for name in NOTES}
     assert "refused" in [status for _, _, status in watch_runs(dep)]
+
+
+def test_a_file_removed_from_a_git_source_holds_up_no_later_change(tmp_path: Path) -> None:
+    repo, dep = git_deployment(tmp_path)
+    metrics_config(dep, f'[metrics]\nlisten = "127.0.0.1:{free_port()}"\n{FAR}')
+    assert dep.served() == {"gh:alpha", "gh:beta"}
+    with serving(dep) as wait_log:
+        wait_log("watch: following")
+        (repo.root / "docs" / "alpha.md").unlink()
+        repo.commit("alpha goes")
+        wait_log("reconciled family")
+        repo.write("docs/beta.md", GIT_NOTE.format("beta", "retired", day(-30)))
+        repo.commit("beta retired")
+        deadline = time.monotonic() + 30
+        while "gh:beta" in served(dep):
+            assert time.monotonic() < deadline, (dep.root / "serve.log").read_text()[-6000:]
+            time.sleep(0.2)
+    assert served(dep) == {"gh:alpha"}  # (served through missing_in_source_grace)
+    assert all(status == "succeeded" for _, _, status in watch_runs(dep)), watch_runs(dep)
