@@ -25,7 +25,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
 from typing import TYPE_CHECKING, Any
 
 from reconciler.model import HISTORICAL_STATES, SERVABLE_STATES, parse_instant, utc
@@ -103,25 +103,34 @@ def _instants(values: list[Any]) -> list[datetime]:
     return found
 
 
+def _instant(as_of: datetime | date) -> datetime:
+    """``as_of`` as an aware UTC instant: a datetime (naive is UTC), or a date, its midnight
+    UTC, as the retrievers read it (a date has no ``tzinfo``: it raised AttributeError)."""
+    if isinstance(as_of, datetime):
+        return utc(as_of)
+    return datetime.combine(as_of, time(), UTC)
+
+
 def filter_terms(
-    as_of: datetime | None = None,
+    as_of: datetime | date | None = None,
     include_historical: bool = False,
     *,
     keys: KeyMap = DEFAULT_KEYS,
 ) -> FilterTerms:
     """The one definition of the default filter's semantics (see ``default_filter``)."""
+    at = _instant(as_of) if as_of is not None else None
     states = [str(s) for s in SERVABLE_STATES]
     window = True
     if include_historical:
         states += [str(s) for s in HISTORICAL_STATES]
-        window = as_of is not None
+        window = at is not None
         log.info(
             "historical retrieval route requested (as_of=%s)",
-            utc(as_of).isoformat() if as_of else "any",
+            at.isoformat() if at is not None else "any",
         )
     instant = None
     if window:
-        instant = utc(as_of) if as_of is not None else datetime.now(UTC)
+        instant = at if at is not None else datetime.now(UTC)
     return FilterTerms(
         state_path=keys.path("version_state"),
         states=tuple(states),
@@ -133,7 +142,7 @@ def filter_terms(
 
 
 def default_filter(
-    as_of: datetime | None = None,
+    as_of: datetime | date | None = None,
     include_historical: bool = False,
     *,
     keys: KeyMap = DEFAULT_KEYS,
@@ -181,7 +190,7 @@ def default_filter(
 
 
 def default_edge_filter(
-    as_of: datetime | None = None,
+    as_of: datetime | date | None = None,
     include_historical: bool = False,
     *,
     keys: KeyMap = DEFAULT_KEYS,
@@ -241,7 +250,7 @@ def query_points(
     *,
     collection: str,
     archive: str | None = None,
-    as_of: datetime | None = None,
+    as_of: datetime | date | None = None,
     include_historical: bool = False,
     limit: int = 10,
     keys: KeyMap = DEFAULT_KEYS,

@@ -62,15 +62,18 @@ def search_corpus(
             include_historical=include_historical,
             clock=clock,
         )
+        # (a split store's archive, on the historical route, once there is one: before the
+        # first move there is none, and nothing was searched there)
+        searched = [route.collection]
+        if include_historical and route.archive and index.client.collection_exists(route.archive):
+            searched.append(route.archive)
     finally:
         index.close()
     return {
         "query": query,
         "route": "historical" if include_historical else "default",
         "as_of": rfc3339(instant) if instant is not None else None,
-        "collections": [c for c in (route.collection, route.archive) if c]
-        if include_historical
-        else [route.collection],
+        "collections": searched,
         "k": k,
         "hits": [_hit(rank, hit) for rank, hit in enumerate(hits, start=1)],
     }

@@ -19,7 +19,7 @@ import asyncio
 import functools
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 try:
     from langchain_core.callbacks import (
@@ -34,11 +34,11 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
         "reconciler.integrations.langchain needs LangChain: "
         "pip install 'corpus-reconciler[langchain]'"
     ) from exc
-from pydantic import SkipValidation, TypeAdapter
+from pydantic import BeforeValidator, SkipValidation, TypeAdapter, model_validator
 
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.embedding import Embedder
-from reconciler.integrations.retrieving import Hit, Route, lower_is_better, search
+from reconciler.integrations.retrieving import Hit, Route, instant_of, lower_is_better, search
 from reconciler.payload import KeyMap
 
 if TYPE_CHECKING:
@@ -52,8 +52,12 @@ __all__ = ["EmbedderEmbeddings", "VersionAwareRetriever"]
 
 @functools.cache
 def _adapter(name: str) -> TypeAdapter[Any]:
-    """The validator of a per-call option: the retriever's field of that name."""
-    annotation: Any = VersionAwareRetriever.model_fields[name].annotation
+    """The validator of a per-call option: the retriever's field of that name (its type and
+    its validators)."""
+    field = VersionAwareRetriever.model_fields[name]
+    annotation: Any = field.annotation
+    if field.metadata:
+        annotation = Annotated[(annotation, *field.metadata)]
     return TypeAdapter(annotation)
 
 
@@ -90,12 +94,29 @@ class VersionAwareRetriever(BaseRetriever):
     embeddings: Embeddings
     k: int = 4
     score_threshold: float | None = None
-    as_of: datetime | None = None
+    #: Read as ``retrieving.instant_of`` reads it (pydantic alone took an ISO 8601 basic text,
+    #: ``"20250301"``, for a count of seconds since 1970).
+    as_of: Annotated[datetime | None, BeforeValidator(instant_of)] = None
     include_historical: bool = False
     #: Where LangChain's store keeps a document's metadata in a payload.
     metadata_key: str = "metadata"
     #: Reads "now" at each query; the real clock unless a test hands in another.
     clock: SkipValidation[Clock] = SYSTEM_CLOCK
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """A field this retriever does not have is refused, not dropped (LangChain's models
+        ignore extra fields: a ``filter`` or ``search_kwargs`` given when it is built, meant
+        to narrow what it returns, was dropped silently and every tenant's chunks served)."""
+        if isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(cls.model_fields))
+            if unknown:
+                raise TypeError(
+                    f"unknown field(s) {', '.join(unknown)}: this retriever takes k, "
+                    "score_threshold, as_of, include_historical (it builds its own filter)"
+                )
+        return data
 
     @classmethod
     def from_vector_store(
@@ -150,13 +171,20 @@ class VersionAwareRetriever(BaseRetriever):
         archive: str | None = None,
         keys: KeyMap | None = None,
         text_key: str | None = None,
+        vector_name: str | None = None,
         **fields: Any,
     ) -> VersionAwareRetriever:
         """Search ``collection`` (default: the deployment's ``[index] collection``) through
         ``client``, laid out as ``settings`` say (or as ``keys``, ``text_key`` and
-        ``archive`` say; the defaults are the reconciler's own layout)."""
+        ``archive`` say; the defaults are the reconciler's own layout). ``vector_name``: the
+        dense vector to search where the collection has several named ones."""
         route = Route.of(
-            collection, settings=settings, archive=archive, keys=keys, text_key=text_key
+            collection,
+            settings=settings,
+            archive=archive,
+            keys=keys,
+            text_key=text_key,
+            vector_name=vector_name,
         )
         return cls(client=client, route=route, embeddings=embeddings, **fields)
 

@@ -140,15 +140,23 @@ class VersionAwareRetriever(BaseRetriever):
         if archive is None and settings is not None:
             archive = settings.index.archive_collection
         # (the store names its dense vector "text-dense" but reads collections written with
-        # the unnamed one too: ask the collection, as the store does)
-        vector = vector_name_of(client, collection, None)
+        # the unnamed one too: ask the collection, as the store does; one the store has not
+        # made yet, at its first add, is asked at each query until it is there)
+        vector: str | None = None
+        lower: bool | None = None
+        if client.collection_exists(collection):
+            try:
+                vector = vector_name_of(client, collection, None) or ""
+            except ValueError:  # (several named vectors: the store's dense one)
+                vector = store.dense_vector_name
+            lower = lower_is_better(distance_of(client, collection, vector or None))
         route = Route(
             collection=collection,
             archive=archive,
             keys=layout,
             text_key=store.text_key or "text",
-            vector_name=vector or "",
-            lower_is_better=lower_is_better(distance_of(client, collection, vector)),
+            vector_name=vector,
+            lower_is_better=lower,
         )
         return cls(client, route, embed_model=embed_model, **options)
 
@@ -163,13 +171,20 @@ class VersionAwareRetriever(BaseRetriever):
         archive: str | None = None,
         keys: KeyMap | None = None,
         text_key: str | None = None,
+        vector_name: str | None = None,
         **options: Any,
     ) -> VersionAwareRetriever:
         """Search ``collection`` (default: the deployment's ``[index] collection``) through
         ``client``, laid out as ``settings`` say (or as ``keys``, ``text_key`` and
-        ``archive`` say; the defaults are the reconciler's own layout)."""
+        ``archive`` say; the defaults are the reconciler's own layout). ``vector_name``: the
+        dense vector to search where the collection has several named ones."""
         route = Route.of(
-            collection, settings=settings, archive=archive, keys=keys, text_key=text_key
+            collection,
+            settings=settings,
+            archive=archive,
+            keys=keys,
+            text_key=text_key,
+            vector_name=vector_name,
         )
         return cls(client, route, embed_model=embed_model, **options)
 

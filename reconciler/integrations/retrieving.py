@@ -12,6 +12,7 @@ main collection, the historical route on both, merged by score (``reconciler.fil
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
@@ -72,15 +73,17 @@ class Route:
         archive: str | None = None,
         keys: KeyMap | None = None,
         text_key: str | None = None,
+        vector_name: str | None = None,
     ) -> Route:
         """The route a retriever's ``from_client`` is given: the deployment's ``settings``
         with what is named here instead, or what is named here over the reconciler's own
-        layout."""
+        layout (``vector_name``: the dense vector of a collection that has several)."""
         named: dict[str, Any] = {
             "collection": collection,
             "archive": archive,
             "keys": keys,
             "text_key": text_key,
+            "vector_name": vector_name,
         }
         changes = {name: value for name, value in named.items() if value is not None}
         if settings is not None:
@@ -183,6 +186,11 @@ def search(
     the Euclid and Manhattan distances). Quarantined chunks never come back. An archive not
     created yet (no move so far) holds nothing to search."""
     historical = historical_flag(include_historical)
+    if inspect.iscoroutinefunction(getattr(client, "query_points", None)):
+        raise TypeError(
+            "an AsyncQdrantClient cannot be searched here: pass a QdrantClient (ainvoke and "
+            "aretrieve search through it in a worker thread)"
+        )
     if not client.collection_exists(route.collection):
         raise ValueError(
             f"collection {route.collection!r} does not exist: point the retriever at the "

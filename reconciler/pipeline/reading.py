@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -60,6 +60,20 @@ def read_sources(
     )
 
 
+def _read(source: SystemOfRecord, only: Collection[str] | None) -> tuple[SourceSnapshot, bool]:
+    """The source read whole (``only`` None) or at ``only``, screened, and whether it was read
+    at those paths alone. Nothing at them is read whole: whether the source now holds no
+    document at all (``guard/source_empty``, which refuses the run) only a whole read can say,
+    and a note deleted alone in its family is no emptied vault."""
+    if only is None:
+        return screen(source.scan()), False
+    read_at, scoped = scan_paths(source, only)
+    if scoped and not read_at.documents:
+        log.info("source %s: no document at the run's paths: read whole", source.name)
+        read_at, scoped = source.scan(), False
+    return screen(read_at), scoped
+
+
 def read_systems(
     table: DocumentReader, sources: Sequence[SystemOfRecord], options: Options, now: datetime
 ) -> SourcesRead:
@@ -91,11 +105,7 @@ def read_systems(
             )
             continue
         try:
-            if only is None:
-                snapshot, scoped = screen(source.scan()), False
-            else:
-                read_at, scoped = scan_paths(source, only)
-                snapshot = screen(read_at)
+            snapshot, scoped = _read(source, only)
         except ConnectorError as exc:
             log.warning("source %s unreadable: %s", source.name, exc)
             states[source.name] = SourceState(

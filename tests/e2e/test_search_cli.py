@@ -94,6 +94,19 @@ def test_a_split_store_is_searched_as_one(deploy: Deployment) -> None:
     assert doc_ids(now) == {"hb:expenses-v2"}
 
 
+def test_an_archive_not_made_yet_is_not_named_as_searched(deploy: Deployment) -> None:
+    """``collections`` (docs/contracts.md: the collections searched) named a split store's
+    archive before its first move, when there is none and nothing was searched there."""
+    text = deploy.config.read_text(encoding="utf-8").replace(
+        'collection = "corpus"', 'collection = "corpus"\narchive_collection = "corpus_archive"'
+    )
+    deploy.config.write_text(text, encoding="utf-8")
+    code, data = deploy.json("search", QUERY, "--historical", "-k", "20")
+    assert code == 0
+    assert data["collections"] == ["corpus"]
+    assert doc_ids(data) == {"hb:expenses-v1", "hb:expenses-v2"}
+
+
 def test_the_text_a_person_reads(deploy: Deployment) -> None:
     result = deploy.cli("search", QUERY)
     assert result.exit_code == 0, result.output
