@@ -17,6 +17,7 @@ import functools
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from operator import attrgetter
 from typing import Any
 
@@ -32,10 +33,11 @@ from reconciler.model import (
     Document,
     Finding,
     ReingestRequest,
+    VersionState,
     replaced,
 )
 from reconciler.payload import payload_for, same_payload, same_value, same_variant
-from reconciler.rules.handover import ends_earlier, taken_over
+from reconciler.rules.handover import ends_earlier, handed_over_now, taken_over
 from reconciler.rules.time_rule import kept_in_main
 
 #: Order in which row changes are merged; later wins (the source has the last word).
@@ -71,7 +73,9 @@ class RowUpdate:
     #: Where the row's window now ends earlier: another version of its family takes over at
     #: the new end (``rules.handover.taken_over``, over the family as its plan leaves it and
     #: the successors its source declares). The guard weighs an earlier end that nothing
-    #: takes over as a hide, however far ahead (``guarding.effects``).
+    #: takes over as a hide, however far ahead (``guarding.effects``). Where the row is
+    #: superseded now: the successor it names serves now, a version of its family before the
+    #: run (``rules.handover.handed_over_now``), so the guard weighs a relabel.
     handed_over: bool = False
 
     def fields(self) -> dict[str, tuple[Any, Any]]:
@@ -246,9 +250,11 @@ def plan_family(
     truth: Mapping[str, Document] | None = None,
     *,
     split: bool = False,
+    now: datetime | None = None,
 ) -> Plan:
     """The writes that repair one family's findings (``truth``: the source's declared rows;
-    ``split``: a split store's, whose chunks follow their desired row's state)."""
+    ``split``: a split store's, whose chunks follow their desired row's state; ``now``: the
+    run's instant, which decides whether a version superseded now is handed over)."""
     row_updates: list[RowUpdate] = []
     payload_targets: list[PayloadTarget] = []
     reingests: list[ReingestRequest] = []
@@ -286,24 +292,39 @@ def plan_family(
         if move is not None:
             moves.append(move)
     return Plan(
-        row_updates=_handovers(view, row_updates),
+        row_updates=_handovers(view, row_updates, now),
         payload_targets=tuple(payload_targets),
         reingests=tuple(reingests),
         moves=tuple(moves),
     )
 
 
-def _handovers(view: FamilyView, updates: list[RowUpdate]) -> tuple[RowUpdate, ...]:
+def _handovers(
+    view: FamilyView, updates: list[RowUpdate], now: datetime | None = None
+) -> tuple[RowUpdate, ...]:
     """``updates``, each whose window now ends earlier marked ``handed_over`` where another
     version takes over at its new end: a row of the family as these updates leave it, or a
-    successor its source declares."""
-    early = [n for n, u in enumerate(updates) if ends_earlier(u.before, u.after)]
+    successor its source declares. One superseded by the run (given ``now``, the run's
+    instant) is marked where the successor it names serves at ``now`` and was in its family
+    before the run (``rules.handover.handed_over_now``): a handover in force, not a merge."""
+    superseded = VersionState.SUPERSEDED
+    early = [
+        n
+        for n, u in enumerate(updates)
+        if ends_earlier(u.before, u.after) or u.after.version_state is superseded
+    ]
     if not early:
         return tuple(updates)
     afters = {u.doc_id: u.after for u in updates}
     rows = [afters.get(row.doc_id, row) for row in view.rows]
     for n in early:
         update = updates[n]
+        if update.after.version_state is superseded:
+            if now is not None and handed_over_now(
+                update.after, update.family, zip(view.rows, rows, strict=True), now
+            ):
+                updates[n] = dataclasses.replace(update, handed_over=True)
+            continue
         source = view.sources.get(update.doc_id)
         named = {*(source.declared_successors if source else ()), update.after.superseded_by}
         successors = [view.successors[s] for s in named if s is not None and s in view.successors]

@@ -166,7 +166,7 @@ def check_family(
         return FamilyOutcome(findings=(), plan=NO_PLAN, timings=timings)
     truth = chosen.truth(view, ctx) if chosen.truth is not None else None
     split = ctx.split is not None
-    plan = plan_family(view, findings, truth, split=split)
+    plan = plan_family(view, findings, truth, split=split, now=ctx.now)
     # Repairs have consequences: a version set back to current by the source can leave an
     # older one live beside it. Check the family as the plan leaves it, and fold what the
     # time rule still finds into the same plan, so one apply converges.
@@ -180,8 +180,8 @@ def check_family(
         if not extra:
             break
         findings += extra
-        plan = plan_family(view, findings, truth, split=split)
+        plan = plan_family(view, findings, truth, split=split, now=ctx.now)
     if doc_id is not None:
         findings = [f for f in findings if in_doc_scope(doc_id, f)]
-        plan = plan_family(view, findings, truth, split=split)
+        plan = plan_family(view, findings, truth, split=split, now=ctx.now)
     return FamilyOutcome(findings=tuple(findings), plan=plan, timings=timings)

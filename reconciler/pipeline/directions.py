@@ -1,7 +1,8 @@
 """What each write of a plan does to the served set (the guard's directions, ``guarding``):
 a row's change (``row_direction``), a payload write's (``payload_direction``), and every
 document of a plan once (``effects``), a window now ending earlier with nothing taking over at
-its end weighed as a hide (``rules.handover``)."""
+its end weighed as a hide, and a version superseded now by a successor of its family that
+serves in its place weighed as a relabel (``rules.handover``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.model import MANAGED_QUARANTINE_REASONS, OPEN_START, Document
+from reconciler.model import MANAGED_QUARANTINE_REASONS, OPEN_START, Document, VersionState
 from reconciler.planning import PayloadTarget, Plan, RowUpdate
 from reconciler.rules.handover import ends_earlier, taken_over
 from reconciler.rules.time_rule import payload_instant, payload_served, row_served, start_of
@@ -117,7 +118,9 @@ def effects(plan: Plan, now: datetime) -> tuple[Effect, ...]:
 def _directions(plan: Plan, now: datetime) -> Callable[[RowUpdate], Direction]:
     """``row_direction`` of an update, but a window that now ends earlier, still ahead, with
     no version taking over at its end (``RowUpdate.handed_over``, nor a row of the plan in its
-    family: a successor joining it) is a hide (``rules.handover``). The plan's rows are
+    family: a successor joining it) is a hide, and a version superseded now that the planner
+    found handed over (its successor, of its family before the run, serves now) is a relabel
+    (``rules.handover``). The plan's rows are
     grouped by family once, when the first such window is met (a plan that closes every
     window of a large corpus looks at each family's rows, not at every row each time)."""
     families: dict[str, list[Document]] = {}
@@ -125,6 +128,11 @@ def _directions(plan: Plan, now: datetime) -> Callable[[RowUpdate], Direction]:
     def direction(update: RowUpdate) -> Direction:
         found = row_direction(update.before, update.after, now)
         after = update.after
+        if found is Direction.HIDE:
+            # (superseded now by a successor of its family that serves in its place: a
+            # handover in force, ``rules.handover.handed_over_now``)
+            handed = update.handed_over and after.version_state is VersionState.SUPERSEDED
+            return Direction.RELABEL if handed else found
         if found is not Direction.RELABEL or update.handed_over or after.effective_to <= now:
             return found
         if not ends_earlier(update.before, after):

@@ -9,14 +9,21 @@ no run will be weighed for it (the day comes without a write). The guard weighs 
 as a hide (issue 37's relabel was "served now and later", which a window closed tomorrow on
 the whole corpus also is).
 
+A version superseded now is handed over when the successor it names serves now in its place
+and was a version of its family before the run (``handed_over_now``): a new version of the
+family, in force already (the family serves before and after; a handover dated ahead is the
+same change, made earlier). A successor that joins from a family of its own is a merge, not a
+handover: what its own family served is gone, and the hide is weighed.
+
 Pure: rows and source documents in, a yes or no out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
-from reconciler.model import OPEN_END, OPEN_START, Document, SourceDocument
+from reconciler.model import OPEN_END, OPEN_START, Document, SourceDocument, VersionState
 from reconciler.rules.time_rule import row_served, served_at
 
 
@@ -49,4 +56,22 @@ def taken_over(
         )
         for source in successors
         if source.doc_id not in known
+    )
+
+
+def handed_over_now(
+    after: Document, family: str, rows: Iterable[tuple[Document, Document]], now: datetime
+) -> bool:
+    """Whether ``after``, superseded, is handed over at ``now``: the successor it names is one
+    of ``rows`` (the family's rows, each before the run and as the plan leaves it) that was in
+    ``family`` (the one ``after`` is served in before the run) before the run, is in ``after``'s
+    family after it, and serves at ``now``."""
+    if after.version_state is not VersionState.SUPERSEDED or after.superseded_by is None:
+        return False
+    return any(
+        left.doc_id == after.superseded_by
+        and before.doc_family_id == family
+        and left.doc_family_id == after.doc_family_id
+        and row_served(left, now)
+        for before, left in rows
     )

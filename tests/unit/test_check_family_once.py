@@ -149,7 +149,7 @@ def _plainly(
     truths = [p.truth for p in chosen if p.truth is not None]
     truth = truths[0](view, ctx) if truths else None
     split = ctx.split is not None
-    plan = plan_family(view, findings, truth, split=split)
+    plan = plan_family(view, findings, truth, split=split, now=ctx.now)
     rounds = sorted(
         (p for p in chosen if p.check.consequence and p.family is not None),
         key=lambda p: p.check.consequence,
@@ -160,10 +160,10 @@ def _plainly(
         if not extra:
             break
         findings += extra
-        plan = plan_family(view, findings, truth, split=split)
+        plan = plan_family(view, findings, truth, split=split, now=ctx.now)
     findings = [f for f in findings if doc_id is None or f.doc_id == doc_id]
     if doc_id is not None:
-        plan = plan_family(view, findings, truth, split=split)
+        plan = plan_family(view, findings, truth, split=split, now=ctx.now)
     timed = {p.name for p in chosen if p.family is not None and p.check.per_family}
     return FamilyOutcome(findings=tuple(findings), plan=plan, timings=dict.fromkeys(timed, 0.0))
 

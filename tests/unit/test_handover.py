@@ -117,6 +117,37 @@ def test_the_planner_sees_the_family_and_the_declared_successors() -> None:
     assert not _handovers(view, [update])[0].handed_over
 
 
+def test_a_version_superseded_now_by_a_successor_of_its_family_is_handed_over() -> None:
+    """In force already: the successor, registered in the family before the run, serves now
+    (both were served; the run closes the old one). A relabel, as the same handover dated
+    ahead is. Not where the successor joins from a family of its own (a merge: its family
+    stops serving), serves nothing now, or has no row (named, not ingested)."""
+    new = version("new", effective_from=NOW - DAY)
+    gone = dataclasses.replace(
+        OLD, version_state=VersionState.SUPERSEDED, superseded_by="s:new", effective_to=NOW - DAY
+    )
+    update = RowUpdate(OLD.doc_id, "s:f", OLD, gone, ("family",))
+    marked = _handovers(FamilyView(family="s:f", rows=(OLD, new)), [update], NOW)[0]
+    assert marked.handed_over
+    assert direction_of_old(Plan(row_updates=(marked,))) is Direction.RELABEL
+    # Without the run's instant the planner does not say.
+    assert not _handovers(FamilyView(family="s:f", rows=(OLD, new)), [update])[0].handed_over
+    # A successor joining from its own family: a merge, weighed as a hide.
+    joining = dataclasses.replace(new, doc_family_id="s:g")
+    joined = RowUpdate(new.doc_id, "s:g", joining, new, ("family",))
+    found = _handovers(FamilyView(family="s:f", rows=(OLD, joining)), [update, joined], NOW)
+    assert not found[0].handed_over
+    assert direction_of_old(Plan(row_updates=tuple(found))) is Direction.HIDE
+    # A successor that serves nothing now: held, or not begun.
+    held = dataclasses.replace(new, quarantined=True, quarantine_reason="in_place_edit")
+    later = version("new", effective_from=NOW + DAY)
+    for row in (held, later):
+        view = FamilyView(family="s:f", rows=(OLD, row))
+        assert not _handovers(view, [update], NOW)[0].handed_over
+    # Named but not ingested: no row takes over.
+    assert not _handovers(FamilyView(family="s:f", rows=(OLD,)), [update], NOW)[0].handed_over
+
+
 instants = st.integers(min_value=-5, max_value=40).map(lambda d: NOW + d * DAY)
 states = st.sampled_from([VersionState.CURRENT, VersionState.PENDING, VersionState.RETIRED])
 
