@@ -37,7 +37,7 @@ from reconciler.model import (
     replaced,
 )
 from reconciler.payload import payload_for, same_payload, same_value, same_variant
-from reconciler.rules.handover import ends_earlier, handed_over_now, taken_over
+from reconciler.rules.handover import brought_forward, ends_earlier, handed_over_now, taken_over
 from reconciler.rules.time_rule import kept_in_main
 
 #: Order in which row changes are merged; later wins (the source has the last word).
@@ -77,6 +77,10 @@ class RowUpdate:
     #: superseded now: the successor it names serves now, a version of its family before the
     #: run (``rules.handover.handed_over_now``), so the guard weighs a relabel.
     handed_over: bool = False
+    #: Where the row, a successor served later before the run, is brought forward to serve now
+    #: alone in its family in place of the version it served (``rules.handover.brought_forward``):
+    #: the guard weighs a relabel, not a reveal.
+    takes_over: bool = False
 
     def fields(self) -> dict[str, tuple[Any, Any]]:
         """Changed fields: name -> (before, after) (worked out once: the planner, the applier
@@ -306,17 +310,25 @@ def _handovers(
     version takes over at its new end: a row of the family as these updates leave it, or a
     successor its source declares. One superseded by the run (given ``now``, the run's
     instant) is marked where the successor it names serves at ``now`` and was in its family
-    before the run (``rules.handover.handed_over_now``): a handover in force, not a merge."""
+    before the run (``rules.handover.handed_over_now``): a handover in force, not a merge. One
+    scheduled ahead and brought forward to serve now alone in its family is marked
+    ``takes_over`` (``rules.handover.brought_forward``): the same handover, made earlier."""
     superseded = VersionState.SUPERSEDED
     early = [
         n
         for n, u in enumerate(updates)
         if ends_earlier(u.before, u.after) or u.after.version_state is superseded
     ]
-    if not early:
+    if not early and now is None:
         return tuple(updates)
     afters = {u.doc_id: u.after for u in updates}
     rows = [afters.get(row.doc_id, row) for row in view.rows]
+    for n, update in enumerate(updates):
+        pairs = zip(view.rows, rows, strict=True)
+        if now is not None and brought_forward(
+            update.before, update.after, update.family, pairs, now
+        ):
+            updates[n] = dataclasses.replace(update, takes_over=True)
     for n in early:
         update = updates[n]
         if update.after.version_state is superseded:

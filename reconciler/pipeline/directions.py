@@ -2,7 +2,8 @@
 a row's change (``row_direction``), a payload write's (``payload_direction``), and every
 document of a plan once (``effects``), a window now ending earlier with nothing taking over at
 its end weighed as a hide, and a version superseded now by a successor of its family that
-serves in its place weighed as a relabel (``rules.handover``)."""
+serves in its place, and a successor scheduled ahead brought forward to serve now in its
+family's place, weighed as relabels (``rules.handover``)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,16 @@ class Direction(enum.StrEnum):
 
     #: Served now, or later, before the write; not after.
     HIDE = "hide"
-    #: Not served before (now nor later); served after; not a restore.
+    #: Served after at an instant it was not before: not served now before and served now
+    #: after (a version un-retired, a draft made current, a scheduled version brought forward
+    #: where its family served nothing now), or served from now on after and at no instant
+    #: from now on before; not a restore. A scheduled successor brought forward to serve now
+    #: alone in its family in place of the version it served is a relabel (``_directions``).
     REVEAL = "reveal"
     #: A quarantine the reconciler set is lifted because its cause is gone, nothing else moves.
     RESTORE = "restore"
-    #: Served before and after; something else changes (family, metadata, a window end ahead).
+    #: Served before and after; something else changes (family, metadata, a window end ahead,
+    #: a handover in force or a scheduled one brought forward: ``rules.handover``).
     RELABEL = "relabel"
     #: Served neither before nor after (an unserved version relabelled or moved).
     UNSERVED = "unserved"
@@ -119,8 +125,11 @@ def _directions(plan: Plan, now: datetime) -> Callable[[RowUpdate], Direction]:
     """``row_direction`` of an update, but a window that now ends earlier, still ahead, with
     no version taking over at its end (``RowUpdate.handed_over``, nor a row of the plan in its
     family: a successor joining it) is a hide, and a version superseded now that the planner
-    found handed over (its successor, of its family before the run, serves now) is a relabel
-    (``rules.handover``). The plan's rows are
+    found handed over (its successor, of its family before the run, serves now) is a relabel,
+    and so is a successor scheduled ahead that the planner found brought forward
+    (``RowUpdate.takes_over``: served later before, now alone in the family that served
+    another version now), as the same handover dated ahead is (``rules.handover``). The
+    plan's rows are
     grouped by family once, when the first such window is met (a plan that closes every
     window of a large corpus looks at each family's rows, not at every row each time)."""
     families: dict[str, list[Document]] = {}
@@ -133,6 +142,9 @@ def _directions(plan: Plan, now: datetime) -> Callable[[RowUpdate], Direction]:
             # handover in force, ``rules.handover.handed_over_now``)
             handed = update.handed_over and after.version_state is VersionState.SUPERSEDED
             return Direction.RELABEL if handed else found
+        if found is Direction.REVEAL:
+            # (a scheduled successor brought forward: ``rules.handover.brought_forward``)
+            return Direction.RELABEL if update.takes_over else found
         if found is not Direction.RELABEL or update.handed_over or after.effective_to <= now:
             return found
         if not ends_earlier(update.before, after):

@@ -6,12 +6,14 @@ by what ``default_filter()`` returns of it before and after, now or from now on
 
 - **hidden**: served (now, or later) before the run and not after: quarantined, superseded,
   retired, a window closed before now or not begun;
-- **revealed**: not served before and served after (a version un-retired, a link removed),
-  except a restore;
+- **revealed**: served after at an instant it was not before (a version un-retired, a link
+  removed, a scheduled version brought forward where its family served nothing now), except
+  a restore;
 - **restored**: a quarantine the reconciler set, lifted because its cause is gone (the
   re-ingested text matches the source, the source was read again), nothing else moving;
 - **relabelled**: served before and after, something else written (a family merge or move,
-  metadata, a window end still ahead, ``pending`` becoming ``current``);
+  metadata, a window end still ahead, ``pending`` becoming ``current``, a handover in force
+  or a scheduled one brought forward: ``rules.handover``);
 - **unserved**: served neither before nor after (an unserved version relabelled, quarantined
   or moved to the archive).
 
@@ -28,7 +30,9 @@ that) is stopped and shown.
 A refused run still writes what cannot hide anything (``GuardDecision.allowed``): every
 document's writes but those of a direction over its limit (the hidden and revealed ones when
 the served set would change too much, the restores when too many would be restored, every
-move when too many would move); the documents held back are named (``GuardDecision.held``).
+move when too many would move), and a handover in a family whose other writes are held (a
+predecessor closed while what takes over is held back would leave its family serving
+nothing); the documents held back are named (``GuardDecision.held``).
 When a source that had documents returned none or the index lost its points, nothing that was
 read can be trusted and nothing is written; nor is anything by a refused ``declare`` run,
 whose declarations are not recorded.
@@ -312,7 +316,8 @@ def hold_back(
     chunks, its re-ingest request, its move); every move when ``moved`` is over; the rest
     cannot change the served set past a limit and is written: relabels, writes to what is
     unserved, restores under their limit, payload indexes, other documents' re-ingest
-    requests. When a source that had documents returned none or the index lost points
+    requests; but a handover (``RowUpdate.handed_over``, ``takes_over``) in a family whose
+    other writes are held is held with them. When a source that had documents returned none or the index lost points
     (``source_empty``, ``index_shrunk``), or the run declares (its declarations are not
     recorded when refused, and what they move would be moved back), nothing is written.
     ``found``: ``effects(plan, now)``, when the caller has them."""
@@ -329,6 +334,14 @@ def hold_back(
         e.doc_id
         for e in (effects(plan, now) if found is None else found)
         if e.direction in directions and e.doc_id
+    }
+    # (a handover is written with what takes over, or held with it: a predecessor closed
+    # while its successor's reveal is held would leave its family serving nothing)
+    families = {u.after.doc_family_id for u in plan.row_updates if u.doc_id in held}
+    held |= {
+        u.doc_id
+        for u in plan.row_updates
+        if (u.handed_over or u.takes_over) and u.after.doc_family_id in families
     }
     allowed = Plan(
         row_updates=tuple(u for u in plan.row_updates if u.doc_id not in held),

@@ -15,6 +15,11 @@ family, in force already (the family serves before and after; a handover dated a
 same change, made earlier). A successor that joins from a family of its own is a merge, not a
 handover: what its own family served is gone, and the hide is weighed.
 
+A successor scheduled ahead (served later, not now) whose start is brought forward takes over
+now (``brought_forward``) when its family served another version now before the run and
+serves it alone now after: the same handover, made earlier. A version served at no instant
+from now on before (a draft, a retired note made current) is still a reveal.
+
 Pure: rows and source documents in, a yes or no out.
 """
 
@@ -24,7 +29,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from reconciler.model import OPEN_END, OPEN_START, Document, SourceDocument, VersionState
-from reconciler.rules.time_rule import row_served, served_at
+from reconciler.rules.time_rule import row_served, served_at, start_of
 
 
 def ends_earlier(before: Document, after: Document) -> bool:
@@ -75,3 +80,26 @@ def handed_over_now(
         and row_served(left, now)
         for before, left in rows
     )
+
+
+def brought_forward(
+    before: Document,
+    after: Document,
+    family: str,
+    rows: Iterable[tuple[Document, Document]],
+    now: datetime,
+) -> bool:
+    """Whether ``after``, served later but not at ``now`` before the run (``before``: a
+    successor scheduled ahead) and served at ``now`` after it, takes over from its family's
+    version: it stays in ``family`` (the one it is in before the run), another version of
+    which served at ``now`` before the run, and none of ``rows`` (the family's rows, each before
+    the run and as the plan leaves it) but ``after`` serves in it at ``now`` after."""
+    later = before.effective_to > now and row_served(before, max(start_of(before), now))
+    if row_served(before, now) or not later or not row_served(after, now):
+        return False
+    if before.doc_family_id != family or after.doc_family_id != family:
+        return False
+    pairs = [(old, new) for old, new in rows if old.doc_id != after.doc_id]
+    served_before = any(old.doc_family_id == family and row_served(old, now) for old, _ in pairs)
+    beside = any(new.doc_family_id == family and row_served(new, now) for _, new in pairs)
+    return served_before and not beside

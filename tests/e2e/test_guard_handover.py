@@ -8,7 +8,15 @@ as a hide (``row_direction``: served now, then not), so past the floor the run w
 its writes held back, and both versions of every family stayed served until someone approved
 the plan; the same handover dated a day ahead was a relabel and written. What the guard exists
 to refuse still is: a successor that is named but not ingested (its family would serve nothing)
-and links that join registered families (what each successor's own family served is gone)."""
+and links that join registered families (what each successor's own family served is gone).
+
+The same handover dated ahead, then brought forward (the successors' ``effective_from`` moved
+to yesterday or today after they were ingested and scheduled) was weighed as revealing each
+successor (``row_direction``: served now after, not now before, though it was served later),
+so past the floor the run was refused; and its predecessors, handed over, were written while
+the successors were held back, so those families served nothing. A successor served at no
+instant before (a draft made current) is still a reveal, and what it takes over is held with
+it."""
 
 from __future__ import annotations
 
@@ -84,6 +92,51 @@ def test_the_same_handover_dated_ahead_is_weighed_alike(deploy: Deployment) -> N
     code, then = deploy.json("run", "--now", instant(11))
     assert (code, then["refused"]) == (0, False), then["guard"]
     assert then["guard"]["weighed_families"] == 0
+
+
+@pytest.mark.parametrize("moved_to", [day(-1), day(0)], ids=["yesterday", "today"])
+def test_a_scheduled_handover_brought_forward_is_written(deploy: Deployment, moved_to: str) -> None:
+    """Scheduled 10 days ahead, then brought forward: the same handover, made earlier; each
+    family serves its old version before the run and its new one alone after it."""
+    _thirty(deploy)
+    _new_versions(deploy, "replaces", day(10))
+    assert deploy.json("ingest")[0] == 0
+    assert deploy.json("run")[0] == 0
+    for n in range(NEW):
+        deploy.edit_front(f"m{n:02d}", effective_from=moved_to)
+    code, data = deploy.json("run")
+    assert (code, data["refused"]) == (0, False), data["guard"]
+    guard = data["guard"]
+    assert (guard["revealed_families"], guard["hidden_families"]) == (0, 0)
+    assert guard["weighed_families"] == 0
+    assert guard["relabelled_families"] == NEW
+    new = {f"hb:m{n:02d}" for n in range(NEW)}
+    kept = {f"hb:n{n:02d}" for n in range(NEW, OLD)}
+    assert deploy.served() == new | kept
+    rows = deploy.rows()
+    families = [rows[d]["doc_family_id"] for d in deploy.served()]
+    assert len(families) == len(set(families)) == OLD
+
+
+def test_drafts_made_current_in_place_of_their_predecessors_are_still_weighed(
+    deploy: Deployment,
+) -> None:
+    """Successors ingested as drafts (served at no instant) and then made current: a reveal
+    of what was never served, refused past the floor; the predecessors they would take over
+    from are held with them, so each family still serves its old version."""
+    served = _thirty(deploy)
+    for n in range(NEW):
+        deploy.note(f"m{n:02d}", body(f"new note {n}", f"new rule {n}"), id=f"m{n:02d}",
+                    status="draft", effective_from=day(-1), replaces=f"n{n:02d}")  # fmt: skip
+    assert deploy.json("ingest")[0] == 0
+    assert deploy.json("run")[0] == 0
+    assert deploy.served() == served
+    for n in range(NEW):
+        deploy.edit_front(f"m{n:02d}", status="current")
+    code, data = deploy.json("run")
+    assert (code, data["refused"]) == (3, True), data["guard"]
+    assert data["guard"]["revealed_families"] == NEW
+    assert deploy.served() == served
 
 
 def test_successors_named_but_not_ingested_are_still_weighed(deploy: Deployment) -> None:

@@ -152,6 +152,35 @@ instants = st.integers(min_value=-5, max_value=40).map(lambda d: NOW + d * DAY)
 states = st.sampled_from([VersionState.CURRENT, VersionState.PENDING, VersionState.RETIRED])
 
 
+def test_a_scheduled_successor_brought_forward_takes_over() -> None:
+    """Scheduled ahead (served later), its start brought forward to serve now alone in the
+    family that served ``OLD`` now: the same handover, made earlier, a relabel. A draft made
+    current (served at no instant before), one served now beside ``OLD``, one brought forward
+    where the family served nothing now, and one moving family are still reveals."""
+    ahead = version("new", version_state=VersionState.PENDING, effective_from=NOW + 10 * DAY)
+    now_on = version("new", effective_from=NOW - DAY)
+    gone = dataclasses.replace(
+        OLD, version_state=VersionState.SUPERSEDED, superseded_by="s:new", effective_to=NOW - DAY
+    )
+    old = RowUpdate(OLD.doc_id, "s:f", OLD, gone, ("dates",))
+
+    def direction(before: Document, after: Document, *others: RowUpdate) -> Direction:
+        update = RowUpdate(after.doc_id, "s:f", before, after, ("family",))
+        rows = (before, *(o.before for o in others))
+        marked = _handovers(FamilyView(family="s:f", rows=rows), [update, *others], NOW)
+        found = effects(Plan(row_updates=marked), NOW)
+        return next(e.direction for e in found if e.doc_id == after.doc_id)
+
+    assert direction(ahead, now_on, old) is Direction.RELABEL
+    draft = dataclasses.replace(ahead, version_state=VersionState.DRAFT)
+    assert direction(draft, now_on, old) is Direction.REVEAL
+    kept = RowUpdate(OLD.doc_id, "s:f", OLD, dataclasses.replace(OLD, title="t"), ("r",))
+    assert direction(ahead, now_on, kept) is Direction.REVEAL
+    assert direction(ahead, now_on) is Direction.REVEAL
+    moved = dataclasses.replace(now_on, doc_family_id="s:g")
+    assert direction(ahead, moved, old) is Direction.REVEAL
+
+
 @st.composite
 def families(draw: st.DrawFn) -> tuple[Plan, list[Document]]:
     """``OLD`` closed at a random instant ahead, beside 0-3 other versions of random windows
