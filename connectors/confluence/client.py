@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import requests
 from requests.auth import AuthBase, HTTPBasicAuth
@@ -153,10 +153,22 @@ class ConfluenceClient:
             data = self.get(url, {**params, "start": start, "limit": self.page_size}, document)
             entries = results(data, redact(url), document)
             yield entries
-            if not entries or not next_link(data):
+            link = next_link(data)
+            if not link:
                 return
-            size = data.get("size")
-            start += size if is_integer(size) and size > 0 else len(entries)
+            if entries:
+                size = data.get("size")
+                start += size if is_integer(size) and size > 0 else len(entries)
+                continue
+            # A page that Data Center emptied by permission filtering still links the next:
+            # go on where the link says, never take the listing as ended there.
+            following = _start_of(link)
+            if following is None or following <= start:
+                raise _error(document)(
+                    f"confluence {self.name!r}: {redact(url)} answered no results at start "
+                    f"{start} but links a next page ({redact(link)}) that does not go on"
+                )
+            start = following
 
     def _follow(self, link: str) -> str:
         """Resolve a next-page link; never send the credentials to another site."""
@@ -183,6 +195,12 @@ def results(data: Any, where: str, document: str | None) -> list[Any]:
     if not isinstance(found, list):
         raise _error(document)(f"{where}: the response has no results list")
     return found
+
+
+def _start_of(link: str) -> int | None:
+    """The ``start`` a Data Center next-page link asks for, if it gives one."""
+    values = parse_qs(urlsplit(link).query).get("start", [])
+    return int(values[0]) if len(values) == 1 and values[0].isdigit() else None
 
 
 def next_link(data: Any) -> str | None:

@@ -7,14 +7,12 @@ carry the same logical fields as the HTTP registry's records and are read with t
 (``connectors.records``): an invalid field (on SQLite, a date that does not parse: ``lenient``)
 is taken as absent with a problem; a row whose body cannot be read is that row's problem.
 
-Rows are streamed (``yield_per``: a server-side cursor on PostgreSQL), so memory is bounded by
-the batch size. The filter is a mapping of column -> value(s), compiled to bound parameters:
-no SQL text from the config ever reaches the database (use a view for anything richer).
+Rows are streamed (``yield_per``), the rows of one id in the order of their values. The filter
+(column -> value(s)) is compiled to bound parameters: no SQL text from the config ever runs.
 
-Failures: the database cannot be reached -> ``SourceUnavailable``; the table, a column or the
-permission to read is missing -> ``ConnectorConfigError``; the connection drops part-way -> the
-rows read so far, ``complete=False`` and an ``UNREADABLE`` problem (none -> unavailable).
-"""
+Failures: no database -> ``SourceUnavailable``; no table, column or permission to read ->
+``ConnectorConfigError``; the connection drops part-way -> the rows read so far,
+``complete=False`` and an ``UNREADABLE`` problem (none -> unavailable)."""
 
 from __future__ import annotations
 
@@ -62,6 +60,7 @@ from connectors.records import (
     problem,
     sha256_of,
 )
+from connectors.sql.duplicates import by_values
 from connectors.sql.lenient import lenient
 from connectors.sql.options import LOGICAL_FIELDS, SqlSettings
 from reconciler.model import ProblemKind, SourceProblem, SourceSnapshot
@@ -181,9 +180,9 @@ class SqlTableSource:
                 statement = select(*labelled).where(*mapped.where).order_by(mapped.columns["id"])
                 result = conn.execution_options(yield_per=self.batch_size).execute(statement)
                 changed: dict[str, datetime] = {}
-                for row in result.mappings():
+                for row in by_values(result.mappings(), ignored=_CHANGED):
                     rows += 1
-                    if not self._take(dict(row), rows, records, hashes, problems, changed):
+                    if not self._take(row, rows, records, hashes, problems, changed):
                         complete = False
                 self._changed = changed
                 # Rows whose hash column is empty or invalid: hash their body after the stream.

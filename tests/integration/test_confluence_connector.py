@@ -687,6 +687,51 @@ def test_datacenter_start_limit_paging(httpserver: HTTPServer) -> None:
     assert all(a["limit"] == "3" and "metadata.labels" in a["expand"] for a in listing)
 
 
+def test_datacenter_an_empty_page_with_a_next_link_is_not_the_end(httpserver: HTTPServer) -> None:
+    """Data Center filters a listing page by permission after taking it from the database, so
+    a page may come back with no results (size 0) while ``_links.next`` says more follow. The
+    listing goes on at the link's ``start``, as after a page the filter only thinned (it was
+    read as the end: a complete scan without the pages after it, each then missing_in_source
+    and retired after the grace)."""
+    fake = FakeConfluence(httpserver, "datacenter")
+    fake.add(*(FakePage(str(300 + i), f"Page {i}", f"<p>{i}</p>") for i in range(7)))
+    filtered = {
+        "results": [],
+        "start": 2,
+        "limit": 2,
+        "size": 0,
+        "_links": {"next": "/rest/api/content?start=4&limit=2", "context": "/confluence"},
+    }
+    fake.fail(
+        "/confluence/rest/api/content",
+        lambda: Response(json.dumps(filtered), 200, content_type="application/json"),
+        start="2",
+    )
+    snapshot = make_source(fake, page_size=2, statuses=("current",)).scan()
+    listing = [a["start"] for p, a in fake.requests if p == "/confluence/rest/api/content"]
+    assert listing == ["0", "2", "4", "6"]
+    assert [d.source_key for d in snapshot.documents] == ["300", "301", "304", "305", "306"]
+    assert snapshot.complete  # the pages the token may not see are not in the source
+
+
+def test_datacenter_an_empty_page_whose_next_link_goes_nowhere_is_a_partial_listing(
+    httpserver: HTTPServer,
+) -> None:
+    fake = FakeConfluence(httpserver, "datacenter")
+    fake.add(*(FakePage(str(300 + i), f"Page {i}", f"<p>{i}</p>") for i in range(7)))
+    stuck = {"results": [], "start": 2, "limit": 2, "size": 0, "_links": {"next": "/x?start=2"}}
+    fake.fail(
+        "/confluence/rest/api/content",
+        *(lambda: Response(json.dumps(stuck), 200, content_type="application/json"),) * 3,
+        start="2",
+    )
+    snapshot = make_source(fake, page_size=2, statuses=("current",)).scan()
+    assert [d.source_key for d in snapshot.documents] == ["300", "301"]
+    assert not snapshot.complete
+    [loose] = [p for p in snapshot.problems if p.doc_id is None]
+    assert "no results" in loose.message
+
+
 def test_datacenter_cql_scope(httpserver: HTTPServer) -> None:
     fake = FakeConfluence(httpserver, "datacenter")
     fake.add(*corpus())

@@ -327,6 +327,42 @@ def test_text_ids_and_duplicate_ids(tmp_path: Path) -> None:
         src.read_body("HR-1")
 
 
+def test_which_of_two_rows_with_one_id_is_kept_does_not_follow_the_physical_order(
+    pg_url: str,
+) -> None:
+    """Rows come ordered by id, and PostgreSQL returns rows of one id in whatever order its
+    heap holds them: an UPDATE that changes nothing moves the row it touches to the end. The
+    row kept was the first returned, so it flipped with each such write, and with it the
+    document's state and hash (a run retired and quarantined it, the next brought it back)."""
+    engine = create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE docs (id TEXT, status TEXT, body TEXT)"))
+        conn.execute(
+            text(
+                "INSERT INTO docs VALUES ('HR-1', 'retired', 'Withdrawn.'), "
+                "('HR-1', 'current', 'Leave.'), ('HR-2', 'current', 'Sick leave.')"
+            )
+        )
+    src = SqlTableSource("kb", url=pg_url, table="docs")
+    kept = []
+    try:
+        for _ in range(3):
+            snapshot = src.scan()
+            assert (ProblemKind.DUPLICATE_ID, "kb:HR-1") in problems_of(snapshot)
+            [doc] = [d for d in snapshot.documents if d.source_key == "HR-1"]
+            kept.append((doc.state, doc.content_hash))
+            with engine.begin() as conn:  # rewrite the row returned first, as it is
+                conn.execute(
+                    text(
+                        "UPDATE docs SET body = body WHERE ctid = "
+                        "(SELECT min(ctid) FROM docs WHERE id = 'HR-1')"
+                    )
+                )
+    finally:
+        engine.dispose()
+    assert kept == [(VersionState.CURRENT, sha("Leave."))] * 3
+
+
 def test_streams_rows_in_batches(db_url: str) -> None:
     db = Dms(db_url)
     db.insert(
