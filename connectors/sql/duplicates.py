@@ -18,7 +18,7 @@ from connectors.sql.options import LOGICAL_FIELDS
 __all__ = ["by_values"]
 
 
-def by_values(rows: Iterable[Mapping[str, Any]], *, ignored: str) -> Iterator[dict[str, Any]]:
+def by_values(rows: Iterable[Mapping[Any, Any]], *, ignored: str) -> Iterator[dict[str, Any]]:
     """``rows`` (ordered by id) with each run of rows of one id sorted by their values;
     ``ignored`` names a column left out of the comparison (the watch's change stamp, which an
     UPDATE that changes nothing moves)."""
