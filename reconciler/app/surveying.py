@@ -107,6 +107,14 @@ def survey_source(
             if p.kind is ProblemKind.ID_NOT_READ
         ][:sample],
     }
+    # Every other problem of the read (a note not taken, a link that names nothing...),
+    # by path: a count alone leaves a person to guess which document went missing.
+    said = {ProblemKind.UNUSED_MAPPING, ProblemKind.ID_NOT_READ, ProblemKind.KEY_NOT_READ}
+    report["problems_first"] = [
+        {"kind": str(p.kind), "path": p.path or p.doc_id, "message": p.message}
+        for p in snapshot.problems
+        if p.kind not in said
+    ][: max(sample, 10)]
     not_read = [p for p in snapshot.problems if p.kind is ProblemKind.KEY_NOT_READ]
     report["key_not_read"] = {
         "documents": len({p.path for p in not_read}),

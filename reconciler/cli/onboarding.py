@@ -78,6 +78,10 @@ def vocabulary_check(obj: CliState, sample: int, source_names: tuple[str, ...]) 
     sys.exit(EXIT_OK if data["ok"] else EXIT_DRIFT)
 
 
+#: The problems the survey reports in their own sections.
+_SAID_ELSEWHERE = {"unused_mapping", "id_not_read", "key_not_read"}
+
+
 def render_survey(data: dict[str, Any]) -> str:
     """The dry read, per source."""
     out: list[str] = []
@@ -113,6 +117,16 @@ def render_survey(data: dict[str, Any]) -> str:
             out.append(f"\n{unread['field']}: {unread['message']}")
         for missed in report["id_not_read"]:
             out.append(f"\n{missed['path']}: {missed['message']}")
+        others = report.get("problems_first") or []
+        if others:
+            shown = sum(v for k, v in report["problems"].items() if k not in _SAID_ELSEWHERE)
+            out.append(
+                f"\n{shown} PROBLEM(S) IN THE SOURCE (a note not taken is not ingested; "
+                'see docs/connectors/vault.md, "What a bad note costs"):'
+            )
+            out.extend(f"  {p['path']}: {p['kind']}: {p['message']}" for p in others)
+            if shown > len(others):
+                out.append(f"  ... and {shown - len(others)} more (--format json: `problems`)")
         if report["unread"]:
             out.append(f"\nREAD FROM NO DOCUMENT: {', '.join(report['unread'])}")
         not_read = report.get("key_not_read") or {}

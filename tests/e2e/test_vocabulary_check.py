@@ -150,3 +150,30 @@ def test_the_shipped_presets_read_every_field_they_map(preset_name: str) -> None
     assert report["unread"] == []
     assert report["states"]["unknown"] == 0
     assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_a_note_the_source_refuses_is_named_in_the_table_output(deploy: Deployment) -> None:
+    """A note whose front matter does not parse is not taken (vault.md, "What a bad note
+    costs"): the dry read must say so and where, or a person counting documents before the
+    first ingestion sees one fewer and nothing about it. Before, only ``--format json``
+    carried it (a bare count under ``problems``); the table said nothing."""
+    (deploy.vault / "good.md").write_text("---\nstatus: current\n---\nbody\n", encoding="utf-8")
+    (deploy.vault / "broken.md").write_text(
+        "---\nstatus: current\ntitle: [unclosed\n---\nbody\n", encoding="utf-8"
+    )
+    (deploy.vault / "dangling.md").write_text(
+        "---\nstatus: superseded\nsuperseded_by: nowhere\n---\nbody\n", encoding="utf-8"
+    )
+    code, data = deploy.json("vocabulary", "check")
+    (report,) = data["sources"]
+    assert report["documents"] == 2
+    assert report["problems"]["invalid_frontmatter"] == 1
+    first = {(p["kind"], p["path"]) for p in report["problems_first"]}
+    assert ("invalid_frontmatter", "broken.md") in first
+    assert ("dangling_superseded_by", "dangling.md") in first
+    text = deploy.cli("vocabulary", "check")
+    assert text.exit_code == code
+    assert "broken.md" in text.output
+    assert "invalid_frontmatter" in text.output
+    assert "dangling.md" in text.output
+    assert stores_untouched(deploy)
