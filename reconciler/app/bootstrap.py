@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from reconciler.app.wiring import open_initialised_table, open_qdrant_index, open_table
@@ -323,27 +324,29 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
     rows created (or that would be) and the list of what could not be mapped.
     """
     at = datetime.now(UTC)
-    table = open_initialised_table(settings) if dry_run else open_table(settings, create=True)
+    missing = CollectionMissing(
+        f"collection {settings.index.collection!r} does not exist at "
+        f"{settings.index.path or settings.index.url}; point index.collection at "
+        "the collection to adopt"
+    )
+    cfg = settings.index
+    if cfg.engine == "qdrant" and cfg.path is not None and not Path(cfg.path).exists():
+        raise missing  # opening a local-mode folder that does not exist would create it
+    index = open_qdrant_index(settings, needed_by="reconciler bootstrap")
+    table = None
     try:
-        index = open_qdrant_index(settings, needed_by="reconciler bootstrap")
-        try:
-            if not index.exists():
-                raise CollectionMissing(
-                    f"collection {settings.index.collection!r} does not exist at "
-                    f"{settings.index.path or settings.index.url}; point index.collection at "
-                    "the collection to adopt"
-                )
-            archive = None
-            if settings.index.archive_collection is not None:
-                archive = QdrantChunkIndex(
-                    index.client,
-                    collection=settings.index.archive_collection,
-                    keys=settings.index.key_map,
-                    text_key=settings.index.text_key,
-                )
-            adoption = plan_documents(index, table, settings=settings, at=at, archive=archive)
-        finally:
-            index.close()
+        if not index.exists():
+            raise missing  # before the table: nothing is created for what cannot be adopted
+        table = open_initialised_table(settings) if dry_run else open_table(settings, create=True)
+        archive = None
+        if settings.index.archive_collection is not None:
+            archive = QdrantChunkIndex(
+                index.client,
+                collection=settings.index.archive_collection,
+                keys=settings.index.key_map,
+                text_key=settings.index.text_key,
+            )
+        adoption = plan_documents(index, table, settings=settings, at=at, archive=archive)
         run_id = None
         rows = list(adoption.documents.values())
         if not dry_run and table is not None:
@@ -356,6 +359,7 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
                 chunks_scanned=adoption.chunks,
             )
     finally:
+        index.close()
         if table is not None:
             table.close()
     data = _result(settings, adoption, run_id=run_id, dry_run=dry_run)

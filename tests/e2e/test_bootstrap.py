@@ -489,6 +489,21 @@ def test_a_missing_collection_is_an_error_not_an_empty_adoption(tmp_path: Path) 
     assert "does not exist" in result.output
 
 
+def test_a_dry_run_on_a_missing_collection_creates_nothing(tmp_path: Path) -> None:
+    """``bootstrap --dry-run`` writes nothing (adopting.md), so pointing it at a local-mode
+    folder that does not exist (a mistyped ``index.path``) must not create that folder, and
+    the run that writes must not create the table for a collection it cannot adopt. Before,
+    opening the index in local mode created the folder, and the table came first."""
+    config = write_config(tmp_path, "docs", 'preset = "langchain"')
+    for args in (("bootstrap", "--dry-run"), ("bootstrap",)):
+        code, data = run(config, *args)
+        assert code == 1
+        assert data["error"] == "collection_missing"
+        assert "does not exist" in data["message"]
+        assert not (tmp_path / "qdrant").exists()
+        assert not (tmp_path / "reconciler.db").exists()
+
+
 def test_native_collection_ids_in_source_form_keep_their_key(tmp_path: Path) -> None:
     client = QdrantClient(path=str(tmp_path / "qdrant"))
     try:
