@@ -211,6 +211,9 @@ class Vocabulary:
             unfound=set((looked_for or frozenset()) - reading.found),
             header_start=self.header_start,
             metas=metas,
+            # (a key in another case is looked for in the YAML the readers hold, also where
+            # the front matter was found: `Status:` is not `status:`)
+            cased=set((self.mapped or frozenset(self.keys)) - reading.found),
         )
         return note
 

@@ -34,17 +34,28 @@ def unread_keys(
     unfound: set[str],
     header_start: re.Pattern[str] | None,
     metas: Mapping[str, Mapping[str, Any]],
+    cased: set[str] | frozenset[str] = frozenset(),
 ) -> dict[str, str]:
     """field -> where the raw text (its first ``SEARCHED_CHARS``) writes a key mapped to it
-    (one of ``unfound``, the mapped fields no reader gave), and why no reader took it."""
+    (one of ``unfound``, the mapped fields no reader gave), and why no reader took it; and
+    for the fields of ``unfound`` and ``cased``, a YAML key (front matter, sidecar) that is
+    the mapped key in another case (YAML keys are exact: ``superseded-by`` is not
+    ``Superseded-By``)."""
     if not any(reader in _KEYED_READERS for reader in readers):
         return {}
     out: dict[str, str] = {}
     text = text[:SEARCHED_CHARS]
-    for name in sorted(unfound):
+    for name in sorted(unfound | cased):
         names = keys.get(name, ())
-        match = _key_line(names, "headers" in readers).search(text) if names else None
+        match = (
+            _key_line(names, "headers" in readers).search(text)
+            if names and name in unfound
+            else None
+        )
         if match is None:
+            other = _other_case(names, metas)
+            if other is not None:
+                out[name] = other
             continue
         line = text.count("\n", 0, match.start()) + 1
         written = match.group(0).strip()[:80]
@@ -86,6 +97,21 @@ def _cause(
         "the sidecar reader reads the sidecar file, and this key is written in the document "
         "itself: add 'headers' or 'body' to readers"
     )
+
+
+def _other_case(names: tuple[str, ...], metas: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Where a YAML reader holds one of ``names`` in another case, what to map instead."""
+    folded = {key.casefold() for key in names}
+    for reader in ("frontmatter", "sidecar"):
+        for key in metas.get(reader) or {}:
+            if isinstance(key, str) and key not in names and key.casefold() in folded:
+                return (
+                    f"the {reader} writes the key {key!r}, and the configuration maps "
+                    f"{list(names)!r}: YAML keys are read exactly as written (only header "
+                    f"names are read in any case): write {names[0]!r} there, or map {key!r} "
+                    "in fields (a list maps several spellings)"
+                )
+    return None
 
 
 @lru_cache(maxsize=256)

@@ -177,3 +177,38 @@ def test_a_note_the_source_refuses_is_named_in_the_table_output(deploy: Deployme
     assert "invalid_frontmatter" in text.output
     assert "dangling.md" in text.output
     assert stores_untouched(deploy)
+
+
+def test_a_yaml_key_in_another_case_is_named_not_read_as_nothing(deploy: Deployment) -> None:
+    """YAML keys are exact (mapping.md, `fields`), so front matter writing `superseded-by:`
+    under a mapping of `Superseded-By` gives no link. Before, nothing said so: the link field
+    is reported only where documents write its key, and the key was looked for in its mapped
+    case only, so `vocabulary check` said "ok" (exit 0) while every link was dropped. With no
+    mapping at all, a note writing `Status:` was registered `unknown` (and served) silently."""
+    mapping = '[sources.options.fields]\nstatus = "status"\nsuperseded_by = "Superseded-By"\n'
+    deploy.configure(source_extra=mapping)
+    (deploy.vault / "new.md").write_text("---\nstatus: current\n---\nnew\n", encoding="utf-8")
+    for name in ("a", "b"):
+        (deploy.vault / f"{name}.md").write_text(
+            f"---\nstatus: superseded\nsuperseded-by: new\n---\n{name}\n", encoding="utf-8"
+        )
+    code, data = deploy.json("vocabulary", "check")
+    assert code == 2
+    (report,) = data["sources"]
+    assert report["unread"] == ["superseded_by"]
+    (unread,) = report["unread_keys"]
+    assert "'superseded-by'" in unread["message"]
+    assert stores_untouched(deploy)
+
+
+def test_a_note_writing_a_default_key_in_another_case_is_named(deploy: Deployment) -> None:
+    for name in ("a", "b", "c"):
+        (deploy.vault / f"{name}.md").write_text("---\nstatus: current\n---\nx\n", "utf-8")
+    (deploy.vault / "d.md").write_text("---\nStatus: superseded\n---\nx\n", encoding="utf-8")
+    code, data = deploy.json("vocabulary", "check")
+    assert code == 2
+    (report,) = data["sources"]
+    assert report["states"]["unknown"] == 1
+    (missed,) = report["key_not_read"]["first"]
+    assert (missed["path"], missed["field"]) == ("d.md", "status")
+    assert "'Status'" in missed["message"]
