@@ -157,8 +157,8 @@ def bootstrap_command(obj: CliState, dry_run: bool) -> None:
     Reads payloads only (never vectors or text) and writes no payload: state, version, dates,
     class and family come from the payloads where valid, else the document is `unknown` in a
     family of its own; what could not be mapped is listed. The next `apply` writes the managed
-    payload keys. [bootstrap] preset = langchain | llamaindex | native sets the payload layout.
-    Running it again creates nothing.
+    payload keys. [index] layout = default | langchain | llamaindex sets the payload layout
+    (docs/adopting.md; [bootstrap] preset is its old name). Running it again creates nothing.
     """
     from reconciler.app.bootstrap import bootstrap as adopt_collection
     from reconciler.app.bootstrap import render_bootstrap

@@ -442,3 +442,13 @@ def test_what_does_not_touch_qdrant_does_not_import_qdrant_client(deploy: Deploy
         "print(json.dumps([codes, 'qdrant_client' in sys.modules]))"
     )
     assert printed_by(code) == [[0, 0, 1], False]
+
+
+def test_bootstrap_help_names_the_layout_key_the_docs_teach() -> None:
+    """docs/adopting.md configures the payload layout with `[index] layout` (default,
+    langchain, llamaindex); `[bootstrap] preset` is only its old name. The help named the old
+    key and its old value `native` alone, so a team following `--help` wrote the retired
+    spelling."""
+    said = " ".join(invoke("bootstrap", "--help").output.split())
+    assert "[index] layout" in said
+    assert "default | langchain | llamaindex" in said
