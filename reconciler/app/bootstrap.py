@@ -16,10 +16,14 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from reconciler.app.wiring import open_initialised_table, open_qdrant_index, open_table
+from reconciler.app.wiring import (
+    local_folder_missing,
+    open_initialised_table,
+    open_qdrant_index,
+    open_table,
+)
 from reconciler.errors import CollectionMissing
 from reconciler.model import OPEN_END, OPEN_START, Document, VersionState, parse_instant
 from reconciler.payload import KeyMap
@@ -329,8 +333,7 @@ def bootstrap(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
         f"{settings.index.path or settings.index.url}; point index.collection at "
         "the collection to adopt"
     )
-    cfg = settings.index
-    if cfg.engine == "qdrant" and cfg.path is not None and not Path(cfg.path).exists():
+    if local_folder_missing(settings):
         raise missing  # opening a local-mode folder that does not exist would create it
     index = open_qdrant_index(settings, needed_by="reconciler bootstrap")
     table = None

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 from reconciler.app.holding import HeldLease, lease_name
 from reconciler.app.probing import probe_sources
 from reconciler.app.stopping import JobControl, stoppable_sources
-from reconciler.app.wiring import build_sources, index_location, leases_of, open_index, open_table
+from reconciler.app.wiring import (
+    build_sources,
+    index_location,
+    leases_of,
+    local_folder_missing,
+    open_index,
+    open_table,
+)
 from reconciler.checks import CHECKS
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.errors import (
@@ -231,16 +238,19 @@ def _run_engine(
     index: ChunkIndex | None = None,
 ) -> Report:
     kept = index is not None
+    missing = CollectionMissing(
+        f"collection {settings.index.collection!r} does not exist at "
+        f"{index_location(settings)}; run `reconciler ingest` (or point index.collection "
+        "at an existing collection)"
+    )
+    if index is None and local_folder_missing(settings):
+        raise missing  # (opening the client would create the folder)
     index = index if index is not None else open_index(settings)
     if control is not None:
         control.on_leave(index.close)  # (local mode and Edge lock their folder)
     try:
         if not index.exists():
-            raise CollectionMissing(
-                f"collection {settings.index.collection!r} does not exist at "
-                f"{index_location(settings)}; run `reconciler ingest` (or point index.collection "
-                "at an existing collection)"
-            )
+            raise missing
         if options.split is not None and split_of(index) is None:
             options = dataclasses.replace(options, split=None)  # (a foreign archive: main alone)
         if held is not None:

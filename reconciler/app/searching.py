@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from reconciler.app.wiring import index_location, open_qdrant_index
+from reconciler.app.wiring import index_location, local_folder_missing, open_qdrant_index
 from reconciler.clock import SYSTEM_CLOCK, Clock
 from reconciler.embedding import make_embedder
 from reconciler.errors import CollectionMissing, ConfigError
@@ -44,14 +44,17 @@ def search_corpus(
     )
     vector = embedder.embed([query])[0]
     route = Route.from_settings(settings)
+    missing = CollectionMissing(
+        f"collection {settings.index.collection!r} does not exist at "
+        f"{index_location(settings)}; run `reconciler ingest` (or point index.collection "
+        "at an existing collection)"
+    )
+    if local_folder_missing(settings):
+        raise missing  # (opening the client would create the folder)
     index = open_qdrant_index(settings, needed_by="reconciler search")
     try:
         if not index.exists():  # (the retrievers' ValueError was a traceback here)
-            raise CollectionMissing(
-                f"collection {settings.index.collection!r} does not exist at "
-                f"{index_location(settings)}; run `reconciler ingest` (or point index.collection "
-                "at an existing collection)"
-            )
+            raise missing
         _same_width(index.client, route, len(vector), settings)
         hits = search(
             index.client,

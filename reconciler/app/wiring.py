@@ -99,6 +99,14 @@ def index_location(settings: Settings) -> str:
     return settings.index.path or settings.index.url or "?"
 
 
+def local_folder_missing(settings: Settings) -> bool:
+    """Whether ``index.path`` names a qdrant-client local-mode folder that does not exist: no
+    collection can be there, and opening the client would create the folder (a command that
+    needs the collection says it is missing first, and creates nothing)."""
+    cfg = settings.index
+    return cfg.engine == "qdrant" and cfg.path is not None and not Path(cfg.path).exists()
+
+
 def open_index(settings: Settings, *, refuse_foreign_archive: bool = False) -> ChunkIndex:
     """Open the chunk index of ``index.engine``: qdrant-client (local mode or a server) or a
     Qdrant Edge shard at ``index.path``/``index.collection``; with ``index.archive_collection``,

@@ -452,3 +452,20 @@ def test_bootstrap_help_names_the_layout_key_the_docs_teach() -> None:
     said = " ".join(invoke("bootstrap", "--help").output.split())
     assert "[index] layout" in said
     assert "default | langchain | llamaindex" in said
+
+
+@pytest.mark.parametrize(
+    "command", [["check"], ["plan"], ["apply"], ["search", "expenses"]], ids=lambda c: c[0]
+)
+def test_a_missing_local_index_folder_is_named_and_not_created(
+    deploy: Deployment, command: list[str]
+) -> None:
+    """`index.path` mistyped (or the folder gone): the commands that need the collection say
+    it is missing (exit 1) and leave the folder absent. Before, opening qdrant-client in local
+    mode created an empty folder at the mistyped path first, so read-only `check` and `plan`
+    wrote to the disk, and the next command found a folder where there was none."""
+    shutil.rmtree(deploy.root / "qdrant")
+    code, data = deploy.json(*command)
+    assert code == 1
+    assert data["error"] == "collection_missing", data
+    assert not (deploy.root / "qdrant").exists()
