@@ -46,9 +46,17 @@ def suggest(
 ) -> Proposals:
     """The proposals among the table's documents in ``scope`` scoring at least ``min_score``
     (default ``DEFAULT_MIN_SCORE``)."""
-    if scope.source is not None and scope.source not in {s.name for s in settings.sources}:
+    # (the rows `bootstrap` adopted carry `[bootstrap] source`, which no [[sources]] names)
+    known = sorted({s.name for s in settings.sources} | {settings.bootstrap.source})
+    if scope.source is not None and scope.source not in known:
         raise ConfigError(
-            [("--source", f"no source named {scope.source!r} in the config")],
+            [
+                (
+                    "--source",
+                    f"no source named {scope.source!r}: the config's sources and the "
+                    f"adopted rows' are {', '.join(map(repr, known))}",
+                )
+            ],
             origin=settings.origin,
         )
     started = time.perf_counter()

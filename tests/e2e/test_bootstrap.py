@@ -315,6 +315,26 @@ def llamaindex_corpus(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def test_suggest_takes_the_source_bootstrap_registered_the_rows_under(
+    langchain_corpus: Path,
+) -> None:
+    """adopting.md: `reconciler suggest --class X` "or --source NAME", and `--vectors` for "a
+    collection adopted by bootstrap with no source to read bodies from". The adopted rows'
+    source is `[bootstrap] source` (`adopted`), which no `[[sources]]` entry names: `suggest
+    --source adopted` was refused as "no source named 'adopted' in the config" (exit 1), so
+    the adopted rows could not be scoped apart from the rows of configured sources."""
+    config = write_config(langchain_corpus, "lc", 'preset = "langchain"')
+    assert run(config, "bootstrap")[0] == 0
+    code, everything = run(config, "suggest", "--no-bodies")
+    assert code == 0, everything
+    code, adopted = run(config, "suggest", "--no-bodies", "--source", "adopted")
+    assert code == 0, adopted
+    assert adopted["documents"] == everything["documents"] > 0
+    code, refused = run(config, "suggest", "--source", "nowhere")
+    assert code == 1
+    assert "adopted" in refused["message"]
+
+
 def test_llamaindex_collection_is_adopted_then_reconciled(llamaindex_corpus: Path) -> None:
     root = llamaindex_corpus
     config = write_config(root, "li", 'preset = "llamaindex"')
