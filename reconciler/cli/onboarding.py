@@ -143,5 +143,11 @@ def render_survey(data: dict[str, Any]) -> str:
                 "unknown is served: map their status (fields.status, status_map)"
             )
         out.append("")
+    if not data["sources"]:
+        out.append(
+            "no source is configured ([[sources]]): nothing was read. The rows `bootstrap` "
+            "adopted have none; configure their system of record (docs/adopting.md)"
+        )
+        return "\n".join(out)
     out.append("ok" if data["ok"] else "the configuration needs mending (exit 2)")
     return "\n".join(out)

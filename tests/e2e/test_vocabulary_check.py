@@ -212,3 +212,17 @@ def test_a_note_writing_a_default_key_in_another_case_is_named(deploy: Deploymen
     (missed,) = report["key_not_read"]["first"]
     assert (missed["path"], missed["field"]) == ("d.md", "status")
     assert "'Status'" in missed["message"]
+
+
+def test_a_config_with_no_source_says_it_read_nothing(tmp_path: Path) -> None:
+    """An adopted collection (docs/adopting.md) has no `[[sources]]` yet: the dry read has
+    nothing to read, and said "ok", as if a configuration had been checked and found sound."""
+    config = tmp_path / "reconciler.toml"
+    config.write_text(
+        '[table]\nurl = "sqlite:///reconciler.db"\n[index]\npath = "qdrant"\n', "utf-8"
+    )
+    result = CliRunner().invoke(cli, ["--config", str(config), "vocabulary", "check"])
+    assert result.exit_code == 0
+    assert "no source" in result.output
+    assert result.output.strip() != "ok"
+    assert not (tmp_path / "reconciler.db").exists()
