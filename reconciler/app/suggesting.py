@@ -64,11 +64,18 @@ def suggest(
     readers = _readers(settings, scope, notes)
     table = open_table(settings)
     try:
+        classes: set[str | None] = set()
         profiles = list(
-            _profiles(table.iter_documents(source=scope.source), scope, readers, progress)
+            _profiles(table.iter_documents(source=scope.source), scope, readers, progress, classes)
         )
     finally:
         table.close()
+    if scope.doc_class is not None and not profiles:
+        named = sorted(repr(c) for c in classes if c is not None)
+        notes.append(
+            f"no document has doc_class {scope.doc_class!r} (classes are matched exactly; "
+            f"the table's: {', '.join(named) or 'none'})"
+        )
     log.info(
         "suggest: %d documents profiled (table, sources' paths and bodies) in %.1fs",
         len(profiles),
@@ -180,9 +187,12 @@ def _profiles(
     scope: Scope,
     readers: dict[str, _Reader],
     progress: Callable[[int], None] | None,
+    classes: set[str | None],
 ) -> Iterator[Profile]:
+    """The profiles of ``documents`` in ``scope``; ``classes`` collects the classes seen."""
     unreadable = unlisted = 0
     for n, doc in enumerate(documents, 1):
+        classes.add(doc.doc_class)
         if scope.doc_class is not None and doc.doc_class != scope.doc_class:
             continue
         reader = readers.get(doc.source)

@@ -269,3 +269,13 @@ def test_without_the_discovery_extra_suggest_names_the_command_that_installs_it(
         assert said.count("\n") == 1
     assert json.loads(result.stdout)["error"] == "extra_missing"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_class_no_document_has_is_said_not_read_as_no_proposals(inherited: Path) -> None:
+    """`--source nope` is refused; `--class Public` (a class spelled as no row spells it)
+    answered "0 documents ... 0 links" and nothing else, which reads as "nothing to link"."""
+    data = json.loads(run(inherited, "suggest", "--format", "json", "--class", "Public"))
+    assert data["documents"] == 0
+    (note,) = [n for n in data["notes"] if "doc_class" in n]
+    assert "'Public'" in note
+    assert "'public'" in note
