@@ -303,6 +303,19 @@ def plan_documents(
                 ),
             }
         )
+    if family_key and tallies and not families:
+        adoption.unmapped.append(
+            {
+                "kind": "family_key_unread",
+                "doc_id": None,
+                "points": adoption.chunks,
+                "sample": [],
+                "message": (
+                    f"no chunk holds [bootstrap] family_key {family_key!r} (a dotted payload "
+                    "path, e.g. 'metadata.series'): every document gets a family of its own"
+                ),
+            }
+        )
     existing = set(table.get_documents(tallies)) if table is not None else set()
     adoption.already_registered = len(existing)
     for doc_id in sorted(tallies):

@@ -335,6 +335,19 @@ def test_suggest_takes_the_source_bootstrap_registered_the_rows_under(
     assert "adopted" in refused["message"]
 
 
+def test_a_family_key_no_chunk_holds_is_said(langchain_corpus: Path) -> None:
+    """`[bootstrap] family_key` names the payload path of a family id. Mistyped (or a path
+    no chunk carries), every document was registered in a family of its own and the output
+    said nothing of it: a configuration that reads nothing of a field must say so."""
+    config = write_config(
+        langchain_corpus, "lc", 'preset = "langchain"\nfamily_key = "metadata.serie"'
+    )
+    code, data = run(config, "bootstrap", "--dry-run")
+    assert code == 0
+    (unread,) = [u for u in data["unmapped"] if u["kind"] == "family_key_unread"]
+    assert "'metadata.serie'" in unread["message"]
+
+
 def test_llamaindex_collection_is_adopted_then_reconciled(llamaindex_corpus: Path) -> None:
     root = llamaindex_corpus
     config = write_config(root, "li", 'preset = "llamaindex"')
