@@ -22,7 +22,13 @@ from reconciler.pipeline.values import GuardDecision, Options, Scan, SourcesRead
 from reconciler.planning import Plan
 from reconciler.ports import ChunkIndex, DocumentTable
 from reconciler.writing.applying import Applier, ApplyResult
-from reconciler.writing.approving import APPROVAL, FORCE, mark_applied, save_plan
+from reconciler.writing.approving import (
+    APPROVAL,
+    FORCE,
+    drop_moot_plans,
+    mark_applied,
+    save_plan,
+)
 from reconciler.writing.declaring import record_declarations
 from reconciler.writing.executing import Repair, execute
 from reconciler.writing.plan_bodies import held_plan
@@ -189,4 +195,19 @@ def record(
         # (a partial run's reason: which sources were not reconciled, and why)
         error="; ".join(unread) if unread else None,
     )
+    if not unread and _whole(options):
+        # what an earlier refusal held back and this run neither wrote nor held: moot
+        drop_moot_plans(table, str(options.shard), run_id=run_id)
     return applied
+
+
+def _whole(options: Options) -> bool:
+    """A run that weighed every document of its shard with every check (no scope, no
+    declarations): one that would have held again what an earlier refusal held back."""
+    return (
+        options.checks == frozenset(CHECKS)
+        and options.families is None
+        and options.doc_id is None
+        and options.paths is None
+        and not options.declarations
+    )

@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 #: A plan waiting for a person's approval; being written by ``applied_run``; written; one the
 #: stores moved past, or that expired, before anyone approved it.
 PENDING, APPLYING, APPLIED, STALE, EXPIRED = "pending", "applying", "applied", "stale", "expired"
+#: The whole corpus's shard.
+WHOLE_SHARD = "0/1"
 #: Who may write a plan: a person's approval (``apply --plan``), or ``--force``.
 APPROVAL, FORCE = "approval", "force"
 #: The most documents a saved plan holds (one JSON value, about 1.1 kB a document).
@@ -130,6 +132,23 @@ def save_plan(
     )
 
 
+def drop_moot_plans(table: DocumentTable, shard: str, *, run_id: str) -> list[str]:
+    """After a run that reconciled all of ``shard`` (every shard for the whole corpus's, ``0/1``)
+    and was refused nothing, ``run_id``: the approvals still pending there (saved by earlier
+    runs: the shard's lease excludes any other runner of it meanwhile) hold back
+    writes that no source asks for any more (the run would have been refused for them again, or
+    written them), so they are marked ``stale`` and never applied; their ids."""
+    dropped = []
+    for saved in table.saved_plans(statuses=[PENDING], limit=1000):
+        covered = shard in (saved.shard, WHOLE_SHARD)
+        if covered and saved.authorized_by == APPROVAL and saved.run_id != run_id:
+            table.set_plan_status(saved.plan_id, STALE)
+            dropped.append(saved.plan_id)
+    if dropped:
+        log.info("plan(s) %s dropped: the run after them no longer asks for them", dropped)
+    return dropped
+
+
 # -- reading back ------------------------------------------------------------------------------
 
 
@@ -170,6 +189,12 @@ def refuse_unless_appliable(
     """Raise ``PlanRefused`` unless ``saved`` may be applied now: pending, not expired, and
     nothing it would write moved since (then it is marked ``stale``)."""
     plan_id = saved.plan_id
+    if saved.status == STALE:
+        raise PlanRefused(
+            plan_id,
+            "it is stale: the stores moved past it, or a later run no longer asks for it (the "
+            "next run plans again, and saves a new plan if it is refused again)",
+        )
     if saved.status != PENDING:
         by = f" by run {saved.applied_run}" if saved.applied_run else ""
         raise PlanRefused(plan_id, f"it is {saved.status}{by}; a plan is applied at most once")

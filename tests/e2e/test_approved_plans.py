@@ -148,3 +148,24 @@ def test_the_alert_names_the_command() -> None:
     ]
     assert "`reconciler apply --plan ID`" in refused["annotations"]["runbook"]
     assert "`reconciler status`" in refused["annotations"]["runbook"]
+
+
+def test_a_plan_the_sources_no_longer_ask_for_is_not_applied(deploy: Deployment) -> None:
+    """The mass retirement is undone in the source before anyone approves it: the next cron run
+    succeeds with nothing to write, so the saved plan asks for writes no source wants any more.
+    It was left ``pending`` (``status`` still said to approve it) and ``apply --plan`` retired
+    the twelve notes that the source says are current; the next run was then refused."""
+    retired, kept = retiring(deploy)
+    plan_id, _ = refused_plan(deploy)
+    for doc_id in retired:
+        deploy.edit_front(doc_id.removeprefix("hb:"), status="current")
+    code, settled = deploy.json("run")
+    assert (code, settled["refused"], settled["writes"]["table"]) == (0, False, 0), settled
+    assert deploy.json("status")[1]["plans"] == []  # nothing left to approve
+    assert deploy.json("plans", plan_id)[1]["plans"][0]["status"] == "stale"
+    code, moot = deploy.json("apply", "--plan", plan_id)
+    assert (code, moot["error"]) == (3, "plan_refused"), moot
+    assert "no longer asks for it" in moot["message"]
+    assert deploy.served() == set(retired + kept)  # nothing hidden
+    code, clean = deploy.json("check")
+    assert (code, clean["findings"]) == (0, [])
