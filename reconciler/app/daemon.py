@@ -94,6 +94,8 @@ class Runner:
         #: Called in the lane before each job (the watch lets go of the stores it keeps open:
         #: local mode and Edge lock their folder).
         self.before_job: Callable[[], object] | None = None
+        #: Called in the lane after each job (the watch's runs may open the stores again).
+        self.after_job: Callable[[], object] | None = None
 
     def expect_full(self, after: datetime) -> None:
         """The full job is next due at its first time after ``after``, plus the schedule's
@@ -122,7 +124,11 @@ class Runner:
                 return None
             if self.before_job is not None:
                 self.before_job()
-            return self._run(spec, mode=mode, actor=actor)
+            try:
+                return self._run(spec, mode=mode, actor=actor)
+            finally:
+                if self.after_job is not None:
+                    self.after_job()
 
     def _run(self, spec: JobSpec, *, mode: str, actor: str) -> Report | None:
         shard = str(self.shard)

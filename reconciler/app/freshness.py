@@ -5,6 +5,7 @@ which reads every full job's report for what it missed."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -34,6 +35,10 @@ def start_freshness(
     if watcher is not None:
         watcher.after_run = boundaries.plan
         if hasattr(runner, "before_job"):  # (serve's job opens the stores the watch keeps)
-            runner.before_job = watcher.release
+            if settings.index.url is None:  # (a folder the open locks: no watch run beside)
+                runner.before_job = functools.partial(watcher.release, hold=True)
+                runner.after_job = watcher.unhold
+            else:
+                runner.before_job = watcher.release
         scheduler.add_listener(watcher.after_job, EVENT_JOB_EXECUTED)
     return watcher

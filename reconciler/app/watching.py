@@ -1,24 +1,22 @@
-"""``serve``'s watch: a change in a vault or a git repository reaches the served set in seconds,
-not at the next full job.
+"""``serve``'s watch: a change in a vault or a git repository reaches the served set in seconds, not
+at the next full job.
 
-A vault is watched through filesystem events (watchdog), debounced: a batch is reconciled
-once the vault has been quiet for ``DEBOUNCE`` seconds, or ``MAX_DELAY`` after its first
-event in a storm. A git source's branch tip is polled every ``GIT_POLL`` seconds; only the
-paths that changed between the last reconciled commit and the tip are looked at. The
-documents at those paths name their families (the identity map; a path it does not know is
-read from a scan of that source), and those families go through the same scoped run as
-``reconciler repair --family`` (widened by membership, planned, guarded, audited and applied
-under the lease).
+A vault is watched through filesystem events (watchdog), debounced: a batch is reconciled once the
+vault has been quiet for ``DEBOUNCE`` seconds, or ``MAX_DELAY`` after its first event in a storm. A
+git source's branch tip is polled every ``GIT_POLL`` seconds; only the paths that changed between
+the last reconciled commit and the tip are looked at. The documents at those paths name their
+families (the identity map; a path it does not know is read from a scan of that source), and those
+families go through the same scoped run as ``reconciler repair --family`` (widened by membership,
+planned, guarded, audited and applied under the lease).
 
 Each source's watermark (the last reconciled commit; the source's date of the newest change
-reconciled) is written to the ``watch_marks`` table only after that run has committed, so a
-restart resumes from it: a vault is rescanned at start (files changed since the mark, and
-paths new to or gone from the identity map), as it is whenever its watcher died (it is
-started again). A run that cannot take the lease, or fails, keeps its changes pending and is
-tried again ``RETRY`` seconds later. Each source is followed by a thread of its own, so a
-source whose read hangs (a git host that accepts and never answers, until the git timeout)
-holds up no other; their runs take turns. The full job stays the safety net: a change the
-watch missed is its own finding there.
+reconciled) is written to the ``watch_marks`` table only after that run has committed, so a restart
+resumes from it: a vault is rescanned at start (files changed since the mark, and paths new to or
+gone from the identity map), as it is whenever its watcher died (it is started again). A run that
+cannot take the lease, or fails, keeps its changes pending and is tried again ``RETRY`` seconds
+later. Each source is followed by a thread of its own, so a source whose read hangs (a git host
+that accepts and never answers, until the git timeout) holds up no other; their runs take turns.
+The full job stays the safety net: a change the watch missed is its own finding there.
 """
 
 from __future__ import annotations
@@ -177,8 +175,7 @@ class Watch:
             table.close()
 
     def nudge(self, name: str) -> bool:
-        """Look at source ``name`` at the next tick (a webhook): poll it, or rescan the
-        vault. False when it is not watched."""
+        """Look at source ``name`` at the next tick (a webhook); False when it is not watched."""
         watched = next((w for w in self.sources if w.name == name), None)
         if watched is None:
             return False
@@ -195,13 +192,18 @@ class Watch:
                 thread.join(timeout=max(deadline - time.monotonic(), 0.1))
         for watched in self.sources:  # (one the loop restarted while it was being stopped)
             watched.stop()
-        self.release()
+        self.release(timeout=5)  # (a job left behind at stop_grace may hold them)
 
-    def release(self) -> None:
-        """Close the table and chunk index kept open (serve's job is about to open them, or
-        the watch has been idle ``KEEP_OPEN``), once the run holding them has ended."""
-        with self._kept:
+    def release(self, *, hold: bool = False, timeout: float = -1) -> None:
+        """Close the kept table and index once the run holding them has ended; ``hold``: no
+        watch run until ``unhold`` (serve's job: local mode and Edge lock their folder)."""
+        if self._kept.acquire(timeout=timeout):
             self.release_unlocked()
+            if not hold:
+                self._kept.release()
+
+    def unhold(self) -> None:
+        self._kept.release()
 
     def release_unlocked(self) -> None:
         """``release``, by the thread that holds ``_kept``."""
@@ -436,8 +438,7 @@ class Watch:
             return {doc.source_key for doc in documents}
 
     def _scope(self, table: Any, watched: Followed, paths: set[str]) -> WatchScope:
-        """The families of the documents at ``paths`` and the paths the run reads
-        (``reconciler.app.watch_scope``)."""
+        """The families at ``paths`` and the paths the run reads (``app.watch_scope``)."""
         if isinstance(watched, PolledWatch):  # (keys: their paths where it reads by path)
             return keyed_scope(table, watched.source, paths, watched.named, watched.paths)
         root = watched.root if isinstance(watched, VaultWatch) else None

@@ -393,3 +393,42 @@ def test_the_ttl_and_dates_jobs_read_the_sources_so_an_outage_shows_at_the_next_
     assert registry.get_sample_value("reconciler_source_up", {"source": "hb"}) == 1.0
     assert table.source_status()["hb"].last_success_at == clock.now()
     table.close()
+
+
+def test_the_full_job_at_start_beside_the_watch_opens_the_local_index(
+    deployment: Deployment,
+) -> None:
+    """A source changed while ``serve`` was down: at start the watch reconciles the change and
+    ``--run-now`` runs the full job, side by side. Local mode locks its folder, and the job
+    let go of the watch's stores only for a moment (``before_job``): the watch opened them
+    again at once, and the full job failed ("the local Qdrant storage ... is open in another
+    process"), a failed job in the run log, ``/healthz`` 503 and a failure counted."""
+    deployment.config.write_text(
+        deployment.config.read_text() + '[metrics]\nlisten = "127.0.0.1:0"\n'
+    )
+    log = deployment.root / "serve.log"
+
+    def serve_until_full_job() -> None:
+        proc = start_serve(deployment, log)
+        try:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and not any(
+                job == "full" and status != "running" for job, _m, status in runs(deployment)
+            ):
+                time.sleep(0.2)
+            time.sleep(3)  # (the watch's first pass)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0, log.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+    serve_until_full_job()  # (the watch's marks are written)
+    before = len(runs(deployment))
+    deployment.edit_front("runbook", doc_class="ops")  # while serve is down
+    serve_until_full_job()
+    text = log.read_text()
+    assert "open in another process" not in text, text
+    assert [r for r in runs(deployment)[before:] if r[0] == "full"] == [
+        ("full", "run", "succeeded")
+    ], (runs(deployment), text)
