@@ -382,6 +382,8 @@ class Verbs(click.Group):
         parent: click.Context | None = None,
         **extra: Any,
     ) -> click.Context:
+        if parent is None:  # (the whole command line: a usage error reads its --format)
+            self._args = list(args)
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as error:
@@ -395,9 +397,26 @@ class Verbs(click.Group):
             return super().invoke(ctx)
         except click.UsageError as error:
             _as_usage(error)
-            if _wants_json():
-                fail(error.format_message(), EXIT_USAGE, kind="usage")
+            fmt = _last_format(getattr(self, "_args", []))
+            if fmt == "json" or (fmt is None and _wants_json()):
+                message = {"error": "usage", "message": error.format_message()}
+                click.echo(json.dumps({**message, "exit_code": EXIT_USAGE}))
+                sys.exit(EXIT_USAGE)
             raise
+
+
+def _last_format(args: list[str]) -> str | None:
+    """The last ``--format`` on the command line (before or after the command: the one after
+    wins), for a usage error met before the options were all read."""
+    found = None
+    for n, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--format" and n + 1 < len(args):
+            found = args[n + 1]
+        elif arg.startswith("--format="):
+            found = arg.split("=", 1)[1]
+    return found
 
 
 def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

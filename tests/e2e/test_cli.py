@@ -218,6 +218,28 @@ def test_errors_are_one_json_object_under_format_json(
     assert list(no_config.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--format", "json", "--check", "bogus"],
+        ["rollback", "--format=json"],
+        ["plans", "--no-such-option", "--format", "json"],
+        ["--format", "table", "rollback", "--format", "json"],
+    ],
+)
+def test_a_usage_error_is_json_when_format_json_follows_the_command(
+    no_config: Path, args: list[str]
+) -> None:
+    """``--format`` is accepted after the command, and a script writes it there
+    (``reconciler check --format json ...``): a usage error was the text usage on stderr, with
+    nothing on stdout, unless ``--format json`` came before the command."""
+    result = invoke(*args)
+    assert result.exit_code == EXIT_USAGE, result.output
+    error = json.loads(result.stdout)
+    assert (error["error"], error["exit_code"]) == ("usage", EXIT_USAGE)
+    assert error["message"]
+
+
 def test_without_a_config_help_version_and_connectors_still_work(no_config: Path) -> None:
     for args in (["--help"], ["--version"], ["connectors"], ["check", "--help"]):
         assert invoke(*args).exit_code == 0, args
