@@ -50,7 +50,10 @@ def test_live_siblings_alert_fires_and_resolves(
             "prometheus is needed: run scripts/install-system-packages (Debian 'prometheus')"
         )
     dep = Deployment(tmp_path)
-    # Two versions both declared current and both started: live siblings after ingest.
+    # Two versions both declared current and both started, the second ingested in a family of
+    # its own and then moved into the first's: live siblings. Superseding the first is a merge
+    # (what takes over joins from another family), which the guard weighs as a hide; a
+    # handover within one family would be a relabel, written at once, and no alert would fire.
     dep.note(
         "policy-v1",
         id="policy-v1",
@@ -62,13 +65,21 @@ def test_live_siblings_alert_fires_and_resolves(
     dep.note(
         "policy-v2",
         id="policy-v2",
-        family="policy",
+        family="policy-draft",
         version="2",
         status="current",
         effective_from=day(-30),
     )
     dep.note("other", id="other", status="current", effective_from=day(-500))
     dep.init_ingest()
+    dep.note(
+        "policy-v2",
+        id="policy-v2",
+        family="policy",
+        version="2",
+        status="current",
+        effective_from=day(-30),
+    )
     metrics_port, prometheus_port = free_port(), free_port()
     # A strict guard with no floor: serve's run is refused, so the drift stays outstanding.
     dep.configure(fraction=0.01)
