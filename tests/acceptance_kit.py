@@ -426,3 +426,25 @@ def git_deployment(tmp_path: Path) -> tuple[Repo, Deployment]:
     )
     dep.init_ingest()
     return repo, dep
+
+
+def sql_table(url: str, *statements: str) -> None:
+    """Run ``statements`` on the database at ``url`` (a test's document-control table)."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in statements:
+                conn.execute(text(statement))
+    finally:
+        engine.dispose()
+
+
+def current_notes(deploy: Deployment, count: int) -> None:
+    """``count`` current notes, one family each, ingested and checked clean under a guard of
+    0.2 (the guard's handover tests start from them)."""
+    deploy.configure(fraction=0.2)
+    for n in range(count):
+        deploy.note(f"n{n:02d}", body(f"note {n}", f"rule {n}"), id=f"n{n:02d}",
+                    status="current", effective_from=day(-300 + n))  # fmt: skip
+    deploy.init_ingest()
+    assert deploy.json("check")[0] == 0

@@ -21,7 +21,7 @@ it."""
 from __future__ import annotations
 
 import pytest
-from acceptance_kit import Deployment, body, day, instant
+from acceptance_kit import Deployment, body, current_notes, day, instant
 
 OLD = 30
 NEW = 12
@@ -29,12 +29,7 @@ NEW = 12
 
 def _thirty(deploy: Deployment) -> set[str]:
     """30 current notes, one family each, ingested and checked clean under a guard of 0.2."""
-    deploy.configure(fraction=0.2)
-    for n in range(OLD):
-        deploy.note(f"n{n:02d}", body(f"note {n}", f"rule {n}"), id=f"n{n:02d}",
-                    status="current", effective_from=day(-300 + n))  # fmt: skip
-    deploy.init_ingest()
-    assert deploy.json("check")[0] == 0
+    current_notes(deploy, OLD)
     served = deploy.served()
     assert len(served) == OLD
     return served

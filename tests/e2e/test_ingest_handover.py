@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from acceptance_kit import Deployment, body, day
+from acceptance_kit import Deployment, body, current_notes, day
 
 OLD = 30
 NEW = 12
@@ -37,12 +37,7 @@ def _families_served(deploy: Deployment, as_of: datetime | None = None) -> list[
 def test_right_after_ingest_each_family_is_served_once(
     deploy: Deployment, link: str, start: int, later: int
 ) -> None:
-    deploy.configure(fraction=0.2)
-    for n in range(OLD):
-        deploy.note(f"n{n:02d}", body(f"note {n}", f"rule {n}"), id=f"n{n:02d}",
-                    status="current", effective_from=day(-300 + n))  # fmt: skip
-    deploy.init_ingest()
-    assert deploy.json("check")[0] == 0
+    current_notes(deploy, OLD)
     for n in range(NEW):
         linked = {"replaces": f"n{n:02d}"} if link == "replaces" else {}
         deploy.note(f"m{n:02d}", body(f"new note {n}", f"new rule {n}"), id=f"m{n:02d}",

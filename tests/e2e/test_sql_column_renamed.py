@@ -8,18 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from acceptance_kit import Deployment, day
-from sqlalchemy import create_engine, text
-
-
-def sql_table(url: str, *statements: str) -> None:
-    engine = create_engine(url)
-    try:
-        with engine.begin() as conn:
-            for statement in statements:
-                conn.execute(text(statement))
-    finally:
-        engine.dispose()
+from acceptance_kit import Deployment, day, sql_table
 
 
 @pytest.mark.xfail(

@@ -5,20 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acceptance_kit import Deployment, body, day, kinds, writes_zero
+from acceptance_kit import Deployment, body, day, kinds, sql_table, writes_zero
 from pytest_httpserver import HTTPServer
 from registry_kit import FakeRegistry
-from sqlalchemy import create_engine, text
-
-
-def sql_table(url: str, *statements: str) -> None:
-    engine = create_engine(url)
-    try:
-        with engine.begin() as conn:
-            for statement in statements:
-                conn.execute(text(statement))
-    finally:
-        engine.dispose()
 
 
 def test_one_run_reconciles_families_from_three_connectors(
